@@ -1,0 +1,101 @@
+"""Helpers every command shares: output format, JSON printing, error reporting, the rich console.
+
+Conventions:
+- every command that reports takes ``--format table|json``; JSON goes to stdout and nothing else is mixed in
+  (progress and messages go to stderr through ``err_console``);
+- a user error (``AccelbenchError``) is printed without a traceback and the exit code is non-zero.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from accelbench.errors import AccelbenchError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class OutputFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+
+
+FormatOption = typer.Option(
+    OutputFormat.table, "--format", "-f", help="table (human) or json (machine, stdout only)."
+)
+
+
+def to_jsonable(data: Any) -> Any:
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, dict):
+        return {str(k): to_jsonable(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [to_jsonable(v) for v in data]
+    if isinstance(data, enum.Enum):
+        return data.value
+    return data
+
+
+def print_json(data: Any) -> None:
+    """Write ``data`` as JSON to stdout, bypassing rich so nothing but JSON is printed."""
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, default=str, allow_nan=False))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def emit(data: Any, fmt: OutputFormat, render_table: Callable[[], None]) -> None:
+    """Print ``data`` as JSON, or call ``render_table`` for the human form."""
+    if fmt == OutputFormat.json:
+        print_json(data)
+    else:
+        render_table()
+
+
+def simple_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    table = Table(title=title, header_style="bold")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    return table
+
+
+def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
+    err_console.print(f"[bold red]Error:[/] {message}", highlight=False)
+    if hint:
+        err_console.print(hint, highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn AccelbenchError into a clean message and a non-zero exit."""
+    try:
+        yield
+    except AccelbenchError as exc:
+        fail(exc.message, exc.hint, exc.exit_code)
+
+
+def parse_kv_list(values: Sequence[str] | None, sep: str, what: str) -> dict[str, str]:
+    """Parse ``["K:V", ...]`` (or with another separator) into a dict, with a clear error."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        if sep not in item:
+            raise AccelbenchError(f"Bad {what} {item!r}: expected KEY{sep}VALUE.")
+        k, v = item.split(sep, 1)
+        if not k.strip():
+            raise AccelbenchError(f"Bad {what} {item!r}: the key is empty.")
+        out[k.strip()] = v.strip()
+    return out

@@ -1,0 +1,224 @@
+"""Types of the measurement engine: what to send (BenchConfig), what happened to each request
+(RequestRecord), what the server said meanwhile (TelemetrySample) and the result (BenchmarkSummary).
+
+Units follow ``vllm bench serve``: per-request times are seconds, summary statistics are milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from accelbench.domain.base import StrictModel
+
+
+class EndpointKind(enum.StrEnum):
+    chat = "chat"
+    completions = "completions"
+
+
+class DatasetKind(enum.StrEnum):
+    random = "random"
+    jsonl = "jsonl"
+    sharegpt = "sharegpt"
+
+
+class Endpoint(StrictModel):
+    """What the benchmark sees of a deployment: where to send, which served model name, how to tokenize."""
+
+    base_url: str = Field(description="Server root, e.g. http://127.0.0.1:8000 (no /v1).")
+    served_model: str = Field(
+        description="The model name the server answers to (the `model` field of requests)."
+    )
+    tokenizer: str | None = Field(
+        default=None,
+        description="Local tokenizer directory; None asks the server's /tokenize endpoint.",
+    )
+    api_key: str | None = Field(default=None, description="Bearer token for the server.", repr=False)
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra HTTP headers sent with every request."
+    )
+
+
+class GoodputSLO(StrictModel):
+    """Service-level objectives for goodput (a request counts when it meets all of them)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, description="Max time to first token, ms.")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Max time per output token, ms.")
+    e2el_ms: float | None = Field(default=None, gt=0, description="Max end-to-end latency, ms.")
+
+    def is_empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None
+
+
+class LoadSettings(StrictModel):
+    """How requests are made and paced. Shared by ``bench`` (one cell) and ``sweep`` (every cell)."""
+
+    endpoint: EndpointKind = Field(default=EndpointKind.chat, description="chat or completions API.")
+    dataset: DatasetKind = Field(default=DatasetKind.random, description="random, jsonl or sharegpt.")
+    dataset_path: str | None = Field(
+        default=None, description='File for jsonl ({"prompt": ...} rows) or sharegpt.'
+    )
+    output_len: int = Field(default=128, ge=1, description="max_tokens per request.")
+    prefix_len: int = Field(
+        default=0, ge=0, description="Tokens of a deliberate prefix shared by every prompt."
+    )
+    request_rate: float = Field(
+        default=math.inf, gt=0, description="Requests per second; inf sends all at once."
+    )
+    burstiness: float = Field(
+        default=1.0, gt=0, description="Gamma shape of inter-arrival times; 1 = Poisson."
+    )
+    duration_s: float | None = Field(
+        default=None, gt=0, description="Stop sending new requests after this many seconds."
+    )
+    num_warmups: int = Field(default=0, ge=0, description="Requests sent (and discarded) before measuring.")
+    ignore_eos: bool = Field(
+        default=True, description="Ask the server to ignore EOS so every request makes output_len tokens."
+    )
+    timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, seconds.")
+    seed: int = Field(default=0, description="Seed for prompts and send times.")
+    goodput: GoodputSLO | None = Field(default=None, description="SLOs for goodput.")
+    scrape_metrics: bool = Field(
+        default=True, description="Scrape the server's /metrics every second while running."
+    )
+    scrape_interval_s: float = Field(default=1.0, gt=0, description="Seconds between /metrics scrapes.")
+    temperature: float | None = Field(
+        default=None, ge=0, description="Sampling temperature sent with requests (server default if unset)."
+    )
+
+
+class BenchConfig(LoadSettings):
+    """One benchmark: a fixed number of prompts (or a duration) at one input length and concurrency."""
+
+    input_len: int = Field(default=128, ge=1, description="Input tokens per prompt (random dataset), exact.")
+    num_prompts: int = Field(default=100, ge=1, description="Prompts to send.")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Most requests in flight; None = unlimited."
+    )
+    label: str | None = Field(default=None, description="Free-form label stored with the result.")
+
+    @field_validator("dataset_path")
+    @classmethod
+    def _strip(cls, v: str | None) -> str | None:
+        return v.strip() if isinstance(v, str) else v
+
+
+class RequestRecord(StrictModel):
+    """One request as the client saw it. Times in seconds, relative to the benchmark start."""
+
+    index: int
+    prompt_len: int = Field(description="Input tokens as counted by the client's tokenizer.")
+    server_prompt_tokens: int | None = Field(
+        default=None, description="usage.prompt_tokens reported by the server."
+    )
+    max_tokens: int | None = None
+    output_tokens: int = 0
+    output_tokens_source: Literal["usage", "tokenizer", "chunks", "none"] = "none"
+    planned_send_s: float = Field(default=0.0, description="When the schedule wanted it sent.")
+    start_s: float = Field(default=0.0, description="When it was actually sent.")
+    ttft_s: float = 0.0
+    itl_s: list[float] = Field(
+        default_factory=list, description="Gaps between consecutive text-carrying chunks."
+    )
+    latency_s: float = Field(default=0.0, description="End-to-end latency: sent -> last text-carrying chunk.")
+    success: bool = False
+    error: str = ""
+    generated_text: str = ""
+
+    @property
+    def scheduling_lag_s(self) -> float:
+        return self.start_s - self.planned_send_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        if not self.success or self.output_tokens <= 1:
+            return None
+        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+class MetricStats(StrictModel):
+    """Statistics of one latency metric, in milliseconds (numpy linear-interpolation percentiles)."""
+
+    count: int = 0
+    mean: float = 0.0
+    median: float = 0.0
+    std: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+
+
+class TelemetrySample(StrictModel):
+    """One scrape of the server's /metrics. ``t_s`` is seconds since the benchmark start."""
+
+    t_s: float
+    wall: float = Field(description="Unix time of the scrape.")
+    values: dict[str, float] = Field(default_factory=dict)
+
+
+class TelemetrySummary(StrictModel):
+    """Deltas of counters and peaks/means of gauges over the benchmark."""
+
+    available: bool = False
+    error: str | None = None
+    samples: int = 0
+    deltas: dict[str, float] = Field(default_factory=dict, description="Counter increase over the run.")
+    peaks: dict[str, float] = Field(default_factory=dict, description="Highest value of each gauge.")
+    means: dict[str, float] = Field(default_factory=dict, description="Mean value of each gauge.")
+
+
+class PromptTokenCheck(StrictModel):
+    """Client-counted input tokens against the server's usage.prompt_tokens."""
+
+    checked: int = 0
+    mismatched: int = 0
+    max_abs_deviation: int = 0
+    mean_deviation: float = 0.0
+
+
+class BenchmarkSummary(StrictModel):
+    """The result of one benchmark (one sweep cell and repeat), per-request records included."""
+
+    label: str | None = None
+    date: str = Field(description="ISO time the benchmark started.")
+    base_url: str = ""
+    model_id: str = ""
+    tokenizer_id: str = ""
+    config: BenchConfig
+    started_at: float = Field(default=0.0, description="Unix time of the first send.")
+    finished_at: float = Field(default=0.0, description="Unix time of the last completion.")
+    duration_s: float = 0.0
+    num_prompts: int = 0
+    completed: int = 0
+    failed: int = 0
+    errors: dict[str, int] = Field(default_factory=dict, description="Failure reason -> count.")
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0
+    request_goodput: float | None = None
+    output_throughput: float = 0.0
+    total_token_throughput: float = 0.0
+    max_output_tokens_per_s: float = 0.0
+    max_concurrent_requests: int = 0
+    ttft_ms: MetricStats = Field(default_factory=MetricStats)
+    tpot_ms: MetricStats = Field(default_factory=MetricStats)
+    itl_ms: MetricStats = Field(default_factory=MetricStats)
+    e2el_ms: MetricStats = Field(default_factory=MetricStats)
+    scheduling_lag_ms: MetricStats = Field(default_factory=MetricStats)
+    output_tokens_source: Literal["usage", "tokenizer", "chunks", "mixed", "none"] = "none"
+    itl_counting: str = Field(
+        default="one gap per text-carrying SSE chunk; a chunk carrying several tokens counts as one gap",
+        description="How ITL was counted.",
+    )
+    prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
+    telemetry: TelemetrySummary = Field(default_factory=TelemetrySummary)
+    telemetry_samples: list[TelemetrySample] = Field(default_factory=list)
+    requests: list[RequestRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Caveats, e.g. the client could not keep up.")

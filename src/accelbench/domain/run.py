@@ -1,0 +1,161 @@
+"""Run-level types: the sweep matrix, the YAML run spec (model, engine, target, sweep) and run status."""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from accelbench.domain.base import StrictModel
+from accelbench.domain.bench import LoadSettings
+
+
+class RunStatus(enum.StrEnum):
+    pending = "pending"
+    deploying = "deploying"
+    benchmarking = "benchmarking"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+    interrupted = "interrupted"
+
+    @property
+    def finished(self) -> bool:
+        return self in {RunStatus.completed, RunStatus.failed, RunStatus.cancelled, RunStatus.interrupted}
+
+
+class CellStatus(enum.StrEnum):
+    completed = "completed"
+    partial = "partial"  # interrupted: some requests finished, kept and marked
+    failed = "failed"
+
+
+class SweepSpec(LoadSettings):
+    """The matrix: input lengths x concurrency levels x repeats, num_prompts = concurrency x prompts_per_concurrency."""
+
+    input_lens: list[int] = Field(
+        default_factory=lambda: [128, 512], min_length=1, description="Input lengths, tokens."
+    )
+    concurrency: list[int] = Field(
+        default_factory=lambda: [1, 4], min_length=1, description="Concurrency levels."
+    )
+    repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
+    prompts_per_concurrency: int = Field(
+        default=10, ge=1, description="num_prompts = concurrency x this, per cell."
+    )
+
+    @field_validator("input_lens", "concurrency")
+    @classmethod
+    def _positive_unique(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError("every value must be >= 1")
+        if len(set(v)) != len(v):
+            raise ValueError("values must be unique")
+        return v
+
+    def cells(self) -> list[tuple[int, int]]:
+        """(input_len, concurrency) in run order."""
+        return [(i, c) for i in self.input_lens for c in self.concurrency]
+
+
+class EngineSettings(StrictModel):
+    """Engine knobs a spec may set; the runtime turns them into flags and environment."""
+
+    max_model_len: int | None = Field(default=None, ge=16, description="--max-model-len / llama.cpp n_ctx.")
+    kv_cache_space_gib: float | None = Field(
+        default=None, gt=0, description="VLLM_CPU_KVCACHE_SPACE (CPU) in GiB."
+    )
+    max_num_seqs: int | None = Field(default=None, ge=1, description="--max-num-seqs.")
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, description="--max-num-batched-tokens.")
+    tensor_parallel_size: int | None = Field(default=None, ge=1, description="--tensor-parallel-size.")
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1, description="GPU only.")
+    kv_cache_dtype: str | None = Field(default=None, description="e.g. fp8 (GPU only).")
+    quantization: str | None = Field(default=None, description="none, fp8, int8, int4 (mapped per runtime).")
+    threads: int | None = Field(
+        default=None, ge=1, description="CPU threads (llama.cpp n_threads; vLLM OMP)."
+    )
+    deployment_mode: Literal["single", "distributed", "disaggregated"] = Field(
+        default="single", description="Multi-node modes are GPU only."
+    )
+    extra_args: list[str] = Field(default_factory=list, description="Extra engine flags, appended verbatim.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment variables.")
+
+
+class EngineSpec(StrictModel):
+    name: str = Field(
+        default="vllm-cpu", description="Runtime name: vllm-cpu, llamacpp, vllm, vllm-neuron, sglang."
+    )
+    version: str | None = Field(default=None, description="Engine version; default from the tool versions.")
+    settings: EngineSettings = Field(default_factory=EngineSettings)
+
+
+class LocalTarget(StrictModel):
+    kind: Literal["local"] = "local"
+    host: str = Field(default="127.0.0.1", description="Interface the engine binds to.")
+    port: int | None = Field(default=None, ge=1, le=65535, description="Fixed port; default a free one.")
+    startup_timeout_s: float = Field(default=600.0, gt=0, description="Seconds to wait for /health.")
+
+
+class EndpointTarget(StrictModel):
+    """An already running OpenAI-compatible server: nothing is deployed or torn down."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    base_url: str
+    served_model: str | None = None
+    tokenizer: str | None = None
+
+
+class KubernetesTarget(StrictModel):
+    kind: Literal["kubernetes"] = "kubernetes"
+    namespace: str = "accelbench"
+    kubeconfig: str | None = Field(default=None, description="Path; default in-cluster or ~/.kube/config.")
+    context: str | None = None
+    loadgen_shards: int = Field(default=1, ge=1, le=64, description="Load-generator pods.")
+    ready_timeout_s: float | None = Field(default=None, gt=0, description="Default per accelerator tier.")
+    loadgen_timeout_s: float = Field(default=7200.0, gt=0)
+    image: str | None = Field(default=None, description="accelbench image for the load-generator Job.")
+
+
+class Ec2Target(StrictModel):
+    kind: Literal["ec2"] = "ec2"
+    region: str = "us-east-1"
+    endpoint_url: str | None = Field(default=None, description="EC2-compatible API endpoint; default AWS.")
+    ami_id: str | None = None
+    subnet_id: str | None = None
+    security_group_ids: list[str] = Field(default_factory=list)
+    key_name: str | None = None
+    ready_timeout_s: float = Field(default=1800.0, gt=0)
+
+
+Target = Annotated[LocalTarget | EndpointTarget | KubernetesTarget | Ec2Target, Field(discriminator="kind")]
+
+
+class RunSpec(StrictModel):
+    """What ``accelbench run SPEC.yaml`` (and POST /api/v1/runs) executes."""
+
+    label: str | None = Field(default=None, description="A name for the run.")
+    model: str = Field(description="Model name (preset or prepared) or a path.")
+    revision: str | None = Field(default=None, description="Pinned model revision, when known.")
+    instance_type: str | None = Field(
+        default=None, description="Catalog instance type; local runs describe this machine."
+    )
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    target: Target = Field(default_factory=LocalTarget)
+    sweep: SweepSpec = Field(default_factory=SweepSpec)
+    isa_trace: bool = Field(
+        default=False, description="Run the engine with oneDNN's verbose trace (timings not comparable)."
+    )
+    hf_token: str | None = Field(
+        default=None, description="Secret; never stored or returned.", repr=False, exclude=True
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RunSpec:
+        if not self.model.strip():
+            raise ValueError("model must not be empty")
+        return self
+
+    def public_dict(self) -> dict[str, Any]:
+        """The spec as stored: secrets removed."""
+        return self.model_dump(mode="json", exclude={"hf_token"})

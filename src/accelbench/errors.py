@@ -1,0 +1,51 @@
+"""Typed errors a user can cause. Each carries a message that says what to change.
+
+The CLI prints them without a traceback and exits non-zero; the API maps ``status_code`` to the HTTP status.
+"""
+
+from __future__ import annotations
+
+
+class AccelbenchError(Exception):
+    """Base of every error a user can cause or fix."""
+
+    status_code = 400
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n{self.hint}" if self.hint else self.message
+
+
+class UserInputError(AccelbenchError):
+    """Bad input: a flag, a spec file, an API body."""
+
+
+class NotFoundError(AccelbenchError):
+    """A named thing (run, model, instance type, engine) does not exist."""
+
+    status_code = 404
+
+
+class ConflictError(AccelbenchError):
+    """The request contradicts the current state (e.g. cancelling a finished run)."""
+
+    status_code = 409
+
+
+class GuardError(UserInputError):
+    """A deployment setting that cannot work on the chosen accelerator tier."""
+
+
+class EngineError(AccelbenchError):
+    """An engine failed to install, start or keep running."""
+
+    status_code = 502
+
+
+class AuthError(AccelbenchError):
+    status_code = 401

@@ -1,0 +1,65 @@
+"""A small named registry used for runtimes, datasets, schedules, targets and report outputs.
+
+``@REG.register("name")`` adds an entry, ``REG.get("name")`` returns it, and an unknown name raises an error
+that suggests the closest known names.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from accelbench.errors import NotFoundError
+
+T = TypeVar("T")
+
+
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str], what: str) -> NotFoundError:
+    """Build the error for an unknown name, with the closest matches and the full list when short."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    if not close:
+        lowered = name.lower()
+        close = [c for c in choices if lowered and (lowered in c.lower() or c.lower() in lowered)][:3]
+    msg = f"Unknown {what} {name!r}."
+    if close:
+        msg += " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    hint = "Known: " + ", ".join(choices) if len(choices) <= 30 else None
+    return NotFoundError(msg, hint=hint)
+
+
+class Registry(Generic[T]):
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.what} {name!r} registered twice")
+            self._items[name] = obj
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T) -> None:
+        self.register(name)(obj)
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise did_you_mean(name, list(self._items), self.what) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def items(self) -> list[tuple[str, T]]:
+        return sorted(self._items.items())

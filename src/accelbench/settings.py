@@ -1,0 +1,71 @@
+"""Process-wide settings, read from the environment with the prefix ``ACCELBENCH_``.
+
+Every setting can also be given as a CLI flag where it makes sense; the flag wins.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+APP_NAME = "accelbench"
+
+
+class Settings(BaseSettings):
+    """Settings shared by the CLI, the API and the workers."""
+
+    model_config = SettingsConfigDict(env_prefix="ACCELBENCH_", extra="ignore")
+
+    data_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)),
+        description="Where the default SQLite store and run artefacts live.",
+    )
+    cache_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_cache_dir(APP_NAME)),
+        description="Where engines (virtual environments) and prepared models live; shared by every run.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the results store; default: SQLite file under the data dir. "
+        "PostgreSQL: postgresql+psycopg://user:pass@host:port/db",
+    )
+    api_token: str | None = Field(
+        default=None,
+        description="Bearer token that mutating API endpoints require (in addition to stored API keys).",
+    )
+    api_read_auth: bool = Field(
+        default=False, description="When true, read endpoints of the API require a token as well."
+    )
+    worker: bool = Field(default=True, description="Run the background run worker inside `accelbench serve`.")
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'accelbench.db'}"
+
+    @property
+    def engines_dir(self) -> Path:
+        return self.cache_dir / "engines"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.cache_dir / "models"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def reset_settings_cache() -> None:
+    """Forget cached settings (tests change the environment between cases)."""
+    get_settings.cache_clear()
