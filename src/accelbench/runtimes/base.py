@@ -1,0 +1,147 @@
+"""The Runtime interface and its registry.
+
+Runtime modules register themselves on import; ``_load_all`` imports the known modules lazily so that
+``get_runtime`` always sees every runtime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from accelbench.domain.base import StrictModel
+from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.run import EngineSettings
+from accelbench.registry import Registry
+
+RUNTIME_MODULES = ["vllm", "vllm_cpu", "vllm_neuron", "sglang", "llamacpp"]
+
+
+class ServeParams(StrictModel):
+    """Everything a runtime needs to produce a serve command, whatever the target."""
+
+    model: str = Field(
+        description="Model directory, GGUF file, hub id or s3:// URI as the engine will read it."
+    )
+    served_model_name: str = Field(
+        description="Name the server answers to; the load generator uses the same."
+    )
+    host: str = "0.0.0.0"
+    port: int = 8000
+    accelerator_type: AcceleratorType = AcceleratorType.cpu
+    accelerator_count: int = 0
+    arch: Literal["x86_64", "arm64"] = "x86_64"
+    numa_nodes: int = 1
+    instance: InstanceType | None = None
+    settings: EngineSettings = Field(default_factory=EngineSettings)
+    trust_remote_code: bool = False
+    stream_weights: bool = Field(
+        default=False, description="Load weights with the Run:ai model streamer (s3://)."
+    )
+    model_size_gib: float | None = None
+    parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
+    pre_quantized: str | None = Field(
+        default=None, description="Quantization method of the checkpoint itself."
+    )
+    isa_trace: bool = Field(default=False, description="oneDNN verbose trace (CPU engines).")
+    hf_token_secret: str | None = Field(
+        default=None, description="Name of a Kubernetes secret holding HF_TOKEN."
+    )
+
+
+class Runtime(ABC):
+    """One serving engine. Subclasses set the class attributes and implement the abstract methods."""
+
+    name: ClassVar[str]
+    container_name: ClassVar[str] = "engine"
+    accelerators: ClassVar[frozenset[AcceleratorType]]
+    image_env_var: ClassVar[str | None] = None
+    tool_version_key: ClassVar[str]
+    default_version: ClassVar[str]
+    container_port: ClassVar[int] = 8000
+
+    @abstractmethod
+    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+        """Container image for ``version``, behind a pull-through ``registry`` prefix when given."""
+
+    def image(
+        self,
+        version: str,
+        registry: str | None = None,
+        arch: str = "x86_64",
+        environ: Mapping[str, str] | None = None,
+    ) -> str:
+        """The image to deploy: the environment override when set, else the default."""
+        import os
+
+        env = os.environ if environ is None else environ
+        if self.image_env_var and env.get(self.image_env_var):
+            return env[self.image_env_var]
+        return self.default_image(version, registry, arch)
+
+    def resolve_version(self, tool_versions: Mapping[str, str]) -> str:
+        return tool_versions.get(self.tool_version_key) or self.default_version
+
+    @abstractmethod
+    def serve_args(self, params: ServeParams) -> list[str]:
+        """Engine flags (no program name)."""
+
+    @abstractmethod
+    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+        """Full argv: program and flags. Locally ``python`` is the engine venv's interpreter."""
+
+    @abstractmethod
+    def env(self, params: ServeParams) -> dict[str, str]:
+        """Environment variables the engine needs."""
+
+    @abstractmethod
+    def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
+        """Engine flags for a requested quantization (none, fp16, fp8, int8, int4)."""
+
+    def validate(self, params: ServeParams) -> list[str]:
+        """Reasons the parameters cannot work with this runtime (empty when fine)."""
+        errors = []
+        if params.accelerator_type not in self.accelerators:
+            kinds = ", ".join(sorted(a.value for a in self.accelerators))
+            errors.append(
+                f"runtime {self.name!r} serves {kinds}, not {params.accelerator_type.value} instances"
+            )
+        return errors
+
+
+RUNTIMES: Registry[Runtime] = Registry("runtime")
+_loaded = False
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in RUNTIME_MODULES:
+        try:
+            importlib.import_module(f"accelbench.runtimes.{mod}")
+        except ModuleNotFoundError as exc:  # a runtime module not written yet
+            if exc.name != f"accelbench.runtimes.{mod}":
+                raise
+
+
+def get_runtime(name: str) -> Runtime:
+    _load_all()
+    return RUNTIMES.get(name)
+
+
+# The one place that decides which runtime serves an accelerator tier by default.
+DEFAULT_RUNTIME = {
+    AcceleratorType.gpu: "vllm",
+    AcceleratorType.neuron: "vllm-neuron",
+    AcceleratorType.cpu: "vllm-cpu",
+}
+
+
+def runtime_for_accelerator(kind: AcceleratorType | str) -> Runtime:
+    return get_runtime(DEFAULT_RUNTIME[AcceleratorType(kind)])
