@@ -24,7 +24,8 @@ app = typer.Typer(
 
 # Modules that register commands. Order decides the order in --help.
 COMMAND_MODULES = [
-    "accelbench.cli.bench",  # bench, sweep, sweep-plot
+    "accelbench.cli.bench",  # bench
+    "accelbench.cli.sweep",  # sweep, sweep-plot
     "accelbench.cli.runs",  # runs list|show|delete
     "accelbench.cli.engine",  # engine install|list|remove
     "accelbench.cli.model",  # model prepare|list
