@@ -78,6 +78,12 @@ class EngineSettings(StrictModel):
     deployment_mode: Literal["single", "distributed", "disaggregated"] = Field(
         default="single", description="Multi-node modes are GPU only."
     )
+    streamer_concurrency: int | None = Field(
+        default=None, ge=1, le=256, description="Run:ai streamer parallel reads; default from the model size."
+    )
+    streamer_memory_limit_gib: float | None = Field(
+        default=None, gt=0, description="Run:ai streamer CPU buffer, GiB; default 15% of the weights."
+    )
     extra_args: list[str] = Field(default_factory=list, description="Extra engine flags, appended verbatim.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment variables.")
 
