@@ -44,6 +44,10 @@ class ServeParams(StrictModel):
     )
     model_size_gib: float | None = None
     parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
+    moe: bool = Field(
+        default=False,
+        description="Mixture-of-experts model (the CPU ceiling for dense models does not apply).",
+    )
     pre_quantized: str | None = Field(
         default=None, description="Quantization method of the checkpoint itself."
     )

@@ -1,0 +1,135 @@
+"""Build ``ServeParams`` in one place from (model, instance, recommendation, engine settings).
+
+Every target (local process, Kubernetes manifest, EC2 user data, export) calls ``params_for`` so a setting
+is merged the same way everywhere: what the user set in the engine settings wins; the planner's
+recommendation fills what the user left unset (context length, batch size, tensor parallel, the CPU KV
+budget, the GPU KV dtype, quantization); the instance gives the accelerator tier, device count,
+architecture and NUMA nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.run import EngineSettings
+from accelbench.runtimes.base import ServeParams
+
+#: EngineSettings field <- the recommendation attributes that may carry it (first one present wins)
+_FROM_RECOMMENDATION: dict[str, tuple[str, ...]] = {
+    "max_model_len": ("max_model_len",),
+    "max_num_seqs": ("max_num_seqs", "concurrency", "max_concurrency"),
+    "max_num_batched_tokens": ("max_num_batched_tokens",),
+    "tensor_parallel_size": ("tensor_parallel_size", "tp", "tp_degree"),
+    "kv_cache_space_gib": ("kv_cache_space_gib", "cpu_kv_cache_space_gib", "kv_space_gib"),
+    "kv_cache_dtype": ("kv_cache_dtype",),
+    "quantization": ("quantization",),
+    "gpu_memory_utilization": ("gpu_memory_utilization",),
+}
+
+
+def _rec_value(recommendation: Any, names: tuple[str, ...]) -> Any:
+    for source in (recommendation, getattr(recommendation, "settings", None)):
+        if source is None:
+            continue
+        for name in names:
+            value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def merge_settings(
+    settings: EngineSettings | None, recommendation: Any | None, instance: InstanceType | None = None
+) -> EngineSettings:
+    """The engine settings with every field the user left unset filled from the recommendation."""
+    settings = settings or EngineSettings()
+    if recommendation is None:
+        return settings
+    explicit = settings.model_fields_set
+    updates: dict[str, Any] = {}
+    for field, names in _FROM_RECOMMENDATION.items():
+        if field in explicit or getattr(settings, field) is not None:
+            continue
+        value = _rec_value(recommendation, names)
+        if value is None:
+            continue
+        if field == "quantization" and str(value).lower() in ("none", "bf16", "fp16", ""):
+            continue  # native precision: nothing to pass
+        if field == "kv_cache_dtype" and str(value).lower() in (
+            "auto",
+            "fp16",
+            "bf16",
+            "bfloat16",
+            "float16",
+        ):
+            continue
+        if (
+            field == "kv_cache_dtype"
+            and instance is not None
+            and instance.accelerator_type != AcceleratorType.gpu
+        ):
+            continue  # the KV dtype is a GPU knob (a CPU fp8 request is refused by the guards)
+        if (
+            field in ("kv_cache_space_gib",)
+            and instance is not None
+            and instance.accelerator_type != AcceleratorType.cpu
+        ):
+            continue
+        if (
+            field == "gpu_memory_utilization"
+            and instance is not None
+            and instance.accelerator_type != AcceleratorType.gpu
+        ):
+            continue
+        updates[field] = value
+    return settings.model_copy(update=updates)
+
+
+def params_for(
+    *,
+    model: str,
+    served_model_name: str,
+    instance: InstanceType,
+    settings: EngineSettings | None = None,
+    recommendation: Any | None = None,
+    model_size_gib: float | None = None,
+    parameters: float | None = None,
+    moe: bool = False,
+    pre_quantized: str | None = None,
+    trust_remote_code: bool = False,
+    stream_weights: bool | None = None,
+    isa_trace: bool = False,
+    host: str = "0.0.0.0",
+    port: int = 8000,
+    hf_token_secret: str | None = None,
+) -> ServeParams:
+    """The one way to build ``ServeParams``.
+
+    ``recommendation`` is the planner's result (``accelbench.plan.recommend``); any object or dict with
+    the attributes listed in ``_FROM_RECOMMENDATION`` works. ``stream_weights`` defaults to "the model is an
+    s3:// URI"; a runtime whose image lacks the streamer downloads instead.
+    """
+    merged = merge_settings(settings, recommendation, instance)
+    if model_size_gib is None and recommendation is not None:
+        model_size_gib = _rec_value(recommendation, ("weights_gib", "model_size_gib"))
+    return ServeParams(
+        model=model,
+        served_model_name=served_model_name,
+        host=host,
+        port=port,
+        accelerator_type=instance.accelerator_type,
+        accelerator_count=instance.accelerator_count,
+        arch=instance.arch,
+        numa_nodes=instance.numa_nodes,
+        instance=instance,
+        settings=merged,
+        trust_remote_code=trust_remote_code,
+        stream_weights=model.startswith("s3://") if stream_weights is None else stream_weights,
+        model_size_gib=model_size_gib,
+        parameters=parameters,
+        moe=moe,
+        pre_quantized=pre_quantized,
+        isa_trace=isa_trace,
+        hf_token_secret=hf_token_secret,
+    )

@@ -1,0 +1,114 @@
+"""SGLang on NVIDIA GPUs (image ``lmsysorg/sglang``).
+
+On GPUs older than Hopper the triton attention backend is chosen: SGLang's default there (FlashInfer)
+compiles kernels just in time with nvcc, which the runtime image does not always carry, while the triton
+kernels work everywhere. Hopper keeps SGLang's own default (FlashAttention 3).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
+from accelbench.runtimes.common import flag_present, v_tag, with_registry
+from accelbench.runtimes.vllm import QUANTIZATIONS, normalize_quantization
+
+HOPPER = ("h100", "h200", "h800", "h20", "gh200")
+
+
+def is_hopper(params: ServeParams) -> bool:
+    name = (params.instance.accelerator_name if params.instance else "").lower()
+    return any(name.startswith(h) for h in HOPPER)
+
+
+class SGLang(Runtime):
+    name = "sglang"
+    accelerators = frozenset({AcceleratorType.gpu})
+    image_env_var = "SGLANG_IMAGE"
+    tool_version_key = "sglang"
+    default_version = "0.5.23"
+    repository: ClassVar[str] = "lmsysorg/sglang"
+    entry_module: ClassVar[str] = "sglang.launch_server"
+
+    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+        return f"{with_registry(self.repository, registry)}:{v_tag(version)}"
+
+    def tensor_parallel(self, params: ServeParams) -> int:
+        return params.settings.tensor_parallel_size or max(1, params.accelerator_count)
+
+    def serve_args(self, params: ServeParams) -> list[str]:
+        s = params.settings
+        args = [
+            "--model-path",
+            params.model,
+            "--served-model-name",
+            params.served_model_name,
+            "--host",
+            params.host,
+            "--port",
+            str(params.port),
+            "--tp",
+            str(self.tensor_parallel(params)),
+        ]
+        if params.trust_remote_code:
+            args.append("--trust-remote-code")
+        if s.max_model_len:
+            args += ["--context-length", str(s.max_model_len)]
+        if s.max_num_seqs:
+            args += ["--max-running-requests", str(s.max_num_seqs)]
+        if s.max_num_batched_tokens:
+            args += ["--chunked-prefill-size", str(s.max_num_batched_tokens)]
+        if s.gpu_memory_utilization:
+            args += ["--mem-fraction-static", f"{s.gpu_memory_utilization:g}"]
+        if s.kv_cache_dtype and s.kv_cache_dtype.lower() != "auto":
+            kv = s.kv_cache_dtype.lower()
+            # SGLang names the FP8 variant; e5m2 needs no scaling factors in the checkpoint
+            args += ["--kv-cache-dtype", "fp8_e5m2" if kv == "fp8" else kv]
+        if not normalize_quantization(params.pre_quantized):
+            args += self.map_quantization(s.quantization, streaming=params.stream_weights)
+        if not is_hopper(params) and not flag_present(s.extra_args, "--attention-backend"):
+            args += ["--attention-backend", "triton"]
+        args += s.extra_args
+        return args
+
+    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+        return [python, "-m", self.entry_module, *self.serve_args(params)]
+
+    def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
+        q = normalize_quantization(quantization)
+        if q == "fp16":
+            return ["--dtype", "float16"]
+        if q == "bf16":
+            return ["--dtype", "bfloat16"]
+        if q == "fp8":
+            return ["--quantization", "fp8"]
+        return []  # int8/int4 only from pre-quantized checkpoints (refused otherwise by validate())
+
+    def env(self, params: ServeParams) -> dict[str, str]:
+        return dict(params.settings.env)
+
+    def validate(self, params: ServeParams) -> list[str]:
+        errors = super().validate(params)
+        q = normalize_quantization(params.settings.quantization)
+        if q is not None and q not in QUANTIZATIONS:
+            errors.append(f"quantization {q!r} is not one of {', '.join(QUANTIZATIONS)}")
+        if q in ("int8", "int4") and not normalize_quantization(params.pre_quantized):
+            errors.append(
+                f"SGLang serves {q} only from a pre-quantized checkpoint (AWQ, GPTQ, W8A8): choose one, "
+                "or use the vllm runtime, which quantizes with bitsandbytes on load"
+            )
+        if params.stream_weights:
+            errors.append(
+                "weight streaming (s3://) is only wired for vLLM; use the vllm runtime or a hub model id"
+            )
+        tp = self.tensor_parallel(params)
+        if params.accelerator_count and tp > params.accelerator_count:
+            errors.append(
+                f"tensor_parallel_size {tp} exceeds the {params.accelerator_count} GPU(s); "
+                f"set it to {params.accelerator_count} or fewer"
+            )
+        return errors
+
+
+RUNTIMES.add("sglang", SGLang())

@@ -1,0 +1,101 @@
+"""vLLM on AWS Neuron (Inferentia2, Trainium) through NeuronX Distributed Inference.
+
+Neuron compiles the model for fixed shapes before serving: the batch size (``--max-num-seqs``) and the
+sequence length (``--max-model-len``) are baked into the compiled graph, so both are always passed (the
+planner's values, else small safe defaults), and start-up includes compilation (the manifests give Neuron a
+much longer start-up allowance). Weights are served in BF16; the image does not ship the Run:ai streamer.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.runtimes.base import RUNTIMES, ServeParams
+from accelbench.runtimes.common import with_registry
+from accelbench.runtimes.vllm import VllmFamily, normalize_quantization
+
+#: NeuronCores per device, by the catalog's accelerator name (used when the plan gives no TP)
+NEURON_CORES_PER_DEVICE = {"inferentia2": 2, "trainium": 2, "trainium1": 2, "trainium2": 8}
+
+DEFAULT_MAX_NUM_SEQS = 4
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+def neuron_cores(params: ServeParams) -> int:
+    name = (params.instance.accelerator_name if params.instance else "").lower()
+    per_device = NEURON_CORES_PER_DEVICE.get(name, 2)
+    return max(1, params.accelerator_count) * per_device
+
+
+class VllmNeuron(VllmFamily):
+    """vLLM with the Neuron platform (AWS Deep Learning Container for vLLM on Neuron)."""
+
+    name = "vllm-neuron"
+    accelerators = frozenset({AcceleratorType.neuron})
+    image_env_var = "VLLM_NEURON_IMAGE"
+    tool_version_key = "vllm-neuron"
+    # The DLC tag names the vLLM version, the Python and the Neuron SDK together, so the whole tag is the
+    # tool version.
+    default_version = "0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
+    repository: ClassVar[str] = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+
+    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+        repo = self.repository
+        if registry:
+            # behind a pull-through cache the upstream host becomes a path below the cache prefix
+            repo = with_registry(repo.split("/", 1)[1], registry)
+        return f"{repo}:{version.strip()}"
+
+    def tensor_parallel(self, params: ServeParams) -> int:
+        return params.settings.tensor_parallel_size or neuron_cores(params)
+
+    def device_args(self, params: ServeParams) -> list[str]:
+        return ["--device", "neuron"]
+
+    def limit_args(self, params: ServeParams) -> list[str]:
+        s = params.settings
+        max_len = s.max_model_len or DEFAULT_MAX_MODEL_LEN
+        args = [
+            "--max-model-len",
+            str(max_len),
+            "--max-num-seqs",
+            str(s.max_num_seqs or DEFAULT_MAX_NUM_SEQS),
+        ]
+        # no --block-size: the Neuron platform sets the block to the whole context itself, and vLLM's
+        # argument parser only accepts small block sizes
+        if s.max_num_batched_tokens:
+            args += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
+        return args
+
+    def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
+        return []  # BF16 only; anything else is refused by validate()
+
+    def env(self, params: ServeParams) -> dict[str, str]:
+        env = {
+            "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
+            # compiled graphs are written here; a persistent volume at this path skips recompilation
+            "NEURON_COMPILED_ARTIFACTS": "/var/cache/neuron-compiled",
+        }
+        env.update(params.settings.env)
+        return env
+
+    def validate(self, params: ServeParams) -> list[str]:
+        errors = super().validate(params)
+        q = normalize_quantization(params.settings.quantization)
+        if q not in (None, "bf16"):
+            errors.append(
+                f"quantization {q} is not offered on Neuron here: Neuron runs serve BF16; "
+                "remove quantization or choose a GPU instance"
+            )
+        tp = self.tensor_parallel(params)
+        cores = neuron_cores(params)
+        if tp > cores:
+            errors.append(f"tensor_parallel_size {tp} exceeds the {cores} NeuronCores; set it to {cores}")
+        if tp & (tp - 1):
+            errors.append(f"tensor_parallel_size {tp} must be a power of two on Neuron")
+        return errors
+
+
+RUNTIMES.add("vllm-neuron", VllmNeuron())
