@@ -56,6 +56,11 @@ class AcceleratorSpec(StrictModel):
     supports_fp8_kv: bool = False
     # Neuron
     neuron_cores: int | None = Field(default=None, description="NeuronCores per device.")
+    neuron_logical_cores: int | None = Field(
+        default=None,
+        description="NeuronCores the runtime exposes per device by default (Trainium2 groups two physical "
+        "cores into one logical core, LNC=2); None when equal to neuron_cores.",
+    )
     # CPU
     cores_per_socket: int | None = None
     isa: list[str] = Field(
