@@ -1,9 +1,292 @@
-"""CLI commands: runs (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench runs list|show|delete`` over the results store.
+
+``list`` shows each run with its id, status and request counts; ``show`` prints one run's spec, environment
+and per-cell table (the same aggregation as every report); ``delete`` removes a run with its results,
+per-request records and telemetry, after confirmation.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+import yaml
+from rich.panel import Panel
+from rich.table import Table
+
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.domain.results import RunInfo
+from accelbench.domain.run import RunStatus
+from accelbench.errors import ConflictError, UserInputError
+from accelbench.report.tables import aggregate_results, table_headers, table_rows
+from accelbench.store import get_store
+from accelbench.telemetry.host import describe_environment
+
+runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
+
+_STATUS_STYLE = {
+    RunStatus.completed: "green",
+    RunStatus.failed: "red",
+    RunStatus.interrupted: "yellow",
+    RunStatus.cancelled: "yellow",
+    RunStatus.benchmarking: "cyan",
+    RunStatus.deploying: "cyan",
+    RunStatus.pending: "dim",
+}
+
+
+def run_brief(run: RunInfo) -> dict[str, Any]:
+    """The fields ``runs list --format json`` prints for each run."""
+    return {
+        "id": run.id,
+        "label": run.label,
+        "kind": run.kind,
+        "status": run.status.value,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "model": run.model,
+        "served_model": run.served_model,
+        "base_url": run.base_url,
+        "engine": run.engine,
+        "engine_version": run.engine_version,
+        "instance_type": run.instance_type,
+        "accelerator_type": run.accelerator_type,
+        "cells": run.cells,
+        "completed_requests": run.completed_requests,
+        "failed_requests": run.failed_requests,
+        "progress": run.progress,
+        "error": run.error,
+    }
+
+
+def _progress_text(run: RunInfo) -> str:
+    p = run.progress or {}
+    done, total = p.get("cells_done"), p.get("cells_total")
+    if isinstance(done, int) and isinstance(total, int) and total:
+        return f"{done}/{total}"
+    return str(run.cells) if run.cells else "-"
+
+
+def _status_text(status: RunStatus) -> str:
+    return f"[{_STATUS_STYLE.get(status, 'white')}]{status.value}[/]"
+
+
+@runs_app.command("list")
+def list_runs(
+    status: list[RunStatus] | None = typer.Option(
+        None, "--status", "-s", help="Only runs with this status (repeatable)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Only runs whose model or served name contains this."
+    ),
+    label: str | None = typer.Option(None, "--label", help="Only runs whose label contains this."),
+    kind: str | None = typer.Option(
+        None, "--kind", help="Only runs of this kind: bench, sweep, run, import."
+    ),
+    limit: int = typer.Option(
+        50, "--limit", "-n", min=1, max=10_000, help="At most this many runs, newest first."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """List stored runs, newest first, with their status and request counts."""
+    with user_errors():
+        store = get_store()
+        runs, total = store.list_runs(
+            status=[s.value for s in status] if status else None,
+            model=model,
+            label=label,
+            kind=kind,
+            limit=limit,
+        )
+        if fmt == OutputFormat.json:
+            print_json({"total": total, "runs": [run_brief(r) for r in runs]})
+            return
+        if not runs:
+            err_console.print("No runs stored yet." if total == 0 else "No run matches.")
+            return
+        table = Table(header_style="bold")
+        for col, justify in (
+            ("ID", "left"),
+            ("Kind", "left"),
+            ("Status", "left"),
+            ("Label", "left"),
+            ("Model", "left"),
+            ("Created (UTC)", "left"),
+            ("Cells", "right"),
+            ("Completed", "right"),
+            ("Failed", "right"),
+        ):
+            table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        for r in runs:
+            table.add_row(
+                r.id,
+                r.kind,
+                _status_text(r.status),
+                r.label or "",
+                r.served_model or r.model or "",
+                r.created_at.strftime("%Y-%m-%d %H:%M"),
+                _progress_text(r),
+                str(r.completed_requests),
+                f"[red]{r.failed_requests}[/]" if r.failed_requests else "0",
+            )
+        console.print(table)
+        if total > len(runs):
+            err_console.print(f"{len(runs)} of {total} runs shown; --limit shows more.")
+
+
+@runs_app.command("show")
+def show_run(
+    run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
+    repeats: bool = typer.Option(False, "--repeats", help="Also list every repeat of every cell."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Show one run: its spec, environment and per-cell results."""
+    with user_errors():
+        store = get_store()
+        run = store.get_run(run_id)
+        results = store.get_results(run.id)
+        cells = aggregate_results(results)
+        if fmt == OutputFormat.json:
+            print_json(
+                {
+                    "run": run.model_dump(mode="json"),
+                    "cells": [c.model_dump(mode="json") for c in cells],
+                    "results": [r.model_dump(mode="json", exclude={"summary"}) for r in results],
+                }
+            )
+            return
+        head = Table.grid(padding=(0, 2))
+        head.add_column(style="bold")
+        head.add_column(overflow="fold")
+        head.add_row("Run", f"{run.id} ({run.kind})")
+        if run.label:
+            head.add_row("Label", run.label)
+        head.add_row("Status", _status_text(run.status))
+        if run.error:
+            head.add_row("Reason", f"[red]{run.error}[/]")
+        if run.progress:
+            p = run.progress
+            text = f"{p.get('cells_done', '?')}/{p.get('cells_total', '?')} cell repeats"
+            if p.get("current"):
+                text += f", current: {p['current']}"
+            head.add_row("Progress", text)
+        head.add_row("Created", run.created_at.isoformat(timespec="seconds"))
+        if run.started_at:
+            head.add_row("Started", run.started_at.isoformat(timespec="seconds"))
+        if run.finished_at:
+            head.add_row("Finished", run.finished_at.isoformat(timespec="seconds"))
+        for label, value in (
+            ("Model", run.model),
+            ("Served model", run.served_model),
+            ("Base URL", run.base_url),
+            ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
+            ("Instance", run.instance_type),
+        ):
+            if value:
+                head.add_row(label, value)
+        head.add_row("Requests", f"{run.completed_requests} completed, {run.failed_requests} failed")
+        console.print(Panel(head, title="Run", expand=False))
+        if run.spec:
+            console.print(
+                Panel(yaml.safe_dump(run.spec, sort_keys=False).rstrip(), title="Spec", expand=False),
+                highlight=False,
+            )
+        env_lines = describe_environment(run.environment)
+        if env_lines:
+            env = Table.grid(padding=(0, 2))
+            env.add_column(style="bold")
+            env.add_column(overflow="fold")
+            for k, v in env_lines:
+                env.add_row(k, v)
+            console.print(Panel(env, title="Environment", expand=False))
+        if not cells:
+            console.print("No results stored for this run.")
+            return
+        table = Table(title="Cells (mean of repeat medians; min-max over repeats)", header_style="bold")
+        for h in table_headers():
+            table.add_column(h, justify="right")
+        for row in table_rows(cells):
+            table.add_row(*row)
+        console.print(table)
+        if repeats:
+            rep = Table(title="Repeats", header_style="bold")
+            for h in (
+                "Input",
+                "Conc.",
+                "Repeat",
+                "Status",
+                "TTFT p50",
+                "TPOT p50",
+                "ITL p50",
+                "E2E p50",
+                "Out tok/s",
+                "Completed",
+                "Failed",
+            ):
+                rep.add_column(h, justify="right")
+            for r in results:
+                rep.add_row(
+                    str(r.input_len),
+                    str(r.concurrency),
+                    str(r.repeat),
+                    r.status.value,
+                    *(
+                        "-" if v is None else f"{v:,.2f}"
+                        for v in (
+                            r.ttft_p50_ms,
+                            r.tpot_p50_ms,
+                            r.itl_p50_ms,
+                            r.e2el_p50_ms,
+                            r.output_throughput,
+                        )
+                    ),
+                    str(r.completed),
+                    str(r.failed),
+                )
+            console.print(rep)
+
+
+@runs_app.command("delete")
+def delete_runs(
+    run_ids: list[str] = typer.Argument(..., help="Run ids (or unambiguous prefixes)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    force: bool = typer.Option(False, "--force", help="Also delete runs that are still marked as running."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Delete runs with their results, per-request records and telemetry."""
+    with user_errors():
+        store = get_store()
+        runs = [store.get_run(ref) for ref in dict.fromkeys(run_ids)]
+        active = [r for r in runs if not r.status.finished and r.status != RunStatus.pending]
+        if active and not force:
+            raise ConflictError(
+                "Run(s) still marked as running: "
+                + ", ".join(f"{r.id} ({r.status.value})" for r in active)
+                + ".",
+                hint="Wait for them to finish, or pass --force if the process that ran them is gone.",
+            )
+        if not yes:
+            listing = ", ".join(
+                f"{r.id} ({r.status.value}, {r.cells} results, {r.completed_requests + r.failed_requests} requests)"
+                for r in runs
+            )
+            try:
+                confirmed = typer.confirm(f"Delete {listing}?", default=False, err=True)
+            except typer.Abort:  # no answer (end of input, Ctrl-C)
+                confirmed = False
+            if not confirmed:
+                raise UserInputError(
+                    "Nothing deleted.", hint="Answer y, or pass --yes to delete without asking."
+                )
+        deleted = [store.delete_run(r.id) for r in runs]
+        if fmt == OutputFormat.json:
+            print_json({"deleted": deleted})
+        else:
+            for rid in deleted:
+                err_console.print(f"Deleted run {rid}.")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(runs_app, name="runs")

@@ -473,10 +473,19 @@ def describe_environment(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     cpu = env.get("cpu") or {}
     if cpu:
         isa = cpu.get("isa") or {}
-        cores = f"{cpu.get('physical_cores')} cores / {cpu.get('logical_cpus')} threads"
+        parts = []
+        if cpu.get("physical_cores"):
+            parts.append(f"{cpu['physical_cores']} cores")
+        if cpu.get("logical_cpus"):
+            parts.append(f"{cpu['logical_cpus']} threads")
         if cpu.get("usable_cpus") and cpu.get("usable_cpus") != cpu.get("logical_cpus"):
-            cores += f", {cpu['usable_cpus']} usable"
-        lines.append(("CPU", f"{cpu.get('model') or '?'} ({cpu.get('arch')}), {cores}"))
+            parts.append(f"{cpu['usable_cpus']} usable")
+        text = str(cpu.get("model") or "unknown CPU")
+        if cpu.get("arch"):
+            text += f" ({cpu['arch']})"
+        if parts:
+            text += ", " + " / ".join(parts)
+        lines.append(("CPU", text))
         topo = []
         if cpu.get("sockets"):
             topo.append(f"{cpu['sockets']} socket(s)")
@@ -485,7 +494,7 @@ def describe_environment(env: Mapping[str, Any]) -> list[tuple[str, str]]:
         if topo:
             lines.append(("Topology", ", ".join(topo)))
         has = isa.get("has") or {}
-        if has:
+        if has or isa.get("present"):
             missing = [k for k, v in has.items() if not v]
             text = ", ".join(isa.get("present") or []) or "none of the checked"
             if missing:
