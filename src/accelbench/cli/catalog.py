@@ -1,9 +1,297 @@
-"""CLI commands: catalog (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench catalog list|show|refresh-prices``.
+
+``list`` filters the instance catalog (accelerator tier, family, serving memory, hourly price, architecture);
+``show`` prints one instance type with its accelerator (or CPU) spec, the spec's sources and every known
+price; ``refresh-prices`` fetches current prices from the AWS Pricing API into the store. Prices shown are
+the best known: a refreshed price from the store when it is at least as new as the shipped snapshot.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from accelbench.catalog import (
+    Catalog,
+    get_catalog,
+    price_map,
+    prices_for,
+    refresh_prices,
+    serving_memory_gib,
+)
+from accelbench.catalog.pricing import SNAPSHOT_REGION
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.errors import AccelbenchError, UserInputError
+
+catalog_app = typer.Typer(help="Instance types, accelerator specs and prices.", no_args_is_help=True)
+
+
+def _store_or_none(quiet: bool = False) -> Any:
+    """The results store for refreshed prices; None (snapshot only) when it cannot be opened."""
+    try:
+        from accelbench.store import get_store
+
+        return get_store()
+    except AccelbenchError as exc:
+        if not quiet:
+            err_console.print(
+                f"[yellow]Warning:[/] store unavailable ({exc.message}); using snapshot prices."
+            )
+    except Exception as exc:  # a broken database URL must not hide the shipped catalog
+        if not quiet:
+            err_console.print(f"[yellow]Warning:[/] store unavailable ({exc}); using snapshot prices.")
+    return None
+
+
+def instance_row(inst: InstanceType, price: Price | None) -> dict[str, Any]:
+    """One instance as ``catalog list --format json`` prints it: every catalog field, the serving memory
+    and the best known on-demand price."""
+    row = inst.model_dump(mode="json")
+    row["serving_memory_gib"] = serving_memory_gib(inst)
+    row["price"] = price.model_dump(mode="json") if price else None
+    return row
+
+
+def _fmt_num(value: float | None, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}".rstrip("0").rstrip(".") if value % 1 else f"{value:.0f}"
+
+
+def _accel_text(inst: InstanceType) -> str:
+    if inst.accelerator_type == AcceleratorType.cpu:
+        return inst.accelerator_name
+    return f"{inst.accelerator_count} x {inst.accelerator_name} ({_fmt_num(inst.accelerator_memory_gib)} GiB)"
+
+
+@catalog_app.command("list")
+def list_instances(
+    accelerator: AcceleratorType | None = typer.Option(
+        None, "--accelerator", "-a", help="Only this tier: gpu, neuron or cpu."
+    ),
+    family: list[str] | None = typer.Option(
+        None, "--family", help="Only these instance families, e.g. g6 or r8g (repeatable)."
+    ),
+    min_memory: float | None = typer.Option(
+        None,
+        "--min-memory",
+        min=0,
+        help="Minimum serving memory in GiB (accelerator memory; host memory on CPU instances).",
+    ),
+    max_price: float | None = typer.Option(
+        None,
+        "--max-price",
+        min=0,
+        help="Maximum on-demand price in USD per hour (rows without a price drop).",
+    ),
+    arch: str | None = typer.Option(None, "--arch", help="x86_64 or arm64."),
+    region: str = typer.Option(SNAPSHOT_REGION, "--region", help="Region whose prices to show."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """List instance types, filtered."""
+    with user_errors():
+        cat = get_catalog()
+        prices = price_map(PriceTier.on_demand, region, _store_or_none(quiet=fmt == OutputFormat.json))
+        rows = cat.filter(
+            accelerator_type=accelerator,
+            family=family or None,
+            min_memory_gib=min_memory,
+            max_price=max_price,
+            arch=arch,
+            prices={k: p.usd_per_hour for k, p in prices.items()},
+        )
+        if fmt == OutputFormat.json:
+            print_json([instance_row(i, prices.get(i.name)) for i in rows])
+            return
+        table = Table(title=f"{len(rows)} instance types", header_style="bold")
+        for col in (
+            "name",
+            "tier",
+            "accelerator",
+            "vCPU",
+            "memory GiB",
+            "serving GiB",
+            "NUMA",
+            "arch",
+            "USD/h",
+        ):
+            table.add_column(
+                col,
+                justify="right" if col in ("vCPU", "NUMA", "USD/h") else "left",
+                no_wrap=col in ("name", "USD/h"),
+            )
+        for i in rows:
+            p = prices.get(i.name)
+            table.add_row(
+                i.name,
+                i.accelerator_type.value,
+                _accel_text(i),
+                str(i.vcpus),
+                _fmt_num(i.memory_gib),
+                _fmt_num(serving_memory_gib(i)),
+                str(i.numa_nodes),
+                i.arch,
+                _fmt_num(p.usd_per_hour) if p else "-",
+            )
+        console.print(table)
+        if not rows:
+            err_console.print("No instance type matches these filters.")
+
+
+def _spec_rows(spec: AcceleratorSpec) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = [("kind", spec.kind.value), ("vendor", spec.vendor or "-")]
+    if spec.kind == AcceleratorType.cpu:
+        rows += [
+            ("cores per socket", str(spec.cores_per_socket)),
+            ("ISA", ", ".join(spec.isa)),
+            ("memory channels", str(spec.memory_channels)),
+            ("socket bandwidth GB/s", _fmt_num(spec.memory_bandwidth_gbps)),
+            ("per-core bandwidth GB/s", _fmt_num(spec.per_core_bandwidth_gbps)),
+            ("per-core BF16 GFLOP/s", _fmt_num(spec.per_core_bf16_gflops)),
+            ("socket BF16 TFLOP/s", _fmt_num(spec.bf16_tflops)),
+        ]
+    else:
+        rows += [
+            ("memory GiB", _fmt_num(spec.memory_gib)),
+            ("bandwidth GB/s", _fmt_num(spec.memory_bandwidth_gbps)),
+            ("BF16 TFLOP/s (dense)", _fmt_num(spec.bf16_tflops)),
+            ("FP8 TFLOP/s (dense)", _fmt_num(spec.fp8_tflops)),
+            ("INT8 TOP/s (dense)", _fmt_num(spec.int8_tops)),
+            ("interconnect GB/s", _fmt_num(spec.interconnect_gbps)),
+            ("FP8 KV cache", "yes" if spec.supports_fp8_kv else "no"),
+        ]
+        if spec.neuron_cores:
+            rows.append(("NeuronCores", str(spec.neuron_cores)))
+        if spec.neuron_logical_cores:
+            rows.append(("logical NeuronCores", str(spec.neuron_logical_cores)))
+    return rows
+
+
+@catalog_app.command("show")
+def show_instance(
+    name: str = typer.Argument(..., help="Instance type, e.g. g6.2xlarge."),
+    region: str = typer.Option(SNAPSHOT_REGION, "--region", help="Region whose prices to show."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Show one instance type with its accelerator spec, sources and prices."""
+    with user_errors():
+        cat = get_catalog()
+        inst = cat.instance(name)
+        spec = cat.accelerator_for(inst)
+        prices = prices_for(inst.name, region, _store_or_none(quiet=fmt == OutputFormat.json), catalog=cat)
+        if fmt == OutputFormat.json:
+            print_json(
+                {
+                    "instance": instance_row(inst, prices.get(PriceTier.on_demand)),
+                    "accelerator": spec.model_dump(mode="json"),
+                    "prices": {t.value: p.model_dump(mode="json") for t, p in prices.items()},
+                }
+            )
+            return
+        _render_show(cat, inst, spec, prices, region)
+
+
+def _render_show(
+    cat: Catalog, inst: InstanceType, spec: AcceleratorSpec, prices: dict[PriceTier, Price], region: str
+) -> None:
+    t = Table(title=inst.name, show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value")
+    t.add_row("family", inst.family)
+    t.add_row("tier", inst.accelerator_type.value)
+    t.add_row("accelerator", _accel_text(inst))
+    t.add_row("vCPU", str(inst.vcpus))
+    t.add_row("memory GiB", _fmt_num(inst.memory_gib))
+    t.add_row("serving memory GiB", _fmt_num(serving_memory_gib(inst)))
+    t.add_row("architecture", inst.arch)
+    t.add_row("NUMA nodes", str(inst.numa_nodes))
+    t.add_row("network Gbps", _fmt_num(inst.network_gbps))
+    if inst.cpu_generation:
+        t.add_row("CPU generation", inst.cpu_generation)
+        t.add_row("CPU ISA", ", ".join(inst.cpu_isa))
+    console.print(t)
+    s = Table(title=f"{spec.name} spec", show_header=False)
+    s.add_column("field", style="bold")
+    s.add_column("value")
+    for k, v in _spec_rows(spec):
+        s.add_row(k, v)
+    console.print(s)
+    for src in spec.sources:
+        console.print(
+            f"  source: {src.title} {src.url or ''} (accessed {src.accessed or '?'})", highlight=False
+        )
+    p = Table(title=f"prices in {region}", header_style="bold")
+    for col in ("tier", "USD/h", "date", "source"):
+        p.add_column(col)
+    for tier in PriceTier:
+        price = prices.get(tier)
+        if price is None:
+            p.add_row(tier.value, "-", "-", "unknown (run `accelbench catalog refresh-prices`)")
+        else:
+            p.add_row(tier.value, _fmt_num(price.usd_per_hour, 6), price.effective_date, price.source)
+    console.print(p)
+
+
+@catalog_app.command("refresh-prices")
+def refresh_prices_cmd(
+    region: list[str] | None = typer.Option(
+        None, "--region", help="Region to price (repeatable). Default: us-east-1."
+    ),
+    instance: list[str] | None = typer.Option(
+        None, "--instance", "-i", help="Only these instance types (repeatable). Default: the whole catalog."
+    ),
+    family: list[str] | None = typer.Option(None, "--family", help="Only these families (repeatable)."),
+    delay: float = typer.Option(0.2, "--delay", min=0, help="Seconds between API calls (avoids throttling)."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Fetch on-demand and reserved (1 yr / 3 yr all upfront, as hourly) prices from the AWS Pricing API
+    into the store. Needs AWS credentials with pricing:GetProducts; without them the snapshot stays in use."""
+    with user_errors():
+        cat = get_catalog()
+        names = [cat.instance(n).name for n in instance or []]
+        if family:
+            names += [i.name for i in cat.filter(family=family) if i.name not in names]
+        from accelbench.store import get_store
+
+        store = get_store()
+        regions = region or [SNAPSHOT_REGION]
+        if len(set(regions)) != len(regions):
+            raise UserInputError("A region is given twice.", hint="Give each --region once.")
+        reports = []
+        for reg in regions:
+            with err_console.status(f"Pricing {reg} ...") as status:
+
+                def progress(name: str, i: int, n: int, _reg: str = reg, _st: Any = status) -> None:
+                    if name:
+                        _st.update(f"Pricing {_reg}: {name} ({i + 1}/{n})")
+
+                rep = refresh_prices(
+                    store, reg, names or None, delay_s=delay, catalog=cat, on_progress=progress
+                )
+            reports.append(rep)
+            err_console.print(
+                f"{reg}: {rep.written} prices for {len({p.instance_type for p in rep.prices})} instance types"
+                + (f"; no product for {', '.join(rep.missing)}" if rep.missing else ""),
+                highlight=False,
+            )
+        if fmt == OutputFormat.json:
+            print_json([r.as_dict() for r in reports])
+            return
+        table = Table(title="refreshed prices (USD/h)", header_style="bold")
+        for col in ("region", "instance", "on_demand", "reserved_1yr", "reserved_3yr"):
+            table.add_column(col)
+        for rep in reports:
+            by: dict[str, dict[PriceTier, float]] = {}
+            for pr in rep.prices:
+                by.setdefault(pr.instance_type, {})[pr.tier] = pr.usd_per_hour
+            for name, tiers in by.items():
+                table.add_row(rep.region, name, *(_fmt_num(tiers.get(t), 6) for t in PriceTier))
+        console.print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(catalog_app, name="catalog")
