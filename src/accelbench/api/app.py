@@ -1,0 +1,85 @@
+"""The FastAPI application: the REST API under ``/api/v1``, the web pages, and the run worker's lifecycle.
+
+``create_app`` is the only entry point (``accelbench serve`` and the tests call it). The worker starts with the
+application and stops with it; ``start_worker=False`` (``serve --no-worker``) serves the API and pages only,
+for a replica whose runs another process executes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from accelbench import __version__
+from accelbench.api.auth import TokenVerifier
+from accelbench.api.errors import install_error_handlers
+from accelbench.api.responses import SafeJSONResponse
+from accelbench.settings import Settings, get_settings
+from accelbench.store import Store, get_store
+
+if TYPE_CHECKING:
+    from accelbench.api.worker import Executor
+
+log = logging.getLogger("accelbench.api")
+
+API_PREFIX = "/api/v1"
+
+DESCRIPTION = """
+Plan, queue, measure and compare LLM serving on GPU, Neuron and CPU instances.
+
+Everything here is also a CLI command. Mutating endpoints need `Authorization: Bearer <token>`
+(`ACCELBENCH_API_TOKEN`, or a key from `accelbench apikey create NAME`); reads need one only when
+`ACCELBENCH_API_READ_AUTH=true`. Errors are JSON: `{"error": {"message", "hint", "type"}}`.
+"""
+
+
+def create_app(
+    settings: Settings | None = None,
+    store: Store | None = None,
+    start_worker: bool = True,
+    *,
+    executor: Executor | None = None,
+) -> FastAPI:
+    """Build the app. ``executor`` replaces the orchestrator's ``execute_run`` (for tests of the worker)."""
+    from accelbench.api.routers import catalog, compare, config, health, models, plan, runs
+    from accelbench.api.worker import RunWorker
+    from accelbench.web import pages
+
+    settings = settings or get_settings()
+    store = store or get_store(settings.effective_database_url)
+    worker = RunWorker(store, executor=executor) if start_worker and settings.worker else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if worker is not None:
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()
+
+    app = FastAPI(
+        title="accelbench",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        default_response_class=SafeJSONResponse,
+        docs_url="/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.worker = worker
+    app.state.verifier = TokenVerifier(settings, store)
+    install_error_handlers(app, html=pages.html_error)
+
+    for module in (health, catalog, models, plan, runs, compare, config):
+        app.include_router(module.router, prefix=API_PREFIX)
+    pages.install(app)
+    return app

@@ -1,0 +1,239 @@
+"""Authentication of API callers: the service token from the settings and API keys stored hashed.
+
+- Mutating endpoints always need a bearer token; read endpoints need one only when
+  ``ACCELBENCH_API_READ_AUTH`` is true.
+- A token is either ``ACCELBENCH_API_TOKEN`` (compared in constant time) or an API key made by
+  ``accelbench apikey create NAME``. A key looks like ``abk_<8 hex>_<43 url-safe chars>``: the first twelve
+  characters are its lookup prefix, the whole key is stored only as a salted scrypt hash, and the plain key is
+  shown once, when it is made.
+- The pages sign in by storing the token in an HttpOnly, SameSite=Strict cookie. A cookie alone is never
+  enough for a mutating request: it must also carry ``X-Requested-With`` (a header a cross-site form cannot
+  send), so a forged cross-site request is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from accelbench.errors import AuthError
+from accelbench.settings import Settings
+from accelbench.store import Store
+
+KEY_PREFIX = "abk_"
+PREFIX_LEN = len(KEY_PREFIX) + 8
+COOKIE_NAME = "accelbench_token"
+CSRF_HEADER = "X-Requested-With"
+
+# scrypt cost: 16 MiB of memory and tens of milliseconds per check, paid once per key and process thanks to
+# the verified-key cache below; brute-forcing a stolen hash of a 256-bit random key is hopeless anyway.
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
+_TOUCH_EVERY_S = 60.0
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made a request (for audit lines); ``anonymous`` only on open read endpoints."""
+
+    name: str
+    kind: Literal["token", "apikey", "anonymous"]
+
+    @property
+    def actor(self) -> str:
+        return self.name if self.kind != "apikey" else f"apikey:{self.name}"
+
+
+ANONYMOUS = Principal("anonymous", "anonymous")
+
+
+def hash_api_key(key: str, *, salt: bytes | None = None) -> str:
+    """Salted scrypt hash, self-describing: ``scrypt$N$r$p$salt$hash`` (base64)."""
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.scrypt(key.encode(), salt=salt, n=_SCRYPT_N, r=_SCRYPT_R, p=_SCRYPT_P, dklen=32)
+    b64 = base64.b64encode
+    return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_api_key(key: str, stored: str) -> bool:
+    try:
+        algo, n, r, p, salt_b64, hash_b64 = stored.split("$")
+        if algo != "scrypt":
+            return False
+        salt, expected = base64.b64decode(salt_b64), base64.b64decode(hash_b64)
+        digest = hashlib.scrypt(
+            key.encode(), salt=salt, n=int(n), r=int(r), p=int(p), dklen=len(expected), maxmem=2**26
+        )
+    except (ValueError, TypeError):
+        return False
+    return hmac.compare_digest(digest, expected)
+
+
+def new_api_key() -> str:
+    return f"{KEY_PREFIX}{secrets.token_hex(4)}_{secrets.token_urlsafe(32)}"
+
+
+def key_prefix(key: str) -> str | None:
+    if not key.startswith(KEY_PREFIX) or len(key) < PREFIX_LEN + 2 or key[PREFIX_LEN] != "_":
+        return None
+    return key[:PREFIX_LEN]
+
+
+def create_api_key(store: Store, name: str) -> str:
+    """Make and store a new key; returns the plain key, which is never retrievable again."""
+    from accelbench.errors import UserInputError
+
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise UserInputError("An API key needs a name of 1 to 100 characters, e.g. `ci` or `alice`.")
+    key = new_api_key()
+    prefix = key_prefix(key)
+    assert prefix is not None
+    store.add_api_key(name, prefix, hash_api_key(key))
+    return key
+
+
+class TokenVerifier:
+    """Checks bearer tokens against the settings token and the stored keys.
+
+    A key that passed scrypt once is remembered by its SHA-256 for this process (the key itself is not kept),
+    but the store is still asked on every request whether it exists and is not revoked, so revoking a key
+    takes effect immediately.
+    """
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self._verified: dict[str, tuple[int, str, str]] = {}  # sha256(key) -> (id, stored hash, name)
+        self._touched: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def configured(self) -> bool:
+        if self.settings.api_token:
+            return True
+        return any(not k["revoked"] for k in self.store.list_api_keys())
+
+    def verify(self, token: str) -> Principal | None:
+        token = token.strip()
+        if not token:
+            return None
+        expected = self.settings.api_token
+        if expected and hmac.compare_digest(token.encode(), expected.encode()):
+            return Principal("api-token", "token")
+        prefix = key_prefix(token)
+        if prefix is None:
+            return None
+        candidates = self.store.api_keys_with_prefix(prefix)
+        if not candidates:
+            return None
+        fingerprint = hashlib.sha256(token.encode()).hexdigest()
+        with self._lock:
+            cached = self._verified.get(fingerprint)
+        if cached is not None and (cached[0], cached[1]) in candidates:
+            self._touch(cached[0])
+            return Principal(cached[2], "apikey")
+        for key_id, stored in candidates:
+            if verify_api_key(token, stored):
+                name = next((k["name"] for k in self.store.list_api_keys() if k["prefix"] == prefix), prefix)
+                with self._lock:
+                    self._verified[fingerprint] = (key_id, stored, name)
+                self._touch(key_id)
+                return Principal(name, "apikey")
+        return None
+
+    def _touch(self, key_id: int) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._touched.get(key_id)
+            if last is not None and now - last < _TOUCH_EVERY_S:
+                return
+            self._touched[key_id] = now
+        self.store.touch_api_key(key_id)
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="ACCELBENCH_API_TOKEN or an API key from `accelbench apikey create NAME`.",
+)
+
+
+def _verifier(request: Request) -> TokenVerifier:
+    verifier: TokenVerifier = request.app.state.verifier
+    return verifier
+
+
+def _no_token_error(verifier: TokenVerifier, *, write: bool) -> AuthError:
+    what = "This request changes data and needs" if write else "Reading needs"
+    if not verifier.configured():
+        return AuthError(
+            f"{what} a bearer token, and the server has none configured.",
+            hint="Set ACCELBENCH_API_TOKEN for the server, or create a key with "
+            "`accelbench apikey create NAME`; then send `Authorization: Bearer <token>`.",
+        )
+    return AuthError(
+        f"{what} a bearer token: send `Authorization: Bearer <token>`.",
+        hint="Use ACCELBENCH_API_TOKEN or an API key from `accelbench apikey create NAME`; "
+        "in the web pages, sign in at /login.",
+    )
+
+
+def authenticate(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, *, write: bool
+) -> Principal:
+    verifier = _verifier(request)
+    if credentials is not None:
+        principal = verifier.verify(credentials.credentials)
+        if principal is None:
+            raise AuthError(
+                "The bearer token was not accepted (wrong, revoked or malformed).",
+                hint="Check the token, or create a new key with `accelbench apikey create NAME`.",
+            )
+        return principal
+    cookie = request.cookies.get(COOKIE_NAME)
+    if cookie:
+        if write and not request.headers.get(CSRF_HEADER):
+            raise AuthError(
+                f"A signed-in page request that changes data must carry the {CSRF_HEADER} header.",
+                hint="Scripts should send the token as `Authorization: Bearer <token>` instead.",
+            )
+        principal = verifier.verify(cookie)
+        if principal is None:
+            raise AuthError("Your sign-in is no longer valid.", hint="Sign in again at /login.")
+        return principal
+    raise _no_token_error(verifier, write=write)
+
+
+def require_write(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> Principal:
+    """Dependency of every mutating endpoint."""
+    return authenticate(request, credentials, write=True)
+
+
+def require_read(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> Principal:
+    """Dependency of every read endpoint: open unless ``api_read_auth`` is set (a given token is still checked)."""
+    settings: Settings = request.app.state.settings
+    if not settings.api_read_auth and credentials is None:
+        return ANONYMOUS
+    if not settings.api_read_auth and credentials is not None:
+        # A wrong token on an open endpoint is still an error: silently ignoring it hides client bugs.
+        return authenticate(request, credentials, write=False)
+    return authenticate(request, credentials, write=False)
+
+
+def page_principal(request: Request) -> Principal | None:
+    """The principal of a page request from its sign-in cookie (None when not signed in)."""
+    cookie = request.cookies.get(COOKIE_NAME)
+    if not cookie:
+        return None
+    return _verifier(request).verify(cookie)

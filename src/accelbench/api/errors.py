@@ -1,0 +1,181 @@
+"""Error responses of the API: every failure is JSON ``{"error": {"message", "hint", "type"}}``.
+
+``AccelbenchError`` subclasses carry their own status code (400 bad input and guards, 401 auth, 404 unknown
+names, 409 state conflicts, 502 engine failures). Request validation errors become 422 with a message that
+names each bad field and what it should be, so a client never has to read a stack trace; anything else is
+a 500 whose body says nothing internal (the traceback goes to the server log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from accelbench.errors import AccelbenchError
+
+log = logging.getLogger("accelbench.api")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong and what to change."""
+
+    message: str = Field(description="What went wrong, in words that say what to change.")
+    hint: str | None = Field(default=None, description="A further suggestion, when there is one.")
+    type: str = Field(description="Error class, e.g. UserInputError, GuardError, NotFoundError.")
+    fields: list[dict[str, Any]] | None = Field(
+        default=None, description="For validation errors: each bad field, its location and the problem."
+    )
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+HtmlErrorRenderer = Callable[[Request, int, str, str | None], Response]
+
+
+def wants_html(request: Request) -> bool:
+    """A browser asking for a page (not the API) gets an HTML error page instead of JSON."""
+    path = request.url.path
+    if path.startswith("/api/") or path in ("/docs", "/openapi.json"):
+        return False
+    return "text/html" in request.headers.get("accept", "")
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    hint: str | None = None,
+    type_: str = "Error",
+    fields: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"message": message, "hint": hint, "type": type_}
+    if fields is not None:
+        body["fields"] = fields
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _loc(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc]
+    where = {"query": "query parameter", "path": "path parameter", "header": "header", "body": "body"}
+    if parts and parts[0] in where:
+        kind = where[parts[0]]
+        rest = ".".join(parts[1:])
+        return f"{kind} {rest!r}" if rest else kind
+    return ".".join(parts) or "input"
+
+
+def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """One readable sentence per problem, plus a machine-readable list (location, message, input)."""
+    lines: list[str] = []
+    fields: list[dict[str, Any]] = []
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        msg = str(err.get("msg", "invalid value"))
+        kind = str(err.get("type", ""))
+        where = _loc(loc)
+        if kind == "extra_forbidden":
+            text = f"{where}: unknown field; remove it or check its spelling"
+        elif kind == "missing":
+            text = f"{where}: required; add it"
+        else:
+            text = f"{where}: {msg}"
+            if "input" in err and kind not in ("json_invalid",):
+                shown = repr(err["input"])
+                if len(shown) <= 80:
+                    text += f" (got {shown})"
+        lines.append(text)
+        fields.append({"loc": [str(p) for p in loc], "message": msg, "type": kind})
+    if not lines:
+        return "The request is not valid.", fields
+    return "Invalid request: " + "; ".join(lines) + ".", fields
+
+
+async def _accelbench_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, AccelbenchError)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    return error_response(
+        exc.status_code, exc.message, hint=exc.hint, type_=type(exc).__name__, headers=headers
+    )
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError | ValidationError)
+    message, fields = describe_validation_errors(exc.errors())
+    return error_response(
+        422,
+        message,
+        hint="See the API schema at /docs for the accepted fields and values.",
+        type_="ValidationError",
+        fields=fields,
+    )
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    hint = None
+    if exc.status_code == 404:
+        detail = (
+            f"No such endpoint or page: {detail}" if detail != "Not Found" else "No such endpoint or page."
+        )
+        hint = "The API lives under /api/v1; its schema is at /docs."
+    elif exc.status_code == 405:
+        detail = "This method is not allowed on this endpoint."
+        hint = "See /docs for the methods each endpoint accepts."
+    return error_response(
+        exc.status_code, detail, hint=hint, type_="HTTPError", headers=getattr(exc, "headers", None)
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(
+        500,
+        "Internal error; the server log has the details.",
+        hint="This is a bug in accelbench, not in your request; please report it with the log excerpt.",
+        type_="InternalError",
+    )
+
+
+def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) -> None:
+    """JSON errors everywhere; for page requests from a browser, ``html`` renders the same message."""
+
+    def both(handler: Callable[[Request, Exception], Any]) -> Callable[[Request, Exception], Any]:
+        async def wrapped(request: Request, exc: Exception) -> Response:
+            response: JSONResponse = await handler(request, exc)
+            if html is not None and wants_html(request):
+                import json
+
+                err = json.loads(bytes(response.body))["error"]
+                return html(request, response.status_code, err["message"], err.get("hint"))
+            return response
+
+        return wrapped
+
+    app.add_exception_handler(AccelbenchError, both(_accelbench_error))
+    app.add_exception_handler(RequestValidationError, both(_validation_error))
+    app.add_exception_handler(ValidationError, both(_validation_error))
+    app.add_exception_handler(StarletteHTTPException, both(_http_error))
+    app.add_exception_handler(Exception, both(_unexpected))
+
+
+#: Declared on every route so the OpenAPI schema documents the error bodies (schemathesis checks them).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input or a guard refused the request."},
+    401: {"model": ErrorBody, "description": "A bearer token is required or was not accepted."},
+    404: {"model": ErrorBody, "description": "Unknown run, model or instance type."},
+    409: {"model": ErrorBody, "description": "The request conflicts with the run's state."},
+    422: {"model": ErrorBody, "description": "A parameter or body field is invalid."},
+}

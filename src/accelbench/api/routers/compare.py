@@ -1,0 +1,38 @@
+"""Compare runs side by side: JSON (cells, ratios, findings) or the compare CSV."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from accelbench.api.auth import Principal, require_read
+from accelbench.api.deps import StoreDep
+from accelbench.api.errors import ERROR_RESPONSES
+from accelbench.domain.catalog import PriceTier
+
+router = APIRouter(tags=["compare"], responses=ERROR_RESPONSES)
+
+
+@router.get(
+    "/compare",
+    summary="Compare two or more runs",
+    responses={200: {"content": {"application/json": {}, "text/csv": {}}}},
+)
+def compare(
+    store: StoreDep,
+    runs: list[str] = Query(..., min_length=2, max_length=20, description="Run ids (repeat the parameter)."),
+    tier: PriceTier = Query(PriceTier.on_demand, description="Price tier for cost figures."),
+    format: str = Query("json", pattern="^(json|csv)$", description="json or csv."),
+    _: Principal = Depends(require_read),
+) -> Any:
+    from accelbench.api import service
+
+    if format == "csv":
+        text = service.compare_csv(store, runs, tier)
+        return Response(
+            text,
+            media_type="text/csv",
+            headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
+        )
+    return service.compare_json(store, runs, tier)

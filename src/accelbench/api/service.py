@@ -1,0 +1,245 @@
+"""The glue between the API (and the pages) and the library: every function here calls the same code the CLI
+calls, adding only what a service needs (secrets kept in memory, the worker notified).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.errors import NotFoundError, UserInputError
+from accelbench.store import Store
+from accelbench.store.repo import jsonable
+
+if TYPE_CHECKING:
+    from accelbench.api.worker import RunWorker
+    from accelbench.report.tables import CellAggregate
+
+log = logging.getLogger("accelbench.api")
+
+
+def as_input_error(exc: NotFoundError, what: str) -> UserInputError:
+    """A name in a request body that does not exist is bad input (400), not a missing resource (404)."""
+    return UserInputError(f"{what}: {exc.message}", hint=exc.hint)
+
+
+def resolve_instance(spec: RunSpec) -> InstanceType | None:
+    """The catalog row of the run's instance type; None for a local run that describes this machine."""
+    if not spec.instance_type:
+        if spec.target.kind in ("kubernetes", "ec2"):
+            raise UserInputError(
+                f"A {spec.target.kind} run needs an instance_type: the node or instance to run on.",
+                hint="GET /api/v1/instance-types lists them.",
+            )
+        return None
+    from accelbench.catalog import get_catalog
+
+    try:
+        return get_catalog().instance(spec.instance_type)
+    except NotFoundError as exc:
+        raise as_input_error(exc, "instance_type") from None
+
+
+def tier_of(instance: InstanceType | None) -> AcceleratorType:
+    # A local run without an instance type runs on this machine, which the local target serves with CPU engines.
+    return instance.accelerator_type if instance is not None else AcceleratorType.cpu
+
+
+def with_default_runtime(spec: RunSpec, instance: InstanceType | None) -> RunSpec:
+    """The runtime follows the instance's tier unless the spec names one (one table decides: DEFAULT_RUNTIME)."""
+    from accelbench.runtimes.base import DEFAULT_RUNTIME
+
+    if "name" in spec.engine.model_fields_set:
+        return spec
+    engine = spec.engine.model_copy(update={"name": DEFAULT_RUNTIME[tier_of(instance)]})
+    return spec.model_copy(update={"engine": engine})
+
+
+def this_machine_numa_nodes() -> int:
+    from accelbench.telemetry.host import cpu_info
+
+    return int(cpu_info().get("numa_nodes") or 1)
+
+
+def model_facts(model: str) -> tuple[float | None, bool, str | None]:
+    """(parameters, is MoE, pre-quantization method) for the CPU ceiling guard; unknown when the model is
+    neither a preset nor readable locally (the guard then cannot judge size and says nothing about it)."""
+    from accelbench.modelspec import load_model_spec
+
+    try:
+        spec = load_model_spec(model)
+    except NotFoundError:
+        return None, False, None
+    quant = spec.quantization.method if spec.quantization else None
+    return float(spec.parameters.total), spec.is_moe, quant
+
+
+def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
+    """The runtime layer's guards (GuardError -> 400), the same the CLI applies before ``accelbench run``.
+
+    Returns the guards' warnings (e.g. a slow 8-13B dense model on CPU)."""
+    from accelbench.runtimes import guards
+    from accelbench.runtimes.base import ServeParams
+    from accelbench.runtimes.params import params_for
+
+    parameters, moe, pre_quantized = model_facts(spec.model)
+    if instance is not None:
+        params = params_for(
+            model=spec.model,
+            served_model_name=spec.model,
+            instance=instance,
+            settings=spec.engine.settings,
+            parameters=parameters,
+            moe=moe,
+            pre_quantized=pre_quantized,
+        )
+    else:
+        params = ServeParams(
+            model=spec.model,
+            served_model_name=spec.model,
+            accelerator_type=AcceleratorType.cpu,
+            numa_nodes=this_machine_numa_nodes(),
+            settings=spec.engine.settings,
+            parameters=parameters,
+            moe=moe,
+            pre_quantized=pre_quantized,
+        )
+    return guards.check(params, spec.engine.name)
+
+
+def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: str | None = None) -> RunInfo:
+    """Validate, guard and store a run as pending; the worker executes it. Nothing is stored on refusal."""
+    if spec.hf_token and worker is None:
+        raise UserInputError(
+            "This server runs without a worker, so a secret sent with the run (hf_token) could not reach "
+            "the process that executes it: secrets are never stored.",
+            hint="Send the run to a server started with its worker, or give the engine HF_TOKEN in its "
+            "own environment.",
+        )
+    instance = resolve_instance(spec)
+    spec = with_default_runtime(spec, instance)
+    from accelbench.runtimes import get_runtime
+
+    try:
+        get_runtime(spec.engine.name)
+    except NotFoundError as exc:
+        raise as_input_error(exc, "engine.name") from None
+    warnings = check_guards(spec, instance)
+    settings = spec.engine.settings
+    run = store.create_run(
+        kind="run",
+        status=RunStatus.pending,
+        label=spec.label,
+        model=spec.model,
+        model_revision=spec.revision,
+        engine=spec.engine.name,
+        engine_version=spec.engine.version,
+        target=spec.target.kind,
+        instance_type=instance.name if instance else None,
+        accelerator_type=tier_of(instance).value,
+        accelerator_name=instance.accelerator_name if instance else None,
+        accelerator_count=instance.accelerator_count if instance else None,
+        tp_degree=settings.tensor_parallel_size,
+        quantization=settings.quantization,
+        spec=spec.public_dict(),
+        extra={"submitted_by": actor, "guard_warnings": warnings},
+    )
+    if worker is not None:
+        if spec.hf_token:
+            worker.keep_secrets(run.id, {"hf_token": spec.hf_token})
+        worker.notify()
+    log.info("run %s queued (%s on %s) by %s", run.id, spec.model, run.instance_type or "local", actor)
+    return run
+
+
+def aggregate(results: Sequence[ResultInfo]) -> list[CellAggregate]:
+    from accelbench.report.tables import aggregate_results
+
+    return aggregate_results(results)
+
+
+def run_comparison(store: Store, run_id: str) -> Any:
+    """The report layer's comparison of one run with itself: its cells, scaling and findings."""
+    from accelbench.report.compare import compare_runs
+
+    return compare_runs(store, [run_id], min_runs=1)
+
+
+def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> list[dict[str, Any]]:
+    """Findings about one run (sentences with the figures they quote), computed by the report layer."""
+    if not results:
+        return []
+    return [f.model_dump(mode="json") for f in run_comparison(store, run.id).findings]
+
+
+def render_report(store: Store, run_ids: Sequence[str]) -> str:
+    """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
+    from accelbench.report import html
+
+    return str(html.render_html(store, list(run_ids)))
+
+
+def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
+    """Manifests (file name -> YAML) for the run's recorded spec, as ``accelbench export`` writes them."""
+    from accelbench.deploy import manifests
+
+    spec = RunSpec.model_validate(run.spec)
+    rendered: Any = manifests.render_for_spec(spec)
+    return dict(rendered)
+
+
+# ------------------------------------------------------------------------------------------ models
+def presets() -> list[dict[str, Any]]:
+    from accelbench import modelspec
+
+    return [jsonable(p) for p in modelspec.list_presets()]
+
+
+def prepared_models() -> list[dict[str, Any]]:
+    from accelbench.deploy import models
+
+    return [jsonable(m) for m in models.list_prepared()]
+
+
+def model_spec(name: str) -> dict[str, Any]:
+    from accelbench.modelspec import load_model_spec
+
+    return dict(jsonable(load_model_spec(name)))
+
+
+# -------------------------------------------------------------------------------------------- plan
+def recommend(model: str, instance_type: str) -> dict[str, Any]:
+    from accelbench import plan
+    from accelbench.modelspec import load_model_spec
+
+    return dict(jsonable(plan.recommend(load_model_spec(model), instance_type)))
+
+
+def estimate(store: Store, **kwargs: Any) -> dict[str, Any]:
+    from accelbench import plan
+
+    return dict(jsonable(plan.estimate_catalog(store=store, **kwargs)))
+
+
+def memory_breakdown(model: str, instance_type: str) -> dict[str, Any]:
+    from accelbench import plan
+    from accelbench.modelspec import load_model_spec
+
+    return dict(jsonable(plan.memory_breakdown(load_model_spec(model), instance_type)))
+
+
+# ----------------------------------------------------------------------------------------- compare
+def compare_json(store: Store, run_ids: Sequence[str], tier: Any) -> dict[str, Any]:
+    from accelbench.report import compare
+
+    return dict(jsonable(compare.compare_runs(store, list(run_ids), tier=tier)))
+
+
+def compare_csv(store: Store, run_ids: Sequence[str], tier: Any) -> str:
+    from accelbench.report import compare
+
+    return str(compare.compare_csv(store, list(run_ids), tier=tier))

@@ -1,0 +1,392 @@
+"""The background run worker: takes pending runs from the store, one at a time, and executes them.
+
+- A POSTed run is stored as ``pending``; the worker claims it with ``Store.claim_next_pending`` (row locking with
+  SKIP LOCKED on PostgreSQL, so several workers never take the same run) and calls the orchestrator's
+  ``execute_run`` in this thread, which drives pending -> deploying -> benchmarking -> completed | failed |
+  cancelled and saves each finished cell as it goes.
+- SQLite has no row locks: only one worker may use a SQLite store, enforced with an exclusive file lock next
+  to the database file; a second worker is refused with a clear error.
+- While a run executes, a heartbeat is written every few seconds and the run's stored status is polled, so a
+  cancel made by any process (another API replica, the CLI) reaches the run.
+- Restart: at start-up, runs that a worker had claimed and that are still deploying or benchmarking are
+  marked ``interrupted`` (their finished cells stay in the store); pending runs simply continue. On
+  PostgreSQL only runs whose heartbeat is stale are touched, because other workers may be alive; the same
+  check runs periodically, so runs of a crashed replica do not stay "benchmarking" forever.
+- A graceful shutdown cancels the run in progress (the orchestrator tears the engine down) and marks it
+  interrupted, not cancelled: nobody asked for it to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import select
+
+from accelbench.domain.run import RunStatus
+from accelbench.errors import AccelbenchError, ConflictError
+from accelbench.store import Store
+from accelbench.store.models import RunRow
+
+log = logging.getLogger("accelbench.worker")
+
+Executor = Callable[..., Any]
+IN_FLIGHT = (RunStatus.deploying.value, RunStatus.benchmarking.value)
+
+
+def default_executor() -> Executor:
+    """The orchestrator's ``execute_run`` (imported late: the API works without the deploy layer loaded)."""
+    from accelbench.deploy.orchestrator import execute_run
+
+    return execute_run
+
+
+def sqlite_path(store: Store) -> Path | None:
+    if store.engine.dialect.name != "sqlite":
+        return None
+    db = store.engine.url.database
+    if not db or db == ":memory:":
+        return None
+    return Path(db).resolve()
+
+
+class WorkerLock:
+    """Exclusive lock that makes a SQLite store single-worker (flock: released when the process dies)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip()
+            fh.close()
+            raise ConflictError(
+                "Another run worker already uses this SQLite store"
+                + (f" ({holder})" if holder else "")
+                + "; SQLite supports one worker.",
+                hint="Start this service with `accelbench serve --no-worker`, stop the other one, or use "
+                "PostgreSQL (ACCELBENCH_DATABASE_URL) to run several workers.",
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def recover_interrupted(store: Store, *, stale_after_s: float | None = None) -> list[str]:
+    """Mark runs that a worker claimed and that are still in flight as interrupted; returns their ids.
+
+    ``stale_after_s=None`` takes every such run (a single-worker SQLite store whose lock we hold: whoever owned
+    them is gone). Otherwise only runs whose heartbeat is older than that are taken. Runs a CLI process is
+    executing itself carry no worker id and are never touched.
+    """
+    now = datetime.now(UTC)
+    with store.session() as s:
+        rows = s.execute(
+            select(RunRow.id, RunRow.status, RunRow.heartbeat_at).where(
+                RunRow.status.in_(IN_FLIGHT), RunRow.worker_id.is_not(None)
+            )
+        ).all()
+    taken: list[str] = []
+    for run_id, status, heartbeat in rows:
+        if stale_after_s is not None and heartbeat is not None:
+            beat = heartbeat if heartbeat.tzinfo else heartbeat.replace(tzinfo=UTC)
+            if now - beat < timedelta(seconds=stale_after_s):
+                continue
+        cells = len(store.get_results(run_id))
+        store.set_status(
+            run_id,
+            RunStatus.interrupted,
+            error=(
+                f"Interrupted: the service stopped while this run was {status}. "
+                f"{cells} finished cell{'s' if cells != 1 else ''} kept. "
+                "Start the run again to measure the rest."
+            ),
+        )
+        log.warning("run %s was %s when its worker stopped; marked interrupted", run_id, status)
+        taken.append(run_id)
+    return taken
+
+
+class RunWorker:
+    """One worker thread. ``start()`` recovers, then polls for pending runs until ``stop()``."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        executor: Executor | None = None,
+        poll_interval_s: float = 2.0,
+        heartbeat_s: float = 5.0,
+        stale_after_s: float = 90.0,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self._executor = executor
+        self.poll_interval_s = poll_interval_s
+        self.heartbeat_s = heartbeat_s
+        self.stale_after_s = stale_after_s
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock: WorkerLock | None = None
+        self._state_lock = threading.Lock()
+        self._current: str | None = None
+        self._cancel: threading.Event | None = None
+        self._user_cancelled: set[str] = set()
+        self._secrets: dict[str, dict[str, str]] = {}
+        self.runs_done = 0
+        self.last_error: str | None = None
+
+    # ----------------------------------------------------------- lifecycle
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            self._executor = default_executor()
+        return self._executor
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def current_run_id(self) -> str | None:
+        return self._current
+
+    def start(self) -> None:
+        if self.running:
+            return
+        path = sqlite_path(self.store)
+        if path is not None:
+            self._lock = WorkerLock(path.with_name(path.name + ".worker.lock"))
+            self._lock.acquire()
+        try:
+            recover_interrupted(self.store, stale_after_s=None if path is not None else self.stale_after_s)
+        except Exception:
+            if self._lock:
+                self._lock.release()
+            raise
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"run-worker-{self.worker_id}", daemon=True)
+        self._thread.start()
+        log.info("run worker %s started", self.worker_id)
+
+    def stop(self, timeout: float | None = 60.0) -> None:
+        """Stop taking runs; cancel the one in progress (marked interrupted) and wait for its teardown."""
+        self._stop.set()
+        self._wake.set()
+        with self._state_lock:
+            if self._cancel is not None:
+                self._cancel.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("run worker %s did not stop within %ss", self.worker_id, timeout)
+        self._thread = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def notify(self) -> None:
+        """A run was queued: look now instead of at the next poll."""
+        self._wake.set()
+
+    def keep_secrets(self, run_id: str, secrets: Mapping[str, str]) -> None:
+        """Secrets given with a run live only in this process's memory until the run has executed."""
+        if secrets:
+            with self._state_lock:
+                self._secrets[run_id] = dict(secrets)
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Signal the run in progress to stop; False when this worker is not executing it."""
+        with self._state_lock:
+            if self._current == run_id and self._cancel is not None:
+                self._user_cancelled.add(run_id)
+                self._cancel.set()
+                return True
+            self._secrets.pop(run_id, None)
+            return False
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "running": self.running,
+            "current_run": self._current,
+            "runs_done": self.runs_done,
+            "last_error": self.last_error,
+        }
+
+    # --------------------------------------------------------------- loop
+    def _loop(self) -> None:
+        last_reap = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                if sqlite_path(self.store) is None and time.monotonic() - last_reap > self.stale_after_s / 2:
+                    recover_interrupted(self.store, stale_after_s=self.stale_after_s)
+                    last_reap = time.monotonic()
+                run = self.store.claim_next_pending(self.worker_id)
+            except Exception as exc:  # the database went away: keep trying, say why
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("run worker could not reach the store")
+                self._stop.wait(self.poll_interval_s)
+                continue
+            if run is None:
+                self._wake.wait(self.poll_interval_s)
+                self._wake.clear()
+                continue
+            self._execute(run.id)
+
+    def _execute(self, run_id: str) -> None:
+        cancel = threading.Event()
+        with self._state_lock:
+            self._current, self._cancel = run_id, cancel
+            secrets = self._secrets.pop(run_id, {})
+        beat_stop = threading.Event()
+        beat = threading.Thread(
+            target=self._heartbeat, args=(run_id, cancel, beat_stop), name=f"heartbeat-{run_id}", daemon=True
+        )
+        beat.start()
+        log.info("run %s: executing", run_id)
+        try:
+            self._call_executor(run_id, cancel, secrets)
+        except AccelbenchError as exc:
+            self._fail(run_id, str(exc))
+        except Exception as exc:
+            log.exception("run %s: the executor raised", run_id)
+            self._fail(run_id, f"{type(exc).__name__}: {exc}")
+        finally:
+            beat_stop.set()
+            beat.join(self.heartbeat_s + 5)
+            self._settle(run_id, cancel)
+            with self._state_lock:
+                self._current, self._cancel = None, None
+                self._user_cancelled.discard(run_id)
+            self.runs_done += 1
+            secrets.clear()
+
+    def _call_executor(self, run_id: str, cancel: threading.Event, secrets: dict[str, str]) -> None:
+        fn = self.executor
+        kwargs: dict[str, Any] = {"cancel": cancel}
+        params = _parameters(fn)
+        if params is None or "progress" in params:
+            kwargs["progress"] = self._progress_callback(run_id)
+        if secrets and params is not None:
+            if "secrets" in params:
+                kwargs["secrets"] = secrets
+            elif "hf_token" in params and "hf_token" in secrets:
+                kwargs["hf_token"] = secrets["hf_token"]
+        fn(self.store, run_id, **kwargs)
+
+    def _progress_callback(self, run_id: str) -> Callable[..., None]:
+        """Progress events from the orchestrator, stored on the run (at most twice a second)."""
+        last = [0.0]
+
+        def progress(*args: Any, **kwargs: Any) -> None:
+            data: dict[str, Any] = {}
+            for a in args:
+                if hasattr(a, "model_dump"):
+                    data.update(a.model_dump(mode="json"))
+                elif isinstance(a, Mapping):
+                    data.update(a)
+                elif isinstance(a, str):
+                    data["message"] = a
+            data.update(kwargs)
+            now = time.monotonic()
+            if not data or now - last[0] < 0.5:
+                return
+            last[0] = now
+            try:
+                current = self.store.get_run(run_id).progress
+                self.store.update_run(run_id, progress={**current, **data})
+            except Exception:  # progress is best effort, never a reason to fail the run
+                log.debug("run %s: progress not stored", run_id, exc_info=True)
+
+        return progress
+
+    def _heartbeat(self, run_id: str, cancel: threading.Event, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_s):
+            try:
+                run = self.store.update_run(run_id, heartbeat_at=datetime.now(UTC))
+            except Exception:
+                log.debug("run %s: heartbeat failed", run_id, exc_info=True)
+                continue
+            if run.status == RunStatus.cancelled and not cancel.is_set():
+                log.info("run %s: cancelled in the store; stopping it", run_id)
+                with self._state_lock:
+                    self._user_cancelled.add(run_id)
+                cancel.set()
+
+    def _fail(self, run_id: str, message: str) -> None:
+        self.last_error = message
+        try:
+            run = self.store.get_run(run_id)
+            if not run.status.finished:
+                self.store.set_status(run_id, RunStatus.failed, error=message)
+        except Exception:
+            log.exception("run %s: could not mark failed", run_id)
+
+    def _settle(self, run_id: str, cancel: threading.Event) -> None:
+        """Make the stored status final and true, whatever the executor left behind."""
+        try:
+            run = self.store.get_run(run_id)
+        except Exception:
+            log.exception("run %s: could not read back", run_id)
+            return
+        user_cancel = run_id in self._user_cancelled
+        if cancel.is_set() and not user_cancel and self._stop.is_set():
+            if run.status != RunStatus.completed:
+                cells = len(self.store.get_results(run_id))
+                self.store.set_status(
+                    run_id,
+                    RunStatus.interrupted,
+                    error=f"Interrupted: the service shut down during the run. {cells} finished "
+                    f"cell{'s' if cells != 1 else ''} kept.",
+                )
+            return
+        if user_cancel and run.status != RunStatus.cancelled and run.status != RunStatus.completed:
+            self.store.set_status(run_id, RunStatus.cancelled, error=run.error or "cancelled by request")
+            return
+        if not run.status.finished:
+            self.store.set_status(
+                run_id, RunStatus.failed, error=run.error or "The run ended without a final status."
+            )
+
+
+def _parameters(fn: Callable[..., Any]) -> set[str] | None:
+    """Keyword parameters ``fn`` accepts; None when it takes **kwargs (anything goes)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return set(sig.parameters)

@@ -1,0 +1,399 @@
+"""Page routes: server-rendered HTML over the same service functions the API uses.
+
+Pages read through the store and the library directly; actions (queue a run, cancel, delete, set tool
+versions) are made by the page's script through the JSON API, with the sign-in cookie and the
+``X-Requested-With`` header the API requires of cookie-authenticated writes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from accelbench import __version__
+from accelbench.api.auth import COOKIE_NAME, page_principal
+from accelbench.domain.catalog import AcceleratorType, PriceTier
+from accelbench.domain.run import RunStatus
+from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
+from accelbench.settings import Settings
+from accelbench.store import Store
+from accelbench.web import views
+
+log = logging.getLogger("accelbench.web")
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+templates.env.filters.update(views.FILTERS)
+templates.env.globals.update(version=__version__)
+
+router = APIRouter(include_in_schema=False)
+
+# Pages load nothing from elsewhere; plotly injects style attributes, hence 'unsafe-inline' for styles only.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    principal = page_principal(request)
+    context.setdefault("signed_in", principal is not None)
+    context.setdefault("principal", principal.actor if principal else None)
+    context.setdefault("read_auth", _settings(request).api_read_auth)
+    context.setdefault("nav", name.split(".")[0])
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def need_sign_in(request: Request) -> RedirectResponse | None:
+    """Pages are open like the read API: behind a sign-in only when reads need a token."""
+    if not _settings(request).api_read_auth or page_principal(request) is not None:
+        return None
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def choice(value: str | None, kind: type[E], what: str) -> E | None:
+    """A select's value: empty means "any"; anything else must be one of the enum's values."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return kind(value.strip())
+    except ValueError:
+        known = ", ".join(str(m.value) for m in kind)
+        raise UserInputError(f"{what} {value!r} is not one of {known}.") from None
+
+
+N = TypeVar("N", int, float)
+
+
+def optional_number(value: str | None, kind: type[N], what: str) -> N | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        number = kind(value.strip())
+    except ValueError:
+        raise UserInputError(f"{what}: {value!r} is not a number.") from None
+    if number <= 0:
+        raise UserInputError(f"{what}: must be above 0 (got {value.strip()}).")
+    return number
+
+
+def error_page(request: Request, exc: AccelbenchError) -> HTMLResponse:
+    return html_error(request, exc.status_code, exc.message, exc.hint)
+
+
+def html_error(request: Request, status: int, message: str, hint: str | None) -> HTMLResponse:
+    """The error page; also what the app's error handlers render for browsers on page URLs."""
+    return render(
+        request,
+        "error.html",
+        status_code=status if 400 <= status < 600 else 400,
+        message=message,
+        hint=hint,
+    )
+
+
+# ---------------------------------------------------------------------------------------- sign-in
+def _safe_next(target: str | None) -> str:
+    # Only same-site paths: "/runs" yes, "//evil.example" or "https://..." no (open redirect).
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = Query("/", max_length=500)) -> HTMLResponse:
+    return render(request, "login.html", next=_safe_next(next), error=None)
+
+
+@router.post("/login", response_model=None)
+def login(
+    request: Request, token: str = Form(..., max_length=500), next: str = Form("/", max_length=500)
+) -> Response:
+    verifier = request.app.state.verifier
+    principal = verifier.verify(token)
+    if principal is None:
+        return render(
+            request,
+            "login.html",
+            status_code=401,
+            next=_safe_next(next),
+            error="That token was not accepted. Use ACCELBENCH_API_TOKEN or a key from "
+            "`accelbench apikey create NAME`.",
+        )
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    response.set_cookie(
+        COOKIE_NAME,
+        token.strip(),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        max_age=7 * 24 * 3600,
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout() -> RedirectResponse:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path="/")
+    return response
+
+
+# ------------------------------------------------------------------------------------------ pages
+@router.get("/", response_class=HTMLResponse, response_model=None)
+def dashboard(request: Request) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    store = _store(request)
+    recent, total = store.list_runs(limit=10)
+    counts = {s.value: store.list_runs(status=s.value, limit=1)[1] for s in RunStatus}
+    worker = request.app.state.worker
+    return render(
+        request,
+        "dashboard.html",
+        recent=recent,
+        total=total,
+        counts=counts,
+        in_flight=counts["pending"] + counts["deploying"] + counts["benchmarking"],
+        tiers=views.catalog_tier_counts(),
+        worker=worker.status() if worker is not None else None,
+    )
+
+
+@router.get("/catalog", response_class=HTMLResponse, response_model=None)
+def catalog_page(request: Request, accelerator_type: str | None = Query(None, max_length=16)) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    try:
+        tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
+    except AccelbenchError as exc:
+        return error_page(request, exc)
+    return render(
+        request,
+        "catalog.html",
+        rows=views.catalog_rows(_store(request)),
+        selected=tier.value if tier else "all",
+    )
+
+
+@router.get("/estimate", response_class=HTMLResponse, response_model=None)
+def estimate_page(
+    request: Request,
+    model: str | None = Query(None, max_length=300),
+    accelerator_type: str | None = Query(None, max_length=16),
+    instance_type: str | None = Query(None, max_length=64),
+    max_cost: str | None = Query(None, max_length=20),
+    min_context: str | None = Query(None, max_length=20),
+    quantization: str | None = Query(None, max_length=16),
+    input_len: int = Query(512, ge=1, le=10_000_000),
+    output_len: int = Query(128, ge=1, le=10_000_000),
+    concurrency: int = Query(1, ge=1, le=100_000),
+    slo: str | None = Query(None, max_length=100),
+) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    try:
+        tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
+        cost = optional_number(max_cost, float, "Max $/h")
+        context = optional_number(min_context, int, "Min context")
+    except AccelbenchError as exc:
+        return error_page(request, exc)
+    form = {
+        "model": model or "",
+        "accelerator_type": tier.value if tier else "",
+        "instance_type": instance_type or "",
+        "max_cost": cost,
+        "min_context": context,
+        "quantization": quantization or "",
+        "input_len": input_len,
+        "output_len": output_len,
+        "concurrency": concurrency,
+        "slo": slo or "",
+    }
+    result: dict[str, Any] | None = None
+    error: AccelbenchError | None = None
+    if model:
+        from accelbench.api import service
+
+        try:
+            result = service.estimate(
+                _store(request),
+                model=model,
+                instance_type=instance_type or None,
+                accelerator_type=tier,
+                max_cost=cost,
+                min_context=context,
+                quantization=quantization or None,
+                input_len=input_len,
+                output_len=output_len,
+                concurrency=concurrency,
+                slo=slo or None,
+                limit=200,
+            )
+        except AccelbenchError as exc:
+            error = exc
+    return render(
+        request,
+        "estimate.html",
+        form=form,
+        result=views.estimate_view(result) if result is not None else None,
+        error=error,
+        models=views.model_choices(),
+    )
+
+
+@router.get("/run", response_class=HTMLResponse, response_model=None)
+def run_page(request: Request) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    return render(request, "run.html", **views.run_form_context())
+
+
+@router.get("/runs", response_class=HTMLResponse, response_model=None)
+def runs_page(
+    request: Request,
+    status: str | None = Query(None, max_length=16),
+    accelerator_type: str | None = Query(None, max_length=16),
+    model: str | None = Query(None, max_length=500),
+    page: int = Query(1, ge=1, le=100_000),
+) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    try:
+        state = choice(status, RunStatus, "Status")
+        tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
+    except AccelbenchError as exc:
+        return error_page(request, exc)
+    per_page = 25
+    items, total = _store(request).list_runs(
+        status=state.value if state else None,
+        accelerator_type=tier.value if tier else None,
+        model=model or None,
+        limit=per_page,
+        offset=(page - 1) * per_page,
+    )
+    return render(
+        request,
+        "runs.html",
+        runs=items,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // per_page)),
+        filters={
+            "status": state.value if state else "",
+            "accelerator_type": tier.value if tier else "",
+            "model": model or "",
+        },
+        statuses=[s.value for s in RunStatus],
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse, response_model=None)
+def result_page(request: Request, run_id: str) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    try:
+        context = views.result_context(_store(request), run_id)
+    except AccelbenchError as exc:
+        return error_page(request, exc)
+    return render(request, "result.html", **context)
+
+
+@router.get("/compare", response_class=HTMLResponse, response_model=None)
+def compare_page(
+    request: Request,
+    runs: list[str] = Query([], max_length=20),
+    tier: PriceTier = Query(PriceTier.on_demand),
+) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    store = _store(request)
+    comparison = None
+    error: AccelbenchError | None = None
+    chosen = [r for r in runs if r]
+    if len(chosen) >= 2:
+        try:
+            comparison = views.comparison_view(store, chosen, tier)
+        except AccelbenchError as exc:
+            error = exc
+    elif chosen:
+        error = AccelbenchError("Pick at least two runs to compare.")
+    candidates, _ = store.list_runs(limit=200)
+    return render(
+        request,
+        "compare.html",
+        candidates=candidates,
+        chosen=chosen,
+        tier=tier.value,
+        tiers=[t.value for t in PriceTier],
+        comparison=comparison,
+        error=error,
+    )
+
+
+@router.get("/config", response_class=HTMLResponse, response_model=None)
+def config_page(request: Request) -> Response:
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    from accelbench.runtimes.versions import tool_versions_table
+
+    store = _store(request)
+    return render(
+        request,
+        "config.html",
+        versions=tool_versions_table(store.get_tool_versions()),
+        audit=store.audit_log(limit=50),
+    )
+
+
+# ------------------------------------------------------------------------------------------ assets
+def plotly_js_path() -> Path:
+    """plotly.js from the installed plotly package (no CDN)."""
+    return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
+
+
+@router.get("/vendor/plotly.min.js")
+def plotly_js() -> FileResponse:
+    path = plotly_js_path()
+    if not path.is_file():
+        raise NotFoundError("plotly.min.js is missing from the installed plotly package; reinstall plotly.")
+    return FileResponse(
+        path, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")

@@ -1,0 +1,95 @@
+/* Run form: the framework follows the instance's tier (the server's DEFAULT_RUNTIME table, sent as data),
+   GPU-only fields are hidden and cleared on CPU and Neuron instances, and the spec is POSTed to the API. */
+"use strict";
+(function () {
+  const data = JSON.parse(document.getElementById("form-data").textContent);
+  const $ = function (id) { return document.getElementById(id); };
+  const form = $("run-form"), instance = $("instance"), engine = $("engine"), target = $("target");
+  const gpuOnly = document.querySelectorAll("[data-gpu-only]"), cpuOnly = document.querySelectorAll("[data-cpu-only]");
+  const errorBox = $("run-error");
+
+  function tier() { return instance.selectedOptions[0].dataset.tier; }
+  function isLocal() { return instance.selectedOptions[0].dataset.local === "1"; }
+
+  function clearFields(container) {
+    container.querySelectorAll("input, select").forEach(function (el) {
+      if (el.tagName === "SELECT") el.selectedIndex = 0; else el.value = "";
+    });
+  }
+
+  function onInstanceChange() {
+    const t = tier();
+    // Framework: only the runtimes that serve this tier, the tier's default selected.
+    engine.innerHTML = "";
+    Object.keys(data.runtimes).sort().forEach(function (name) {
+      if (data.runtimes[name].indexOf(t) < 0) return;
+      if (isLocal() && ["vllm-cpu", "llamacpp"].indexOf(name) < 0) return;
+      const o = document.createElement("option"); o.value = name; o.textContent = name; engine.appendChild(o);
+    });
+    engine.value = data.default_runtime[t];
+    $("engine-note").textContent = `default for ${t.toUpperCase()} instances`;
+    // GPU-only settings: hidden AND cleared, so a hidden value can never be submitted.
+    gpuOnly.forEach(function (el) { const on = t === "gpu"; el.hidden = !on; if (!on) clearFields(el); });
+    cpuOnly.forEach(function (el) { const on = t === "cpu"; el.hidden = !on; if (!on) clearFields(el); });
+    if (isLocal()) { target.value = "local"; target.disabled = true; }
+    else { target.disabled = false; if (target.value === "local") target.value = "kubernetes"; }
+  }
+
+  function ints(text, what) {
+    const parts = text.split(",").map(function (s) { return s.trim(); }).filter(Boolean);
+    const nums = parts.map(Number);
+    if (!parts.length || nums.some(function (n) { return !Number.isInteger(n) || n < 1; })) {
+      throw new Error(`${what}: write whole numbers of at least 1 separated by commas, e.g. 128,512.`);
+    }
+    return nums;
+  }
+  function num(id) { const v = $(id).value.trim(); return v === "" ? null : Number(v); }
+
+  function buildSpec() {
+    const t = tier();
+    const settings = {};
+    [["max_model_len", "max_model_len"], ["max_num_seqs", "max_num_seqs"], ["tensor_parallel_size", "tensor_parallel_size"]]
+      .forEach(function (p) { const v = num(p[0]); if (v !== null) settings[p[1]] = v; });
+    if ($("quantization").value) settings.quantization = $("quantization").value;
+    if (t === "cpu" && num("kv_cache_space_gib") !== null) settings.kv_cache_space_gib = num("kv_cache_space_gib");
+    if (t === "gpu") {
+      if (num("gpu_memory_utilization") !== null) settings.gpu_memory_utilization = num("gpu_memory_utilization");
+      if ($("kv_cache_dtype").value) settings.kv_cache_dtype = $("kv_cache_dtype").value;
+      if ($("deployment_mode").value) settings.deployment_mode = $("deployment_mode").value;
+    }
+    const spec = {
+      model: $("model").value.trim(),
+      engine: { name: engine.value, settings: settings },
+      target: { kind: isLocal() ? "local" : target.value },
+      sweep: {
+        input_lens: ints($("input_lens").value, "Input lengths"),
+        concurrency: ints($("concurrency").value, "Concurrency"),
+        repeats: num("repeats") || 1,
+        output_len: num("output_len") || 128,
+        prompts_per_concurrency: num("prompts_per_concurrency") || 10,
+        endpoint: $("endpoint").value,
+      },
+    };
+    if (!spec.model) throw new Error("Model: choose or type a model name.");
+    if ($("label").value.trim()) spec.label = $("label").value.trim();
+    if (!isLocal()) spec.instance_type = instance.value;
+    if ($("engine_version").value.trim()) spec.engine.version = $("engine_version").value.trim();
+    if ($("hf_token").value) spec.hf_token = $("hf_token").value;
+    return spec;
+  }
+
+  form.addEventListener("submit", async function (ev) {
+    ev.preventDefault();
+    errorBox.hidden = true;
+    let spec;
+    try { spec = buildSpec(); } catch (err) { accelbench.showError(errorBox, err); return; }
+    const btn = $("submit"); btn.disabled = true;
+    try {
+      const res = await accelbench.api("POST", "/api/v1/runs", spec);
+      $("hf_token").value = "";
+      location.href = `/runs/${encodeURIComponent(res.id)}`;
+    } catch (err) { btn.disabled = false; accelbench.showError(errorBox, err); }
+  });
+  instance.addEventListener("change", onInstanceChange);
+  onInstanceChange();
+})();

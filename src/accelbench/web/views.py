@@ -1,0 +1,283 @@
+"""What the pages show, computed from the store and the library (kept out of the templates so it is tested
+like code): catalog rows, the run form's choices, a run's table, charts and findings, comparisons."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from accelbench.api.redact import redact
+from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
+from accelbench.domain.results import RunInfo
+from accelbench.errors import AccelbenchError
+from accelbench.store import Store
+
+TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
+TIER_ORDER = ("gpu", "neuron", "cpu")
+TELEMETRY_SERIES = (
+    ("vllm:num_requests_running", "Running requests"),
+    ("vllm:num_requests_waiting", "Waiting requests"),
+    ("vllm:kv_cache_usage_perc", "KV-cache usage"),
+)
+
+
+# ------------------------------------------------------------------------------------------- filters
+def fmt_num(value: Any, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "-"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def fmt_usd(value: Any) -> str:
+    if value is None:
+        return "-"
+    v = float(value)
+    if v >= 1:
+        return f"${v:,.2f}"
+    if v == 0:
+        return "$0"
+    digits = max(2, 2 - math.floor(math.log10(abs(v))))
+    return f"${v:.{digits}f}"
+
+
+def fmt_dt(value: datetime | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def accelerator_label(run: RunInfo) -> str:
+    """ "CPU" for CPU runs (a CPU is not an accelerator count), "1 x L4" for GPU, "2 x Inferentia2" for Neuron."""
+    kind = (run.accelerator_type or "").lower()
+    if kind == "cpu" or (not kind and run.target == "local"):
+        return "CPU"
+    if run.accelerator_name:
+        count = f"{run.accelerator_count} x " if run.accelerator_count else ""
+        return f"{count}{run.accelerator_name}"
+    return TIER_LABEL.get(kind, kind or "-")
+
+
+def status_class(status: Any) -> str:
+    value = getattr(status, "value", status)
+    return f"status status-{value}"
+
+
+def to_json(value: Any) -> str:
+    """JSON for a <script type="application/json"> block; '<' escaped so no '</script>' can close it."""
+    from accelbench.api.responses import finite
+
+    return json.dumps(finite(value), allow_nan=False, default=str).replace("<", "\\u003c")
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "num": fmt_num,
+    "usd": fmt_usd,
+    "dt": fmt_dt,
+    "accel": accelerator_label,
+    "status_class": status_class,
+    "tojson_safe": to_json,
+}
+
+
+# ------------------------------------------------------------------------------------------- catalog
+def instance_label(inst: InstanceType) -> str:
+    """Dropdown text: CPU entries show vCPUs and memory; accelerator entries their devices."""
+    if inst.accelerator_type == AcceleratorType.cpu:
+        gen = f", {inst.cpu_generation}" if inst.cpu_generation else ""
+        return f"{inst.name} — {inst.vcpus} vCPU, {fmt_num(inst.memory_gib, 0)} GiB{gen}"
+    devices = f"{inst.accelerator_count} x {inst.accelerator_name}"
+    return f"{inst.name} — {devices} ({fmt_num(inst.total_accelerator_memory_gib, 0)} GiB)"
+
+
+def catalog_rows(store: Store) -> list[dict[str, Any]]:
+    from accelbench.catalog import get_catalog, price_map, serving_memory_gib
+
+    cat = get_catalog()
+    prices = price_map(PriceTier.on_demand, store=store, catalog=cat)
+    rows = []
+    for inst in cat.instances:
+        tier = inst.accelerator_type.value
+        price = prices.get(inst.name)
+        rows.append(
+            {
+                "name": inst.name,
+                "family": inst.family,
+                "tier": tier,
+                "tier_label": TIER_LABEL[tier],
+                "accelerator": (
+                    inst.cpu_generation or inst.accelerator_name
+                    if tier == "cpu"
+                    else f"{inst.accelerator_count} x {inst.accelerator_name}"
+                ),
+                "serving_memory_gib": serving_memory_gib(inst),
+                "vcpus": inst.vcpus,
+                "memory_gib": inst.memory_gib,
+                "arch": inst.arch,
+                "isa": ", ".join(inst.cpu_isa) if tier == "cpu" else "",
+                "price": price.usd_per_hour if price else None,
+                "price_source": price.source if price else None,
+            }
+        )
+    return rows
+
+
+def catalog_tier_counts() -> dict[str, int]:
+    from accelbench.catalog import get_catalog
+
+    counts = dict.fromkeys(TIER_ORDER, 0)
+    for inst in get_catalog().instances:
+        counts[inst.accelerator_type.value] += 1
+    return counts
+
+
+# ------------------------------------------------------------------------------------------ run form
+def model_choices() -> dict[str, list[str]]:
+    """Names for the model pickers: prepared models (runnable locally now) and presets (for planning)."""
+    from accelbench.api import service
+
+    out: dict[str, list[str]] = {"prepared": [], "presets": []}
+    try:
+        out["prepared"] = sorted({str(m.get("name")) for m in service.prepared_models() if m.get("name")})
+    except (ImportError, AttributeError, AccelbenchError):
+        out["prepared"] = []
+    try:
+        out["presets"] = sorted({str(p.get("name")) for p in service.presets() if p.get("name")})
+    except (ImportError, AttributeError, AccelbenchError):
+        out["presets"] = []
+    return out
+
+
+def run_form_context() -> dict[str, Any]:
+    from accelbench.catalog import get_catalog
+    from accelbench.domain.run import EngineSettings, SweepSpec
+    from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES, _load_all
+
+    _load_all()
+    groups: dict[str, list[dict[str, Any]]] = {t: [] for t in TIER_ORDER}
+    for inst in get_catalog().instances:
+        groups[inst.accelerator_type.value].append(
+            {
+                "name": inst.name,
+                "label": instance_label(inst),
+                "tier": inst.accelerator_type.value,
+                "numa_nodes": inst.numa_nodes,
+                "vcpus": inst.vcpus,
+                "memory_gib": inst.memory_gib,
+            }
+        )
+    runtimes = {name: sorted(a.value for a in rt.accelerators) for name, rt in RUNTIMES.items()}
+    sweep = SweepSpec()
+    return {
+        "groups": [(TIER_LABEL[t], groups[t]) for t in TIER_ORDER if groups[t]],
+        "form_data": {
+            # The one table that decides a tier's runtime, handed to the page script as data.
+            "default_runtime": {k.value: v for k, v in DEFAULT_RUNTIME.items()},
+            "runtimes": runtimes,
+        },
+        "models": model_choices(),
+        "sweep": sweep,
+        "engine_fields": EngineSettings.model_fields,
+    }
+
+
+# ---------------------------------------------------------------------------------------- result
+def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
+    by_input: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for c in cells:
+        agg = c.metric(metric)
+        if agg is not None:
+            by_input[c.input_len].append((c.concurrency, agg.mean))
+    return [
+        {"name": f"input {il}", "x": [p[0] for p in sorted(pts)], "y": [p[1] for p in sorted(pts)]}
+        for il, pts in sorted(by_input.items())
+    ]
+
+
+def result_context(store: Store, run_ref: str) -> dict[str, Any]:
+    from accelbench.api import service
+    from accelbench.api.routers.runs import public_run
+    from accelbench.report.tables import METRICS, has_repeats, table_headers, table_rows
+    from accelbench.telemetry.host import describe_environment
+
+    run = public_run(store.get_run(run_ref))
+    results = store.get_results(run.id)
+    cells = service.aggregate(results)
+    samples = store.get_telemetry(run.id)
+    charts = {
+        "tpot": {"title": "Median TPOT vs concurrency", "y": "TPOT p50 (ms)",
+                 "series": _series_by_input(cells, "tpot_p50_ms")},
+        "ttft": {"title": "Median TTFT vs concurrency", "y": "TTFT p50 (ms)",
+                 "series": _series_by_input(cells, "ttft_p50_ms")},
+        "throughput": {"title": "Total token throughput vs concurrency", "y": "tokens/s",
+                       "series": _series_by_input(cells, "total_token_throughput")},
+    }  # fmt: skip
+    t0 = samples[0].wall if samples else 0.0
+    telemetry = [
+        {
+            "name": label,
+            "x": [round(s.wall - t0, 2) for s in samples if key in s.values],
+            "y": [s.values[key] for s in samples if key in s.values],
+        }
+        for key, label in TELEMETRY_SERIES
+        if any(key in s.values for s in samples)
+    ]
+    findings: list[str] = []
+    findings_error = None
+    if results:
+        try:
+            findings = [f.text for f in service.run_comparison(store, run.id).findings]
+        except AccelbenchError as exc:
+            findings_error = exc.message
+    spec = run.spec or {}
+    settings = (spec.get("engine") or {}).get("settings") or {}
+    return {
+        "run": run,
+        "accelerator": accelerator_label(run),
+        "is_cpu": accelerator_label(run) == "CPU",
+        "results": results,
+        "headers": table_headers(metrics=METRICS),
+        "rows": table_rows(cells),
+        "ranged": has_repeats(cells),
+        "charts": charts,
+        "telemetry": telemetry,
+        "telemetry_samples": len(samples),
+        "findings": findings,
+        "findings_error": findings_error,
+        "environment": describe_environment(run.environment) if run.environment else [],
+        "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
+        "in_flight": not run.status.finished,
+        "progress": run.progress,
+    }
+
+
+# ---------------------------------------------------------------------------------------- compare
+def comparison_view(store: Store, run_ids: Sequence[str], tier: PriceTier) -> dict[str, Any]:
+    from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, compare_runs, side_by_side_rows
+
+    cmp = compare_runs(store, list(run_ids), tier=tier)
+    return {
+        "runs": cmp.runs,
+        "columns": SIDE_BY_SIDE_COLUMNS,
+        "rows": side_by_side_rows(cmp),
+        "findings": [f.text for f in cmp.findings],
+        "notes": cmp.notes,
+    }
+
+
+# --------------------------------------------------------------------------------------- estimate
+def estimate_view(result: dict[str, Any]) -> dict[str, Any]:
+    """Rows of a ranked estimate as the page shows them (the planner's JSON, unchanged otherwise)."""
+    rows = result.get("rows") or result.get("items") or []
+    return {"rows": rows, "summary": result.get("summary") or {}, "raw": result}
