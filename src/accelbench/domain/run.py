@@ -44,6 +44,11 @@ class SweepSpec(LoadSettings):
     prompts_per_concurrency: int = Field(
         default=10, ge=1, description="num_prompts = concurrency x this, per cell."
     )
+    # A sweep warms the server up once, before its first cell; the first cell of a cold server would
+    # otherwise carry the start-up cost (graph capture, allocator growth, page faults).
+    num_warmups: int = Field(
+        default=2, ge=0, description="Requests sent once before the first cell and discarded (0: none)."
+    )
 
     @field_validator("input_lens", "concurrency")
     @classmethod
