@@ -1,0 +1,874 @@
+"""The comparison of two or more runs: what was compared, matched cells, ratios and cost.
+
+A run is a set of cells, one per (input length, concurrency), each measured one or more times (repeats).
+Cells of different runs are matched on (input length, concurrency); a cell's figure is the mean of its
+repeats' medians (p95/p99 likewise: the mean of the repeats' p95s), with the min-max of the medians kept so
+a reader can see the spread.
+
+Ratios are computed per input length over the concurrencies both runs measured:
+- decode speed-up at the lowest concurrency: TPOT of one run over the other (a single stream's speed);
+- the total-throughput gap at each concurrency, and whether it widens or narrows from the lowest to the
+  highest concurrency;
+- per run: TPOT growth and TTFT growth from the lowest to the highest concurrency, output tok/s of one
+  request at the lowest concurrency and the aggregate output tok/s at the highest.
+
+Cost: cost per request = hourly / requests per s / 3600; cost per 1M tokens = hourly / tokens per s / 3600 x
+1e6, where "tokens" are output tokens (what a user is served; the total-token variant is carried as well).
+A run without an instance type (a local machine) has no price: its cost fields are None, never invented.
+
+The first run given is the baseline: every other run is compared with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from accelbench import __version__
+from accelbench.domain.base import StrictModel
+from accelbench.domain.catalog import PriceTier
+from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.domain.run import CellStatus
+from accelbench.errors import NotFoundError, UserInputError
+from accelbench.report.tables import MetricAggregate, aggregate_results
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
+
+# Telemetry gauges that carry accelerator utilisation (percent) and memory in use, by the names the scrapers
+# may store them under (accelbench's own names first, then DCGM's and neuron-monitor's). Memory values are
+# converted to GiB with the factor given.
+ACCEL_UTIL_KEYS: tuple[str, ...] = (
+    "accelerator_util_pct",
+    "gpu_util_pct",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "neuroncore_utilization_pct",
+)
+ACCEL_MEMORY_KEYS: tuple[tuple[str, float], ...] = (
+    ("accelerator_memory_used_gib", 1.0),
+    ("gpu_memory_used_gib", 1.0),
+    ("DCGM_FI_DEV_FB_USED", 1.0 / 1024.0),  # MiB
+    ("neuron_memory_used_bytes", 1.0 / 2**30),
+)
+
+TIER_LABELS: dict[PriceTier, str] = {
+    PriceTier.on_demand: "on-demand",
+    PriceTier.reserved_1yr: "1-year reserved",
+    PriceTier.reserved_3yr: "3-year reserved",
+}
+
+
+# --------------------------------------------------------------------------------------------- models
+class HourlyPrice(StrictModel):
+    """The hourly price a run's cost is computed from."""
+
+    usd_per_hour: float = Field(ge=0, description="USD per instance-hour.")
+    tier: PriceTier = Field(description="Pricing tier of the figure.")
+    region: str | None = Field(default=None, description="Region the price applies to.")
+    source: str = Field(description="Where the price comes from: catalog, store, or the run's own record.")
+
+
+class ComparedRun(StrictModel):
+    """One run as the comparison shows it: identity, hardware, engine, price."""
+
+    id: str = Field(description="Run id.")
+    name: str = Field(description="Display name: the label, or the id; made unique among the runs.")
+    label: str | None = Field(default=None, description="The run's label.")
+    kind: str = Field(description="bench, sweep, run or import.")
+    status: str = Field(description="Run status.")
+    created_at: datetime = Field(description="When the run was created.")
+    model: str | None = Field(default=None, description="Model name or path.")
+    engine: str | None = Field(default=None, description="Serving engine (framework).")
+    engine_version: str | None = Field(default=None, description="Engine version.")
+    target: str | None = Field(default=None, description="Where it ran: local, endpoint, kubernetes, ec2.")
+    instance_type: str | None = Field(
+        default=None, description="Cloud instance type; None for a local machine."
+    )
+    machine: str | None = Field(default=None, description="The CPU model (and accelerators) measured on.")
+    accelerator_type: str | None = Field(default=None, description="gpu, neuron or cpu.")
+    accelerator_name: str | None = Field(default=None, description="e.g. H100-SXM, Graviton4.")
+    accelerator_count: int | None = Field(
+        default=None, description="Accelerators (the run's, else its instance type's); 0 on CPU instances."
+    )
+    tp_degree: int | None = Field(default=None, description="Tensor-parallel degree.")
+    quantization: str | None = Field(default=None, description="Quantization of the served weights.")
+    cpu_flags: list[str] = Field(
+        default_factory=list, description="Serving-relevant CPU instruction sets of the machine."
+    )
+    cpu_matrix_engine: str | None = Field(
+        default=None, description="Best matrix path the CPU offers (AMX, AVX512-BF16, SVE2 ...)."
+    )
+    isa_trace: str | None = Field(
+        default=None, description="Verdict of the oneDNN ISA trace, when the run recorded one."
+    )
+    price: HourlyPrice | None = Field(default=None, description="Hourly price used for cost; None when none.")
+    price_note: str | None = Field(default=None, description="Why there is no price, when there is none.")
+
+
+class CellResult(StrictModel):
+    """One (input length, concurrency) cell of one run, repeats aggregated as the mean of their medians."""
+
+    run_id: str = Field(description="Run id.")
+    input_len: int = Field(description="Input tokens per prompt.")
+    concurrency: int = Field(description="Requests in flight.")
+    output_len: int | None = Field(default=None, description="Output tokens asked per request.")
+    repeats: int = Field(description="Repeats with metrics that were aggregated.")
+    result_ids: list[int] = Field(default_factory=list, description="Stored results of the cell.")
+    status: str = Field(description="completed, partial (some repeat interrupted) or failed (no metrics).")
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    tpot_p50_min_ms: float | None = Field(default=None, description="Lowest repeat median TPOT.")
+    tpot_p50_max_ms: float | None = Field(default=None, description="Highest repeat median TPOT.")
+    output_throughput: float | None = Field(default=None, description="Output tokens per second.")
+    total_throughput: float | None = Field(default=None, description="Input + output tokens per second.")
+    total_throughput_min: float | None = Field(default=None, description="Lowest repeat total tok/s.")
+    total_throughput_max: float | None = Field(default=None, description="Highest repeat total tok/s.")
+    throughput_per_accelerator: float | None = Field(
+        default=None, description="Total tok/s per accelerator; None when the run has 0 or unknown."
+    )
+    request_throughput: float | None = Field(default=None, description="Requests per second.")
+    successful: int = Field(default=0, description="Requests completed, over all repeats.")
+    failed: int = Field(default=0, description="Requests failed, over all repeats.")
+    success_rate: float | None = Field(default=None, description="successful / (successful + failed).")
+    accelerator_util_avg_pct: float | None = Field(default=None, description="None when not collected.")
+    accelerator_util_peak_pct: float | None = Field(default=None, description="None when not collected.")
+    accelerator_memory_avg_gib: float | None = Field(default=None, description="None when not collected.")
+    accelerator_memory_peak_gib: float | None = Field(default=None, description="None when not collected.")
+    hourly_usd: float | None = Field(default=None, description="Price used; None without an instance type.")
+    cost_per_request_usd: float | None = Field(default=None, description="hourly / req/s / 3600.")
+    cost_per_1m_tokens_usd: float | None = Field(
+        default=None, description="hourly / output tok/s / 3600 x 1e6 (per million output tokens)."
+    )
+    cost_per_1m_total_tokens_usd: float | None = Field(
+        default=None, description="hourly / total tok/s / 3600 x 1e6 (input and output tokens)."
+    )
+
+
+class Growth(StrictModel):
+    """How one metric of one run changes from the lowest to the highest concurrency."""
+
+    run_id: str
+    from_concurrency: int
+    to_concurrency: int
+    from_ms: float
+    to_ms: float
+    growth_pct: float = Field(description="(to / from - 1) x 100.")
+
+
+class RunScaling(StrictModel):
+    """One run at one input length, from its lowest to its highest concurrency (a given set of them)."""
+
+    run_id: str
+    input_len: int
+    concurrencies: list[int] = Field(description="Concurrencies used, ascending.")
+    lowest_concurrency: int
+    highest_concurrency: int
+    tpot_growth: Growth | None = Field(default=None, description="None with a single concurrency.")
+    ttft_growth: Growth | None = Field(default=None, description="None with a single concurrency.")
+    per_request_output_tps: float | None = Field(
+        default=None,
+        description="Output tok/s of one request at the lowest concurrency (aggregate / concurrency).",
+    )
+    aggregate_output_tps: float | None = Field(
+        default=None, description="Aggregate output tok/s at the highest concurrency."
+    )
+    total_throughput_low: float | None = Field(default=None, description="Total tok/s at the lowest.")
+    total_throughput_high: float | None = Field(default=None, description="Total tok/s at the highest.")
+    throughput_scaling: float | None = Field(
+        default=None, description="Total tok/s at the highest concurrency over that at the lowest."
+    )
+
+
+class ThroughputGap(StrictModel):
+    """Total throughput of A and B at one concurrency."""
+
+    concurrency: int
+    a_tok_s: float
+    b_tok_s: float
+    ratio_a_over_b: float = Field(description="A's total tok/s over B's (> 1: A ahead).")
+
+
+class PairRatios(StrictModel):
+    """Run B against run A (the baseline) at one input length, over the concurrencies both measured."""
+
+    input_len: int
+    a: str = Field(description="Run id of A (the baseline).")
+    b: str = Field(description="Run id of B.")
+    concurrencies: list[int] = Field(description="Concurrencies both measured, ascending.")
+    lowest_concurrency: int
+    highest_concurrency: int
+    tpot_a_ms: float | None = Field(default=None, description="A's TPOT p50 at the lowest concurrency.")
+    tpot_b_ms: float | None = Field(default=None, description="B's TPOT p50 at the lowest concurrency.")
+    decode_speedup_a_over_b: float | None = Field(
+        default=None,
+        description="TPOT of B over TPOT of A at the lowest concurrency (> 1: A decodes faster).",
+    )
+    throughput_gaps: list[ThroughputGap] = Field(default_factory=list)
+    throughput_gap_trend: Literal["widens", "narrows", "holds", "reverses"] | None = Field(
+        default=None,
+        description="How the leader's throughput advantage moves from the lowest to the highest concurrency "
+        "(judged on the ratios as printed, one decimal); None with a single concurrency.",
+    )
+    a_scaling: RunScaling
+    b_scaling: RunScaling
+    output_len_differs: bool = Field(
+        default=False, description="The runs asked for different output lengths in these cells."
+    )
+
+
+class Finding(StrictModel):
+    """One sentence made from the data, with the figures it quotes as fields."""
+
+    kind: str = Field(
+        description="decode_speedup, tpot_growth, throughput_gap, ttft_growth, stream_and_aggregate, cost, "
+        "throughput_scaling, failures, predicted_vs_measured, no_match"
+    )
+    text: str = Field(description="The sentence; every number in it is one of ``figures``, rounded.")
+    input_len: int | None = Field(default=None, description="Input length the finding is about.")
+    runs: list[str] = Field(default_factory=list, description="Run ids the finding is about.")
+    figures: dict[str, float | int | str | None] = Field(
+        default_factory=dict, description="The figures quoted in the sentence, unrounded."
+    )
+
+
+class Comparison(StrictModel):
+    """Everything a compare shows: runs, cells, matched cells, ratios, findings, notes."""
+
+    generated_at: datetime = Field(description="When the comparison was made.")
+    accelbench_version: str = Field(description="Version of the tool that made it.")
+    tier: PriceTier = Field(description="Pricing tier the cost figures use.")
+    baseline: str = Field(description="Run id every other run is compared with (the first given).")
+    runs: list[ComparedRun]
+    cells: list[CellResult] = Field(description="Every cell of every run.")
+    matched: list[tuple[int, int]] = Field(
+        default_factory=list, description="(input_len, concurrency) cells that every run measured."
+    )
+    scaling: list[RunScaling] = Field(
+        default_factory=list, description="Per run and input length, over the run's own concurrencies."
+    )
+    pairs: list[PairRatios] = Field(default_factory=list, description="Each run against the baseline.")
+    findings: list[Finding] = Field(default_factory=list, description="Sentences made from these figures.")
+    notes: list[str] = Field(default_factory=list, description="Caveats: unmatched cells, missing prices ...")
+
+    def run(self, run_id: str) -> ComparedRun:
+        for r in self.runs:
+            if r.id == run_id:
+                return r
+        raise KeyError(run_id)
+
+    def cell(self, run_id: str, input_len: int, concurrency: int) -> CellResult | None:
+        for c in self.cells:
+            if c.run_id == run_id and c.input_len == input_len and c.concurrency == concurrency:
+                return c
+        return None
+
+    def cells_of(self, run_id: str) -> list[CellResult]:
+        return [c for c in self.cells if c.run_id == run_id]
+
+    def input_lens(self) -> list[int]:
+        return sorted({c.input_len for c in self.cells})
+
+
+# --------------------------------------------------------------------------------------------- input
+@dataclass
+class RunData:
+    """A run and its stored results, as read from the store (or built by a test)."""
+
+    run: RunInfo
+    results: list[ResultInfo]
+    price: HourlyPrice | None = None
+    price_note: str | None = None
+    extra_notes: list[str] = field(default_factory=list)
+
+
+def load_runs(
+    store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTier.on_demand, min_runs: int = 1
+) -> list[RunData]:
+    """Read the runs (ids or unambiguous prefixes) with their results and prices.
+
+    Raises UserInputError when fewer than ``min_runs`` are given, a run is named twice, or a run has no
+    results yet.
+    """
+    if len(refs) < min_runs:
+        raise UserInputError(
+            f"Compare needs at least {min_runs} runs; got {len(refs)}.",
+            hint="Give two or more run ids (`accelbench runs list` shows them), or use `accelbench report` "
+            "for a single run.",
+        )
+    out: list[RunData] = []
+    seen: set[str] = set()
+    for ref in refs:
+        run = store.get_run(ref)
+        if run.id in seen:
+            raise UserInputError(f"Run {run.id} is named twice; give each run once.")
+        seen.add(run.id)
+        results = store.get_results(run.id)
+        if not results:
+            raise UserInputError(
+                f"Run {run.id} has no results to compare (status {run.status.value}).",
+                hint="Wait until it has measured at least one cell, or pick another run.",
+            )
+        price, note = resolve_price(run, tier, store)
+        out.append(RunData(run=run, results=results, price=price, price_note=note))
+    return out
+
+
+def resolve_price(
+    run: RunInfo, tier: PriceTier, store: Store | None
+) -> tuple[HourlyPrice | None, str | None]:
+    """The hourly price of the run's instance type in ``tier``, or (None, why not).
+
+    Order: the catalog's best known price (the store's refreshed prices, else the shipped snapshot), then,
+    for on-demand only, the hourly price the run recorded when it ran (an instance the catalog lacks).
+    """
+    from accelbench.catalog import price_for
+    from accelbench.catalog.pricing import SNAPSHOT_REGION
+
+    if not run.instance_type:
+        return None, _local_note(run)
+    region = _run_region(run) or SNAPSHOT_REGION
+    unknown = False
+    try:
+        p = price_for(run.instance_type, tier, region, store)
+    except NotFoundError:
+        p, unknown = None, True
+    if p is not None:
+        return (
+            HourlyPrice(
+                usd_per_hour=p.usd_per_hour,
+                tier=tier,
+                region=p.region,
+                source=f"{p.source}, {p.effective_date}",
+            ),
+            None,
+        )
+    if tier == PriceTier.on_demand and run.hourly_usd is not None:
+        return HourlyPrice(usd_per_hour=run.hourly_usd, tier=tier, region=region, source="run record"), None
+    why = "is not in the catalog" if unknown else f"has no known {TIER_LABELS[tier]} price in {region}"
+    return None, f"{run.instance_type} ({run.id}) {why}; cost left blank."
+
+
+def _local_note(run: RunInfo) -> str:
+    return f"{run.id} has no instance type (a local machine): no price applies, cost left blank."
+
+
+def _run_region(run: RunInfo) -> str | None:
+    target = run.spec.get("target") if isinstance(run.spec, dict) else None
+    if isinstance(target, dict) and isinstance(target.get("region"), str):
+        return str(target["region"])
+    region = run.extra.get("region") if isinstance(run.extra, dict) else None
+    return str(region) if isinstance(region, str) else None
+
+
+def accelerator_count(run: RunInfo) -> int | None:
+    """The run's accelerator count, else its instance type's from the catalog, else None."""
+    if run.accelerator_count is not None:
+        return run.accelerator_count
+    if run.instance_type:
+        from accelbench.catalog import get_catalog
+
+        try:
+            return get_catalog().instance(run.instance_type).accelerator_count
+        except NotFoundError:
+            return None
+    return None
+
+
+# ------------------------------------------------------------------------------------- aggregation
+def _telemetry_figure(
+    summaries: Sequence[dict[str, Any]], keys: Sequence[tuple[str, float]], part: str
+) -> float | None:
+    """Mean (over repeats) of a gauge's per-repeat mean, or the highest per-repeat peak; None when absent."""
+    values: list[float] = []
+    for s in summaries:
+        tel = s.get("telemetry") or {}
+        gauges = tel.get(part) or {}
+        for key, factor in keys:
+            if key in gauges and gauges[key] is not None:
+                values.append(float(gauges[key]) * factor)
+                break
+    if not values:
+        return None
+    return max(values) if part == "peaks" else sum(values) / len(values)
+
+
+def _shifted(results: Sequence[ResultInfo], mapping: dict[str, str]) -> list[ResultInfo]:
+    # ``aggregate_results`` aggregates the p50 columns (and a few p99s). To get p95s and the ITL p99 under
+    # the very same repeat rules, feed it copies whose p50 slots carry those percentiles.
+    return [r.model_copy(update={dst: getattr(r, src) for dst, src in mapping.items()}) for r in results]
+
+
+def _m(agg: MetricAggregate | None) -> float | None:
+    return agg.mean if agg is not None else None
+
+
+def aggregate_cells(data: RunData) -> list[CellResult]:
+    """One CellResult per (input_len, concurrency) of the run, from ``report.tables.aggregate_results``
+    (the mean of the repeats' medians; which repeats count is decided there), with cost and telemetry."""
+    run = data.run
+    hourly = data.price.usd_per_hour if data.price else None
+    count = accelerator_count(run)
+    results = list(data.results)
+    base = aggregate_results(results)
+    p95 = {
+        (c.input_len, c.concurrency): c
+        for c in aggregate_results(
+            _shifted(
+                results,
+                {
+                    "ttft_p50_ms": "ttft_p95_ms",
+                    "tpot_p50_ms": "tpot_p95_ms",
+                    "itl_p50_ms": "itl_p95_ms",
+                    "e2el_p50_ms": "e2el_p95_ms",
+                    "ttft_p99_ms": "itl_p99_ms",
+                },
+            )
+        )
+    }
+    by_cell: dict[tuple[int, int], list[ResultInfo]] = defaultdict(list)
+    for r in results:
+        by_cell[(r.input_len, r.concurrency)].append(r)
+    cells: list[CellResult] = []
+    for c in base:
+        key = (c.input_len, c.concurrency)
+        hi = p95[key]
+        tpot, total = c.tpot_p50_ms, c.total_token_throughput
+        out_tps, rps, total_tps = _m(c.output_throughput), _m(c.request_throughput), _m(total)
+        summaries = [r.summary for r in by_cell[key] if r.status != CellStatus.failed and r.completed > 0]
+        done = c.completed + c.failed
+        cells.append(
+            CellResult(
+                run_id=run.id,
+                input_len=c.input_len,
+                concurrency=c.concurrency,
+                output_len=c.output_len,
+                repeats=c.repeats_used if c.status != CellStatus.failed else 0,
+                result_ids=[r.id for r in by_cell[key]],
+                status=c.status.value,
+                ttft_p50_ms=_m(c.ttft_p50_ms),
+                ttft_p95_ms=_m(hi.ttft_p50_ms),
+                ttft_p99_ms=_m(c.ttft_p99_ms),
+                tpot_p50_ms=_m(tpot),
+                tpot_p95_ms=_m(hi.tpot_p50_ms),
+                tpot_p99_ms=_m(c.tpot_p99_ms),
+                itl_p50_ms=_m(c.itl_p50_ms),
+                itl_p95_ms=_m(hi.itl_p50_ms),
+                itl_p99_ms=_m(hi.ttft_p99_ms),
+                e2e_p50_ms=_m(c.e2el_p50_ms),
+                e2e_p95_ms=_m(hi.e2el_p50_ms),
+                e2e_p99_ms=_m(c.e2el_p99_ms),
+                tpot_p50_min_ms=tpot.min if tpot else None,
+                tpot_p50_max_ms=tpot.max if tpot else None,
+                output_throughput=out_tps,
+                total_throughput=total_tps,
+                total_throughput_min=total.min if total else None,
+                total_throughput_max=total.max if total else None,
+                # Why "None when 0": CPU instances carry no accelerator; a per-accelerator figure is meaningless.
+                throughput_per_accelerator=(total_tps / count) if (total_tps is not None and count) else None,
+                request_throughput=rps,
+                successful=c.completed,
+                failed=c.failed,
+                success_rate=(c.completed / done) if done else None,
+                accelerator_util_avg_pct=_telemetry_figure(summaries, _UTIL_KEYS, "means"),
+                accelerator_util_peak_pct=_telemetry_figure(summaries, _UTIL_KEYS, "peaks"),
+                accelerator_memory_avg_gib=_telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "means"),
+                accelerator_memory_peak_gib=_telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "peaks"),
+                hourly_usd=hourly,
+                cost_per_request_usd=cost_per_request(hourly, rps),
+                cost_per_1m_tokens_usd=cost_per_1m_tokens(hourly, out_tps),
+                cost_per_1m_total_tokens_usd=cost_per_1m_tokens(hourly, total_tps),
+            )
+        )
+    return cells
+
+
+_UTIL_KEYS: tuple[tuple[str, float], ...] = tuple((k, 1.0) for k in ACCEL_UTIL_KEYS)
+
+
+def cost_per_request(hourly_usd: float | None, requests_per_s: float | None) -> float | None:
+    """hourly / requests per second / 3600; None without a price or a throughput."""
+    if hourly_usd is None or not requests_per_s or requests_per_s <= 0:
+        return None
+    return hourly_usd / requests_per_s / 3600.0
+
+
+def cost_per_1m_tokens(hourly_usd: float | None, tokens_per_s: float | None) -> float | None:
+    """hourly / tokens per second / 3600 x 1e6; None without a price or a throughput."""
+    if hourly_usd is None or not tokens_per_s or tokens_per_s <= 0:
+        return None
+    return hourly_usd / tokens_per_s / 3600.0 * 1e6
+
+
+# ----------------------------------------------------------------------------------------- ratios
+def growth_pct(low: float, high: float) -> float:
+    """(high / low - 1) x 100."""
+    return (high / low - 1.0) * 100.0
+
+
+def run_scaling(run_id: str, input_len: int, cells: Sequence[CellResult]) -> RunScaling | None:
+    """Scaling of one run at one input length over the given cells (those with metrics); None if none."""
+    usable = sorted(
+        (c for c in cells if c.run_id == run_id and c.input_len == input_len and c.repeats > 0),
+        key=lambda c: c.concurrency,
+    )
+    if not usable:
+        return None
+    lo, hi = usable[0], usable[-1]
+
+    def _growth(attr: str) -> Growth | None:
+        a, b = getattr(lo, attr), getattr(hi, attr)
+        if lo is hi or a is None or b is None or a <= 0:
+            return None
+        return Growth(
+            run_id=run_id,
+            from_concurrency=lo.concurrency,
+            to_concurrency=hi.concurrency,
+            from_ms=a,
+            to_ms=b,
+            growth_pct=growth_pct(a, b),
+        )
+
+    per_request = lo.output_throughput / lo.concurrency if lo.output_throughput is not None else None
+    scaling = (
+        hi.total_throughput / lo.total_throughput
+        if lo is not hi and lo.total_throughput and hi.total_throughput is not None
+        else None
+    )
+    return RunScaling(
+        run_id=run_id,
+        input_len=input_len,
+        concurrencies=[c.concurrency for c in usable],
+        lowest_concurrency=lo.concurrency,
+        highest_concurrency=hi.concurrency,
+        tpot_growth=_growth("tpot_p50_ms"),
+        ttft_growth=_growth("ttft_p50_ms"),
+        per_request_output_tps=per_request,
+        aggregate_output_tps=hi.output_throughput,
+        total_throughput_low=lo.total_throughput,
+        total_throughput_high=hi.total_throughput,
+        throughput_scaling=scaling,
+    )
+
+
+def lead(ratio: float) -> float:
+    """The leader's advantage of an A/B ratio: 0.5 and 2.0 are both a 2.0x lead."""
+    return max(ratio, 1.0 / ratio)
+
+
+def gap_trend(low_ratio: float, high_ratio: float) -> Literal["widens", "narrows", "holds", "reverses"]:
+    """How the leader's advantage moves from the low to the high ratio (A/B), judged on the advantages as
+    they are printed (one decimal), so a sentence never says "widens from 2.0x to 2.0x"."""
+    lo = round(lead(low_ratio), 1)
+    hi = round(lead(high_ratio), 1)
+    if lo > 1.0 and hi > 1.0 and (low_ratio >= 1.0) != (high_ratio >= 1.0):
+        return "reverses"
+    if hi > lo:
+        return "widens"
+    if hi < lo:
+        return "narrows"
+    return "holds"
+
+
+def pair_ratios(a: str, b: str, input_len: int, cells: Sequence[CellResult]) -> PairRatios | None:
+    """B against A at one input length, over the concurrencies both measured; None when none match."""
+    a_cells = {c.concurrency: c for c in cells if c.run_id == a and c.input_len == input_len and c.repeats}
+    b_cells = {c.concurrency: c for c in cells if c.run_id == b and c.input_len == input_len and c.repeats}
+    common = sorted(set(a_cells) & set(b_cells))
+    if not common:
+        return None
+    lo, hi = common[0], common[-1]
+    matched = [a_cells[c] for c in common] + [b_cells[c] for c in common]
+    a_scaling = run_scaling(a, input_len, matched)
+    b_scaling = run_scaling(b, input_len, matched)
+    assert a_scaling is not None and b_scaling is not None
+    tpot_a, tpot_b = a_cells[lo].tpot_p50_ms, b_cells[lo].tpot_p50_ms
+    speedup = tpot_b / tpot_a if tpot_a and tpot_b else None
+    gaps: list[ThroughputGap] = []
+    for c in common:
+        ta, tb = a_cells[c].total_throughput, b_cells[c].total_throughput
+        if ta and tb:
+            gaps.append(ThroughputGap(concurrency=c, a_tok_s=ta, b_tok_s=tb, ratio_a_over_b=ta / tb))
+    trend = None
+    if len(gaps) >= 2 and gaps[0].concurrency == lo and gaps[-1].concurrency == hi:
+        trend = gap_trend(gaps[0].ratio_a_over_b, gaps[-1].ratio_a_over_b)
+    differs = any(
+        a_cells[c].output_len is not None
+        and b_cells[c].output_len is not None
+        and a_cells[c].output_len != b_cells[c].output_len
+        for c in common
+    )
+    return PairRatios(
+        input_len=input_len,
+        a=a,
+        b=b,
+        concurrencies=common,
+        lowest_concurrency=lo,
+        highest_concurrency=hi,
+        tpot_a_ms=tpot_a,
+        tpot_b_ms=tpot_b,
+        decode_speedup_a_over_b=speedup,
+        throughput_gaps=gaps,
+        throughput_gap_trend=trend,
+        a_scaling=a_scaling,
+        b_scaling=b_scaling,
+        output_len_differs=differs,
+    )
+
+
+# -------------------------------------------------------------------------------------- describe
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _machine(run: RunInfo) -> str | None:
+    env = run.environment or {}
+    cpu = _dict(env.get("cpu"))
+    parts: list[str] = []
+    if cpu.get("model"):
+        cores = cpu.get("usable_cpus") or cpu.get("logical_cpus")
+        parts.append(f"{cpu['model']}" + (f" ({cores} CPUs)" if cores else ""))
+    acc = _dict(env.get("accelerators"))
+    gpus = acc.get("gpus") or []
+    if gpus:
+        names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
+        parts.append(f"{len(gpus)} x {', '.join(names) or 'GPU'}")
+    if acc.get("neuron_devices"):
+        parts.append(f"{len(acc['neuron_devices'])} Neuron devices")
+    return "; ".join(parts) or None
+
+
+def _isa_trace(run: RunInfo) -> str | None:
+    trace = (run.extra or {}).get("isa_trace")
+    if trace is None:
+        return None
+    if isinstance(trace, str):
+        return trace
+    if isinstance(trace, dict):
+        for key in ("verdict", "summary", "message"):
+            if isinstance(trace.get(key), str):
+                return str(trace[key])
+    return None
+
+
+def describe_run(data: RunData, name: str) -> ComparedRun:
+    run = data.run
+    isa = _dict(_dict((run.environment or {}).get("cpu")).get("isa"))
+    return ComparedRun(
+        id=run.id,
+        name=name,
+        label=run.label,
+        kind=run.kind,
+        status=run.status.value,
+        created_at=run.created_at,
+        model=run.model or run.served_model,
+        engine=run.engine,
+        engine_version=run.engine_version,
+        target=run.target,
+        instance_type=run.instance_type,
+        machine=_machine(run),
+        accelerator_type=run.accelerator_type,
+        accelerator_name=run.accelerator_name,
+        accelerator_count=accelerator_count(run),
+        tp_degree=run.tp_degree,
+        quantization=run.quantization,
+        cpu_flags=[str(x) for x in isa.get("present", [])],
+        cpu_matrix_engine=isa.get("matrix_engine"),
+        isa_trace=_isa_trace(run),
+        price=data.price,
+        price_note=data.price_note,
+    )
+
+
+def display_names(runs: Sequence[RunInfo]) -> list[str]:
+    """Labels where they are unique, else "label (id)"; the id when there is no label."""
+    base = [r.label or r.id for r in runs]
+    return [f"{n} ({r.id})" if base.count(n) > 1 else n for n, r in zip(base, runs, strict=True)]
+
+
+# ----------------------------------------------------------------------------------------- build
+def build_comparison(
+    runs: Sequence[RunData], *, tier: PriceTier = PriceTier.on_demand, with_findings: bool = True
+) -> Comparison:
+    """Compare the runs (the first is the baseline). One run gives its cells and scaling, no pairs."""
+    if not runs:
+        raise UserInputError("Nothing to compare: give at least one run.")
+    names = display_names([d.run for d in runs])
+    compared = [describe_run(d, n) for d, n in zip(runs, names, strict=True)]
+    cells: list[CellResult] = []
+    for d in runs:
+        cells.extend(aggregate_cells(d))
+    notes: list[str] = []
+    for d, cr in zip(runs, compared, strict=True):
+        if cr.price is None and cr.price_note is None:
+            cr.price_note = (
+                _local_note(d.run)
+                if not d.run.instance_type
+                else f"{d.run.instance_type} ({d.run.id}) has no {TIER_LABELS[tier]} price; cost left blank."
+            )
+        if cr.price_note:
+            notes.append(cr.price_note)
+        notes.extend(d.extra_notes)
+    keysets = [
+        {(c.input_len, c.concurrency) for c in cells if c.run_id == d.run.id and c.repeats} for d in runs
+    ]
+    matched = sorted(set.intersection(*keysets)) if keysets else []
+    if len(runs) > 1:
+        union = set.union(*keysets)
+        unmatched = sorted(union - set(matched))
+        if not matched:
+            notes.append("No (input length, concurrency) cell was measured by every run: nothing to match.")
+        elif unmatched:
+            notes.append(
+                "Cells not measured by every run, shown but left out of the ratios: "
+                + ", ".join(f"input {i} x concurrency {c}" for i, c in unmatched)
+                + "."
+            )
+    failed_cells = [c for c in cells if c.repeats == 0]
+    for c in failed_cells:
+        notes.append(
+            f"{names[[d.run.id for d in runs].index(c.run_id)]}: cell input {c.input_len} x concurrency "
+            f"{c.concurrency} has no successful repeat ({c.failed} requests failed)."
+        )
+    scaling = [
+        s
+        for d in runs
+        for il in sorted({c.input_len for c in cells if c.run_id == d.run.id})
+        if (s := run_scaling(d.run.id, il, cells)) is not None
+    ]
+    baseline = runs[0].run.id
+    pairs: list[PairRatios] = []
+    for d in runs[1:]:
+        for il in sorted({c.input_len for c in cells}):
+            p = pair_ratios(baseline, d.run.id, il, cells)
+            if p is not None:
+                pairs.append(p)
+                if p.output_len_differs:
+                    notes.append(
+                        f"At input {il} the runs {names[0]} and {names[runs.index(d)]} asked for different "
+                        "output lengths: their TPOT compares, their throughput and cost less so."
+                    )
+    comparison = Comparison(
+        generated_at=datetime.now(UTC),
+        accelbench_version=__version__,
+        tier=tier,
+        baseline=baseline,
+        runs=compared,
+        cells=cells,
+        matched=matched,
+        scaling=scaling,
+        pairs=pairs,
+        notes=notes,
+    )
+    if with_findings:
+        from accelbench.report.findings import generate_findings
+
+        comparison.findings = generate_findings(comparison)
+    return comparison
+
+
+def compare_runs(
+    store: Store,
+    refs: Sequence[str],
+    *,
+    tier: PriceTier = PriceTier.on_demand,
+    min_runs: int = 2,
+) -> Comparison:
+    """Load the runs from the store and compare them (``min_runs=1`` for a single-run report)."""
+    return build_comparison(load_runs(store, refs, tier=tier, min_runs=min_runs), tier=tier)
+
+
+# ------------------------------------------------------------------------------ side-by-side table
+SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
+    "input",
+    "conc",
+    "run",
+    "TTFT p50 ms",
+    "TPOT p50 ms",
+    "ITL p50 ms",
+    "E2E p50 ms",
+    "out tok/s",
+    "total tok/s",
+    "req/s",
+    "ok",
+    "$/1M tok",
+    "TPOT vs base",
+    "tok/s vs base",
+)
+
+
+def fmt_num(value: float | None, digits: int = 1) -> str:
+    """A number for tables: thousands separators, fixed decimals, "" for None."""
+    if value is None:
+        return ""
+    return f"{value:,.{digits}f}"
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars with enough significant digits for a per-request cost ($0.000012)."""
+    if value is None:
+        return ""
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value == 0:
+        return "$0"
+    digits = max(2, 2 - math.floor(math.log10(value)))
+    return f"${value:.{digits}f}"
+
+
+def side_by_side_rows(comparison: Comparison) -> list[list[str]]:
+    """Rows of the side-by-side table: per cell, one row per run, ratios against the baseline run."""
+    rows: list[list[str]] = []
+    keys = sorted({(c.input_len, c.concurrency) for c in comparison.cells})
+    for input_len, conc in keys:
+        base = comparison.cell(comparison.baseline, input_len, conc)
+        for run in comparison.runs:
+            c = comparison.cell(run.id, input_len, conc)
+            if c is None:
+                continue
+            tpot_vs = tput_vs = ""
+            if run.id != comparison.baseline and base is not None and base.repeats and c.repeats:
+                if c.tpot_p50_ms and base.tpot_p50_ms:
+                    tpot_vs = f"{c.tpot_p50_ms / base.tpot_p50_ms:.2f}x"
+                if c.total_throughput and base.total_throughput:
+                    tput_vs = f"{c.total_throughput / base.total_throughput:.2f}x"
+            ok = f"{c.successful}/{c.successful + c.failed}"
+            rows.append(
+                [
+                    str(input_len),
+                    str(conc),
+                    run.name,
+                    fmt_num(c.ttft_p50_ms),
+                    fmt_num(c.tpot_p50_ms),
+                    fmt_num(c.itl_p50_ms),
+                    fmt_num(c.e2e_p50_ms),
+                    fmt_num(c.output_throughput),
+                    fmt_num(c.total_throughput),
+                    fmt_num(c.request_throughput, 2),
+                    ok,
+                    fmt_usd(c.cost_per_1m_tokens_usd),
+                    tpot_vs,
+                    tput_vs,
+                ]
+            )
+    return rows
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    """The JSON form of a comparison (what ``compare --format json`` prints)."""
+    return comparison.model_dump(mode="json")

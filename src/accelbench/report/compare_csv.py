@@ -1,0 +1,169 @@
+"""The compare CSV: ``#`` comment lines saying what was compared, then one row per run and cell.
+
+Blank means "no value", never zero: throughput per accelerator is blank when the run has no accelerator
+(a CPU instance, count 0) or an unknown count; accelerator utilisation and memory are blank when they were
+not collected; cost columns are blank when the run has no price (a local machine has no instance type).
+Numbers are written unrounded (10 significant digits) so a spreadsheet can recompute every ratio.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TextIO
+
+from accelbench.report.compare import TIER_LABELS, CellResult, ComparedRun, Comparison
+
+# The exact columns of the compare CSV, in order.
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "model",
+    "instance_type",
+    "accelerator_count",
+    "framework",
+    "framework_version",
+    "tp_degree",
+    "quantization",
+    "concurrency",
+    "input_len",
+    "output_len",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
+    "itl_p50_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p95_ms",
+    "e2e_p99_ms",
+    "output_throughput_tok_s",
+    "total_throughput_tok_s",
+    "throughput_per_accelerator_tok_s",
+    "requests_per_s",
+    "successful",
+    "failed",
+    "success_rate",
+    "accelerator_util_avg_pct",
+    "accelerator_util_peak_pct",
+    "accelerator_memory_avg_gib",
+    "accelerator_memory_peak_gib",
+    "hourly_usd",
+    "cost_per_request_usd",
+    "cost_per_1m_tokens_usd",
+)
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int):
+        return str(value)
+    return format(value, ".10g")
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def comment_lines(cmp: Comparison) -> list[str]:
+    """The ``#`` header: what was compared, how cells were aggregated and priced."""
+    lines = [
+        f"# accelbench {cmp.accelbench_version} compare, generated {cmp.generated_at.isoformat(timespec='seconds')}",
+        f"# runs compared ({len(cmp.runs)}; the first is the baseline):",
+    ]
+    for r in cmp.runs:
+        where = r.instance_type or (f"local machine: {r.machine}" if r.machine else "local machine")
+        engine = " ".join(x for x in (r.engine, r.engine_version) if x) or "engine unknown"
+        lines.append(f"#   {r.id} ({r.name}): model {r.model or 'unknown'}, {engine}, {where}")
+    if len(cmp.runs) > 1:
+        matched = ", ".join(f"{i}x{c}" for i, c in cmp.matched) or "none"
+        lines.append(f"# cells matched on (input_len x concurrency): {matched}")
+    lines.append(
+        "# each row: one run and cell; repeats aggregated as the mean of their medians (p95/p99 alike)"
+    )
+    lines.append(
+        f"# cost: {TIER_LABELS[cmp.tier]} prices; cost_per_request = hourly / requests_per_s / 3600; "
+        "cost_per_1m_tokens = hourly / output tok/s / 3600 x 1e6 (per million output tokens)"
+    )
+    lines.append(
+        "# blank = no value: no price (no instance type), no accelerators (per-accelerator throughput), "
+        "not collected (utilisation, memory)"
+    )
+    lines.extend(f"# note: {n}" for n in cmp.notes)
+    return lines
+
+
+def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
+    """One CSV row (strings, matching ``COLUMNS``)."""
+    return [
+        run.id,
+        _text(run.model),
+        _text(run.instance_type),
+        _num(run.accelerator_count),
+        _text(run.engine),
+        _text(run.engine_version),
+        _num(run.tp_degree),
+        _text(run.quantization),
+        _num(cell.concurrency),
+        _num(cell.input_len),
+        _num(cell.output_len),
+        _num(cell.ttft_p50_ms),
+        _num(cell.ttft_p95_ms),
+        _num(cell.ttft_p99_ms),
+        _num(cell.tpot_p50_ms),
+        _num(cell.tpot_p95_ms),
+        _num(cell.tpot_p99_ms),
+        _num(cell.itl_p50_ms),
+        _num(cell.itl_p95_ms),
+        _num(cell.itl_p99_ms),
+        _num(cell.e2e_p50_ms),
+        _num(cell.e2e_p95_ms),
+        _num(cell.e2e_p99_ms),
+        _num(cell.output_throughput),
+        _num(cell.total_throughput),
+        _num(cell.throughput_per_accelerator),
+        _num(cell.request_throughput),
+        _num(cell.successful),
+        _num(cell.failed),
+        _num(cell.success_rate),
+        _num(cell.accelerator_util_avg_pct),
+        _num(cell.accelerator_util_peak_pct),
+        _num(cell.accelerator_memory_avg_gib),
+        _num(cell.accelerator_memory_peak_gib),
+        _num(cell.hourly_usd),
+        _num(cell.cost_per_request_usd),
+        _num(cell.cost_per_1m_tokens_usd),
+    ]
+
+
+def rows(cmp: Comparison) -> list[list[str]]:
+    """Data rows: runs in the order given, each run's cells by input length then concurrency."""
+    out: list[list[str]] = []
+    for run in cmp.runs:
+        for cell in sorted(cmp.cells_of(run.id), key=lambda c: (c.input_len, c.concurrency)):
+            out.append(row_for(run, cell))
+    return out
+
+
+def write_compare_csv(cmp: Comparison, out: TextIO | None = None) -> str:
+    """The compare CSV as text (also written to ``out`` when given)."""
+    buf = io.StringIO()
+    for line in comment_lines(cmp):
+        buf.write(line + "\n")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(rows(cmp))
+    text = buf.getvalue()
+    if out is not None:
+        out.write(text)
+    return text
+
+
+def read_compare_csv(text: str) -> tuple[list[str], list[dict[str, str]]]:
+    """Parse a compare CSV back into (comment lines, rows as dicts): for tests and for tools that re-read."""
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return comments, list(csv.DictReader(io.StringIO(body)))

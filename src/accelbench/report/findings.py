@@ -1,0 +1,459 @@
+"""Findings: short sentences made from a comparison's figures, every number computed, nothing canned.
+
+Each ``Finding`` carries its sentence and the unrounded figures the sentence quotes, so the JSON output
+and the prose always agree. Sentences round as the tables do: ratios to one decimal ("3.1x"), times to
+0.1 ms, throughputs to 0.1 tok/s, growth to whole percents, dollars to a few significant digits.
+
+With two or more runs, every run is set against the first (the baseline) at each input length; with one
+run, the findings describe how that run scales with concurrency.
+"""
+
+from __future__ import annotations
+
+from accelbench.report.compare import (
+    TIER_LABELS,
+    CellResult,
+    Comparison,
+    Finding,
+    Growth,
+    PairRatios,
+    RunScaling,
+    fmt_usd,
+    lead,
+)
+
+__all__ = ["Finding", "generate_findings"]
+
+
+# ------------------------------------------------------------------------------------ formatting
+def fx(ratio: float) -> str:
+    return f"{ratio:.1f}x"
+
+
+def fms(value: float) -> str:
+    return f"{value:,.1f} ms"
+
+
+def ftps(value: float) -> str:
+    return f"{value:,.1f} tok/s"
+
+
+def _growth_parts(g: Growth) -> tuple[str, str, str]:
+    """(verb, amount, span): ("grows", "12%", "(9.0 → 10.1 ms)"); "falls" below 0; ("stays flat", "", ...)
+    when the growth rounds to 0%."""
+    pct = round(g.growth_pct)
+    span = f"({g.from_ms:,.1f} → {g.to_ms:,.1f} ms)"
+    if pct > 0:
+        return "grows", f"{pct:,}%", span
+    if pct < 0:
+        return "falls", f"{-pct:,}%", span
+    return "stays flat", "", span
+
+
+def growth_phrase(g: Growth) -> str:
+    """ "grows 12% (9.0 → 10.1 ms)", "falls 4% (...)" or "stays flat (...)" (rounds to 0%)."""
+    verb, amount, span = _growth_parts(g)
+    return f"{verb} {amount} {span}" if amount else f"{verb} {span}"
+
+
+def _growth_figures(prefix: str, g: Growth) -> dict[str, float | int | str | None]:
+    return {f"{prefix}_from_ms": g.from_ms, f"{prefix}_to_ms": g.to_ms, f"{prefix}_growth_pct": g.growth_pct}
+
+
+# ------------------------------------------------------------------------------------ pairs
+def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
+    a, b = cmp.run(p.a).name, cmp.run(p.b).name
+    il, lo, hi = p.input_len, p.lowest_concurrency, p.highest_concurrency
+    runs = [p.a, p.b]
+    out: list[Finding] = []
+
+    if p.decode_speedup_a_over_b is not None and p.tpot_a_ms is not None and p.tpot_b_ms is not None:
+        s = p.decode_speedup_a_over_b
+        figures: dict[str, float | int | str | None] = {
+            "concurrency": lo,
+            "tpot_a_ms": p.tpot_a_ms,
+            "tpot_b_ms": p.tpot_b_ms,
+            "decode_speedup_a_over_b": s,
+        }
+        if round(lead(s), 1) <= 1.0:
+            text = (
+                f"At input {il}, decode speed is on par on {a} and {b} at concurrency {lo} "
+                f"(TPOT {fms(p.tpot_a_ms)} vs {fms(p.tpot_b_ms)})."
+            )
+        else:
+            fast, slow = (a, b) if s > 1 else (b, a)
+            t_fast, t_slow = (p.tpot_a_ms, p.tpot_b_ms) if s > 1 else (p.tpot_b_ms, p.tpot_a_ms)
+            figures["faster"] = p.a if s > 1 else p.b
+            figures["speedup"] = lead(s)
+            text = (
+                f"At input {il}, decode is {fx(lead(s))} faster on {fast} than on {slow} at concurrency {lo} "
+                f"(TPOT {fms(t_fast)} vs {fms(t_slow)})."
+            )
+        out.append(Finding(kind="decode_speedup", text=text, input_len=il, runs=runs, figures=figures))
+
+    ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
+    if ga is not None and gb is not None:
+        out.append(
+            Finding(
+                kind="tpot_growth",
+                text=(
+                    f"At input {il}, under load (concurrency {lo} → {hi}) {a}'s TPOT {growth_phrase(ga)} "
+                    f"while {b}'s {growth_phrase(gb)}."
+                ),
+                input_len=il,
+                runs=runs,
+                figures={
+                    "from_concurrency": lo,
+                    "to_concurrency": hi,
+                    **_growth_figures("tpot_a", ga),
+                    **_growth_figures("tpot_b", gb),
+                },
+            )
+        )
+
+    if p.throughput_gaps:
+        out.append(_gap_finding(p, a, b))
+
+    ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
+    if ta is not None and tb is not None:
+        va, pa, spa = _growth_parts(ta)
+        vb, pb, spb = _growth_parts(tb)
+        second = f"{pb} on {b} {spb}" if vb == va and pb else f"{vb}{' ' + pb if pb else ''} on {b} {spb}"
+        out.append(
+            Finding(
+                kind="ttft_growth",
+                text=(
+                    f"At input {il}, from concurrency {lo} to {hi} TTFT {va}{' ' + pa if pa else ''} on {a} "
+                    f"{spa} and {second}."
+                ),
+                input_len=il,
+                runs=runs,
+                figures={
+                    "from_concurrency": lo,
+                    "to_concurrency": hi,
+                    **_growth_figures("ttft_a", ta),
+                    **_growth_figures("ttft_b", tb),
+                },
+            )
+        )
+
+    sa, sb = p.a_scaling, p.b_scaling
+    if sa.per_request_output_tps is not None and sb.per_request_output_tps is not None:
+        stream = "one request streams" if lo == 1 else "each request streams"
+        text = (
+            f"At input {il} and concurrency {lo}, {stream} {ftps(sa.per_request_output_tps)} on {a} "
+            f"vs {ftps(sb.per_request_output_tps)} on {b}"
+        )
+        figures = {
+            "low_concurrency": lo,
+            "per_request_output_tps_a": sa.per_request_output_tps,
+            "per_request_output_tps_b": sb.per_request_output_tps,
+        }
+        if hi != lo and sa.aggregate_output_tps is not None and sb.aggregate_output_tps is not None:
+            text += (
+                f"; at concurrency {hi} {a} delivers {ftps(sa.aggregate_output_tps)} of output in aggregate "
+                f"vs {ftps(sb.aggregate_output_tps)} on {b}"
+            )
+            figures.update(
+                high_concurrency=hi,
+                aggregate_output_tps_a=sa.aggregate_output_tps,
+                aggregate_output_tps_b=sb.aggregate_output_tps,
+            )
+        out.append(
+            Finding(kind="stream_and_aggregate", text=text + ".", input_len=il, runs=runs, figures=figures)
+        )
+
+    ca, cb = cmp.cell(p.a, il, hi), cmp.cell(p.b, il, hi)
+    if (
+        ca is not None
+        and cb is not None
+        and ca.cost_per_1m_tokens_usd is not None
+        and cb.cost_per_1m_tokens_usd is not None
+    ):
+        out.append(_cost_pair_finding(cmp, ca, cb, a, b))
+    return out
+
+
+def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
+    il, gaps = p.input_len, p.throughput_gaps
+    first, last = gaps[0], gaps[-1]
+    figures: dict[str, float | int | str | None] = {
+        "from_concurrency": first.concurrency,
+        "to_concurrency": last.concurrency,
+        "ratio_a_over_b_low": first.ratio_a_over_b,
+        "ratio_a_over_b_high": last.ratio_a_over_b,
+        "total_tps_a_high": last.a_tok_s,
+        "total_tps_b_high": last.b_tok_s,
+        "trend": p.throughput_gap_trend,
+        "lead_low": lead(first.ratio_a_over_b),
+        "lead_high": lead(last.ratio_a_over_b),
+    }
+
+    def who(ratio: float) -> tuple[str, str]:
+        return (a, b) if ratio >= 1.0 else (b, a)
+
+    if p.throughput_gap_trend is None:
+        leader, other = who(last.ratio_a_over_b)
+        r = lead(last.ratio_a_over_b)
+        x, y = (last.a_tok_s, last.b_tok_s) if leader == a else (last.b_tok_s, last.a_tok_s)
+        if round(r, 1) <= 1.0:
+            text = (
+                f"At input {il} and concurrency {last.concurrency}, total throughput is on par on {a} and {b} "
+                f"({ftps(last.a_tok_s)} vs {ftps(last.b_tok_s)})."
+            )
+        else:
+            text = (
+                f"At input {il} and concurrency {last.concurrency}, {leader} delivers {fx(r)} the total "
+                f"throughput of {other} ({ftps(x)} vs {ftps(y)})."
+            )
+    elif p.throughput_gap_trend == "reverses":
+        l_lo, _ = who(first.ratio_a_over_b)
+        l_hi, _ = who(last.ratio_a_over_b)
+        text = (
+            f"At input {il}, the total-throughput lead reverses: {l_lo} is ahead {fx(lead(first.ratio_a_over_b))} "
+            f"at concurrency {first.concurrency}, {l_hi} is ahead {fx(lead(last.ratio_a_over_b))} at "
+            f"concurrency {last.concurrency}."
+        )
+    else:
+        # The leader named is the one ahead where the lead is larger (at the end if it widens, the start
+        # if it narrows), so a lead that shrinks to parity is still attributed correctly.
+        ref = last if p.throughput_gap_trend == "widens" else first
+        leader, other = who(ref.ratio_a_over_b)
+        lo_s, hi_s = fx(lead(first.ratio_a_over_b)), fx(lead(last.ratio_a_over_b))
+        x, y = (last.a_tok_s, last.b_tok_s) if leader == a else (last.b_tok_s, last.a_tok_s)
+        if p.throughput_gap_trend == "holds":
+            if round(lead(first.ratio_a_over_b), 1) <= 1.0:
+                text = (
+                    f"At input {il}, total throughput stays on par on {a} and {b} from concurrency "
+                    f"{first.concurrency} to {last.concurrency} ({ftps(last.a_tok_s)} vs "
+                    f"{ftps(last.b_tok_s)} at {last.concurrency})."
+                )
+            else:
+                text = (
+                    f"At input {il}, {leader}'s total-throughput lead over {other} holds at {hi_s} from "
+                    f"concurrency {first.concurrency} to {last.concurrency} ({ftps(x)} vs {ftps(y)})."
+                )
+        else:
+            text = (
+                f"At input {il}, {leader}'s total-throughput lead over {other} {p.throughput_gap_trend} "
+                f"from {lo_s} at concurrency {first.concurrency} to {hi_s} at concurrency {last.concurrency} "
+                f"({ftps(x)} vs {ftps(y)})."
+            )
+    return Finding(kind="throughput_gap", text=text, input_len=il, runs=[p.a, p.b], figures=figures)
+
+
+def _cost_pair_finding(cmp: Comparison, ca: CellResult, cb: CellResult, a: str, b: str) -> Finding:
+    assert ca.cost_per_1m_tokens_usd is not None and cb.cost_per_1m_tokens_usd is not None
+    x, y = ca.cost_per_1m_tokens_usd, cb.cost_per_1m_tokens_usd
+    tier = TIER_LABELS[cmp.tier]
+    figures: dict[str, float | int | str | None] = {
+        "tier": cmp.tier.value,
+        "concurrency": ca.concurrency,
+        "cost_per_1m_tokens_a_usd": x,
+        "cost_per_1m_tokens_b_usd": y,
+        "hourly_a_usd": ca.hourly_usd,
+        "hourly_b_usd": cb.hourly_usd,
+    }
+    head = f"At input {ca.input_len} and concurrency {ca.concurrency}, at {tier} prices"
+    if round(lead(x / y), 1) <= 1.0:
+        text = f"{head}, 1M output tokens cost about the same on {a} ({fmt_usd(x)}) and {b} ({fmt_usd(y)})."
+    else:
+        cheap, dear = (a, b) if x < y else (b, a)
+        c_cheap, c_dear = min(x, y), max(x, y)
+        figures["cheaper"] = ca.run_id if x < y else cb.run_id
+        figures["cost_ratio"] = c_dear / c_cheap
+        text = (
+            f"{head}, {cheap} serves 1M output tokens for {fmt_usd(c_cheap)} vs {fmt_usd(c_dear)} on {dear} "
+            f"({fx(c_dear / c_cheap)} cheaper)."
+        )
+    return Finding(
+        kind="cost", text=text, input_len=ca.input_len, runs=[ca.run_id, cb.run_id], figures=figures
+    )
+
+
+# ------------------------------------------------------------------------------------ single run
+def _scaling_findings(cmp: Comparison, s: RunScaling) -> list[Finding]:
+    name = cmp.run(s.run_id).name
+    il, lo, hi = s.input_len, s.lowest_concurrency, s.highest_concurrency
+    runs = [s.run_id]
+    out: list[Finding] = []
+    if s.tpot_growth is not None:
+        out.append(
+            Finding(
+                kind="tpot_growth",
+                text=f"At input {il}, {name}'s TPOT {growth_phrase(s.tpot_growth)} from concurrency {lo} to {hi}.",
+                input_len=il,
+                runs=runs,
+                figures={
+                    "from_concurrency": lo,
+                    "to_concurrency": hi,
+                    **_growth_figures("tpot", s.tpot_growth),
+                },
+            )
+        )
+    if s.throughput_scaling is not None and s.total_throughput_low and s.total_throughput_high:
+        out.append(
+            Finding(
+                kind="throughput_scaling",
+                text=(
+                    f"At input {il}, {name}'s total throughput rises {fx(s.throughput_scaling)} from concurrency "
+                    f"{lo} to {hi} ({ftps(s.total_throughput_low)} → {ftps(s.total_throughput_high)}) while "
+                    f"concurrency rises {fx(hi / lo)}."
+                ),
+                input_len=il,
+                runs=runs,
+                figures={
+                    "from_concurrency": lo,
+                    "to_concurrency": hi,
+                    "total_tps_low": s.total_throughput_low,
+                    "total_tps_high": s.total_throughput_high,
+                    "throughput_scaling": s.throughput_scaling,
+                    "concurrency_scaling": hi / lo,
+                },
+            )
+        )
+    if s.ttft_growth is not None:
+        out.append(
+            Finding(
+                kind="ttft_growth",
+                text=f"At input {il}, {name}'s TTFT {growth_phrase(s.ttft_growth)} from concurrency {lo} to {hi}.",
+                input_len=il,
+                runs=runs,
+                figures={
+                    "from_concurrency": lo,
+                    "to_concurrency": hi,
+                    **_growth_figures("ttft", s.ttft_growth),
+                },
+            )
+        )
+    if s.per_request_output_tps is not None:
+        stream = "one request streams" if lo == 1 else "each request streams"
+        text = f"At input {il} and concurrency {lo}, {stream} {ftps(s.per_request_output_tps)} on {name}"
+        figures: dict[str, float | int | str | None] = {
+            "low_concurrency": lo,
+            "per_request_output_tps": s.per_request_output_tps,
+        }
+        if hi != lo and s.aggregate_output_tps is not None:
+            text += f"; at concurrency {hi} it delivers {ftps(s.aggregate_output_tps)} of output in aggregate"
+            figures.update(high_concurrency=hi, aggregate_output_tps=s.aggregate_output_tps)
+        out.append(
+            Finding(kind="stream_and_aggregate", text=text + ".", input_len=il, runs=runs, figures=figures)
+        )
+    cell = cmp.cell(s.run_id, il, hi)
+    run = cmp.run(s.run_id)
+    if cell is not None and cell.cost_per_1m_tokens_usd is not None and run.price is not None:
+        out.append(
+            Finding(
+                kind="cost",
+                text=(
+                    f"At input {il} and concurrency {hi}, at {TIER_LABELS[cmp.tier]} prices "
+                    f"({fmt_usd(run.price.usd_per_hour)}/h), {name} serves 1M output tokens for "
+                    f"{fmt_usd(cell.cost_per_1m_tokens_usd)}."
+                ),
+                input_len=il,
+                runs=runs,
+                figures={
+                    "tier": cmp.tier.value,
+                    "concurrency": hi,
+                    "hourly_usd": run.price.usd_per_hour,
+                    "cost_per_1m_tokens_usd": cell.cost_per_1m_tokens_usd,
+                },
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------ whole
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _failure_findings(cmp: Comparison) -> list[Finding]:
+    """One finding per run with failed requests: the total, and the cell where most failed."""
+    out: list[Finding] = []
+    for run in cmp.runs:
+        cells = [c for c in cmp.cells_of(run.id) if c.failed > 0]
+        if not cells:
+            continue
+        failed = sum(c.failed for c in cells)
+        total = sum(c.successful + c.failed for c in cmp.cells_of(run.id))
+        worst = max(cells, key=lambda c: (c.failed, -c.input_len, -c.concurrency))
+        head = f"{run.name} failed {failed} of {total} requests ({failed / total * 100:.1f}%)"
+        if len(cells) == 1:
+            text = f"{head}, all at input {worst.input_len}, concurrency {worst.concurrency}."
+        else:
+            text = (
+                f"{head} in {len(cells)} cells; the most at input {worst.input_len}, concurrency "
+                f"{worst.concurrency} ({worst.failed} of {worst.successful + worst.failed})."
+            )
+        out.append(
+            Finding(
+                kind="failures",
+                text=text,
+                runs=[run.id],
+                figures={
+                    "failed": failed,
+                    "requests": total,
+                    "failed_pct": failed / total * 100,
+                    "cells": len(cells),
+                    "worst_input_len": worst.input_len,
+                    "worst_concurrency": worst.concurrency,
+                    "worst_failed": worst.failed,
+                    "worst_requests": worst.successful + worst.failed,
+                },
+            )
+        )
+    return out
+
+
+def _cost_coverage(cmp: Comparison) -> list[Finding]:
+    priced = [r for r in cmp.runs if r.price is not None]
+    unpriced = [r for r in cmp.runs if r.price is None]
+    if not unpriced:
+        return []
+    local = [r.name for r in unpriced if not r.instance_type]
+    missing = [f"{r.name} ({r.instance_type})" for r in unpriced if r.instance_type]
+    parts = []
+    if local:
+        machines = "a machine" if len(local) == 1 else "machines"
+        parts.append(f"{_and(local)} ran on {machines} without an instance type, so no price applies")
+    if missing:
+        parts.append(f"no {TIER_LABELS[cmp.tier]} price is known for {_and(missing)}")
+    head = "No cost figures" if not priced else "Cost is compared only where a price is known"
+    return [
+        Finding(
+            kind="cost_coverage",
+            text=f"{head}: {'; '.join(parts)}.",
+            runs=[r.id for r in unpriced],
+            figures={"priced_runs": len(priced), "unpriced_runs": len(unpriced)},
+        )
+    ]
+
+
+def generate_findings(cmp: Comparison) -> list[Finding]:
+    """All findings of a comparison, in reading order: per input length the pair (or single-run) findings,
+    then failures, then cost coverage."""
+    out: list[Finding] = []
+    if len(cmp.runs) == 1:
+        for s in cmp.scaling:
+            out.extend(_scaling_findings(cmp, s))
+    else:
+        for other in cmp.runs[1:]:
+            pairs = [p for p in cmp.pairs if p.b == other.id]
+            if not pairs:
+                base = cmp.run(cmp.baseline).name
+                out.append(
+                    Finding(
+                        kind="no_match",
+                        text=(
+                            f"No (input length, concurrency) cell was measured by both {base} and {other.name}, "
+                            "so no ratios are given for them."
+                        ),
+                        runs=[cmp.baseline, other.id],
+                    )
+                )
+            for p in pairs:
+                out.extend(_pair_findings(cmp, p))
+    out.extend(_failure_findings(cmp))
+    out.extend(_cost_coverage(cmp))
+    return out
