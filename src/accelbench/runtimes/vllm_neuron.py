@@ -75,8 +75,8 @@ class VllmNeuron(VllmFamily):
     def env(self, params: ServeParams) -> dict[str, str]:
         env = {
             "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
-            # compiled graphs are written here; a persistent volume at this path skips recompilation
-            "NEURON_COMPILED_ARTIFACTS": "/var/cache/neuron-compiled",
+            # compiled graphs go to the pod's cache volume; a persistent volume there skips recompilation
+            "NEURON_COMPILED_ARTIFACTS": "/cache/neuron-compiled",
         }
         env.update(params.settings.env)
         return env

@@ -1,0 +1,33 @@
+"""Kubernetes manifests for a benchmark run: the model server per accelerator tier, the in-cluster load
+generator, and Karpenter node pools. Built as plain dicts from the runtimes' own argv and environment, so
+deployed flags are never re-encoded here; validated strictly before anything is written or applied.
+"""
+
+from accelbench.deploy.manifests.engine import EnginePlan, engine_deployment, engine_service, plan_engine
+from accelbench.deploy.manifests.karpenter import KarpenterOptions, karpenter_objects
+from accelbench.deploy.manifests.loadgen import LoadgenConfig, loadgen_objects
+from accelbench.deploy.manifests.render import (
+    Bundle,
+    ExportOptions,
+    ModelFacts,
+    render_bundle,
+    validate_objects,
+    write_bundle,
+)
+
+__all__ = [
+    "Bundle",
+    "EnginePlan",
+    "ExportOptions",
+    "KarpenterOptions",
+    "LoadgenConfig",
+    "ModelFacts",
+    "engine_deployment",
+    "engine_service",
+    "karpenter_objects",
+    "loadgen_objects",
+    "plan_engine",
+    "render_bundle",
+    "validate_objects",
+    "write_bundle",
+]

@@ -1,0 +1,281 @@
+"""Render every object of a Kubernetes benchmark run, validate it, and write it out.
+
+``render_bundle`` is shared by ``accelbench export`` and the Kubernetes target, so what a user exports is
+exactly what the target applies. Built-in kinds are validated against the Kubernetes OpenAPI schema in
+strict mode (``kubernetes-validate``: unknown fields are errors); Karpenter's kinds are custom resources,
+validated against their CRD schemas in the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+from pydantic import Field
+
+from accelbench.deploy.manifests.engine import EnginePlan, engine_deployment, engine_service, plan_engine
+from accelbench.deploy.manifests.karpenter import KarpenterOptions, karpenter_objects
+from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources, loadgen_objects
+from accelbench.deploy.manifests.sizing import ready_timeout_s
+from accelbench.domain.base import StrictModel
+from accelbench.domain.catalog import InstanceType
+from accelbench.domain.run import RunSpec
+from accelbench.errors import UserInputError
+from accelbench.runtimes.base import get_runtime, runtime_for_accelerator
+from accelbench.runtimes.guards import check
+from accelbench.runtimes.params import params_for
+from accelbench.runtimes.versions import LOADGEN_IMAGE_ENV, LOADGEN_KEY, LOADGEN_REPOSITORY
+
+#: Kubernetes minor version the manifests are validated against (EKS standard support)
+DEFAULT_K8S_VERSION = "1.33"
+KARPENTER_KINDS = {"NodePool", "EC2NodeClass"}
+
+
+class ModelFacts(StrictModel):
+    """What the deployment needs to know about the model."""
+
+    source: str = Field(description="What the engine loads: a hub id or an s3:// URI.")
+    served_name: str = Field(description="Name the server answers to.")
+    revision: str | None = Field(default=None, description="Hub revision to pin.")
+    size_gib: float | None = Field(default=None, description="Weights, GiB.")
+    parameters: float | None = Field(default=None, description="Total parameters.")
+    moe: bool = Field(default=False, description="Mixture of experts.")
+    pre_quantized: str | None = Field(default=None, description="The checkpoint's own quantization method.")
+    trust_remote_code: bool = Field(default=False, description="Pass --trust-remote-code.")
+
+
+class ExportOptions(StrictModel):
+    """Choices of the rendered bundle that are not part of the run spec."""
+
+    namespace: str = Field(default="accelbench", description="Namespace of every namespaced object.")
+    name: str | None = Field(
+        default=None, description="Base name of the objects; default from model and runtime."
+    )
+    runtime: str | None = Field(default=None, description="Runtime; default the tier's.")
+    registry: str | None = Field(default=None, description="Pull-through registry prefix for engine images.")
+    loadgen_image: str | None = Field(default=None, description="accelbench image for the load generator.")
+    loadgen_shards: int = Field(default=1, ge=1, le=64, description="Load-generator pods.")
+    loadgen_timeout_s: float = Field(default=7200.0, gt=0, description="Deadline of the load-generator Job.")
+    loadgen_resources: LoadgenResources = Field(default_factory=LoadgenResources)
+    karpenter: KarpenterOptions | None = Field(
+        default=None, description="Render Karpenter pools (off when None)."
+    )
+    hf_token_secret: str | None = Field(
+        default=None, description="Secret with key HF_TOKEN for gated models."
+    )
+    run_id: str = Field(
+        default="export", description="Run id written into the load-generator config and labels."
+    )
+
+
+@dataclass
+class Bundle:
+    """Everything one run applies, in apply order."""
+
+    engine: EnginePlan
+    objects: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    ready_timeout_s: int = 0
+    loadgen: LoadgenConfig | None = None
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def one(self, kind: str, component: str | None = None) -> dict[str, Any]:
+        found = [
+            o
+            for o in self.of_kind(kind)
+            if component is None
+            or o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component
+        ]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} objects of kind {kind} ({component})")
+        return found[0]
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes shared sub-objects in full instead of YAML anchors (kubectl users read these files)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dns_name(*parts: str, limit: int = 40) -> str:
+    """A DNS-1035 label from ``parts``: lower case, [a-z0-9-], starting with a letter, at most ``limit``.
+
+    40 leaves room for the suffixes (``-loadgen``, ``-0`` pod index) within Kubernetes' 63.
+    """
+    raw = "-".join(p for p in parts if p)
+    name = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")
+    name = re.sub(r"-{2,}", "-", name)
+    if not name or not name[0].isalpha():
+        name = "ab-" + name
+    return name[:limit].rstrip("-")
+
+
+def loadgen_image(
+    tool_versions: Mapping[str, str], options: ExportOptions, environ: Mapping[str, str]
+) -> str:
+    if options.loadgen_image:
+        return options.loadgen_image
+    if environ.get(LOADGEN_IMAGE_ENV):
+        return environ[LOADGEN_IMAGE_ENV]
+    version = tool_versions.get(LOADGEN_KEY, "latest")
+    repo = f"{options.registry.rstrip('/')}/{LOADGEN_REPOSITORY}" if options.registry else LOADGEN_REPOSITORY
+    return f"{repo}:{version}"
+
+
+def render_bundle(
+    spec: RunSpec,
+    instance: InstanceType,
+    facts: ModelFacts,
+    *,
+    options: ExportOptions | None = None,
+    tool_versions: Mapping[str, str] | None = None,
+    recommendation: Any | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Bundle:
+    """The engine Deployment and Service, the load-generator objects and (optionally) Karpenter pools.
+
+    Raises ``GuardError`` when the settings cannot work on the instance (the same guards as the API).
+    """
+    options = options or ExportOptions()
+    env = dict(os.environ if environ is None else environ)
+    versions = dict(tool_versions or {})
+    # The runtime comes from the instance's tier unless one was named explicitly (a named runtime that does
+    # not serve the tier is refused by the guards below, never silently swapped).
+    if options.runtime:
+        runtime = get_runtime(options.runtime)
+    elif "name" in spec.engine.model_fields_set:
+        runtime = get_runtime(spec.engine.name)
+    else:
+        runtime = runtime_for_accelerator(instance.accelerator_type)
+    version = spec.engine.version or runtime.resolve_version(versions)
+    params = params_for(
+        model=facts.source,
+        served_model_name=facts.served_name,
+        instance=instance,
+        settings=spec.engine.settings,
+        recommendation=recommendation,
+        model_size_gib=facts.size_gib,
+        parameters=facts.parameters,
+        moe=facts.moe,
+        pre_quantized=facts.pre_quantized,
+        trust_remote_code=facts.trust_remote_code,
+        isa_trace=spec.isa_trace,
+        hf_token_secret=options.hf_token_secret,
+    )
+    if facts.revision:
+        params = params.model_copy(
+            update={
+                "settings": params.settings.model_copy(
+                    update={"extra_args": [*params.settings.extra_args, "--revision", facts.revision]}
+                )
+            }
+        )
+    warnings = check(params, runtime)
+    name = options.name or dns_name("ab", runtime.name, facts.served_name)
+    plan = plan_engine(
+        params,
+        runtime,
+        name=name,
+        namespace=options.namespace,
+        version=version,
+        registry=options.registry,
+        environ=env,
+        run_id=options.run_id,
+    )
+    objects: list[dict[str, Any]] = []
+    if options.karpenter is not None:
+        objects += karpenter_objects(options.karpenter, instance)
+    objects += [engine_deployment(plan), engine_service(plan)]
+    config = LoadgenConfig(
+        run_id=options.run_id,
+        base_url=plan.service_url,
+        served_model=facts.served_name,
+        sweep=spec.sweep,
+        shards=options.loadgen_shards,
+    )
+    lg = loadgen_objects(
+        name=name,
+        namespace=options.namespace,
+        image=loadgen_image(versions, options, env),
+        config=config,
+        timeout_s=options.loadgen_timeout_s,
+        resources=options.loadgen_resources,
+        labels={"accelbench.io/run-id": options.run_id},
+    )
+    objects += lg
+    stored_config = LoadgenConfig.model_validate_json(lg[0]["data"]["loadgen.json"])
+    return Bundle(
+        engine=plan,
+        objects=objects,
+        warnings=warnings,
+        ready_timeout_s=ready_timeout_s(instance.accelerator_type, facts.size_gib),
+        loadgen=stored_config,
+    )
+
+
+def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> None:
+    """Strict schema validation of every built-in object; raises ``UserInputError`` listing the failures."""
+    problems = []
+    for obj in objects:
+        if obj["kind"] in KARPENTER_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(obj, k8s_version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = "/".join(str(p) for p in exc.path)
+            problems.append(f"{obj['kind']}/{obj['metadata']['name']}: {path}: {exc.message}")
+    if problems:
+        raise UserInputError("Rendered manifests fail schema validation:\n" + "\n".join(problems))
+
+
+def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
+    """One YAML file per group (karpenter, engine, loadgen) plus ``plan.json`` (what was decided and why)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    groups: dict[str, list[dict[str, Any]]] = {"karpenter": [], "engine": [], "loadgen": []}
+    for obj in bundle.objects:
+        if obj["kind"] in KARPENTER_KINDS:
+            groups["karpenter"].append(obj)
+        elif obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "loadgen":
+            groups["loadgen"].append(obj)
+        else:
+            groups["engine"].append(obj)
+    written = []
+    for i, (group, objs) in enumerate(groups.items()):
+        if not objs:
+            continue
+        path = out_dir / f"{i:02d}-{group}.yaml"
+        path.write_text(yaml.dump_all(objs, Dumper=_PlainDumper, sort_keys=False, width=120))
+        written.append(path)
+    plan = bundle.engine
+    summary = {
+        "runtime": plan.runtime,
+        "engine_version": plan.engine_version,
+        "image": plan.image,
+        "command": plan.command,
+        "env": plan.env,
+        "instance": plan.instance.name,
+        "tier": plan.tier.value,
+        "service_url": plan.service_url,
+        "pod": {
+            "cpus": plan.size.cpus,
+            "memory_mib": plan.size.memory_mib,
+            "shm_mib": plan.size.shm_mib,
+            "startup_allowance_s": plan.size.startup_s,
+        },
+        "ready_timeout_s": bundle.ready_timeout_s,
+        "warnings": bundle.warnings,
+    }
+    path = out_dir / "plan.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    written.append(path)
+    return written
