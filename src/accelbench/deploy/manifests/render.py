@@ -279,3 +279,29 @@ def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
     path.write_text(json.dumps(summary, indent=2) + "\n")
     written.append(path)
     return written
+
+
+def facts_from_model_spec(model: Any, source: str | None = None, revision: str | None = None) -> ModelFacts:
+    """``ModelFacts`` from a ``ModelSpec`` (``accelbench.modelspec.load_model_spec``).
+
+    ``source`` is what the engine loads: an s3:// URI or hub id given by the user, else the spec's hub id.
+    Weights: the checkpoint's size when known, else parameters x bytes per parameter of its dtype/quantization.
+    """
+    params = model.parameters.total
+    if model.checkpoint_bytes:
+        size = model.checkpoint_bytes / 1024**3
+    else:
+        if model.quantization is not None:
+            bytes_per = model.quantization.bits / 8
+        else:
+            bytes_per = 4.0 if str(model.torch_dtype) in ("float32", "fp32") else 2.0
+        size = params * bytes_per / 1024**3
+    return ModelFacts(
+        source=source or model.hf_id or model.ref,
+        served_name=model.name,
+        revision=revision or model.revision,
+        size_gib=round(size, 3),
+        parameters=float(params),
+        moe=bool(model.is_moe),
+        pre_quantized=model.quantization.method if model.quantization else None,
+    )
