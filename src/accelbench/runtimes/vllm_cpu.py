@@ -91,12 +91,9 @@ class VllmCpu(VllmFamily):
         errors = super().validate(params)
         s = params.settings
         space = s.kv_cache_space_gib
-        if space is None and "VLLM_CPU_KVCACHE_SPACE" not in s.env:
-            errors.append(
-                "the CPU KV cache has no budget: set engine settings kv_cache_space_gib "
-                "(whole GiB; `accelbench recommend` gives one)"
-            )
-        elif space is not None and (space < 1 or space != int(space)):
+        # No budget at all is allowed: vLLM then uses its own default (4 GiB). ``params_for`` always passes
+        # the planner's budget, so deployments built the normal way carry an exact one.
+        if space is not None and (space < 1 or space != int(space)):
             errors.append(
                 f"kv_cache_space_gib={space:g}: vLLM CPU reads VLLM_CPU_KVCACHE_SPACE as whole GiB; "
                 f"set it to {max(1, int(space))}"

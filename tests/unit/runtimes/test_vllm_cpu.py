@@ -122,8 +122,9 @@ def test_validation_messages_say_what_to_change() -> None:
     assert RT.validate(cpu_params()) == []
     errs = RT.validate(cpu_params(kv_cache_space_gib=2.5))
     assert any("set it to 2" in e for e in errs)
-    missing = params_for(model="m", served_model_name="m", instance=instance("m8i.2xlarge"))
-    assert any("kv_cache_space_gib" in e for e in RT.validate(missing))
+    unset = params_for(model="m", served_model_name="m", instance=instance("m8i.2xlarge"))
+    assert RT.validate(unset) == []  # vLLM's own default budget applies
+    assert "VLLM_CPU_KVCACHE_SPACE" not in RT.env(unset)
     assert any("fp8" in e and "int8" in e for e in RT.validate(cpu_params(quantization="fp8")))
     assert any("gpu_memory_utilization" in e for e in RT.validate(cpu_params(gpu_memory_utilization=0.9)))
     bad_extra = cpu_params(extra_args=["--kv-cache-dtype=fp8"])

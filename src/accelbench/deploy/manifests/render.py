@@ -181,6 +181,17 @@ def render_bundle(
             }
         )
     warnings = check(params, runtime)
+    if (
+        instance.accelerator_type == "cpu"
+        and runtime.name == "vllm-cpu"
+        and params.settings.kv_cache_space_gib is None
+        and "VLLM_CPU_KVCACHE_SPACE" not in params.settings.env
+    ):
+        # vLLM's 4 GiB default would leave most of a benchmark node's memory unused: be explicit
+        raise UserInputError(
+            f"No KV-cache budget for {facts.served_name} on {instance.name}: the planner gave none.",
+            hint="Set engine.settings.kv_cache_space_gib (whole GiB); `accelbench recommend` suggests one.",
+        )
     name = options.name or dns_name("ab", runtime.name, facts.served_name)
     plan = plan_engine(
         params,
