@@ -1,0 +1,181 @@
+"""What a report shows, gathered once from the store: the comparison, the per-cell aggregates the charts
+plot, the per-request latencies behind the CDFs, the server telemetry over time, and predicted vs measured.
+
+``report.html`` and ``report.md`` both render a ``ReportData``, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.catalog import PriceTier
+from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
+from accelbench.report.tables import CellAggregate, aggregate_results
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
+
+# Server gauges plotted over time: (series key, title, names the scrapers may store it under, scale).
+# vLLM exports KV-cache usage as a fraction; the chart shows percent.
+TELEMETRY_GAUGES: tuple[tuple[str, str, tuple[str, ...], float], ...] = (
+    ("running", "Running requests", ("num_requests_running",), 1.0),
+    ("waiting", "Waiting requests", ("num_requests_waiting",), 1.0),
+    ("kv_cache_pct", "KV-cache usage (%)", ("kv_cache_usage_perc", "gpu_cache_usage_perc"), 100.0),
+)
+
+
+@dataclass
+class CellLatencies:
+    """Per-request latencies of one run's cell (all repeats), successful requests only, in ms."""
+
+    run_id: str
+    input_len: int
+    concurrency: int
+    ttft_ms: list[float] = field(default_factory=list)
+    tpot_ms: list[float] = field(default_factory=list)
+    e2e_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TelemetrySeries:
+    """One run's server gauges over time; ``t_s`` is seconds since the run's first scrape."""
+
+    run_id: str
+    t_s: list[float] = field(default_factory=list)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+
+    def has(self, key: str) -> bool:
+        return any(v is not None for v in self.values.get(key, []))
+
+
+@dataclass
+class Prediction:
+    """The planner's estimate of one cell against what was measured."""
+
+    run_id: str
+    input_len: int
+    concurrency: int
+    metric: str
+    predicted: float
+    measured: float
+
+    @property
+    def error_pct(self) -> float:
+        """(measured / predicted - 1) x 100: positive when the measurement is higher than the estimate."""
+        return (self.measured / self.predicted - 1.0) * 100.0
+
+
+@dataclass
+class ReportData:
+    """Everything ``report.html`` and ``report.md`` show."""
+
+    comparison: Comparison
+    aggregates: list[CellAggregate]
+    latencies: list[CellLatencies] = field(default_factory=list)
+    telemetry: list[TelemetrySeries] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
+    prediction_notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_names(self) -> dict[str, str]:
+        return {r.id: r.name for r in self.comparison.runs}
+
+    @property
+    def title(self) -> str:
+        names = [r.name for r in self.comparison.runs]
+        return "accelbench report: " + (" vs ".join(names) if len(names) <= 4 else f"{len(names)} runs")
+
+
+def _gauge(values: dict[str, float], names: Sequence[str]) -> float | None:
+    """The value of the first stored key that is one of ``names`` or ends with it (``vllm:`` prefixes,
+    label suffixes such as ``{model_name="..."}`` are tolerated)."""
+    for name in names:
+        for key in sorted(values):
+            bare = key.split("{", 1)[0]
+            if bare == name or bare.endswith(":" + name) or bare.endswith("_" + name):
+                return float(values[key])
+    return None
+
+
+def telemetry_series(run_id: str, samples: Sequence[TelemetrySample]) -> TelemetrySeries:
+    """Gauges of interest from raw scrapes, on a time axis that starts at the run's first scrape."""
+    ordered = sorted(samples, key=lambda s: s.wall)
+    series = TelemetrySeries(run_id=run_id, values={key: [] for key, *_ in TELEMETRY_GAUGES})
+    if not ordered:
+        return series
+    t0 = ordered[0].wall
+    for s in ordered:
+        series.t_s.append(s.wall - t0)
+        for key, _title, names, scale in TELEMETRY_GAUGES:
+            v = _gauge(s.values, names)
+            series.values[key].append(v * scale if v is not None else None)
+    return series
+
+
+def build_report(
+    runs: Sequence[RunData],
+    *,
+    tier: PriceTier = PriceTier.on_demand,
+    latencies: Sequence[CellLatencies] = (),
+    telemetry: Sequence[TelemetrySeries] = (),
+    predictions: Sequence[Prediction] = (),
+    prediction_notes: Sequence[str] = (),
+) -> ReportData:
+    """A report from runs already loaded (tests build them from known numbers)."""
+    comparison = build_comparison(runs, tier=tier)
+    aggregates = aggregate_results([r for d in runs for r in d.results])
+    return ReportData(
+        comparison=comparison,
+        aggregates=aggregates,
+        latencies=list(latencies),
+        telemetry=list(telemetry),
+        predictions=list(predictions),
+        prediction_notes=list(prediction_notes),
+    )
+
+
+def load_report(store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTier.on_demand) -> ReportData:
+    """Read one or more runs with their per-request records and telemetry, and compare them."""
+    runs = load_runs(store, refs, tier=tier, min_runs=1)
+    latencies: list[CellLatencies] = []
+    telemetry: list[TelemetrySeries] = []
+    for d in runs:
+        cells: dict[tuple[int, int], CellLatencies] = {}
+        for r in d.results:
+            cell = cells.setdefault(
+                (r.input_len, r.concurrency),
+                CellLatencies(run_id=d.run.id, input_len=r.input_len, concurrency=r.concurrency),
+            )
+            for rec in store.get_request_records(r.id):
+                if not rec.success:
+                    continue
+                cell.ttft_ms.append(rec.ttft_s * 1000.0)
+                cell.e2e_ms.append(rec.latency_s * 1000.0)
+                if rec.tpot_s is not None:
+                    cell.tpot_ms.append(rec.tpot_s * 1000.0)
+        latencies.extend(cells[k] for k in sorted(cells))
+        telemetry.append(telemetry_series(d.run.id, store.get_telemetry(d.run.id)))
+    predictions, notes = predicted_vs_measured(runs)
+    return build_report(
+        runs,
+        tier=tier,
+        latencies=latencies,
+        telemetry=telemetry,
+        predictions=predictions,
+        prediction_notes=notes,
+    )
+
+
+def predicted_vs_measured(runs: Sequence[RunData]) -> tuple[list[Prediction], list[str]]:
+    """The planner's estimate for each run's cells, where the planner can estimate the run's hardware.
+
+    Returns (predictions, notes saying why a run has none).
+    """
+    try:
+        from accelbench.plan import estimate as _estimate  # noqa: F401
+    except ImportError:
+        return [], ["Predicted vs measured: the planner's estimate is not available in this build."]
+    return [], []

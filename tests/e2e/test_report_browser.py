@@ -1,0 +1,156 @@
+"""The HTML report opened in a real headless Chromium: charts drawn, no console error, zero network requests.
+
+Two runs (one with vLLM-style /metrics telemetry, one without, like llama.cpp) are stored with per-request
+records; ``accelbench report`` writes report.html; the page is opened from disk with every request routed
+through a guard that fails the test on anything but the file itself. A screenshot is kept under
+``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench.report.document import load_report
+from accelbench.report.html import write_html
+from accelbench.store.repo import Store
+from tests.support.report_data import make_summary
+
+pytestmark = pytest.mark.browser
+
+CHART_IDS = ("chart-tpot", "chart-throughput", "chart-ttft", "chart-cdf", "chart-telemetry")
+
+
+def _store_two_runs(store: Store) -> tuple[str, str]:
+    env = {"cpu": {"model": "Test CPU 9000", "usable_cpus": 2, "isa": {"present": ["AVX2", "AVX512-BF16"]}}}
+    a = store.create_run(
+        kind="sweep", label="vllm-cpu", model="smollm2-135m", engine="vllm-cpu", engine_version="0.32.0",
+        target="local", environment=env, extra={"isa_trace": {"verdict": "no AMX kernels; avx512_core_bf16"}},
+    )  # fmt: skip
+    b = store.create_run(
+        kind="sweep", label="llama.cpp", model="smollm2-135m", engine="llamacpp", engine_version="0.3.16",
+        target="local", environment=env,
+    )  # fmt: skip
+    for run, tpot, metrics in ((a, 27.0, True), (b, 14.0, False)):
+        clock = 1_700_000_000.0  # cells run back to back: telemetry walls continue from cell to cell
+        for il in (128, 512):
+            for conc in (1, 4):
+                for rep in range(2):
+                    s = make_summary(
+                        il, conc, tpot_ms=tpot * (1 + 0.1 * conc) * (1 + 0.01 * rep), ttft_ms=200.0 * il / 128,
+                        telemetry_start=clock if metrics else None,
+                        failed=1 if (run is b and conc == 4 and rep == 0) else 0,
+                    )  # fmt: skip
+                    store.save_result(run.id, input_len=il, concurrency=conc, repeat=rep, summary=s)
+                    clock += s.duration_s + 3
+    return a.id, b.id
+
+
+def _open_guarded(browser: Any, html: Path) -> tuple[Any, Any, list[str], list[str], list[str]]:
+    """Open ``html`` with every request but the file itself blocked and recorded."""
+    url = html.resolve().as_uri()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+    blocked: list[str] = []
+    seen: list[str] = []
+    console_errors: list[str] = []
+
+    def guard(route: Any) -> None:
+        if route.request.url == url:
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", guard)
+    context.on("request", lambda req: seen.append(req.url))
+    page = context.new_page()
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: console_errors.append(f"pageerror: {exc}"))
+    page.goto(url, wait_until="load")
+    return context, page, blocked, seen, console_errors
+
+
+def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path, artifacts_dir: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        a, b = _store_two_runs(store)
+        data = load_report(store, [a, b])
+    finally:
+        store.dispose()
+    html = write_html(data, tmp_path / "out" / "report.html")
+
+    context, page, blocked, seen, console_errors = _open_guarded(browser, html)
+    try:
+        for chart in CHART_IDS:
+            page.wait_for_selector(f"#{chart} .main-svg", timeout=30_000)
+        info = page.evaluate(
+            """(ids) => ids.map(id => {
+                const gd = document.getElementById(id);
+                const traces = (gd.data || []);
+                return {
+                  id,
+                  traces: traces.length,
+                  points: traces.reduce((n, t) => n + ((t.x || []).length), 0),
+                  svgTraces: gd.querySelectorAll('.scatterlayer .trace').length,
+                  paths: Array.from(gd.querySelectorAll('.scatterlayer path.js-line'))
+                              .filter(p => (p.getAttribute('d') || '').length > 10).length,
+                };
+            })""",
+            list(CHART_IDS),
+        )
+        by_id = {i["id"]: i for i in info}
+        # 2 runs x 2 input lengths = 4 lines, each with 2 concurrencies
+        for chart in ("chart-tpot", "chart-throughput", "chart-ttft"):
+            assert by_id[chart]["traces"] == 4, by_id[chart]
+            assert by_id[chart]["points"] == 8, by_id[chart]
+            assert by_id[chart]["svgTraces"] == 4 and by_id[chart]["paths"] == 4, by_id[chart]
+        # CDFs: 2 runs x 4 cells x 3 metrics, one drawn line each
+        assert by_id["chart-cdf"]["traces"] == 24 and by_id["chart-cdf"]["paths"] == 24, by_id["chart-cdf"]
+        # telemetry: only the vLLM run has gauges: running, waiting, KV-cache
+        assert by_id["chart-telemetry"]["traces"] == 3 and by_id["chart-telemetry"]["paths"] == 3
+
+        body = page.inner_text("body")
+        assert "decode is" in body and "faster on llama.cpp than on vllm-cpu" in body
+        assert "No server telemetry for llama.cpp" in body
+        assert "no AMX kernels; avx512_core_bf16" in body
+        assert "AVX2, AVX512-BF16" in body
+        assert page.locator("#results-table tbody tr").count() == 8
+        # the comparison is embedded as JSON and parses
+        embedded = page.evaluate("JSON.parse(document.getElementById('comparison-data').textContent)")
+        assert [r["id"] for r in embedded["runs"]] == [a, b]
+
+        page.screenshot(path=str(artifacts_dir / "report-two-runs.png"), full_page=True)
+        assert (artifacts_dir / "report-two-runs.png").stat().st_size > 10_000
+    finally:
+        context.close()
+
+    assert console_errors == []
+    assert blocked == [], f"the report made network requests: {blocked}"
+    assert seen == [html.resolve().as_uri()]
+
+
+def test_single_run_report_renders_offline(browser: Any, tmp_path: Path, artifacts_dir: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        run = store.create_run(kind="sweep", label="solo", model="m", engine="vllm-cpu")
+        for conc in (1, 2, 4):
+            store.save_result(
+                run.id, input_len=256, concurrency=conc, repeat=0,
+                summary=make_summary(256, conc, tpot_ms=20.0 + conc, ttft_ms=300.0),
+            )  # fmt: skip
+        data = load_report(store, [run.id])
+    finally:
+        store.dispose()
+    html = write_html(data, tmp_path / "report.html")
+    context, page, blocked, seen, console_errors = _open_guarded(browser, html)
+    try:
+        for chart in CHART_IDS:
+            page.wait_for_selector(f"#{chart} .main-svg", timeout=30_000)
+        assert page.evaluate("document.getElementById('chart-tpot').data[0].x") == [1, 2, 4]
+        assert "solo's TPOT grows" in page.inner_text("#findings")
+        page.screenshot(path=str(artifacts_dir / "report-single-run.png"), full_page=True)
+    finally:
+        context.close()
+    assert console_errors == [] and blocked == [] and seen == [html.resolve().as_uri()]
