@@ -57,6 +57,15 @@ def snapshot_price(inst: InstanceType) -> Price | None:
     )
 
 
+def _tier(tier: PriceTier | str) -> PriceTier:
+    try:
+        return PriceTier(tier)
+    except ValueError:
+        raise UserInputError(
+            f"Unknown price tier {tier!r}.", hint="Known: " + ", ".join(t.value for t in PriceTier)
+        ) from None
+
+
 def _newer(stored: Price | None, snap: Price | None) -> Price | None:
     if stored is None:
         return snap
@@ -80,7 +89,7 @@ def price_for(
     """
     cat = catalog or get_catalog()
     inst = cat.instance(instance_name)
-    tier = PriceTier(tier)
+    tier = _tier(tier)
     snap = snapshot_price(inst)
     if snap is not None and (snap.region != region or tier != PriceTier.on_demand):
         snap = None
@@ -119,7 +128,7 @@ def price_map(
     For callers that price every instance at once (estimates over the catalog); same rules as price_for.
     """
     cat = catalog or get_catalog()
-    tier = PriceTier(tier)
+    tier = _tier(tier)
     stored: dict[str, Price] = {}
     if store is not None:
         stored = {p.instance_type: p for p in store.latest_prices(region=region, tier=tier)}
@@ -329,7 +338,8 @@ def refresh_prices(
     region = region.strip()
     if not region:
         raise UserInputError("The region is empty.", hint="e.g. --region us-east-1")
-    names = [cat.instance(n).name for n in instances] if instances else cat.names()
+    # Resolved (and deduplicated) up front, so a typo fails before any API call.
+    names = list(dict.fromkeys(cat.instance(n).name for n in instances)) if instances else cat.names()
     date = today or dt.datetime.now(dt.UTC).date().isoformat()
     report = RefreshReport(region=region, date=date)
     try:

@@ -64,7 +64,7 @@ def test_no_snapshot_for_reserved_tiers_other_regions_or_unpriced_rows() -> None
 def test_unknown_instance_raises_did_you_mean() -> None:
     with pytest.raises(NotFoundError, match=r"Did you mean 'inf2\.xlarge'"):
         price_for("inf2.xlarg")
-    with pytest.raises(ValueError):
+    with pytest.raises(UserInputError, match="Unknown price tier 'spot'"):
         price_for("g6.2xlarge", "spot")
 
 
