@@ -1,9 +1,338 @@
-"""CLI commands: compare (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench compare``, ``accelbench report`` and ``accelbench import vllm-bench``.
+
+- ``compare RUN RUN...`` sets two or more stored runs side by side: the table, the ratios per input length,
+  the findings and cost (``--format table|json|csv``, ``--tier``, ``--out FILE``).
+- ``report RUN... --out DIR`` writes ``report.html`` (self-contained, works offline), ``report.md`` and its
+  PNG charts; one run is enough.
+- ``import vllm-bench FILE... --label NAME`` reads ``vllm bench serve --save-result`` JSON files (one per cell
+  and repeat) into a new run, so results measured elsewhere compare like any other run.
+"""
 
 from __future__ import annotations
 
+import enum
+import io
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.catalog import PriceTier
+from accelbench.domain.run import RunStatus
+from accelbench.errors import UserInputError
+
+import_app = typer.Typer(
+    help="Bring results measured elsewhere into the store (they then compare like any run).",
+    no_args_is_help=True,
+)
+
+
+class CompareFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+TierOption = typer.Option(
+    PriceTier.on_demand, "--tier", help="Pricing tier for cost: on_demand, reserved_1yr or reserved_3yr."
+)
+
+
+# ----------------------------------------------------------------------------------------- compare
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{v:+.0f}%"
+
+
+def _x(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}x"
+
+
+def render_comparison(cmp: Any, out: Console) -> None:
+    """The human form of a comparison: runs, side-by-side cells, ratios, findings, notes."""
+    from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, fmt_usd, side_by_side_rows
+
+    runs = Table(title="Runs compared", header_style="bold", title_justify="left")
+    for col in ("", "run id", "model", "engine", "instance / machine", "price"):
+        runs.add_column(col, overflow="fold")
+    for r in cmp.runs:
+        runs.add_row(
+            "base" if r.id == cmp.baseline else "",
+            f"{r.name}\n{r.id}" if r.name != r.id else r.id,
+            r.model or "",
+            " ".join(x for x in (r.engine, r.engine_version) if x),
+            r.instance_type or (f"local: {r.machine}" if r.machine else "local"),
+            f"{fmt_usd(r.price.usd_per_hour)}/h {TIER_LABELS[r.price.tier]}" if r.price else "none",
+        )
+    out.print(runs)
+
+    table = Table(
+        title="Cells (mean of repeat medians; 'vs base' = run / baseline)",
+        header_style="bold",
+        title_justify="left",
+    )
+    for i, col in enumerate(SIDE_BY_SIDE_COLUMNS):
+        table.add_column(col, justify="left" if i == 2 else "right", overflow="fold")
+    prev = None
+    for row in side_by_side_rows(cmp):
+        key = (row[0], row[1])
+        if prev is not None and key != prev:
+            table.add_section()
+        table.add_row(*row)
+        prev = key
+    out.print(table)
+
+    if cmp.pairs:
+        ratios = Table(
+            title="Ratios per input length (B against A, the baseline)",
+            header_style="bold",
+            title_justify="left",
+        )
+        for col in (
+            "input",
+            "A / B",
+            "conc",
+            "decode speed-up A/B",
+            "total tok/s A/B per conc",
+            "gap",
+            "TPOT growth A | B",
+            "TTFT growth A | B",
+            "tok/s 1 req A | B",
+            "agg out tok/s A | B",
+        ):
+            ratios.add_column(col, overflow="fold")
+        for p in cmp.pairs:
+            a, b = cmp.run(p.a).name, cmp.run(p.b).name
+            ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
+            ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
+            ratios.add_row(
+                str(p.input_len),
+                f"{a} / {b}",
+                f"{p.lowest_concurrency}→{p.highest_concurrency}",
+                _x(p.decode_speedup_a_over_b),
+                ", ".join(f"c{g.concurrency}: {g.ratio_a_over_b:.2f}x" for g in p.throughput_gaps),
+                p.throughput_gap_trend or "",
+                f"{_pct(ga.growth_pct if ga else None)} | {_pct(gb.growth_pct if gb else None)}",
+                f"{_pct(ta.growth_pct if ta else None)} | {_pct(tb.growth_pct if tb else None)}",
+                f"{p.a_scaling.per_request_output_tps or 0:,.1f} | {p.b_scaling.per_request_output_tps or 0:,.1f}",
+                f"{p.a_scaling.aggregate_output_tps or 0:,.1f} | {p.b_scaling.aggregate_output_tps or 0:,.1f}",
+            )
+        out.print(ratios)
+
+    out.print("[bold]Findings[/]")
+    for f in cmp.findings:
+        out.print(f"  • {f.text}", highlight=False)
+    if cmp.notes:
+        out.print("[bold]Notes[/]")
+        for n in cmp.notes:
+            out.print(f"  - {n}", highlight=False)
+
+
+def compare_command(
+    runs: list[str] = typer.Argument(
+        ..., help="Two or more run ids (or unambiguous prefixes); the first is the baseline."
+    ),
+    fmt: CompareFormat = typer.Option(
+        CompareFormat.table,
+        "--format",
+        "-f",
+        help="table (human), json (the comparison) or csv (the compare CSV).",
+    ),
+    tier: PriceTier = TierOption,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Compare two or more runs: cells matched on (input length, concurrency), ratios, findings and cost."""
+    from accelbench.report.compare import compare_runs, comparison_json
+    from accelbench.report.compare_csv import write_compare_csv
+    from accelbench.store import get_store
+
+    with user_errors():
+        cmp = compare_runs(get_store(), runs, tier=tier, min_runs=2)
+        if fmt == CompareFormat.csv:
+            text = write_compare_csv(cmp)
+        elif fmt == CompareFormat.json:
+            if out is None:
+                print_json(comparison_json(cmp))
+                return
+            import json
+
+            text = json.dumps(comparison_json(cmp), indent=2, allow_nan=False) + "\n"
+        else:
+            if out is None:
+                render_comparison(cmp, console)
+                return
+            buf = io.StringIO()
+            render_comparison(cmp, Console(file=buf, width=160, force_terminal=False, color_system=None))
+            text = buf.getvalue()
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            _write_text(out, text)
+            err_console.print(f"Wrote {out}")
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(
+            f"Cannot write {path}: {exc.strerror or exc}.", hint="Choose a writable path."
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------ report
+def report_command(
+    runs: list[str] = typer.Argument(
+        ..., help="One or more run ids (or unambiguous prefixes); the first is the baseline."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Directory for report.html, report.md and the PNG charts."
+    ),
+    tier: PriceTier = TierOption,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Write an offline HTML report (report.html), the same as Markdown (report.md) and its PNG charts."""
+    from accelbench.report.document import load_report
+    from accelbench.report.html import write_html
+    from accelbench.report.markdown import write_markdown
+    from accelbench.store import get_store
+
+    with user_errors():
+        if out.exists() and not out.is_dir():
+            raise UserInputError(f"--out {out} is a file; give a directory for the report files.")
+        data = load_report(get_store(), runs, tier=tier)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            html = write_html(data, out / "report.html")
+            md, images = write_markdown(data, out)
+        except OSError as exc:
+            raise UserInputError(f"Cannot write the report into {out}: {exc.strerror or exc}.") from None
+        if fmt == OutputFormat.json:
+            print_json({"html": str(html), "markdown": str(md), "images": [str(p) for p in images]})
+            return
+        for p in (html, md, *images):
+            typer.echo(str(p))
+
+
+# ------------------------------------------------------------------------------------------ import
+def _cell_of(path: Path, s: BenchmarkSummary) -> tuple[int, int]:
+    input_len = s.config.input_len
+    conc = s.config.max_concurrency
+    if conc is None:
+        # vLLM without --max-concurrency sends every prompt at once (at an infinite request rate), so the
+        # concurrency is the number of prompts; with a finite rate it is not a concurrency at all.
+        if s.config.request_rate == float("inf"):
+            conc = s.num_prompts or s.config.num_prompts
+        else:
+            raise UserInputError(
+                f"{path}: no max_concurrency and a request rate of {s.config.request_rate}/s, so the cell's "
+                "concurrency is unknown.",
+                hint="Import results made with --max-concurrency (one file per cell and repeat).",
+            )
+    return input_len, conc
+
+
+def import_vllm_bench(
+    files: list[Path] = typer.Argument(
+        ..., help="`vllm bench serve --save-result` JSON files (one per cell and repeat)."
+    ),
+    label: str = typer.Option(..., "--label", help="A name for the new run."),
+    instance: str | None = typer.Option(
+        None, "--instance", help="Instance type the results were measured on."
+    ),
+    engine: str | None = typer.Option(None, "--engine", help="Serving engine, e.g. vllm, vllm-cpu, sglang."),
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="Engine version (needs --engine)."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Import vLLM benchmark result files as one run; cells are recognised by input length and concurrency."""
+    from accelbench.bench.results_io import read_result
+    from accelbench.store import get_store
+
+    with user_errors():
+        if engine_version and not engine:
+            raise UserInputError("--engine-version needs --engine (which engine is that the version of?).")
+        if not label.strip():
+            raise UserInputError("--label is empty; give the run a name.")
+        resolved = [f.resolve() for f in files]
+        dupes = sorted({str(f) for f in resolved if resolved.count(f) > 1})
+        if dupes:
+            raise UserInputError(f"Files named more than once: {', '.join(dupes)}.")
+        # Read everything first: a bad file leaves nothing half-imported.
+        loaded: list[tuple[Path, BenchmarkSummary]] = []
+        for f in files:
+            if not f.is_file():
+                raise UserInputError(f"No file {f}.")
+            loaded.append((f, read_result(f)))
+        models = sorted({s.model_id for _, s in loaded if s.model_id})
+        if len(models) > 1:
+            raise UserInputError(
+                f"The files are from different models ({', '.join(models)}); a run measures one model.",
+                hint="Import each model's files as a separate run.",
+            )
+        fields: dict[str, Any] = {}
+        if instance:
+            from accelbench.catalog import get_catalog, price_for
+
+            inst = get_catalog().instance(instance)
+            price = price_for(inst.name)
+            fields.update(
+                instance_type=inst.name,
+                accelerator_type=inst.accelerator_type.value,
+                accelerator_name=inst.accelerator_name,
+                accelerator_count=inst.accelerator_count,
+                hourly_usd=price.usd_per_hour if price else None,
+            )
+        cells: dict[tuple[int, int], list[tuple[Path, BenchmarkSummary]]] = defaultdict(list)
+        for f, s in loaded:
+            cells[_cell_of(f, s)].append((f, s))
+        starts = [s.started_at for _, s in loaded if s.started_at]
+        ends = [s.finished_at for _, s in loaded if s.finished_at]
+        from datetime import UTC, datetime
+
+        store = get_store()
+        run = store.create_run(
+            kind="import",
+            status=RunStatus.completed,
+            label=label.strip(),
+            model=models[0] if models else None,
+            served_model=models[0] if models else None,
+            base_url=next((s.base_url for _, s in loaded if s.base_url), None),
+            engine=engine,
+            engine_version=engine_version,
+            target="import",
+            started_at=datetime.fromtimestamp(min(starts), UTC) if starts else None,
+            finished_at=datetime.fromtimestamp(max(ends), UTC) if ends else None,
+            extra={
+                "source": "vllm bench serve --save-result",
+                "files": [f.name for f, _ in loaded],
+            },
+            **fields,
+        )
+        for (input_len, conc), group in sorted(cells.items()):
+            # repeats in the order they were measured
+            group.sort(key=lambda fs: (fs[1].started_at or 0.0, fs[1].date, fs[0].name))
+            for repeat, (_f, s) in enumerate(group):
+                store.save_result(run.id, input_len=input_len, concurrency=conc, repeat=repeat, summary=s)
+        if fmt == OutputFormat.json:
+            print_json({"run_id": run.id})
+            return
+        shape = ", ".join(f"input {i} x concurrency {c} ({len(g)})" for (i, c), g in sorted(cells.items()))
+        err_console.print(
+            f"Imported {len(loaded)} results into run {run.id} ({label}): {shape}.", highlight=False
+        )
+        typer.echo(run.id)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("compare")(compare_command)
+    app.command("report")(report_command)
+    import_app.command("vllm-bench")(import_vllm_bench)
+    app.add_typer(import_app, name="import")

@@ -268,10 +268,7 @@ def compared_rows(data: ReportData) -> list[tuple[str, list[str]]]:
         row("Run id", [r.id for r in runs]),
         row("Model", [r.model for r in runs]),
         row("Engine", [" ".join(x for x in (r.engine, r.engine_version) if x) or None for r in runs]),
-        row(
-            "Instance / machine",
-            [r.instance_type or (f"local: {r.machine}" if r.machine else "local") for r in runs],
-        ),
+        row("Instance type", [r.instance_type or "none (local machine)" for r in runs]),
         row("Machine", [r.machine for r in runs]),
         row("Accelerators", [_accelerators(r) for r in runs]),
         row("CPU flags", [", ".join(r.cpu_flags) or None for r in runs]),

@@ -1,0 +1,201 @@
+"""The report as Markdown with PNG charts, for pasting into docs and pull requests.
+
+Same content as ``report.html`` (what was compared, findings, the table, charts, cost, predicted vs
+measured, notes); the charts are PNG files next to ``report.md``, linked by relative path. The three
+charts against concurrency come from ``report.plots`` (the same figures a sweep writes); the latency CDFs
+and the telemetry chart are drawn here with matplotlib's object API (no pyplot, no display).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
+from accelbench.report.document import TELEMETRY_GAUGES, ReportData
+from accelbench.report.html import COST_COLUMNS, PREDICTION_COLUMNS, compared_rows, cost_rows, prediction_rows
+from accelbench.report.plots import SWEEP_PLOTS, write_sweep_plots
+from accelbench.report.tables import markdown_table
+
+CDF_PNG = "latency_cdf.png"
+TELEMETRY_PNG = "telemetry.png"
+_STYLES = ("-", "--", ":", "-.")
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def cdf_png(data: ReportData, path: Path) -> Path | None:
+    """TTFT, TPOT and E2E CDFs side by side, one line per run and cell; None without records."""
+    cells = [c for c in data.latencies if c.e2e_ms]
+    if not cells:
+        return None
+    runs = [r.id for r in data.comparison.runs]
+    multi = len(runs) > 1
+    keys = sorted({(c.input_len, c.concurrency) for c in cells})
+    fig = Figure(figsize=(13.0, 4.6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3, sharey=True)
+    for ax, title in zip(axes, ("TTFT (ms)", "TPOT (ms)", "E2E latency (ms)"), strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(0, 1.02)
+    axes[0].set_ylabel("fraction of requests")
+    for c in cells:
+        ri, ki = runs.index(c.run_id), keys.index((c.input_len, c.concurrency))
+        label = f"input {c.input_len} · c={c.concurrency}"
+        if multi:
+            label = f"{data.run_names[c.run_id]} · {label}"
+        color = f"C{(ri if multi else ki) % 10}"
+        style = _STYLES[ki % len(_STYLES)] if multi else "-"
+        for ax, values in zip(axes, (c.ttft_ms, c.tpot_ms, c.e2e_ms), strict=True):
+            if not values:
+                continue
+            xs = sorted(values)
+            ys = [(i + 1) / len(xs) for i in range(len(xs))]
+            ax.step(
+                xs, ys, where="post", color=color, linestyle=style, label=label if ax is axes[0] else None
+            )
+    fig.legend(loc="outside lower center", ncol=min(4, len(cells)), fontsize=8)
+    fig.suptitle("Per-request latency CDFs (successful requests, all repeats)", fontsize=11)
+    fig.savefig(path, format="png")
+    return path
+
+
+def telemetry_png(data: ReportData, path: Path) -> Path | None:
+    """Running, waiting and KV-cache usage over time, one line per run; None when no run has them."""
+    series = [s for s in data.telemetry if any(s.has(k) for k, *_ in TELEMETRY_GAUGES)]
+    if not series:
+        return None
+    runs = [r.id for r in data.comparison.runs]
+    fig = Figure(figsize=(11.0, 7.0), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(TELEMETRY_GAUGES), 1, sharex=True)
+    for ax, (key, title, *_rest) in zip(axes, TELEMETRY_GAUGES, strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        for s in series:
+            if not s.has(key):
+                continue
+            pts = [(t, v) for t, v in zip(s.t_s, s.values[key], strict=True) if v is not None]
+            ax.step(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                where="post",
+                color=f"C{runs.index(s.run_id) % 10}",
+                label=data.run_names[s.run_id],
+            )
+        ax.set_ylim(bottom=0)
+    axes[-1].set_xlabel("seconds since the run's first scrape")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[0].legend(handles, labels, fontsize=8, loc="upper right")
+    fig.suptitle("Server telemetry over time (the engine's /metrics)", fontsize=11)
+    fig.savefig(path, format="png")
+    return path
+
+
+def write_pngs(data: ReportData, out_dir: Path) -> dict[str, Path | None]:
+    """Every chart as a PNG in ``out_dir``; a chart with no data maps to None."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = SWEEP_PLOTS[:3]  # TPOT, total throughput, TTFT against concurrency
+    paths = write_sweep_plots(data.aggregates, out_dir, run_names=data.run_names, plots=specs)
+    images: dict[str, Path | None] = {spec.title: p for spec, p in zip(specs, paths, strict=True)}
+    images["Per-request latency CDFs"] = cdf_png(data, out_dir / CDF_PNG)
+    images["Server telemetry over time"] = telemetry_png(data, out_dir / TELEMETRY_PNG)
+    return images
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    return markdown_table([_md_escape(h) for h in headers], [[_md_escape(v) for v in r] for r in rows])
+
+
+def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
+    """The report as Markdown; images are linked by file name (they sit next to the .md file)."""
+    cmp = data.comparison
+    multi = len(cmp.runs) > 1
+    out: list[str] = [f"# {data.title}", ""]
+    line = (
+        f"Generated {cmp.generated_at.strftime('%Y-%m-%d %H:%M UTC')} by accelbench {cmp.accelbench_version}."
+    )
+    if multi:
+        line += f" Baseline: **{cmp.run(cmp.baseline).name}**; ratios are each run against it."
+    out += [line + f" Cost at {TIER_LABELS[cmp.tier]} prices.", ""]
+
+    out += ["## What was compared", ""]
+    head = [""] + [r.name + (" (baseline)" if multi and r.id == cmp.baseline else "") for r in cmp.runs]
+    out += [_table(head, [[label, *values] for label, values in compared_rows(data)]), ""]
+
+    out += ["## Findings", ""]
+    out += [f"- {f.text}" for f in cmp.findings] or ["No findings: no cell has the figures they need."]
+    out.append("")
+
+    out += ["## Results", ""]
+    out.append(
+        "One row per run and cell (input length x concurrency); each figure is the mean of the repeats' medians."
+    )
+    if multi:
+        out.append('"vs base" columns divide by the baseline\'s figure at the same cell.')
+    out.append("")
+    cols = SIDE_BY_SIDE_COLUMNS if multi else SIDE_BY_SIDE_COLUMNS[:-2]
+    rows = side_by_side_rows(cmp) if multi else [r[:-2] for r in side_by_side_rows(cmp)]
+    out += [_table(cols, rows), ""]
+
+    out += ["## Charts", ""]
+    for title, path in images.items():
+        out += [f"### {title}", ""]
+        if path is not None:
+            out += [f"![{title}]({path.name})", ""]
+        elif title.startswith("Server telemetry"):
+            out += ["No server telemetry: the engines exposed no running/waiting/KV-cache gauges.", ""]
+        else:
+            out += ["No per-request records were stored for these runs.", ""]
+    missing = [
+        data.run_names[s.run_id] for s in data.telemetry if not any(s.has(k) for k, *_ in TELEMETRY_GAUGES)
+    ]
+    if missing and images.get("Server telemetry over time") is not None:
+        out += [
+            f"No server telemetry for {', '.join(missing)}: the engine exposed no running/waiting/KV-cache "
+            "gauges (llama.cpp serves no /metrics) or scraping was off.",
+            "",
+        ]
+
+    out += ["## Cost", ""]
+    out.append(
+        "Cost per request = hourly price / requests per second / 3600; cost per 1M tokens = hourly price / "
+        "tokens per second / 3600 x 10^6. A run without an instance type has no price: its cost is blank."
+    )
+    out.append("")
+    crow = cost_rows(data)
+    out += [_table(COST_COLUMNS, crow) if crow else "No run has a price, so no cost is shown.", ""]
+
+    out += ["## Predicted vs measured", ""]
+    prow = prediction_rows(data)
+    if prow:
+        out += [_table(PREDICTION_COLUMNS, prow), ""]
+    out += [*data.prediction_notes, ""] if data.prediction_notes else []
+    if not prow and not data.prediction_notes:
+        out += ["The planner has no estimate for these runs.", ""]
+
+    out += ["## Notes", ""]
+    out += [f"- {n}" for n in cmp.notes]
+    out += [
+        "- TTFT: request sent to the first streamed chunk carrying text. TPOT: (E2E - TTFT) / (output tokens - 1). "
+        "ITL: gaps between text-carrying chunks. E2E: request sent to the last text-carrying chunk. Percentiles by "
+        "linear interpolation, in ms.",
+        '- Throughputs are totals divided by each benchmark\'s wall time; "total" counts input and output tokens.',
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_markdown(data: ReportData, out_dir: Path, name: str = "report.md") -> tuple[Path, list[Path]]:
+    """Write ``report.md`` and its PNG charts into ``out_dir``; returns (markdown path, PNG paths)."""
+    images = write_pngs(data, out_dir)
+    path = out_dir / name
+    path.write_text(render_markdown(data, images), encoding="utf-8")
+    return path, [p for p in images.values() if p is not None]
