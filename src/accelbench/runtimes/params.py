@@ -28,8 +28,22 @@ _FROM_RECOMMENDATION: dict[str, tuple[str, ...]] = {
 }
 
 
+def _rec_sources(recommendation: Any) -> list[Any]:
+    """Where to look for values: a planner ``Recommendation`` answers through ``settings.engine_settings()``
+    (the exact settings it chose) and ``memory.weights_gib``; plain dicts/objects are read directly."""
+    sources = [recommendation]
+    settings = getattr(recommendation, "settings", None)
+    if settings is not None:
+        to_engine = getattr(settings, "engine_settings", None)
+        sources.append(to_engine() if callable(to_engine) else settings)
+    memory = getattr(recommendation, "memory", None)
+    if memory is not None:
+        sources.append(memory)
+    return sources
+
+
 def _rec_value(recommendation: Any, names: tuple[str, ...]) -> Any:
-    for source in (recommendation, getattr(recommendation, "settings", None)):
+    for source in _rec_sources(recommendation):
         if source is None:
             continue
         for name in names:

@@ -16,6 +16,7 @@ from accelbench.deploy.manifests import (
     ExportOptions,
     KarpenterOptions,
     facts_from_model_spec,
+    plan_bundle,
     render_bundle,
     validate_objects,
     write_bundle,
@@ -30,16 +31,20 @@ INSTANCES = ["g6.2xlarge", "inf2.xlarge", "m8i.2xlarge", "r8g.4xlarge"]
 
 
 def bundle(instance: str, shards: int = 1, **settings: Any) -> Bundle:
-    inst = get_catalog().instance(instance)
-    if inst.accelerator_type == "cpu":
-        settings.setdefault("kv_cache_space_gib", 8)
-        settings.setdefault("max_model_len", 8192)
-    spec = RunSpec(model=MODEL, engine=EngineSpec(settings=EngineSettings(**settings)))
-    facts = facts_from_model_spec(load_model_spec(MODEL, allow_network=False))
-    opts = ExportOptions(
-        namespace="bench", karpenter=KarpenterOptions(cluster_name="lab"), loadgen_shards=shards
+    """The bundle for Qwen2.5-7B-Instruct on ``instance``, with the real planner filling the settings.
+
+    inf2.xlarge: the planner refuses (16 GiB of host RAM cannot compile a 7B model), so it is rendered with
+    force, as for artefacts compiled on a larger instance; the refusal stays in the warnings."""
+    spec = RunSpec(
+        model=MODEL, instance_type=instance, engine=EngineSpec(settings=EngineSettings(**settings))
     )
-    return render_bundle(spec, inst, facts, options=opts, tool_versions={}, environ={})
+    opts = ExportOptions(
+        namespace="bench",
+        karpenter=KarpenterOptions(cluster_name="lab"),
+        loadgen_shards=shards,
+        force=instance == "inf2.xlarge",
+    )
+    return plan_bundle(spec, options=opts, tool_versions={}, environ={})
 
 
 def engine_container(b: Bundle) -> dict[str, Any]:
@@ -124,7 +129,7 @@ def test_neuron_inf2() -> None:
     ],
 )
 def test_cpu_tiers(instance: str, arch: str, image: str) -> None:
-    b = bundle(instance, kv_cache_space_gib=12)
+    b = bundle(instance, kv_cache_space_gib=12)  # the user's budget wins over the planner's
     c = engine_container(b)
     ps = pod_spec(b)
     assert c["image"] == image
@@ -275,3 +280,30 @@ def test_write_bundle(tmp_path: Path) -> None:
     assert [d["kind"] for d in docs] == ["Deployment", "Service"]
     assert "&id" not in (tmp_path / "01-engine.yaml").read_text()  # no YAML anchors
     validate_objects([d for f in files[:-1] for d in yaml.safe_load_all(f.read_text())])
+
+
+@pytest.mark.parametrize(("instance", "budget"), [("m8i.2xlarge", "9"), ("r8g.4xlarge", "41")])
+def test_cpu_kv_budget_is_exactly_the_planners(instance: str, budget: str) -> None:
+    from accelbench.deploy.manifests import recommend_for
+
+    spec = RunSpec(model=MODEL, instance_type=instance)
+    rec = recommend_for(spec, load_model_spec(MODEL, allow_network=False), get_catalog().instance(instance))
+    assert rec.settings is not None and str(rec.settings.kv_cache_space_gib) == budget
+    c = engine_container(bundle(instance))
+    assert env_of(c)["VLLM_CPU_KVCACHE_SPACE"] == budget
+    argv = c["command"]
+    assert argv[argv.index("--max-model-len") + 1] == str(rec.settings.max_model_len)
+    assert argv[argv.index("--max-num-seqs") + 1] == str(rec.settings.max_num_seqs)
+
+
+def test_gpu_gets_the_planners_fp8_kv_on_l4() -> None:
+    argv = engine_container(bundle("g6.2xlarge"))["command"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
+
+
+def test_planner_refusal_blocks_export_unless_forced() -> None:
+    spec = RunSpec(model=MODEL, instance_type="inf2.xlarge")
+    with pytest.raises(GuardError, match="host"):
+        plan_bundle(spec, tool_versions={}, environ={})
+    forced = bundle("inf2.xlarge")
+    assert any(w.startswith("planner:") for w in forced.warnings)

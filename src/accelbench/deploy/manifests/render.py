@@ -27,7 +27,7 @@ from accelbench.deploy.manifests.sizing import ready_timeout_s
 from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import RunSpec
-from accelbench.errors import UserInputError
+from accelbench.errors import GuardError, UserInputError
 from accelbench.runtimes.base import get_runtime, runtime_for_accelerator
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
@@ -72,6 +72,11 @@ class ExportOptions(StrictModel):
     )
     run_id: str = Field(
         default="export", description="Run id written into the load-generator config and labels."
+    )
+    force: bool = Field(
+        default=False,
+        description="Render even when the planner says the model does not fit (e.g. Neuron artefacts "
+        "compiled on a larger instance); the refusal is kept as a warning.",
     )
 
 
@@ -181,6 +186,15 @@ def render_bundle(
             }
         )
     warnings = check(params, runtime)
+    if recommendation is not None and getattr(recommendation, "fits", True) is False:
+        refusal = getattr(recommendation, "refusal", None)
+        reason = getattr(refusal, "reason", None) or "the planner says the model does not fit this instance"
+        way = "; ".join(getattr(refusal, "way_forward", None) or [])
+        if not options.force:
+            raise GuardError(f"{reason}", hint=(way + "\n" if way else "") + "Use --force to render anyway.")
+        warnings = [f"planner: {reason}", *warnings]
+    else:
+        warnings = [*(getattr(recommendation, "warnings", None) or []), *warnings]
     if (
         instance.accelerator_type == "cpu"
         and runtime.name == "vllm-cpu"
@@ -249,9 +263,9 @@ def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K
         raise UserInputError("Rendered manifests fail schema validation:\n" + "\n".join(problems))
 
 
-def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
-    """One YAML file per group (karpenter, engine, loadgen) plus ``plan.json`` (what was decided and why)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def bundle_files(bundle: Bundle) -> dict[str, str]:
+    """File name -> text: one YAML file per group (karpenter, engine, loadgen) and ``plan.json`` (what was
+    decided: runtime, image, argv, environment, pod size, timeouts, warnings)."""
     groups: dict[str, list[dict[str, Any]]] = {"karpenter": [], "engine": [], "loadgen": []}
     for obj in bundle.objects:
         if obj["kind"] in KARPENTER_KINDS:
@@ -260,13 +274,12 @@ def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
             groups["loadgen"].append(obj)
         else:
             groups["engine"].append(obj)
-    written = []
+    files: dict[str, str] = {}
     for i, (group, objs) in enumerate(groups.items()):
-        if not objs:
-            continue
-        path = out_dir / f"{i:02d}-{group}.yaml"
-        path.write_text(yaml.dump_all(objs, Dumper=_PlainDumper, sort_keys=False, width=120))
-        written.append(path)
+        if objs:
+            files[f"{i:02d}-{group}.yaml"] = yaml.dump_all(
+                objs, Dumper=_PlainDumper, sort_keys=False, width=120
+            )
     plan = bundle.engine
     summary = {
         "runtime": plan.runtime,
@@ -286,9 +299,18 @@ def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
         "ready_timeout_s": bundle.ready_timeout_s,
         "warnings": bundle.warnings,
     }
-    path = out_dir / "plan.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-    written.append(path)
+    files["plan.json"] = json.dumps(summary, indent=2) + "\n"
+    return files
+
+
+def write_bundle(bundle: Bundle, out_dir: Path) -> list[Path]:
+    """Write ``bundle_files`` into ``out_dir``; returns the paths in apply order."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in bundle_files(bundle).items():
+        path = out_dir / name
+        path.write_text(text)
+        written.append(path)
     return written
 
 
@@ -316,3 +338,79 @@ def facts_from_model_spec(model: Any, source: str | None = None, revision: str |
         moe=bool(model.is_moe),
         pre_quantized=model.quantization.method if model.quantization else None,
     )
+
+
+def load_model_facts(spec: RunSpec) -> tuple[ModelFacts, Any]:
+    """(facts, ModelSpec) for a run spec's model (a preset, a local directory, the hub cache or the hub)."""
+    from accelbench.modelspec import load_model_spec
+
+    source = spec.model if spec.model.startswith("s3://") else None
+    model_spec = load_model_spec(spec.model, revision=spec.revision)
+    return facts_from_model_spec(model_spec, source=source, revision=spec.revision), model_spec
+
+
+def recommend_for(spec: RunSpec, model_spec: Any, instance: InstanceType) -> Any:
+    """The planner's recommendation, asked with what the spec already fixed (quantization, context, KV
+    dtype) and the sweep's lengths, so the settings it fills in fit the benchmark that will run."""
+    from accelbench.plan.recommend import recommend
+
+    s = spec.engine.settings
+    return recommend(
+        model_spec,
+        instance,
+        quantization=s.quantization,
+        max_model_len=s.max_model_len,
+        kv_cache_dtype=s.kv_cache_dtype,
+        input_len=max(spec.sweep.input_lens),
+        output_len=spec.sweep.output_len,
+    )
+
+
+def plan_bundle(
+    spec: RunSpec,
+    *,
+    options: ExportOptions | None = None,
+    tool_versions: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    instance: InstanceType | None = None,
+) -> Bundle:
+    """Everything for a run spec: catalog instance, model facts, the planner's settings, rendered and
+    validated. ``tool_versions`` default to the store's (with environment overrides)."""
+    if instance is None:
+        from accelbench.catalog import get_catalog
+
+        if not spec.instance_type:
+            raise UserInputError(
+                "Manifests need an instance type: the node the model server is pinned to.",
+                hint="Give --instance (or instance_type in the spec), e.g. g6.2xlarge or r8g.4xlarge.",
+            )
+        instance = get_catalog().instance(spec.instance_type)
+    if tool_versions is None:
+        from accelbench.runtimes.versions import effective_tool_versions
+        from accelbench.store import get_store
+
+        tool_versions = effective_tool_versions(get_store(), environ)
+    facts, model_spec = load_model_facts(spec)
+    recommendation = recommend_for(spec, model_spec, instance)
+    bundle = render_bundle(
+        spec,
+        instance,
+        facts,
+        options=options,
+        tool_versions=tool_versions,
+        recommendation=recommendation,
+        environ=environ,
+    )
+    validate_objects(bundle.objects)
+    return bundle
+
+
+def render_for_spec(
+    spec: RunSpec,
+    *,
+    options: ExportOptions | None = None,
+    tool_versions: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """File name -> text of the manifests for ``spec`` (what ``accelbench export`` writes)."""
+    return bundle_files(plan_bundle(spec, options=options, tool_versions=tool_versions, environ=environ))
