@@ -1,0 +1,408 @@
+"""Planning types: recommendations (does it fit, with which settings, and why), memory breakdowns, and
+performance/cost estimates, one instance or the whole catalog.
+
+A ``Recommendation`` is what a deployment is built from: ``settings`` carries every engine setting the
+runtimes read (``kv_cache_space_gib`` is exactly the ``VLLM_CPU_KVCACHE_SPACE`` a CPU deployment sets), and
+``settings.engine_settings()`` converts it to the run spec's ``EngineSettings``. Every decision is explained in
+``reasons``; a refusal (``fits`` false) names its cause in ``refusal`` with a way forward.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import Field
+
+from accelbench.domain.base import StrictModel
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.run import EngineSettings
+
+
+class Verdict(enum.StrEnum):
+    """fits: the model fits with its full context; clamped: it fits with a shorter context than the model
+    supports (or than asked); refused: it cannot be served on this instance as asked."""
+
+    fits = "fits"
+    clamped = "clamped"
+    refused = "refused"
+
+
+class RefusalCode(enum.StrEnum):
+    non_generative = "non_generative"
+    does_not_fit = "does_not_fit"
+    context_does_not_fit = "context_does_not_fit"
+    unsupported_architecture = "unsupported_architecture"
+    unsupported_quantization = "unsupported_quantization"
+    dense_too_large_for_cpu = "dense_too_large_for_cpu"
+    host_memory = "host_memory"
+    no_valid_tensor_parallel = "no_valid_tensor_parallel"
+
+
+class ServingSettings(StrictModel):
+    """The engine settings a deployment uses. Fields that do not apply to the tier are None."""
+
+    engine: str = Field(description="Runtime that serves this tier: vllm (GPU), vllm-neuron, vllm-cpu.")
+    tensor_parallel_size: int = Field(ge=1, description="--tensor-parallel-size (CPU: NUMA nodes).")
+    max_model_len: int = Field(ge=1, description="--max-model-len: longest prompt + output, tokens.")
+    max_num_seqs: int = Field(ge=1, description="--max-num-seqs: most sequences batched at once.")
+    dtype: str = Field(description="--dtype of unquantized tensors (bfloat16 on CPU and Neuron always).")
+    quantization: str | None = Field(
+        default=None,
+        description="Online weight quantization to request (fp8, int8, int4); None for none or when the "
+        "checkpoint is already quantized (the engine reads its quantization_config).",
+    )
+    checkpoint_quantization: str | None = Field(
+        default=None,
+        description="Method of a pre-quantized checkpoint (awq, gptq, compressed-tensors, fp8 ...).",
+    )
+    weight_format: str = Field(
+        description="What the weights are in memory: bf16, fp8, int8, int4, awq-4bit ..."
+    )
+    weight_bits: float = Field(description="Bits per weight of the quantized (linear) layers.")
+    kv_cache_dtype: str | None = Field(
+        default=None, description="GPU: 'fp8' where the GPU supports it, else 'auto'. None on CPU/Neuron."
+    )
+    gpu_memory_utilization: float | None = Field(
+        default=None, description="GPU only: share of each GPU's memory vLLM may use."
+    )
+    kv_cache_space_gib: int | None = Field(
+        default=None,
+        description="CPU only: the KV-cache budget in whole GiB; exactly the VLLM_CPU_KVCACHE_SPACE the "
+        "deployment sets.",
+    )
+    omp_threads_bind: str | None = Field(default=None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND.")
+    neuron_cores: int | None = Field(default=None, description="Neuron only: NeuronCores the model spans.")
+    concurrency_at_max_len: int = Field(
+        ge=0, description="Sequences that fit in the KV cache when every one is max_model_len long."
+    )
+    default_input_len: int = Field(description="Input length the concurrency figures assume, tokens.")
+    default_output_len: int = Field(description="Output length the concurrency figures assume, tokens.")
+
+    def engine_settings(self) -> EngineSettings:
+        """The run spec's ``EngineSettings`` for these settings (what runtimes turn into flags and env)."""
+        return EngineSettings(
+            max_model_len=self.max_model_len,
+            kv_cache_space_gib=float(self.kv_cache_space_gib) if self.kv_cache_space_gib else None,
+            max_num_seqs=self.max_num_seqs,
+            tensor_parallel_size=self.tensor_parallel_size,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype if self.kv_cache_dtype not in (None, "auto") else None,
+            quantization=self.quantization,
+        )
+
+
+class MemoryBudget(StrictModel):
+    """Where the serving memory goes, per unit (GPU, NeuronCore or the host) and in total. GiB."""
+
+    unit: Literal["gpu", "neuron_core", "host"] = Field(description="What one unit of memory is.")
+    units: int = Field(ge=1, description="Units used (GPUs or NeuronCores = TP; 1 host).")
+    unit_memory_gib: float = Field(description="Memory of one unit.")
+    utilization: float = Field(
+        description="Share of the unit's memory the engine may use (0.90 GPU, 0.85 Neuron, the allocatable "
+        "share of host RAM on CPU)."
+    )
+    usable_gib: float = Field(description="utilization x memory x units.")
+    weights_gib: float = Field(description="Weights, quantization scales included, all units together.")
+    overhead_gib: float = Field(description="Activations, CUDA graphs / compiled graphs, runtime, all units.")
+    kv_cache_gib: float = Field(description="KV-cache budget, all units together.")
+    free_gib: float = Field(description="usable - weights - overhead - KV cache (>= 0 when it fits).")
+    kv_bytes_per_token: int = Field(
+        description="KV bytes per token of the whole model at the chosen KV dtype."
+    )
+    kv_cache_tokens: int = Field(description="Tokens the KV budget holds (all sequences together).")
+    host_memory_gib: float = Field(description="Host RAM of the instance.")
+    host_allocatable_gib: float = Field(
+        description="Host RAM a serving pod may use (0.92 >= 64 GiB, else 0.85)."
+    )
+    host_peak_gib: float | None = Field(
+        default=None, description="Peak host RAM while loading (GPU/Neuron) or serving (CPU)."
+    )
+
+
+class BandwidthAdvisory(StrictModel):
+    """Why decode on a CPU is bandwidth-bound, with numbers: every output token reads all active weights."""
+
+    bytes_per_token: int = Field(
+        description="Bytes one decode step reads at batch 1: weights + one KV cache."
+    )
+    socket_bandwidth_gbps: float = Field(description="Peak DRAM bandwidth of the sockets the instance spans.")
+    cores_bandwidth_gbps: float = Field(
+        description="What the instance's own cores can pull (cores x per core)."
+    )
+    achievable_bandwidth_gbps: float = Field(
+        description="min(socket, cores) x the bandwidth efficiency: what decode can expect."
+    )
+    limited_by: Literal["socket", "cores"] = Field(description="Which of the two limits binds.")
+    tpot_floor_ms: float = Field(description="bytes_per_token / achievable bandwidth: no TPOT can be lower.")
+    tokens_per_s_ceiling: float = Field(description="1000 / tpot_floor_ms, per sequence.")
+    message: str = Field(description="The advisory in plain words.")
+
+
+class Alternative(StrictModel):
+    """Another way to serve the model: a larger (or cheaper) instance, or a quantization."""
+
+    instance: str = Field(description="Instance type.")
+    accelerator_type: AcceleratorType
+    accelerator_name: str
+    quantization: str | None = Field(default=None, description="Weight quantization it needs (None: native).")
+    tensor_parallel_size: int = Field(ge=1)
+    max_model_len: int = Field(ge=0)
+    hourly_usd: float | None = Field(default=None, description="On-demand price per hour, when known.")
+    reason: str = Field(description="Why it is offered.")
+
+
+class Attempt(StrictModel):
+    """One weight format tried while looking for a fit."""
+
+    weight_format: str
+    fits: bool
+    tensor_parallel_size: int | None = None
+    max_model_len: int | None = None
+    reason: str
+
+
+class Refusal(StrictModel):
+    code: RefusalCode
+    reason: str = Field(description="Why the model cannot be served here as asked, in plain words.")
+    way_forward: list[str] = Field(description="What to do instead, most useful first.")
+
+
+class Recommendation(StrictModel):
+    """The answer to "can I serve MODEL on INSTANCE, and how?"."""
+
+    model: str = Field(description="Model name.")
+    model_ref: str = Field(description="What the user gave for the model.")
+    instance: str = Field(description="Instance type.")
+    accelerator_type: AcceleratorType
+    accelerator_name: str = Field(description="GPU / Neuron device / CPU generation (e.g. Graviton4).")
+    accelerator_count: int = Field(description="GPUs or Neuron devices (0 on CPU).")
+    fits: bool = Field(description="Whether the model can be served here with the settings below.")
+    verdict: Verdict
+    settings: ServingSettings | None = Field(default=None, description="Engine settings; None when refused.")
+    memory: MemoryBudget | None = Field(default=None, description="Memory budget of the chosen settings.")
+    bandwidth: BandwidthAdvisory | None = Field(
+        default=None, description="CPU only (always present there): the memory-bandwidth advisory."
+    )
+    reasons: list[str] = Field(default_factory=list, description="Every decision, in plain words.")
+    warnings: list[str] = Field(default_factory=list, description="Things that work but deserve attention.")
+    refusal: Refusal | None = Field(default=None, description="Why not, and what instead, when refused.")
+    attempts: list[Attempt] = Field(default_factory=list, description="Weight formats tried, in order.")
+    alternatives: list[Alternative] = Field(
+        default_factory=list, description="Other instances that fit (cheapest first), when this one does not."
+    )
+    parameters: int = Field(description="Model parameters (total).")
+    active_parameters: int = Field(description="Parameters per token (== parameters for dense models).")
+
+    def engine_settings(self) -> EngineSettings:
+        if self.settings is None:
+            from accelbench.errors import GuardError
+
+            raise GuardError(
+                self.refusal.reason if self.refusal else "The model does not fit this instance.",
+                hint="; ".join(self.refusal.way_forward) if self.refusal else None,
+            )
+        return self.settings.engine_settings()
+
+
+class BreakdownItem(StrictModel):
+    name: str = Field(description="weights, quantization_metadata, kv_cache, activations, block_table ...")
+    gib_per_unit: float = Field(description="GiB on each GPU / NeuronCore.")
+    gib_total: float = Field(description="GiB over all units.")
+    detail: str = Field(description="How it was computed.")
+
+
+class MemoryBreakdown(StrictModel):
+    """Where accelerator memory goes for one model on one instance (GPU and Neuron)."""
+
+    model: str
+    instance: str
+    accelerator_type: AcceleratorType
+    accelerator_name: str
+    unit: Literal["gpu", "neuron_core"]
+    units: int = Field(description="Units used (tensor parallel degree).")
+    unit_memory_gib: float
+    utilization: float
+    usable_gib_per_unit: float
+    weight_format: str
+    kv_cache_dtype: str
+    max_model_len: int
+    concurrency: int = Field(description="Sequences the breakdown sizes the KV cache and block table for.")
+    items: list[BreakdownItem]
+    used_gib_per_unit: float
+    free_gib_per_unit: float
+    verdict: Literal["fits", "clamps", "infeasible"] = Field(
+        description="fits: everything at the model's full context; clamps: fits with a shorter context; "
+        "infeasible: weights and overhead alone do not fit."
+    )
+    reasons: list[str]
+    quantization: dict[str, float | str | None] = Field(
+        description="Quantization metadata: format, bits, scale bytes per 128 weights, metadata GiB."
+    )
+
+
+# ------------------------------------------------------------------------------------------ estimates
+class EfficiencyFactors(StrictModel):
+    """The knobs of the speed model. Start values come from the cited data file; calibration fits them."""
+
+    bandwidth_efficiency: float = Field(
+        gt=0, le=1.5, description="Achieved / peak memory bandwidth in decode (CPU: of min(socket, cores))."
+    )
+    compute_efficiency: float = Field(gt=0, le=1.5, description="Achieved / peak matrix FLOP/s in prefill.")
+    step_overhead_ms: float = Field(
+        ge=0, description="Fixed engine time per scheduler step (scheduling, launch)."
+    )
+    per_sequence_overhead_ms: float = Field(
+        ge=0, description="Engine time per sequence per step (sampling, detokenizing, streaming)."
+    )
+    request_overhead_ms: float = Field(
+        ge=0, description="Fixed time to first token outside the model (HTTP, tokenizing, templating)."
+    )
+    prefill_interference: float = Field(
+        ge=0, le=1.5, description="Share of other requests' prefill time a typical request waits in decode."
+    )
+    allreduce_latency_us: float = Field(ge=0, description="Latency of one tensor-parallel all-reduce.")
+
+
+class CalibrationRef(StrictModel):
+    """Which stored calibration an estimate used."""
+
+    id: int
+    accelerator: str
+    engine: str
+    n_points: int
+    created_at: str | None = None
+    tpot_error_before_pct: float | None = None
+    tpot_error_after_pct: float | None = None
+
+
+class SLO(StrictModel):
+    """Latency targets an instance must meet (``--slo ttft:MS,tpot:MS``)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    def met(self, ttft_ms: float, tpot_ms: float, e2e_ms: float) -> bool:
+        return (
+            (self.ttft_ms is None or ttft_ms <= self.ttft_ms)
+            and (self.tpot_ms is None or tpot_ms <= self.tpot_ms)
+            and (self.e2e_ms is None or e2e_ms <= self.e2e_ms)
+        )
+
+    def label(self) -> str:
+        parts = []
+        if self.ttft_ms is not None:
+            parts.append(f"TTFT <= {self.ttft_ms:g} ms")
+        if self.tpot_ms is not None:
+            parts.append(f"TPOT <= {self.tpot_ms:g} ms")
+        if self.e2e_ms is not None:
+            parts.append(f"E2E <= {self.e2e_ms:g} ms")
+        return ", ".join(parts)
+
+
+class EstimateRow(StrictModel):
+    """One instance's predicted speed and cost (a row of the catalog table)."""
+
+    instance: str
+    accelerator_type: AcceleratorType
+    accelerator_name: str
+    accelerator_count: int
+    engine: str = Field(description="Runtime the prediction is for.")
+    feasible: bool = Field(description="Whether the model can be served here (see reason when not).")
+    quantization_required: bool = Field(default=False, description="Fits only with weight quantization.")
+    weight_format: str | None = None
+    tensor_parallel_size: int | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    available_gib: float | None = Field(default=None, description="Usable serving memory (all units).")
+    memory_utilization_pct: float | None = Field(
+        default=None, description="(weights + overhead) / usable memory, percent."
+    )
+    concurrency: int = Field(description="Requests in flight the prediction assumes.")
+    batch: int | None = Field(default=None, description="Sequences the engine batches (<= concurrency).")
+    ttft_ms: float | None = Field(default=None, description="Predicted typical time to first token, ms.")
+    tpot_ms: float | None = Field(default=None, description="Predicted typical time per output token, ms.")
+    e2e_ms: float | None = Field(default=None, description="Predicted end-to-end latency per request, ms.")
+    output_tokens_per_s: float | None = None
+    total_tokens_per_s: float | None = Field(default=None, description="Input + output tokens per second.")
+    requests_per_s: float | None = None
+    hourly_usd: float | None = None
+    price_source: str | None = None
+    usd_per_million_output_tokens: float | None = None
+    usd_per_request: float | None = None
+    calibrated: bool = Field(default=False, description="Whether a measured calibration was applied.")
+    has_benchmark_data: bool = Field(
+        default=False, description="Whether the store has runs on this instance."
+    )
+    slo_met: bool | None = Field(default=None, description="Whether the SLO is met at this concurrency.")
+    max_concurrency_meeting_slo: int | None = Field(
+        default=None, description="Highest concurrency that still meets the SLO (0: none does)."
+    )
+    usd_per_million_output_tokens_at_slo: float | None = Field(
+        default=None, description="Cost per 1M output tokens when run at max_concurrency_meeting_slo."
+    )
+    explanation: str = Field(default="", description="One line: what bounds the speed, or why infeasible.")
+
+
+class TimeBreakdown(StrictModel):
+    """The parts of the prediction, ms."""
+
+    decode_step_ms: float = Field(description="One decode step at the predicted batch.")
+    decode_weights_ms: float = Field(description="Reading weights in one step (per rank).")
+    decode_kv_ms: float = Field(description="Reading the batch's KV cache in one step (per rank).")
+    decode_compute_ms: float = Field(description="Matrix math of one step at peak x efficiency.")
+    decode_allreduce_ms: float
+    decode_overhead_ms: float
+    decode_bound: Literal["memory", "compute", "overhead"]
+    prefill_ms: float = Field(description="Prefill of one prompt.")
+    prefill_bound: Literal["memory", "compute"]
+    prefill_interference_ms: float = Field(description="Added to TPOT by other requests' prefills.")
+    queue_ms: float = Field(description="Waiting for a batch slot (concurrency above the batch limit).")
+    ridge_flops_per_byte: float = Field(description="Compute / bandwidth: below it a phase is memory-bound.")
+    achievable_bandwidth_gbps: float = Field(description="Per rank.")
+    achievable_tflops: float = Field(description="Per rank, at the weight format's math.")
+
+
+class Estimate(EstimateRow):
+    """The prediction for one instance, with the recommendation and the model behind it."""
+
+    model: str
+    input_len: int
+    output_len: int
+    recommendation: Recommendation
+    factors: EfficiencyFactors | None = None
+    calibration: CalibrationRef | None = None
+    times: TimeBreakdown | None = None
+    notes: list[str] = Field(default_factory=list, description="How the prediction was made, caveats.")
+
+
+class EstimateSummary(StrictModel):
+    feasible_native: int = Field(description="Instances that fit without quantization.")
+    feasible_quantized: int = Field(description="Instances that fit only with quantization.")
+    infeasible: int
+    cheapest: str | None = Field(default=None, description="Lowest cost per 1M output tokens.")
+    fastest: str | None = Field(default=None, description="Lowest TPOT.")
+    most_headroom: str | None = Field(default=None, description="Lowest memory utilisation.")
+    slo_choice: str | None = Field(
+        default=None,
+        description="Cheapest instance meeting the SLO (cost per 1M output tokens at the "
+        "highest concurrency it sustains).",
+    )
+    slo_max_concurrency: int | None = None
+
+
+class EstimateTable(StrictModel):
+    """Estimates over the catalog: feasible rows ranked by cost per 1M output tokens, then the rest."""
+
+    model: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    filters: dict[str, str | float | int | None] = Field(default_factory=dict)
+    slo: SLO | None = None
+    rows: list[EstimateRow]
+    summary: EstimateSummary
+    calibrations_used: list[CalibrationRef] = Field(default_factory=list)
+    elapsed_ms: float = Field(description="Time the estimate took.")
+    notes: list[str] = Field(default_factory=list)

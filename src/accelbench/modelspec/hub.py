@@ -1,0 +1,195 @@
+"""Model directories, the Hugging Face cache (offline) and the hub (online, config only).
+
+- ``read_model_dir``: a local directory with ``config.json``: also reads the checkpoint size (the safetensors
+  index's ``total_size``, else the weight files), sentence-transformers / diffusers markers, an old
+  ``quantize_config.json`` and the README's ``pipeline_tag``.
+- ``find_in_hf_cache``: the hub cache layout (``models--org--name/snapshots/<rev>/``), found through
+  ``huggingface_hub`` so ``HF_HOME`` / ``HF_HUB_CACHE`` are honoured; never touches the network.
+- ``fetch_from_hub``: downloads ``config.json`` (and the small metadata files) with a short timeout, only
+  when the network is allowed (``HF_HUB_OFFLINE`` unset); keeps a copy under the cache dir so the next
+  lookup works offline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from accelbench.errors import NotFoundError, UserInputError
+
+HUB_TIMEOUT_S = 5.0
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+META_FILES = (
+    "model.safetensors.index.json",
+    "modules.json",
+    "config_sentence_transformers.json",
+    "model_index.json",
+    "quantize_config.json",
+    "quant_config.json",
+)
+
+
+@dataclass
+class DirInfo:
+    """What a model directory says beyond config.json."""
+
+    config: dict[str, Any]
+    checkpoint_bytes: int | None = None
+    pipeline_tag: str | None = None
+    sentence_transformers: bool = False
+    diffusers: bool = False
+    extra_quant_config: dict[str, Any] | None = None
+    revision: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"{path}: cannot read JSON ({exc}).") from exc
+
+
+def pipeline_tag_from_readme(text: str) -> str | None:
+    """``pipeline_tag`` from a model card's YAML front matter."""
+    if not text.startswith("---"):
+        return None
+    end = text.find("\n---", 3)
+    front = text[3:end] if end > 0 else ""
+    m = re.search(r"^pipeline_tag:\s*['\"]?([\w\-]+)", front, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def read_model_dir(path: Path) -> DirInfo:
+    """Read ``config.json`` and the metadata files next to it."""
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        if (path / "model_index.json").is_file():
+            return DirInfo(config={"architectures": ["DiffusionPipeline"]}, diffusers=True)
+        raise UserInputError(
+            f"{path} has no config.json.",
+            hint="Point at a model directory (with config.json), a .gguf file, or use a preset name.",
+        )
+    info = DirInfo(config=_load_json(cfg_path))
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        meta = _load_json(index).get("metadata") or {}
+        if isinstance(meta.get("total_size"), int | float):
+            info.checkpoint_bytes = int(meta["total_size"])
+    if info.checkpoint_bytes is None:
+        files = [p for p in path.glob("*.safetensors") if p.is_file()]
+        if files:
+            info.checkpoint_bytes = sum(p.stat().st_size for p in files)  # stat follows cache symlinks
+    info.sentence_transformers = (path / "modules.json").is_file() or (
+        path / "config_sentence_transformers.json"
+    ).is_file()
+    info.diffusers = (path / "model_index.json").is_file()
+    for name in ("quantize_config.json", "quant_config.json"):
+        if (path / name).is_file():
+            info.extra_quant_config = _load_json(path / name)
+            break
+    readme = path / "README.md"
+    if readme.is_file():
+        with contextlib.suppress(OSError):
+            info.pipeline_tag = pipeline_tag_from_readme(readme.read_text(errors="replace")[:20000])
+    return info
+
+
+def looks_like_repo_id(ref: str) -> bool:
+    return bool(REPO_ID.match(ref)) and not ref.startswith((".", "/"))
+
+
+def find_in_hf_cache(repo_id: str, revision: str | None = None) -> Path | None:
+    """The cached snapshot directory holding ``config.json`` for ``repo_id``, or None. Offline."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with tokenizers
+        return None
+    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    if isinstance(found, str) and Path(found).is_file():
+        return Path(found).parent
+    return None
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def network_allowed() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+def _download_cache_dir(repo_id: str, revision: str | None) -> Path:
+    from accelbench.settings import get_settings
+
+    return get_settings().cache_dir / "model-configs" / repo_id.replace("/", "--") / (revision or "main")
+
+
+def fetch_from_hub(repo_id: str, revision: str | None = None, timeout: float = HUB_TIMEOUT_S) -> Path:
+    """Download ``config.json`` (and small metadata files) of ``repo_id``; returns the local directory.
+
+    Raises ``NotFoundError`` when the hub says the repository or file does not exist, and
+    ``UserInputError`` when the network is off or unreachable, saying what to do instead.
+    """
+    target = _download_cache_dir(repo_id, revision)
+    if (target / "config.json").is_file():
+        return target
+    alternatives = (
+        "Give a local directory with config.json, a .gguf file, a preset name (`accelbench model presets`), "
+        "or download the model into the Hugging Face cache first."
+    )
+    if not network_allowed():
+        raise UserInputError(
+            f"Model {repo_id!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set.",
+            hint=alternatives,
+        )
+    headers = {}
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    rev = revision or "main"
+    base = f"{_hub_endpoint()}/{repo_id}/resolve/{rev}"
+    try:
+        with httpx.Client(timeout=timeout, headers=headers, follow_redirects=True) as client:
+            resp = client.get(f"{base}/config.json")
+            if resp.status_code in (401, 403):
+                raise UserInputError(
+                    f"The hub refused config.json of {repo_id!r} (HTTP {resp.status_code}): the repository is "
+                    "gated or private.",
+                    hint="Accept its licence on the hub and set HF_TOKEN, or use a local directory.",
+                )
+            if resp.status_code == 404:
+                raise NotFoundError(
+                    f"The hub has no config.json for {repo_id!r} at revision {rev!r}.", hint=alternatives
+                )
+            resp.raise_for_status()
+            config = resp.json()
+            extras: dict[str, Any] = {}
+            for name in META_FILES:
+                r = client.get(f"{base}/{name}")
+                if r.status_code == 200:
+                    extras[name] = r.json()
+            card = client.get(f"{base}/README.md")
+            readme = card.text[:20000] if card.status_code == 200 else None
+    except httpx.HTTPError as exc:
+        raise UserInputError(
+            f"Cannot fetch config.json of {repo_id!r}: no network or the hub is unreachable "
+            f"({type(exc).__name__}: {exc}).",
+            hint=alternatives,
+        ) from exc
+    except ValueError as exc:
+        raise UserInputError(f"The hub returned a config.json for {repo_id!r} that is not JSON.") from exc
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    for name, doc in extras.items():
+        (target / name).write_text(json.dumps(doc, indent=2))
+    if readme:
+        (target / "README.md").write_text(readme)
+    return target

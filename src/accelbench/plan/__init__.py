@@ -1,0 +1,19 @@
+"""Planning: does a model fit an instance (recommend), where its memory goes (memory_breakdown), how fast and
+at what cost it will serve (estimate, estimate_catalog), and learning from measurements (calibrate).
+
+The package reads the domain types, the catalog and the model specs; it never imports bench, deploy, api
+or cli.
+"""
+
+from accelbench.plan.estimate import CalibrationSet, estimate, estimate_catalog, estimate_local, parse_slo
+from accelbench.plan.recommend import find_alternatives, recommend
+
+__all__ = [
+    "CalibrationSet",
+    "estimate",
+    "estimate_catalog",
+    "estimate_local",
+    "find_alternatives",
+    "parse_slo",
+    "recommend",
+]

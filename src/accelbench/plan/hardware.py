@@ -1,0 +1,270 @@
+"""What the planner needs to know about an instance's hardware, in one place.
+
+``hardware_for(instance, spec)`` turns a catalog row and its accelerator spec into peaks per tensor-parallel
+unit (a GPU, a NeuronCore, or the CPU host), and for CPUs the bandwidth limit the issue asks for: the smaller
+of the sockets' DRAM bandwidth and what the instance's own cores can pull (a vCPU slice of a big socket
+reaches far more than its proportional share of the socket, but a few cores cannot saturate it).
+
+``local_machine(environment)`` builds the same view for "this machine" from a captured run environment
+(``telemetry.host.capture_environment``), so runs measured locally can be predicted and calibrated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Source
+from accelbench.domain.plan import EfficiencyFactors
+
+LOCAL_INSTANCE = "local"
+FACTOR_NAMES = tuple(EfficiencyFactors.model_fields)
+
+
+@lru_cache(maxsize=1)
+def efficiency_data() -> dict[str, Any]:
+    text = (resources.files("accelbench.plan") / "data" / "efficiency.yaml").read_text()
+    doc: dict[str, Any] = yaml.safe_load(text)
+    if doc.get("schema_version") != 1:
+        raise RuntimeError("plan/data/efficiency.yaml: unsupported schema_version")
+    return doc
+
+
+def _values(block: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v["value"]) for k, v in block.items() if isinstance(v, dict) and "value" in v}
+
+
+@lru_cache(maxsize=64)
+def default_factors(kind: str, engine: str) -> EfficiencyFactors:
+    """The cited starting factors for an accelerator kind and engine."""
+    data = efficiency_data()
+    values = _values(data["kinds"][kind])
+    values.update(_values(data.get("engines", {}).get(engine, {}) or {}))
+    return EfficiencyFactors(**{k: values[k] for k in FACTOR_NAMES})
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Peaks per tensor-parallel unit and the facts the fit and speed models use."""
+
+    instance: InstanceType
+    spec: AcceleratorSpec
+    kind: AcceleratorType
+    units: int  # GPUs, NeuronCores, or 1 (a CPU host; TP on CPUs splits sockets, see numa_nodes)
+    unit_memory_gib: float  # per GPU / per NeuronCore / host RAM
+    unit_bandwidth_gbps: float  # peak, per unit (CPU: min(sockets, cores) for the whole host)
+    unit_bf16_tflops: float
+    unit_fp8_tflops: float | None
+    unit_int8_tops: float | None
+    link_gbps: float  # device-to-device bandwidth for all-reduce
+    nvlink: bool
+    # CPU only
+    physical_cores: int = 0
+    sockets: int = 1
+    socket_bandwidth_gbps: float = 0.0
+    cores_bandwidth_gbps: float = 0.0
+
+    @property
+    def bandwidth_limited_by(self) -> str:
+        return "cores" if self.cores_bandwidth_gbps < self.socket_bandwidth_gbps else "socket"
+
+    def tflops_for(self, weight_format: str) -> float:
+        """Peak matrix rate for a weight format's math: W8A8 FP8 uses FP8 units, INT8 W8A8 the INT8 ones,
+        weight-only formats (int4, AWQ, GPTQ) dequantise to BF16."""
+        if weight_format == "fp8" and self.unit_fp8_tflops:
+            return self.unit_fp8_tflops
+        if weight_format in ("int8", "w8a8") and self.unit_int8_tops:
+            return self.unit_int8_tops
+        return self.unit_bf16_tflops
+
+
+def _smt(instance: InstanceType) -> int:
+    # x86 vCPUs are hyperthreads (2 per core); Graviton vCPUs are whole cores.
+    return 2 if instance.arch == "x86_64" and instance.vcpus > 1 and instance.name != LOCAL_INSTANCE else 1
+
+
+def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
+    kind = instance.accelerator_type
+    data = efficiency_data()
+    if kind == AcceleratorType.cpu:
+        cores = max(1, instance.vcpus // _smt(instance))
+        sockets = max(1, instance.numa_nodes)
+        per_core_bw = spec.per_core_bandwidth_gbps or data["local_cpu_per_core_bandwidth_gbps"][instance.arch]
+        socket_bw = spec.memory_bandwidth_gbps * sockets
+        cores_bw = cores * per_core_bw
+        per_core_flops = spec.per_core_bf16_gflops or (spec.bf16_tflops * 1000 / (spec.cores_per_socket or 1))
+        return Hardware(
+            instance=instance,
+            spec=spec,
+            kind=kind,
+            units=1,
+            unit_memory_gib=instance.memory_gib,
+            unit_bandwidth_gbps=min(socket_bw, cores_bw),
+            unit_bf16_tflops=cores * per_core_flops / 1000,
+            unit_fp8_tflops=None,
+            # VNNI / AMX-INT8 / I8MM roughly double the BF16 rate for W8A8
+            unit_int8_tops=2 * cores * per_core_flops / 1000 if spec.int8_tops else None,
+            link_gbps=float(socket_bw),
+            nvlink=False,
+            physical_cores=cores,
+            sockets=sockets,
+            socket_bandwidth_gbps=socket_bw,
+            cores_bandwidth_gbps=cores_bw,
+        )
+    if kind == AcceleratorType.neuron:
+        cores_per_device = spec.neuron_logical_cores or spec.neuron_cores or 2
+        units = instance.accelerator_count * cores_per_device
+        link = spec.interconnect_gbps or float(data["pcie_bandwidth_gbps"]["value"])
+        return Hardware(
+            instance=instance,
+            spec=spec,
+            kind=kind,
+            units=units,
+            unit_memory_gib=instance.accelerator_memory_gib / cores_per_device,
+            unit_bandwidth_gbps=spec.memory_bandwidth_gbps / cores_per_device,
+            unit_bf16_tflops=spec.bf16_tflops / cores_per_device,
+            unit_fp8_tflops=None,  # served in BF16 on Neuron
+            unit_int8_tops=None,
+            link_gbps=link / cores_per_device,
+            nvlink=True,
+        )
+    nvlink = spec.interconnect_gbps is not None
+    return Hardware(
+        instance=instance,
+        spec=spec,
+        kind=kind,
+        units=instance.accelerator_count,
+        unit_memory_gib=instance.accelerator_memory_gib,
+        unit_bandwidth_gbps=spec.memory_bandwidth_gbps,
+        unit_bf16_tflops=spec.bf16_tflops,
+        unit_fp8_tflops=spec.fp8_tflops,
+        unit_int8_tops=spec.int8_tops,
+        link_gbps=spec.interconnect_gbps or float(data["pcie_bandwidth_gbps"]["value"]),
+        nvlink=nvlink,
+    )
+
+
+# ------------------------------------------------------------------------------------------- local CPU
+_ISA_NAMES = {
+    "amx_bf16": "amx_bf16",
+    "amx_tile": "amx",
+    "amx_int8": "amx_int8",
+    "avx512_bf16": "avx512_bf16",
+    "avx512_vnni": "avx512_vnni",
+    "avx512f": "avx512",
+    "avx512_fp16": "avx512_fp16",
+    "avx2": "avx2",
+    "sve": "sve",
+    "sve2": "sve2",
+    "svebf16": "sve_bf16",
+    "bf16": "bf16",
+    "i8mm": "i8mm",
+    "asimd": "neon",
+    "asimddp": "dotprod",
+}
+
+
+def _isa_from_flags(flags: list[str]) -> list[str]:
+    fset = {f.lower() for f in flags}
+    out: list[str] = []
+    for flag, name in _ISA_NAMES.items():
+        if flag in fset and name not in out:
+            out.append(name)
+    if "amx_bf16" in out and "amx" not in out:
+        out.append("amx")
+    return out
+
+
+def bf16_flops_per_cycle(isa: list[str]) -> tuple[float, str]:
+    """BF16 FLOP per cycle per core of the best matrix path in ``isa``, and its name."""
+    table = efficiency_data()["cpu_isa_bf16_flops_per_cycle"]
+    s = set(isa)
+    if "amx" in s or "amx_bf16" in s:
+        return float(table["amx"]), "AMX"
+    if "avx512_bf16" in s:
+        return float(table["avx512_bf16"]), "AVX512-BF16"
+    if "avx512" in s:
+        return float(table["avx512"]), "AVX-512 (FP32 FMA)"
+    if "sve" in s and ("bf16" in s or "sve_bf16" in s):
+        return float(table["sve_bf16"]), "SVE BF16 (BFMMLA)"
+    if "neon" in s and "bf16" in s:
+        return float(table["neon_bf16"]), "NEON BF16"
+    if "avx2" in s:
+        return float(table["avx2"]), "AVX2 (FP32 FMA)"
+    return float(table["neon"]), "NEON"
+
+
+def _arch(value: str | None) -> Literal["x86_64", "arm64"]:
+    v = (value or "").lower()
+    return "arm64" if v in ("aarch64", "arm64") else "x86_64"
+
+
+def local_cpu_name(environment: dict[str, Any]) -> str:
+    """A stable name for a local CPU (the calibration key of local runs), e.g. 'local:AMD EPYC'."""
+    cpu = environment.get("cpu") or {}
+    model = str(cpu.get("model") or "unknown CPU").strip()
+    model = re.sub(r"\s+", " ", model)
+    return f"local:{model}"
+
+
+def local_machine(environment: dict[str, Any] | None = None) -> tuple[InstanceType, AcceleratorSpec]:
+    """An instance row and CPU spec for a machine described by a captured environment (default: this one).
+
+    Per-core FLOPs come from the ISA the flags show times the clock; per-core bandwidth from the cited
+    defaults (``plan calibrate`` corrects both from measured runs on that machine). The socket's bandwidth is
+    not knowable from inside a VM, so a generous default lets the cores' own limit decide.
+    """
+    if environment is None:
+        from accelbench.telemetry.host import capture_environment
+
+        environment = capture_environment(command="")
+    cpu = environment.get("cpu") or {}
+    mem = environment.get("memory") or {}
+    data = efficiency_data()
+    arch = _arch(cpu.get("arch"))
+    usable = cpu.get("usable_cpus") or cpu.get("logical_cpus") or 1
+    limit = cpu.get("cgroup_cpu_limit")
+    cores = max(1, int(min(usable, math.floor(limit)) if limit else usable))
+    isa = _isa_from_flags(list(cpu.get("flags") or []))
+    if not isa:
+        isa_has = ((cpu.get("isa") or {}).get("has")) or {}
+        isa = [name.lower().replace("-", "_") for name, ok in isa_has.items() if ok]
+    fpc, path = bf16_flops_per_cycle(isa)
+    ghz = (float(cpu["max_mhz"]) / 1000) if cpu.get("max_mhz") else float(data["cpu_default_clock_ghz"])
+    per_core_gflops = fpc * ghz
+    per_core_bw = float(data["local_cpu_per_core_bandwidth_gbps"][arch])
+    name = local_cpu_name(environment)
+    spec = AcceleratorSpec(
+        name=name,
+        kind=AcceleratorType.cpu,
+        vendor=str(cpu.get("vendor") or ""),
+        memory_gib=0,
+        memory_bandwidth_gbps=float(data["local_cpu_socket_bandwidth_gbps"]),
+        bf16_tflops=per_core_gflops * cores / 1000,
+        int8_tops=2 * per_core_gflops * cores / 1000 if ("avx512_vnni" in isa or "i8mm" in isa) else None,
+        cores_per_socket=cores,
+        isa=isa,
+        memory_channels=None,
+        per_core_bandwidth_gbps=per_core_bw,
+        per_core_bf16_gflops=per_core_gflops,
+        sources=[Source(title=f"captured environment; matrix path {path} at {ghz:.2f} GHz")],
+    )
+    instance = InstanceType(
+        name=LOCAL_INSTANCE,
+        family=LOCAL_INSTANCE,
+        vcpus=cores,
+        memory_gib=float(mem.get("total_gib") or 1.0),
+        arch=arch,
+        numa_nodes=int(cpu.get("numa_nodes") or 1),
+        accelerator_type=AcceleratorType.cpu,
+        accelerator_name=name,
+        cpu_generation=str(cpu.get("model") or "local CPU"),
+        cpu_isa=isa,
+    )
+    return instance, spec
