@@ -118,7 +118,15 @@ class RequestRecord(StrictModel):
     max_tokens: int | None = None
     output_tokens: int = 0
     output_tokens_source: Literal["usage", "tokenizer", "chunks", "none"] = "none"
-    planned_send_s: float = Field(default=0.0, description="When the schedule wanted it sent.")
+    planned_send_s: float = Field(
+        default=0.0,
+        description="When it became due: its scheduled time, or when a concurrency slot freed up if that was "
+        "later. start_s minus this is the scheduling lag, the client's own delay.",
+    )
+    queue_s: float = Field(
+        default=0.0,
+        description="Time it waited for a concurrency slot after its scheduled time (vLLM's client queue time).",
+    )
     start_s: float = Field(default=0.0, description="When it was actually sent.")
     ttft_s: float = 0.0
     itl_s: list[float] = Field(
@@ -172,6 +180,9 @@ class TelemetrySummary(StrictModel):
     deltas: dict[str, float] = Field(default_factory=dict, description="Counter increase over the run.")
     peaks: dict[str, float] = Field(default_factory=dict, description="Highest value of each gauge.")
     means: dict[str, float] = Field(default_factory=dict, description="Mean value of each gauge.")
+    derived: dict[str, float] = Field(
+        default_factory=dict, description="Figures computed from the deltas, e.g. prefix_cache_hit_rate."
+    )
 
 
 class PromptTokenCheck(StrictModel):
@@ -222,3 +233,7 @@ class BenchmarkSummary(StrictModel):
     telemetry_samples: list[TelemetrySample] = Field(default_factory=list)
     requests: list[RequestRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="Caveats, e.g. the client could not keep up.")
+    interrupted: bool = Field(
+        default=False,
+        description="The benchmark was cancelled or stopped early; the summary covers the requests sent.",
+    )

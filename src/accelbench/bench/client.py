@@ -1,0 +1,546 @@
+"""The streaming HTTP client: the measurement hot path.
+
+Why not aiohttp here: aiohttp's response stream runs several Python calls for every HTTP chunk it receives, and an
+OpenAI-compatible server sends one chunk per token. Measured against the in-repo zero-delay server, that per-chunk
+work, not the network, bounded the completion rate and inflated TTFT under concurrency. This client keeps the
+HTTP/1.1 parsing in C (``httptools``, the llhttp parser that aiohttp and uvicorn also use) and does, per network
+read, only this: take ``time.perf_counter()``, feed the parser, note how many body bytes have arrived. Splitting
+SSE events, JSON decoding and text assembly happen after the stream has ended (``parse_stream``), so they never
+delay the timestamp of another stream's read.
+
+Timing rules (the same everywhere in accelbench):
+- a request's start is taken right before its bytes are written to the socket;
+- every SSE event is timestamped with the read that completed it; events that arrived in one read share its
+  timestamp (they arrived together);
+- an event "carries generated text" when its first choice has non-empty text (``delta.content``,
+  ``delta.reasoning_content``/``delta.reasoning``, tool-call arguments; ``text`` for completions). A role-only
+  first chunk, empty-text chunks and the usage chunk carry none;
+- TTFT ends at the first text-carrying event, E2EL at the last one, and there is one ITL gap per text-carrying
+  event after the first: a chunk carrying several tokens counts as one gap.
+
+The pool keeps one keep-alive connection per concurrent request (callers bound concurrency), retries a request
+once when a reused idle connection turns out to be closed before any response byte, and fails a request with a
+readable reason for HTTP errors, timeouts, refused connections, connections cut mid-stream, malformed JSON and
+error events inside the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as _ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+import orjson
+
+from accelbench import __version__
+
+_pc = time.perf_counter
+
+#: Most characters of a server's error message kept in a failure reason.
+MAX_REASON = 300
+
+
+class RequestFailed(Exception):
+    """A request ended without a complete response; the message is the failure reason."""
+
+
+class _RetryableClose(RequestFailed):
+    """A reused keep-alive connection was closed before the first response byte (safe to resend once)."""
+
+
+class RawResponse:
+    """What the wire delivered for one request, untouched: filled by the connection, parsed after the stream."""
+
+    __slots__ = ("body_len", "ends", "error", "headers_done", "parts", "start", "status", "times")
+
+    def __init__(self) -> None:
+        self.start = 0.0  # perf_counter right before the request was written
+        self.status = 0
+        self.headers_done = False
+        self.times: list[float] = []  # perf_counter of every network read
+        self.ends: list[int] = []  # body bytes received by the end of each read (cumulative)
+        self.parts: list[bytes] = []  # body pieces (chunked framing removed)
+        self.body_len = 0
+        self.error: str | None = None
+
+    @property
+    def body(self) -> bytes:
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+    @property
+    def end(self) -> float:
+        """perf_counter of the last read (the end of the response), or the start when nothing arrived."""
+        return self.times[-1] if self.times else self.start
+
+    @property
+    def nbytes(self) -> int:
+        return self.body_len
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection, carrying one request at a time."""
+
+    __slots__ = (
+        "closed",
+        "eof_body",
+        "fut",
+        "keep_alive",
+        "parser",
+        "pool",
+        "resp",
+        "transport",
+        "uses",
+    )
+
+    def __init__(self, pool: StreamClient) -> None:
+        self.pool = pool
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.resp: RawResponse | None = None
+        self.fut: asyncio.Future[None] | None = None
+        self.keep_alive = True
+        self.closed = False
+        self.uses = 0
+        self.eof_body = True  # body delimited by the connection's end (no length, not chunked)
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        resp = self.resp
+        if resp is None:  # bytes while idle: the connection is out of step, drop it
+            self.abort()
+            return
+        resp.times.append(_pc())
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(RequestFailed(f"invalid HTTP response: {exc}"))
+            self.abort()
+        finally:
+            resp.ends.append(resp.body_len)
+
+    def eof_received(self) -> bool | None:
+        return False  # close the transport; connection_lost decides what that meant
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool._busy.discard(self)
+        fut = self.fut
+        if fut is None or fut.done():
+            return
+        resp = self.resp
+        assert resp is not None
+        if resp.headers_done and self.eof_body:
+            self._complete()  # a body delimited by the end of the connection
+        elif not resp.times and self.uses > 0:
+            self._fail(_RetryableClose("the server closed an idle keep-alive connection"))
+        elif not resp.headers_done:
+            why = f": {exc}" if exc else ""
+            self._fail(RequestFailed(f"server closed the connection before responding{why}"))
+        else:
+            why = f" ({exc})" if exc else ""
+            self._fail(RequestFailed(f"connection closed mid-stream after {resp.body_len} body bytes{why}"))
+
+    # ------------------------------------------------------------------ httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lname = name.lower()
+        if lname == b"content-length" or (lname == b"transfer-encoding" and b"chunked" in value.lower()):
+            self.eof_body = False
+
+    def on_headers_complete(self) -> None:
+        resp = self.resp
+        assert resp is not None
+        resp.status = self.parser.get_status_code()
+        resp.headers_done = True
+        self.keep_alive = self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        resp = self.resp
+        assert resp is not None
+        resp.parts.append(body)
+        resp.body_len += len(body)
+
+    def on_message_complete(self) -> None:
+        self._complete()
+
+    # ------------------------------------------------------------------ requests
+    def send(self, data: bytes, resp: RawResponse, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        self.resp = resp
+        self.eof_body = True
+        fut: asyncio.Future[None] = loop.create_future()
+        self.fut = fut
+        resp.start = _pc()
+        assert self.transport is not None
+        self.transport.write(data)
+        return fut
+
+    def _complete(self) -> None:
+        fut = self.fut
+        self.fut = None
+        self.uses += 1
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        fut = self.fut
+        self.fut = None
+        self.keep_alive = False
+        if fut is not None and not fut.done():
+            fut.set_exception(exc)
+
+    def timeout(self, seconds: float) -> None:
+        if self.fut is not None and not self.fut.done():
+            self._fail(RequestFailed(f"timeout: no complete response within {seconds:g} s"))
+            self.abort()
+
+    def abort(self) -> None:
+        self.keep_alive = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def finish(self) -> None:
+        """Forget the request; the connection is either idle again or closed."""
+        self.resp = None
+        self.fut = None
+
+
+@dataclass(frozen=True)
+class _Target:
+    scheme: str
+    host: str
+    port: int
+    prefix: str  # path prefix of the base URL, without a trailing slash
+    netloc: str
+
+
+def _target(base_url: str) -> _Target:
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http(s) URL, got {base_url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    prefix = parts.path.rstrip("/")
+    return _Target(parts.scheme, parts.hostname, port, prefix, parts.netloc)
+
+
+class StreamClient:
+    """A pool of HTTP/1.1 keep-alive connections to one server, for streaming POSTs.
+
+    Requests are rendered to bytes before the benchmark starts (``render``) and sent with ``send``. The pool has no
+    limit of its own: callers bound concurrency, and every request in flight has its own connection.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 30.0,
+        verify_tls: bool = True,
+    ) -> None:
+        self.target = _target(base_url)
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        hdrs: dict[str, str] = {
+            "Host": self.target.netloc,
+            "User-Agent": f"accelbench/{__version__}",
+            "Accept": "text/event-stream",
+            "Content-Type": "application/json",
+        }
+        if api_key:
+            hdrs["Authorization"] = f"Bearer {api_key}"
+        for k, v in (headers or {}).items():
+            # A user header replaces ours of the same name (HTTP names are case-insensitive).
+            for existing in [h for h in hdrs if h.lower() == k.lower()]:
+                del hdrs[existing]
+            hdrs[k] = v
+        self._head_fields = "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        self._ssl: _ssl.SSLContext | None = None
+        if self.target.scheme == "https":
+            self._ssl = _ssl.create_default_context()
+            if not verify_tls:
+                self._ssl.check_hostname = False
+                self._ssl.verify_mode = _ssl.CERT_NONE
+        self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self._aborted: str | None = None
+
+    def render(self, path: str, body: bytes) -> bytes:
+        """The complete request (head and body) for POST ``path`` (relative to the base URL)."""
+        full = self.target.prefix + "/" + path.lstrip("/")
+        head = f"POST {full} HTTP/1.1\r\n{self._head_fields}Content-Length: {len(body)}\r\n\r\n"
+        return head.encode("latin-1") + body
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+        t = self.target
+        try:
+            _, proto = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(self),
+                    t.host,
+                    t.port,
+                    ssl=self._ssl,
+                    server_hostname=t.host if self._ssl else None,
+                ),
+                self.connect_timeout_s,
+            )
+        except TimeoutError:
+            raise RequestFailed(f"cannot connect to {t.netloc}: timed out") from None
+        except OSError as exc:
+            raise RequestFailed(f"cannot connect to {t.netloc}: {exc.strerror or exc}") from None
+        return proto
+
+    async def send(self, data: bytes) -> RawResponse:
+        """Send one rendered request and collect its response. Never raises for a failed request:
+        the reason is in ``RawResponse.error`` (``asyncio.CancelledError`` still propagates)."""
+        resp = RawResponse()
+        loop = asyncio.get_running_loop()
+        for attempt in (0, 1):
+            if self._aborted is not None:
+                resp.error = self._aborted
+                resp.start = _pc()
+                return resp
+            conn = None
+            while self._idle:
+                candidate = self._idle.pop()
+                if not candidate.closed:
+                    conn = candidate
+                    break
+            if conn is None:
+                try:
+                    conn = await self._connect(loop)
+                except RequestFailed as exc:
+                    resp.start = resp.start or _pc()
+                    resp.error = str(exc)
+                    return resp
+            self._busy.add(conn)
+            fut = conn.send(data, resp, loop)
+            timer = loop.call_later(self.timeout_s, conn.timeout, self.timeout_s)
+            try:
+                await fut
+            except _RetryableClose:
+                timer.cancel()
+                conn.finish()
+                self._busy.discard(conn)
+                if attempt == 0:
+                    resp = RawResponse()
+                    continue
+                resp.error = "the server closed the connection before responding"
+                return resp
+            except RequestFailed as exc:
+                resp.error = str(exc)
+            except BaseException:
+                conn.abort()
+                raise
+            finally:
+                timer.cancel()
+            self._busy.discard(conn)
+            conn.finish()
+            if resp.error is None and conn.keep_alive and not conn.closed:
+                self._idle.append(conn)
+            else:
+                conn.abort()
+            return resp
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def abort_all(self, reason: str) -> None:
+        """Fail every request in flight with ``reason`` (and every later one): used to cancel a benchmark."""
+        self._aborted = reason
+        for conn in list(self._busy):
+            conn._fail(RequestFailed(reason))
+            conn.abort()
+
+    async def aclose(self) -> None:
+        for conn in self._idle + list(self._busy):
+            conn.abort()
+        self._idle.clear()
+        self._busy.clear()
+        await asyncio.sleep(0)
+
+
+# ------------------------------------------------------------------------------------------ parsing
+@dataclass(slots=True)
+class ParsedStream:
+    """The timing and content of one streamed response. Times in seconds from the request's start."""
+
+    ttft: float | None = None
+    latency: float | None = None
+    itl: list[float] = field(default_factory=list)
+    text: str = ""
+    text_chunks: int = 0
+    events: int = 0
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.error is None and self.ttft is not None
+
+
+def error_message(status: int, body: bytes) -> str:
+    """``HTTP <status>: <the server's message>`` from an error body (OpenAI, vLLM, FastAPI or plain text)."""
+    message = ""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        message = body.decode("utf-8", "replace").strip()
+    else:
+        message = _message_of(data) or body.decode("utf-8", "replace").strip()
+    message = " ".join(message.split())
+    if len(message) > MAX_REASON:
+        message = message[: MAX_REASON - 3] + "..."
+    return f"HTTP {status}: {message}" if message else f"HTTP {status}"
+
+
+def _message_of(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        if isinstance(err, str):
+            return err
+        for key in ("message", "detail"):
+            if key in data:
+                return str(data[key])
+    return ""
+
+
+def _normalize_newlines(body: bytes, ends: list[int]) -> tuple[bytes, list[int]]:
+    """CRLF/CR line endings to LF, keeping each read's end offset in step (rare path)."""
+
+    def norm(b: bytes) -> bytes:
+        return b.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+    return norm(body), [len(norm(body[:e])) for e in ends]
+
+
+def _event_payload(ev: bytes) -> bytes | None:
+    """The data of one SSE event (several ``data:`` lines joined), or None for comments and other fields."""
+    data = [line[5:].removeprefix(b" ") for line in ev.split(b"\n") if line.startswith(b"data:")]
+    if not data:
+        return None
+    return b"\n".join(data)
+
+
+def _text_of(choice: dict[str, Any], chat: bool) -> str | None:
+    if not chat:
+        t = choice.get("text")
+        return t if isinstance(t, str) else None
+    delta = choice.get("delta")
+    if not delta:
+        return None
+    parts = None
+    for key in ("content", "reasoning_content", "reasoning"):
+        v = delta.get(key)
+        if v:
+            parts = v if parts is None else parts + v
+    calls = delta.get("tool_calls")
+    if calls:
+        args = "".join(
+            str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, dict)
+        )
+        parts = (parts or "") + (args or " ")  # a tool call is generated output even with empty arguments
+    return parts
+
+
+def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
+    """Turn the reads of one response into TTFT/ITL/E2EL, text and usage (see the module's timing rules)."""
+    out = ParsedStream()
+    if raw.status and raw.status != 200:
+        out.error = error_message(raw.status, raw.body)
+        return out
+    body = raw.body
+    ends = raw.ends
+    times = raw.times
+    if b"\r" in body:
+        body, ends = _normalize_newlines(body, ends)
+    blen = len(body)
+    payloads: list[bytes] = []
+    ptimes: list[float] = []
+    off = 0
+    ri = 0
+    for ev in body.split(b"\n\n"):
+        off += len(ev) + 2
+        if not ev:
+            continue
+        if ev[:6] == b"data: " and b"\n" not in ev:
+            p = ev[6:]
+        else:
+            maybe = _event_payload(ev)
+            if maybe is None:
+                continue  # comment, keep-alive, id/event/retry fields
+            p = maybe
+        if not p.strip():
+            continue
+        if p == b"[DONE]":
+            break
+        target = off if off <= blen else blen
+        while ri < len(ends) - 1 and ends[ri] < target:
+            ri += 1
+        payloads.append(p)
+        ptimes.append(times[ri])
+    out.events = len(payloads)
+    objs: list[Any]
+    try:
+        objs = orjson.loads(b"[" + b",".join(payloads) + b"]")
+        if len(objs) != len(payloads) or not all(isinstance(o, dict) for o in objs):
+            raise orjson.JSONDecodeError("not one object per event", "", 0)
+    except orjson.JSONDecodeError:
+        objs = []
+        for k, p in enumerate(payloads):
+            try:
+                obj = orjson.loads(p)
+            except orjson.JSONDecodeError:
+                obj = None
+            if not isinstance(obj, dict):
+                snippet = p[:80].decode("utf-8", "replace")
+                out.error = f"malformed JSON in stream event {k + 1}: {snippet!r}"
+                objs = objs[:k]
+                break
+            objs.append(obj)
+    start = raw.start
+    last = 0.0
+    texts: list[str] = []
+    itl = out.itl
+    for obj, t in zip(objs, ptimes, strict=False):
+        choices = obj.get("choices")
+        if choices:
+            c0 = choices[0]
+            txt = _text_of(c0, chat) if isinstance(c0, dict) else None
+            if txt:
+                if out.ttft is None:
+                    out.ttft = t - start
+                else:
+                    itl.append(t - last)
+                last = t
+                texts.append(txt)
+        usage = obj.get("usage")
+        if usage and isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            pt = usage.get("prompt_tokens")
+            if isinstance(ct, int):
+                out.completion_tokens = ct
+            if isinstance(pt, int):
+                out.prompt_tokens = pt
+        if obj.get("error") or obj.get("object") == "error":
+            msg = _message_of(obj) or "error event in the stream"
+            out.error = f"server error in stream: {' '.join(msg.split())[:MAX_REASON]}"
+            break
+    out.text_chunks = len(texts)
+    out.text = "".join(texts)
+    if out.ttft is not None:
+        out.latency = last - start
+    if raw.error is not None:
+        out.error = raw.error  # the transport's reason wins over a half-parsed last event
+    elif out.error is None and out.ttft is None:
+        out.error = f"no generated text in the stream ({out.events} events)"
+    return out

@@ -1,0 +1,173 @@
+"""Summary statistics of a benchmark, defined exactly as ``vllm bench serve`` defines them.
+
+- Only successful requests enter the latency statistics and token totals; failed ones are counted with their
+  reason.
+- TTFT, E2EL and ITL come from the client (see ``bench.client`` for what ends each); TPOT of a request is
+  ``(E2EL - TTFT) / (output_tokens - 1)`` and exists only when it produced more than one token.
+- ITL statistics pool the gaps of all requests.
+- Statistics are in milliseconds: mean, median, standard deviation (numpy's population ``std``), min, max and the
+  50/90/95/99th percentiles with numpy's default linear interpolation. An empty metric is all zeros with
+  ``count == 0``.
+- Input tokens of a request are the server's ``usage.prompt_tokens`` when it sent one, else the client's count.
+- Throughputs divide by the benchmark's wall time, first send to last completion.
+- Goodput counts the requests that meet every SLO given; for that test a request with one output token has a
+  TPOT of 0 (as in vLLM).
+- Peak output tokens per second and peak concurrent requests use vLLM's one-second buckets.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+def stats_ms(values_s: Sequence[float]) -> MetricStats:
+    """Statistics of values given in seconds, reported in milliseconds."""
+    if len(values_s) == 0:
+        return MetricStats()
+    a = np.asarray(values_s, dtype=np.float64) * 1000.0
+    p50, p90, p95, p99 = (float(x) for x in np.percentile(a, PERCENTILES))
+    return MetricStats(
+        count=int(a.size),
+        mean=float(np.mean(a)),
+        median=float(np.median(a)),
+        std=float(np.std(a)),
+        min=float(np.min(a)),
+        max=float(np.max(a)),
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+    )
+
+
+@dataclass
+class Metrics:
+    """Everything ``compute_metrics`` derives; the runner copies it into a BenchmarkSummary."""
+
+    completed: int = 0
+    failed: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    request_throughput: float = 0.0
+    request_goodput: float | None = None
+    output_throughput: float = 0.0
+    total_token_throughput: float = 0.0
+    max_output_tokens_per_s: float = 0.0
+    max_concurrent_requests: int = 0
+    ttft_ms: MetricStats = field(default_factory=MetricStats)
+    tpot_ms: MetricStats = field(default_factory=MetricStats)
+    itl_ms: MetricStats = field(default_factory=MetricStats)
+    e2el_ms: MetricStats = field(default_factory=MetricStats)
+    scheduling_lag_ms: MetricStats = field(default_factory=MetricStats)
+    output_tokens_source: str = "none"
+    prompt_token_check: PromptTokenCheck = field(default_factory=PromptTokenCheck)
+
+
+def input_tokens(r: RequestRecord) -> int:
+    return r.server_prompt_tokens if r.server_prompt_tokens is not None else r.prompt_len
+
+
+def error_kind(error: str) -> str:
+    """The reason a failure is counted under in ``errors``: the message without request-specific numbers
+    after its first 200 characters."""
+    error = " ".join(error.split())
+    return error if len(error) <= 200 else error[:197] + "..."
+
+
+def peak_rates(records: Sequence[RequestRecord]) -> tuple[float, int]:
+    """vLLM's peak output tokens per second and peak concurrent requests (one-second buckets from the first
+    successful send; one 'token' per text-carrying chunk, as vLLM counts it)."""
+    ok = [r for r in records if r.success]
+    if not ok:
+        return 0.0, 0
+    t_min = min(r.start_s for r in ok)
+    t_max = max(r.start_s + r.latency_s for r in ok)
+    buckets = int(np.ceil(t_max - t_min)) + 1
+    tokens = np.zeros(buckets)
+    concurrent = np.zeros(buckets)
+    for r in ok:
+        t = r.start_s + r.ttft_s
+        times = [t]
+        for gap in r.itl_s:
+            t += gap
+            times.append(t)
+        for tt in times:
+            b = int(tt - t_min)
+            if 0 <= b < buckets:
+                tokens[b] += 1
+        first = int(r.start_s - t_min)
+        last = int(r.start_s + r.latency_s - t_min)
+        concurrent[first : last + 1] += 1
+    return float(tokens.max()), int(concurrent.max())
+
+
+def prompt_check(records: Sequence[RequestRecord]) -> PromptTokenCheck:
+    """The client's expected prompt tokens against the server's usage.prompt_tokens (successful requests with
+    both numbers)."""
+    devs = [
+        r.server_prompt_tokens - r.prompt_len
+        for r in records
+        if r.success and r.server_prompt_tokens is not None and r.prompt_len > 0
+    ]
+    if not devs:
+        return PromptTokenCheck()
+    return PromptTokenCheck(
+        checked=len(devs),
+        mismatched=sum(1 for d in devs if d != 0),
+        max_abs_deviation=max(abs(d) for d in devs),
+        mean_deviation=float(np.mean(devs)),
+    )
+
+
+def compute_metrics(
+    records: Sequence[RequestRecord], duration_s: float, goodput: GoodputSLO | None = None
+) -> Metrics:
+    """All summary figures of one benchmark from its request records."""
+    m = Metrics()
+    ok = [r for r in records if r.success]
+    failed = [r for r in records if not r.success]
+    m.completed = len(ok)
+    m.failed = len(failed)
+    m.errors = dict(Counter(error_kind(r.error or "unknown error") for r in failed).most_common())
+    ttfts = [r.ttft_s for r in ok]
+    e2els = [r.latency_s for r in ok]
+    tpots = [tp for r in ok if (tp := r.tpot_s) is not None]
+    itls = [gap for r in ok for gap in r.itl_s]
+    m.total_input_tokens = sum(input_tokens(r) for r in ok)
+    m.total_output_tokens = sum(r.output_tokens for r in ok)
+    dur = duration_s if duration_s > 0 else float("nan")
+    if duration_s > 0:
+        m.request_throughput = m.completed / dur
+        m.output_throughput = m.total_output_tokens / dur
+        m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) / dur
+    if goodput is not None and not goodput.is_empty():
+        good = 0
+        for r in ok:
+            tpot = r.tpot_s or 0.0
+            if goodput.ttft_ms is not None and r.ttft_s * 1000 > goodput.ttft_ms:
+                continue
+            if goodput.tpot_ms is not None and tpot * 1000 > goodput.tpot_ms:
+                continue
+            if goodput.e2el_ms is not None and r.latency_s * 1000 > goodput.e2el_ms:
+                continue
+            good += 1
+        m.request_goodput = good / dur if duration_s > 0 else 0.0
+    m.max_output_tokens_per_s, m.max_concurrent_requests = peak_rates(records)
+    m.ttft_ms = stats_ms(ttfts)
+    m.tpot_ms = stats_ms(tpots)
+    m.itl_ms = stats_ms(itls)
+    m.e2el_ms = stats_ms(e2els)
+    m.scheduling_lag_ms = stats_ms([max(0.0, r.scheduling_lag_s) for r in records])
+    sources = {r.output_tokens_source for r in ok}
+    m.output_tokens_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
+    m.prompt_token_check = prompt_check(records)
+    return m

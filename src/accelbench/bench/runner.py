@@ -1,0 +1,559 @@
+"""One benchmark against an OpenAI-compatible streaming server: prompts -> schedule -> requests -> summary.
+
+``arun_benchmark`` (and its blocking twin ``run_benchmark``) does, in order:
+
+1. loads a tokenizer unless one is given (a sweep loads it once and passes it to every call);
+2. builds the prompts (``datasets``) and renders every request to bytes, and computes every send time from the
+   seed (``schedule``), all before the first request, so nothing but sending and timestamping happens later;
+3. sends the warmup requests (distinct prompts, results discarded);
+4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample;
+5. sends the measured requests. With an infinite rate, ``max_concurrency`` workers take the next prompt as soon
+   as they are free; with a finite rate a dispatcher releases each request at its planned time and a semaphore
+   bounds concurrency. Raw responses are kept and parsed after the run (a memory budget switches to parsing
+   as responses end, for very long runs);
+6. builds one ``RequestRecord`` per request sent and the summary (``metrics``), with notes: scheduling lag when
+   the client could not keep up, prompt-token deviations, where output token counts came from, interruptions.
+
+Cancellation (``cancel``, a ``threading.Event``, e.g. set from a Ctrl-C handler or an API call) stops sending,
+fails the requests in flight with the reason ``cancelled`` and returns the summary of what was sent, marked
+``interrupted``. A server that goes away makes requests fail with the connection error; the call still returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+
+from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, parse_stream
+from accelbench.bench.datasets import Dataset, Prompt, build_dataset
+from accelbench.bench.metrics import compute_metrics
+from accelbench.bench.schedule import send_times
+from accelbench.bench.tokenizer import Tokenizer, load_tokenizer
+from accelbench.domain.bench import (
+    BenchConfig,
+    BenchmarkSummary,
+    DatasetKind,
+    Endpoint,
+    EndpointKind,
+    RequestRecord,
+    TelemetrySummary,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.telemetry.prometheus import PrometheusScraper
+
+ProgressFn = Callable[[int, int], None]
+T = TypeVar("T")
+
+#: Raw response bytes kept for parsing after the run; beyond this, responses are parsed as they end.
+RAW_BUDGET_BYTES = 256 * 1024 * 1024
+#: A run whose scheduling lag exceeds these (ms) gets a note that the client was the bottleneck.
+LAG_NOTE_P50_MS = 2.0
+LAG_NOTE_P99_MS = 10.0
+CANCELLED = "cancelled"
+_pc = time.perf_counter
+
+PATHS = {EndpointKind.chat: "/v1/chat/completions", EndpointKind.completions: "/v1/completions"}
+
+
+def server_root(base_url: str) -> str:
+    """The server root: trailing slashes and a trailing ``/v1`` removed (routes are added to it)."""
+    root = base_url.strip().rstrip("/")
+    return root[:-3] if root.endswith("/v1") else root
+
+
+def request_body(config: BenchConfig, model: str, text: str) -> bytes:
+    """The JSON body of one streaming request (``max_tokens`` for both endpoints: every server knows it)."""
+    body: dict[str, Any] = {"model": model}
+    if EndpointKind(config.endpoint) == EndpointKind.chat:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    body["max_tokens"] = config.output_len
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if config.ignore_eos:
+        body["ignore_eos"] = True
+    if config.temperature is not None:
+        body["temperature"] = config.temperature
+    return orjson.dumps(body)
+
+
+class _Collector:
+    """Holds each request's outcome; parses right away only once the raw-bytes budget is used up."""
+
+    def __init__(self, n: int, chat: bool, budget: int) -> None:
+        self.chat = chat
+        self.budget = budget
+        self.held = 0
+        self.raw: list[RawResponse | None] = [None] * n
+        self.parsed: list[ParsedStream | None] = [None] * n
+        self.times: list[tuple[float, float]] = [(0.0, 0.0)] * n  # (start, end) perf_counter
+        self.sent = [False] * n
+        self.eligible = [0.0] * n
+        self.scheduled = [0.0] * n
+        self.done = 0
+
+    def add(self, i: int, raw: RawResponse) -> None:
+        self.times[i] = (raw.start, raw.end)
+        if self.held < self.budget:
+            self.raw[i] = raw
+            self.held += raw.body_len
+        else:
+            self.parsed[i] = parse_stream(raw, chat=self.chat)
+        self.done += 1
+
+    def result(self, i: int) -> ParsedStream:
+        p = self.parsed[i]
+        if p is None:
+            raw = self.raw[i]
+            assert raw is not None
+            p = parse_stream(raw, chat=self.chat)
+            self.raw[i] = None
+        return p
+
+
+class _Stop:
+    def __init__(self, deadline: float | None) -> None:
+        self.flag = False
+        self.deadline = deadline
+        self.cancelled = False
+        self.duration_hit = False
+
+    def should_stop(self, now: float) -> bool:
+        if self.flag:
+            return True
+        if self.deadline is not None and now >= self.deadline:
+            self.duration_hit = True
+            return True
+        return False
+
+
+async def _send_all(
+    client: StreamClient,
+    requests: Sequence[bytes],
+    offsets: Sequence[float],
+    max_concurrency: int | None,
+    col: _Collector,
+    stop: _Stop,
+    t0: float,
+) -> None:
+    """Send ``requests`` by the plan and collect the outcomes into ``col``."""
+    n = len(requests)
+    if n == 0:
+        return
+    if all(o == 0.0 for o in offsets):
+        # Everything is due at once: a fixed set of workers, each takes the next request when free.
+        workers = min(max_concurrency or n, n)
+        next_i = 0
+
+        async def worker() -> None:
+            nonlocal next_i
+            send = client.send
+            while True:
+                i = next_i
+                if i >= n:
+                    return
+                now = _pc()
+                if stop.should_stop(now):
+                    return
+                next_i = i + 1
+                col.eligible[i] = now
+                col.scheduled[i] = t0
+                col.sent[i] = True
+                col.add(i, await send(requests[i]))
+
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return
+
+    sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(i: int) -> None:
+        try:
+            col.add(i, await client.send(requests[i]))
+        finally:
+            if sem is not None:
+                sem.release()
+
+    loop = asyncio.get_running_loop()
+    try:
+        for i in range(n):
+            due = t0 + offsets[i]
+            delay = due - _pc()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if stop.should_stop(_pc()):
+                break
+            eligible = due
+            if sem is not None:
+                if sem.locked():
+                    await sem.acquire()
+                    eligible = max(due, _pc())
+                else:
+                    await sem.acquire()
+            if stop.should_stop(_pc()):
+                if sem is not None:
+                    sem.release()
+                break
+            col.eligible[i] = eligible
+            col.scheduled[i] = due
+            col.sent[i] = True
+            task = loop.create_task(one(i))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    finally:
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _warmup(client: StreamClient, requests: Sequence[bytes], concurrency: int) -> list[RawResponse]:
+    it = iter(requests)
+    out: list[RawResponse] = []
+
+    async def worker() -> None:
+        for data in it:
+            out.append(await client.send(data))
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(requests))))))
+    return out
+
+
+async def _to_thread(fn: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+async def arun_benchmark(
+    endpoint: Endpoint,
+    config: BenchConfig,
+    *,
+    tokenizer: Tokenizer | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    scrape: bool | None = None,
+) -> BenchmarkSummary:
+    """Run one benchmark and return its summary (see the module docstring). Errors a user can fix before
+    anything is sent (no tokenizer, a bad dataset file, an input length the template cannot fit) raise
+    ``AccelbenchError``; failures of requests never raise."""
+    date = datetime.now(UTC)
+    root = server_root(endpoint.base_url)
+    endpoint = endpoint.model_copy(update={"base_url": root})
+    kind = EndpointKind(config.endpoint)
+    notes: list[str] = []
+
+    if tokenizer is None:
+        try:
+            tokenizer = await _to_thread(load_tokenizer, endpoint)
+        except AccelbenchError as exc:
+            if DatasetKind(config.dataset) == DatasetKind.random:
+                raise
+            notes.append(f"No tokenizer ({exc.message}); output tokens come from the server's usage.")
+    dataset: Dataset = await _to_thread(build_dataset, config, tokenizer)
+    notes.extend(dataset.notes)
+    prompts: list[Prompt] = dataset.prompts
+
+    client = StreamClient(
+        root, headers=endpoint.headers, api_key=endpoint.api_key, timeout_s=config.timeout_s
+    )
+    path = PATHS[kind]
+    requests = [client.render(path, request_body(config, endpoint.served_model, p.text)) for p in prompts]
+    warm = [client.render(path, request_body(config, endpoint.served_model, p.text)) for p in dataset.warmups]
+    offsets = send_times(len(requests), config.request_rate, config.burstiness, config.seed)
+    col = _Collector(len(requests), kind == EndpointKind.chat, RAW_BUDGET_BYTES)
+    do_scrape = config.scrape_metrics if scrape is None else scrape
+    scraper = (
+        PrometheusScraper(
+            root,
+            interval_s=config.scrape_interval_s,
+            headers={
+                **endpoint.headers,
+                **({"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}),
+            },
+        )
+        if do_scrape
+        else None
+    )
+    stop = _Stop(None)
+    loop = asyncio.get_running_loop()
+    background: list[asyncio.Task[None]] = []
+
+    async def watch_cancel() -> None:
+        assert cancel is not None
+        while not cancel.is_set():
+            await asyncio.sleep(0.05)
+        stop.flag = stop.cancelled = True
+        client.abort_all(CANCELLED)
+        for t in main_tasks:
+            t.cancel()
+
+    async def tick() -> None:
+        assert progress is not None
+        while True:
+            progress(col.done, len(requests))
+            await asyncio.sleep(0.2)
+
+    main_tasks: list[asyncio.Task[Any]] = []
+    if cancel is not None and cancel.is_set():
+        stop.flag = stop.cancelled = True
+    gc_threshold = gc.get_threshold()
+    gc.collect()
+    gc.freeze()  # long-lived objects out of the collector's way; fewer, shorter pauses while timing
+    gc.set_threshold(max(gc_threshold[0], 50_000), gc_threshold[1], gc_threshold[2])
+    t0 = _pc()
+    wall0 = time.time()
+    try:
+        if cancel is not None:
+            background.append(loop.create_task(watch_cancel()))
+        if warm and not stop.flag:
+            warm_task = loop.create_task(_warmup(client, warm, config.max_concurrency or len(warm)))
+            main_tasks.append(warm_task)
+            with contextlib.suppress(asyncio.CancelledError):
+                outs = await warm_task
+                bad = [r for r in outs if r.error or (r.status and r.status != 200)]
+                if bad and len(bad) == len(outs):
+                    reason = bad[0].error or parse_stream(bad[0], chat=kind == EndpointKind.chat).error
+                    notes.append(f"Every warmup request failed (first: {reason}).")
+            main_tasks.clear()
+        if scraper is not None:
+            await scraper.start(_pc())
+        if progress is not None:
+            background.append(loop.create_task(tick()))
+        t0 = _pc()
+        wall0 = time.time()
+        if config.duration_s is not None:
+            stop.deadline = t0 + config.duration_s
+        if not stop.flag:
+            send_task = loop.create_task(
+                _send_all(client, requests, offsets, config.max_concurrency, col, stop, t0)
+            )
+            main_tasks.append(send_task)
+            with contextlib.suppress(asyncio.CancelledError):
+                await send_task
+    finally:
+        for t in background:
+            t.cancel()
+        for t in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        if scraper is not None:
+            with contextlib.suppress(Exception):
+                await scraper.stop()
+        await client.aclose()
+        gc.unfreeze()
+        gc.set_threshold(*gc_threshold)
+    if progress is not None:
+        progress(col.done, len(requests))
+    return await _to_thread(
+        _summarize, endpoint, config, tokenizer, prompts, col, offsets, t0, wall0, stop, scraper, notes, date
+    )
+
+
+def _summarize(
+    endpoint: Endpoint,
+    config: BenchConfig,
+    tokenizer: Tokenizer | None,
+    prompts: list[Prompt],
+    col: _Collector,
+    offsets: Sequence[float],
+    t0: float,
+    wall0: float,
+    stop: _Stop,
+    scraper: PrometheusScraper | None,
+    notes: list[str],
+    date: datetime,
+) -> BenchmarkSummary:
+    sent = [i for i in range(len(prompts)) if col.sent[i]]
+    parsed: dict[int, ParsedStream] = {}
+    for i in sent:
+        if col.raw[i] is None and col.parsed[i] is None:
+            # sent but never finished: only possible when the run was cancelled mid-request
+            parsed[i] = ParsedStream(error=CANCELLED)
+            col.times[i] = (col.eligible[i], col.eligible[i])
+        else:
+            parsed[i] = col.result(i)
+    # Output tokens: the server's usage, else the tokenizer on the text, else the number of text chunks.
+    need_count = [i for i in sent if parsed[i].success and parsed[i].completion_tokens is None]
+    counted: dict[int, int] = {}
+    if need_count and tokenizer is not None:
+        counts = tokenizer.count_output([parsed[i].text for i in need_count])
+        counted = dict(zip(need_count, counts, strict=True))
+    records: list[RequestRecord] = []
+    for i in sent:
+        p = parsed[i]
+        start = col.times[i][0]
+        if p.success and p.completion_tokens is not None:
+            out_tokens, source = p.completion_tokens, "usage"
+        elif p.success and i in counted:
+            out_tokens, source = counted[i], "tokenizer"
+        elif p.success:
+            out_tokens, source = p.text_chunks, "chunks"
+        else:
+            out_tokens, source = 0, "none"
+        records.append(
+            RequestRecord(
+                index=i,
+                prompt_len=prompts[i].prompt_len or 0,
+                server_prompt_tokens=p.prompt_tokens,
+                max_tokens=config.output_len,
+                output_tokens=out_tokens,
+                output_tokens_source=source,
+                planned_send_s=col.eligible[i] - t0,
+                queue_s=max(0.0, col.eligible[i] - col.scheduled[i]),
+                start_s=start - t0,
+                ttft_s=p.ttft or 0.0,
+                itl_s=p.itl,
+                latency_s=p.latency or 0.0,
+                success=p.success,
+                error=p.error or "",
+                generated_text=p.text,
+            )
+        )
+    ends = [col.times[i][1] for i in sent]
+    starts = [col.times[i][0] for i in sent]
+    first = min(starts) if starts else t0
+    last = max(ends) if ends else t0
+    duration = max(0.0, last - first)
+    m = compute_metrics(records, duration, config.goodput)
+
+    notes = list(notes)
+    lag = m.scheduling_lag_ms
+    if lag.count and (lag.p50 > LAG_NOTE_P50_MS or lag.p99 > LAG_NOTE_P99_MS):
+        notes.append(
+            f"The client sent requests late (scheduling lag p50 {lag.p50:.1f} ms, p99 {lag.p99:.1f} ms): "
+            "the client, not the server, limited how fast requests went out; latencies are still measured "
+            "from the actual send."
+        )
+    check = m.prompt_token_check
+    if check.mismatched:
+        notes.append(
+            f"{check.mismatched} of {check.checked} requests: the server counted a different number of prompt "
+            f"tokens than the client expected (largest difference {check.max_abs_deviation}, mean "
+            f"{check.mean_deviation:+.2f}); throughput uses the server's counts."
+        )
+    if m.output_tokens_source in ("tokenizer", "mixed"):
+        notes.append(
+            "The server sent no usage for some requests; their output tokens were counted with the tokenizer."
+        )
+    elif m.output_tokens_source == "chunks":
+        notes.append(
+            "The server sent no usage and no tokenizer was available: output tokens are the number of text "
+            "chunks (TPOT and token throughput may be off)."
+        )
+    n_sent = len(sent)
+    interrupted = stop.cancelled or n_sent < len(prompts)
+    if stop.cancelled:
+        notes.append(
+            f"Cancelled: {n_sent} of {config.num_prompts} requests were sent; unfinished ones are failed."
+        )
+    elif stop.duration_hit:
+        notes.append(
+            f"--duration {config.duration_s:g} s reached: {n_sent} of {config.num_prompts} requests were sent."
+        )
+        interrupted = False  # stopping at the duration is what was asked for
+    elif n_sent < len(prompts):
+        notes.append(f"Only {n_sent} of {config.num_prompts} requests were sent.")
+    if m.failed:
+        top = next(iter(m.errors.items()))
+        notes.append(f"{m.failed} requests failed; most common reason ({top[1]}x): {top[0]}")
+    if scraper is not None:
+        telemetry = scraper.summary()
+        samples = [s.model_copy(update={"t_s": s.wall - wall0}) for s in scraper.samples]
+    else:
+        telemetry = TelemetrySummary(available=False, error="scraping was turned off")
+        samples = []
+    return BenchmarkSummary(
+        label=config.label,
+        date=date.isoformat(timespec="seconds"),
+        base_url=endpoint.base_url,
+        model_id=endpoint.served_model,
+        tokenizer_id=tokenizer.name if tokenizer is not None else "",
+        config=config,
+        started_at=wall0 + (first - t0),
+        finished_at=wall0 + (last - t0),
+        duration_s=duration,
+        num_prompts=config.num_prompts,
+        completed=m.completed,
+        failed=m.failed,
+        errors=m.errors,
+        total_input_tokens=m.total_input_tokens,
+        total_output_tokens=m.total_output_tokens,
+        request_throughput=m.request_throughput,
+        request_goodput=m.request_goodput,
+        output_throughput=m.output_throughput,
+        total_token_throughput=m.total_token_throughput,
+        max_output_tokens_per_s=m.max_output_tokens_per_s,
+        max_concurrent_requests=m.max_concurrent_requests,
+        ttft_ms=m.ttft_ms,
+        tpot_ms=m.tpot_ms,
+        itl_ms=m.itl_ms,
+        e2el_ms=m.e2el_ms,
+        scheduling_lag_ms=m.scheduling_lag_ms,
+        output_tokens_source=m.output_tokens_source,
+        prompt_token_check=m.prompt_token_check,
+        telemetry=telemetry,
+        telemetry_samples=samples,
+        requests=records,
+        notes=notes,
+        interrupted=interrupted,
+    )
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        return asyncio.new_event_loop()
+
+
+def run_blocking(coro_fn: Callable[[], Any]) -> Any:
+    """Run a coroutine on a fresh (uv)loop; from a thread that already runs a loop, on a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
+            return runner.run(coro_fn())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            with asyncio.Runner(loop_factory=_new_loop) as runner:
+                box["value"] = runner.run(coro_fn())
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="accelbench-bench")
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_benchmark(
+    endpoint: Endpoint,
+    config: BenchConfig,
+    *,
+    tokenizer: Tokenizer | None = None,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    scrape: bool | None = None,
+) -> BenchmarkSummary:
+    """Blocking ``arun_benchmark`` on its own event loop (uvloop when available)."""
+    result: BenchmarkSummary = run_blocking(
+        lambda: arun_benchmark(
+            endpoint, config, tokenizer=tokenizer, progress=progress, cancel=cancel, scrape=scrape
+        )
+    )
+    return result
+
+
+__all__ = ["arun_benchmark", "request_body", "run_benchmark", "server_root"]
