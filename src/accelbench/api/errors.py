@@ -67,13 +67,23 @@ def error_response(
 
 
 def _loc(loc: Sequence[Any]) -> str:
-    parts = [str(p) for p in loc]
+    """``("query", "status", 0)`` -> "query parameter 'status' (value 1)"; body paths are dotted."""
+    parts = [p for p in loc]
     where = {"query": "query parameter", "path": "path parameter", "header": "header", "body": "body"}
     if parts and parts[0] in where:
-        kind = where[parts[0]]
-        rest = ".".join(parts[1:])
-        return f"{kind} {rest!r}" if rest else kind
-    return ".".join(parts) or "input"
+        kind = where[str(parts[0])]
+        rest = parts[1:]
+        if kind != "body" and rest and isinstance(rest[-1], int):
+            return f"{kind} {'.'.join(str(p) for p in rest[:-1])!r} (value {rest[-1] + 1})"
+        name = ".".join(str(p) for p in rest)
+        return f"{kind} {name!r}" if name else kind
+    return ".".join(str(p) for p in parts) or "input"
+
+
+def is_secret_loc(loc: Sequence[Any]) -> bool:
+    from accelbench.api.redact import is_secret_key
+
+    return any(isinstance(p, str) and is_secret_key(p) for p in loc)
 
 
 def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -91,8 +101,10 @@ def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[st
             text = f"{where}: required; add it"
         else:
             text = f"{where}: {msg}"
-            if "input" in err and kind not in ("json_invalid",):
-                shown = repr(err["input"])
+            value = err.get("input")
+            # Echo only short scalars, never a whole object (it may hold a secret) nor a secret-named field.
+            if isinstance(value, str | int | float | bool) and kind != "json_invalid" and not is_secret_loc(loc):
+                shown = repr(value)
                 if len(shown) <= 80:
                     text += f" (got {shown})"
         lines.append(text)

@@ -14,6 +14,10 @@ _SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|credentials
 MASK = "***"
 
 
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key))
+
+
 def redact(obj: Any) -> Any:
     if isinstance(obj, dict):
         out: dict[str, Any] = {}

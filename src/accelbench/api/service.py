@@ -78,6 +78,34 @@ def model_facts(model: str) -> tuple[float | None, bool, str | None]:
     return float(spec.parameters.total), spec.is_moe, quant
 
 
+def local_model_path(spec: RunSpec) -> str:
+    """What the local engine will load for the spec's model: the prepared model's file or directory for the
+    chosen runtime (the GGUF for llama.cpp), as the local target resolves it; the name itself when the model is
+    not prepared yet (the run then prepares or fails with its own message)."""
+    from accelbench.deploy.model_store import resolve_model
+
+    try:
+        return resolve_model(spec.model).path_for(spec.engine.name)
+    except NotFoundError:
+        return spec.model
+
+
+def recommendation_for(model: str, instance: InstanceType) -> Any | None:
+    """The planner's recommendation, which fills what the spec leaves unset (e.g. the CPU KV budget) exactly
+    as the deployment will; None when the model is unknown here (then the spec must say everything)."""
+    try:
+        from accelbench.plan import recommend
+    except ImportError:  # the planner is not in this tree yet
+        return None
+    from accelbench.modelspec import load_model_spec
+
+    try:
+        spec = load_model_spec(model, allow_network=False)
+    except NotFoundError:
+        return None
+    return recommend(spec, instance)
+
+
 def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     """The runtime layer's guards (GuardError -> 400), the same the CLI applies before ``accelbench run``.
 
@@ -93,13 +121,15 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
             served_model_name=spec.model,
             instance=instance,
             settings=spec.engine.settings,
+            recommendation=recommendation_for(spec.model, instance),
             parameters=parameters,
             moe=moe,
             pre_quantized=pre_quantized,
         )
     else:
+        path = local_model_path(spec)
         params = ServeParams(
-            model=spec.model,
+            model=path,
             served_model_name=spec.model,
             accelerator_type=AcceleratorType.cpu,
             numa_nodes=this_machine_numa_nodes(),
@@ -194,21 +224,49 @@ def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ models
 def presets() -> list[dict[str, Any]]:
-    from accelbench import modelspec
+    """Shipped model presets with the figures a picker needs."""
+    from accelbench.modelspec import preset_names
+    from accelbench.modelspec.presets import load_preset, preset_document
 
-    return [jsonable(p) for p in modelspec.list_presets()]
+    out = []
+    for name in preset_names():
+        spec = load_preset(name)
+        out.append(
+            {
+                "name": name,
+                "hf_id": preset_document(name).get("hf_id"),
+                "architecture": spec.architecture,
+                "parameters": spec.parameters.total,
+                "active_parameters": spec.parameters.active,
+                "moe": spec.is_moe,
+                "max_context": spec.max_position_embeddings,
+                "quantization": spec.quantization.scheme if spec.quantization else None,
+            }
+        )
+    return out
 
 
 def prepared_models() -> list[dict[str, Any]]:
-    from accelbench.deploy import models
+    """Models prepared on this machine (``accelbench model prepare``): what local runs can serve now."""
+    from accelbench.deploy.model_store import list_models
 
-    return [jsonable(m) for m in models.list_prepared()]
+    return [
+        m.model_dump(
+            mode="json", include={"name", "source", "revision", "architecture", "parameters", "dtype"}
+        )
+        | {"gguf": bool(m.gguf_path), "hf": bool(m.hf_dir or m.hub_id)}
+        for m in list_models()
+    ]
 
 
 def model_spec(name: str) -> dict[str, Any]:
     from accelbench.modelspec import load_model_spec
 
-    return dict(jsonable(load_model_spec(name)))
+    spec = load_model_spec(name, allow_network=False)
+    data: dict[str, Any] = spec.model_dump(mode="json")
+    data["kv_bytes_per_token_bf16"] = spec.kv_bytes_per_token(2.0)
+    data["attention_kind"] = spec.attention_kind.value
+    return data
 
 
 # -------------------------------------------------------------------------------------------- plan
@@ -234,12 +292,13 @@ def memory_breakdown(model: str, instance_type: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------- compare
 def compare_json(store: Store, run_ids: Sequence[str], tier: Any) -> dict[str, Any]:
-    from accelbench.report import compare
+    from accelbench.report.compare import compare_runs, comparison_json
 
-    return dict(jsonable(compare.compare_runs(store, list(run_ids), tier=tier)))
+    return comparison_json(compare_runs(store, list(run_ids), tier=tier))
 
 
 def compare_csv(store: Store, run_ids: Sequence[str], tier: Any) -> str:
-    from accelbench.report import compare
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.compare_csv import write_compare_csv
 
-    return str(compare.compare_csv(store, list(run_ids), tier=tier))
+    return write_compare_csv(compare_runs(store, list(run_ids), tier=tier))

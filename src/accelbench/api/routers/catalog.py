@@ -59,15 +59,20 @@ def list_instance_types(
     arch: str | None = Query(None, max_length=16, description="x86_64 or arm64."),
     _: Principal = Depends(require_read),
 ) -> InstanceList:
+    from accelbench.api.service import as_input_error
     from accelbench.catalog import get_catalog
+    from accelbench.errors import NotFoundError
 
-    rows = get_catalog().filter(
-        accelerator_type=accelerator_type,
-        family=[f for f in family if f] or None if family else None,
-        min_memory_gib=min_memory_gib,
-        max_price=max_price,
-        arch=arch or None,
-    )
+    try:
+        rows = get_catalog().filter(
+            accelerator_type=accelerator_type,
+            family=([f for f in family if f] or None) if family else None,
+            min_memory_gib=min_memory_gib,
+            max_price=max_price,
+            arch=arch or None,
+        )
+    except NotFoundError as exc:  # an unknown family or architecture in a filter is bad input
+        raise as_input_error(exc, "filter") from None
     return InstanceList(items=[_row(i) for i in rows], total=len(rows))
 
 
