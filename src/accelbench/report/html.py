@@ -362,7 +362,7 @@ def render_html(data: ReportData) -> str:
         prediction_notes=data.prediction_notes,
         notes=cmp.notes,
         plotly_js=Markup(plotly_js()),
-        data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("</", "<\\/")),
+        data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("<", "\\u003c")),
     )
 
 

@@ -26,7 +26,8 @@ _STYLES = ("-", "--", ":", "-.")
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    # markdown_table escapes "|" itself; a newline would end the row
+    return text.replace("\n", " ")
 
 
 def cdf_png(data: ReportData, path: Path) -> Path | None:
