@@ -60,10 +60,10 @@ def merge_settings(
     settings = settings or EngineSettings()
     if recommendation is None:
         return settings
-    explicit = settings.model_fields_set
     updates: dict[str, Any] = {}
     for field, names in _FROM_RECOMMENDATION.items():
-        if field in explicit or getattr(settings, field) is not None:
+        # a value the user gave wins; an explicit None (e.g. from a dumped spec) means "not given"
+        if getattr(settings, field) is not None:
             continue
         value = _rec_value(recommendation, names)
         if value is None:

@@ -1,0 +1,340 @@
+"""The load generator as it runs inside the cluster (``accelbench loadgen``), and how its results travel.
+
+One pod per shard. For every (cell, repeat) of the sweep, in the sweep's own order and with its own
+per-cell configuration (``accelbench.bench.sweep.cell_config``), a shard takes its share of the cell:
+concurrency and prompts split as evenly as whole numbers allow, the request rate in proportion, and a
+prompt seed of its own (shards sharing prompts would flatter the server's prefix cache). Before each cell
+the shards meet at a barrier served by shard 0 and all start at the same wall-clock instant, so the server
+sees the whole cell's load at once.
+
+Results leave the pod through its log: gzip-compressed JSON, base64, in framed lines, with a SHA-256 so a
+truncated log is detected rather than half-read. The Kubernetes target reads each shard's log and
+``merge_shards`` joins the shards of a cell into one ``BenchmarkSummary`` (records re-based onto a common
+clock, statistics recomputed over all of them).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import math
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from accelbench.deploy.manifests.loadgen import LoadgenConfig
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.run import CellStatus, SweepSpec
+from accelbench.errors import AccelbenchError, EngineError
+
+BEGIN = "ACCELBENCH-RESULT-BEGIN"
+PART = "ACCELBENCH-RESULT-PART"
+END = "ACCELBENCH-RESULT-END"
+CHUNK = 3000  # characters of base64 per log line: far below any log line limit
+
+
+# ----------------------------------------------------------------------------------- shard arithmetic
+def share(total: int, shards: int, index: int) -> int:
+    """Shard ``index``'s whole share of ``total`` (the first ``total % shards`` shards get one more)."""
+    return total // shards + (1 if index < total % shards else 0)
+
+
+def shard_config(config: BenchConfig, concurrency: int, shards: int, index: int) -> BenchConfig | None:
+    """The part of one cell's ``config`` that shard ``index`` sends; None when its share is empty."""
+    c = share(concurrency, shards, index)
+    if c == 0:
+        return None
+    per_concurrency = config.num_prompts // max(1, concurrency)
+    rate = config.request_rate if math.isinf(config.request_rate) else config.request_rate * c / concurrency
+    seed = int.from_bytes(hashlib.sha256(f"{config.seed}:{index}".encode()).digest()[:4], "big")
+    return config.model_copy(
+        update={
+            "max_concurrency": c,
+            "num_prompts": max(1, per_concurrency * c),
+            "request_rate": rate,
+            "seed": seed if shards > 1 else config.seed,
+            # one scraper is enough: every shard would read the same server's /metrics
+            "scrape_metrics": config.scrape_metrics and index == 0,
+        }
+    )
+
+
+# ----------------------------------------------------------------------------------------- barrier
+class Barrier:
+    """Shard 0's rendezvous: ``GET /barrier/<step>?shard=<i>`` returns once every shard has arrived."""
+
+    def __init__(self, shards: int, port: int, timeout_s: float, lead_s: float = 1.0) -> None:
+        self.shards = shards
+        self.timeout_s = timeout_s
+        self.lead_s = lead_s
+        self._arrived: dict[int, set[int]] = {}
+        self._start_at: dict[int, float] = {}
+        self._cond = threading.Condition()
+        barrier = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                try:
+                    path, _, query = self.path.partition("?")
+                    step = int(path.rstrip("/").rsplit("/", 1)[-1])
+                    shard = int(dict(p.split("=", 1) for p in query.split("&") if "=" in p)["shard"])
+                    start_at = barrier.arrive(step, shard)
+                except (ValueError, KeyError, TimeoutError) as exc:
+                    self.send_response(504 if isinstance(exc, TimeoutError) else 400)
+                    self.end_headers()
+                    self.wfile.write(str(exc).encode())
+                    return
+                body = json.dumps({"start_at": start_at}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="barrier")
+        self._thread.start()
+
+    def arrive(self, step: int, shard: int) -> float:
+        deadline = time.monotonic() + self.timeout_s
+        with self._cond:
+            self._arrived.setdefault(step, set()).add(shard)
+            if len(self._arrived[step]) >= self.shards and step not in self._start_at:
+                self._start_at[step] = time.time() + self.lead_s
+                self._cond.notify_all()
+            while step not in self._start_at:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(set(range(self.shards)) - self._arrived[step])
+                    raise TimeoutError(f"barrier {step}: shards {missing} did not arrive")
+                self._cond.wait(left)
+            return self._start_at[step]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def remote_barrier(host: str, port: int, timeout_s: float) -> Callable[[int, int], float]:
+    def wait(step: int, shard: int) -> float:
+        deadline = time.monotonic() + timeout_s
+        url = f"http://{host}:{port}/barrier/{step}?shard={shard}"
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:  # shard 0 may not be up yet (DNS, server start): retry until the deadline
+                with urllib.request.urlopen(url, timeout=max(1.0, deadline - time.monotonic())) as resp:
+                    return float(json.loads(resp.read())["start_at"])
+            except Exception as exc:
+                last = exc
+                time.sleep(1.0)
+        raise EngineError(f"Load-generator shard {shard} could not meet the others at {url}: {last}")
+
+    return wait
+
+
+# ------------------------------------------------------------------------------------------ framing
+def encode_results(shard: int, payload: dict[str, Any]) -> list[str]:
+    data = base64.b64encode(gzip.compress(json.dumps(payload).encode())).decode()
+    digest = hashlib.sha256(data.encode()).hexdigest()
+    parts = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)] or [""]
+    lines = [f"{BEGIN} shard={shard} parts={len(parts)} sha256={digest}"]
+    lines += [f"{PART} shard={shard} {i} {p}" for i, p in enumerate(parts)]
+    lines.append(f"{END} shard={shard}")
+    return lines
+
+
+def decode_results(log: str) -> dict[str, Any]:
+    """The payload framed in a pod's log; ``EngineError`` when absent, truncated or corrupt."""
+    header: dict[str, str] | None = None
+    parts: dict[int, str] = {}
+    ended = False
+    for line in log.splitlines():
+        line = line.strip()
+        if line.startswith(BEGIN):
+            header = dict(tok.split("=", 1) for tok in line.split()[1:])
+            parts, ended = {}, False
+        elif line.startswith(PART) and header is not None:
+            _, _shard, idx, *rest = line.split(" ", 3)
+            parts[int(idx)] = rest[0] if rest else ""
+        elif line.startswith(END) and header is not None:
+            ended = True
+    if header is None:
+        raise EngineError("The load generator's log holds no results (it failed before writing them).")
+    expected = int(header["parts"])
+    if not ended or len(parts) != expected:
+        raise EngineError(
+            f"The load generator's results are truncated in its log ({len(parts)} of {expected} parts).",
+            hint="The node's log rotation may have cut them: raise the kubelet's containerLogMaxSize or "
+            "run fewer requests per cell.",
+        )
+    data = "".join(parts[i] for i in range(expected))
+    if hashlib.sha256(data.encode()).hexdigest() != header["sha256"]:
+        raise EngineError("The load generator's results are corrupt (checksum mismatch).")
+    payload: dict[str, Any] = json.loads(gzip.decompress(base64.b64decode(data)))
+    return payload
+
+
+# ------------------------------------------------------------------------------------------ running
+@dataclass
+class ShardCell:
+    key: dict[str, int]
+    status: str
+    summary: BenchmarkSummary | None
+
+
+def run_shard(
+    config: LoadgenConfig,
+    shard: int,
+    *,
+    barrier: Callable[[int, int], float] | None = None,
+    bench: Callable[[Endpoint, BenchConfig], BenchmarkSummary] | None = None,
+    out: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run this shard's part of every cell and print the framed results; returns the payload."""
+    from accelbench.bench.sweep import cell_config, sweep_keys
+
+    endpoint = Endpoint(base_url=config.base_url, served_model=config.served_model)
+    if bench is None:
+        from accelbench.bench import load_tokenizer, run_benchmark
+
+        tokenizer = load_tokenizer(endpoint)
+
+        def bench(ep: Endpoint, cfg: BenchConfig) -> BenchmarkSummary:
+            return run_benchmark(ep, cfg, tokenizer=tokenizer)
+
+    own_barrier: Barrier | None = None
+    if barrier is None and config.shards > 1:
+        if shard == 0:
+            own_barrier = Barrier(config.shards, config.barrier_port, config.barrier_timeout_s)
+            barrier = own_barrier.arrive
+        else:
+            assert config.barrier_host, "a sharded load generator needs the barrier host"
+            barrier = remote_barrier(config.barrier_host, config.barrier_port, config.barrier_timeout_s)
+    cells: list[dict[str, Any]] = []
+    error: str | None = None
+    warmups = config.sweep.num_warmups
+    try:
+        for step, key in enumerate(sweep_keys(config.sweep)):
+            cell = cell_config(config.sweep, key, label=config.run_id, warmups=warmups)
+            part = shard_config(cell, key.concurrency, config.shards, shard)
+            if barrier is not None:
+                start_at = barrier(step, shard)
+                time.sleep(max(0.0, start_at - time.time()))
+            if part is None:
+                cells.append({"key": key.as_dict(), "status": "empty", "summary": None})
+                continue
+            summary = bench(endpoint, part)
+            warmups = 0
+            status = CellStatus.completed if summary.completed else CellStatus.failed
+            cells.append(
+                {"key": key.as_dict(), "status": status.value, "summary": summary.model_dump(mode="json")}
+            )
+            out(f"accelbench loadgen shard {shard}: {key}: {summary.completed} ok, {summary.failed} failed")
+    except (AccelbenchError, OSError) as exc:
+        error = f"shard {shard}: {exc}"
+    finally:
+        if own_barrier is not None:
+            own_barrier.close()
+    payload = {
+        "run_id": config.run_id,
+        "shard": shard,
+        "shards": config.shards,
+        "cells": cells,
+        "error": error,
+    }
+    for line in encode_results(shard, payload):
+        out(line)
+    return payload
+
+
+def _bench_start(summary: BenchmarkSummary) -> float:
+    """Wall time that the summary's record times count from (the runner's clock zero)."""
+    first = min((r.start_s for r in summary.requests), default=0.0)
+    return summary.started_at - first
+
+
+def merge_shards(
+    sweep: SweepSpec, payloads: Iterable[dict[str, Any]]
+) -> list[tuple[dict[str, int], CellStatus, BenchmarkSummary]]:
+    """One (key, status, summary) per (cell, repeat), joining every shard's part of it.
+
+    Records are moved onto one clock (the earliest shard's), the statistics recomputed over all of them
+    with the same function a local benchmark uses, and throughput divided by the span from the first send
+    of any shard to the last completion of any shard. Telemetry is shard 0's (the only one that scrapes).
+    """
+    from dataclasses import fields
+
+    from accelbench.bench.metrics import Metrics, compute_metrics
+    from accelbench.bench.sweep import cell_config, sweep_keys
+
+    by_key: dict[tuple[int, int, int], list[BenchmarkSummary]] = {}
+    for payload in sorted(payloads, key=lambda p: int(p.get("shard", 0))):
+        for cell in payload["cells"]:
+            if cell["summary"] is None:
+                continue
+            k = cell["key"]
+            by_key.setdefault((k["input_len"], k["concurrency"], k["repeat"]), []).append(
+                BenchmarkSummary.model_validate(cell["summary"])
+            )
+    merged = []
+    for key in sweep_keys(sweep):
+        parts = by_key.get((key.input_len, key.concurrency, key.repeat))
+        if not parts:
+            continue
+        config = cell_config(sweep, key, label=parts[0].config.label)
+        zero = min(_bench_start(p) for p in parts)
+        records: list[RequestRecord] = []
+        for p in parts:
+            offset = _bench_start(p) - zero
+            for r in p.requests:
+                records.append(
+                    r.model_copy(
+                        update={
+                            "index": len(records),
+                            "start_s": r.start_s + offset,
+                            "planned_send_s": r.planned_send_s + offset,
+                        }
+                    )
+                )
+        started = min(p.started_at for p in parts)
+        finished = max(p.finished_at for p in parts)
+        duration = max(0.0, finished - started)
+        m = compute_metrics(records, duration, config.goodput)
+        metric_values = {f.name: getattr(m, f.name) for f in fields(Metrics)}
+        notes = [n for p in parts for n in p.notes]
+        if len(parts) > 1:
+            notes.append(f"Load generated by {len(parts)} in-cluster shards that started each cell together.")
+        first = parts[0]
+        summary = BenchmarkSummary(
+            label=first.label,
+            date=first.date,
+            base_url=first.base_url,
+            model_id=first.model_id,
+            tokenizer_id=first.tokenizer_id,
+            config=config,
+            started_at=started,
+            finished_at=finished,
+            duration_s=duration,
+            num_prompts=sum(p.num_prompts for p in parts),
+            telemetry=first.telemetry,
+            telemetry_samples=first.telemetry_samples,
+            requests=records,
+            notes=list(dict.fromkeys(notes)),
+            interrupted=any(p.interrupted for p in parts),
+            **metric_values,
+        )
+        status = CellStatus.completed if summary.completed and not summary.interrupted else CellStatus.failed
+        if summary.completed and summary.interrupted:
+            status = CellStatus.partial
+        merged.append((key.as_dict(), status, summary))
+    return merged

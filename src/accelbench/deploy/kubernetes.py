@@ -1,0 +1,612 @@
+"""The Kubernetes target: deploy the model server, run the load generator inside the cluster, clean up.
+
+Lifecycle of ``execute_kubernetes_run`` (the run executor for ``target: kubernetes``)::
+
+    render + validate manifests -> Deployment + Service -> wait ready (per-tier timeout, early failure on
+    image pull errors, crash loops) -> load-generator Job (N shards) -> read each shard's results from its
+    log -> merge shards per cell -> store -> cost (hourly price x how long the node was held) -> teardown
+
+Teardown always runs: on success, on any failure, and on cancel (the cancel event is checked at every
+poll). Everything the target created is deleted, in reverse order, and a deletion that fails is reported
+in the run instead of being swallowed.
+
+It uses the official ``kubernetes`` client; the ``api_client`` can be injected (the tests point it at a
+small in-process HTTP server that answers the same REST calls).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.incluster import decode_results, merge_shards
+from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
+from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
+from accelbench.domain.bench import Endpoint
+from accelbench.domain.catalog import InstanceType
+from accelbench.domain.run import KubernetesTarget, RunSpec, RunStatus, SweepSpec
+from accelbench.errors import AccelbenchError, EngineError, UserInputError
+
+log = logging.getLogger(__name__)
+
+IMAGE_PULL_GRACE_S = 300.0
+CRASH_RESTARTS = 3
+FATAL_WAITING = {"InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
+LOADGEN_POLL_S = 15.0
+READY_POLL_S = 10.0
+
+_MODELS: dict[str, Any] = {
+    "Deployment": k8s.V1Deployment,
+    "Service": k8s.V1Service,
+    "ConfigMap": k8s.V1ConfigMap,
+    "Job": k8s.V1Job,
+    "Secret": k8s.V1Secret,
+}
+
+
+#: kind -> (index into the (core, apps, batch) clients, the client method suffix)
+_CRUD = {
+    "Deployment": (1, "namespaced_deployment"),
+    "Service": (0, "namespaced_service"),
+    "ConfigMap": (0, "namespaced_config_map"),
+    "Job": (2, "namespaced_job"),
+    "Secret": (0, "namespaced_secret"),
+}
+
+
+class RunCancelled(AccelbenchError):
+    """The run was cancelled while deploying or benchmarking."""
+
+
+def load_api_client(config: KubernetesTarget) -> k8s.ApiClient:
+    """kubeconfig (the given file/context, else the default) or, inside a pod, the service account."""
+    from kubernetes import config as kconfig
+
+    if config.kubeconfig or config.context:
+        return kconfig.new_client_from_config(config_file=config.kubeconfig, context=config.context)
+    try:
+        kconfig.load_incluster_config()
+        return k8s.ApiClient()
+    except kconfig.ConfigException:
+        pass
+    try:
+        return kconfig.new_client_from_config()
+    except (kconfig.ConfigException, OSError) as exc:
+        raise UserInputError(
+            f"No Kubernetes cluster configuration found: {exc}",
+            hint="Set target.kubeconfig (and target.context) in the spec, or run accelbench inside the cluster.",
+        ) from exc
+
+
+def _api_error(exc: ApiException) -> str:
+    import json
+
+    try:
+        body = json.loads(exc.body or "{}")
+        return f"{exc.status} {body.get('reason', '')}: {body.get('message', exc.reason)}"
+    except ValueError:
+        return f"{exc.status}: {exc.reason}"
+
+
+@TARGETS.register("kubernetes")
+class KubernetesDeployTarget(Target):
+    """The model server as a Deployment + Service in a cluster; the load generator as an Indexed Job."""
+
+    kind = "kubernetes"
+    #: the benchmark cannot run from where accelbench runs (the Service is cluster-internal): call
+    #: ``run_sweep`` instead of running the sweep against ``endpoint``
+    runs_sweep_in_place = True
+
+    def __init__(
+        self,
+        config: KubernetesTarget | None = None,
+        *,
+        progress: Progress | None = None,
+        api_client: k8s.ApiClient | None = None,
+        run_id: str | None = None,
+        hf_token: str | None = None,
+        tool_versions: dict[str, str] | None = None,
+        poll_s: float = READY_POLL_S,
+        loadgen_poll_s: float = LOADGEN_POLL_S,
+        cancel: threading.Event | None = None,
+        k8s_version: str = DEFAULT_K8S_VERSION,
+    ) -> None:
+        super().__init__(progress=progress)
+        self.config = config or KubernetesTarget()
+        self._api_client = api_client
+        self.run_id = run_id or "manual"
+        self.hf_token = hf_token
+        self.tool_versions = tool_versions
+        self.poll_s = poll_s
+        self.loadgen_poll_s = loadgen_poll_s
+        self.cancel = cancel or threading.Event()
+        self.k8s_version = k8s_version
+        self.bundle: Bundle | None = None
+        self.instance: InstanceType | None = None
+        self.created: list[tuple[str, str]] = []  # (kind, name), in creation order
+        self.teardown_errors: list[str] = []
+        self.torn_down = False
+        self._clients: tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api] | None = None
+
+    # ---- clients ------------------------------------------------------------------------------------
+    @property
+    def api(self) -> tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api]:
+        if self._clients is None:
+            api_client = self._api_client or load_api_client(self.config)
+            self._clients = (k8s.CoreV1Api(api_client), k8s.AppsV1Api(api_client), k8s.BatchV1Api(api_client))
+        return self._clients
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise RunCancelled("The run was cancelled.")
+
+    def _sleep(self, seconds: float) -> None:
+        if self.cancel.wait(seconds):
+            raise RunCancelled("The run was cancelled.")
+
+    # ---- render ---------------------------------------------------------------------------------------
+    def render(self, spec: RunSpec) -> Bundle:
+        """The same bundle ``accelbench export`` writes (planner settings, guards, strict validation)."""
+        from accelbench.catalog import get_catalog
+        from accelbench.runtimes.versions import effective_tool_versions
+
+        if not spec.instance_type:
+            raise UserInputError(
+                "A kubernetes run needs instance_type: the node type the model server is pinned to.",
+                hint="Add instance_type (e.g. g6.2xlarge, r8g.4xlarge) to the spec.",
+            )
+        self.instance = get_catalog().instance(spec.instance_type)
+        if self.tool_versions is None:
+            from accelbench.store import get_store
+
+            self.tool_versions = effective_tool_versions(get_store())
+        facts, _ = load_model_facts(spec)
+        base = dns_name("ab", facts.served_name, limit=30)
+        name = dns_name(f"{base}-{self.run_id[:8]}")
+        options = ExportOptions(
+            namespace=self.namespace,
+            name=name,
+            runtime=spec.engine.name if "name" in spec.engine.model_fields_set else None,
+            loadgen_image=self.config.image,
+            loadgen_shards=self.config.loadgen_shards,
+            loadgen_timeout_s=self.config.loadgen_timeout_s,
+            hf_token_secret=f"{name}-hf" if self.hf_token else None,
+            run_id=self.run_id,
+        )
+        bundle = plan_bundle(spec, options=options, tool_versions=self.tool_versions, instance=self.instance)
+        validate_objects(bundle.objects, self.k8s_version)
+        return bundle
+
+    # ---- create / delete ------------------------------------------------------------------------------
+    def _method(self, verb: str, kind: str) -> Callable[..., Any]:
+        index, suffix = _CRUD[kind]
+        method: Callable[..., Any] = getattr(self.api[index], f"{verb}_{suffix}")
+        return method
+
+    def _create(self, obj: dict[str, Any]) -> None:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        body = _MODELS[kind].from_dict(obj)
+        create = self._method("create", kind)
+        try:
+            create(self.namespace, body)
+        except ApiException as exc:
+            raise EngineError(
+                f"Kubernetes refused to create {kind} {self.namespace}/{name}: {_api_error(exc)}",
+                hint="Check the namespace exists and your credentials may create this kind there.",
+            ) from exc
+        self.created.append((kind, name))
+
+    def _delete(self, kind: str, name: str) -> None:
+        # Background propagation: a Job's pods and a Deployment's ReplicaSet go with it
+        opts = k8s.V1DeleteOptions(propagation_policy="Background")
+        delete = self._method("delete", kind)
+        try:
+            delete(name, self.namespace, body=opts)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def ensure_namespace(self) -> None:
+        core = self.api[0]
+        try:
+            core.read_namespace(self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise EngineError(f"Cannot read namespace {self.namespace}: {_api_error(exc)}") from exc
+            meta = k8s.V1ObjectMeta(
+                name=self.namespace, labels={"app.kubernetes.io/managed-by": "accelbench"}
+            )
+            core.create_namespace(k8s.V1Namespace(metadata=meta))
+
+    # ---- Target interface -----------------------------------------------------------------------------
+    def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
+        self._check_cancel()
+        self.progress.phase("Rendering manifests")
+        bundle = self.bundle = self.render(spec)
+        plan = bundle.engine
+        self.ensure_namespace()
+        if self.hf_token and plan.hf_token_secret:
+            self._create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": plan.hf_token_secret,
+                        "namespace": self.namespace,
+                        "labels": plan.labels(),
+                    },
+                    "type": "Opaque",
+                    "stringData": {"HF_TOKEN": self.hf_token},
+                }
+            )
+        self.progress.phase(
+            f"Deploying {plan.runtime} on {plan.instance.name} ({self.namespace}/{plan.name})"
+        )
+        for obj in bundle.objects:
+            if (
+                obj["kind"] in KARPENTER_KINDS
+                or obj["metadata"]["labels"].get("app.kubernetes.io/component") != "engine"
+            ):
+                continue
+            self._create(obj)
+        self.deployed = DeployedEngine(
+            target="kubernetes",
+            runtime=plan.runtime,
+            engine_version=plan.engine_version,
+            model=spec.model,
+            model_path=plan.params.model,
+            model_revision=spec.revision,
+            served_model=plan.params.served_model_name,
+            base_url=plan.service_url,
+            command=plan.command,
+            env=plan.env,
+            started_at=time.time(),
+            extra={
+                "namespace": self.namespace,
+                "deployment": plan.name,
+                "image": plan.image,
+                "instance_type": plan.instance.name,
+                "pod": {"cpus": plan.size.cpus, "memory_mib": plan.size.memory_mib},
+                "ready_timeout_s": bundle.ready_timeout_s,
+                "warnings": bundle.warnings,
+            },
+        )
+        return Endpoint(base_url=plan.service_url, served_model=plan.params.served_model_name)
+
+    def _engine_pods(self) -> list[Any]:
+        assert self.bundle is not None
+        sel = ",".join(f"{k}={v}" for k, v in self.bundle.engine.selector().items())
+        return list(self.api[0].list_namespaced_pod(self.namespace, label_selector=sel).items or [])
+
+    def _pod_events(self, pod_name: str) -> list[str]:
+        try:
+            events = self.api[0].list_namespaced_event(
+                self.namespace, field_selector=f"involvedObject.name={pod_name}"
+            )
+        except ApiException:
+            return []
+        return [f"{e.reason}: {e.message}" for e in (events.items or [])][-5:]
+
+    def _pod_state(self) -> tuple[str | None, str]:
+        """(fatal reason or None, a one-line description of where the pod is)."""
+        pods = self._engine_pods()
+        if not pods:
+            return None, "no pod yet (the ReplicaSet has not created it)"
+        pod = pods[0]
+        status = pod.status
+        phase = status.phase if status else "Unknown"
+        for cond in (status.conditions or []) if status else []:
+            if cond.type == "PodScheduled" and cond.status == "False":
+                return None, f"pod {pod.metadata.name} not scheduled: {cond.reason}: {cond.message}"
+        for cs in (status.container_statuses or []) if status else []:
+            waiting = cs.state.waiting if cs.state else None
+            if waiting is not None:
+                reason = waiting.reason or ""
+                if reason in FATAL_WAITING:
+                    return f"{reason}: {waiting.message}", f"pod {pod.metadata.name}: {reason}"
+                if reason in ("ImagePullBackOff", "ErrImagePull"):
+                    return (reason if self._pull_failing_since(reason) else None), (
+                        f"pod {pod.metadata.name}: {reason}: {waiting.message}"
+                    )
+                if reason == "CrashLoopBackOff" and (cs.restart_count or 0) >= CRASH_RESTARTS:
+                    return (
+                        f"the engine crashed {cs.restart_count} times (CrashLoopBackOff)",
+                        f"pod {pod.metadata.name}: CrashLoopBackOff",
+                    )
+        return None, f"pod {pod.metadata.name}: {phase}"
+
+    _pull_first_seen: float | None = None
+
+    def _pull_failing_since(self, reason: str) -> bool:
+        now = time.monotonic()
+        if self._pull_first_seen is None:
+            self._pull_first_seen = now
+        return now - self._pull_first_seen >= IMAGE_PULL_GRACE_S
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        assert self.bundle is not None, "deploy() first"
+        plan = self.bundle.engine
+        timeout = timeout or self.config.ready_timeout_s or self.bundle.ready_timeout_s
+        apps = self.api[1]
+        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        where = ""
+        self.progress.phase(f"Waiting for {plan.name} to become ready (up to {timeout / 60:.0f} min)")
+        while True:
+            self._check_cancel()
+            dep = apps.read_namespaced_deployment(plan.name, self.namespace)
+            if dep.status is not None and (dep.status.available_replicas or 0) >= 1:
+                if self.deployed is not None:
+                    self.deployed = self.deployed.model_copy(update={"ready_s": time.monotonic() - started})
+                return
+            fatal, where = self._pod_state()
+            if fatal:
+                raise self._not_ready(f"The model server cannot start: {fatal}.", where)
+            if time.monotonic() >= deadline:
+                raise self._not_ready(f"The model server did not become ready within {timeout:.0f} s.", where)
+            self.progress.line(where)
+            self._sleep(self.poll_s)
+
+    def _not_ready(self, message: str, where: str) -> EngineError:
+        details = [where] if where else []
+        pods = self._engine_pods()
+        if pods:
+            details += self._pod_events(pods[0].metadata.name)
+            tail = self._pod_log(pods[0].metadata.name, 20)
+            if tail.strip():
+                details.append("engine log (last lines):\n" + tail)
+        return EngineError(
+            message + (" " + details[0] if details else ""),
+            hint="\n".join(details[1:]) or "Check that the node pool can provide the instance type.",
+        )
+
+    def _pod_log(self, pod: str, tail: int | None) -> str:
+        try:
+            return str(self.api[0].read_namespaced_pod_log(pod, self.namespace, tail_lines=tail))
+        except ApiException:
+            return ""
+
+    def logs(self, tail: int | None = 200) -> str:
+        if self.bundle is None:
+            return ""
+        pods = self._engine_pods()
+        return self._pod_log(pods[0].metadata.name, tail) if pods else ""
+
+    def check_alive(self) -> None:
+        fatal, where = self._pod_state()
+        if fatal:
+            raise EngineError(f"The model server stopped: {fatal} ({where}).")
+
+    def teardown(self) -> None:
+        """Delete what this target created, newest first; never raises (failures are recorded)."""
+        if self.torn_down:
+            return
+        for kind, name in reversed(self.created):
+            try:
+                self._delete(kind, name)
+            except Exception as exc:  # keep deleting the rest; report what stayed behind
+                msg = f"{kind} {self.namespace}/{name}: {exc}"
+                log.warning("teardown: could not delete %s", msg)
+                self.teardown_errors.append(msg)
+        self.created = [c for c in self.created if any(c[1] in e for e in self.teardown_errors)]
+        self.torn_down = not self.teardown_errors
+
+    # ---- the in-cluster benchmark ---------------------------------------------------------------------
+    def run_loadgen(self) -> list[dict[str, Any]]:
+        """Create the load-generator objects, wait for the Job, return each shard's decoded payload."""
+        assert self.bundle is not None
+        lg = [
+            o
+            for o in self.bundle.objects
+            if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "loadgen"
+        ]
+        for obj in lg:
+            self._create(obj)
+        job = next(o for o in lg if o["kind"] == "Job")
+        name = job["metadata"]["name"]
+        shards = job["spec"]["completions"]
+        batch = self.api[2]
+        deadline = time.monotonic() + self.config.loadgen_timeout_s + 120
+        self.progress.phase(f"Load generator: {shards} pod(s) running the sweep in the cluster")
+        while True:
+            self._check_cancel()
+            st = batch.read_namespaced_job(name, self.namespace).status
+            succeeded, failed = (st.succeeded or 0, st.failed or 0) if st else (0, 0)
+            if succeeded >= shards:
+                break
+            if failed:
+                raise EngineError(
+                    f"The load-generator Job {name} failed ({failed} pod(s)).",
+                    hint=self._loadgen_tail(name),
+                )
+            if time.monotonic() > deadline:
+                raise EngineError(f"The load-generator Job {name} did not finish in time.")
+            self.progress.line(f"load generator: {succeeded}/{shards} shard(s) done")
+            self._sleep(self.loadgen_poll_s)
+        return self._collect(name, shards)
+
+    def _loadgen_pods(self, job: str) -> list[Any]:
+        pods = self.api[0].list_namespaced_pod(
+            self.namespace, label_selector=f"batch.kubernetes.io/job-name={job}"
+        )
+        return list(pods.items or [])
+
+    def _loadgen_tail(self, job: str) -> str:
+        out = []
+        for pod in self._loadgen_pods(job):
+            tail = self._pod_log(pod.metadata.name, 15)
+            lines = [ln for ln in tail.splitlines() if not ln.startswith("ACCELBENCH-RESULT")]
+            out.append(f"{pod.metadata.name}:\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    def _collect(self, job: str, shards: int) -> list[dict[str, Any]]:
+        by_index: dict[int, dict[str, Any]] = {}
+        for pod in self._loadgen_pods(job):
+            annotations = pod.metadata.annotations or {}
+            index = int(annotations.get("batch.kubernetes.io/job-completion-index", -1))
+            if pod.status is None or pod.status.phase != "Succeeded":
+                continue
+            payload = decode_results(self._pod_log(pod.metadata.name, None))
+            by_index[payload.get("shard", index)] = payload
+        missing = sorted(set(range(shards)) - set(by_index))
+        if missing:
+            raise EngineError(f"No results from load-generator shard(s) {missing} of Job {job}.")
+        errors = [p["error"] for p in by_index.values() if p.get("error")]
+        if errors:
+            raise EngineError("The load generator reported errors: " + "; ".join(errors))
+        return [by_index[i] for i in range(shards)]
+
+    def run_sweep(self, store: Any, run_id: str, sweep: SweepSpec) -> int:
+        """Run the sweep in the cluster and store one result per (cell, repeat). Returns cells stored."""
+        payloads = self.run_loadgen()
+        merged = merge_shards(sweep, payloads)
+        for key, status, summary in merged:
+            store.save_result(
+                run_id,
+                input_len=key["input_len"],
+                concurrency=key["concurrency"],
+                repeat=key["repeat"],
+                summary=summary,
+                status=status,
+            )
+        return len(merged)
+
+
+def execute_kubernetes_run(
+    store: Any,
+    run_id: str,
+    *,
+    cancel: threading.Event | None = None,
+    progress: Callable[..., None] | None = None,
+    hf_token: str | None = None,
+    api_client: k8s.ApiClient | None = None,
+    target_factory: Callable[..., KubernetesDeployTarget] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Any:
+    """Execute a stored run whose target is ``kubernetes`` from start to teardown; returns the final run.
+
+    Status: deploying -> benchmarking -> completed, or failed (with the reason) / cancelled. The cost is
+    the instance's hourly price x the seconds from the first object created to the end of teardown (what
+    the node was held for; Karpenter removes an empty node one minute later, which is not counted).
+    """
+    from accelbench.catalog.pricing import price_for
+
+    cancel = cancel or threading.Event()
+    run = store.get_run(run_id)
+    spec = RunSpec.model_validate(run.spec)
+    if not isinstance(spec.target, KubernetesTarget):
+        raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not kubernetes.")
+
+    class _Progress(Progress):
+        def phase(self, message: str) -> None:
+            if progress:
+                progress({"phase": message})
+
+        def line(self, text: str) -> None:
+            if progress:
+                progress({"detail": text})
+
+    factory = target_factory or KubernetesDeployTarget
+    target = factory(
+        spec.target,
+        progress=_Progress(),
+        api_client=api_client,
+        run_id=run.id,
+        hf_token=hf_token,
+        cancel=cancel,
+    )
+    status, error = RunStatus.failed, None
+    t0 = clock()
+    cells = 0
+    try:
+        store.set_status(run.id, RunStatus.deploying)
+        endpoint = target.deploy(spec)
+        plan = target.bundle.engine if target.bundle else None
+        if plan is not None:
+            store.update_run(
+                run.id,
+                engine=plan.runtime,
+                engine_version=plan.engine_version,
+                served_model=endpoint.served_model,
+                base_url=endpoint.base_url,
+                instance_type=plan.instance.name,
+                accelerator_type=plan.instance.accelerator_type.value,
+                accelerator_name=plan.instance.accelerator_name,
+                accelerator_count=plan.instance.accelerator_count,
+                tp_degree=plan.tensor_parallel,
+                quantization=plan.params.settings.quantization,
+                command=shlex.join(plan.command),
+            )
+            store.merge_run_extra(
+                run.id, deployment=target.deployed.model_dump(mode="json") if target.deployed else {}
+            )
+        target.wait_ready()
+        store.set_status(run.id, RunStatus.benchmarking)
+        cells = target.run_sweep(store, run.id, spec.sweep)
+        status = RunStatus.completed if cells else RunStatus.failed
+        error = None if cells else "The load generator returned no results."
+    except RunCancelled:
+        status, error = RunStatus.cancelled, "cancelled during the run; everything deployed was removed"
+    except AccelbenchError as exc:
+        status, error = RunStatus.failed, str(exc)
+    except ApiException as exc:
+        status, error = RunStatus.failed, f"Kubernetes API error: {_api_error(exc)}"
+    except Exception as exc:
+        status, error = RunStatus.failed, f"{type(exc).__name__}: {exc}"
+        log.exception("run %s failed", run.id)
+    finally:
+        target.teardown()
+        held_s = clock() - t0
+    if target.teardown_errors:
+        left = "; ".join(target.teardown_errors)
+        error = (error + " " if error else "") + f"Teardown left objects behind: {left}"
+        if status == RunStatus.completed:
+            status = RunStatus.failed
+    _record_cost(store, run.id, target.instance, held_s, price_for)
+    store.merge_run_extra(
+        run.id,
+        kubernetes={"namespace": target.namespace, "torn_down": target.torn_down, "cells_stored": cells},
+    )
+    return store.set_status(run.id, status, error=error)
+
+
+def _record_cost(
+    store: Any, run_id: str, instance: InstanceType | None, held_s: float, price_for: Any
+) -> None:
+    if instance is None:
+        return
+    try:
+        price = price_for(instance.name, store=store)
+    except AccelbenchError:
+        price = None
+    if price is None:
+        store.merge_run_extra(
+            run_id, cost={"usd": None, "held_s": round(held_s, 1), "note": "no price known"}
+        )
+        return
+    usd = price.usd_per_hour * held_s / 3600.0
+    store.update_run(run_id, hourly_usd=price.usd_per_hour)
+    store.merge_run_extra(
+        run_id,
+        cost={
+            "usd": round(usd, 6),
+            "hourly_usd": price.usd_per_hour,
+            "held_s": round(held_s, 1),
+            "price_source": price.source,
+            "price_date": price.effective_date,
+            "basis": "hourly price x time from deploy to teardown",
+        },
+    )
