@@ -1,9 +1,510 @@
-"""CLI commands: plan (filled in by the issue that owns it)."""
+"""CLI commands: ``recommend``, ``memory-breakdown``, ``estimate`` and ``plan calibrate``.
+
+- ``recommend``: does the model fit, with which engine settings, and why; a refusal prints its reason and a
+  way forward and exits 3 (``--format json`` still prints the whole answer on stdout);
+- ``memory-breakdown``: where each GPU's / NeuronCore's memory goes (refused for CPU instances);
+- ``estimate``: predicted TTFT, TPOT, E2E, tokens/s and cost for one instance (``--instance``, ``local`` for
+  this machine) or ranked over the catalog; ``--slo`` finds the cheapest instance that meets it;
+- ``plan calibrate``: fits the speed model to the measured runs in the store and prints the error before and
+  after; estimates use the calibration from then on.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.plan import CalibrationReport, Estimate, EstimateTable, MemoryBreakdown, Recommendation
+from accelbench.errors import AccelbenchError
+
+REFUSED_EXIT = 3
+plan_app = typer.Typer(help="Planning: calibrate the speed model from measured runs.", no_args_is_help=True)
+
+ModelOpt = typer.Option(..., "--model", "-m", help="Preset name, model directory, .gguf file or hub id.")
+QuantOpt = typer.Option(
+    None, "--quantization", "-q", help="auto (default: fallback chain), none, fp8, int8 or int4."
+)
+MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
+KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto or fp8 (default fp8 where the GPU has FP8).")
+
+
+def _store_or_none() -> Any:
+    try:
+        from accelbench.store import get_store
+
+        return get_store()
+    except Exception as exc:  # estimates still work from the shipped data without a store
+        err_console.print(f"[yellow]Warning:[/] store unavailable ({exc}); no calibrations or stored prices.")
+        return None
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _usd(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"${v:,.4f}" if v < 0.1 else f"${v:,.2f}"
+
+
+# --------------------------------------------------------------------------------------------- recommend
+def _render_recommendation(rec: Recommendation) -> None:
+    colour = "green" if rec.fits else "red"
+    title = f"{rec.model} on {rec.instance} ({rec.accelerator_type.value}: {rec.accelerator_name})"
+    console.print(f"[bold]{title}[/]")
+    console.print(f"[bold {colour}]{'FITS' if rec.fits else 'REFUSED'}[/] ({rec.verdict.value})")
+    if rec.settings is not None:
+        s = rec.settings
+        t = Table(title="Settings", header_style="bold", show_header=False)
+        t.add_column("setting")
+        t.add_column("value")
+        rows: list[tuple[str, Any]] = [
+            ("engine", s.engine),
+            ("tensor_parallel_size", s.tensor_parallel_size),
+            ("max_model_len", f"{s.max_model_len:,}"),
+            ("max_num_seqs", s.max_num_seqs),
+            ("dtype", s.dtype),
+            ("weights", f"{s.weight_format} ({s.weight_bits:g} bits)"),
+            ("quantization", s.quantization),
+            ("checkpoint quantization", s.checkpoint_quantization),
+            ("kv_cache_dtype", s.kv_cache_dtype),
+            ("gpu_memory_utilization", s.gpu_memory_utilization),
+            ("kv_cache_space_gib (VLLM_CPU_KVCACHE_SPACE)", s.kv_cache_space_gib),
+            ("VLLM_CPU_OMP_THREADS_BIND", s.omp_threads_bind),
+            ("neuron_cores", s.neuron_cores),
+            ("sequences at max_model_len", s.concurrency_at_max_len),
+        ]
+        for k, v in rows:
+            if v is not None:
+                t.add_row(k, str(v))
+        console.print(t)
+    if rec.memory is not None:
+        m = rec.memory
+        console.print(
+            f"Memory ({m.units} x {m.unit.replace('_', ' ')}, {m.unit_memory_gib:g} GiB, x{m.utilization}): "
+            f"usable {m.usable_gib:,.2f} GiB = weights {m.weights_gib:,.2f} + overhead {m.overhead_gib:,.2f} "
+            f"+ KV cache {m.kv_cache_gib:,.2f} ({m.kv_cache_tokens:,} tokens)"
+            + (f" + free {m.free_gib:,.2f}" if m.free_gib else "")
+            + " GiB",
+            highlight=False,
+        )
+    if rec.reasons:
+        console.print("[bold]Why[/]")
+        for r in rec.reasons:
+            console.print(f"  - {r}", highlight=False)
+    if rec.warnings:
+        console.print("[bold yellow]Warnings[/]")
+        for w in rec.warnings:
+            console.print(f"  - {w}", highlight=False)
+    if rec.refusal is not None:
+        console.print(f"[bold red]Refused:[/] {rec.refusal.reason}", highlight=False)
+        console.print("[bold]Way forward[/]")
+        for w in rec.refusal.way_forward:
+            console.print(f"  - {w}", highlight=False)
+
+
+def recommend_cmd(
+    model: str = ModelOpt,
+    instance: str = typer.Option(..., "--instance", "-i", help="Catalog instance type, or 'local'."),
+    quantization: str | None = QuantOpt,
+    max_model_len: int | None = MaxLenOpt,
+    kv_cache_dtype: str | None = KvOpt,
+    input_len: int | None = typer.Option(None, "--input-len", min=1, help="Typical prompt tokens."),
+    output_len: int | None = typer.Option(None, "--output-len", min=1, help="Typical output tokens."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused."""
+    with user_errors():
+        from accelbench.modelspec import load_model_spec
+        from accelbench.plan import recommend
+
+        spec = load_model_spec(model)
+        rec = recommend(
+            spec,
+            instance,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+            input_len=input_len,
+            output_len=output_len,
+        )
+    if fmt == OutputFormat.json:
+        print_json(rec)
+    else:
+        _render_recommendation(rec)
+    if not rec.fits:
+        raise typer.Exit(REFUSED_EXIT)
+
+
+# --------------------------------------------------------------------------------------------- breakdown
+def _render_breakdown(b: MemoryBreakdown) -> None:
+    console.print(
+        f"[bold]{b.model} on {b.instance}[/]: {b.units} x {b.unit.replace('_', ' ')} of {b.unit_memory_gib:g} GiB "
+        f"(usable {b.usable_gib_per_unit:,.2f} GiB each at {b.utilization:.0%}); weights {b.weight_format}, "
+        f"KV {b.kv_cache_dtype}, max_model_len {b.max_model_len:,}, {b.concurrency} sequences",
+        highlight=False,
+    )
+    t = Table(header_style="bold")
+    for col in ("item", "GiB per unit", "GiB total", "how"):
+        t.add_column(col, overflow="fold")
+    for it in b.items:
+        t.add_row(it.name, f"{it.gib_per_unit:,.3f}", f"{it.gib_total:,.3f}", it.detail)
+    console.print(t)
+    colour = {"fits": "green", "clamps": "yellow", "infeasible": "red"}[b.verdict]
+    console.print(f"Verdict: [bold {colour}]{b.verdict}[/]")
+    for r in b.reasons:
+        console.print(f"  - {r}", highlight=False)
+
+
+def memory_breakdown_cmd(
+    model: str = ModelOpt,
+    instance: str = typer.Option(..., "--instance", "-i", help="Catalog GPU or Neuron instance type."),
+    quantization: str | None = QuantOpt,
+    max_model_len: int | None = MaxLenOpt,
+    kv_cache_dtype: str | None = KvOpt,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Where accelerator memory goes (GPU and Neuron). CPU instances are refused: see `recommend`."""
+    with user_errors():
+        from accelbench.modelspec import load_model_spec
+        from accelbench.plan import memory_breakdown
+
+        b = memory_breakdown(
+            load_model_spec(model),
+            instance,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+        )
+    if fmt == OutputFormat.json:
+        print_json(b)
+    else:
+        _render_breakdown(b)
+    if b.verdict == "infeasible":
+        raise typer.Exit(REFUSED_EXIT)
+
+
+# --------------------------------------------------------------------------------------------- estimate
+def _render_estimate(e: Estimate) -> None:
+    console.print(
+        f"[bold]{e.model} on {e.instance}[/] ({e.accelerator_type.value}: {e.accelerator_name}), engine {e.engine}: "
+        f"{e.input_len:,} in / {e.output_len:,} out tokens, concurrency {e.concurrency}",
+        highlight=False,
+    )
+    if not e.feasible:
+        console.print(f"[bold red]Not feasible:[/] {e.explanation}", highlight=False)
+        rec = e.recommendation
+        if rec.refusal:
+            for w in rec.refusal.way_forward:
+                console.print(f"  - {w}", highlight=False)
+        return
+    t = Table(show_header=False, header_style="bold")
+    t.add_column("metric")
+    t.add_column("value")
+    t.add_row(
+        "settings",
+        f"TP {e.tensor_parallel_size}, {e.weight_format}, max_model_len {e.max_model_len:,}, batch {e.batch}",
+    )
+    t.add_row("TTFT (typical)", f"{_num(e.ttft_ms)} ms")
+    t.add_row("TPOT (typical)", f"{_num(e.tpot_ms, 2)} ms")
+    t.add_row("E2E latency", f"{_num(e.e2e_ms)} ms")
+    t.add_row("output tokens/s", _num(e.output_tokens_per_s))
+    t.add_row("total tokens/s", _num(e.total_tokens_per_s))
+    t.add_row("requests/s", _num(e.requests_per_s, 3))
+    t.add_row("hourly", f"{_usd(e.hourly_usd)} ({e.price_source or 'no price'})")
+    t.add_row("per 1M output tokens", _usd(e.usd_per_million_output_tokens))
+    t.add_row("per request", _usd(e.usd_per_request))
+    if e.slo_met is not None:
+        t.add_row("SLO met", "yes" if e.slo_met else "no")
+        t.add_row("max concurrency meeting SLO", str(e.max_concurrency_meeting_slo))
+    console.print(t)
+    if e.times is not None:
+        x = e.times
+        console.print(
+            f"Decode step {x.decode_step_ms:.2f} ms ({x.decode_bound}-bound: weights {x.decode_weights_ms:.2f} + KV "
+            f"{x.decode_kv_ms:.2f} ms vs compute {x.decode_compute_ms:.2f} ms; all-reduce {x.decode_allreduce_ms:.2f}, "
+            f"overhead {x.decode_overhead_ms:.2f}); prefill {x.prefill_ms:.1f} ms ({x.prefill_bound}-bound; ridge "
+            f"{x.ridge_flops_per_byte:,.0f} FLOP/B); {x.achievable_bandwidth_gbps:,.0f} GB/s and "
+            f"{x.achievable_tflops:,.2f} TFLOP/s achievable per rank",
+            highlight=False,
+        )
+    for n in e.notes:
+        console.print(f"  - {n}", highlight=False)
+    for w in e.recommendation.warnings:
+        console.print(f"  [yellow]![/] {w}", highlight=False)
+
+
+def _render_table(tab: EstimateTable, show: int) -> None:
+    console.print(
+        f"[bold]{tab.model}[/]: {tab.input_len:,} in / {tab.output_len:,} out tokens, concurrency {tab.concurrency}"
+        + (f", SLO {tab.slo.label()}" if tab.slo else ""),
+        highlight=False,
+    )
+    t = Table(header_style="bold")
+    cols = [
+        "#",
+        "instance",
+        "accelerator",
+        "weights",
+        "TP",
+        "TTFT ms",
+        "TPOT ms",
+        "E2E ms",
+        "out tok/s",
+        "tot tok/s",
+        "$/h",
+        "$/1M out",
+        "$/req",
+    ]
+    if tab.slo:
+        cols += ["SLO", "max C"]
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("instance", "accelerator", "weights") else "left")
+    feasible = [r for r in tab.rows if r.feasible]
+    for i, r in enumerate(feasible[:show], start=1):
+        accel = (
+            r.accelerator_name
+            if r.accelerator_type == AcceleratorType.cpu
+            else f"{r.accelerator_count}x {r.accelerator_name}"
+        )
+        row = [
+            str(i),
+            r.instance + (" *" if r.calibrated else ""),
+            accel,
+            r.weight_format or "",
+            str(r.tensor_parallel_size),
+            _num(r.ttft_ms, 0),
+            _num(r.tpot_ms, 1),
+            _num(r.e2e_ms, 0),
+            _num(r.output_tokens_per_s, 1),
+            _num(r.total_tokens_per_s, 0),
+            _usd(r.hourly_usd),
+            _usd(r.usd_per_million_output_tokens),
+            _usd(r.usd_per_request),
+        ]
+        if tab.slo:
+            row += ["yes" if r.slo_met else "no", str(r.max_concurrency_meeting_slo)]
+        t.add_row(*row)
+    console.print(t)
+    s = tab.summary
+    console.print(
+        f"{s.feasible_native} fit natively, {s.feasible_quantized} only with quantization, {s.infeasible} do not fit. "
+        f"Cheapest per 1M output tokens: {s.cheapest or '-'}; fastest TPOT: {s.fastest or '-'}; most headroom: "
+        f"{s.most_headroom or '-'}.",
+        highlight=False,
+    )
+    if tab.slo and s.slo_choice:
+        console.print(
+            f"[bold green]Cheapest meeting {tab.slo.label()}:[/] {s.slo_choice} (sustains concurrency "
+            f"{s.slo_max_concurrency})",
+            highlight=False,
+        )
+    if len(feasible) > show:
+        console.print(
+            f"({len(feasible) - show} more feasible rows; --limit to show more, --format json for all)"
+        )
+    if tab.calibrations_used:
+        console.print(
+            "* calibrated from measured runs: "
+            + ", ".join(f"{c.accelerator}/{c.engine} ({c.n_points} points)" for c in tab.calibrations_used),
+            highlight=False,
+        )
+    for n in tab.notes:
+        console.print(f"  - {n}", highlight=False)
+    err_console.print(f"[dim]{len(tab.rows)} instances estimated in {tab.elapsed_ms:.0f} ms[/]")
+
+
+def estimate_cmd(
+    model: str = ModelOpt,
+    instance: str | None = typer.Option(
+        None, "--instance", "-i", help="One instance type ('local' for this machine); default: the catalog."
+    ),
+    accelerator: AcceleratorType | None = typer.Option(
+        None, "--accelerator", "-a", help="Only gpu, neuron or cpu."
+    ),
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Hourly USD at most."),
+    min_context: int | None = typer.Option(
+        None, "--min-context", min=16, help="Context length the deployment needs."
+    ),
+    quantization: str | None = QuantOpt,
+    input_len: int = typer.Option(..., "--input-len", min=1, help="Input tokens per request."),
+    output_len: int = typer.Option(..., "--output-len", min=1, help="Output tokens per request."),
+    concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Requests in flight."),
+    slo: str | None = typer.Option(
+        None, "--slo", help="Latency targets in ms, e.g. ttft:500,tpot:50 (e2e too)."
+    ),
+    limit: int = typer.Option(25, "--limit", min=1, help="Feasible rows shown in the table."),
+    no_calibration: bool = typer.Option(False, "--no-calibration", help="Ignore stored calibrations."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked."""
+    with user_errors():
+        from accelbench.modelspec import load_model_spec
+        from accelbench.plan.estimate import estimate, estimate_catalog, is_local, parse_slo, store_context
+
+        spec = load_model_spec(model)
+        slo_v = parse_slo(slo) if slo else None
+        store = _store_or_none()
+        calibrations = prices = benchmarked = None
+        if store is not None:
+            calibrations, prices, benchmarked = store_context(store, use_calibrations=not no_calibration)
+        if instance is not None:
+            if is_local(instance):
+                from accelbench.plan.hardware import local_machine
+
+                inst, accel_spec = local_machine()
+            else:
+                from accelbench.catalog import get_catalog
+
+                inst = get_catalog().instance(instance)
+                accel_spec = None
+            e = estimate(
+                spec,
+                inst,
+                spec=accel_spec,
+                input_len=input_len,
+                output_len=output_len,
+                concurrency=concurrency,
+                quantization=quantization,
+                max_model_len=min_context,
+                calibrations=calibrations,
+                prices=prices,
+                slo=slo_v,
+                benchmarked=benchmarked,
+            )
+            if fmt == OutputFormat.json:
+                print_json(e)
+            else:
+                _render_estimate(e)
+            if not e.feasible:
+                raise typer.Exit(REFUSED_EXIT)
+            return
+        tab = estimate_catalog(
+            spec,
+            input_len=input_len,
+            output_len=output_len,
+            concurrency=concurrency,
+            accelerator=accelerator,
+            max_cost=max_cost,
+            min_context=min_context,
+            quantization=quantization,
+            slo=slo_v,
+            calibrations=calibrations,
+            prices=prices,
+            benchmarked=benchmarked,
+        )
+    if fmt == OutputFormat.json:
+        print_json(tab)
+    else:
+        _render_table(tab, limit)
+
+
+# --------------------------------------------------------------------------------------------- calibrate
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def _render_calibration(rep: CalibrationReport) -> None:
+    for g in rep.groups:
+        console.print(
+            f"[bold]{g.accelerator} / {g.engine}[/]: {g.n_points} point(s) from {len(g.runs)} run(s); before: "
+            f"{g.before_source}"
+            + (f"; saved as calibration {g.saved_id}" if g.saved_id else " (dry run: not saved)"),
+            highlight=False,
+        )
+        t = Table(header_style="bold")
+        for col in (
+            "run",
+            "input",
+            "C",
+            "out",
+            "TPOT meas",
+            "TPOT before",
+            "err",
+            "TPOT after",
+            "err",
+            "TTFT meas",
+            "TTFT after",
+            "tok/s meas",
+            "tok/s after",
+        ):
+            t.add_column(col, justify="left" if col == "run" else "right")
+        for c in g.cells:
+            t.add_row(
+                c.run_id,
+                str(c.input_len),
+                str(c.concurrency),
+                str(c.output_len),
+                _num(c.measured_tpot_ms, 2),
+                _num(c.predicted_tpot_ms, 2),
+                _pct(c.tpot_error_pct),
+                _num(c.fitted_tpot_ms, 2),
+                _pct(c.fitted_tpot_error_pct),
+                _num(c.measured_ttft_ms, 0),
+                _num(c.fitted_ttft_ms, 0),
+                _num(c.measured_output_tps, 1),
+                _num(c.fitted_output_tps, 1),
+            )
+        console.print(t)
+        eb, ea = g.error_before, g.error_after
+
+        def e(d: dict[str, float], k: str) -> str:
+            return f"{d[k]:.1f}%" if k in d else "-"
+
+        console.print(
+            f"Mean absolute error: TPOT {e(eb, 'tpot_mape_pct')} -> {e(ea, 'tpot_mape_pct')} "
+            f"(worst {e(eb, 'tpot_max_abs_pct')} -> {e(ea, 'tpot_max_abs_pct')}), TTFT {e(eb, 'ttft_mape_pct')} -> "
+            f"{e(ea, 'ttft_mape_pct')}, throughput {e(eb, 'throughput_mape_pct')} -> {e(ea, 'throughput_mape_pct')}",
+            highlight=False,
+        )
+        fb, fa = g.factors_before.model_dump(), g.factors_after.model_dump()
+        ft = Table(header_style="bold", title="Factors")
+        for col in ("factor", "before", "after"):
+            ft.add_column(col, justify="left" if col == "factor" else "right")
+        for k in fb:
+            ft.add_row(k, f"{fb[k]:.4g}", f"{fa[k]:.4g}")
+        console.print(ft)
+        if g.note:
+            console.print(f"  - {g.note}", highlight=False)
+    for s in rep.skipped:
+        err_console.print(f"[dim]skipped {s}[/]", highlight=False)
+
+
+@plan_app.command("calibrate")
+def calibrate_cmd(
+    run: list[str] | None = typer.Option(
+        None, "--run", "-r", help="Only these runs (repeatable); default all."
+    ),
+    accelerator: str | None = typer.Option(
+        None, "--accelerator", help="Only this accelerator (e.g. H100-SXM, local:AMD EPYC)."
+    ),
+    engine: str | None = typer.Option(None, "--engine", help="Only this engine (e.g. vllm-cpu)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Fit and print, but do not store the calibration."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Fit the speed model's efficiency factors to the measured runs; print the error before and after."""
+    with user_errors():
+        from accelbench.plan.calibrate import calibrate, calibration_dict
+        from accelbench.store import get_store
+
+        rep = calibrate(get_store(), run_ids=run, accelerator=accelerator, engine=engine, dry_run=dry_run)
+    if fmt == OutputFormat.json:
+        print_json(calibration_dict(rep))
+    else:
+        _render_calibration(rep)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("recommend")(recommend_cmd)
+    app.command("memory-breakdown")(memory_breakdown_cmd)
+    app.command("estimate")(estimate_cmd)
+    app.add_typer(plan_app, name="plan")
+
+
+__all__ = ["AccelbenchError", "register"]

@@ -406,3 +406,69 @@ class EstimateTable(StrictModel):
     calibrations_used: list[CalibrationRef] = Field(default_factory=list)
     elapsed_ms: float = Field(description="Time the estimate took.")
     notes: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------ calibration
+class CellComparison(StrictModel):
+    """One measured cell (input length x concurrency of a run) against the model's prediction(s)."""
+
+    run_id: str
+    label: str | None = None
+    instance: str = Field(description="Instance type, or 'local' for this machine.")
+    accelerator: str = Field(
+        description="Calibration key: accelerator name (local:<CPU model> for local runs)."
+    )
+    engine: str
+    model: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    measured_tpot_ms: float = Field(description="Median TPOT measured.")
+    measured_ttft_ms: float | None = Field(default=None, description="Median TTFT measured.")
+    measured_output_tps: float | None = Field(default=None, description="Output tokens/s measured.")
+    predicted_tpot_ms: float = Field(description="Predicted with the factors estimates used before.")
+    predicted_ttft_ms: float
+    predicted_output_tps: float
+    fitted_tpot_ms: float | None = Field(default=None, description="Predicted with the fitted factors.")
+    fitted_ttft_ms: float | None = None
+    fitted_output_tps: float | None = None
+
+    @staticmethod
+    def pct(predicted: float | None, measured: float | None) -> float | None:
+        if predicted is None or not measured:
+            return None
+        return (predicted - measured) / measured * 100
+
+    @property
+    def tpot_error_pct(self) -> float | None:
+        return self.pct(self.predicted_tpot_ms, self.measured_tpot_ms)
+
+    @property
+    def fitted_tpot_error_pct(self) -> float | None:
+        return self.pct(self.fitted_tpot_ms, self.measured_tpot_ms)
+
+
+class CalibrationGroup(StrictModel):
+    """The fit for one (accelerator, engine)."""
+
+    accelerator: str
+    engine: str
+    kind: AcceleratorType
+    n_points: int
+    runs: list[str]
+    before_source: str = Field(description="'defaults' or 'calibration <id>': what estimates used before.")
+    factors_before: EfficiencyFactors
+    factors_after: EfficiencyFactors
+    error_before: dict[str, float] = Field(
+        description="Mean absolute % errors before: tpot, ttft, throughput."
+    )
+    error_after: dict[str, float] = Field(description="The same after fitting.")
+    cells: list[CellComparison]
+    saved_id: int | None = Field(default=None, description="Stored calibration id (None in a dry run).")
+    note: str | None = None
+
+
+class CalibrationReport(StrictModel):
+    groups: list[CalibrationGroup]
+    skipped: list[str] = Field(default_factory=list, description="Runs not used, with the reason.")
+    saved: bool = Field(description="Whether the calibrations were stored (and estimates now use them).")

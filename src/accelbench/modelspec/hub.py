@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from accelbench.errors import NotFoundError, UserInputError
 
 HUB_TIMEOUT_S = 5.0
@@ -106,13 +104,24 @@ def looks_like_repo_id(ref: str) -> bool:
     return bool(REPO_ID.match(ref)) and not ref.startswith((".", "/"))
 
 
+def hf_cache_dir() -> Path:
+    """The hub cache directory, read from the environment now (huggingface_hub reads it once at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
 def find_in_hf_cache(repo_id: str, revision: str | None = None) -> Path | None:
     """The cached snapshot directory holding ``config.json`` for ``repo_id``, or None. Offline."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - huggingface_hub comes with tokenizers
         return None
-    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    found = try_to_load_from_cache(repo_id, "config.json", cache_dir=hf_cache_dir(), revision=revision)
     if isinstance(found, str) and Path(found).is_file():
         return Path(found).parent
     return None
@@ -150,6 +159,8 @@ def fetch_from_hub(repo_id: str, revision: str | None = None, timeout: float = H
             f"Model {repo_id!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set.",
             hint=alternatives,
         )
+    import httpx  # only when the network is used: keeps `load_model_spec` imports light
+
     headers = {}
     token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
     if token:

@@ -54,12 +54,17 @@ def spec_from_dir(path: Path, *, ref: str, source: ModelSource, hf_id: str | Non
 
 
 def _prepared_dir(ref: str) -> Path | None:
+    """A prepared model's directory: ``<cache>/models/<name>/`` holds ``hf/`` (the BF16 directory vLLM
+    serves) and/or ``gguf/<file>.gguf`` (what llama.cpp serves); the ``hf/`` one describes the model best."""
     from accelbench.settings import get_settings
 
     root = get_settings().models_dir
     for candidate in (root / ref, root / ref.replace("/", "--"), root / ref.lower()):
-        if candidate.is_dir() and ((candidate / "config.json").is_file() or any(candidate.glob("*.gguf"))):
-            return candidate
+        if not candidate.is_dir():
+            continue
+        for sub in (candidate / "hf", candidate, candidate / "gguf"):
+            if (sub / "config.json").is_file() or (sub.is_dir() and len(list(sub.glob("*.gguf"))) == 1):
+                return sub
     return None
 
 

@@ -5,6 +5,7 @@ The package reads the domain types, the catalog and the model specs; it never im
 or cli.
 """
 
+from accelbench.plan.breakdown import memory_breakdown
 from accelbench.plan.estimate import CalibrationSet, estimate, estimate_catalog, estimate_local, parse_slo
 from accelbench.plan.recommend import find_alternatives, recommend
 
@@ -14,6 +15,7 @@ __all__ = [
     "estimate_catalog",
     "estimate_local",
     "find_alternatives",
+    "memory_breakdown",
     "parse_slo",
     "recommend",
 ]

@@ -460,8 +460,8 @@ def _bound_words(pred: Prediction) -> str:
 
 
 def estimate(
-    model: ModelSpec,
-    instance: InstanceType,
+    model: ModelSpec | str,
+    instance: InstanceType | str,
     *,
     input_len: int,
     output_len: int,
@@ -488,6 +488,16 @@ def estimate(
     """
     if input_len < 1 or output_len < 1 or concurrency < 1:
         raise UserInputError("input_len, output_len and concurrency must be at least 1.")
+    model = _model(model)
+    if isinstance(instance, str):
+        if is_local(instance):
+            from accelbench.plan.hardware import local_machine
+
+            instance, spec = local_machine()
+        else:
+            from accelbench.plan.recommend import resolve_instance
+
+            instance, catalog = resolve_instance(instance, catalog)
     if spec is None:
         if catalog is None:
             from accelbench.catalog import get_catalog
@@ -666,34 +676,75 @@ def _row(e: Estimate) -> EstimateRow:
     return EstimateRow(**{k: getattr(e, k) for k in EstimateRow.model_fields})
 
 
+def store_context(
+    store: Store, *, use_calibrations: bool = True, region: str | None = None
+) -> tuple[CalibrationSet | None, dict[str, Any], set[str]]:
+    """(active calibrations, best known prices, instance types with stored runs) from a store, in three
+    queries, so a catalog-wide estimate stays fast."""
+    from accelbench.catalog import price_map
+
+    calibrations = CalibrationSet.from_store(store) if use_calibrations else None
+    prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
+    runs, _ = store.list_runs(limit=100_000)
+    benchmarked = {r.instance_type for r in runs if r.instance_type}
+    return calibrations, prices, benchmarked
+
+
+def _model(model: ModelSpec | str) -> ModelSpec:
+    if isinstance(model, str):
+        from accelbench.modelspec import load_model_spec
+
+        return load_model_spec(model)
+    return model
+
+
 def estimate_catalog(
-    model: ModelSpec,
+    model: ModelSpec | str,
     *,
     input_len: int,
     output_len: int,
     concurrency: int,
     accelerator: AcceleratorType | str | None = None,
+    accelerator_type: AcceleratorType | str | None = None,
+    instance_type: str | None = None,
     max_cost: float | None = None,
     min_context: int | None = None,
     quantization: str | None = None,
-    slo: SLO | None = None,
+    slo: SLO | str | None = None,
     instances: Iterable[InstanceType] | None = None,
     catalog: Catalog | None = None,
     calibrations: CalibrationSet | None = None,
     prices: Mapping[str, Any] | None = None,
     benchmarked: set[str] | None = None,
+    store: Store | None = None,
+    use_calibrations: bool = True,
+    limit: int | None = None,
     include_infeasible: bool = True,
 ) -> EstimateTable:
     """Estimates for every catalog instance matching the filters, ranked by cost per 1M output tokens.
 
+    ``accelerator`` (or ``accelerator_type``) keeps one tier; ``instance_type`` keeps one instance.
+    With ``store``, stored prices win over the snapshot, active calibrations apply (unless
+    ``use_calibrations`` is false) and rows say whether the store has runs on the instance.
     With ``slo``, each row also gets the highest concurrency meeting it, and the summary names the
     cheapest instance that meets it (cost per 1M output tokens at that concurrency).
     """
     started = time.perf_counter()
+    model = _model(model)
+    if isinstance(slo, str):
+        slo = parse_slo(slo)
+    accelerator = accelerator or accelerator_type
     if catalog is None:
         from accelbench.catalog import get_catalog
 
         catalog = get_catalog()
+    if store is not None:
+        st_cal, st_prices, st_bench = store_context(store, use_calibrations=use_calibrations)
+        calibrations = calibrations if calibrations is not None else st_cal
+        prices = prices if prices is not None else st_prices
+        benchmarked = benchmarked if benchmarked is not None else st_bench
+    if instance_type is not None:
+        instances = [catalog.instance(instance_type)]
     price_of: dict[str, float] = {}
     if prices is not None:
         price_of = {k: float(getattr(v, "usd_per_hour", v)) for k, v in prices.items()}
@@ -763,6 +814,9 @@ def estimate_catalog(
             summary.slo_max_concurrency = meeting[0].max_concurrency_meeting_slo
         else:
             notes.append(f"No instance meets {slo.label()} at concurrency {concurrency}.")
+    ranked = feasible + infeasible
+    if limit is not None:
+        ranked = ranked[:limit]
     return EstimateTable(
         model=model.name,
         input_len=input_len,
@@ -775,7 +829,7 @@ def estimate_catalog(
             "quantization": quantization,
         },
         slo=slo,
-        rows=feasible + infeasible,
+        rows=ranked,
         summary=summary,
         calibrations_used=list(used_refs.values()),
         elapsed_ms=(time.perf_counter() - started) * 1000,

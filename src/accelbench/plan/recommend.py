@@ -63,6 +63,8 @@ from accelbench.plan.memory import (
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
 
+USEFUL_CONTEXT = 8192  # a context worth choosing a larger TP for
+USEFUL_SEQS = 4
 CPU_DENSE_REFUSE = 13e9
 CPU_DENSE_WARN = 8e9
 GPU_MAX_NUM_SEQS = 256  # vLLM's default on most GPUs; KV capacity lowers it
@@ -192,9 +194,22 @@ def _params_b(n: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- public
+def resolve_instance(
+    instance: InstanceType | str, catalog: Catalog | None = None
+) -> tuple[InstanceType, Catalog]:
+    """An instance row from a name (catalog lookup with did-you-mean) or the row itself, and the catalog."""
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    if isinstance(instance, str):
+        return catalog.instance(instance), catalog
+    return instance, catalog
+
+
 def recommend(
     model: ModelSpec,
-    instance: InstanceType,
+    instance: InstanceType | str,
     *,
     quantization: str | None = None,
     max_model_len: int | None = None,
@@ -219,6 +234,13 @@ def recommend(
         raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
     q = normalize_quantization(quantization)
     cat = catalog
+    if isinstance(instance, str):
+        from accelbench.plan.hardware import LOCAL_INSTANCE, local_machine
+
+        if instance.strip().lower() == LOCAL_INSTANCE:
+            instance, spec = local_machine()
+        else:
+            instance, cat = resolve_instance(instance, cat)
     if spec is None:
         if cat is None:
             from accelbench.catalog import get_catalog
@@ -330,9 +352,24 @@ def _fit_units(
     unit_word: str,
 ) -> tuple[_Fit | None, str]:
     """The smallest valid TP whose per-unit memory holds its share of the weights, the overhead and the KV
-    cache of one ``need_ctx``-token sequence."""
+    cache of one ``need_ctx``-token sequence.
+
+    When no context was asked for, a TP that also leaves room for USEFUL_SEQS sequences of USEFUL_CONTEXT
+    tokens is preferred over a smaller one that does not: the seed's plain "smallest TP" put a 70B model on
+    4 of p4d's 8 GPUs with a 2,048-token context, when 8 GPUs give it 10x the KV cache.
+    """
     wb = weight_bytes(ctx.model, fmt).total
     min_units = max(1, math.ceil(wb / usable_per_unit))
+    if ctx.max_model_len is None:
+        useful = min(USEFUL_CONTEXT, ctx.model.max_position_embeddings)
+        for tp in valid_tps:
+            if tp < min_units:
+                continue
+            budget = usable_per_unit - wb / tp - overhead_per_unit
+            want = USEFUL_SEQS * seq_kv_bytes_per_rank(ctx.model, useful, tp, kv_bytes)
+            if budget > 0 and budget * 0.9 >= want:
+                tokens = max_seq_tokens(ctx.model, budget, tp, kv_bytes)
+                return _Fit(tp, wb, overhead_per_unit, budget, tokens), ""
     tried: list[str] = []
     for tp in valid_tps:
         if tp < min_units:
@@ -527,7 +564,13 @@ def _recommend_gpu(ctx: _Ctx) -> Recommendation:
         f"Tensor parallel {fit.tp}: the smallest power of two >= ceil({_fmt_gib(wb.total)} / "
         f"{_fmt_gib(usable)}) = {min_units} that divides {model.num_attention_heads} attention"
         + ("" if model.mla else f" and {model.num_kv_heads} KV")
-        + f" heads and leaves room for the KV cache (valid on {hw.units} GPU(s): {', '.join(map(str, valid))})."
+        + " heads and leaves room for the KV cache"
+        + (
+            f" of {USEFUL_SEQS} sequences of {min(USEFUL_CONTEXT, model.max_position_embeddings):,} tokens"
+            if ctx.max_model_len is None and fit.tp > min_units
+            else ""
+        )
+        + f" (valid on {hw.units} GPU(s): {', '.join(map(str, valid))})."
     )
     if model.mla is not None and fit.tp > 1:
         ctx.reasons.append("MLA's latent KV cache is replicated on every rank, so TP does not split it.")

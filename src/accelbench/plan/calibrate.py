@@ -1,0 +1,470 @@
+"""``accelbench plan calibrate``: fit the speed model's efficiency factors to measured runs.
+
+For every stored run whose hardware the planner can describe (a catalog instance, or "this machine" from the
+run's captured environment) and whose model it can read, each measured cell (input length x concurrency) is
+predicted with the same code path ``estimate`` uses (recommendation, the run's own engine settings, PerfModel).
+Points are grouped by (accelerator, engine); per group the factors are fitted by damped least squares in log
+space (Levenberg-Marquardt) to the log-ratios of predicted to measured median TPOT (weight 1), median TTFT and
+output throughput (weight 0.5 each), with a weak pull towards the cited starting values so factors the data
+cannot separate (e.g. bandwidth vs per-step overhead on a tiny model) stay plausible. The fit is stored with
+its error before and after (``store.save_calibration``) and estimates use it from then on, saying so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.plan import CalibrationGroup, CalibrationReport, CellComparison, EfficiencyFactors
+from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.domain.run import EngineSettings
+from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.plan.estimate import DEFAULT_ENGINE, CalibrationSet, PerfModel, predict_for
+from accelbench.plan.hardware import LOCAL_INSTANCE, default_factors, local_cpu_name, local_machine
+from accelbench.plan.recommend import accelerator_name, recommend
+
+if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
+    from accelbench.store.repo import Store
+
+FIT_NAMES = (
+    "bandwidth_efficiency",
+    "compute_efficiency",
+    "step_overhead_ms",
+    "per_sequence_overhead_ms",
+    "request_overhead_ms",
+    "prefill_interference",
+)
+BOUNDS = {
+    "bandwidth_efficiency": (0.05, 1.2),
+    "compute_efficiency": (0.02, 1.2),
+    "step_overhead_ms": (0.01, 500.0),
+    "per_sequence_overhead_ms": (0.001, 50.0),
+    "request_overhead_ms": (0.1, 5000.0),
+    "prefill_interference": (0.01, 1.0),
+}
+WEIGHTS = {"tpot": 1.0, "ttft": 0.5, "tps": 0.5}
+PRIOR_WEIGHT = 0.15
+USABLE_CELL_STATUSES = ("completed", "partial")
+
+
+@dataclass
+class RunModel:
+    """A run with everything needed to predict its cells."""
+
+    run: RunInfo
+    accelerator: str
+    engine: str
+    kind: AcceleratorType
+    instance: str
+    model: str
+    perf: PerfModel
+    cells: list[ResultInfo] = field(default_factory=list)
+
+
+@dataclass
+class Point:
+    run: RunModel
+    input_len: int
+    output_len: int
+    concurrency: int
+    tpot_ms: float
+    ttft_ms: float | None
+    out_tps: float | None
+
+
+# --------------------------------------------------------------------------------------------- runs -> points
+def _engine_settings(run: RunInfo) -> EngineSettings:
+    raw = ((run.spec or {}).get("engine") or {}).get("settings") or {}
+    try:
+        settings = EngineSettings.model_validate(raw)
+    except ValidationError:
+        settings = EngineSettings()
+    if run.tp_degree and not settings.tensor_parallel_size:
+        settings = settings.model_copy(update={"tensor_parallel_size": run.tp_degree})
+    return settings
+
+
+def _hardware_of(run: RunInfo, catalog: Catalog) -> tuple[InstanceType, AcceleratorSpec, str] | str:
+    """(instance, spec, calibration key) of a run, or why it cannot be described."""
+    if run.instance_type and run.instance_type != LOCAL_INSTANCE and run.instance_type in catalog:
+        inst = catalog.instance(run.instance_type)
+        return inst, catalog.accelerator(inst.accelerator_name), accelerator_name(inst)
+    env = run.environment or {}
+    if env.get("cpu"):
+        if (env.get("accelerators") or {}).get("gpus"):
+            return "a local GPU run without a catalog instance type (the planner needs the GPU's specs)"
+        inst, spec = local_machine(env)
+        return inst, spec, local_cpu_name(env)
+    if run.instance_type:
+        return f"instance type {run.instance_type!r} is not in the catalog"
+    return "no instance type and no captured environment"
+
+
+def run_model(
+    run: RunInfo, results: Sequence[ResultInfo], *, catalog: Catalog | None = None
+) -> RunModel | str:
+    """The prediction setup of a run, or the reason there is none."""
+    from accelbench.modelspec import load_model_spec
+
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    hwinfo = _hardware_of(run, catalog)
+    if isinstance(hwinfo, str):
+        return hwinfo
+    inst, spec, key = hwinfo
+    refs = [r for r in (run.model, (run.spec or {}).get("model"), run.served_model) if r]
+    model = None
+    errors = []
+    for ref in dict.fromkeys(refs):
+        try:
+            model = load_model_spec(str(ref), allow_network=False)
+            break
+        except AccelbenchError as exc:
+            errors.append(exc.message)
+    if model is None:
+        return f"model {refs[0] if refs else '?'} cannot be read ({'; '.join(errors) or 'no model'})"
+    settings = _engine_settings(run)
+    engine = (
+        run.engine
+        or ((run.spec or {}).get("engine") or {}).get("name")
+        or DEFAULT_ENGINE[inst.accelerator_type]
+    )
+    try:
+        rec = recommend(
+            model,
+            inst,
+            spec=spec,
+            catalog=catalog,
+            quantization=run.quantization or settings.quantization,
+            max_model_len=settings.max_model_len,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            suggest_alternatives=False,
+        )
+    except AccelbenchError as exc:
+        return f"no recommendation: {exc.message}"
+    if not rec.fits:
+        return f"the planner says it does not fit: {rec.refusal.reason if rec.refusal else ''}"
+    perf, _, _ = predict_for(model, inst, spec, rec, engine_settings=settings, engine=engine)
+    usable = [
+        r for r in results if r.status.value in USABLE_CELL_STATUSES and r.tpot_p50_ms and r.completed > 0
+    ]
+    if not usable:
+        return "no completed cell with a TPOT"
+    return RunModel(
+        run=run,
+        accelerator=key,
+        engine=str(engine),
+        kind=inst.accelerator_type,
+        instance=inst.name,
+        model=model.name,
+        perf=perf,
+        cells=usable,
+    )
+
+
+def _output_len(run: RunInfo, cell: ResultInfo) -> int:
+    if cell.output_len:
+        return cell.output_len
+    cfg = (cell.summary or {}).get("config") or {}
+    return int(cfg.get("output_len") or ((run.spec or {}).get("sweep") or {}).get("output_len") or 128)
+
+
+def points_of(rm: RunModel) -> list[Point]:
+    out = []
+    for cell in rm.cells:
+        out.append(
+            Point(
+                run=rm,
+                input_len=cell.input_len,
+                output_len=_output_len(rm.run, cell),
+                concurrency=cell.concurrency,
+                tpot_ms=float(cell.tpot_p50_ms or 0.0),
+                ttft_ms=cell.ttft_p50_ms,
+                out_tps=cell.output_throughput,
+            )
+        )
+    return out
+
+
+def collect(
+    store: Store,
+    *,
+    run_ids: Iterable[str] | None = None,
+    catalog: Catalog | None = None,
+) -> tuple[list[RunModel], list[str]]:
+    """Every usable run (or the given ones) and the reasons others were skipped."""
+    if run_ids:
+        runs = [store.get_run(r) for r in run_ids]
+    else:
+        runs, _ = store.list_runs(limit=100_000)
+    models: list[RunModel] = []
+    skipped: list[str] = []
+    for run in runs:
+        results = store.get_results(run.id)
+        if not results:
+            skipped.append(f"{run.id}: no results")
+            continue
+        rm = run_model(run, results, catalog=catalog)
+        if isinstance(rm, str):
+            skipped.append(f"{run.id}: {rm}")
+        else:
+            models.append(rm)
+    return models, skipped
+
+
+# --------------------------------------------------------------------------------------------- fitting
+def _predict(p: Point, f: EfficiencyFactors) -> tuple[float, float, float]:
+    pred = p.run.perf.predict(f, p.input_len, p.output_len, p.concurrency)
+    return pred.tpot * 1000, pred.ttft * 1000, pred.out_tps
+
+
+def _residuals(points: Sequence[Point], f: EfficiencyFactors) -> list[float]:
+    res = []
+    for p in points:
+        tpot, ttft, tps = _predict(p, f)
+        res.append(WEIGHTS["tpot"] * math.log(max(tpot, 1e-9) / p.tpot_ms))
+        if p.ttft_ms:
+            res.append(WEIGHTS["ttft"] * math.log(max(ttft, 1e-9) / p.ttft_ms))
+        if p.out_tps:
+            res.append(WEIGHTS["tps"] * math.log(max(tps, 1e-12) / p.out_tps))
+    return res
+
+
+def _factors(base: EfficiencyFactors, u: np.ndarray) -> EfficiencyFactors:
+    values = base.model_dump()
+    for name, x in zip(FIT_NAMES, u, strict=True):
+        values[name] = float(math.exp(x))
+    return EfficiencyFactors.model_construct(**values)
+
+
+def _clip(u: np.ndarray) -> np.ndarray:
+    lo = np.log([BOUNDS[n][0] for n in FIT_NAMES])
+    hi = np.log([BOUNDS[n][1] for n in FIT_NAMES])
+    return np.clip(u, lo, hi)
+
+
+def fit_factors(
+    points: Sequence[Point],
+    prior: EfficiencyFactors,
+    start: EfficiencyFactors | None = None,
+    *,
+    iterations: int = 200,
+) -> EfficiencyFactors:
+    """Levenberg-Marquardt on the log-parameters; the prior's residuals keep unidentified factors near it."""
+    if not points:
+        return prior
+    u0 = _clip(np.log([max(getattr(prior, n), BOUNDS[n][0]) for n in FIT_NAMES]))
+
+    def residual_vector(u: np.ndarray) -> np.ndarray:
+        data = _residuals(points, _factors(prior, u))
+        pri = list(PRIOR_WEIGHT * (u - u0))
+        return np.asarray(data + pri, dtype=float)
+
+    best_u: np.ndarray | None = None
+    best_cost = math.inf
+    starts = [u0]
+    if start is not None:
+        starts.append(_clip(np.log([max(getattr(start, n), BOUNDS[n][0]) for n in FIT_NAMES])))
+    for s in starts:
+        u = s.copy()
+        r = residual_vector(u)
+        cost = float(r @ r)
+        mu = 1e-2
+        for _ in range(iterations):
+            jac = np.empty((r.size, u.size))
+            for j in range(u.size):
+                du = np.zeros_like(u)
+                du[j] = 1e-5
+                jac[:, j] = (residual_vector(u + du) - r) / 1e-5
+            jtj = jac.T @ jac
+            g = jac.T @ r
+            improved = False
+            for _ in range(12):
+                step = np.linalg.solve(jtj + mu * (np.diag(np.diag(jtj)) + np.eye(u.size)), -g)
+                u_new = _clip(u + step)
+                r_new = residual_vector(u_new)
+                c_new = float(r_new @ r_new)
+                if c_new < cost:
+                    improved = cost - c_new > 1e-12
+                    u, r, cost = u_new, r_new, c_new
+                    mu = max(mu / 3, 1e-9)
+                    break
+                mu *= 4
+            if not improved:
+                break
+        if cost < best_cost:
+            best_cost, best_u = cost, u
+    assert best_u is not None
+    fitted = _factors(prior, best_u)
+    return EfficiencyFactors(**{k: round(v, 6) for k, v in fitted.model_dump().items()})
+
+
+def _mape(pairs: Iterable[tuple[float | None, float | None]]) -> float | None:
+    errs = [abs(p - m) / m * 100 for p, m in pairs if p is not None and m]
+    return round(sum(errs) / len(errs), 2) if errs else None
+
+
+def error_summary(cells: Sequence[CellComparison], fitted: bool) -> dict[str, float]:
+    def col(name: str) -> list[tuple[float | None, float | None]]:
+        pre = "fitted" if fitted else "predicted"
+        return [(getattr(c, f"{pre}_{name}"), getattr(c, f"measured_{name}")) for c in cells]
+
+    out: dict[str, float] = {}
+    for key, name in (
+        ("tpot_mape_pct", "tpot_ms"),
+        ("ttft_mape_pct", "ttft_ms"),
+        ("throughput_mape_pct", "output_tps"),
+    ):
+        v = _mape(col(name))
+        if v is not None:
+            out[key] = v
+    tp = [abs(p - m) / m * 100 for p, m in col("tpot_ms") if p is not None and m]
+    if tp:
+        out["tpot_max_abs_pct"] = round(max(tp), 2)
+    out["points"] = float(len(cells))
+    return out
+
+
+def compare_cells(
+    points: Sequence[Point], before: EfficiencyFactors, after: EfficiencyFactors | None
+) -> list[CellComparison]:
+    cells = []
+    for p in points:
+        tpot, ttft, tps = _predict(p, before)
+        ft = _predict(p, after) if after is not None else (None, None, None)
+        cells.append(
+            CellComparison(
+                run_id=p.run.run.id,
+                label=p.run.run.label,
+                instance=p.run.instance,
+                accelerator=p.run.accelerator,
+                engine=p.run.engine,
+                model=p.run.model,
+                input_len=p.input_len,
+                output_len=p.output_len,
+                concurrency=p.concurrency,
+                measured_tpot_ms=p.tpot_ms,
+                measured_ttft_ms=p.ttft_ms,
+                measured_output_tps=p.out_tps,
+                predicted_tpot_ms=round(tpot, 3),
+                predicted_ttft_ms=round(ttft, 3),
+                predicted_output_tps=round(tps, 3),
+                fitted_tpot_ms=round(ft[0], 3) if ft[0] is not None else None,
+                fitted_ttft_ms=round(ft[1], 3) if ft[1] is not None else None,
+                fitted_output_tps=round(ft[2], 3) if ft[2] is not None else None,
+            )
+        )
+    return cells
+
+
+def calibrate(
+    store: Store,
+    *,
+    run_ids: Iterable[str] | None = None,
+    accelerator: str | None = None,
+    engine: str | None = None,
+    dry_run: bool = False,
+    catalog: Catalog | None = None,
+) -> CalibrationReport:
+    """Fit factors per (accelerator, engine) from the store's runs; store them unless ``dry_run``."""
+    models, skipped = collect(store, run_ids=run_ids, catalog=catalog)
+    current = CalibrationSet.from_store(store)
+    groups: dict[tuple[str, str], list[RunModel]] = {}
+    for rm in models:
+        if accelerator and rm.accelerator.lower() != accelerator.lower() and rm.instance != accelerator:
+            continue
+        if engine and rm.engine != engine:
+            continue
+        groups.setdefault((rm.accelerator, rm.engine), []).append(rm)
+    if not groups:
+        raise UserInputError(
+            "No measured run to calibrate from"
+            + (f" for {accelerator or ''} {engine or ''}".rstrip() if accelerator or engine else "")
+            + ".",
+            hint="Run a sweep first (e.g. `accelbench demo` or `accelbench sweep`); runs skipped: "
+            + ("; ".join(skipped[:5]) or "none"),
+        )
+    out: list[CalibrationGroup] = []
+    for (accel, eng), rms in sorted(groups.items()):
+        kind = rms[0].kind
+        prior = default_factors(kind.value, eng)
+        before = current.factors.get((accel, eng), prior)
+        ref = current.refs.get((accel, eng))
+        points = [p for rm in rms for p in points_of(rm)]
+        fitted = fit_factors(points, prior, start=before)
+        cells = compare_cells(points, before, fitted)
+        err_before = error_summary(cells, fitted=False)
+        err_after = error_summary(cells, fitted=True)
+        saved_id = None
+        if not dry_run:
+            saved_id = store.save_calibration(
+                accelerator=accel,
+                engine=eng,
+                factors=fitted.model_dump(),
+                n_points=len(points),
+                error_before=err_before,
+                error_after=err_after,
+            )
+        note = None
+        if len(points) < len(FIT_NAMES):
+            note = (
+                f"{len(points)} point(s) for {len(FIT_NAMES)} factors: the starting values hold the factors the "
+                "data cannot pin down"
+            )
+        out.append(
+            CalibrationGroup(
+                accelerator=accel,
+                engine=eng,
+                kind=kind,
+                n_points=len(points),
+                runs=sorted({rm.run.id for rm in rms}),
+                before_source=f"calibration {ref.id}" if ref else "defaults",
+                factors_before=before,
+                factors_after=fitted,
+                error_before=err_before,
+                error_after=err_after,
+                cells=cells,
+                saved_id=saved_id,
+                note=note,
+            )
+        )
+    return CalibrationReport(groups=out, skipped=skipped, saved=not dry_run)
+
+
+def predicted_vs_measured(
+    store: Store,
+    *,
+    run_ids: Iterable[str] | None = None,
+    use_calibrations: bool = True,
+    catalog: Catalog | None = None,
+) -> tuple[list[CellComparison], list[str]]:
+    """Every usable stored cell with the prediction estimates make now (active calibrations applied unless
+    ``use_calibrations`` is false). For reports and ``benchmarks/estimate_accuracy.py``."""
+    models, skipped = collect(store, run_ids=run_ids, catalog=catalog)
+    cal = CalibrationSet.from_store(store) if use_calibrations else CalibrationSet.empty()
+    cells: list[CellComparison] = []
+    for rm in models:
+        f = cal.factors.get((rm.accelerator, rm.engine), default_factors(rm.kind.value, rm.engine))
+        cells += compare_cells(points_of(rm), f, None)
+    return cells, skipped
+
+
+def calibration_dict(report: CalibrationReport) -> dict[str, Any]:
+    """JSON form with the per-cell error percentages included."""
+    data = report.model_dump(mode="json")
+    for g_json, g in zip(data["groups"], report.groups, strict=True):
+        for c_json, c in zip(g_json["cells"], g.cells, strict=True):
+            c_json["tpot_error_pct"] = None if c.tpot_error_pct is None else round(c.tpot_error_pct, 2)
+            c_json["fitted_tpot_error_pct"] = (
+                None if c.fitted_tpot_error_pct is None else round(c.fitted_tpot_error_pct, 2)
+            )
+    return data
