@@ -17,6 +17,7 @@ small in-process HTTP server that answers the same REST calls).
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import threading
 import time
@@ -175,7 +176,9 @@ class KubernetesDeployTarget(Target):
             self.tool_versions = effective_tool_versions(get_store())
         facts, _ = load_model_facts(spec)
         base = dns_name("ab", facts.served_name, limit=30)
-        name = dns_name(f"{base}-{self.run_id[:8]}")
+        # the run id's random tail keeps two runs of the same model (same day) apart
+        suffix = re.sub(r"[^a-z0-9]", "", self.run_id.lower())[-6:] or "run"
+        name = dns_name(f"{base}-{suffix}")
         options = ExportOptions(
             namespace=self.namespace,
             name=name,
@@ -214,7 +217,9 @@ class KubernetesDeployTarget(Target):
         opts = k8s.V1DeleteOptions(propagation_policy="Background")
         delete = self._method("delete", kind)
         try:
-            delete(name, self.namespace, body=opts)
+            # the response (the deleted object or a Status, depending on the kind) is not needed: do not
+            # let the client deserialize it
+            delete(name, self.namespace, body=opts, _preload_content=False)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -356,7 +361,7 @@ class KubernetesDeployTarget(Target):
             if fatal:
                 raise self._not_ready(f"The model server cannot start: {fatal}.", where)
             if time.monotonic() >= deadline:
-                raise self._not_ready(f"The model server did not become ready within {timeout:.0f} s.", where)
+                raise self._not_ready(f"The model server did not become ready within {timeout:g} s.", where)
             self.progress.line(where)
             self._sleep(self.poll_s)
 
