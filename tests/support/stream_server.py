@@ -89,9 +89,10 @@ class Script:
 
 @dataclass
 class ChunkRecord:
-    t: float  # perf_counter when written
+    t: float  # perf_counter right before the write
     kind: str  # role, text, empty, finish, usage, done, comment, malformed, error
     tokens: int = 0
+    t_after: float | None = None  # perf_counter right after the write: the truth lies in [t, t_after]
 
 
 @dataclass
@@ -107,6 +108,11 @@ class RequestLog:
 
     def text_times(self) -> list[float]:
         return [c.t for c in self.chunks if c.kind == "text"]
+
+    def text_windows(self) -> list[tuple[float, float]]:
+        """(before, after) the write of every text chunk: when the process was descheduled around a write, the
+        moment the bytes left lies somewhere in this window."""
+        return [(c.t, c.t_after if c.t_after is not None else c.t) for c in self.chunks if c.kind == "text"]
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -248,6 +254,7 @@ class StreamServer:
         self.port = port
         self.tokenizer = FixtureTokenizer(Path(tokenizer_dir)) if tokenizer_dir else None
         self.records: list[RequestLog] = []
+        self.connections = 0  # TCP connections accepted (keep-alive reuse shows as few)
         self.running = 0
         self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests": 0}
         self._prerendered: dict[tuple[Any, ...], tuple[bytes, bytes, int]] = {}
@@ -613,13 +620,15 @@ class StreamServer:
                     await _sleep_until(loop, due)
                     text_index += 1
                     if role_pending is not None:
+                        before = time.perf_counter()
                         write(_chunk(role_pending))
-                        log.chunks.append(ChunkRecord(time.perf_counter(), "role"))
+                        log.chunks.append(ChunkRecord(before, "role", 0, time.perf_counter()))
                         role_pending = None
                 if conn.transport.is_closing():
                     return
+                before = time.perf_counter()
                 write(_chunk(data))
-                log.chunks.append(ChunkRecord(time.perf_counter(), kind, ntok))
+                log.chunks.append(ChunkRecord(before, kind, ntok, time.perf_counter()))
                 if kind == "text":
                     self.counters["generation_tokens"] += ntok
             write(_LAST_CHUNK)
@@ -649,9 +658,11 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.busy = False
         self.task: asyncio.Task[None] | None = None
+        self.last_head = b""  # the last request's head, for tests that check what the client sent
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.server.connections += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.task is not None:
@@ -666,7 +677,8 @@ class _Conn(asyncio.Protocol):
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = self.buf[:end].decode("latin-1")
+            self.last_head = self.buf[:end]
+            head = self.last_head.decode("latin-1")
             lines = head.split("\r\n")
             try:
                 method, target, _ = lines[0].split(" ", 2)

@@ -298,6 +298,18 @@ class StreamClient:
             raise RequestFailed(f"cannot connect to {t.netloc}: {exc.strerror or exc}") from None
         return proto
 
+    async def preconnect(self, n: int) -> int:
+        """Open up to ``n`` idle connections ahead of the measurement (so TCP set-up is not in the first
+        requests' timing); returns how many are idle now. Failures are left for the requests to report."""
+        loop = asyncio.get_running_loop()
+        missing = n - sum(1 for c in self._idle if not c.closed)
+        if missing > 0:
+            results = await asyncio.gather(
+                *(self._connect(loop) for _ in range(missing)), return_exceptions=True
+            )
+            self._idle.extend(c for c in results if isinstance(c, _Connection))
+        return sum(1 for c in self._idle if not c.closed)
+
     async def send(self, data: bytes) -> RawResponse:
         """Send one rendered request and collect its response. Never raises for a failed request:
         the reason is in ``RawResponse.error`` (``asyncio.CancelledError`` still propagates)."""

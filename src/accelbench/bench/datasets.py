@@ -222,7 +222,7 @@ def random_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int)
         raise UserInputError(
             f"--input-len {target} is too small: {what}"
             + (f" and the {config.prefix_len}-token prefix" if config.prefix_len else "")
-            + f" already take {fixed} tokens.",
+            + f" already take up {fixed} of the {target} tokens.",
             hint=f"Use --input-len {fixed + 1} or more"
             + (", or a shorter --prefix-len." if config.prefix_len else "."),
         )

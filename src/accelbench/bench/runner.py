@@ -58,6 +58,8 @@ RAW_BUDGET_BYTES = 256 * 1024 * 1024
 LAG_NOTE_P50_MS = 2.0
 LAG_NOTE_P99_MS = 10.0
 CANCELLED = "cancelled"
+#: Connections opened before the measurement starts (at most; one per concurrent request).
+PRECONNECT_MAX = 256
 _pc = time.perf_counter
 
 PATHS = {EndpointKind.chat: "/v1/chat/completions", EndpointKind.completions: "/v1/completions"}
@@ -190,6 +192,8 @@ async def _send_all(
             delay = due - _pc()
             if delay > 0:
                 await asyncio.sleep(delay)
+            while _pc() < due:  # the loop's timers have millisecond resolution and may fire early
+                await asyncio.sleep(0)
             if stop.should_stop(_pc()):
                 break
             eligible = due
@@ -321,6 +325,10 @@ async def arun_benchmark(
                     reason = bad[0].error or parse_stream(bad[0], chat=kind == EndpointKind.chat).error
                     notes.append(f"Every warmup request failed (first: {reason}).")
             main_tasks.clear()
+        if not stop.flag:
+            await client.preconnect(
+                min(config.max_concurrency or len(requests), len(requests), PRECONNECT_MAX)
+            )
         if scraper is not None:
             await scraper.start(_pc())
         if progress is not None:

@@ -1,9 +1,405 @@
-"""CLI commands: bench (filled in by the issue that owns it)."""
+"""``accelbench bench``: one benchmark against an OpenAI-compatible streaming server.
+
+The flags follow ``vllm bench serve`` where they overlap. The result is stored as a run of kind ``bench`` with one
+result (``--no-store`` skips that), optionally written in vLLM's result layout (``--save-result``), and printed as
+a one-screen summary or, with ``--format json``, as JSON on stdout (the progress bar is on stderr).
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
 import typer
+from rich.console import Group
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.domain.bench import (
+    BenchConfig,
+    BenchmarkSummary,
+    DatasetKind,
+    Endpoint,
+    EndpointKind,
+    GoodputSLO,
+)
+from accelbench.errors import UserInputError
+
+_GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
+
+
+def parse_goodput(items: list[str]) -> GoodputSLO | None:
+    """``["ttft:500", "tpot:50"]`` (also comma- or space-separated in one item) -> GoodputSLO, in ms."""
+    values: dict[str, float] = {}
+    for item in items:
+        for part in re.split(r"[,\s]+", item.strip()):
+            if not part:
+                continue
+            m = _GOODPUT.match(part)
+            if not m:
+                raise UserInputError(
+                    f"Bad --goodput item {part!r}.",
+                    hint="Give NAME:MS pairs with NAME one of ttft, tpot, e2el, e.g. --goodput ttft:500 tpot:50.",
+                )
+            values[f"{m.group(1)}_ms"] = float(m.group(2))
+    return GoodputSLO(**values) if values else None
+
+
+def parse_headers(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if ":" not in item:
+            raise UserInputError(f"Bad --header {item!r}.", hint="Use --header NAME:VALUE.")
+        k, v = item.split(":", 1)
+        if not k.strip():
+            raise UserInputError(f"Bad --header {item!r}: the name is empty.")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def first_served_model(base_url: str, headers: dict[str, str], api_key: str | None) -> str:
+    """The first model the server lists at /v1/models (what vLLM's client does without --model)."""
+    hdrs = dict(headers)
+    if api_key:
+        hdrs["Authorization"] = f"Bearer {api_key}"
+    url = base_url.rstrip("/").removesuffix("/v1") + "/v1/models"
+    try:
+        r = httpx.get(url, headers=hdrs, timeout=30)
+        data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        raise UserInputError(
+            f"Cannot ask {url} for the served model: {exc}", hint="Give --model NAME."
+        ) from None
+    if not data:
+        raise UserInputError(f"{url} lists no model (HTTP {r.status_code}).", hint="Give --model NAME.")
+    return str(data[0]["id"])
+
+
+@contextmanager
+def _graceful_interrupt(cancel: threading.Event) -> Iterator[None]:
+    """First Ctrl-C: stop sending and keep what finished. Second: abort at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        err_console.print("[yellow]Stopping: requests in flight are cancelled, finished ones kept. "
+                          "Ctrl-C again to abort.[/]")  # fmt: skip
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _fmt(v: float, digits: int = 2) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path | None) -> None:
+    """The one-screen summary."""
+    cfg = summary.config
+    rate = "inf" if math.isinf(cfg.request_rate) else f"{cfg.request_rate:g}/s"
+    where = f"{summary.model_id} @ {summary.base_url}"
+    shape = (
+        f"{cfg.endpoint}, {cfg.dataset}"
+        + (f" {cfg.input_len} in" if DatasetKind(cfg.dataset) == DatasetKind.random else "")
+        + f" / {cfg.output_len} out, {summary.num_prompts} prompts, concurrency {cfg.max_concurrency or 'unlimited'}, "
+        f"rate {rate}"
+    )
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    status = "[yellow]interrupted[/]" if summary.interrupted else "done"
+    head.add_row("Requests", f"{summary.completed} ok, {summary.failed} failed ({status})")
+    head.add_row("Duration", f"{_fmt(summary.duration_s)} s")
+    head.add_row("Request throughput", f"{_fmt(summary.request_throughput)} req/s")
+    if summary.request_goodput is not None:
+        head.add_row("Request goodput", f"{_fmt(summary.request_goodput)} req/s")
+    head.add_row("Output tokens", f"{summary.total_output_tokens:,} ({summary.output_tokens_source})")
+    head.add_row(
+        "Output throughput",
+        f"{_fmt(summary.output_throughput)} tok/s (peak {_fmt(summary.max_output_tokens_per_s, 0)})",
+    )
+    head.add_row("Total token throughput", f"{_fmt(summary.total_token_throughput)} tok/s")
+    pc = summary.prompt_token_check
+    if pc.checked:
+        ok = (
+            "[green]exact[/]"
+            if not pc.mismatched
+            else f"[yellow]{pc.mismatched} differ (max {pc.max_abs_deviation})[/]"
+        )
+        head.add_row("Prompt tokens vs server", f"{summary.total_input_tokens:,} in total, {ok}")
+    else:
+        head.add_row("Input tokens", f"{summary.total_input_tokens:,}")
+    stats = Table(header_style="bold", box=None, pad_edge=False)
+    for col in ("ms", "mean", "median", "std", "p90", "p95", "p99", "max"):
+        stats.add_column(col, justify="right" if col != "ms" else "left")
+    for name, st in (("TTFT", summary.ttft_ms), ("TPOT", summary.tpot_ms), ("ITL", summary.itl_ms),
+                     ("E2EL", summary.e2el_ms), ("Sched. lag", summary.scheduling_lag_ms)):  # fmt: skip
+        if st.count == 0:
+            stats.add_row(name, *(["-"] * 7))
+        else:
+            stats.add_row(
+                name, *(_fmt(getattr(st, k)) for k in ("mean", "median", "std", "p90", "p95", "p99", "max"))
+            )
+    parts: list[Any] = [head, "", stats]
+    tel = summary.telemetry
+    if tel.available:
+        bits = [f"{k} +{v:,.0f}" for k, v in tel.deltas.items()]
+        bits += [f"peak {k} {v:,.2f}" for k, v in tel.peaks.items()]
+        bits += [f"{k} {v:.1%}" for k, v in tel.derived.items()]
+        parts += ["", f"[bold]Server /metrics[/] ({tel.samples} samples): " + ", ".join(bits)]
+    else:
+        parts += ["", f"[dim]Server /metrics: not available ({tel.error})[/]"]
+    for reason, count in list(summary.errors.items())[:5]:
+        parts.append(f"[red]{count} x[/] {reason}")
+    for note in summary.notes:
+        parts.append(f"[yellow]note:[/] {note}")
+    if saved is not None:
+        parts.append(f"Saved to {saved}")
+    if run_id is not None:
+        parts.append(f"Stored as run [bold]{run_id}[/] (accelbench runs show {run_id})")
+    title = f"accelbench bench: {where}" + (f" [{summary.label}]" if summary.label else "")
+    console.print(Panel(Group(*parts), title=title, subtitle=shape, expand=False))
+
+
+def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[str, Any]) -> str:
+    from accelbench.domain.run import CellStatus, RunStatus
+    from accelbench.store import get_store
+
+    store = get_store()
+    engine = env.get("engine") or {}
+    safe_headers = {
+        k: ("***" if any(s in k.lower() for s in ("auth", "key", "token", "secret")) else v)
+        for k, v in endpoint.headers.items()
+    }
+    run = store.create_run(
+        kind="bench",
+        status=RunStatus.benchmarking,
+        label=summary.label,
+        served_model=endpoint.served_model,
+        model=endpoint.tokenizer or endpoint.served_model,
+        base_url=endpoint.base_url,
+        engine=engine.get("name"),
+        engine_version=engine.get("version"),
+        spec={
+            "bench": json.loads(summary.config.model_dump_json()),
+            "endpoint": {
+                "base_url": endpoint.base_url,
+                "served_model": endpoint.served_model,
+                "tokenizer": endpoint.tokenizer,
+                "headers": safe_headers,
+            },
+        },
+        environment=env,
+        command=env.get("command"),
+    )
+    if summary.completed == 0:
+        cell, status = CellStatus.failed, RunStatus.failed
+    elif summary.interrupted:
+        cell, status = CellStatus.partial, RunStatus.interrupted
+    else:
+        cell, status = CellStatus.completed, RunStatus.completed
+    store.save_result(
+        run.id,
+        input_len=summary.config.input_len,
+        concurrency=summary.config.max_concurrency or 0,
+        repeat=0,
+        summary=summary,
+        status=cell,
+    )
+    error = None
+    if status == RunStatus.failed:
+        error = next(iter(summary.errors), "no request completed")
+    store.set_status(run.id, status, error=error)
+    return run.id
+
+
+def bench(
+    base_url: str = typer.Option(
+        ..., "--base-url", envvar="ACCELBENCH_BASE_URL", help="Server root, e.g. http://127.0.0.1:8000."
+    ),
+    endpoint_kind: EndpointKind = typer.Option(
+        EndpointKind.chat, "--endpoint", help="chat (/v1/chat/completions) or completions (/v1/completions)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="Served model name; default: the first one /v1/models lists."
+    ),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="Local tokenizer directory; default: the server's /tokenize."
+    ),
+    api_key: str | None = typer.Option(
+        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
+    ),
+    header: list[str] = typer.Option([], "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."),
+    dataset: DatasetKind = typer.Option(DatasetKind.random, "--dataset", help="random, jsonl or sharegpt."),
+    dataset_path: str | None = typer.Option(
+        None,
+        "--dataset-path",
+        help='jsonl: {"prompt": ...} per line; sharegpt: the usual conversations file.',
+    ),
+    input_len: int = typer.Option(
+        128,
+        "--input-len",
+        min=1,
+        help="Random dataset: prompt tokens as the server counts them (chat template included), exact.",
+    ),
+    output_len: int = typer.Option(128, "--output-len", min=1, help="max_tokens of every request."),
+    prefix_len: int = typer.Option(
+        0, "--prefix-len", min=0, help="Random dataset: tokens of a deliberate prefix shared by every prompt."
+    ),
+    num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
+    ),
+    request_rate: float = typer.Option(
+        math.inf, "--request-rate", help="Requests per second; inf sends all at once."
+    ),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of the gaps between requests; 1 = Poisson."
+    ),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Stop sending new requests after this many seconds."
+    ),
+    num_warmups: int = typer.Option(
+        0, "--num-warmups", min=0, help="Warmup requests (own prompts, not measured)."
+    ),
+    ignore_eos: bool = typer.Option(
+        True,
+        "--ignore-eos/--no-ignore-eos",
+        help="Ask the server to ignore EOS so every request makes --output-len tokens.",
+    ),
+    goodput: list[str] = typer.Option(
+        [], "--goodput", help="SLOs as NAME:MS (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50."
+    ),
+    timeout: float = typer.Option(600.0, "--timeout", help="Per-request timeout, seconds."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts and send times."),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="Sampling temperature (default: the server's)."
+    ),
+    save_result: Path | None = typer.Option(
+        None, "--save-result", help="Write the result in vllm bench serve's JSON layout to this file."
+    ),
+    label: str | None = typer.Option(None, "--label", help="Label stored with the result."),
+    scrape: bool = typer.Option(
+        True, "--scrape/--no-scrape", help="Scrape the server's /metrics every second."
+    ),
+    store: bool = typer.Option(
+        True, "--store/--no-store", help="Store the run (kind bench) in the results store."
+    ),
+    include_requests: bool = typer.Option(
+        False, "--include-requests", help="With --format json: include per-request records."
+    ),
+    fmt: OutputFormat = FormatOption,
+    extra: list[str] = typer.Argument(None, hidden=True, metavar=""),
+) -> None:
+    """Benchmark one OpenAI-compatible streaming server: TTFT, TPOT, ITL, E2EL, throughput, goodput."""
+    with user_errors():
+        # `--goodput ttft:500 tpot:50` (vLLM's syntax) leaves the later pairs as stray arguments.
+        extra = list(extra or [])
+        stray = [x for x in extra if not _GOODPUT.match(x)]
+        if stray:
+            raise UserInputError(
+                f"Unexpected argument(s): {' '.join(stray)}.", hint="See accelbench bench --help."
+            )
+        if extra and not goodput:
+            raise UserInputError(
+                f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?"
+            )
+        slo = parse_goodput(list(goodput) + extra)
+        headers = parse_headers(header)
+        if request_rate <= 0 or burstiness <= 0:
+            raise UserInputError("--request-rate and --burstiness must be positive (inf is allowed).")
+        if dataset != DatasetKind.random and not dataset_path:
+            raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")
+        served = model or first_served_model(base_url, headers, api_key)
+        endpoint = Endpoint(
+            base_url=base_url, served_model=served, tokenizer=tokenizer, api_key=api_key, headers=headers
+        )
+        try:
+            config = BenchConfig(
+                endpoint=endpoint_kind,
+                dataset=dataset,
+                dataset_path=dataset_path,
+                input_len=input_len,
+                output_len=output_len,
+                prefix_len=prefix_len,
+                num_prompts=num_prompts,
+                max_concurrency=max_concurrency,
+                request_rate=request_rate,
+                burstiness=burstiness,
+                duration_s=duration,
+                num_warmups=num_warmups,
+                ignore_eos=ignore_eos,
+                goodput=slo,
+                timeout_s=timeout,
+                seed=seed,
+                temperature=temperature,
+                label=label,
+                scrape_metrics=scrape,
+            )
+        except ValueError as exc:
+            raise UserInputError(f"Invalid settings: {exc}") from None
+
+        from accelbench.bench import run_benchmark
+
+        cancel = threading.Event()
+        progress = Progress(
+            TextColumn("[bold]bench[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,
+        )
+        task = progress.add_task("requests", total=num_prompts)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        with _graceful_interrupt(cancel), progress:
+            summary = run_benchmark(endpoint, config, progress=on_progress, cancel=cancel)
+        saved = None
+        if save_result is not None:
+            from accelbench.bench.results_io import write_result
+
+            saved = write_result(summary, save_result)
+        run_id = None
+        if store:
+            from accelbench.telemetry.host import capture_environment
+
+            env = capture_environment(endpoint.base_url, headers=headers)
+            run_id = _store_result(summary, endpoint, env=env)
+        if fmt == OutputFormat.json:
+            exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
+            body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
+            print_json({"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body})
+        else:
+            render_summary(summary, run_id=run_id, saved=saved)
+        if summary.completed == 0:
+            raise typer.Exit(1)
+        if summary.interrupted and cancel.is_set():
+            raise typer.Exit(130)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("bench")(bench)
