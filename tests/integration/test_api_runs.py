@@ -42,11 +42,12 @@ def test_post_queues_a_pending_run(api) -> None:
 
 @pytest.mark.parametrize(
     ("instance", "engine", "tier"),
-    [("g6.2xlarge", "vllm", "gpu"), ("inf2.xlarge", "vllm-neuron", "neuron"), ("m8i.2xlarge", "vllm-cpu", "cpu"),
+    [("g6.2xlarge", "vllm", "gpu"), ("inf2.8xlarge", "vllm-neuron", "neuron"), ("m8i.2xlarge", "vllm-cpu", "cpu"),
      ("r8g.4xlarge", "vllm-cpu", "cpu"), (None, "vllm-cpu", "cpu")],
 )  # fmt: skip
 def test_runtime_follows_the_instance_tier(api, instance, engine, tier) -> None:
-    spec: dict = {"model": SMALL, "engine": LOCAL} if instance is None else {"model": SMALL}
+    # SmolLM2's 9 heads cannot be split over Neuron's power-of-two cores: a catalog instance gets a 7B model.
+    spec: dict = {"model": SMALL, "engine": LOCAL} if instance is None else {"model": "qwen2.5-7b-instruct"}
     if instance:
         spec |= {"instance_type": instance, "target": {"kind": "kubernetes"}}
     r = post(api, spec)
@@ -99,6 +100,21 @@ def test_moe_model_is_not_held_to_the_dense_ceiling(api) -> None:
     r = post(api, {"model": "mixtral-8x7b-instruct-v0.1", "instance_type": "r8g.48xlarge",
                    "target": {"kind": "kubernetes"}})  # fmt: skip
     assert r.status_code == 202, r.text
+
+
+@pytest.mark.parametrize(
+    ("spec", "says", "hint"),
+    [({"model": "qwen2.5-72b-instruct", "instance_type": "g6.xlarge"}, "does not fit g6.xlarge", "larger instance"),
+     ({"model": "qwen2.5-72b-instruct", "instance_type": "g6.xlarge", "engine": {"settings": {"quantization": "int4"}}},
+      "in any of: int4", "Leave quantization unset"),
+     ({"model": SMALL, "instance_type": "inf2.xlarge"}, "divides 9 heads", "more NeuronCores")],
+)  # fmt: skip
+def test_a_model_that_cannot_fit_is_refused_with_the_planners_reason(api, spec, says, hint) -> None:
+    r = post(api, spec | {"target": {"kind": "kubernetes"}})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["type"] == "GuardError" and says in err["message"] and hint in err["hint"]
+    assert api.store.list_runs()[1] == 0
 
 
 def test_runtime_on_the_wrong_tier_is_refused(api) -> None:

@@ -75,7 +75,7 @@ def test_secret_without_a_worker_is_refused(store: Store) -> None:
                 "model": "smollm2-135m-instruct",
                 "hf_token": "hf_x" * 5,
                 "engine": {"settings": {"kv_cache_space_gib": 1}},
-            },  # fmt: skip
+            },
             headers=api.auth,
         )
         assert r.status_code == 400

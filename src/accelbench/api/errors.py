@@ -103,7 +103,11 @@ def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[st
             text = f"{where}: {msg}"
             value = err.get("input")
             # Echo only short scalars, never a whole object (it may hold a secret) nor a secret-named field.
-            if isinstance(value, str | int | float | bool) and kind != "json_invalid" and not is_secret_loc(loc):
+            if (
+                isinstance(value, str | int | float | bool)
+                and kind != "json_invalid"
+                and not is_secret_loc(loc)
+            ):
                 shown = repr(value)
                 if len(shown) <= 80:
                     text += f" (got {shown})"

@@ -90,46 +90,55 @@ def local_model_path(spec: RunSpec) -> str:
         return spec.model
 
 
-def recommendation_for(model: str, instance: InstanceType) -> Any | None:
-    """The planner's recommendation, which fills what the spec leaves unset (e.g. the CPU KV budget) exactly
-    as the deployment will; None when the model is unknown here (then the spec must say everything)."""
-    try:
-        from accelbench.plan import recommend
-    except ImportError:  # the planner is not in this tree yet
-        return None
+def recommendation_for(spec: RunSpec, instance: InstanceType) -> Any | None:
+    """The planner's recommendation for the spec's model and settings, which fills what the spec leaves unset
+    (e.g. the CPU KV budget) exactly as the deployment will; None when the model is unknown here (then the
+    spec must say everything)."""
     from accelbench.modelspec import load_model_spec
+    from accelbench.plan import recommend
 
     try:
-        spec = load_model_spec(model, allow_network=False)
+        model = load_model_spec(spec.model, allow_network=False)
     except NotFoundError:
         return None
-    return recommend(spec, instance)
+    s = spec.engine.settings
+    return recommend(
+        model,
+        instance,
+        quantization=s.quantization,
+        max_model_len=s.max_model_len,
+        kv_cache_dtype=s.kv_cache_dtype,
+    )
 
 
 def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
-    """The runtime layer's guards (GuardError -> 400), the same the CLI applies before ``accelbench run``.
+    """The runtime layer's guards (GuardError -> 400), the same the CLI applies before ``accelbench run``,
+    then the planner's verdict: a model that cannot fit the instance with these settings is refused with the
+    planner's reason and way forward rather than failing after a long deployment.
 
-    Returns the guards' warnings (e.g. a slow 8-13B dense model on CPU)."""
+    Returns the warnings (e.g. a slow 8-13B dense model on CPU)."""
+    from accelbench.errors import GuardError
     from accelbench.runtimes import guards
     from accelbench.runtimes.base import ServeParams
     from accelbench.runtimes.params import params_for
 
     parameters, moe, pre_quantized = model_facts(spec.model)
+    rec = None
     if instance is not None:
+        rec = recommendation_for(spec, instance)
         params = params_for(
             model=spec.model,
             served_model_name=spec.model,
             instance=instance,
             settings=spec.engine.settings,
-            recommendation=recommendation_for(spec.model, instance),
+            recommendation=rec if rec is not None and rec.fits else None,
             parameters=parameters,
             moe=moe,
             pre_quantized=pre_quantized,
         )
     else:
-        path = local_model_path(spec)
         params = ServeParams(
-            model=path,
+            model=local_model_path(spec),
             served_model_name=spec.model,
             accelerator_type=AcceleratorType.cpu,
             numa_nodes=this_machine_numa_nodes(),
@@ -138,7 +147,21 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
             moe=moe,
             pre_quantized=pre_quantized,
         )
-    return guards.check(params, spec.engine.name)
+    report = guards.evaluate(params, spec.engine.name)
+    if report.errors:
+        guards.check(params, spec.engine.name)  # raises with every problem listed, in the guards' words
+    if rec is not None and not rec.fits:
+        refusal = rec.refusal
+        raise GuardError(
+            refusal.reason if refusal else f"{spec.model} does not fit {instance.name if instance else ''}.",
+            hint=" ".join(w if w.endswith(".") else w + "." for w in refusal.way_forward)
+            if refusal and refusal.way_forward
+            else None,
+        )
+    warnings = list(report.warnings)
+    if rec is not None:
+        warnings += [w for w in rec.warnings if w not in warnings]
+    return warnings
 
 
 def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: str | None = None) -> RunInfo:
@@ -206,11 +229,13 @@ def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> l
     return [f.model_dump(mode="json") for f in run_comparison(store, run.id).findings]
 
 
-def render_report(store: Store, run_ids: Sequence[str]) -> str:
+def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str:
     """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
-    from accelbench.report import html
+    from accelbench.domain.catalog import PriceTier
+    from accelbench.report.document import load_report
+    from accelbench.report.html import render_html
 
-    return str(html.render_html(store, list(run_ids)))
+    return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
 
 
 def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
@@ -270,24 +295,92 @@ def model_spec(name: str) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------------------------- plan
-def recommend(model: str, instance_type: str) -> dict[str, Any]:
+def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
+    """``accelbench recommend``: does the model fit, with which settings, and why (``fits`` false is an
+    answer, not an error). ``instance_type`` may be "local" for this machine."""
     from accelbench import plan
     from accelbench.modelspec import load_model_spec
 
-    return dict(jsonable(plan.recommend(load_model_spec(model), instance_type)))
+    rec = plan.recommend(load_model_spec(model), instance_type, **options)
+    return dict(jsonable(rec))
 
 
-def estimate(store: Store, **kwargs: Any) -> dict[str, Any]:
-    from accelbench import plan
+def estimate(
+    store: Store,
+    *,
+    model: str,
+    instance_type: str | None,
+    accelerator_type: AcceleratorType | None,
+    max_cost: float | None,
+    min_context: int | None,
+    quantization: str | None,
+    input_len: int,
+    output_len: int,
+    concurrency: int,
+    slo: str | None,
+    limit: int = 100,
+    use_calibrations: bool = True,
+) -> dict[str, Any]:
+    """``accelbench estimate``: one instance (``instance_type``, or "local" for this machine) or the ranked
+    catalog, with the store's calibrations, prices and benchmarked instances (``plan.store_context``)."""
+    from accelbench.modelspec import load_model_spec
+    from accelbench.plan.estimate import estimate as estimate_one
+    from accelbench.plan.estimate import estimate_catalog, is_local, parse_slo, store_context
 
-    return dict(jsonable(plan.estimate_catalog(store=store, **kwargs)))
+    spec = load_model_spec(model)
+    slo_v = parse_slo(slo) if slo else None
+    calibrations, prices, benchmarked = store_context(store, use_calibrations=use_calibrations)
+    common: dict[str, Any] = {
+        "input_len": input_len,
+        "output_len": output_len,
+        "concurrency": concurrency,
+        "quantization": quantization,
+        "slo": slo_v,
+        "calibrations": calibrations,
+        "prices": prices,
+        "benchmarked": benchmarked,
+    }
+    if instance_type:
+        if is_local(instance_type):
+            from accelbench.plan.hardware import local_machine
+
+            inst, accel_spec = local_machine()
+        else:
+            from accelbench.catalog import get_catalog
+
+            inst, accel_spec = get_catalog().instance(instance_type), None
+        est = estimate_one(spec, inst, spec=accel_spec, max_model_len=min_context, **common)
+        return {
+            "model": spec.name,
+            "input_len": input_len,
+            "output_len": output_len,
+            "concurrency": concurrency,
+            "rows": [jsonable({k: getattr(est, k) for k in _row_fields()})],
+            "total_rows": 1,
+            "summary": None,
+            "estimate": jsonable(est),
+        }
+    table = estimate_catalog(
+        spec, accelerator=accelerator_type, max_cost=max_cost, min_context=min_context, **common
+    )
+    data: dict[str, Any] = jsonable(table)
+    data["total_rows"] = len(table.rows)
+    data["rows"] = data["rows"][:limit]
+    return data
 
 
-def memory_breakdown(model: str, instance_type: str) -> dict[str, Any]:
+def _row_fields() -> list[str]:
+    from accelbench.domain.plan import EstimateRow
+
+    return list(EstimateRow.model_fields)
+
+
+def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
+    """Where accelerator memory goes (GPU, Neuron); the planner refuses CPU instances (GuardError, 400)."""
     from accelbench import plan
     from accelbench.modelspec import load_model_spec
 
-    return dict(jsonable(plan.memory_breakdown(load_model_spec(model), instance_type)))
+    return dict(jsonable(plan.memory_breakdown(load_model_spec(model), instance_type, **options)))
 
 
 # ----------------------------------------------------------------------------------------- compare

@@ -279,5 +279,9 @@ def comparison_view(store: Store, run_ids: Sequence[str], tier: PriceTier) -> di
 # --------------------------------------------------------------------------------------- estimate
 def estimate_view(result: dict[str, Any]) -> dict[str, Any]:
     """Rows of a ranked estimate as the page shows them (the planner's JSON, unchanged otherwise)."""
-    rows = result.get("rows") or result.get("items") or []
-    return {"rows": rows, "summary": result.get("summary") or {}, "raw": result}
+    return {
+        "rows": result.get("rows") or [],
+        "summary": result.get("summary") or {},
+        "notes": result.get("notes") or [],
+        "total_rows": result.get("total_rows", len(result.get("rows") or [])),
+    }

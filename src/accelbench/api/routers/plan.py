@@ -19,19 +19,43 @@ ModelQ = Query(..., min_length=1, max_length=300, description="Model preset name
 @router.get("/recommend", summary="Does the model fit on the instance, and with which settings")
 def recommend(
     model: str = ModelQ,
-    instance_type: str = Query(..., min_length=1, max_length=64, description="Catalog instance type."),
+    instance_type: str = Query(
+        ..., min_length=1, max_length=64, description="Catalog instance type, or 'local' for this machine."
+    ),
+    quantization: str | None = Query(
+        None, max_length=16, description="auto (fallback chain), none, fp8, int8 or int4."
+    ),
+    max_model_len: int | None = Query(None, ge=16, le=10_000_000, description="Context length to fit."),
+    kv_cache_dtype: str | None = Query(None, pattern="^(auto|fp8)$", description="auto or fp8 (GPU)."),
+    input_len: int | None = Query(
+        None, ge=1, le=10_000_000, description="Input tokens the batch is sized for."
+    ),
+    output_len: int | None = Query(
+        None, ge=1, le=10_000_000, description="Output tokens the batch is sized for."
+    ),
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
+    """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error)."""
     from accelbench.api import service
 
-    return service.recommend(model, instance_type)
+    return service.recommend(
+        model,
+        instance_type,
+        quantization=quantization,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        input_len=input_len,
+        output_len=output_len,
+    )
 
 
 @router.get("/estimate", summary="Predicted speed and cost, for one instance or ranked over the catalog")
 def estimate(
     store: StoreDep,
     model: str = ModelQ,
-    instance_type: str | None = Query(None, max_length=64, description="One instance; default the catalog."),
+    instance_type: str | None = Query(
+        None, max_length=64, description="One instance (or 'local' for this machine); default the catalog."
+    ),
     accelerator_type: AcceleratorType | None = Query(None, description="gpu, neuron or cpu only."),
     max_cost: float | None = Query(None, gt=0, le=1e6, description="Hourly USD at most."),
     min_context: int | None = Query(None, ge=1, le=10_000_000, description="Max model length at least."),
@@ -41,6 +65,7 @@ def estimate(
     concurrency: int = Query(1, ge=1, le=100_000, description="Requests in flight."),
     slo: str | None = Query(None, max_length=100, description="e.g. ttft:500,tpot:50 (ms)."),
     limit: int = Query(100, ge=1, le=10_000, description="Ranked rows returned."),
+    no_calibration: bool = Query(False, description="Ignore stored calibrations."),
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
     from accelbench.api import service
@@ -58,15 +83,28 @@ def estimate(
         concurrency=concurrency,
         slo=slo,
         limit=limit,
+        use_calibrations=not no_calibration,
     )
 
 
 @router.get("/memory-breakdown", summary="Where accelerator memory goes (GPU and Neuron; 400 for CPU)")
 def memory_breakdown(
     model: str = ModelQ,
-    instance_type: str = Query(..., min_length=1, max_length=64, description="Catalog instance type."),
+    instance_type: str = Query(
+        ..., min_length=1, max_length=64, description="Catalog GPU or Neuron instance."
+    ),
+    quantization: str | None = Query(None, max_length=16, description="none, fp8, int8 or int4."),
+    max_model_len: int | None = Query(None, ge=16, le=10_000_000, description="Context length to fit."),
+    kv_cache_dtype: str | None = Query(None, pattern="^(auto|fp8)$", description="auto or fp8 (GPU)."),
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
+    """A CPU instance is refused with 400: host RAM serves the model there (see /recommend)."""
     from accelbench.api import service
 
-    return service.memory_breakdown(model, instance_type)
+    return service.memory_breakdown(
+        model,
+        instance_type,
+        quantization=quantization,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+    )
