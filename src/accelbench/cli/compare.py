@@ -220,21 +220,43 @@ def report_command(
 
 
 # ------------------------------------------------------------------------------------------ import
-def _cell_of(path: Path, s: BenchmarkSummary) -> tuple[int, int]:
-    input_len = s.config.input_len
+def _concurrency_of(path: Path, s: BenchmarkSummary) -> int:
     conc = s.config.max_concurrency
-    if conc is None:
-        # vLLM without --max-concurrency sends every prompt at once (at an infinite request rate), so the
-        # concurrency is the number of prompts; with a finite rate it is not a concurrency at all.
-        if s.config.request_rate == float("inf"):
-            conc = s.num_prompts or s.config.num_prompts
+    if conc is not None:
+        return conc
+    # vLLM without --max-concurrency sends every prompt at once (at an infinite request rate), so the
+    # concurrency is the number of prompts; with a finite rate there is no fixed concurrency at all.
+    if s.config.request_rate == float("inf"):
+        return s.num_prompts or s.config.num_prompts
+    raise UserInputError(
+        f"{path}: no max_concurrency and a request rate of {s.config.request_rate}/s, so the cell's concurrency "
+        "is unknown.",
+        hint="Import results made with --max-concurrency (one file per cell and repeat).",
+    )
+
+
+def group_input_lengths(lengths: list[int], tolerance: float) -> dict[int, int]:
+    """Map each measured input length to its cell's input length.
+
+    vLLM's prompts vary around the asked length (it aligns them only when the server has ``/tokenize``), so
+    files of one cell can report 40, 42 and 44 tokens. Sorted lengths join a group while they stay within
+    ``tolerance`` (a fraction) of the group's smallest; a group's cell length is the median of its files'
+    lengths, rounded. ``tolerance=0`` keeps every distinct length its own cell.
+    """
+    import statistics
+
+    groups: list[list[int]] = []
+    for n in sorted(lengths):
+        if groups and n <= groups[-1][0] * (1.0 + tolerance):
+            groups[-1].append(n)
         else:
-            raise UserInputError(
-                f"{path}: no max_concurrency and a request rate of {s.config.request_rate}/s, so the cell's "
-                "concurrency is unknown.",
-                hint="Import results made with --max-concurrency (one file per cell and repeat).",
-            )
-    return input_len, conc
+            groups.append([n])
+    mapping: dict[int, int] = {}
+    for g in groups:
+        cell = int(statistics.median(g) + 0.5)
+        for n in g:
+            mapping[n] = cell
+    return mapping
 
 
 def import_vllm_bench(
@@ -249,9 +271,19 @@ def import_vllm_bench(
     engine_version: str | None = typer.Option(
         None, "--engine-version", help="Engine version (needs --engine)."
     ),
+    tolerance: float = typer.Option(
+        0.15,
+        "--input-len-tolerance",
+        min=0.0,
+        max=1.0,
+        help="Input lengths within this fraction of each other form one cell (vLLM's prompt lengths vary "
+        "when the server has no /tokenize); 0 keeps each length its own cell.",
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Import vLLM benchmark result files as one run; cells are recognised by input length and concurrency."""
+    from datetime import datetime
+
     from accelbench.bench.results_io import read_result
     from accelbench.store import get_store
 
@@ -264,12 +296,8 @@ def import_vllm_bench(
         dupes = sorted({str(f) for f in resolved if resolved.count(f) > 1})
         if dupes:
             raise UserInputError(f"Files named more than once: {', '.join(dupes)}.")
-        # Read everything first: a bad file leaves nothing half-imported.
-        loaded: list[tuple[Path, BenchmarkSummary]] = []
-        for f in files:
-            if not f.is_file():
-                raise UserInputError(f"No file {f}.")
-            loaded.append((f, read_result(f)))
+        # Read and check everything first: a bad file leaves nothing half-imported.
+        loaded = [(f, read_result(f)) for f in files]
         models = sorted({s.model_id for _, s in loaded if s.model_id})
         if len(models) > 1:
             raise UserInputError(
@@ -289,13 +317,24 @@ def import_vllm_bench(
                 accelerator_count=inst.accelerator_count,
                 hourly_usd=price.usd_per_hour if price else None,
             )
+        cell_len = group_input_lengths([s.config.input_len for _, s in loaded], tolerance)
         cells: dict[tuple[int, int], list[tuple[Path, BenchmarkSummary]]] = defaultdict(list)
         for f, s in loaded:
-            cells[_cell_of(f, s)].append((f, s))
-        starts = [s.started_at for _, s in loaded if s.started_at]
-        ends = [s.finished_at for _, s in loaded if s.finished_at]
-        from datetime import UTC, datetime
-
+            cells[(cell_len[s.config.input_len], _concurrency_of(f, s))].append((f, s))
+        measured_by_cell: dict[int, list[int]] = defaultdict(list)
+        for measured, cell in cell_len.items():
+            measured_by_cell[cell].append(measured)
+        notes = [
+            f"input {cell}: files with measured input lengths {', '.join(str(n) for n in sorted(ms))}"
+            for cell, ms in sorted(measured_by_cell.items())
+            if sorted(ms) != [cell]
+        ]
+        dates: list[datetime] = []
+        for _, s in loaded:
+            try:
+                dates.append(datetime.fromisoformat(s.date))
+            except ValueError:
+                continue
         store = get_store()
         run = store.create_run(
             kind="import",
@@ -307,17 +346,18 @@ def import_vllm_bench(
             engine=engine,
             engine_version=engine_version,
             target="import",
-            started_at=datetime.fromtimestamp(min(starts), UTC) if starts else None,
-            finished_at=datetime.fromtimestamp(max(ends), UTC) if ends else None,
+            started_at=min(dates) if dates else None,
+            finished_at=max(dates) if dates else None,
             extra={
                 "source": "vllm bench serve --save-result",
                 "files": [f.name for f, _ in loaded],
+                "input_len_groups": notes,
             },
             **fields,
         )
         for (input_len, conc), group in sorted(cells.items()):
             # repeats in the order they were measured
-            group.sort(key=lambda fs: (fs[1].started_at or 0.0, fs[1].date, fs[0].name))
+            group.sort(key=lambda fs: (fs[1].date, fs[0].name))
             for repeat, (_f, s) in enumerate(group):
                 store.save_result(run.id, input_len=input_len, concurrency=conc, repeat=repeat, summary=s)
         if fmt == OutputFormat.json:
@@ -327,6 +367,8 @@ def import_vllm_bench(
         err_console.print(
             f"Imported {len(loaded)} results into run {run.id} ({label}): {shape}.", highlight=False
         )
+        for n in notes:
+            err_console.print(f"  grouped {n}", highlight=False)
         typer.echo(run.id)
 
 
