@@ -237,7 +237,7 @@ class Finding(StrictModel):
 
     kind: str = Field(
         description="decode_speedup, tpot_growth, throughput_gap, ttft_growth, stream_and_aggregate, cost, "
-        "throughput_scaling, failures, predicted_vs_measured, no_match"
+        "throughput_scaling, failures, cost_coverage, no_match"
     )
     text: str = Field(description="The sentence; every number in it is one of ``figures``, rounded.")
     input_len: int | None = Field(default=None, description="Input length the finding is about.")

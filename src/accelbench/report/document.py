@@ -158,24 +158,101 @@ def load_report(store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTie
                     cell.tpot_ms.append(rec.tpot_s * 1000.0)
         latencies.extend(cells[k] for k in sorted(cells))
         telemetry.append(telemetry_series(d.run.id, store.get_telemetry(d.run.id)))
-    predictions, notes = predicted_vs_measured(runs)
-    return build_report(
-        runs,
-        tier=tier,
-        latencies=latencies,
-        telemetry=telemetry,
-        predictions=predictions,
-        prediction_notes=notes,
-    )
+    report = build_report(runs, tier=tier, latencies=latencies, telemetry=telemetry)
+    report.predictions, report.prediction_notes = predicted_vs_measured(runs, report.comparison, store)
+    return report
 
 
-def predicted_vs_measured(runs: Sequence[RunData]) -> tuple[list[Prediction], list[str]]:
-    """The planner's estimate for each run's cells, where the planner can estimate the run's hardware.
+PREDICTED_METRICS: tuple[tuple[str, str, str], ...] = (
+    # (label, Estimate attribute, CellResult attribute)
+    ("TTFT p50 (ms)", "ttft_ms", "ttft_p50_ms"),
+    ("TPOT p50 (ms)", "tpot_ms", "tpot_p50_ms"),
+    ("output tok/s", "output_tokens_per_s", "output_throughput"),
+)
 
-    Returns (predictions, notes saying why a run has none).
+
+def predicted_vs_measured(
+    runs: Sequence[RunData], comparison: Comparison, store: Store | None = None
+) -> tuple[list[Prediction], list[str]]:
+    """The planner's estimate of every measured cell, next to the measurement.
+
+    The estimate is made as the planner would make it now: for the run's instance type, or for the machine
+    its captured environment describes, with the run's engine and engine settings and the store's active
+    calibrations. The model spec is read offline (a preset, a prepared model, a local path or the hub
+    cache): a report never reaches a network. Returns (predictions, notes saying why a run has none).
     """
-    try:
-        from accelbench.plan import estimate as _estimate  # noqa: F401
-    except ImportError:
-        return [], ["Predicted vs measured: the planner's estimate is not available in this build."]
-    return [], []
+    from accelbench.domain.run import EngineSettings
+    from accelbench.errors import AccelbenchError
+    from accelbench.modelspec import load_model_spec
+    from accelbench.plan import CalibrationSet, estimate, estimate_local
+
+    calibrations = CalibrationSet.from_store(store) if store is not None else None
+    predictions: list[Prediction] = []
+    notes: list[str] = []
+    for d in runs:
+        run = d.run
+        name = comparison.run(run.id).name
+        ref = run.model or run.served_model
+        if not ref:
+            notes.append(f"No estimate for {name}: the run does not record its model.")
+            continue
+        if not run.instance_type and not (run.environment or {}).get("cpu"):
+            notes.append(f"No estimate for {name}: neither an instance type nor a captured machine.")
+            continue
+        try:
+            model = load_model_spec(ref, allow_network=False)
+        except AccelbenchError as exc:
+            notes.append(
+                f"No estimate for {name}: the planner cannot read model {ref!r} offline: {exc.message}"
+            )
+            continue
+        settings_data = ((run.spec or {}).get("engine") or {}).get("settings")
+        try:
+            settings = EngineSettings.model_validate(settings_data) if settings_data else None
+        except ValueError:
+            settings = None
+        calibrated = False
+        for cell in comparison.cells_of(run.id):
+            if not cell.repeats:
+                continue
+            kwargs: dict[str, object] = {
+                "input_len": cell.input_len,
+                "output_len": cell.output_len or 128,
+                "concurrency": cell.concurrency,
+                "engine": run.engine,
+                "engine_settings": settings,
+                "calibrations": calibrations,
+            }
+            try:
+                if run.instance_type:
+                    est = estimate(model, run.instance_type, **kwargs)  # type: ignore[arg-type]
+                else:
+                    est = estimate_local(model, environment=run.environment, **kwargs)
+            except AccelbenchError as exc:
+                notes.append(
+                    f"No estimate for {name} at input {cell.input_len} x concurrency {cell.concurrency}: "
+                    f"{exc.message}"
+                )
+                continue
+            if not est.feasible:
+                notes.append(f"The planner finds {name}'s setup infeasible: {est.explanation}")
+                break
+            calibrated = calibrated or est.calibrated
+            for label, est_attr, cell_attr in PREDICTED_METRICS:
+                predicted, measured = getattr(est, est_attr), getattr(cell, cell_attr)
+                if predicted and measured is not None:
+                    predictions.append(
+                        Prediction(
+                            run_id=run.id,
+                            input_len=cell.input_len,
+                            concurrency=cell.concurrency,
+                            metric=label,
+                            predicted=float(predicted),
+                            measured=float(measured),
+                        )
+                    )
+        if any(p.run_id == run.id for p in predictions):
+            where = run.instance_type or "the machine recorded with the run"
+            how = "a measured calibration" if calibrated else "the planner's default efficiency factors"
+            notes.append(f"{name}: estimated for {where} with {how}.")
+    return predictions, notes
