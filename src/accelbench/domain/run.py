@@ -137,6 +137,17 @@ class Ec2Target(StrictModel):
     security_group_ids: list[str] = Field(default_factory=list)
     key_name: str | None = None
     ready_timeout_s: float = Field(default=1800.0, gt=0)
+    ingress_cidr: str | None = Field(
+        default=None,
+        description="CIDR allowed to reach the server's port when accelbench creates the security group "
+        "(needed when security_group_ids is empty), e.g. your address/32.",
+    )
+    use_public_ip: bool = Field(default=True, description="Reach the server on its public IP (else private).")
+    max_lifetime_s: float = Field(
+        default=4 * 3600.0,
+        gt=0,
+        description="The instance terminates itself after this long even if accelbench is gone.",
+    )
 
 
 Target = Annotated[LocalTarget | EndpointTarget | KubernetesTarget | Ec2Target, Field(discriminator="kind")]

@@ -28,7 +28,7 @@ from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import RunSpec
 from accelbench.errors import GuardError, UserInputError
-from accelbench.runtimes.base import get_runtime, runtime_for_accelerator
+from accelbench.runtimes.base import Runtime, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
 from accelbench.runtimes.versions import LOADGEN_IMAGE_ENV, LOADGEN_KEY, LOADGEN_REPOSITORY
@@ -137,6 +137,16 @@ def loadgen_image(
     return f"{repo}:{version}"
 
 
+def select_runtime(spec: RunSpec, instance: InstanceType, explicit: str | None = None) -> Runtime:
+    """The runtime comes from the instance's tier unless one was named explicitly (a named runtime that does
+    not serve the tier is refused by the guards, never silently swapped)."""
+    if explicit:
+        return get_runtime(explicit)
+    if "name" in spec.engine.model_fields_set:
+        return get_runtime(spec.engine.name)
+    return runtime_for_accelerator(instance.accelerator_type)
+
+
 def render_bundle(
     spec: RunSpec,
     instance: InstanceType,
@@ -154,14 +164,7 @@ def render_bundle(
     options = options or ExportOptions()
     env = dict(os.environ if environ is None else environ)
     versions = dict(tool_versions or {})
-    # The runtime comes from the instance's tier unless one was named explicitly (a named runtime that does
-    # not serve the tier is refused by the guards below, never silently swapped).
-    if options.runtime:
-        runtime = get_runtime(options.runtime)
-    elif "name" in spec.engine.model_fields_set:
-        runtime = get_runtime(spec.engine.name)
-    else:
-        runtime = runtime_for_accelerator(instance.accelerator_type)
+    runtime = select_runtime(spec, instance, options.runtime)
     version = spec.engine.version or runtime.resolve_version(versions)
     params = params_for(
         model=facts.source,
