@@ -70,7 +70,11 @@ def read_model_dir(path: Path) -> DirInfo:
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         if (path / "model_index.json").is_file():
-            return DirInfo(config={"architectures": ["DiffusionPipeline"]}, diffusers=True)
+            raise UserInputError(
+                f"{path} is a diffusers pipeline (model_index.json), not a text-generation model: "
+                "accelbench plans LLM serving.",
+                hint="Pick a generative language model (a ...ForCausalLM checkpoint or a preset).",
+            )
         raise UserInputError(
             f"{path} has no config.json.",
             hint="Point at a model directory (with config.json), a .gguf file, or use a preset name.",

@@ -50,7 +50,7 @@ BOUNDS = {
     "prefill_interference": (0.01, 1.0),
 }
 WEIGHTS = {"tpot": 1.0, "ttft": 0.5, "tps": 0.5}
-PRIOR_WEIGHT = 0.15
+PRIOR_WEIGHT = 0.05
 USABLE_CELL_STATUSES = ("completed", "partial")
 
 

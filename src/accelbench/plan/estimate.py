@@ -130,6 +130,7 @@ class PerfModel:
     window_share: float  # share of layers that slide
     allreduce_bytes_per_token: float
     n_allreduce: int
+    min_allreduce_us: float  # PCIe-only GPUs: all-reduces cross the host, whatever the fitted latency
     batch_limit: int  # max_num_seqs
     kv_tokens: int  # tokens the KV cache holds (all sequences)
     chunk: int  # max_num_batched_tokens
@@ -150,7 +151,7 @@ class PerfModel:
         if self.tp <= 1:
             return 0.0
         per = (
-            f.allreduce_latency_us * 1e-6
+            max(f.allreduce_latency_us, self.min_allreduce_us) * 1e-6
             + 2 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token / self.link
         )
         return self.n_allreduce * per
@@ -300,6 +301,11 @@ def build_perf_model(
         window_share=window_share,
         allreduce_bytes_per_token=model.hidden_size * 2.0,
         n_allreduce=2 * model.num_layers,
+        min_allreduce_us=(
+            float(efficiency_data()["pcie_allreduce_latency_us"]["value"])
+            if hw.kind == AcceleratorType.gpu and not hw.nvlink
+            else 0.0
+        ),
         batch_limit=max(1, batch_limit),
         kv_tokens=max(1, kv_tokens),
         chunk=max(1, chunk),
@@ -579,7 +585,9 @@ def estimate(
             )
             + ")."
         )
-    elif factors is None:
+    elif factors is not None:
+        notes.append("Efficiency factors given by the caller (no calibration applied).")
+    else:
         notes.append(
             f"Uncalibrated: starting efficiency factors for {kind.value} / {engine} (cited in the data file)."
         )
