@@ -105,6 +105,7 @@ class RequestLog:
     chunks: list[ChunkRecord] = field(default_factory=list)
     script: dict[str, Any] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=dict)
+    head: str = ""  # request line and headers as received
 
     def text_times(self) -> list[float]:
         return [c.t for c in self.chunks if c.kind == "text"]
@@ -454,6 +455,7 @@ class StreamServer:
         if self.record:
             log.script = dataclasses.asdict(script)
             log.body = {k: v for k, v in req.items() if k not in ("messages", "prompt")}
+            log.head = conn.last_head.decode("latin-1")
             self.records.append(log)
         self.counters["requests"] += 1
         self.counters["prompt_tokens"] += prompt_tokens

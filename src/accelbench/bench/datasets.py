@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ mind country area others done turned although open problem sense began help hand
 dark river mountain music number garden engine signal market window silver yellow paper winter summer bridge island
 """
 _WORDS = _WORDS_TEXT.split()
+
+#: Text of special-token look-alikes (``<|im_start|>``, ``<s>``): never in a random prompt.
+_MARKER = re.compile(r"^<[^<>]*>$")
 
 #: How many rounds of decode/re-count a prompt may take before the dataset gives up on exactness.
 MAX_FIT_ROUNDS = 40
@@ -103,8 +107,8 @@ def build_dataset(
 
 # ------------------------------------------------------------------------------------------------- random
 def token_pool(tokenizer: Tokenizer) -> np.ndarray:
-    """Ids of ordinary word tokens (no special tokens, no bytes that decode to nothing or to U+FFFD, no line
-    breaks), found by tokenizing common words and seeded pseudo-words. Cached per tokenizer."""
+    """Ids of ordinary word tokens (no special-token look-alikes, no bytes that decode to nothing or to U+FFFD,
+    no line breaks), found by tokenizing common words and seeded pseudo-words. Cached per tokenizer."""
     cached = _pools.get(tokenizer)
     if cached is not None:
         return cached
@@ -116,13 +120,19 @@ def token_pool(tokenizer: Tokenizer) -> np.ndarray:
     ids: set[int] = set()
     for enc in tokenizer.encode_batch(texts, add_special_tokens=False):
         ids.update(enc)
-    ids -= tokenizer.special_ids
+    # Plain words never encode to special tokens, and the pool must not depend on how a tokenizer (local or the
+    # server's) lists its specials: then the same seed gives the same prompts through either.
     candidates = sorted(ids)
     decoded = tokenizer.decode_batch([[i] for i in candidates])
     keep = [
         i
         for i, s in zip(candidates, decoded, strict=True)
-        if s.strip() and "\ufffd" not in s and "\n" not in s and "\r" not in s and s.isprintable()
+        if s.strip()
+        and "\ufffd" not in s
+        and "\n" not in s
+        and "\r" not in s
+        and s.isprintable()
+        and not _MARKER.match(s.strip())
     ]
     if len(keep) < 50:
         raise UserInputError(

@@ -288,20 +288,22 @@ def test_keep_alive_one_connection_per_concurrent_request(
     assert fixture_server.connections == 3
 
 
-def test_headers_and_api_key_are_sent(tok_dir: Path) -> None:
+def test_headers_api_key_and_body_are_sent(tok_dir: Path) -> None:
     with StreamServer(Script(), tokenizer_dir=tok_dir) as server:
-        seen: list[bytes] = []
-        original = server.handle
-
-        def spy(conn, method, path, body):  # type: ignore[no-untyped-def]
-            seen.append(conn.last_head)
-            return original(conn, method, path, body)
-
-        server.handle = spy  # type: ignore[method-assign]
         endpoint = ep(server, tok_dir, api_key="sekret", headers={"X-Team": "perf"})
-        run_benchmark(endpoint, BenchConfig(input_len=48, output_len=2, num_prompts=1), scrape=False)
-    heads = [h for h in seen if h.startswith(b"POST /v1/chat")]
-    assert heads and b"Authorization: Bearer sekret" in heads[0] and b"X-Team: perf" in heads[0]
+        config = BenchConfig(input_len=48, output_len=3, num_prompts=1, temperature=0.0)
+        run_benchmark(endpoint, config, scrape=False)
+    (log,) = completions(server)
+    assert log.head.startswith("POST /v1/chat/completions HTTP/1.1\r\n")
+    assert "\r\nAuthorization: Bearer sekret\r\n" in log.head and "\r\nX-Team: perf\r\n" in log.head
+    assert log.body == {
+        "model": "fixture-model",
+        "max_tokens": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
 
 
 def test_progress_callback_reaches_the_total(fixture_server: StreamServer, tok_dir: Path) -> None:

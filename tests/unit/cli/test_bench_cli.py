@@ -1,0 +1,137 @@
+"""`accelbench bench` end to end against the in-repo streaming server: JSON and table output, the stored run,
+--save-result, vLLM's --goodput syntax, --header, the default served model, and user errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.bench.results_io import read_result
+from accelbench.cli.main import app
+from accelbench.domain.run import CellStatus, RunStatus
+from accelbench.store.repo import Store
+from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tokenizer_dir(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture
+def server(tok_dir: Path) -> Iterator[StreamServer]:
+    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok_dir, model="smol") as s:
+        yield s
+
+
+def args(server: StreamServer, tok_dir: Path, *extra: str) -> list[str]:
+    return ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok_dir),
+            "--input-len", "48", "--output-len", "4", "--num-prompts", "6", "--max-concurrency", "2", *extra]  # fmt: skip
+
+
+def test_json_output_store_and_result_file(
+    server: StreamServer, tok_dir: Path, tmp_path: Path, store: Store
+) -> None:
+    out = tmp_path / "res.json"
+    result = runner.invoke(
+        app,
+        args(
+            server,
+            tok_dir,
+            "--format",
+            "json",
+            "--goodput",
+            "ttft:1000",
+            "tpot:50",
+            "--header",
+            "X-Team:perf",
+            "--save-result",
+            str(out),
+            "--label",
+            "cli",
+        ),
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    s = data["summary"]
+    assert s["completed"] == 6 and s["failed"] == 0 and s["label"] == "cli"
+    assert s["config"]["goodput"] == {"ttft_ms": 1000.0, "tpot_ms": 50.0, "e2el_ms": None}
+    assert s["request_goodput"] > 0 and "requests" not in s
+    assert s["config"]["request_rate"] == "Infinity"
+    assert data["result_file"] == str(out) and read_result(out).completed == 6
+    run = store.get_run(data["run_id"])
+    assert run.kind == "bench" and run.status == RunStatus.completed and run.label == "cli"
+    assert run.served_model == "smol" and run.completed_requests == 6
+    assert run.spec["bench"]["input_len"] == 48 and run.environment["command"]
+    results = store.get_results(run.id)
+    assert len(results) == 1 and results[0].status == CellStatus.completed and results[0].concurrency == 2
+    assert len(store.get_summary(results[0].id).requests) == 6
+    heads = [r.head for r in server.records if r.path.endswith("completions")]
+    assert len(heads) == 6 and all("\r\nX-Team: perf\r\n" in h for h in heads)
+    bodies = [r.body for r in server.records if r.path.endswith("completions")]
+    assert all(b["max_tokens"] == 4 and b["stream_options"] == {"include_usage": True} for b in bodies)
+
+
+def test_table_output(server: StreamServer, tok_dir: Path, store: Store) -> None:
+    result = runner.invoke(app, args(server, tok_dir))
+    assert result.exit_code == 0, result.output
+    for text in ("TTFT", "TPOT", "ITL", "E2EL", "Sched. lag", "6 ok, 0 failed", "Stored as run", "exact"):
+        assert text in result.stdout
+
+
+def test_default_model_no_store_and_include_requests(
+    server: StreamServer, tok_dir: Path, store: Store
+) -> None:
+    argv = [a for a in args(server, tok_dir, "--no-store", "--format", "json", "--include-requests")
+            if a not in ("--model", "smol")]  # fmt: skip
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["run_id"] is None and data["summary"]["model_id"] == "smol"
+    assert len(data["summary"]["requests"]) == 6
+    assert store.list_runs()[1] == 0
+
+
+def test_all_requests_failing_exits_1_and_stores_a_failed_run(tok_dir: Path, store: Store) -> None:
+    with StreamServer(
+        Script(status=503, error_message="warming up"), tokenizer_dir=tok_dir, model="smol"
+    ) as s:
+        result = runner.invoke(app, args(s, tok_dir, "--format", "json"))
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["summary"]["errors"] == {"HTTP 503: warming up": 6}
+    run = store.get_run(data["run_id"])
+    assert run.status == RunStatus.failed and run.error == "HTTP 503: warming up"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--goodput", "ttft:fast"], "Bad --goodput item 'ttft:fast'"),
+        (["--goodput", "latency:5"], "Bad --goodput item"),
+        (["tpot:5"], "Did you mean --goodput?"),
+        (["surprise"], "Unexpected argument(s): surprise"),
+        (["--header", "novalue"], "Bad --header 'novalue'"),
+        (["--request-rate", "-1"], "must be positive"),
+        (["--dataset", "jsonl"], "--dataset jsonl needs --dataset-path FILE"),
+        (["--input-len", "5"], "is too small"),
+    ],
+)
+def test_user_errors(
+    server: StreamServer, tok_dir: Path, extra: list[str], message: str, store: Store
+) -> None:
+    result = runner.invoke(app, args(server, tok_dir, "--no-store", *extra))
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unreachable_server_for_model_lookup() -> None:
+    result = runner.invoke(app, ["bench", "--base-url", "http://127.0.0.1:9", "--no-store"])
+    assert result.exit_code == 1 and "Give --model NAME" in result.output
