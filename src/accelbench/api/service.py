@@ -66,8 +66,8 @@ def this_machine_numa_nodes() -> int:
 
 
 def model_facts(model: str) -> tuple[float | None, bool, str | None]:
-    """(parameters, is MoE, pre-quantization method) for the CPU ceiling guard; unknown when the model is
-    neither a preset nor readable locally (the guard then cannot judge size and says nothing about it)."""
+    """(parameters, is MoE, pre-quantization method) of a local run's model for the CPU ceiling guard; unknown
+    when the model is neither a preset nor readable here (the guard then cannot judge its size)."""
     from accelbench.modelspec import load_model_spec
 
     try:
@@ -90,31 +90,12 @@ def local_model_path(spec: RunSpec) -> str:
         return spec.model
 
 
-def recommendation_for(spec: RunSpec, instance: InstanceType) -> Any | None:
-    """The planner's recommendation for the spec's model and settings, which fills what the spec leaves unset
-    (e.g. the CPU KV budget) exactly as the deployment will; None when the model is unknown here (then the
-    spec must say everything)."""
-    from accelbench.modelspec import load_model_spec
-    from accelbench.plan import recommend
-
-    try:
-        model = load_model_spec(spec.model, allow_network=False)
-    except NotFoundError:
-        return None
-    s = spec.engine.settings
-    return recommend(
-        model,
-        instance,
-        quantization=s.quantization,
-        max_model_len=s.max_model_len,
-        kv_cache_dtype=s.kv_cache_dtype,
-    )
-
-
 def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
-    """The runtime layer's guards (GuardError -> 400), the same the CLI applies before ``accelbench run``,
-    then the planner's verdict: a model that cannot fit the instance with these settings is refused with the
-    planner's reason and way forward rather than failing after a long deployment.
+    """The checks ``accelbench run`` and ``accelbench export`` make, before anything is queued: the model's
+    facts, the planner's recommendation for the spec's settings and sweep (which fills what the spec leaves
+    unset, e.g. the CPU KV budget, exactly as the deployment will), then the runtime layer's guards
+    (GuardError -> 400). A model that cannot fit the instance is refused with the planner's reason and way
+    forward rather than failing after a long deployment.
 
     Returns the warnings (e.g. a slow 8-13B dense model on CPU)."""
     from accelbench.errors import GuardError
@@ -122,21 +103,29 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     from accelbench.runtimes.base import ServeParams
     from accelbench.runtimes.params import params_for
 
-    parameters, moe, pre_quantized = model_facts(spec.model)
     rec = None
     if instance is not None:
-        rec = recommendation_for(spec, instance)
+        from accelbench.deploy.manifests.render import load_model_facts, recommend_for
+
+        try:
+            facts, model_spec = load_model_facts(spec)
+        except NotFoundError as exc:
+            raise as_input_error(exc, "model") from None
+        rec = recommend_for(spec, model_spec, instance)
         params = params_for(
-            model=spec.model,
-            served_model_name=spec.model,
+            model=facts.source,
+            served_model_name=facts.served_name,
             instance=instance,
             settings=spec.engine.settings,
-            recommendation=rec if rec is not None and rec.fits else None,
-            parameters=parameters,
-            moe=moe,
-            pre_quantized=pre_quantized,
+            recommendation=rec if rec.fits else None,
+            model_size_gib=facts.size_gib,
+            parameters=facts.parameters,
+            moe=facts.moe,
+            pre_quantized=facts.pre_quantized,
+            isa_trace=spec.isa_trace,
         )
     else:
+        parameters, moe, pre_quantized = model_facts(spec.model)
         params = ServeParams(
             model=local_model_path(spec),
             served_model_name=spec.model,
@@ -146,6 +135,7 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
             parameters=parameters,
             moe=moe,
             pre_quantized=pre_quantized,
+            isa_trace=spec.isa_trace,
         )
     report = guards.evaluate(params, spec.engine.name)
     if report.errors:
@@ -239,12 +229,17 @@ def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str
 
 
 def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
-    """Manifests (file name -> YAML) for the run's recorded spec, as ``accelbench export`` writes them."""
-    from accelbench.deploy import manifests
+    """Manifests (file name -> text) for the run's recorded spec, as ``accelbench export`` writes them, with
+    the store's tool versions."""
+    from accelbench.deploy.manifests.render import ExportOptions, render_for_spec
+    from accelbench.runtimes.versions import effective_tool_versions
 
     spec = RunSpec.model_validate(run.spec)
-    rendered: Any = manifests.render_for_spec(spec)
-    return dict(rendered)
+    return render_for_spec(
+        spec,
+        options=ExportOptions(run_id=run.id),
+        tool_versions=effective_tool_versions(store),
+    )
 
 
 # ------------------------------------------------------------------------------------------ models
