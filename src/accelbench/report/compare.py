@@ -739,6 +739,13 @@ def build_comparison(
                 + ", ".join(f"input {i} x concurrency {c}" for i, c in unmatched)
                 + "."
             )
+    models = {d.run.id: (d.run.model or d.run.served_model) for d in runs}
+    if len({m for m in models.values() if m}) > 1:
+        notes.append(
+            "The runs serve different models ("
+            + ", ".join(f"{n}: {models[d.run.id] or 'unknown'}" for n, d in zip(names, runs, strict=True))
+            + "): the ratios compare model and hardware together."
+        )
     failed_cells = [c for c in cells if c.repeats == 0]
     for c in failed_cells:
         notes.append(
@@ -806,7 +813,7 @@ SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
     "total tok/s",
     "req/s",
     "ok",
-    "$/1M tok",
+    "$/1M out tok",
     "TPOT vs base",
     "tok/s vs base",
 )

@@ -246,6 +246,22 @@ def test_no_matching_cells() -> None:
     assert "No (input length, concurrency) cell was measured by every run: nothing to match." in cmp.notes
 
 
+def test_different_models_are_noted() -> None:
+    a, b = make_run("ra", label="A", model="m1"), make_run("rb", label="B", model="m2")
+    cmp = build_comparison(
+        [run_data(a, [make_result("ra", 128, 1)]), run_data(b, [make_result("rb", 128, 1)])]
+    )
+    assert (
+        "The runs serve different models (A: m1, B: m2): the ratios compare model and hardware together."
+        in cmp.notes
+    )
+    same = build_comparison(
+        [run_data(make_run("x", model="m1"), [make_result("x", 128, 1)]),
+         run_data(make_run("y", model="m1"), [make_result("y", 128, 1)])]
+    )  # fmt: skip
+    assert not any("different models" in n for n in same.notes)
+
+
 def test_output_len_difference_is_flagged() -> None:
     a, b = make_run("ra", label="A"), make_run("rb", label="B")
     cmp = build_comparison(
