@@ -99,7 +99,7 @@ def make_summary(
 ) -> BenchmarkSummary:
     """A self-consistent BenchmarkSummary: per-request records spread around the given TTFT/TPOT, the
     statistics computed from them (numpy linear percentiles, like the benchmark), telemetry samples once a
-    second when ``telemetry_start`` is given (vLLM gauge names when ``vllm_metrics``)."""
+    second when ``telemetry_start`` is given (the scraper's gauges when ``vllm_metrics``)."""
     import numpy as np
 
     records: list[RequestRecord] = []
@@ -144,10 +144,10 @@ def make_summary(
         for s in range(int(duration) + 2):
             running = float(min(concurrency, requests - s % max(requests, 1)))
             values = (
-                {
-                    "vllm:num_requests_running": running,
-                    "vllm:num_requests_waiting": float(max(0, requests - concurrency - s)),
-                    "vllm:kv_cache_usage_perc": min(1.0, 0.02 * running * input_len / 128),
+                {  # the canonical names the scraper stores (telemetry.prometheus)
+                    "running": running,
+                    "waiting": float(max(0, requests - concurrency - s)),
+                    "kv_cache_usage": min(1.0, 0.02 * running * input_len / 128),
                 }
                 if vllm_metrics
                 else {"process_cpu_seconds_total": float(s)}

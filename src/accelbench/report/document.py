@@ -18,12 +18,18 @@ from accelbench.report.tables import CellAggregate, aggregate_results
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
 
-# Server gauges plotted over time: (series key, title, names the scrapers may store it under, scale).
-# vLLM exports KV-cache usage as a fraction; the chart shows percent.
+# Server gauges plotted over time: (series key, title, names a sample may carry it under, scale). The
+# scraper (telemetry.prometheus) stores canonical names (running, waiting, kv_cache_usage); raw vLLM names
+# are accepted too, for samples stored by other tools. KV-cache usage is a fraction; the chart shows percent.
 TELEMETRY_GAUGES: tuple[tuple[str, str, tuple[str, ...], float], ...] = (
-    ("running", "Running requests", ("num_requests_running",), 1.0),
-    ("waiting", "Waiting requests", ("num_requests_waiting",), 1.0),
-    ("kv_cache_pct", "KV-cache usage (%)", ("kv_cache_usage_perc", "gpu_cache_usage_perc"), 100.0),
+    ("running", "Running requests", ("running", "num_requests_running"), 1.0),
+    ("waiting", "Waiting requests", ("waiting", "num_requests_waiting"), 1.0),
+    (
+        "kv_cache_pct",
+        "KV-cache usage (%)",
+        ("kv_cache_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc"),
+        100.0,
+    ),
 )
 
 
