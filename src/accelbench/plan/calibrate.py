@@ -25,7 +25,7 @@ from accelbench.domain.plan import CalibrationGroup, CalibrationReport, CellComp
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.plan.estimate import DEFAULT_ENGINE, CalibrationSet, PerfModel, predict_for
+from accelbench.plan.estimate import CalibrationSet, PerfModel, normalize_engine, predict_for
 from accelbench.plan.hardware import LOCAL_INSTANCE, default_factors, local_cpu_name, local_machine
 from accelbench.plan.recommend import accelerator_name, recommend
 
@@ -133,10 +133,8 @@ def run_model(
     if model is None:
         return f"model {refs[0] if refs else '?'} cannot be read ({'; '.join(errors) or 'no model'})"
     settings = _engine_settings(run)
-    engine = (
-        run.engine
-        or ((run.spec or {}).get("engine") or {}).get("name")
-        or DEFAULT_ENGINE[inst.accelerator_type]
+    engine = normalize_engine(
+        run.engine or ((run.spec or {}).get("engine") or {}).get("name"), inst.accelerator_type
     )
     try:
         rec = recommend(

@@ -71,6 +71,17 @@ def engine_for(kind: AcceleratorType) -> str:
     return DEFAULT_ENGINE[kind]
 
 
+def normalize_engine(engine: str | None, kind: AcceleratorType) -> str:
+    """The engine a prediction is for: the tier's default when unset, and vLLM on a CPU or Neuron instance
+    named by its flavour (a server reports itself as plain "vllm" whatever its build)."""
+    if not engine:
+        return DEFAULT_ENGINE[kind]
+    e = engine.strip().lower()
+    if e == "vllm" and kind != AcceleratorType.gpu:
+        return DEFAULT_ENGINE[kind]
+    return e
+
+
 def default_max_num_batched_tokens(hw: Hardware, tp: int) -> int:
     """vLLM's defaults for the OpenAI server (engine/arg_utils.py): CPU 2048 x TP; GPUs 2048, or 8192 on
     >= 70 GiB GPUs other than A100, 16384 on >= 160 GiB."""
@@ -511,7 +522,7 @@ def estimate(
             catalog = get_catalog()
         spec = catalog.accelerator(instance.accelerator_name)
     kind = instance.accelerator_type
-    engine = engine or engine_for(kind)
+    engine = normalize_engine(engine, kind)
     accel = accelerator_name(instance)
     f, ref = factors_for(kind, accel, engine, calibrations)
     if factors is not None:
