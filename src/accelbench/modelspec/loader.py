@@ -38,6 +38,8 @@ def spec_from_dir(path: Path, *, ref: str, source: ModelSource, hf_id: str | Non
     if source == ModelSource.hf_cache and path.parent.name == "snapshots":
         revision = path.name
     name = hf_id or path.name
+    if not hf_id and path.name in ("hf", "model", "checkpoint") and path.parent.name:
+        name = path.parent.name  # a prepared model's hf/ directory is named by its parent
     return spec_from_config(
         info.config,
         name=name,

@@ -279,6 +279,7 @@ def test_prepared_model_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     write_dir(tmp_path / "cache" / "models" / "my-tiny" / "hf", TINY)
     m = load_model_spec("my-tiny")
     assert m.source == ModelSource.prepared and m.parameters.total > 0
+    assert m.name == "my-tiny"  # named after the prepared model, not its hf/ directory
 
 
 # --------------------------------------------------------------------------------------------- HF cache, hub
