@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 USEFUL_CONTEXT = 8192  # a context worth choosing a larger TP for
 USEFUL_SEQS = 4
+CPU_KV_MIN = 4  # GiB: the seed's floor, used to judge whether a W8A8 / W4A8 alternative would fit
 CPU_DENSE_REFUSE = 13e9
 CPU_DENSE_WARN = 8e9
 GPU_MAX_NUM_SEQS = 256  # vLLM's default on most GPUs; KV capacity lowers it
@@ -1056,9 +1057,6 @@ def _recommend_cpu(ctx: _Ctx) -> Recommendation:
     )
 
 
-CPU_KV_MIN = 4
-
-
 # --------------------------------------------------------------------------------------------- alternatives
 def find_alternatives(
     model: ModelSpec,
@@ -1141,18 +1139,16 @@ def _with_alternatives(
 ) -> Recommendation:
     if rec.refusal is None or rec.refusal.code in (RefusalCode.non_generative,):
         return rec
-    # A CPU refusal for size or format is answered by the fallback chain on other instances.
-    q = (
-        None
-        if rec.refusal.code in (RefusalCode.dense_too_large_for_cpu, RefusalCode.unsupported_quantization)
-        else quantization
-    )
-    q_arg = None if q is None else q
+    # A refusal for size or format on this tier is answered by the fallback chain on other instances;
+    # otherwise the alternatives honour what was asked (a fixed quantization stays fixed).
+    q: str | None = quantization
+    if rec.refusal.code in (RefusalCode.dense_too_large_for_cpu, RefusalCode.unsupported_quantization):
+        q = None
     alts = find_alternatives(
         model,
         exclude=instance.name,
         kind=instance.accelerator_type,
-        quantization=q_arg if q_arg != "native" else "none",
+        quantization="none" if q == "native" else q,
         max_model_len=max_model_len,
         catalog=catalog,
     )
