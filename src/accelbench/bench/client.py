@@ -443,20 +443,15 @@ def _event_payload(ev: bytes) -> bytes | None:
     return b"\n".join(data)
 
 
-def _text_of(choice: dict[str, Any], chat: bool) -> str | None:
-    if not chat:
-        t = choice.get("text")
-        return t if isinstance(t, str) else None
-    delta = choice.get("delta")
-    if not delta:
-        return None
+def _delta_text(delta: dict[str, Any]) -> str | None:
+    """Generated output in a chat delta: content, reasoning, tool-call arguments (the slow, general case)."""
     parts = None
     for key in ("content", "reasoning_content", "reasoning"):
         v = delta.get(key)
-        if v:
+        if v and isinstance(v, str):
             parts = v if parts is None else parts + v
     calls = delta.get("tool_calls")
-    if calls:
+    if calls and isinstance(calls, list):
         args = "".join(
             str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, dict)
         )
@@ -464,18 +459,15 @@ def _text_of(choice: dict[str, Any], chat: bool) -> str | None:
     return parts
 
 
-def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
-    """Turn the reads of one response into TTFT/ITL/E2EL, text and usage (see the module's timing rules)."""
-    out = ParsedStream()
-    if raw.status and raw.status != 200:
-        out.error = error_message(raw.status, raw.body)
-        return out
+def _split_events(raw: RawResponse) -> tuple[list[bytes], list[float]]:
+    """The data payloads of the SSE events, each with the timestamp of the read that completed it."""
     body = raw.body
     ends = raw.ends
     times = raw.times
     if b"\r" in body:
         body, ends = _normalize_newlines(body, ends)
     blen = len(body)
+    last_read = len(ends) - 1
     payloads: list[bytes] = []
     ptimes: list[float] = []
     off = 0
@@ -488,67 +480,102 @@ def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
             p = ev[6:]
         else:
             maybe = _event_payload(ev)
-            if maybe is None:
+            if maybe is None or not maybe.strip():
                 continue  # comment, keep-alive, id/event/retry fields
             p = maybe
-        if not p.strip():
+        if not p:
             continue
         if p == b"[DONE]":
             break
-        target = off if off <= blen else blen
-        while ri < len(ends) - 1 and ends[ri] < target:
-            ri += 1
+        if ri < last_read:
+            target = off if off <= blen else blen
+            while ri < last_read and ends[ri] < target:
+                ri += 1
         payloads.append(p)
         ptimes.append(times[ri])
-    out.events = len(payloads)
-    objs: list[Any]
+    return payloads, ptimes
+
+
+def _decode_events(payloads: list[bytes], out: ParsedStream) -> list[Any]:
+    """All payloads in one orjson call (as a JSON array); on failure, one by one to name the bad event."""
     try:
-        objs = orjson.loads(b"[" + b",".join(payloads) + b"]")
-        if len(objs) != len(payloads) or not all(isinstance(o, dict) for o in objs):
-            raise orjson.JSONDecodeError("not one object per event", "", 0)
+        objs: list[Any] = orjson.loads(b"[" + b",".join(payloads) + b"]")
+        if len(objs) == len(payloads):
+            return objs
     except orjson.JSONDecodeError:
-        objs = []
-        for k, p in enumerate(payloads):
-            try:
-                obj = orjson.loads(p)
-            except orjson.JSONDecodeError:
-                obj = None
-            if not isinstance(obj, dict):
-                snippet = p[:80].decode("utf-8", "replace")
-                out.error = f"malformed JSON in stream event {k + 1}: {snippet!r}"
-                objs = objs[:k]
-                break
-            objs.append(obj)
+        pass
+    objs = []
+    for k, p in enumerate(payloads):
+        try:
+            obj = orjson.loads(p)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            snippet = p[:80].decode("utf-8", "replace")
+            out.error = f"malformed JSON in stream event {k + 1}: {snippet!r}"
+            break
+        objs.append(obj)
+    return objs
+
+
+def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
+    """Turn the reads of one response into TTFT/ITL/E2EL, text and usage (see the module's timing rules)."""
+    out = ParsedStream()
+    if raw.status and raw.status != 200:
+        out.error = error_message(raw.status, raw.body)
+        return out
+    payloads, ptimes = _split_events(raw)
+    out.events = len(payloads)
+    objs = _decode_events(payloads, out)
     start = raw.start
+    first: float | None = None
     last = 0.0
     texts: list[str] = []
     itl = out.itl
-    for obj, t in zip(objs, ptimes, strict=False):
-        choices = obj.get("choices")
-        if choices:
-            c0 = choices[0]
-            txt = _text_of(c0, chat) if isinstance(c0, dict) else None
-            if txt:
-                if out.ttft is None:
-                    out.ttft = t - start
+    k = 0
+    try:
+        for k, obj in enumerate(objs):
+            choices = obj.get("choices")
+            if choices:
+                c0 = choices[0]
+                if chat:
+                    delta = c0.get("delta")
+                    if not delta:
+                        txt = None
+                    else:
+                        txt = delta.get("content")
+                        if len(delta) > 1 or not txt:
+                            txt = _delta_text(delta)
                 else:
-                    itl.append(t - last)
-                last = t
-                texts.append(txt)
-        usage = obj.get("usage")
-        if usage and isinstance(usage, dict):
-            ct = usage.get("completion_tokens")
-            pt = usage.get("prompt_tokens")
-            if isinstance(ct, int):
-                out.completion_tokens = ct
-            if isinstance(pt, int):
-                out.prompt_tokens = pt
-        if obj.get("error") or obj.get("object") == "error":
-            msg = _message_of(obj) or "error event in the stream"
-            out.error = f"server error in stream: {' '.join(msg.split())[:MAX_REASON]}"
-            break
+                    txt = c0.get("text")
+                if txt:
+                    t = ptimes[k]
+                    if first is None:
+                        first = t
+                    else:
+                        itl.append(t - last)
+                    last = t
+                    texts.append(txt)
+            usage = obj.get("usage")
+            if usage:
+                ct = usage.get("completion_tokens")
+                pt = usage.get("prompt_tokens")
+                if isinstance(ct, int):
+                    out.completion_tokens = ct
+                if isinstance(pt, int):
+                    out.prompt_tokens = pt
+            if "error" in obj or (not choices and obj.get("object") == "error"):
+                msg = _message_of(obj) or "error event in the stream"
+                if obj.get("error") or obj.get("object") == "error":
+                    out.error = f"server error in stream: {' '.join(msg.split())[:MAX_REASON]}"
+                    break
+    except (AttributeError, TypeError, IndexError, KeyError):
+        snippet = payloads[k][:80].decode("utf-8", "replace")
+        out.error = f"malformed event {k + 1} in stream (not an OpenAI chunk): {snippet!r}"
+    if first is not None:
+        out.ttft = first - start
     out.text_chunks = len(texts)
-    out.text = "".join(texts)
+    out.text = "".join(t if isinstance(t, str) else str(t) for t in texts)
     if out.ttft is not None:
         out.latency = last - start
     if raw.error is not None:
