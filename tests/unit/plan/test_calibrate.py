@@ -133,3 +133,10 @@ def test_predicted_vs_measured_uses_active_calibrations(store: Store) -> None:
     assert err(after) < err(before)
     raw, _ = predicted_vs_measured(store, use_calibrations=False)
     assert [c.predicted_tpot_ms for c in raw] == [c.predicted_tpot_ms for c in before]
+
+
+def test_a_cpu_server_reporting_plain_vllm_calibrates_the_cpu_engine(store: Store) -> None:
+    """An endpoint sweep records the engine the server names ("vllm"); on a CPU that is vllm-cpu."""
+    add_sweep(store, engine="vllm")
+    rep = calibrate(store, dry_run=True)
+    assert [(g.accelerator, g.engine) for g in rep.groups] == [("local:AMD EPYC", "vllm-cpu")]
