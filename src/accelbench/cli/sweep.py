@@ -1,9 +1,497 @@
-"""CLI commands: sweep, sweep-plot (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench sweep`` (the matrix against a running server) and ``accelbench sweep-plot``.
+
+``sweep`` measures input lengths x concurrency levels x repeats against one OpenAI-compatible server, stores
+every (cell, repeat) as it finishes, and writes ``results.md``, ``results.csv``, per-repeat JSON files and
+plots into ``--out``. Ctrl-C stops gracefully (the cell in flight is kept as partial; press again to abort
+at once); ``--resume RUN_ID`` measures only what is missing. ``sweep-plot`` rewrites the files of one or
+several stored runs (CPU vs GPU on the same axes).
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from accelbench.bench.spec import load_sweep_file
+from accelbench.bench.sweep import (
+    CellKey,
+    SweepEvent,
+    SweepOutcome,
+    create_sweep_run,
+    run_sweep,
+    stored_sweep_spec,
+    sweep_keys,
+)
+from accelbench.cli.common import (
+    FormatOption,
+    OutputFormat,
+    console,
+    err_console,
+    parse_kv_list,
+    print_json,
+    user_errors,
+)
+from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind, GoodputSLO
+from accelbench.domain.run import RunStatus, SweepSpec
+from accelbench.errors import UserInputError
+from accelbench.report.tables import aggregate_results, has_repeats, table_headers, table_rows
+from accelbench.settings import get_settings
+from accelbench.store import get_store
+from accelbench.telemetry.host import capture_environment
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """``"128,512"`` -> ``[128, 512]`` with a clear error for anything else."""
+    values = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            values.append(int(part))
+        except ValueError:
+            raise UserInputError(
+                f"Bad {what} {text!r}: expected comma-separated whole numbers, e.g. 1,4,8."
+            ) from None
+    if not values:
+        raise UserInputError(f"Bad {what} {text!r}: no values.")
+    return values
+
+
+def parse_goodput(items: list[str] | None) -> GoodputSLO | None:
+    """``["ttft:500", "tpot:50"]`` -> GoodputSLO (milliseconds), as ``vllm bench serve --goodput``."""
+    if not items:
+        return None
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+    values: dict[str, float] = {}
+    for item in items:
+        for token in item.split():
+            key, sep, val = token.partition(":")
+            if not sep or key.lower() not in names:
+                raise UserInputError(f"Bad --goodput {token!r}: expected ttft:MS, tpot:MS or e2el:MS.")
+            try:
+                values[names[key.lower()]] = float(val)
+            except ValueError:
+                raise UserInputError(
+                    f"Bad --goodput {token!r}: {val!r} is not a number of milliseconds."
+                ) from None
+    try:
+        return GoodputSLO(**values)
+    except ValueError as exc:
+        raise UserInputError(f"Bad --goodput: {exc}") from None
+
+
+def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
+    """``base`` with the flags the user gave; validation errors name the flag's setting."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return base
+    data = base.model_dump()
+    data.update(given)
+    try:
+        return SweepSpec.model_validate(data)
+    except ValueError as exc:
+        raise UserInputError(f"Invalid sweep settings: {exc}") from None
+
+
+def discover_model(base_url: str, headers: dict[str, str], timeout: float = 10.0) -> str:
+    """The served model name when the server serves exactly one (``GET /v1/models``)."""
+    import httpx
+
+    root = base_url.rstrip("/")
+    url = root + ("/models" if root.endswith("/v1") else "/v1/models")
+    try:
+        resp = httpx.get(url, headers=headers, timeout=timeout)
+        resp.raise_for_status()
+        ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        raise UserInputError(
+            f"Could not ask {url} which model it serves: {exc}",
+            hint="Pass --model with the served model name.",
+        ) from None
+    if len(ids) != 1 or not ids[0]:
+        raise UserInputError(
+            f"{url} serves {len(ids)} models ({', '.join(map(str, ids)) or 'none'}); say which with --model."
+        )
+    return str(ids[0])
+
+
+def invocation(ctx: typer.Context) -> list[str]:
+    """The command line as typed when this process is the ``accelbench`` program; otherwise (called in-process,
+    e.g. by tests) rebuilt from the options given on the command line, in their declared order."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and (
+        argv0.name == "accelbench" or argv0.as_posix().endswith("accelbench/cli/main.py")
+    ):
+        return ["accelbench", *sys.argv[1:]]
+    from typer._click.core import ParameterSource
+
+    out = ["accelbench", ctx.info_name or "sweep"]
+    for param in ctx.command.params:
+        name = param.name or ""
+        if ctx.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params.get(name)
+        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0] if param.opts else name)
+        if isinstance(value, bool):
+            if getattr(param, "secondary_opts", None) and not value:
+                out.append(param.secondary_opts[0])
+            elif value:
+                out.append(flag)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                out += [flag, str(getattr(v, "value", v))]
+        elif value is not None:
+            out += [flag, str(getattr(value, "value", value))]
+    return out
+
+
+class SweepDisplay:
+    """Rich progress on stderr: one bar for the cells, one for the requests of the current cell."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=False,
+            disable=not enabled,
+        )
+        self.cells: TaskID | None = None
+        self.requests: TaskID | None = None
+
+    def __enter__(self) -> SweepDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def __call__(self, ev: SweepEvent) -> None:
+        if ev.kind == "start":
+            self.cells = self.progress.add_task("cells", total=ev.cells_total, completed=ev.cells_done)
+            self.requests = self.progress.add_task("requests", total=1, completed=0, visible=False)
+        elif ev.kind == "cell_start" and self.requests is not None and ev.key is not None:
+            self.progress.update(
+                self.requests,
+                description=f"  {ev.key}",
+                total=ev.requests_total,
+                completed=0,
+                visible=True,
+            )
+        elif ev.kind == "request" and self.requests is not None:
+            self.progress.update(self.requests, completed=ev.requests_done, total=ev.requests_total)
+        elif ev.kind == "cell_done" and self.cells is not None:
+            self.progress.update(self.cells, completed=ev.cells_done)
+            if ev.summary is not None and ev.key is not None:
+                s = ev.summary
+                mark = {"completed": "[green]✓[/]", "partial": "[yellow]~[/]", "failed": "[red]✗[/]"}[
+                    ev.status.value if ev.status else "completed"
+                ]
+                self.progress.console.print(
+                    f"{mark} {ev.key}: TTFT p50 {s.ttft_ms.p50:.1f} ms, TPOT p50 {s.tpot_ms.p50:.2f} ms, "
+                    f"{s.output_throughput:.1f} out tok/s, {s.completed} ok / {s.failed} failed",
+                    highlight=False,
+                )
+        elif ev.kind == "end" and self.requests is not None:
+            self.progress.update(self.requests, visible=False)
+
+
+@contextmanager
+def graceful_interrupt(cancel: threading.Event) -> Iterator[None]:
+    """First Ctrl-C sets ``cancel`` (finish the cell's in-flight requests, keep everything); the second one
+    raises KeyboardInterrupt at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        err_console.print(
+            "[yellow]Stopping: the current cell's finished requests are kept. Ctrl-C again to abort now.[/]"
+        )
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def print_cells_table(run_ids: list[str], title: str | None = None) -> None:
+    store = get_store()
+    runs = [store.get_run(r) for r in run_ids]
+    results = [res for r in runs for res in store.get_results(r.id)]
+    cells = aggregate_results(results)
+    multi = len(runs) > 1
+    names = {r.id: r.label or r.id for r in runs}
+    table = Table(title=title, header_style="bold")
+    for i, h in enumerate(table_headers(with_run=multi)):
+        table.add_column(h, justify="left" if multi and i == 0 else "right")
+    for row in table_rows(cells, with_range=has_repeats(cells), with_run=multi, run_names=names):
+        table.add_row(*row)
+    console.print(table)
+
+
+def sweep(
+    ctx: typer.Context,
+    base_url: str | None = typer.Option(
+        None,
+        "--base-url",
+        help="Server root, e.g. http://127.0.0.1:8000 (default: from --spec or the resumed run).",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="Served model name (default: the server's only model)."
+    ),
+    endpoint: EndpointKind | None = typer.Option(None, "--endpoint", help="chat or completions API."),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="Local tokenizer directory (default: the server's /tokenize)."
+    ),
+    api_key: str | None = typer.Option(
+        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server (env OPENAI_API_KEY)."
+    ),
+    header: list[str] | None = typer.Option(None, "--header", help="Extra HTTP header K:V (repeatable)."),
+    input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
+    concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
+    repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
+    output_len: int | None = typer.Option(
+        None, "--output-len", min=1, help="max_tokens per request (default 128)."
+    ),
+    prompts_per_concurrency: int | None = typer.Option(
+        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this (default 10)."
+    ),
+    dataset: DatasetKind | None = typer.Option(None, "--dataset", help="random, jsonl or sharegpt."),
+    dataset_path: str | None = typer.Option(None, "--dataset-path", help="File for jsonl or sharegpt."),
+    prefix_len: int | None = typer.Option(
+        None, "--prefix-len", min=0, help="Tokens of a deliberate shared prefix."
+    ),
+    request_rate: float | None = typer.Option(
+        None,
+        "--request-rate",
+        help="Requests per second within a cell; inf (default) = as fast as concurrency allows.",
+    ),
+    burstiness: float | None = typer.Option(
+        None, "--burstiness", help="Gamma shape of inter-arrivals; 1 = Poisson."
+    ),
+    num_warmups: int | None = typer.Option(
+        None, "--num-warmups", min=0, help="Requests sent once before the first cell (default 2)."
+    ),
+    ignore_eos: bool | None = typer.Option(
+        None, "--ignore-eos/--no-ignore-eos", help="Ask the server to ignore EOS (default on)."
+    ),
+    goodput: list[str] | None = typer.Option(
+        None, "--goodput", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS."
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Per-request timeout, seconds (default 600)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and send times."),
+    temperature: float | None = typer.Option(None, "--temperature", min=0, help="Sampling temperature."),
+    no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
+    spec_file: Path | None = typer.Option(None, "--spec", help="YAML sweep spec; flags override its values."),
+    out: Path | None = typer.Option(None, "--out", help="Directory for results.md/csv, JSON and plots."),
+    label: str | None = typer.Option(None, "--label", help="A name for the run."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Run id of an interrupted sweep: measure what is missing."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Measure a running server over input lengths x concurrency levels x repeats."""
+    with user_errors():
+        store = get_store()
+        overrides: dict[str, Any] = {
+            "input_lens": parse_int_list(input_lens, "--input-lens") if input_lens else None,
+            "concurrency": parse_int_list(concurrency, "--concurrency") if concurrency else None,
+            "repeats": repeats,
+            "output_len": output_len,
+            "prompts_per_concurrency": prompts_per_concurrency,
+            "endpoint": endpoint,
+            "dataset": dataset,
+            "dataset_path": dataset_path,
+            "prefix_len": prefix_len,
+            "request_rate": request_rate,
+            "burstiness": burstiness,
+            "num_warmups": num_warmups,
+            "ignore_eos": ignore_eos,
+            "goodput": parse_goodput(goodput),
+            "timeout_s": timeout,
+            "seed": seed,
+            "temperature": temperature,
+            "scrape_metrics": False if no_metrics else None,
+        }
+        file_label: str | None = None
+        server: dict[str, Any] = {}
+        if spec_file is not None:
+            sf = load_sweep_file(spec_file)
+            base = sf.sweep_spec()
+            file_label = sf.label
+            if sf.server is not None:
+                server = sf.server.model_dump(exclude_none=True)
+        else:
+            base = SweepSpec()
+        run = None
+        if resume is not None:
+            run = store.get_run(resume)
+            if run.kind != "sweep":
+                raise UserInputError(
+                    f"Run {run.id} is a {run.kind} run, not a sweep; only sweeps resume here."
+                )
+            if run.status in (RunStatus.benchmarking, RunStatus.deploying):
+                err_console.print(
+                    f"[yellow]Run {run.id} is marked {run.status.value}; resuming it (was its process killed?).[/]"
+                )
+            stored_endpoint = (run.spec or {}).get("endpoint") or {}
+            server = {**{k: v for k, v in stored_endpoint.items() if v}, **server}
+            if spec_file is None:
+                base = stored_sweep_spec(run)
+        spec = build_spec(base, overrides)
+        headers = {**(server.get("headers") or {}), **parse_kv_list(header, ":", "--header")}
+        if resume is not None:
+            headers = {k: v for k, v in headers.items() if v != "***"}
+        url = base_url or server.get("base_url")
+        if not url:
+            raise UserInputError("Which server? Pass --base-url (or a spec with server.base_url).")
+        auth = dict(headers)
+        if api_key:
+            auth["Authorization"] = f"Bearer {api_key}"
+        served = model or server.get("served_model") or discover_model(url, auth)
+        ep = Endpoint(
+            base_url=url,
+            served_model=served,
+            tokenizer=tokenizer or server.get("tokenizer"),
+            api_key=api_key,
+            headers=headers,
+        )
+        if run is None:
+            env = capture_environment(base_url=url, command=invocation(ctx), headers=auth)
+            run = create_sweep_run(store, ep, spec, label=label or file_label, environment=env)
+        out_dir = out or (get_settings().runs_dir / run.id)
+        total = len(sweep_keys(spec))
+        err_console.print(
+            f"Sweep [bold]{run.id}[/]: {len(spec.input_lens)} input length(s) x {len(spec.concurrency)} "
+            f"concurrency level(s) x {spec.repeats} repeat(s) = {total} benchmarks against {url} ({served}).",
+            highlight=False,
+        )
+        cancel = threading.Event()
+        outcome: SweepOutcome | None = None
+        show = fmt == OutputFormat.table or err_console.is_terminal
+        try:
+            with graceful_interrupt(cancel), SweepDisplay(enabled=show) as display:
+                outcome = run_sweep(
+                    store, run.id, ep, spec, cancel=cancel, progress=display, resume=resume is not None
+                )
+        except KeyboardInterrupt:
+            err_console.print(
+                f"[yellow]Aborted. Finished cells are stored; resume with --resume {run.id}.[/]"
+            )
+            _write_outputs(run.id, out_dir, quiet=fmt == OutputFormat.json)
+            raise typer.Exit(130) from None
+        files = _write_outputs(run.id, out_dir, quiet=fmt == OutputFormat.json)
+        _report(outcome, files, out_dir, fmt)
+        if outcome.status == RunStatus.interrupted:
+            raise typer.Exit(130)
+        if outcome.status != RunStatus.completed:
+            raise typer.Exit(1)
+
+
+def _write_outputs(run_id: str, out_dir: Path, *, quiet: bool) -> list[Path]:
+    from accelbench.report.sweep_outputs import write_sweep_outputs
+
+    try:
+        outputs = write_sweep_outputs(get_store(), run_id, out_dir)
+    except OSError as exc:
+        err_console.print(f"[red]Could not write the result files into {out_dir}: {exc}[/]")
+        return []
+    return outputs.all_paths()
+
+
+def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: OutputFormat) -> None:
+    store = get_store()
+    if fmt == OutputFormat.json:
+        cells = aggregate_results(store.get_results(outcome.run_id))
+        print_json(
+            {
+                **outcome.as_dict(),
+                "out_dir": str(out_dir),
+                "files": [str(p) for p in files],
+                "cells": [c.model_dump(mode="json") for c in cells],
+            }
+        )
+        return
+    print_cells_table([outcome.run_id], title=f"Sweep {outcome.run_id} (mean of repeat medians)")
+    colour = {"completed": "green", "interrupted": "yellow"}.get(outcome.status.value, "red")
+    line = f"[{colour}]{outcome.status.value}[/]: {outcome.cells_done}/{outcome.cells_total} cell repeats complete"
+    if outcome.skipped:
+        line += f" ({len(outcome.skipped)} from before)"
+    err_console.print(line, highlight=False)
+    if outcome.error:
+        err_console.print(f"Reason: {outcome.error}", highlight=False)
+    if outcome.missing:
+        err_console.print(
+            f"Missing: {', '.join(str(k) for k in outcome.missing[:6])}"
+            + (" ..." if len(outcome.missing) > 6 else "")
+            + f"\nResume with: accelbench sweep --resume {outcome.run_id}",
+            highlight=False,
+        )
+    if files:
+        err_console.print(
+            f"Files in {out_dir}{os.sep}: results.md, results.csv, results.json, plots, repeats/"
+        )
+
+
+def sweep_plot(
+    run_ids: list[str] = typer.Argument(..., help="One or more run ids (CPU vs GPU side by side)."),
+    out: Path = typer.Option(..., "--out", help="Directory for the plots, results.md and results.csv."),
+    repeat_json: bool = typer.Option(
+        False, "--repeat-json/--no-repeat-json", help="Also write per-repeat JSON files (vLLM layout)."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Plot and tabulate stored sweeps; several runs share the axes (one line per run and input length)."""
+    from accelbench.report.sweep_outputs import write_sweep_outputs
+
+    with user_errors():
+        store = get_store()
+        ids = [store.resolve_run_id(r) for r in run_ids]
+        empty = [r for r in ids if not store.get_results(r)]
+        if empty:
+            raise UserInputError(f"Run(s) without results: {', '.join(empty)}; nothing to plot for them.")
+        outputs = write_sweep_outputs(store, ids, out, repeat_json=repeat_json)
+        if fmt == OutputFormat.json:
+            cells = aggregate_results([res for r in ids for res in store.get_results(r)])
+            print_json(
+                {
+                    "runs": ids,
+                    "files": [str(p) for p in outputs.all_paths()],
+                    "cells": [c.model_dump(mode="json") for c in cells],
+                }
+            )
+            return
+        print_cells_table(ids)
+        for p in outputs.all_paths():
+            err_console.print(f"wrote {p}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("sweep")(sweep)
+    app.command("sweep-plot")(sweep_plot)
+
+
+__all__ = ["CellKey", "register"]

@@ -1,0 +1,443 @@
+"""The sweep: one running endpoint measured over input lengths x concurrency levels x repeats.
+
+``run_sweep`` drives ``run_benchmark`` once per (cell, repeat) against the same server, with the tokenizer
+loaded once and the server warmed up once (before the first cell that runs). Each (cell, repeat) is saved to
+the store the moment it finishes, with its per-request records and telemetry, so nothing measured is lost:
+
+- **Cancel / Ctrl-C**: the cell in flight stops sending, its finished requests are kept and the cell is
+  stored as ``partial``; the run becomes ``interrupted``.
+- **Server gone**: when a cell ends with failures, the server is probed; if it no longer answers, the cell is
+  stored as ``partial`` (or ``failed`` when nothing completed), the sweep stops and the run becomes
+  ``failed`` with the reason.
+- **Resume** (``resume=True``): the spec must equal the stored one (else a ``ConflictError`` lists the
+  differences); (cell, repeat) pairs stored as ``completed`` are skipped, ``partial`` and ``failed`` ones and
+  those never run are measured again.
+
+Every (cell, repeat) gets its own prompt seed derived from the spec's seed, the cell and the repeat, so no
+two requests of the sweep share a prompt (the server's prefix cache would flatter later cells otherwise) and
+a resumed sweep sends exactly the prompts the uninterrupted one would have sent.
+
+The run's ``progress`` JSON says how far it is: ``{"cells_total", "cells_done", "current": {input_len,
+concurrency, repeat}, "requests_done", "requests_total", "phase"}``, updated at every cell boundary and at
+most every ``PROGRESS_WRITE_S`` seconds in between, so the API and other processes can follow a sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import httpx
+
+from accelbench.bench.spec import spec_differences
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, LoadSettings
+from accelbench.domain.results import RunInfo
+from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
+from accelbench.errors import ConflictError, UserInputError
+from accelbench.store.repo import Store
+
+PROGRESS_WRITE_S = 2.0
+HEALTH_TIMEOUT_S = 5.0
+
+
+class CellKey(NamedTuple):
+    """One (cell, repeat) of a sweep."""
+
+    input_len: int
+    concurrency: int
+    repeat: int
+
+    def __str__(self) -> str:
+        return f"input {self.input_len}, concurrency {self.concurrency}, repeat {self.repeat + 1}"
+
+    def as_dict(self) -> dict[str, int]:
+        return {"input_len": self.input_len, "concurrency": self.concurrency, "repeat": self.repeat}
+
+
+def sweep_keys(spec: SweepSpec) -> list[CellKey]:
+    """Every (cell, repeat) of ``spec`` in run order: input length, then concurrency, then repeat."""
+    return [CellKey(i, c, r) for i, c in spec.cells() for r in range(spec.repeats)]
+
+
+def cell_seed(base_seed: int, key: CellKey) -> int:
+    """A stable per-(cell, repeat) seed (same on every machine and Python, unlike ``hash``)."""
+    digest = hashlib.sha256(f"{base_seed}:{key.input_len}:{key.concurrency}:{key.repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warmups: int = 0) -> BenchConfig:
+    """The BenchConfig of one (cell, repeat): the spec's load settings, ``num_prompts = concurrency x
+    prompts_per_concurrency``, ``max_concurrency = concurrency``, its own seed, warmups only when asked."""
+    load = {name: getattr(spec, name) for name in LoadSettings.model_fields}
+    load["seed"] = cell_seed(spec.seed, key)
+    load["num_warmups"] = warmups
+    return BenchConfig(
+        **load,
+        input_len=key.input_len,
+        num_prompts=key.concurrency * spec.prompts_per_concurrency,
+        max_concurrency=key.concurrency,
+        label=label,
+    )
+
+
+@dataclass
+class SweepEvent:
+    """What the ``progress`` callback of ``run_sweep`` receives.
+
+    ``kind``: "start" (the sweep begins), "cell_start", "request" (one more request of the current cell
+    finished), "cell_done", "end". ``key`` is the current (cell, repeat); ``requests_done``/``requests_total``
+    count the current cell's requests.
+    """
+
+    kind: str
+    cells_total: int
+    cells_done: int
+    key: CellKey | None = None
+    requests_done: int = 0
+    requests_total: int = 0
+    status: CellStatus | None = None
+    summary: BenchmarkSummary | None = None
+
+
+@dataclass
+class CellResult:
+    """One finished (cell, repeat), as handed to ``on_cell``."""
+
+    key: CellKey
+    status: CellStatus
+    result_id: int | None
+    summary: BenchmarkSummary
+
+
+@dataclass
+class SweepOutcome:
+    """How a ``run_sweep`` call ended."""
+
+    run_id: str
+    status: RunStatus
+    error: str | None
+    cells_total: int
+    ran: list[CellKey] = field(default_factory=list)
+    skipped: list[CellKey] = field(default_factory=list)
+    partial: list[CellKey] = field(default_factory=list)
+    failed: list[CellKey] = field(default_factory=list)
+    missing: list[CellKey] = field(default_factory=list)
+
+    @property
+    def cells_done(self) -> int:
+        """(cell, repeat) pairs stored as completed, this call and earlier ones together."""
+        return self.cells_total - len(self.missing)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "error": self.error,
+            "cells_total": self.cells_total,
+            "cells_done": self.cells_done,
+            "ran": [k.as_dict() for k in self.ran],
+            "skipped": [k.as_dict() for k in self.skipped],
+            "partial": [k.as_dict() for k in self.partial],
+            "failed": [k.as_dict() for k in self.failed],
+            "missing": [k.as_dict() for k in self.missing],
+        }
+
+
+ProgressFn = Callable[[SweepEvent], None]
+OnCellFn = Callable[[CellResult], None]
+
+
+def stored_sweep_spec(run: RunInfo) -> SweepSpec:
+    """The sweep spec a run was created with (``spec["sweep"]``)."""
+    raw = (run.spec or {}).get("sweep")
+    if not isinstance(raw, dict):
+        raise UserInputError(f"Run {run.id} has no sweep spec stored; it cannot be resumed as a sweep.")
+    return SweepSpec.model_validate(raw)
+
+
+def check_resume_spec(run: RunInfo, spec: SweepSpec) -> SweepSpec:
+    """Refuse to resume ``run`` with a spec that differs from the stored one; returns the stored spec."""
+    stored = stored_sweep_spec(run)
+    diffs = spec_differences(stored, spec)
+    if diffs:
+        raise ConflictError(
+            f"Run {run.id} was started with a different sweep spec; resume runs the stored one. Differences "
+            "(stored -> given): " + "; ".join(diffs) + ".",
+            hint="Resume with the same settings (or without sweep flags), or start a new sweep.",
+        )
+    return stored
+
+
+def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str | None:
+    """None when the server answers; otherwise why not. Any HTTP answer counts as alive (some servers have
+    no /health), only a connection failure or timeout means the server is gone."""
+    root = endpoint.base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[:-3]
+    headers = dict(endpoint.headers)
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    reason = "no answer"
+    for path in ("/health", "/v1/models"):
+        try:
+            with httpx.Client(timeout=timeout, headers=headers) as client:
+                client.get(root + path)
+            return None
+        except httpx.HTTPError as exc:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return reason
+
+
+class _Progress:
+    """Writes the run's progress JSON, at cell boundaries and at most every PROGRESS_WRITE_S seconds."""
+
+    def __init__(self, store: Store, run_id: str, total: int, done: int, callback: ProgressFn | None) -> None:
+        self.store, self.run_id, self.callback = store, run_id, callback
+        self.total, self.done = total, done
+        self.key: CellKey | None = None
+        self.requests_done = self.requests_total = 0
+        self.phase = "starting"
+        self._last_write = 0.0
+        self._lock = threading.Lock()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "cells_total": self.total,
+            "cells_done": self.done,
+            "current": self.key.as_dict() if self.key else None,
+            "requests_done": self.requests_done,
+            "requests_total": self.requests_total,
+            "phase": self.phase,
+        }
+
+    def write(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_write < PROGRESS_WRITE_S:
+            return
+        self._last_write = now
+        self.store.update_run(self.run_id, progress=self.state())
+
+    def emit(self, kind: str, **extra: Any) -> None:
+        if self.callback is not None:
+            self.callback(
+                SweepEvent(
+                    kind=kind,
+                    cells_total=self.total,
+                    cells_done=self.done,
+                    key=self.key,
+                    requests_done=self.requests_done,
+                    requests_total=self.requests_total,
+                    **extra,
+                )
+            )
+
+    def on_request(self, done: int, total: int) -> None:
+        # called from the benchmark's event loop: keep it cheap, write the store only now and then
+        with self._lock:
+            self.requests_done, self.requests_total = done, total
+        self.emit("request")
+        self.write()
+
+
+def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
+    """Build one prompt of every input length still to run, so a setting that cannot work (an input length
+    shorter than the chat template, a bad dataset file) fails before the first request, not an hour in."""
+    from accelbench.bench import build_dataset
+
+    for input_len in dict.fromkeys(k.input_len for k in keys):
+        key = next(k for k in keys if k.input_len == input_len)
+        build_dataset(cell_config(spec, key), tokenizer, count=1, warmups=0)
+
+
+def create_sweep_run(
+    store: Store,
+    endpoint: Endpoint,
+    spec: SweepSpec,
+    *,
+    label: str | None = None,
+    command: str | None = None,
+    environment: dict[str, Any] | None = None,
+) -> RunInfo:
+    """Create the stored run of a sweep (status pending) with its spec, endpoint and environment.
+
+    The stored spec is ``{"sweep": <SweepSpec>, "endpoint": {...}}``; secrets (the API key, auth headers) are
+    not stored, so a resume needs them again.
+    """
+    env = environment or {}
+    engine = env.get("engine") or {}
+    safe_headers = {
+        k: ("***" if any(s in k.lower() for s in ("auth", "key", "token", "secret")) else v)
+        for k, v in endpoint.headers.items()
+    }
+    return store.create_run(
+        kind="sweep",
+        label=label,
+        served_model=endpoint.served_model,
+        model=endpoint.tokenizer or endpoint.served_model,
+        base_url=endpoint.base_url,
+        engine=engine.get("name"),
+        engine_version=engine.get("version"),
+        spec={
+            "sweep": spec.model_dump(mode="json"),
+            "endpoint": {
+                "base_url": endpoint.base_url,
+                "served_model": endpoint.served_model,
+                "tokenizer": endpoint.tokenizer,
+                "headers": safe_headers,
+            },
+        },
+        environment=env,
+        command=env.get("command") if command is None else command,
+        progress={"cells_total": len(sweep_keys(spec)), "cells_done": 0, "current": None, "phase": "pending"},
+    )
+
+
+def run_sweep(
+    store: Store,
+    run_id: str,
+    endpoint: Endpoint,
+    spec: SweepSpec,
+    *,
+    cancel: threading.Event | None = None,
+    progress: ProgressFn | None = None,
+    resume: bool = False,
+    on_cell: OnCellFn | None = None,
+    tokenizer: Any = None,
+) -> SweepOutcome:
+    """Measure every missing (cell, repeat) of ``spec`` against ``endpoint`` and store each as it finishes.
+
+    ``run_id`` names a stored run (``create_sweep_run``). ``cancel`` stops the sweep gracefully: the cell in
+    flight is stored as partial and the run marked interrupted. ``progress`` receives ``SweepEvent``s;
+    ``on_cell`` each stored ``CellResult``. ``resume`` checks ``spec`` against the stored one and skips the
+    (cell, repeat) pairs already stored as completed. ``tokenizer`` is an already loaded tokenizer (else it
+    is loaded once here). A KeyboardInterrupt marks the run interrupted and is re-raised.
+    """
+    from accelbench.bench import load_tokenizer, run_benchmark
+
+    run = store.get_run(run_id)
+    if resume:
+        spec = check_resume_spec(run, spec)
+    elif store.get_results(run.id):
+        raise ConflictError(
+            f"Run {run.id} already has results; resume it instead of starting it again.",
+            hint=f"accelbench sweep --resume {run.id}",
+        )
+    keys = sweep_keys(spec)
+    stored = {CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(run.id)}
+    done_keys = {k for k in keys if stored.get(k) == CellStatus.completed}
+    outcome = SweepOutcome(run_id=run.id, status=RunStatus.benchmarking, error=None, cells_total=len(keys))
+    outcome.skipped = [k for k in keys if k in done_keys]
+    todo = [k for k in keys if k not in done_keys]
+    prog = _Progress(store, run.id, len(keys), len(done_keys), progress)
+    cancel = cancel or threading.Event()
+
+    store.set_status(run.id, RunStatus.benchmarking)
+    store.update_run(run.id, error=None)
+    prog.phase = "tokenizer"
+    prog.write(force=True)
+    prog.emit("start")
+    status = RunStatus.completed
+    error: str | None = None
+    try:
+        if todo:
+            if tokenizer is None:
+                tokenizer = load_tokenizer(endpoint)
+            prog.phase = "checking"
+            prog.write(force=True)
+            preflight(spec, todo, tokenizer)
+            warmups = spec.num_warmups
+            for key in todo:
+                if cancel.is_set():
+                    status, error = RunStatus.interrupted, "interrupted before " + str(key)
+                    break
+                config = cell_config(spec, key, label=run.label, warmups=warmups)
+                prog.key = key
+                prog.requests_done, prog.requests_total = 0, config.num_prompts
+                prog.phase = "warmup" if warmups else "measuring"
+                prog.write(force=True)
+                prog.emit("cell_start")
+                summary = run_benchmark(
+                    endpoint, config, tokenizer=tokenizer, progress=prog.on_request, cancel=cancel
+                )
+                warmups = 0  # once per sweep, before the first cell that runs
+                gone = server_alive(endpoint) if summary.failed else None
+                cell_status = _cell_status(summary, cancelled=cancel.is_set(), server_gone=gone is not None)
+                result_id = None
+                if cell_status is not None:
+                    result_id = store.save_result(
+                        run.id,
+                        input_len=key.input_len,
+                        concurrency=key.concurrency,
+                        repeat=key.repeat,
+                        summary=summary,
+                        status=cell_status,
+                    )
+                    if on_cell is not None:
+                        on_cell(CellResult(key=key, status=cell_status, result_id=result_id, summary=summary))
+                outcome.ran.append(key)
+                if cell_status == CellStatus.completed:
+                    prog.done += 1
+                elif cell_status == CellStatus.partial:
+                    outcome.partial.append(key)
+                elif cell_status == CellStatus.failed:
+                    outcome.failed.append(key)
+                prog.requests_done = summary.completed + summary.failed
+                prog.write(force=True)
+                prog.emit("cell_done", status=cell_status, summary=summary)
+                if gone is not None:
+                    status = RunStatus.failed
+                    error = f"the server at {endpoint.base_url} stopped answering during {key}: {gone}"
+                    break
+                if cancel.is_set():
+                    status, error = RunStatus.interrupted, f"interrupted during {key}"
+                    break
+    except KeyboardInterrupt:
+        _finish(store, prog, outcome, keys, RunStatus.interrupted, "interrupted (Ctrl-C)")
+        raise
+    except BaseException as exc:
+        _finish(store, prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}")
+        raise
+    _finish(store, prog, outcome, keys, status, error)
+    return outcome
+
+
+def _cell_status(summary: BenchmarkSummary, *, cancelled: bool, server_gone: bool) -> CellStatus | None:
+    """How to store a finished benchmark; None when nothing worth storing happened (cancelled before any
+    request ended). A cancelled cell whose requests all ended anyway is complete; a cell during which the
+    server went away is not, even if every request "ended" (the rest failed fast against a closed port)."""
+    ended = summary.completed + summary.failed
+    # the engine fails requests a cancel cut short (reason "cancelled") and marks the summary interrupted
+    if server_gone or (cancelled and (summary.interrupted or ended < summary.num_prompts)):
+        if ended == 0:
+            return None
+        return CellStatus.partial if summary.completed else CellStatus.failed
+    return CellStatus.completed if summary.completed else CellStatus.failed
+
+
+def _finish(
+    store: Store,
+    prog: _Progress,
+    outcome: SweepOutcome,
+    keys: list[CellKey],
+    status: RunStatus,
+    error: str | None,
+) -> None:
+    stored = {
+        CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(outcome.run_id)
+    }
+    outcome.missing = [k for k in keys if stored.get(k) != CellStatus.completed]
+    if status == RunStatus.completed and outcome.missing:
+        # every cell ran, but some ended failed: the run did not produce the full matrix
+        status = RunStatus.failed
+        error = error or f"{len(outcome.missing)} of {len(keys)} cell repeats did not complete"
+    outcome.status, outcome.error = status, error
+    prog.done = len(keys) - len(outcome.missing)
+    prog.key = None
+    prog.phase = status.value
+    store.update_run(outcome.run_id, progress=prog.state())
+    store.set_status(outcome.run_id, status, error=error)
+    prog.emit("end", status=None)
