@@ -112,9 +112,9 @@ class MLASpec(StrictModel):
 
     q_lora_rank: int | None = Field(default=None, description="Query compression rank (None: full q_proj).")
     kv_lora_rank: int = Field(ge=1, description="KV latent rank; cached per token and layer.")
-    qk_nope_head_dim: int = Field(ge=1)
+    qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key dimension without RoPE.")
     qk_rope_head_dim: int = Field(ge=1, description="Decoupled RoPE key dim; cached per token and layer.")
-    v_head_dim: int = Field(ge=1)
+    v_head_dim: int = Field(ge=1, description="Per-head value dimension.")
 
     @property
     def cached_dim(self) -> int:
@@ -166,18 +166,22 @@ class ModelSpec(StrictModel):
     task_reason: str | None = Field(
         default=None, description="Why the task was decided (architecture name, pipeline tag, files)."
     )
-    hidden_size: int = Field(ge=1)
+    hidden_size: int = Field(ge=1, description="Model (residual stream) width.")
     intermediate_size: int = Field(ge=0, description="Dense MLP intermediate size.")
     num_layers: int = Field(ge=1, description="Decoder layers (num_hidden_layers).")
-    num_attention_heads: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1, description="Query heads per layer.")
     num_kv_heads: int = Field(ge=1, description="Key/value heads (== attention heads for MHA, 1 for MQA).")
-    head_dim: int = Field(ge=1)
-    vocab_size: int = Field(ge=1)
+    head_dim: int = Field(
+        ge=1, description="Dimension of one attention head (MLA: nope + rope query/key dimension)."
+    )
+    vocab_size: int = Field(ge=1, description="Vocabulary size (rows of the embedding table).")
     max_position_embeddings: int = Field(ge=1, description="Longest context the model supports.")
-    tie_word_embeddings: bool = False
+    tie_word_embeddings: bool = Field(
+        default=False, description="Whether the output head shares the input embedding matrix."
+    )
     qkv_bias: bool = Field(default=False, description="Biases on q/k/v projections (Qwen2).")
     o_bias: bool = Field(default=False, description="Bias on the attention output projection.")
-    mlp_bias: bool = False
+    mlp_bias: bool = Field(default=False, description="Biases on the MLP projections.")
     mlp_gated: bool = Field(default=True, description="SwiGLU/GeGLU (3 matrices) rather than 2.")
     norms_per_layer: int = Field(default=2, ge=0, description="Norm weight vectors per layer.")
     norm_bias: bool = Field(default=False, description="LayerNorm with bias (2 vectors per norm).")
@@ -186,13 +190,15 @@ class ModelSpec(StrictModel):
         default=None, description="Window of sliding-window layers, tokens; None when no layer slides."
     )
     sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
-    moe: MoESpec | None = None
-    mla: MLASpec | None = None
+    moe: MoESpec | None = Field(default=None, description="Mixture-of-experts layout; None for dense models.")
+    mla: MLASpec | None = Field(
+        default=None, description="Multi-head latent attention layout; None for MHA/GQA/MQA models."
+    )
     quantization: QuantizationInfo | None = Field(
         default=None, description="Pre-quantized checkpoint; None for a plain BF16/FP16/FP32 checkpoint."
     )
     torch_dtype: str = Field(default="bfloat16", description="Checkpoint dtype of unquantized tensors.")
-    parameters: ParameterCounts
+    parameters: ParameterCounts = Field(description="Parameter counts (total, active, by part).")
     checkpoint_bytes: int | None = Field(
         default=None, description="Size of the weight files when known (safetensors index or files, GGUF)."
     )

@@ -143,11 +143,11 @@ class Alternative(StrictModel):
     """Another way to serve the model: a larger (or cheaper) instance, or a quantization."""
 
     instance: str = Field(description="Instance type.")
-    accelerator_type: AcceleratorType
-    accelerator_name: str
+    accelerator_type: AcceleratorType = Field(description="gpu, neuron or cpu.")
+    accelerator_name: str = Field(description="GPU / Neuron device / CPU generation.")
     quantization: str | None = Field(default=None, description="Weight quantization it needs (None: native).")
-    tensor_parallel_size: int = Field(ge=1)
-    max_model_len: int = Field(ge=0)
+    tensor_parallel_size: int = Field(ge=1, description="Tensor-parallel degree it would use.")
+    max_model_len: int = Field(ge=0, description="Context length it would allow.")
     hourly_usd: float | None = Field(default=None, description="On-demand price per hour, when known.")
     reason: str = Field(description="Why it is offered.")
 
@@ -155,15 +155,17 @@ class Alternative(StrictModel):
 class Attempt(StrictModel):
     """One weight format tried while looking for a fit."""
 
-    weight_format: str
-    fits: bool
-    tensor_parallel_size: int | None = None
-    max_model_len: int | None = None
-    reason: str
+    weight_format: str = Field(description="bf16, fp8, int8, int4 or the checkpoint's own format.")
+    fits: bool = Field(description="Whether this format fits.")
+    tensor_parallel_size: int | None = Field(
+        default=None, description="TP degree it fits with, when it fits."
+    )
+    max_model_len: int | None = Field(default=None, description="Longest single sequence it leaves room for.")
+    reason: str = Field(description="Why it fits or not, with numbers.")
 
 
 class Refusal(StrictModel):
-    code: RefusalCode
+    code: RefusalCode = Field(description="Machine-readable cause of the refusal.")
     reason: str = Field(description="Why the model cannot be served here as asked, in plain words.")
     way_forward: list[str] = Field(description="What to do instead, most useful first.")
 
@@ -174,11 +176,13 @@ class Recommendation(StrictModel):
     model: str = Field(description="Model name.")
     model_ref: str = Field(description="What the user gave for the model.")
     instance: str = Field(description="Instance type.")
-    accelerator_type: AcceleratorType
+    accelerator_type: AcceleratorType = Field(description="gpu, neuron or cpu.")
     accelerator_name: str = Field(description="GPU / Neuron device / CPU generation (e.g. Graviton4).")
     accelerator_count: int = Field(description="GPUs or Neuron devices (0 on CPU).")
     fits: bool = Field(description="Whether the model can be served here with the settings below.")
-    verdict: Verdict
+    verdict: Verdict = Field(
+        description="fits, clamped (shorter context than the model supports or than asked) or refused."
+    )
     settings: ServingSettings | None = Field(default=None, description="Engine settings; None when refused.")
     memory: MemoryBudget | None = Field(default=None, description="Memory budget of the chosen settings.")
     bandwidth: BandwidthAdvisory | None = Field(
@@ -215,27 +219,29 @@ class BreakdownItem(StrictModel):
 class MemoryBreakdown(StrictModel):
     """Where accelerator memory goes for one model on one instance (GPU and Neuron)."""
 
-    model: str
-    instance: str
-    accelerator_type: AcceleratorType
-    accelerator_name: str
-    unit: Literal["gpu", "neuron_core"]
+    model: str = Field(description="Model name.")
+    instance: str = Field(description="Instance type.")
+    accelerator_type: AcceleratorType = Field(description="gpu or neuron.")
+    accelerator_name: str = Field(description="GPU or Neuron device.")
+    unit: Literal["gpu", "neuron_core"] = Field(
+        description="What one unit of memory is: a GPU or a NeuronCore."
+    )
     units: int = Field(description="Units used (tensor parallel degree).")
-    unit_memory_gib: float
-    utilization: float
-    usable_gib_per_unit: float
-    weight_format: str
-    kv_cache_dtype: str
-    max_model_len: int
+    unit_memory_gib: float = Field(description="Memory of one unit, GiB.")
+    utilization: float = Field(description="Share of a unit's memory the engine may use.")
+    usable_gib_per_unit: float = Field(description="utilization x unit memory, GiB.")
+    weight_format: str = Field(description="How the weights are held.")
+    kv_cache_dtype: str = Field(description="KV-cache element type (fp8 or bf16).")
+    max_model_len: int = Field(description="Context length of the settings.")
     concurrency: int = Field(description="Sequences the breakdown sizes the KV cache and block table for.")
-    items: list[BreakdownItem]
-    used_gib_per_unit: float
-    free_gib_per_unit: float
+    items: list[BreakdownItem] = Field(description="Where each unit's memory goes.")
+    used_gib_per_unit: float = Field(description="Sum of the items inside the usable share.")
+    free_gib_per_unit: float = Field(description="Usable minus used (negative when infeasible).")
     verdict: Literal["fits", "clamps", "infeasible"] = Field(
         description="fits: everything at the model's full context; clamps: fits with a shorter context; "
         "infeasible: weights and overhead alone do not fit."
     )
-    reasons: list[str]
+    reasons: list[str] = Field(description="The recommendation's reasons and the verdict's.")
     quantization: dict[str, float | str | None] = Field(
         description="Quantization metadata: format, bits, scale bytes per 128 weights, metadata GiB."
     )
@@ -267,21 +273,27 @@ class EfficiencyFactors(StrictModel):
 class CalibrationRef(StrictModel):
     """Which stored calibration an estimate used."""
 
-    id: int
-    accelerator: str
-    engine: str
-    n_points: int
-    created_at: str | None = None
-    tpot_error_before_pct: float | None = None
-    tpot_error_after_pct: float | None = None
+    id: int = Field(description="Stored calibration id.")
+    accelerator: str = Field(description="Accelerator name it was fitted for.")
+    engine: str = Field(description="Engine it was fitted for.")
+    n_points: int = Field(description="Measured cells it was fitted to.")
+    created_at: str | None = Field(default=None, description="When it was stored (ISO).")
+    tpot_error_before_pct: float | None = Field(
+        default=None, description="Mean absolute TPOT error before the fit, percent."
+    )
+    tpot_error_after_pct: float | None = Field(default=None, description="The same after the fit.")
 
 
 class SLO(StrictModel):
     """Latency targets an instance must meet (``--slo ttft:MS,tpot:MS``)."""
 
-    ttft_ms: float | None = Field(default=None, gt=0)
-    tpot_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
+    ttft_ms: float | None = Field(
+        default=None, gt=0, description="Longest acceptable time to first token, ms."
+    )
+    tpot_ms: float | None = Field(
+        default=None, gt=0, description="Longest acceptable time per output token, ms."
+    )
+    e2e_ms: float | None = Field(default=None, gt=0, description="Longest acceptable end-to-end latency, ms.")
 
     def met(self, ttft_ms: float, tpot_ms: float, e2e_ms: float) -> bool:
         return (
@@ -304,17 +316,19 @@ class SLO(StrictModel):
 class EstimateRow(StrictModel):
     """One instance's predicted speed and cost (a row of the catalog table)."""
 
-    instance: str
-    accelerator_type: AcceleratorType
-    accelerator_name: str
-    accelerator_count: int
+    instance: str = Field(description="Instance type ('local' for this machine).")
+    accelerator_type: AcceleratorType = Field(description="gpu, neuron or cpu.")
+    accelerator_name: str = Field(description="GPU / Neuron device / CPU generation.")
+    accelerator_count: int = Field(description="GPUs or Neuron devices (0 on CPU).")
     engine: str = Field(description="Runtime the prediction is for.")
     feasible: bool = Field(description="Whether the model can be served here (see reason when not).")
     quantization_required: bool = Field(default=False, description="Fits only with weight quantization.")
-    weight_format: str | None = None
-    tensor_parallel_size: int | None = None
-    max_model_len: int | None = None
-    weights_gib: float | None = None
+    weight_format: str | None = Field(
+        default=None, description="How the weights are held (bf16, fp8, int8, int4, the checkpoint's format)."
+    )
+    tensor_parallel_size: int | None = Field(default=None, description="Tensor-parallel degree.")
+    max_model_len: int | None = Field(default=None, description="Context length of the settings.")
+    weights_gib: float | None = Field(default=None, description="Weights in memory, GiB.")
     available_gib: float | None = Field(default=None, description="Usable serving memory (all units).")
     memory_utilization_pct: float | None = Field(
         default=None, description="(weights + overhead) / usable memory, percent."
@@ -324,13 +338,19 @@ class EstimateRow(StrictModel):
     ttft_ms: float | None = Field(default=None, description="Predicted typical time to first token, ms.")
     tpot_ms: float | None = Field(default=None, description="Predicted typical time per output token, ms.")
     e2e_ms: float | None = Field(default=None, description="Predicted end-to-end latency per request, ms.")
-    output_tokens_per_s: float | None = None
+    output_tokens_per_s: float | None = Field(
+        default=None, description="Predicted output tokens per second (all requests)."
+    )
     total_tokens_per_s: float | None = Field(default=None, description="Input + output tokens per second.")
-    requests_per_s: float | None = None
-    hourly_usd: float | None = None
-    price_source: str | None = None
-    usd_per_million_output_tokens: float | None = None
-    usd_per_request: float | None = None
+    requests_per_s: float | None = Field(default=None, description="Predicted completed requests per second.")
+    hourly_usd: float | None = Field(default=None, description="Price per hour used for the costs.")
+    price_source: str | None = Field(
+        default=None, description="Where the price comes from (snapshot, aws-pricing-api ...)."
+    )
+    usd_per_million_output_tokens: float | None = Field(
+        default=None, description="hourly / (output tokens/s x 3600) x 1e6."
+    )
+    usd_per_request: float | None = Field(default=None, description="hourly / (requests/s x 3600).")
     calibrated: bool = Field(default=False, description="Whether a measured calibration was applied.")
     has_benchmark_data: bool = Field(
         default=False, description="Whether the store has runs on this instance."
@@ -352,11 +372,11 @@ class TimeBreakdown(StrictModel):
     decode_weights_ms: float = Field(description="Reading weights in one step (per rank).")
     decode_kv_ms: float = Field(description="Reading the batch's KV cache in one step (per rank).")
     decode_compute_ms: float = Field(description="Matrix math of one step at peak x efficiency.")
-    decode_allreduce_ms: float
-    decode_overhead_ms: float
-    decode_bound: Literal["memory", "compute", "overhead"]
+    decode_allreduce_ms: float = Field(description="Tensor-parallel all-reduces of one step.")
+    decode_overhead_ms: float = Field(description="Engine overhead of one step.")
+    decode_bound: Literal["memory", "compute", "overhead"] = Field(description="What limits a decode step.")
     prefill_ms: float = Field(description="Prefill of one prompt.")
-    prefill_bound: Literal["memory", "compute"]
+    prefill_bound: Literal["memory", "compute"] = Field(description="What limits the prefill.")
     prefill_interference_ms: float = Field(description="Added to TPOT by other requests' prefills.")
     queue_ms: float = Field(description="Waiting for a batch slot (concurrency above the batch limit).")
     ridge_flops_per_byte: float = Field(description="Compute / bandwidth: below it a phase is memory-bound.")
@@ -367,20 +387,22 @@ class TimeBreakdown(StrictModel):
 class Estimate(EstimateRow):
     """The prediction for one instance, with the recommendation and the model behind it."""
 
-    model: str
-    input_len: int
-    output_len: int
-    recommendation: Recommendation
-    factors: EfficiencyFactors | None = None
-    calibration: CalibrationRef | None = None
-    times: TimeBreakdown | None = None
+    model: str = Field(description="Model name.")
+    input_len: int = Field(description="Input tokens per request.")
+    output_len: int = Field(description="Output tokens per request.")
+    recommendation: Recommendation = Field(description="The settings the prediction assumes (and why).")
+    factors: EfficiencyFactors | None = Field(default=None, description="Efficiency factors used.")
+    calibration: CalibrationRef | None = Field(
+        default=None, description="The stored calibration used, when one applied."
+    )
+    times: TimeBreakdown | None = Field(default=None, description="The parts of the prediction.")
     notes: list[str] = Field(default_factory=list, description="How the prediction was made, caveats.")
 
 
 class EstimateSummary(StrictModel):
     feasible_native: int = Field(description="Instances that fit without quantization.")
     feasible_quantized: int = Field(description="Instances that fit only with quantization.")
-    infeasible: int
+    infeasible: int = Field(description="Instances that cannot serve the model as asked.")
     cheapest: str | None = Field(default=None, description="Lowest cost per 1M output tokens.")
     fastest: str | None = Field(default=None, description="Lowest TPOT.")
     most_headroom: str | None = Field(default=None, description="Lowest memory utilisation.")
@@ -389,49 +411,61 @@ class EstimateSummary(StrictModel):
         description="Cheapest instance meeting the SLO (cost per 1M output tokens at the "
         "highest concurrency it sustains).",
     )
-    slo_max_concurrency: int | None = None
+    slo_max_concurrency: int | None = Field(
+        default=None, description="Highest concurrency slo_choice sustains within the SLO."
+    )
 
 
 class EstimateTable(StrictModel):
     """Estimates over the catalog: feasible rows ranked by cost per 1M output tokens, then the rest."""
 
-    model: str
-    input_len: int
-    output_len: int
-    concurrency: int
-    filters: dict[str, str | float | int | None] = Field(default_factory=dict)
-    slo: SLO | None = None
-    rows: list[EstimateRow]
-    summary: EstimateSummary
-    calibrations_used: list[CalibrationRef] = Field(default_factory=list)
+    model: str = Field(description="Model name.")
+    input_len: int = Field(description="Input tokens per request.")
+    output_len: int = Field(description="Output tokens per request.")
+    concurrency: int = Field(description="Requests in flight.")
+    filters: dict[str, str | float | int | None] = Field(
+        default_factory=dict, description="The filters applied."
+    )
+    slo: SLO | None = Field(default=None, description="The SLO searched for, if any.")
+    rows: list[EstimateRow] = Field(
+        description="Feasible rows ranked by cost per 1M output tokens, then the infeasible ones."
+    )
+    summary: EstimateSummary = Field(description="Counts and picks.")
+    calibrations_used: list[CalibrationRef] = Field(
+        default_factory=list, description="Stored calibrations that applied to some rows."
+    )
     elapsed_ms: float = Field(description="Time the estimate took.")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Caveats.")
 
 
 # ------------------------------------------------------------------------------------------ calibration
 class CellComparison(StrictModel):
     """One measured cell (input length x concurrency of a run) against the model's prediction(s)."""
 
-    run_id: str
-    label: str | None = None
+    run_id: str = Field(description="Stored run.")
+    label: str | None = Field(default=None, description="Run label.")
     instance: str = Field(description="Instance type, or 'local' for this machine.")
     accelerator: str = Field(
         description="Calibration key: accelerator name (local:<CPU model> for local runs)."
     )
-    engine: str
-    model: str
-    input_len: int
-    output_len: int
-    concurrency: int
+    engine: str = Field(description="Engine of the run.")
+    model: str = Field(description="Model name.")
+    input_len: int = Field(description="Input tokens of the cell.")
+    output_len: int = Field(description="Output tokens of the cell.")
+    concurrency: int = Field(description="Concurrency of the cell.")
     measured_tpot_ms: float = Field(description="Median TPOT measured.")
     measured_ttft_ms: float | None = Field(default=None, description="Median TTFT measured.")
     measured_output_tps: float | None = Field(default=None, description="Output tokens/s measured.")
     predicted_tpot_ms: float = Field(description="Predicted with the factors estimates used before.")
-    predicted_ttft_ms: float
-    predicted_output_tps: float
+    predicted_ttft_ms: float = Field(description="Predicted median TTFT with the factors used before.")
+    predicted_output_tps: float = Field(description="Predicted output tokens/s before.")
     fitted_tpot_ms: float | None = Field(default=None, description="Predicted with the fitted factors.")
-    fitted_ttft_ms: float | None = None
-    fitted_output_tps: float | None = None
+    fitted_ttft_ms: float | None = Field(
+        default=None, description="Predicted median TTFT with the fitted factors."
+    )
+    fitted_output_tps: float | None = Field(
+        default=None, description="Predicted output tokens/s with the fitted factors."
+    )
 
     @staticmethod
     def pct(predicted: float | None, measured: float | None) -> float | None:
@@ -451,24 +485,24 @@ class CellComparison(StrictModel):
 class CalibrationGroup(StrictModel):
     """The fit for one (accelerator, engine)."""
 
-    accelerator: str
-    engine: str
-    kind: AcceleratorType
-    n_points: int
-    runs: list[str]
+    accelerator: str = Field(description="Accelerator name (calibration key).")
+    engine: str = Field(description="Engine (calibration key).")
+    kind: AcceleratorType = Field(description="gpu, neuron or cpu.")
+    n_points: int = Field(description="Measured cells fitted.")
+    runs: list[str] = Field(description="Runs the cells come from.")
     before_source: str = Field(description="'defaults' or 'calibration <id>': what estimates used before.")
-    factors_before: EfficiencyFactors
-    factors_after: EfficiencyFactors
+    factors_before: EfficiencyFactors = Field(description="Factors estimates used before.")
+    factors_after: EfficiencyFactors = Field(description="Fitted factors.")
     error_before: dict[str, float] = Field(
         description="Mean absolute % errors before: tpot, ttft, throughput."
     )
     error_after: dict[str, float] = Field(description="The same after fitting.")
-    cells: list[CellComparison]
+    cells: list[CellComparison] = Field(description="Every cell: measured, predicted before and after.")
     saved_id: int | None = Field(default=None, description="Stored calibration id (None in a dry run).")
-    note: str | None = None
+    note: str | None = Field(default=None, description="Caveat about the fit, if any.")
 
 
 class CalibrationReport(StrictModel):
-    groups: list[CalibrationGroup]
+    groups: list[CalibrationGroup] = Field(description="One fit per (accelerator, engine).")
     skipped: list[str] = Field(default_factory=list, description="Runs not used, with the reason.")
     saved: bool = Field(description="Whether the calibrations were stored (and estimates now use them).")
