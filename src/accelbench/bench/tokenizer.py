@@ -15,6 +15,7 @@ slow (SentencePiece) tokenizer is loaded through transformers when it is install
 from __future__ import annotations
 
 import json
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -27,6 +28,9 @@ import httpx
 
 from accelbench.domain.bench import Endpoint, EndpointKind
 from accelbench.errors import UserInputError
+
+#: Text of a special token (``<|im_start|>``, ``<s>``, ``</s>``).
+_MARKER = re.compile(r"^<[^<>\s]+>$")
 
 #: Stands in for the user's text when the chat template is rendered once and reused (see ``LocalTokenizer``).
 _PLACEHOLDER = "\x00ACCELBENCH_PROMPT\x00"
@@ -317,15 +321,15 @@ class ServerTokenizer(Tokenizer):
 
     @property
     def special_ids(self) -> set[int]:
-        """The ids the chat template wraps a message in (chat markers, BOS/EOS): found by tokenizing an empty
-        user message and removing the ids of ordinary text."""
+        """The special tokens the server's chat template wraps a message in (``<|im_start|>``, ``<s>``, ...):
+        the ids of an empty chat prompt whose text looks like a marker. The server has no API listing them."""
         if self._special is None:
             try:
-                wrapped = set(self.prompt_token_ids("", EndpointKind.chat))
+                ids = sorted(set(self.prompt_token_ids("", EndpointKind.chat)))
             except UserInputError:
-                wrapped = set()
-            plain = set(self.encode("user assistant system\n", add_special_tokens=False))
-            self._special = wrapped - plain
+                ids = []
+            texts = self.decode_batch([[i] for i in ids]) if ids else []
+            self._special = {i for i, t in zip(ids, texts, strict=True) if _MARKER.match(t.strip())}
         return self._special
 
 

@@ -274,3 +274,13 @@ def test_load_tokenizer_errors(tmp_path: Path) -> None:
 
 def test_output_counting(tok: LocalTokenizer) -> None:
     assert tok.count_output([" alpha bravo", ""]) == [2, 0]
+
+
+def test_special_ids_local_and_server(tok_dir: Path) -> None:
+    local = LocalTokenizer(tok_dir)
+    markers = {local.encode(m)[0] for m in ("<|im_start|>", "<|im_end|>")}
+    assert markers <= local.special_ids
+    with StreamServer(tokenizer_dir=tok_dir) as server:
+        remote = ServerTokenizer(Endpoint(base_url=server.base_url, served_model="fixture-model"))
+        assert remote.special_ids == markers
+        remote.close()

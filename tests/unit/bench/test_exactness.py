@@ -23,7 +23,7 @@ from accelbench.domain.bench import BenchConfig, Endpoint
 from tests.support.stream_server import spawn_server
 
 TOLERANCE_S = 0.001
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 @contextlib.contextmanager
