@@ -59,7 +59,8 @@ def _allowed_keys(model: type[BaseModel]) -> list[str]:
     return keys
 
 
-def _describe_errors(exc: ValidationError, source: str, model: type[BaseModel]) -> UserInputError:
+def describe_validation_error(exc: ValidationError, source: str, model: type[BaseModel]) -> UserInputError:
+    """A ``UserInputError`` naming each offending key (with a did-you-mean for unknown ones) of ``model``."""
     lines = []
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
@@ -86,11 +87,14 @@ def _describe_errors(exc: ValidationError, source: str, model: type[BaseModel]) 
             lines.append(msg)
         else:
             got = err.get("input")
-            shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+            shown = repr(got)
+            if len(shown) > 60:
+                shown = type(got).__name__
             lines.append(f"{where}: {err['msg']} (got {shown})")
+    unknown = any(e["type"] == "extra_forbidden" for e in exc.errors())
     return UserInputError(
-        f"Invalid sweep spec {source}: " + "; ".join(lines) + ".",
-        hint="Allowed top-level keys: " + ", ".join(sorted(_allowed_keys(model))),
+        f"Invalid sweep settings in {source}: " + "; ".join(lines) + ".",
+        hint="Allowed top-level keys: " + ", ".join(sorted(_allowed_keys(model))) if unknown else None,
     )
 
 
@@ -105,7 +109,7 @@ def parse_sweep_file(data: Any, source: str = "<spec>") -> SweepFile:
     try:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
-        raise _describe_errors(exc, source, SweepFile) from None
+        raise describe_validation_error(exc, source, SweepFile) from None
 
 
 def load_sweep_file(path: str | Path) -> SweepFile:

@@ -20,10 +20,11 @@ from types import FrameType
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from accelbench.bench.spec import load_sweep_file
+from accelbench.bench.spec import describe_validation_error, load_sweep_file
 from accelbench.bench.sweep import (
     CellKey,
     SweepEvent,
@@ -33,6 +34,7 @@ from accelbench.bench.sweep import (
     stored_sweep_spec,
     sweep_keys,
 )
+from accelbench.cli.bench import first_served_model, parse_goodput
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -42,7 +44,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind, GoodputSLO
+from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
 from accelbench.report.tables import aggregate_results, has_repeats, table_headers, table_rows
@@ -68,29 +70,6 @@ def parse_int_list(text: str, what: str) -> list[int]:
     return values
 
 
-def parse_goodput(items: list[str] | None) -> GoodputSLO | None:
-    """``["ttft:500", "tpot:50"]`` -> GoodputSLO (milliseconds), as ``vllm bench serve --goodput``."""
-    if not items:
-        return None
-    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
-    values: dict[str, float] = {}
-    for item in items:
-        for token in item.split():
-            key, sep, val = token.partition(":")
-            if not sep or key.lower() not in names:
-                raise UserInputError(f"Bad --goodput {token!r}: expected ttft:MS, tpot:MS or e2el:MS.")
-            try:
-                values[names[key.lower()]] = float(val)
-            except ValueError:
-                raise UserInputError(
-                    f"Bad --goodput {token!r}: {val!r} is not a number of milliseconds."
-                ) from None
-    try:
-        return GoodputSLO(**values)
-    except ValueError as exc:
-        raise UserInputError(f"Bad --goodput: {exc}") from None
-
-
 def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
     """``base`` with the flags the user gave; validation errors name the flag's setting."""
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -100,30 +79,8 @@ def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
     data.update(given)
     try:
         return SweepSpec.model_validate(data)
-    except ValueError as exc:
-        raise UserInputError(f"Invalid sweep settings: {exc}") from None
-
-
-def discover_model(base_url: str, headers: dict[str, str], timeout: float = 10.0) -> str:
-    """The served model name when the server serves exactly one (``GET /v1/models``)."""
-    import httpx
-
-    root = base_url.rstrip("/")
-    url = root + ("/models" if root.endswith("/v1") else "/v1/models")
-    try:
-        resp = httpx.get(url, headers=headers, timeout=timeout)
-        resp.raise_for_status()
-        ids = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        raise UserInputError(
-            f"Could not ask {url} which model it serves: {exc}",
-            hint="Pass --model with the served model name.",
-        ) from None
-    if len(ids) != 1 or not ids[0]:
-        raise UserInputError(
-            f"{url} serves {len(ids)} models ({', '.join(map(str, ids)) or 'none'}); say which with --model."
-        )
-    return str(ids[0])
+    except ValidationError as exc:
+        raise describe_validation_error(exc, "the command line", SweepSpec) from None
 
 
 def invocation(ctx: typer.Context) -> list[str]:
@@ -254,10 +211,11 @@ def sweep(
     base_url: str | None = typer.Option(
         None,
         "--base-url",
+        envvar="ACCELBENCH_BASE_URL",
         help="Server root, e.g. http://127.0.0.1:8000 (default: from --spec or the resumed run).",
     ),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name (default: the server's only model)."
+        None, "--model", help="Served model name (default: the first model the server lists)."
     ),
     endpoint: EndpointKind | None = typer.Option(None, "--endpoint", help="chat or completions API."),
     tokenizer: str | None = typer.Option(
@@ -329,7 +287,7 @@ def sweep(
             "burstiness": burstiness,
             "num_warmups": num_warmups,
             "ignore_eos": ignore_eos,
-            "goodput": parse_goodput(goodput),
+            "goodput": parse_goodput(goodput) if goodput else None,
             "timeout_s": timeout,
             "seed": seed,
             "temperature": temperature,
@@ -370,7 +328,7 @@ def sweep(
         auth = dict(headers)
         if api_key:
             auth["Authorization"] = f"Bearer {api_key}"
-        served = model or server.get("served_model") or discover_model(url, auth)
+        served = model or server.get("served_model") or first_served_model(url, headers, api_key)
         ep = Endpoint(
             base_url=url,
             served_model=served,

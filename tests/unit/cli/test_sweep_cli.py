@@ -247,3 +247,21 @@ def test_ctrl_c_keeps_finished_cells_then_resume(store: Store, tokenizer_dir: Pa
         data = json.loads(res.stdout)
         assert data["status"] == "completed" and data["cells_done"] == 8
         assert len(data["skipped"]) == statuses.count(CellStatus.completed)
+
+
+def test_bad_flags_are_clean_errors(store: Store) -> None:
+    res = runner.invoke(
+        app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--input-lens", "128,x"]
+    )
+    assert res.exit_code == 1 and "Bad --input-lens '128,x'" in res.stderr
+    res = runner.invoke(
+        app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "4,4"]
+    )
+    assert res.exit_code == 1 and "concurrency" in res.stderr and "unique" in res.stderr
+    res = runner.invoke(
+        app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--goodput", "ttft=5"]
+    )
+    assert res.exit_code == 1 and "--goodput" in res.stderr
+    res = runner.invoke(app, ["sweep", "--model", "m"])
+    assert res.exit_code == 1 and "--base-url" in res.stderr
+    assert store.list_runs()[1] == 0  # nothing was created for a command that could not start
