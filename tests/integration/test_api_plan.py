@@ -141,3 +141,11 @@ def test_memory_breakdown(api) -> None:
     assert cpu.status_code == 400
     err = cpu.json()["error"]
     assert "CPU instance" in err["message"] and "recommend" in err["hint"]
+
+
+@pytest.mark.parametrize("name", ["x" * 299, "~no-such-user-here/model", "~no-such-user-here"])
+@pytest.mark.parametrize("path", ["/api/v1/recommend", "/api/v1/estimate", "/api/v1/memory-breakdown"])
+def test_model_names_the_os_cannot_read_are_bad_input(api, path, name) -> None:
+    r = api.client.get(path, params={"model": name, "instance_type": "g6.2xlarge"})
+    assert r.status_code == 400, r.text
+    assert "Give a preset name" in r.json()["error"]["hint"]

@@ -5,7 +5,8 @@ calls, adding only what a service needs (secrets kept in memory, the worker noti
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
@@ -20,6 +21,33 @@ if TYPE_CHECKING:
     from accelbench.report.tables import CellAggregate
 
 log = logging.getLogger("accelbench.api")
+
+
+@contextmanager
+def model_lookup(model: str) -> Iterator[None]:
+    """Reading a model spec touches the file system (the name may be a path): a name the OS cannot even stat
+    (too long, bad bytes, ``~user`` of an unknown user) is bad input, not a server error."""
+    import os
+
+    if model.startswith("~") and os.path.expanduser(model).startswith("~"):
+        raise UserInputError(
+            f"Model {model[:80]!r}: no home directory for {model.split('/', 1)[0]!r}.",
+            hint="Give a preset name, a prepared model, a hub id (org/name) or an existing path.",
+        )
+    try:
+        yield
+    except OSError as exc:
+        raise UserInputError(
+            f"Model {model[:80]!r}{'...' if len(model) > 80 else ''} cannot be read: {exc.strerror or exc}.",
+            hint="Give a preset name, a prepared model, a hub id (org/name) or an existing path.",
+        ) from None
+
+
+def load_model(model: str, **kwargs: Any) -> Any:
+    from accelbench.modelspec import load_model_spec
+
+    with model_lookup(model):
+        return load_model_spec(model, **kwargs)
 
 
 def as_input_error(exc: NotFoundError, what: str) -> UserInputError:
@@ -68,10 +96,8 @@ def this_machine_numa_nodes() -> int:
 def model_facts(model: str) -> tuple[float | None, bool, str | None]:
     """(parameters, is MoE, pre-quantization method) of a local run's model for the CPU ceiling guard; unknown
     when the model is neither a preset nor readable here (the guard then cannot judge its size)."""
-    from accelbench.modelspec import load_model_spec
-
     try:
-        spec = load_model_spec(model)
+        spec = load_model(model)
     except NotFoundError:
         return None, False, None
     quant = spec.quantization.method if spec.quantization else None
@@ -108,7 +134,8 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
         from accelbench.deploy.manifests.render import load_model_facts, recommend_for
 
         try:
-            facts, model_spec = load_model_facts(spec)
+            with model_lookup(spec.model):
+                facts, model_spec = load_model_facts(spec)
         except NotFoundError as exc:
             raise as_input_error(exc, "model") from None
         rec = recommend_for(spec, model_spec, instance)
@@ -280,9 +307,7 @@ def prepared_models() -> list[dict[str, Any]]:
 
 
 def model_spec(name: str) -> dict[str, Any]:
-    from accelbench.modelspec import load_model_spec
-
-    spec = load_model_spec(name, allow_network=False)
+    spec = load_model(name, allow_network=False)
     data: dict[str, Any] = spec.model_dump(mode="json")
     data["kv_bytes_per_token_bf16"] = spec.kv_bytes_per_token(2.0)
     data["attention_kind"] = spec.attention_kind.value
@@ -294,9 +319,8 @@ def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     """``accelbench recommend``: does the model fit, with which settings, and why (``fits`` false is an
     answer, not an error). ``instance_type`` may be "local" for this machine."""
     from accelbench import plan
-    from accelbench.modelspec import load_model_spec
 
-    rec = plan.recommend(load_model_spec(model), instance_type, **options)
+    rec = plan.recommend(load_model(model), instance_type, **options)
     return dict(jsonable(rec))
 
 
@@ -318,11 +342,10 @@ def estimate(
 ) -> dict[str, Any]:
     """``accelbench estimate``: one instance (``instance_type``, or "local" for this machine) or the ranked
     catalog, with the store's calibrations, prices and benchmarked instances (``plan.store_context``)."""
-    from accelbench.modelspec import load_model_spec
     from accelbench.plan.estimate import estimate as estimate_one
     from accelbench.plan.estimate import estimate_catalog, is_local, parse_slo, store_context
 
-    spec = load_model_spec(model)
+    spec = load_model(model)
     slo_v = parse_slo(slo) if slo else None
     calibrations, prices, benchmarked = store_context(store, use_calibrations=use_calibrations)
     common: dict[str, Any] = {
@@ -373,9 +396,8 @@ def _row_fields() -> list[str]:
 def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     """Where accelerator memory goes (GPU, Neuron); the planner refuses CPU instances (GuardError, 400)."""
     from accelbench import plan
-    from accelbench.modelspec import load_model_spec
 
-    return dict(jsonable(plan.memory_breakdown(load_model_spec(model), instance_type, **options)))
+    return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
 
 
 # ----------------------------------------------------------------------------------------- compare

@@ -17,7 +17,12 @@ router = APIRouter(tags=["compare"], responses=ERROR_RESPONSES)
 @router.get(
     "/compare",
     summary="Compare two or more runs",
-    responses={200: {"content": {"application/json": {}, "text/csv": {}}}},
+    responses={
+        200: {
+            "description": "The comparison (json) or the compare CSV (csv).",
+            "content": {"application/json": {}, "text/csv": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def compare(
     store: StoreDep,

@@ -14,7 +14,7 @@ import io
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from accelbench.api import service
@@ -204,8 +204,7 @@ def delete_run(run_id: RunId, store: StoreDep, _: Principal = Depends(require_wr
 
 @router.get(
     "/{run_id}/results.csv",
-    response_class=PlainTextResponse,
-    responses={200: {"content": {"text/csv": {}}}},
+    responses={200: {"description": "CSV", "content": {"text/csv": {"schema": {"type": "string"}}}}},
     summary="The run's per-cell table as CSV",
 )
 def results_csv(run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)) -> Response:
@@ -227,7 +226,7 @@ def results_csv(run_id: RunId, store: StoreDep, _: Principal = Depends(require_r
 
 @router.get(
     "/{run_id}/report",
-    response_class=HTMLResponse,
+    responses={200: {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}},
     summary="The run's self-contained HTML report",
 )
 def run_report(run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)) -> HTMLResponse:
@@ -239,7 +238,12 @@ def run_report(run_id: RunId, store: StoreDep, _: Principal = Depends(require_re
 @router.get(
     "/{run_id}/export",
     summary="Kubernetes manifests that deploy this run's engine",
-    responses={200: {"content": {"application/json": {}, "application/yaml": {}}}},
+    responses={
+        200: {
+            "description": "Files by name (json) or one YAML stream (yaml).",
+            "content": {"application/json": {}, "application/yaml": {"schema": {"type": "string"}}},
+        }
+    },
 )
 def export_run(
     run_id: RunId,
