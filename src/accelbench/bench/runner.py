@@ -146,8 +146,10 @@ async def _send_all(
     col: _Collector,
     stop: _Stop,
     t0: float,
+    interruptible: list[asyncio.Task[Any]],
 ) -> None:
-    """Send ``requests`` by the plan and collect the outcomes into ``col``."""
+    """Send ``requests`` by the plan and collect the outcomes into ``col``. A task that only waits to send
+    (the dispatcher of a finite rate) is put in ``interruptible`` so a cancel can wake it."""
     n = len(requests)
     if n == 0:
         return
@@ -186,7 +188,8 @@ async def _send_all(
                 sem.release()
 
     loop = asyncio.get_running_loop()
-    try:
+
+    async def dispatch() -> None:
         for i in range(n):
             due = t0 + offsets[i]
             delay = due - _pc()
@@ -195,7 +198,7 @@ async def _send_all(
             while _pc() < due:  # the loop's timers have millisecond resolution and may fire early
                 await asyncio.sleep(0)
             if stop.should_stop(_pc()):
-                break
+                return
             eligible = due
             if sem is not None:
                 if sem.locked():
@@ -206,16 +209,25 @@ async def _send_all(
             if stop.should_stop(_pc()):
                 if sem is not None:
                     sem.release()
-                break
+                return
             col.eligible[i] = eligible
             col.scheduled[i] = due
             col.sent[i] = True
             task = loop.create_task(one(i))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+
+    dispatcher = loop.create_task(dispatch())
+    interruptible.append(dispatcher)
+    try:
+        await asyncio.wait([dispatcher])  # returns when it ends, also when a cancel interrupted it
+        if not dispatcher.cancelled() and dispatcher.exception() is not None:
+            raise dispatcher.exception()  # type: ignore[misc]
     finally:
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if not dispatcher.done():
+            dispatcher.cancel()
+        while tasks:
+            await asyncio.gather(*list(tasks), return_exceptions=True)
 
 
 async def _warmup(client: StreamClient, requests: Sequence[bytes], concurrency: int) -> list[RawResponse]:
@@ -294,7 +306,7 @@ async def arun_benchmark(
             await asyncio.sleep(0.05)
         stop.flag = stop.cancelled = True
         client.abort_all(CANCELLED)
-        for t in main_tasks:
+        for t in interruptible:
             t.cancel()
 
     async def tick() -> None:
@@ -303,7 +315,7 @@ async def arun_benchmark(
             progress(col.done, len(requests))
             await asyncio.sleep(0.2)
 
-    main_tasks: list[asyncio.Task[Any]] = []
+    interruptible: list[asyncio.Task[Any]] = []  # tasks a cancel may interrupt (warmup, dispatcher)
     if cancel is not None and cancel.is_set():
         stop.flag = stop.cancelled = True
     gc_threshold = gc.get_threshold()
@@ -317,14 +329,15 @@ async def arun_benchmark(
             background.append(loop.create_task(watch_cancel()))
         if warm and not stop.flag:
             warm_task = loop.create_task(_warmup(client, warm, config.max_concurrency or len(warm)))
-            main_tasks.append(warm_task)
-            with contextlib.suppress(asyncio.CancelledError):
-                outs = await warm_task
+            interruptible.append(warm_task)
+            await asyncio.wait([warm_task])
+            if not warm_task.cancelled():
+                outs = warm_task.result()
                 bad = [r for r in outs if r.error or (r.status and r.status != 200)]
                 if bad and len(bad) == len(outs):
                     reason = bad[0].error or parse_stream(bad[0], chat=kind == EndpointKind.chat).error
                     notes.append(f"Every warmup request failed (first: {reason}).")
-            main_tasks.clear()
+            interruptible.clear()
         if not stop.flag:
             await client.preconnect(
                 min(config.max_concurrency or len(requests), len(requests), PRECONNECT_MAX)
@@ -338,12 +351,7 @@ async def arun_benchmark(
         if config.duration_s is not None:
             stop.deadline = t0 + config.duration_s
         if not stop.flag:
-            send_task = loop.create_task(
-                _send_all(client, requests, offsets, config.max_concurrency, col, stop, t0)
-            )
-            main_tasks.append(send_task)
-            with contextlib.suppress(asyncio.CancelledError):
-                await send_task
+            await _send_all(client, requests, offsets, config.max_concurrency, col, stop, t0, interruptible)
     finally:
         for t in background:
             t.cancel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -134,6 +135,23 @@ def test_cancel_returns_promptly_with_what_finished(tok_dir: Path) -> None:
     assert summary.completed + summary.failed == len(summary.requests) <= 12
     assert all(r.success or r.error == "cancelled" for r in summary.requests)
     assert any(n.startswith("Cancelled:") for n in summary.notes)
+
+
+def test_cancel_wakes_a_dispatcher_waiting_for_the_next_send(
+    fixture_server: StreamServer, tok_dir: Path
+) -> None:
+    cancel = threading.Event()
+    # constant gaps of 4 s: the first request goes at 4 s, the second would at 8 s
+    config = BenchConfig(input_len=48, output_len=2, num_prompts=10, request_rate=0.25, burstiness=math.inf)
+
+    def on_progress(done: int, total: int) -> None:
+        if done >= 1:  # the first request is back; the dispatcher sleeps until 8 s
+            cancel.set()
+
+    t = time.monotonic()
+    summary = run_benchmark(ep(fixture_server, tok_dir), config, cancel=cancel, progress=on_progress)
+    assert time.monotonic() - t < 7  # woken at once, not at 8 s (the whole schedule spans 40 s)
+    assert summary.interrupted and summary.completed == 1 and len(summary.requests) == 1
 
 
 def test_cancel_already_set_sends_nothing(fixture_server: StreamServer, tok_dir: Path) -> None:
