@@ -308,7 +308,7 @@ def bench(
         False, "--include-requests", help="With --format json: include per-request records."
     ),
     fmt: OutputFormat = FormatOption,
-    extra: list[str] = typer.Argument(None, hidden=True, metavar=""),
+    extra: list[str] = typer.Argument(None, hidden=True, metavar="GOODPUT_PAIRS"),
 ) -> None:
     """Benchmark one OpenAI-compatible streaming server: TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     with user_errors():
