@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from markupsafe import Markup
+
 from accelbench.api.redact import redact
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import RunInfo
@@ -74,11 +76,13 @@ def status_class(status: Any) -> str:
     return f"status status-{value}"
 
 
-def to_json(value: Any) -> str:
-    """JSON for a <script type="application/json"> block; '<' escaped so no '</script>' can close it."""
+def to_json(value: Any) -> Markup:
+    """JSON for a <script type="application/json"> block. Script content is not HTML-decoded, so it must not be
+    HTML-escaped; instead '<', '>' and '&' are written as JSON unicode escapes, so no '</script>' can close it."""
     from accelbench.api.responses import finite
 
-    return json.dumps(finite(value), allow_nan=False, default=str).replace("<", "\\u003c")
+    text = json.dumps(finite(value), allow_nan=False, default=str)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 FILTERS: dict[str, Callable[..., Any]] = {
