@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.pages import Tab, seed, server, sqlite_store, tab  # noqa: F401 - fixtures
+from tests.e2e import pages
+from tests.e2e.pages import Tab, seed
+
+# The page fixtures, made visible to this module's tests.
+sqlite_store, server, tab = pages.sqlite_store, pages.server, pages.tab
 
 pytestmark = pytest.mark.browser
 
