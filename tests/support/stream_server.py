@@ -246,8 +246,14 @@ class StreamServer:
         record: bool = True,
         host: str = "127.0.0.1",
         port: int = 0,
+        idle_timeout_s: float | None = None,
+        drop_after_idle_s: float | None = None,
     ) -> None:
         self.script = script or Script()
+        self.idle_timeout_s = idle_timeout_s  # close keep-alive connections idle this long (as uvicorn does)
+        # a request arriving on a connection idle this long is dropped unanswered: the race of a server closing
+        # an idle connection just as the client reuses it
+        self.drop_after_idle_s = drop_after_idle_s
         self.model = model
         self.metrics_enabled = metrics
         self.record = record
@@ -661,16 +667,39 @@ class _Conn(asyncio.Protocol):
         self.busy = False
         self.task: asyncio.Task[None] | None = None
         self.last_head = b""  # the last request's head, for tests that check what the client sent
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_since = time.perf_counter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections += 1
+        self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        self.idle_since = time.perf_counter()
+        if self.server.idle_timeout_s is not None:
+            if self.idle_timer is not None:
+                self.idle_timer.cancel()
+            loop = asyncio.get_running_loop()
+            self.idle_timer = loop.call_later(self.server.idle_timeout_s, self.transport.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.task is not None:
             self.task.cancel()
 
     def data_received(self, data: bytes) -> None:
+        drop = self.server.drop_after_idle_s
+        if (
+            drop is not None
+            and not self.busy
+            and not self.buf
+            and time.perf_counter() - self.idle_since > drop
+        ):
+            self.transport.close()
+            return
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
         self.buf = self.buf + data if self.buf else data
         self._process()
 
@@ -707,6 +736,8 @@ class _Conn(asyncio.Protocol):
     def done_response(self) -> None:
         if self.buf and not self.busy:
             self._process()
+        elif not self.busy:
+            self._arm_idle()
 
     def send_simple(self, status: int, body: bytes, content_type: str) -> None:
         self.transport.write(_head(status, content_type, len(body)) + body)

@@ -92,6 +92,7 @@ class _Connection(asyncio.Protocol):
         "keep_alive",
         "parser",
         "pool",
+        "pooled",
         "resp",
         "transport",
         "uses",
@@ -106,6 +107,9 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.uses = 0
+        self.pooled = (
+            False  # it waited in the pool (opened ahead, or used before): the server may have closed it
+        )
         self.eof_body = True  # body delimited by the connection's end (no length, not chunked)
 
     # ------------------------------------------------------------------ asyncio.Protocol
@@ -139,7 +143,7 @@ class _Connection(asyncio.Protocol):
         assert resp is not None
         if resp.headers_done and self.eof_body:
             self._complete()  # a body delimited by the end of the connection
-        elif not resp.times and self.uses > 0:
+        elif not resp.times and self.pooled:
             self._fail(_RetryableClose("the server closed an idle keep-alive connection"))
         elif not resp.headers_done:
             why = f": {exc}" if exc else ""
@@ -307,7 +311,10 @@ class StreamClient:
             results = await asyncio.gather(
                 *(self._connect(loop) for _ in range(missing)), return_exceptions=True
             )
-            self._idle.extend(c for c in results if isinstance(c, _Connection))
+            for c in results:
+                if isinstance(c, _Connection):
+                    c.pooled = True
+                    self._idle.append(c)
         return sum(1 for c in self._idle if not c.closed)
 
     async def send(self, data: bytes) -> RawResponse:
@@ -357,6 +364,7 @@ class StreamClient:
             self._busy.discard(conn)
             conn.finish()
             if resp.error is None and conn.keep_alive and not conn.closed:
+                conn.pooled = True
                 self._idle.append(conn)
             else:
                 conn.abort()

@@ -309,6 +309,29 @@ def test_keep_alive_one_connection_per_concurrent_request(
     assert fixture_server.connections == 3
 
 
+def test_connection_closed_by_the_server_while_idle_is_replaced(tok_dir: Path) -> None:
+    # the server drops keep-alive connections idle for 0.15 s; requests come every 0.4 s on one connection, and
+    # the connection opened ahead of the run is dropped before its first use
+    config = BenchConfig(input_len=48, output_len=2, num_prompts=3, request_rate=2.5, burstiness=math.inf,
+                         max_concurrency=1, scrape_metrics=False)  # fmt: skip
+    with StreamServer(Script(), tokenizer_dir=tok_dir, idle_timeout_s=0.15) as server:
+        summary = run_benchmark(ep(server, tok_dir), config)
+        assert summary.completed == 3 and summary.failed == 0
+        assert server.connections == 4  # the one opened ahead, then a fresh one per request
+
+
+def test_request_dropped_on_a_reused_connection_is_sent_again(tok_dir: Path) -> None:
+    # the server drops, unanswered, any request that arrives on a connection idle for over 0.1 s
+    config = BenchConfig(input_len=48, output_len=2, num_prompts=3, request_rate=2.5, burstiness=math.inf,
+                         max_concurrency=1, scrape_metrics=False)  # fmt: skip
+    with StreamServer(Script(), tokenizer_dir=tok_dir, drop_after_idle_s=0.1) as server:
+        summary = run_benchmark(ep(server, tok_dir), config)
+        assert summary.completed == 3 and summary.failed == 0
+        assert (
+            server.connections == 4
+        )  # the one opened ahead (dropped), then one fresh connection per request
+
+
 def test_headers_api_key_and_body_are_sent(tok_dir: Path) -> None:
     with StreamServer(Script(), tokenizer_dir=tok_dir) as server:
         endpoint = ep(server, tok_dir, api_key="sekret", headers={"X-Team": "perf"})
