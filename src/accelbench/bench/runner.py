@@ -477,7 +477,9 @@ def _summarize(
         notes.append(f"Only {n_sent} of {config.num_prompts} requests were sent.")
     if m.failed:
         top = next(iter(m.errors.items()))
-        notes.append(f"{m.failed} request{'s' if m.failed != 1 else ''} failed; most common reason ({top[1]}x): {top[0]}")
+        notes.append(
+            f"{m.failed} request{'s' if m.failed != 1 else ''} failed; most common reason ({top[1]}x): {top[0]}"
+        )
     if scraper is not None:
         telemetry = scraper.summary()
         samples = [s.model_copy(update={"t_s": s.wall - wall0}) for s in scraper.samples]
