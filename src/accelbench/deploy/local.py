@@ -159,13 +159,14 @@ def handle_termination_signals() -> Iterator[None]:
 
 
 def kill_process_tree(
-    proc: subprocess.Popen[Any] | psutil.Process, grace_s: float = TERM_GRACE_S, *, pgid: int | None = None
+    proc: subprocess.Popen[Any] | psutil.Process, grace_s: float | None = None, *, pgid: int | None = None
 ) -> list[int]:
     """SIGTERM the process's group and every descendant, wait ``grace_s``, then SIGKILL what is left.
 
     ``pgid`` is the group to kill (default: the process's current group; pass it when the leader may already
     be gone, its group can outlive it). Returns the pids that were alive when it started. The descendants
     are listed before anything is signalled, so a child that moved to another process group is not missed."""
+    grace_s = TERM_GRACE_S if grace_s is None else grace_s
     pid = proc.pid
     try:
         root = psutil.Process(pid)
@@ -197,11 +198,18 @@ def kill_process_tree(
 
     pids = [p.pid for p in procs]
     signal_all(signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(procs, timeout=grace_s)
+    gone, alive = psutil.wait_procs(procs, timeout=grace_s)
     if alive or (pgid is not None and _group_alive(pgid)):
         signal_all(signal.SIGKILL)
-        psutil.wait_procs(alive, timeout=10)
+        more, _ = psutil.wait_procs(alive, timeout=10)
+        gone += more
     if isinstance(proc, subprocess.Popen):
+        # psutil reaped the leader (a child of ours): hand its exit status to Popen, whose own wait() would
+        # otherwise find no child and report 0
+        for p in gone:
+            rc = getattr(p, "returncode", None)  # set by psutil.wait_procs on the processes it reaped
+            if p.pid == pid and rc is not None and proc.returncode is None:
+                proc.returncode = rc
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)  # reap, so no zombie is left either
     return pids

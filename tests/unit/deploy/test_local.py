@@ -1,0 +1,259 @@
+"""The local target with a real child process (the toy engine): command and environment exactly as the
+runtime builds them, readiness, failures quoted and diagnosed, a fix then a restart, and teardown that leaves
+no process behind on every way out (normal end, error, SIGTERM, Ctrl-C, interpreter exit)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from accelbench.deploy import local
+from accelbench.deploy.answer_check import check_endpoint
+from accelbench.deploy.diagnose import Diagnosis
+from accelbench.deploy.local import LocalProcessTarget, processes_in_group
+from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
+from accelbench.errors import EngineError, GuardError
+from tests.unit.deploy.conftest import alive_pids
+
+pytestmark = pytest.mark.usefixtures("toy_engine_installed")
+
+
+def spec_for(model: Path, *extra: str, timeout: float = 60, **settings: object) -> RunSpec:
+    return RunSpec(
+        model=str(model),
+        engine=EngineSpec(
+            name="toy", version="1.0", settings=EngineSettings(extra_args=list(extra), **settings)
+        ),
+        target=LocalTarget(startup_timeout_s=timeout),
+    )
+
+
+def test_serves_with_the_runtimes_exact_command_and_env_then_leaves_nothing(
+    hf_model_dir: Path, pid_dir: Path, tmp_path: Path
+) -> None:
+    spec = spec_for(hf_model_dir, "--children", "2", "--escape", "--pid-dir", str(pid_dir))
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        endpoint = target.deploy(spec, run_dir=tmp_path / "run")
+        target.wait_ready()
+        deployed = target.deployed
+        assert deployed is not None
+        # the served name the load generator gets is the one on the engine's command line
+        argv = deployed.command
+        assert argv[argv.index("--served-model-name") + 1] == endpoint.served_model == "toy-model-1b"
+        assert argv[argv.index("--model") + 1] == str(hf_model_dir.resolve())
+        assert argv[0] == sys.executable
+        assert deployed.env == {"TOY_SETTING": "on"}
+        assert endpoint.tokenizer == str(hf_model_dir.resolve())
+        assert deployed.ready_s is not None
+        log = target.logs()
+        assert "env TOY_SETTING=on" in log and "listening on" in log
+        assert check_endpoint(endpoint).passed
+        pgid = target.pgid
+        assert pgid is not None
+        # 1 server + 2 children + 1 escaped grandchild are running
+        deadline = time.monotonic() + 10
+        while len(alive_pids(pid_dir)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(alive_pids(pid_dir)) == 4
+    assert alive_pids(pid_dir) == []
+    assert processes_in_group(pgid) == []
+    assert target.torn_down
+
+
+def test_teardown_escalates_to_sigkill(
+    hf_model_dir: Path, pid_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "TERM_GRACE_S", 1.0)
+    spec = spec_for(hf_model_dir, "--ignore-term", "--children", "1", "--pid-dir", str(pid_dir))
+    target = LocalProcessTarget(spec.target)  # type: ignore[arg-type]
+    target.deploy(spec)
+    target.wait_ready()
+    t0 = time.monotonic()
+    target.teardown()
+    assert time.monotonic() - t0 < 10
+    assert alive_pids(pid_dir) == []
+    assert target.exit_code == -signal.SIGKILL
+    target.teardown()  # twice is harmless
+
+
+def test_startup_failure_quotes_the_log_and_names_the_fix(hf_model_dir: Path, pid_dir: Path) -> None:
+    line = "ImportError: /opt/x/libfoo.so.1: cannot enable executable stack as shared object requires: Invalid argument"
+    spec = spec_for(hf_model_dir, "--fail-with", line, "--children", "1", "--pid-dir", str(pid_dir))
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        with pytest.raises(EngineError) as err:
+            target.wait_ready()
+    msg = str(err.value)
+    assert "exited with code 1 while starting" in msg
+    assert "loading weights 3/3" in msg and line in msg  # the log's last lines, quoted
+    assert "patchelf --clear-execstack /opt/x/libfoo.so.1" in (err.value.hint or "")
+    assert "accelbench engine fix-execstack toy" in (err.value.hint or "")
+    assert alive_pids(pid_dir) == []
+
+
+def test_known_fix_is_applied_when_allowed_and_the_engine_restarts(
+    hf_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fixed = tmp_path / "fixed"
+    line = f"ImportError: {tmp_path}/libbar.so: cannot enable executable stack as shared object requires"
+    spec = spec_for(hf_model_dir, "--fail-with", line, "--fail-unless-file", str(fixed))
+    asked: list[Diagnosis] = []
+
+    def fake_clear(paths: list[Path], **kw: object) -> list[Path]:
+        assert paths == [tmp_path / "libbar.so"]
+        fixed.touch()
+        return paths
+
+    monkeypatch.setattr("accelbench.deploy.engines.clear_execstack", fake_clear)
+
+    def allow(d: Diagnosis) -> bool:
+        asked.append(d)
+        return True
+
+    with LocalProcessTarget(spec.target, fix=allow) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        target.wait_ready()
+        assert "listening on" in target.logs()
+    assert [d.key for d in asked] == ["execstack"]
+
+
+def test_refused_fix_keeps_the_error(hf_model_dir: Path, tmp_path: Path) -> None:
+    line = f"ImportError: {tmp_path}/libbar.so: cannot enable executable stack as shared object requires"
+    spec = spec_for(hf_model_dir, "--fail-with", line)
+    with LocalProcessTarget(spec.target, fix=lambda d: False) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        with pytest.raises(EngineError, match="cannot enable executable stack"):
+            target.wait_ready()
+
+
+def test_timeout_stops_the_engine(hf_model_dir: Path, pid_dir: Path) -> None:
+    spec = spec_for(hf_model_dir, "--startup-s", "60", "--pid-dir", str(pid_dir), timeout=2)
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        with pytest.raises(EngineError) as err:
+            target.wait_ready()
+        assert "within 2 s" in str(err.value)
+        assert "startup_timeout_s" in (err.value.hint or "")
+        assert alive_pids(pid_dir) == []
+
+
+def test_death_while_serving_is_reported(hf_model_dir: Path) -> None:
+    spec = spec_for(hf_model_dir, "--die-after", "0.5")
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        target.wait_ready()
+        time.sleep(1.5)
+        with pytest.raises(EngineError) as err:
+            target.check_alive()
+    assert "exited with code 3 while serving" in str(err.value)
+    assert "fatal error" in str(err.value)
+
+
+def test_guard_errors_come_from_the_runtime(hf_model_dir: Path) -> None:
+    spec = spec_for(hf_model_dir, max_num_seqs=13)
+    with LocalProcessTarget(spec.target) as target, pytest.raises(GuardError, match="unlucky"):  # type: ignore[arg-type]
+        target.deploy(spec)
+    assert target.proc is None
+
+
+def test_fixed_port_is_used(hf_model_dir: Path) -> None:
+    port = local.free_port()
+    spec = spec_for(hf_model_dir)
+    spec.target = LocalTarget(port=port)
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        ep = target.deploy(spec)
+        target.wait_ready()
+        assert ep.base_url == f"http://127.0.0.1:{port}"
+
+
+_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from tests.unit.deploy.conftest import ToyRuntime, TOY_RECIPE
+    from accelbench.runtimes.base import RUNTIMES
+    from accelbench.deploy import engines
+    from accelbench.deploy.local import LocalProcessTarget, handle_termination_signals
+    from accelbench.domain.run import RunSpec
+    RUNTIMES.add("toy", ToyRuntime())
+    engines.ENGINES.add("toy", TOY_RECIPE)
+    spec = RunSpec.model_validate_json(Path(sys.argv[1]).read_text())
+    mode = sys.argv[2]
+    if mode == "atexit":
+        t = LocalProcessTarget(spec.target)
+        t.deploy(spec)
+        t.wait_ready()
+        Path(sys.argv[3]).write_text("ready")
+        while not Path(sys.argv[3] + ".go").exists():
+            time.sleep(0.05)
+        sys.exit(0)  # no teardown: the atexit hook must do it
+    with handle_termination_signals(), LocalProcessTarget(spec.target) as t:
+        t.deploy(spec)
+        t.wait_ready()
+        Path(sys.argv[3]).write_text("ready")
+        time.sleep(120)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "sig"), [("signal", signal.SIGTERM), ("signal", signal.SIGINT), ("atexit", None)]
+)
+def test_no_orphans_when_accelbench_itself_is_stopped(
+    hf_model_dir: Path, pid_dir: Path, tmp_path: Path, mode: str, sig: int | None
+) -> None:
+    spec = spec_for(hf_model_dir, "--children", "2", "--pid-dir", str(pid_dir))
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.model_dump_json())
+    ready = tmp_path / "ready"
+    root = str(Path(__file__).resolve().parents[3])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER.format(root=root), str(spec_file), mode, str(ready)],
+        env={**os.environ},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert driver.poll() is None, "the driver died before the engine was ready"
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert len(alive_pids(pid_dir)) == 3
+        if sig is not None:
+            driver.send_signal(sig)
+        else:
+            Path(str(ready) + ".go").touch()
+        driver.wait(timeout=40)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    deadline = time.monotonic() + 5
+    while alive_pids(pid_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive_pids(pid_dir) == []
+
+
+def test_kill_process_tree_finds_members_whose_leader_is_gone(pid_dir: Path, tmp_path: Path) -> None:
+    # a group leader that exits at once, leaving a child in its group
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import os, sys, time\n"
+        "open(os.path.join(sys.argv[1], f'{os.getpid()}.pid'), 'w').close()\n"
+        "time.sleep(60)\n"
+    )
+    code = f"import subprocess, sys; subprocess.Popen([sys.executable, {str(child)!r}, {str(pid_dir)!r}])"
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    leader.wait()
+    deadline = time.monotonic() + 10
+    while not alive_pids(pid_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_pids(pid_dir)
+    local.kill_process_tree(leader, grace_s=1, pgid=leader.pid)
+    assert alive_pids(pid_dir) == []
