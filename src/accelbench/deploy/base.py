@@ -25,7 +25,7 @@ from pydantic import Field
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec
-from accelbench.errors import EngineError
+from accelbench.errors import AccelbenchError, EngineError
 from accelbench.registry import Registry
 
 TARGET_MODULES = ["local", "endpoint", "kubernetes", "ec2"]
@@ -43,6 +43,12 @@ class Progress:
 
 
 NO_PROGRESS = Progress()
+
+
+class DeployCancelled(AccelbenchError):
+    """A cancel request arrived while a target was deploying or waiting for readiness."""
+
+    status_code = 409
 
 
 class DeployedEngine(StrictModel):

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import httpx
 import psutil
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.base import TARGETS, DeployCancelled, DeployedEngine, Progress, Target
 from accelbench.deploy.diagnose import Diagnosis, diagnose
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType
@@ -252,13 +252,16 @@ class LocalProcessTarget(Target):
         progress: Progress | None = None,
         fix: FixCallback | None = None,
         startup_retries: int = 1,
+        cancel: threading.Event | None = None,
     ) -> None:
         """``fix`` is asked whether to apply an automatic fix (e.g. clear an executable-stack flag) when a
-        known start-up failure has one; it returns True to apply it and restart the engine."""
+        known start-up failure has one; it returns True to apply it and restart the engine. ``cancel`` stops
+        a wait for readiness (the engine is stopped and ``DeployCancelled`` raised)."""
         super().__init__(config or LocalTargetSpec(), progress=progress)
         self.config: LocalTargetSpec = config or LocalTargetSpec()
         self.fix = fix
         self.startup_retries = startup_retries
+        self.cancel = cancel
         self.proc: subprocess.Popen[bytes] | None = None
         self.runtime: Runtime | None = None
         self.log_path: Path | None = None
@@ -418,7 +421,11 @@ class LocalProcessTarget(Target):
                     pass
                 if time.monotonic() > deadline:
                     raise self._failure(f"did not answer {url} within {timeout:.0f} s")
-                time.sleep(0.5)
+                if self.cancel is not None and self.cancel.wait(0.5):
+                    self._stop_process()
+                    raise DeployCancelled("Cancelled while the engine was starting; it has been stopped.")
+                if self.cancel is None:
+                    time.sleep(0.5)
             self.deployed.ready_s = round(time.monotonic() - self._started_mono, 1)
             self._check_served_name(client)
         self.progress.phase(

@@ -171,3 +171,62 @@ def make_wheel(directory: Path, name: str, version: str, files: dict[str, str]) 
 
 def env_without(*names: str) -> dict[str, Any]:
     return {k: v for k, v in os.environ.items() if k not in names}
+
+
+# ---- a fake engine that streams like vLLM (the project's fixture server), for the orchestrator tests
+
+STREAM_SERVER_SCRIPT = Path(__file__).resolve().parents[2] / "support" / "stream_server.py"
+
+
+class FixtureServerRuntime(ToyRuntime):
+    """Starts tests/support/stream_server.py (OpenAI streaming, /metrics, /tokenize) as the 'engine'.
+    ``settings.env["FIXTURE_SCRIPT"]`` carries the server's default timing script (JSON)."""
+
+    name = "fixture"
+
+    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+        return [
+            python,
+            str(STREAM_SERVER_SCRIPT),
+            "--host",
+            params.host,
+            "--port",
+            str(params.port),
+            "--model",
+            params.served_model_name,
+            "--tokenizer-dir",
+            params.model,
+            "--script",
+            params.settings.env.get("FIXTURE_SCRIPT", "{}"),
+        ]
+
+
+@pytest.fixture
+def fixture_engine(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> engines.EngineInstall:
+    monkeypatch.setitem(RUNTIMES._items, "fixture", FixtureServerRuntime())
+    recipe = engines.EngineRecipe(**{**TOY_RECIPE.__dict__, "name": "fixture", "package": "fixture"})
+    monkeypatch.setitem(engines.ENGINES._items, "fixture", recipe)
+    root = engines.engine_dir("fixture", "1.0")
+    root.mkdir(parents=True)
+    info = engines.EngineInstall(
+        name="fixture",
+        version="1.0",
+        path=str(root),
+        python=sys.executable,
+        python_version="3",
+        arch="x86_64",
+        installed_at=datetime.now(UTC),
+        install_seconds=0.0,
+    )
+    (root / engines.MARKER).write_text(info.model_dump_json())
+    return info
+
+
+@pytest.fixture
+def fixture_model_dir(tmp_path: Path) -> Path:
+    """A model directory whose tokenizer the fixture server and the load generator both use."""
+    from tests.support.stream_server import make_tokenizer_dir
+
+    d = make_tokenizer_dir(tmp_path / "fixture-model")
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    return d
