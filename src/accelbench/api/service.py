@@ -191,6 +191,8 @@ def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: 
             "own environment.",
         )
     instance = resolve_instance(spec)
+    if instance is not None:
+        spec = spec.model_copy(update={"instance_type": instance.name})  # the catalog's spelling
     spec = with_default_runtime(spec, instance)
     from accelbench.runtimes import get_runtime
 
@@ -199,24 +201,14 @@ def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: 
     except NotFoundError as exc:
         raise as_input_error(exc, "engine.name") from None
     warnings = check_guards(spec, instance)
-    settings = spec.engine.settings
-    run = store.create_run(
-        kind="run",
-        status=RunStatus.pending,
-        label=spec.label,
-        model=spec.model,
-        model_revision=spec.revision,
-        engine=spec.engine.name,
-        engine_version=spec.engine.version,
-        target=spec.target.kind,
-        instance_type=instance.name if instance else None,
+    from accelbench.deploy.orchestrator import create_run
+
+    run = create_run(store, spec, extra={"submitted_by": actor, "guard_warnings": warnings})
+    run = store.update_run(
+        run.id,
         accelerator_type=tier_of(instance).value,
         accelerator_name=instance.accelerator_name if instance else None,
         accelerator_count=instance.accelerator_count if instance else None,
-        tp_degree=settings.tensor_parallel_size,
-        quantization=settings.quantization,
-        spec=spec.public_dict(),
-        extra={"submitted_by": actor, "guard_warnings": warnings},
     )
     if worker is not None:
         if spec.hf_token:

@@ -307,7 +307,8 @@ class RunWorker:
         fn(self.store, run_id, **kwargs)
 
     def _progress_callback(self, run_id: str) -> Callable[..., None]:
-        """Progress events from the orchestrator, stored on the run (at most twice a second)."""
+        """Progress events from the orchestrator, merged into the run's ``progress``. Phase and cell events are
+        stored at once; chatty detail lines (the engine's start-up log) at most twice a second."""
         last = [0.0]
 
         def progress(*args: Any, **kwargs: Any) -> None:
@@ -318,10 +319,13 @@ class RunWorker:
                 elif isinstance(a, Mapping):
                     data.update(a)
                 elif isinstance(a, str):
-                    data["message"] = a
+                    data["detail"] = a
             data.update(kwargs)
+            if not data:
+                return
             now = time.monotonic()
-            if not data or now - last[0] < 0.5:
+            important = bool(set(data) - {"detail"})
+            if not important and now - last[0] < 0.5:
                 return
             last[0] = now
             try:

@@ -20,11 +20,6 @@ from accelbench.store import Store
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 TIER_ORDER = ("gpu", "neuron", "cpu")
-TELEMETRY_SERIES = (
-    ("vllm:num_requests_running", "Running requests"),
-    ("vllm:num_requests_waiting", "Waiting requests"),
-    ("vllm:kv_cache_usage_perc", "KV-cache usage"),
-)
 
 
 # ------------------------------------------------------------------------------------------- filters
@@ -71,6 +66,21 @@ def accelerator_label(run: RunInfo) -> str:
     return TIER_LABEL.get(kind, kind or "-")
 
 
+def progress_text(progress: dict[str, Any] | None) -> str:
+    """"measuring · 3/8 cells · input 512 x concurrency 4" from the orchestrator's progress events."""
+    if not progress:
+        return ""
+    parts = []
+    if progress.get("phase"):
+        parts.append(str(progress["phase"]))
+    if progress.get("cells_total"):
+        parts.append(f"{progress.get('cells_done', 0)}/{progress['cells_total']} cells")
+    current = progress.get("current")
+    if isinstance(current, dict) and current.get("input_len"):
+        parts.append(f"input {current['input_len']} x concurrency {current.get('concurrency')}")
+    return " · ".join(parts)
+
+
 def status_class(status: Any) -> str:
     value = getattr(status, "value", status)
     return f"status status-{value}"
@@ -91,6 +101,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "dt": fmt_dt,
     "accel": accelerator_label,
     "status_class": status_class,
+    "progress": progress_text,
     "tojson_safe": to_json,
 }
 
@@ -212,6 +223,7 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
 def result_context(store: Store, run_ref: str) -> dict[str, Any]:
     from accelbench.api import service
     from accelbench.api.routers.runs import public_run
+    from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.tables import METRICS, has_repeats, table_headers, table_rows
     from accelbench.telemetry.host import describe_environment
 
@@ -227,15 +239,17 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
         "throughput": {"title": "Total token throughput vs concurrency", "y": "tokens/s",
                        "series": _series_by_input(cells, "total_token_throughput")},
     }  # fmt: skip
-    t0 = samples[0].wall if samples else 0.0
+    # The report's own reading of the scrapes (canonical names, vLLM's or not), so page and report agree.
+    series = telemetry_series(run.id, samples)
     telemetry = [
         {
-            "name": label,
-            "x": [round(s.wall - t0, 2) for s in samples if key in s.values],
-            "y": [s.values[key] for s in samples if key in s.values],
+            "name": title,
+            "kv": key == "kv_cache_pct",
+            "x": [round(t, 2) for t, v in zip(series.t_s, series.values[key], strict=True) if v is not None],
+            "y": [v for v in series.values[key] if v is not None],
         }
-        for key, label in TELEMETRY_SERIES
-        if any(key in s.values for s in samples)
+        for key, title, *_ in TELEMETRY_GAUGES
+        if any(v is not None for v in series.values.get(key, []))
     ]
     findings: list[str] = []
     findings_error = None

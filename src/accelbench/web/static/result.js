@@ -18,12 +18,11 @@
     const tel = document.getElementById("chart-telemetry");
     if (tel && telemetry.length) {
       const traces = telemetry.map(function (s) {
-        const kv = s.name === "KV-cache usage";
-        return { x: s.x, y: s.y, name: s.name, mode: "lines", type: "scatter", yaxis: kv ? "y2" : "y" };
+        return { x: s.x, y: s.y, name: s.name, mode: "lines", type: "scatter", yaxis: s.kv ? "y2" : "y" };
       });
       Plotly.newPlot(tel, traces, { title: { text: "Server telemetry over time" }, xaxis: { title: { text: "seconds" } },
         yaxis: { title: { text: "requests" }, rangemode: "tozero" },
-        yaxis2: { title: { text: "KV-cache usage (0-1)" }, overlaying: "y", side: "right", rangemode: "tozero" },
+        yaxis2: { title: { text: "KV-cache usage (%)" }, overlaying: "y", side: "right", rangemode: "tozero" },
         margin: { t: 40 }, legend: { orientation: "h" } }, config);
     }
   }
@@ -39,9 +38,11 @@
           if (data.run.status !== summary.dataset.status || data.run.cells !== Number(summary.dataset.cells)) {
             location.reload(); return;
           }
-          if (data.run.progress && data.run.progress.message) {
-            const p = document.getElementById("run-progress"); if (p) p.textContent = data.run.progress.message;
-          }
+          const pr = data.run.progress || {};
+          const parts = [];
+          if (pr.phase) parts.push(pr.phase);
+          if (pr.cells_total) parts.push(`${pr.cells_done || 0}/${pr.cells_total} cells`);
+          const p = document.getElementById("run-progress"); if (p) p.textContent = parts.join(" · ");
         }
       } catch (e) { /* transient: try again */ }
       setTimeout(poll, 3000);
