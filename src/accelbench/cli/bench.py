@@ -149,16 +149,14 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
     else:
         head.add_row("Input tokens", f"{summary.total_input_tokens:,}")
     stats = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("ms", "mean", "median", "std", "p90", "p95", "p99", "max"):
+    for col in ("ms", "mean", "median", "p90", "p99", "max"):
         stats.add_column(col, justify="right" if col != "ms" else "left")
     for name, st in (("TTFT", summary.ttft_ms), ("TPOT", summary.tpot_ms), ("ITL", summary.itl_ms),
-                     ("E2EL", summary.e2el_ms), ("Sched. lag", summary.scheduling_lag_ms)):  # fmt: skip
+                     ("E2EL", summary.e2el_ms), ("Send lag", summary.scheduling_lag_ms)):  # fmt: skip
         if st.count == 0:
-            stats.add_row(name, *(["-"] * 7))
+            stats.add_row(name, *(["-"] * 5))
         else:
-            stats.add_row(
-                name, *(_fmt(getattr(st, k)) for k in ("mean", "median", "std", "p90", "p95", "p99", "max"))
-            )
+            stats.add_row(name, *(_fmt(getattr(st, k)) for k in ("mean", "median", "p90", "p99", "max")))
     parts: list[Any] = [head, "", stats]
     tel = summary.telemetry
     if tel.available:

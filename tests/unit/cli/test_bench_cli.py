@@ -81,7 +81,7 @@ def test_json_output_store_and_result_file(
 def test_table_output(server: StreamServer, tok_dir: Path, store: Store) -> None:
     result = runner.invoke(app, args(server, tok_dir))
     assert result.exit_code == 0, result.output
-    for text in ("TTFT", "TPOT", "ITL", "E2EL", "Sched. lag", "6 ok, 0 failed", "Stored as run", "exact"):
+    for text in ("TTFT", "TPOT", "ITL", "E2EL", "Send lag", "6 ok, 0 failed", "Stored as run", "exact"):
         assert text in result.stdout
 
 
