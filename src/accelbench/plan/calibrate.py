@@ -5,7 +5,8 @@ run's captured environment) and whose model it can read, each measured cell (inp
 predicted with the same code path ``estimate`` uses (recommendation, the run's own engine settings, PerfModel).
 Points are grouped by (accelerator, engine); per group the factors are fitted by damped least squares in log
 space (Levenberg-Marquardt) to the log-ratios of predicted to measured median TPOT (weight 1), median TTFT and
-output throughput (weight 0.5 each), with a weak pull towards the cited starting values so factors the data
+output throughput (weight 0.5 each) under a soft-L1 loss (robust to a cell measured on a busy machine), with
+a weak pull towards the cited starting values so factors the data
 cannot separate (e.g. bandwidth vs per-step overhead on a tiny model) stay plausible. The fit is stored with
 its error before and after (``store.save_calibration``) and estimates use it from then on, saying so.
 """
@@ -51,6 +52,7 @@ BOUNDS = {
 }
 WEIGHTS = {"tpot": 1.0, "ttft": 0.5, "tps": 0.5}
 PRIOR_WEIGHT = 0.05
+ROBUST_SCALE = 0.15
 USABLE_CELL_STATUSES = ("completed", "partial")
 
 
@@ -250,6 +252,13 @@ def _clip(u: np.ndarray) -> np.ndarray:
     return np.clip(u, lo, hi)
 
 
+def _soft_l1(r: np.ndarray) -> np.ndarray:
+    """Residuals whose squares are the soft-L1 loss: quadratic within ROBUST_SCALE (a log-ratio of ~15%),
+    linear beyond, so one cell measured while the machine was busy does not drag every prediction."""
+    z = (r / ROBUST_SCALE) ** 2
+    return np.sign(r) * ROBUST_SCALE * np.sqrt(2.0 * (np.sqrt(1.0 + z) - 1.0))
+
+
 def fit_factors(
     points: Sequence[Point],
     prior: EfficiencyFactors,
@@ -263,9 +272,9 @@ def fit_factors(
     u0 = _clip(np.log([max(getattr(prior, n), BOUNDS[n][0]) for n in FIT_NAMES]))
 
     def residual_vector(u: np.ndarray) -> np.ndarray:
-        data = _residuals(points, _factors(prior, u))
-        pri = list(PRIOR_WEIGHT * (u - u0))
-        return np.asarray(data + pri, dtype=float)
+        data = _soft_l1(np.asarray(_residuals(points, _factors(prior, u)), dtype=float))
+        pri = PRIOR_WEIGHT * (u - u0)
+        return np.concatenate([data, pri])
 
     best_u: np.ndarray | None = None
     best_cost = math.inf
