@@ -9,6 +9,9 @@ worker's own mechanics are what is tested; real runs are in the end-to-end tests
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -132,10 +135,16 @@ def test_restart_interrupts_in_flight_runs_keeps_cells_and_continues_pending(sto
 
 def test_postgres_leaves_runs_of_live_workers_alone(pg_url: str) -> None:
     store = Store(pg_url)
-    live = _in_flight(store, "other-replica", datetime.now(UTC))
-    stale = _in_flight(store, "crashed-replica", datetime.now(UTC) - timedelta(minutes=10))
-    assert recover_interrupted(store, stale_after_s=90) == [stale]
+    live = _in_flight(store, "other-host-4242-abcdef", datetime.now(UTC))
+    stale = _in_flight(store, "crashed-host-77-abcdef", datetime.now(UTC) - timedelta(minutes=10))
+    # a worker of this host whose process is gone: no need to wait for its heartbeat to go stale
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_here = _in_flight(store, f"{socket.gethostname()}-{gone.pid}-abcdef", datetime.now(UTC))
+    alive_here = _in_flight(store, f"{socket.gethostname()}-{os.getppid()}-abcdef", datetime.now(UTC))
+    assert sorted(recover_interrupted(store, stale_after_s=90)) == sorted([stale, dead_here])
     assert store.get_run(live).status == RunStatus.benchmarking
+    assert store.get_run(alive_here).status == RunStatus.benchmarking
     assert store.get_run(stale).status == RunStatus.interrupted
 
 

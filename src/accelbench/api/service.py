@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.domain.run import RunSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
@@ -123,7 +123,10 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     (GuardError -> 400). A model that cannot fit the instance is refused with the planner's reason and way
     forward rather than failing after a long deployment.
 
-    Returns the warnings (e.g. a slow 8-13B dense model on CPU)."""
+    Returns the warnings (e.g. a slow 8-13B dense model on CPU). A run against an existing endpoint deploys
+    nothing, so there is nothing to guard."""
+    if spec.target.kind == "endpoint":
+        return []
     from accelbench.errors import GuardError
     from accelbench.runtimes import guards
     from accelbench.runtimes.base import ServeParams

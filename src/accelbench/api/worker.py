@@ -101,23 +101,42 @@ class WorkerLock:
             self._fh = None
 
 
+def worker_is_dead(worker_id: str) -> bool:
+    """True when ``worker_id`` names a process of this host that no longer exists (a worker killed here and
+    restarted does not have to wait for its old heartbeat to go stale). Other hosts: unknown, so False."""
+    parts = worker_id.rsplit("-", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    return False
+
+
 def recover_interrupted(store: Store, *, stale_after_s: float | None = None) -> list[str]:
     """Mark runs that a worker claimed and that are still in flight as interrupted; returns their ids.
 
     ``stale_after_s=None`` takes every such run (a single-worker SQLite store whose lock we hold: whoever owned
-    them is gone). Otherwise only runs whose heartbeat is older than that are taken. Runs a CLI process is
-    executing itself carry no worker id and are never touched.
+    them is gone). Otherwise only runs whose heartbeat is older than that, or whose worker was a process of this
+    host that is gone, are taken. Runs a CLI process is executing itself carry no worker id and are never
+    touched.
     """
     now = datetime.now(UTC)
     with store.session() as s:
         rows = s.execute(
-            select(RunRow.id, RunRow.status, RunRow.heartbeat_at).where(
+            select(RunRow.id, RunRow.status, RunRow.heartbeat_at, RunRow.worker_id).where(
                 RunRow.status.in_(IN_FLIGHT), RunRow.worker_id.is_not(None)
             )
         ).all()
     taken: list[str] = []
-    for run_id, status, heartbeat in rows:
-        if stale_after_s is not None and heartbeat is not None:
+    for run_id, status, heartbeat, worker_id in rows:
+        if stale_after_s is not None and heartbeat is not None and not worker_is_dead(worker_id):
             beat = heartbeat if heartbeat.tzinfo else heartbeat.replace(tzinfo=UTC)
             if now - beat < timedelta(seconds=stale_after_s):
                 continue
