@@ -125,6 +125,12 @@ def main() -> None:
     p.add_argument("--prompts-per-concurrency", type=int, default=10)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--greedy", action="store_true", help="send temperature 0 from both clients")
+    p.add_argument(
+        "--no-scrape",
+        action="store_true",
+        help="accelbench does not scrape /metrics (vLLM's client never does; rendering /metrics costs the server "
+        "a little CPU)",
+    )
     p.add_argument("--vllm-python", default=None)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--prompts", help=argparse.SUPPRESS)
@@ -160,6 +166,7 @@ def main() -> None:
                     config = BenchConfig(
                         endpoint=a.endpoint, input_len=input_len, output_len=a.output_len, num_prompts=n,
                         max_concurrency=c, seed=1000 * rep + c, temperature=0.0 if a.greedy else None,
+                        scrape_metrics=not a.no_scrape,
                     )  # fmt: skip
                     other = build_dataset(
                         config.model_copy(update={"seed": config.seed + 1}), tokenizer
