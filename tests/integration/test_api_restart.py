@@ -44,7 +44,7 @@ class Service:
     def start(self) -> None:
         fh = open(self.log, "ab")  # noqa: SIM115 - the child writes to it for its whole life
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.cli.main", "serve", "--port", str(self.port), "--log-level", "info"],
+            [sys.executable, "-m", "accelbench.cli.main", "serve", "--port", str(self.port), "--log-level", "warning"],
             env=self.env, stdout=fh, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 60
@@ -98,10 +98,10 @@ def test_restart_interrupts_the_run_in_flight_and_continues_the_pending_one(
     target = {"kind": "endpoint", "base_url": slow_server.base_url, "served_model": "smol",
               "tokenizer": str(tmp_path / "tok")}  # fmt: skip
     long_spec = {"model": "smol", "label": "long", "target": target,
-                 "sweep": {"input_lens": [32], "concurrency": [1, 2, 3, 4], "prompts_per_concurrency": 2,
+                 "sweep": {"input_lens": [64], "concurrency": [1, 2, 3, 4], "prompts_per_concurrency": 2,
                            "output_len": 16}}  # fmt: skip
     short_spec = {"model": "smol", "label": "short", "target": target,
-                  "sweep": {"input_lens": [32], "concurrency": [1], "prompts_per_concurrency": 1,
+                  "sweep": {"input_lens": [64], "concurrency": [1], "prompts_per_concurrency": 1,
                             "output_len": 16}}  # fmt: skip
     service = Service(env, tmp_path / "serve.log")
     service.start()
@@ -114,9 +114,16 @@ def test_restart_interrupts_the_run_in_flight_and_continues_the_pending_one(
 
         def first_cell_done() -> bool:
             d = httpx.get(f"{service.url}/api/v1/runs/{a_id}").json()
+            assert d["run"]["status"] in ("pending", "deploying", "benchmarking"), d["run"]
             return d["run"]["status"] == "benchmarking" and len(d["results"]) >= 1
 
-        wait(first_cell_done, 120, "the first cell of the long run")
+        try:
+            wait(first_cell_done, 120, "the first cell of the long run")
+        except AssertionError:
+            d = httpx.get(f"{service.url}/api/v1/runs/{a_id}").json()["run"]
+            raise AssertionError(
+                f"{d['status']} {d['error']} {d['progress']}\n{service.log.read_text()[-3000:]}"
+            ) from None
         progress = httpx.get(f"{service.url}/api/v1/runs/{a_id}").json()["run"]["progress"]
         assert progress.get("cells_total") == 4  # progress readable from the API while it runs
         assert httpx.get(f"{service.url}/api/v1/runs/{b_id}").json()["run"]["status"] == "pending"
