@@ -101,9 +101,11 @@ class WorkerLock:
             self._fh = None
 
 
-def worker_is_dead(worker_id: str) -> bool:
+def worker_is_dead(worker_id: str | None) -> bool:
     """True when ``worker_id`` names a process of this host that no longer exists (a worker killed here and
     restarted does not have to wait for its old heartbeat to go stale). Other hosts: unknown, so False."""
+    if not worker_id:
+        return False
     parts = worker_id.rsplit("-", 2)
     if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
         return False

@@ -67,7 +67,7 @@ def accelerator_label(run: RunInfo) -> str:
 
 
 def progress_text(progress: dict[str, Any] | None) -> str:
-    """"measuring · 3/8 cells · input 512 x concurrency 4" from the orchestrator's progress events."""
+    """The progress line shown while a run is in flight, e.g. "measuring · 3/8 cells · input 512 x concurrency 4"."""
     if not progress:
         return ""
     parts = []
