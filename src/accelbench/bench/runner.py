@@ -57,6 +57,8 @@ RAW_BUDGET_BYTES = 256 * 1024 * 1024
 #: A run whose scheduling lag exceeds these (ms) gets a note that the client was the bottleneck.
 LAG_NOTE_P50_MS = 2.0
 LAG_NOTE_P99_MS = 10.0
+#: A run whose /metrics scrapes took longer than this on average (ms) gets a note about the cost of scraping.
+SCRAPE_NOTE_MS = 10.0
 CANCELLED = "cancelled"
 #: Connections opened before the measurement starts (at most; one per concurrent request).
 PRECONNECT_MAX = 256
@@ -482,6 +484,13 @@ def _summarize(
         )
     if scraper is not None:
         telemetry = scraper.summary()
+        scrape_ms = telemetry.derived.get("scrape_ms_mean", 0.0)
+        if scrape_ms > SCRAPE_NOTE_MS:
+            notes.append(
+                f"Each /metrics scrape took {scrape_ms:.0f} ms on average (every {config.scrape_interval_s:g} s); "
+                "rendering metrics costs the server CPU, which can slow a server with few CPUs: compare with "
+                "--no-scrape or a longer --scrape-interval."
+            )
         samples = [s.model_copy(update={"t_s": s.wall - wall0}) for s in scraper.samples]
     else:
         telemetry = TelemetrySummary(available=False, error="scraping was turned off")

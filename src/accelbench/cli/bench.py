@@ -297,7 +297,10 @@ def bench(
     ),
     label: str | None = typer.Option(None, "--label", help="Label stored with the result."),
     scrape: bool = typer.Option(
-        True, "--scrape/--no-scrape", help="Scrape the server's /metrics every second."
+        True, "--scrape/--no-scrape", help="Scrape the server's /metrics while the benchmark runs."
+    ),
+    scrape_interval: float = typer.Option(
+        1.0, "--scrape-interval", min=0.05, help="Seconds between /metrics scrapes."
     ),
     store: bool = typer.Option(
         True, "--store/--no-store", help="Store the run (kind bench) in the results store."
@@ -352,6 +355,7 @@ def bench(
                 temperature=temperature,
                 label=label,
                 scrape_metrics=scrape,
+                scrape_interval_s=scrape_interval,
             )
         except ValueError as exc:
             raise UserInputError(f"Invalid settings: {exc}") from None

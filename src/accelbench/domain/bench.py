@@ -181,7 +181,9 @@ class TelemetrySummary(StrictModel):
     peaks: dict[str, float] = Field(default_factory=dict, description="Highest value of each gauge.")
     means: dict[str, float] = Field(default_factory=dict, description="Mean value of each gauge.")
     derived: dict[str, float] = Field(
-        default_factory=dict, description="Figures computed from the deltas, e.g. prefix_cache_hit_rate."
+        default_factory=dict,
+        description="Figures derived from the samples: prefix_cache_hit_rate, scrape_ms_mean and scrape_ms_max "
+        "(how long one /metrics request took).",
     )
 
 

@@ -155,11 +155,13 @@ class PrometheusScraper:
         self.error: str | None = None
         self.available = False
         self.failures = 0
+        self.durations: list[float] = []  # seconds each successful scrape took (request, transfer, parsing)
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=dict(headers or {}))
         self._task: asyncio.Task[None] | None = None
         self._t0 = time.perf_counter()
 
     async def scrape_once(self) -> TelemetrySample | None:
+        t = time.perf_counter()
         try:
             r = await self._client.get(self.url)
         except httpx.HTTPError as exc:
@@ -176,7 +178,9 @@ class PrometheusScraper:
         if not values:
             self._note_failure(f"{self.url} has none of the serving metrics accelbench knows")
             return None
-        sample = TelemetrySample(t_s=time.perf_counter() - self._t0, wall=time.time(), values=values)
+        now = time.perf_counter()
+        self.durations.append(now - t)
+        sample = TelemetrySample(t_s=now - self._t0, wall=time.time(), values=values)
         self.samples.append(sample)
         self.available = True
         return sample
@@ -215,6 +219,10 @@ class PrometheusScraper:
         if not self.available:
             return TelemetrySummary(available=False, error=self.error or "not scraped")
         summary = summarize(self.samples)
+        if self.durations:
+            # How long the server took to answer: rendering /metrics costs it CPU, which matters on small machines.
+            summary.derived["scrape_ms_mean"] = 1000 * sum(self.durations) / len(self.durations)
+            summary.derived["scrape_ms_max"] = 1000 * max(self.durations)
         if self.failures:
             summary.error = f"{self.failures} scrapes failed; first: {self.error}"
         return summary

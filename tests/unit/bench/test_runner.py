@@ -205,6 +205,20 @@ def test_max_concurrency_with_a_rate_queues_and_lag_excludes_the_queue(tok_dir: 
     assert summary.scheduling_lag_ms.p50 < summary.e2el_ms.p50
 
 
+def test_scrape_cost_note(
+    fixture_server: StreamServer, tok_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner_mod, "SCRAPE_NOTE_MS", -1.0)
+    summary = run_benchmark(
+        ep(fixture_server, tok_dir), BenchConfig(input_len=48, output_len=2, num_prompts=2)
+    )
+    assert any(n.startswith("Each /metrics scrape took") for n in summary.notes)
+    quiet = run_benchmark(
+        ep(fixture_server, tok_dir), BenchConfig(input_len=48, output_len=2, num_prompts=2), scrape=False
+    )
+    assert not any("/metrics" in n for n in quiet.notes)
+
+
 def test_lag_note_when_the_client_is_late(
     fixture_server: StreamServer, tok_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

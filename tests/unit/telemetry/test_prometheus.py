@@ -130,6 +130,7 @@ def test_scraper_against_the_fixture_server() -> None:
     assert summary.available and summary.samples >= 4
     assert summary.peaks["running"] == 2.0
     assert summary.deltas["generation_tokens"] == 0.0
+    assert 0 < summary.derived["scrape_ms_mean"] <= summary.derived["scrape_ms_max"]
 
 
 @pytest.mark.parametrize("metrics", [False, None])
