@@ -139,10 +139,11 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
 
     sa, sb = p.a_scaling, p.b_scaling
     if sa.per_request_output_tps is not None and sb.per_request_output_tps is not None:
-        stream = "one request streams" if lo == 1 else "each request streams"
+        # per request, end to end (its TTFT included): the speed one user sees, not the decode rate alone
+        who = "one request gets" if lo == 1 else "each request gets"
         text = (
-            f"At input {il} and concurrency {lo}, {stream} {ftps(sa.per_request_output_tps)} on {a} "
-            f"vs {ftps(sb.per_request_output_tps)} on {b}"
+            f"At input {il} and concurrency {lo}, {who} {ftps(sa.per_request_output_tps)} of output end to end "
+            f"on {a} vs {ftps(sb.per_request_output_tps)} on {b}"
         )
         figures = {
             "low_concurrency": lo,
@@ -327,8 +328,11 @@ def _scaling_findings(cmp: Comparison, s: RunScaling) -> list[Finding]:
             )
         )
     if s.per_request_output_tps is not None:
-        stream = "one request streams" if lo == 1 else "each request streams"
-        text = f"At input {il} and concurrency {lo}, {stream} {ftps(s.per_request_output_tps)} on {name}"
+        who = "one request gets" if lo == 1 else "each request gets"
+        text = (
+            f"At input {il} and concurrency {lo}, {who} {ftps(s.per_request_output_tps)} of output end to end "
+            f"on {name}"
+        )
         figures: dict[str, float | int | str | None] = {
             "low_concurrency": lo,
             "per_request_output_tps": s.per_request_output_tps,

@@ -32,7 +32,7 @@ def test_a_faster_gap_widens_tpot_and_ttft_grow() -> None:
         "16 (2,460.0 tok/s vs 600.0 tok/s).",
         "At input 128, from concurrency 1 to 16 TTFT grows 40% on A (50.0 → 70.0 ms) and 250% on B "
         "(120.0 → 420.0 ms).",
-        "At input 128 and concurrency 1, one request streams 100.0 tok/s on A vs 50.0 tok/s on B; at concurrency "
+        "At input 128 and concurrency 1, one request gets 100.0 tok/s of output end to end on A vs 50.0 tok/s on B; at concurrency "
         "16 A delivers 1,230.0 tok/s of output in aggregate vs 300.0 tok/s on B.",
         "Cost is compared only where a price is known: B ran on a machine without an instance type, so no price "
         "applies.",
@@ -72,7 +72,7 @@ def test_b_faster_gap_narrows_tpot_falls_and_cost() -> None:
         "concurrency 8 (1,500.0 tok/s vs 600.0 tok/s).",
         "At input 512, from concurrency 1 to 8 TTFT falls 1% on cpu-a (400.0 → 396.0 ms) and grows 50% on "
         "gpu-b (100.0 → 150.0 ms).",
-        "At input 512 and concurrency 1, one request streams 33.3 tok/s on cpu-a vs 100.0 tok/s on gpu-b; at "
+        "At input 512 and concurrency 1, one request gets 33.3 tok/s of output end to end on cpu-a vs 100.0 tok/s on gpu-b; at "
         "concurrency 8 cpu-a delivers 200.0 tok/s of output in aggregate vs 750.0 tok/s on gpu-b.",
         # 1.00 $/h / 200 tok/s / 3600 x 1e6 = $1.39; 4.00 $/h / 750 tok/s = $1.48
         "At input 512 and concurrency 8, at on-demand prices, cpu-a serves 1M output tokens for $1.39 vs $1.48 "
@@ -162,7 +162,10 @@ def test_single_concurrency_gap_and_each_request() -> None:
         "At input 128 and concurrency 4, v2 delivers 3.0x the total throughput of v1 (900.0 tok/s vs 300.0 tok/s)."
         in t
     )
-    assert "At input 128 and concurrency 4, each request streams 37.5 tok/s on v1 vs 112.5 tok/s on v2." in t
+    assert (
+        "At input 128 and concurrency 4, each request gets 37.5 tok/s of output end to end on v1 vs 112.5 tok/s on v2."
+        in t
+    )
     assert not any(f.kind in ("tpot_growth", "ttft_growth") for f in cmp.findings)
 
 
@@ -204,7 +207,7 @@ def test_single_run() -> None:
         "At input 128, cpu's total throughput rises 3.2x from concurrency 1 to 4 (150.0 tok/s → 484.0 tok/s) "
         "while concurrency rises 4.0x.",
         "At input 128, cpu's TTFT stays flat (214.0 → 214.0 ms) from concurrency 1 to 4.",
-        "At input 128 and concurrency 1, one request streams 29.7 tok/s on cpu; at concurrency 4 it delivers "
+        "At input 128 and concurrency 1, one request gets 29.7 tok/s of output end to end on cpu; at concurrency 4 it delivers "
         "96.8 tok/s of output in aggregate.",
         # 0.8064 / 96.8 / 3600 x 1e6 = 2.3140...
         "At input 128 and concurrency 4, at on-demand prices ($0.806/h), cpu serves 1M output tokens for $2.31.",
