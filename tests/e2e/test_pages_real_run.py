@@ -51,7 +51,8 @@ def test_a_run_from_the_run_page_completes_on_the_real_engine(
     run_id = p.url.rsplit("/", 1)[1]
     store = worker_server.store
     deadline = time.monotonic() + 900
-    while not store.get_run(run_id).status.finished:
+    # finished, and the worker idle again (the sweep stores its status before teardown and report files)
+    while not store.get_run(run_id).status.finished or worker_server.app.state.worker.current_run_id:
         assert time.monotonic() < deadline, f"run still {store.get_run(run_id).status} after 15 minutes"
         time.sleep(2)
     run = store.get_run(run_id)
