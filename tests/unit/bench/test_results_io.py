@@ -124,3 +124,23 @@ def test_not_a_result_file(tmp_path: Path, content: str) -> None:
         read_result(path)
     with pytest.raises(UserInputError, match="does not exist"):
         read_result(tmp_path / "missing.json")
+
+
+def test_read_a_file_written_by_vllms_own_client() -> None:
+    """A file written by vLLM 0.32.0's own `vllm bench serve --save-result --save-detailed` (kept in tests/data)."""
+    path = Path(__file__).resolve().parents[2] / "data" / "vllm_bench" / "in128-c4-r0.json"
+    raw = json.loads(path.read_text())
+    s = read_result(path)
+    assert (
+        s.completed == raw["completed"]
+        and s.failed == raw["failed"]
+        and len(s.requests) == raw["num_prompts"]
+    )
+    assert s.config.endpoint == "chat" and s.config.max_concurrency == raw["max_concurrency"]
+    assert s.ttft_ms.median == pytest.approx(raw["median_ttft_ms"])
+    assert s.tpot_ms.mean == pytest.approx(raw["mean_tpot_ms"])
+    assert s.itl_ms.median == pytest.approx(raw["median_itl_ms"])
+    # statistics vLLM did not write are recomputed from its per-request arrays, the same way
+    assert s.ttft_ms.p50 == pytest.approx(raw["median_ttft_ms"])
+    assert s.total_output_tokens == raw["total_output_tokens"]
+    assert [r.output_tokens for r in s.requests] == raw["output_lens"]
