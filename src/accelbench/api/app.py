@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from accelbench import __version__
 from accelbench.api.auth import TokenVerifier
-from accelbench.api.errors import install_error_handlers
+from accelbench.api.errors import install_error_handlers, reject_nul
 from accelbench.api.responses import SafeJSONResponse
 from accelbench.settings import Settings, get_settings
 from accelbench.store import Store, get_store
@@ -72,6 +72,7 @@ def create_app(
         docs_url="/docs",
         redoc_url=None,
         openapi_url="/openapi.json",
+        dependencies=[Depends(reject_nul)],
     )
     app.state.settings = settings
     app.state.store = store

@@ -155,6 +155,31 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
+    # The database refused a value the request carried (e.g. a NUL character PostgreSQL cannot store in text):
+    # that is bad input, and the transaction was rolled back.
+    orig = str(getattr(exc, "orig", exc)).splitlines()[0]
+    return error_response(
+        400,
+        f"A value in the request cannot be stored: {orig}.",
+        hint="Remove control characters (such as NUL, \\u0000) from names, labels and other text.",
+        type_="UserInputError",
+    )
+
+
+def reject_nul(request: Request) -> None:
+    """Dependency of every route: NUL characters in the path or query are refused up front (PostgreSQL cannot
+    compare or store them)."""
+    raw = request.url.query.lower() + request.url.path.lower()
+    if "%00" in raw or "\x00" in raw:
+        from accelbench.errors import UserInputError
+
+        raise UserInputError(
+            "The path or a query parameter contains a NUL character (%00).",
+            hint="Remove control characters from the request.",
+        )
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(
@@ -184,6 +209,9 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
     app.add_exception_handler(RequestValidationError, both(_validation_error))
     app.add_exception_handler(ValidationError, both(_validation_error))
     app.add_exception_handler(StarletteHTTPException, both(_http_error))
+    from sqlalchemy.exc import DataError
+
+    app.add_exception_handler(DataError, both(_data_error))
     app.add_exception_handler(Exception, both(_unexpected))
 
 
