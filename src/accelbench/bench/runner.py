@@ -36,7 +36,7 @@ from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, par
 from accelbench.bench.datasets import Dataset, Prompt, build_dataset
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.schedule import send_times
-from accelbench.bench.tokenizer import Tokenizer, load_tokenizer
+from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -266,6 +266,7 @@ async def arun_benchmark(
     kind = EndpointKind(config.endpoint)
     notes: list[str] = []
 
+    own_tokenizer = tokenizer is None
     if tokenizer is None:
         try:
             tokenizer = await _to_thread(load_tokenizer, endpoint)
@@ -368,9 +369,25 @@ async def arun_benchmark(
         gc.set_threshold(*gc_threshold)
     if progress is not None:
         progress(col.done, len(requests))
-    return await _to_thread(
-        _summarize, endpoint, config, tokenizer, prompts, col, offsets, t0, wall0, stop, scraper, notes, date
-    )
+    try:
+        return await _to_thread(
+            _summarize,
+            endpoint,
+            config,
+            tokenizer,
+            prompts,
+            col,
+            offsets,
+            t0,
+            wall0,
+            stop,
+            scraper,
+            notes,
+            date,
+        )
+    finally:
+        if own_tokenizer and isinstance(tokenizer, ServerTokenizer):
+            tokenizer.close()  # its HTTP client and threads; a tokenizer passed in stays the caller's
 
 
 def _summarize(

@@ -104,7 +104,8 @@ def _measure(tmp_path: Path, script: dict, endpoint: str) -> tuple[list[str], di
         if abs(got_ms - want_ms) >= 1.0:
             bad.append(f"summary {name}: client {got_ms:.3f} ms, server {want_ms:.3f} ms")
     # the scripted timing really happened (the truth is not degenerate)
-    assert np.median(truth["ttft"]) == pytest.approx(script["ttft_ms"] / 1000, abs=0.003)
+    # (a busy machine can make the server late, never early)
+    assert np.min(truth["ttft"]) >= script["ttft_ms"] / 1000 - 0.0005
     return bad, truth
 
 
