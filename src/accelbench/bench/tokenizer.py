@@ -341,7 +341,9 @@ def load_tokenizer(endpoint: Endpoint, source: str | Path | None = None) -> Toke
         return LocalTokenizer(src)
     tok = ServerTokenizer(endpoint)
     try:
-        tok.encode("hello", add_special_tokens=False)
+        probe = tok.encode("hello world", add_special_tokens=False)
+        if not probe:  # e.g. llama.cpp's /tokenize, which wants {"content": ...}, answers with no tokens
+            raise UserInputError("its /tokenize returned no tokens for 'hello world' (not vLLM's API)")
     except UserInputError as exc:
         tok.close()
         raise UserInputError(
