@@ -150,3 +150,14 @@ def _artifact(name: str):
 
     ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS_DIR / name
+
+
+def test_api_docs_render_offline(tab: Tab) -> None:
+    tab.goto("/docs")
+    p = tab.page
+    p.wait_for_selector(".opblock-summary-path")
+    paths = set(p.locator(".opblock-summary-path").all_inner_texts())
+    assert {"/api/v1/runs", "/api/v1/estimate", "/api/v1/config/tool-versions", "/api/v1/health"} <= {
+        x.replace("\u200b", "") for x in paths
+    }
+    assert tab.offsite == []  # Swagger UI comes from the server itself, not a CDN

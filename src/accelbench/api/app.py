@@ -69,7 +69,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=SafeJSONResponse,
-        docs_url="/docs",
+        docs_url=None,  # served below with Swagger UI's files from the installed package, not a CDN
         redoc_url=None,
         openapi_url="/openapi.json",
         dependencies=[Depends(reject_nul)],
@@ -83,4 +83,27 @@ def create_app(
     for module in (health, catalog, models, plan, runs, compare, config):
         app.include_router(module.router, prefix=API_PREFIX)
     pages.install(app)
+    install_docs(app)
     return app
+
+
+def install_docs(app: FastAPI) -> None:
+    """/docs: Swagger UI from the ``swagger-ui-bundle-v2`` package, so the API docs work offline too."""
+    import swagger_ui_bundle
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(
+        "/vendor/swagger-ui", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="swagger-ui"
+    )
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="accelbench API",
+            swagger_js_url="/vendor/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url="/vendor/swagger-ui/swagger-ui.css",
+            swagger_favicon_url="/vendor/swagger-ui/favicon-32x32.png",
+        )
