@@ -404,7 +404,10 @@ class LocalProcessTarget(Target):
 
     def _wait_once(self, timeout: float) -> None:
         assert self.proc is not None and self.deployed is not None and self.log_path is not None
-        url = self.deployed.base_url + "/health"
+        # vLLM answers /health; llama-cpp-python's server has no such route (404), its model list then says
+        # the model is loaded. A runtime may name its own readiness path.
+        paths = [getattr(self.runtime, "health_path", "/health"), "/v1/models"]
+        url = self.deployed.base_url + paths[0]
         deadline = self._started_mono + timeout
         pos = 0
         with httpx.Client(timeout=3.0) as client:
@@ -414,11 +417,8 @@ class LocalProcessTarget(Target):
                 if rc is not None:
                     self.exit_code = rc
                     raise self._failure(f"exited with code {rc} while starting")
-                try:
-                    if client.get(url).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
+                if self._answers(client, paths):
+                    break
                 if time.monotonic() > deadline:
                     raise self._failure(f"did not answer {url} within {timeout:.0f} s")
                 if self.cancel is not None and self.cancel.wait(0.5):
@@ -432,6 +432,19 @@ class LocalProcessTarget(Target):
             f"{self.deployed.runtime} ready after {self.deployed.ready_s:.0f} s, serving "
             f"{self.deployed.served_model!r}"
         )
+
+    def _answers(self, client: httpx.Client, paths: list[str]) -> bool:
+        assert self.deployed is not None
+        for path in dict.fromkeys(paths):
+            try:
+                code = client.get(self.deployed.base_url + path).status_code
+            except httpx.HTTPError:
+                return False  # not listening yet
+            if code == 200:
+                return True
+            if code != 404:
+                return False  # listening, not ready (e.g. 503 while loading)
+        return False
 
     def _check_served_name(self, client: httpx.Client) -> None:
         assert self.deployed is not None

@@ -9,8 +9,12 @@ Two programs, one set of parameters:
 
 What a benchmark must know about it: its stream sends no ``usage`` chunk even when asked
 (``stream_options.include_usage``), so output tokens are counted with the model's tokenizer; it has no
-``/tokenize`` and no ``/metrics``. Without an explicit thread count llama-cpp-python uses half the cores, so
-accelbench passes one (all the machine's cores unless the settings say otherwise) to compare fairly.
+``/tokenize``, no ``/metrics`` and no ``/health`` (readiness is its ``/v1/models``). Without an explicit thread
+count llama-cpp-python uses half the cores, so accelbench passes one (all the machine's cores unless the settings
+say otherwise) to compare fairly. llama-cpp-python serves one request at a time and, by default, *cuts off* the
+stream in progress when a new request arrives (``interrupt_requests``): at any concurrency above 1 that turns
+requests into failures, so accelbench turns it off and later requests queue instead, which is what the
+server really delivers.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class LlamaCpp(Runtime):
     container_port = 8080
     repository: ClassVar[str] = "ghcr.io/ggml-org/llama.cpp"
     entry_module: ClassVar[str] = "llama_cpp.server"
+    #: llama-cpp-python's server has no /health; its model list answers once the model is loaded
+    health_path: ClassVar[str] = "/v1/models"
     #: reported with results: what this server does not provide
     capabilities: ClassVar[dict[str, bool]] = {"stream_usage": False, "tokenize": False, "metrics": False}
 
@@ -96,6 +102,9 @@ class LlamaCpp(Runtime):
             str(self.context(params)),
             "--model_alias",
             params.served_model_name,
+            # queue concurrent requests instead of cutting off the one being streamed
+            "--interrupt_requests",
+            "False",
         ]
         threads = self.threads(params, local=True)
         if threads:

@@ -145,11 +145,14 @@ def test_timeout_stops_the_engine(hf_model_dir: Path, pid_dir: Path) -> None:
 
 
 def test_death_while_serving_is_reported(hf_model_dir: Path) -> None:
-    spec = spec_for(hf_model_dir, "--die-after", "0.5")
+    spec = spec_for(hf_model_dir, "--die-after", "3")
     with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
         target.deploy(spec)
         target.wait_ready()
-        time.sleep(1.5)
+        target.check_alive()  # alive at first
+        deadline = time.monotonic() + 30
+        while target.proc is not None and target.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
         with pytest.raises(EngineError) as err:
             target.check_alive()
     assert "exited with code 3 while serving" in str(err.value)

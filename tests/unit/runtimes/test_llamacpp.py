@@ -34,6 +34,8 @@ def test_local_command() -> None:
         "4096",
         "--model_alias",
         "smol",
+        "--interrupt_requests",
+        "False",
         "--n_threads",
         "3",
     ]

@@ -1,0 +1,77 @@
+"""llama.cpp (llama-cpp-python's server, compiled at install) serving the same model's GGUF file, installed,
+started and torn down by accelbench: the comparison a CPU user wants beside vLLM CPU."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from accelbench.deploy.answer_check import check_endpoint
+from accelbench.deploy.engines import EngineInstall
+from accelbench.deploy.local import LocalProcessTarget, processes_in_group
+from accelbench.deploy.model_store import PreparedModel
+from accelbench.deploy.orchestrator import create_run, execute_run
+from accelbench.domain.bench import Endpoint
+from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
+from accelbench.store import get_store
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.timeout(3600)]  # the first install compiles llama.cpp
+
+
+def test_llamacpp_answers_with_real_words(
+    llamacpp_endpoint: Endpoint, llamacpp_server: LocalProcessTarget, smollm2_model: PreparedModel
+) -> None:
+    check = check_endpoint(llamacpp_endpoint, source="llamacpp")
+    assert check.passed, f"{check.answer!r}: {check.reason}"
+    deployed = llamacpp_server.deployed
+    assert deployed is not None
+    argv = deployed.command
+    assert argv[1:3] == ["-m", "llama_cpp.server"]
+    assert argv[argv.index("--model") + 1] == smollm2_model.gguf_path  # the same GGUF file, unchanged
+    assert argv[argv.index("--model_alias") + 1] == llamacpp_endpoint.served_model
+    assert "--n_threads" in argv
+    assert llamacpp_endpoint.tokenizer == smollm2_model.hf_dir  # counts output tokens (no usage in streams)
+
+
+def test_llamacpp_stream_carries_no_usage(llamacpp_endpoint: Endpoint) -> None:
+    """What the runtime module says about this server, checked: no usage chunk even when asked."""
+    body = {
+        "model": llamacpp_endpoint.served_model,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    chunks = []
+    with httpx.stream(
+        "POST", llamacpp_endpoint.base_url + "/v1/chat/completions", json=body, timeout=120
+    ) as resp:
+        assert resp.status_code == 200
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line[6:]))
+    assert chunks and not any(c.get("usage") for c in chunks)
+
+
+def test_a_sweep_on_llamacpp(llamacpp_engine: EngineInstall, smollm2_model: PreparedModel) -> None:
+    store = get_store()
+    spec = RunSpec(
+        label="llama.cpp",
+        model=smollm2_model.name,
+        engine=EngineSpec(
+            name="llamacpp", version=llamacpp_engine.version, settings=EngineSettings(max_model_len=2048)
+        ),
+        target=LocalTarget(startup_timeout_s=300),
+        sweep=SweepSpec(
+            input_lens=[128], concurrency=[1, 2], repeats=1, output_len=16, prompts_per_concurrency=2
+        ),
+    )
+    final = execute_run(store, create_run(store, spec).id)
+    assert final.status == RunStatus.completed, final.error
+    results = store.get_results(final.id)
+    assert len(results) == 2 and all(r.failed == 0 for r in results)
+    assert all(r.summary["output_tokens_source"] in ("tokenizer", "chunks") for r in results)
+    assert final.extra["answer_check"]["passed"]
+    assert processes_in_group(final.extra["deployment"]["pid"]) == []
