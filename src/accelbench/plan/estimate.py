@@ -7,11 +7,12 @@ The model (all quantities per tensor-parallel rank):
   every sequence in the batch;
 - prefill = max(FLOPs / achievable compute, weights / achievable bandwidth): memory-bound below the ridge
   point (compute / bandwidth), compute-bound above; chunked in ``max_num_batched_tokens`` pieces;
-- continuous batching, closed loop (C users, each sending the next request when the last ends, as the
-  benchmark does): the batch is min(C, max_num_seqs, what the KV cache holds); TPOT grows with the batch's
-  bytes and compute and with the other requests' prefills that stall decode (chunked prefill mixes them into
-  decode steps); TTFT grows with the prefill a request finds running and, above the batch limit, with the
-  queue (closed loop: (C / batch - 1) x service time);
+- continuous batching, closed loop (C users, each sending the next request when the last ends): the batch is
+  min(C, max_num_seqs, what the KV cache holds); TPOT grows with the batch's bytes and compute and with the
+  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for and, above the
+  batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
+  re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
+  ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
 - CPUs: bandwidth = min(sockets x socket peak, cores x per-core bandwidth); compute from the ISA's matrix
   path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
 Efficiency factors come from ``plan/data/efficiency.yaml`` (cited) or from a calibration fitted to measured
@@ -179,17 +180,43 @@ class PerfModel:
         over = (f.step_overhead_ms + f.per_sequence_overhead_ms * batch) / 1000
         return max(w + kv, comp) + ar + over, w, kv, comp, ar, over
 
-    def prefill(self, f: EfficiencyFactors, length: int) -> tuple[float, str]:
+    def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
+        """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
+        ``max_num_batched_tokens``; each chunk reads the weights once and pays one step overhead."""
         bw = self.bw_peak * f.bandwidth_efficiency
         fl = self.flops_peak * f.compute_efficiency
-        flops = length * self.prefill_flops_per_token + self.head_flops + self.attn_coef * length * length / 2
+        tokens = length * sequences
+        flops = sequences * (
+            length * self.prefill_flops_per_token + self.head_flops + self.attn_coef * length * length / 2
+        )
         comp = flops / fl
-        mem = (self.dense_read + self.expert_bytes * self._touched(length)) / bw + self._kv_bytes(length) / bw
-        chunks = max(1, math.ceil(length / self.chunk))
-        t = max(comp, mem) + self._allreduce(f, length) + chunks * f.step_overhead_ms / 1000
+        chunks = max(1, math.ceil(tokens / self.chunk))
+        per_chunk = min(tokens, self.chunk)
+        weights = (self.dense_read + self.expert_bytes * self._touched(per_chunk)) / bw
+        mem = chunks * weights + sequences * self._kv_bytes(length) / bw
+        t = max(comp, mem) + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
         return t, ("compute" if comp >= mem else "memory")
 
-    def predict(self, f: EfficiencyFactors, input_len: int, output_len: int, concurrency: int) -> Prediction:
+    def predict(
+        self,
+        f: EfficiencyFactors,
+        input_len: int,
+        output_len: int,
+        concurrency: int,
+        arrivals: str = "bursts",
+    ) -> Prediction:
+        """Closed loop of ``concurrency`` users. ``arrivals``:
+
+        - ``bursts`` (what ``accelbench sweep`` measures: every user re-sends at once with fixed lengths):
+          requests travel in waves. The engine starts the first arrival's prefill alone; the other B - 1
+          arrive during it and are prefilled together next, while the first one's decode waits. So B - 1 of
+          B requests see TTFT = own + the others' prefill and a pure-decode TPOT, and one sees a short TTFT
+          and a TPOT inflated by that stall (measured so on the local vLLM CPU sweep);
+        - ``steady``: arrivals spread out (e.g. Poisson traffic at this concurrency): each request's decode
+          is stalled by the prefills of the others that land in it, of which a typical (median) request sees
+          the ``prefill_interference`` share.
+        Typical values are medians over the requests; throughput and E2E follow from the mean cycle.
+        """
         per_seq_tokens = input_len + output_len
         kv_cap = max(1, self.kv_tokens // max(per_seq_tokens, 1))
         batch = max(1, min(concurrency, self.batch_limit, kv_cap))
@@ -198,35 +225,54 @@ class PerfModel:
         p, bound = self.prefill(f, input_len)
         req = f.request_overhead_ms / 1000
         decode_tokens = max(output_len - 1, 0)
-        # Other requests' prefills stall this one's decode: each of the batch - 1 other slots starts a new
-        # request once per E2E; the share of them that lands in this request's decode window is T_dec/E2E.
-        tpot_mean = step
-        e2e = req + p + decode_tokens * step
-        extra = 0.0
-        if batch > 1 and decode_tokens > 0:
-            for _ in range(8):
-                window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
-                extra = (batch - 1) * p * window / decode_tokens
-                tpot_mean = step + extra
-                e2e = req + p + decode_tokens * tpot_mean
-        # Arriving mid-step, and finding another prefill running (mean residual half of it).
-        wait = 0.0
-        if batch > 1:
+        extra = 0.0  # what the typical request's TPOT gets from other requests' prefills
+        if batch == 1:
+            ttft = req + p
+            tpot = tpot_mean = step
+            e2e_mean = ttft + decode_tokens * step
+        elif arrivals == "bursts":
+            p_rest, _ = self.prefill(f, input_len, batch - 1)
+            chunks = max(1, math.ceil((batch - 1) * input_len / self.chunk))
+            ttft_first = req + p
+            ttft_rest = req + p + p_rest
+            # the first request gets a token per chunk of the others' prefill; the rest of it is a stall
+            stall = max(p_rest - chunks * step, 0.0) / decode_tokens if decode_tokens else 0.0
+            if batch == 2:  # one of each: the median falls between them
+                ttft = (ttft_first + ttft_rest) / 2
+                extra = stall / 2
+            else:  # most requests are the ones prefilled together
+                ttft = ttft_rest
+            tpot = step + extra
+            tpot_mean = step + stall / batch
+            e2e_mean = ttft_rest + decode_tokens * step
+        else:
+            # Each of the batch - 1 other slots starts a new request once per E2E; the share of them that
+            # lands in this request's decode window is T_dec / E2E.
+            tpot_mean = step
+            e2e = req + p + decode_tokens * step
+            mean_extra = 0.0
+            if decode_tokens > 0:
+                for _ in range(8):
+                    window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
+                    mean_extra = (batch - 1) * p * window / decode_tokens
+                    tpot_mean = step + mean_extra
+                    e2e = req + p + decode_tokens * tpot_mean
+            # arriving mid-step, and finding another prefill running (mean residual: half of it)
             wait = 0.5 * step + f.prefill_interference * (batch - 1) * p / max(e2e, 1e-9) * p / 2
-        ttft = req + p + wait
-        e2e_mean = ttft + decode_tokens * tpot_mean
+            ttft = req + p + wait
+            extra = f.prefill_interference * mean_extra
+            tpot = step + extra
+            e2e_mean = ttft + decode_tokens * tpot_mean
         queue = 0.0
         if concurrency > batch:
             queue = (concurrency / batch - 1) * e2e_mean  # closed loop: wait for a free slot
         ttft += queue
-        e2e_total = e2e_mean + queue
-        rps = concurrency / e2e_total if e2e_total > 0 else 0.0
-        tpot = step + f.prefill_interference * extra
+        rps = concurrency / (e2e_mean + queue) if e2e_mean + queue > 0 else 0.0
         return Prediction(
             ttft=ttft,
             tpot=tpot if decode_tokens > 0 else step,
             tpot_mean=tpot_mean,
-            e2e=ttft - queue + decode_tokens * tpot + queue,
+            e2e=ttft + decode_tokens * tpot,
             rps=rps,
             out_tps=rps * output_len,
             total_tps=rps * (input_len + output_len),
@@ -239,7 +285,7 @@ class PerfModel:
             d_overhead=over,
             prefill=p,
             prefill_bound=bound,
-            interference=f.prefill_interference * extra,
+            interference=extra,
             queue=queue,
         )
 
@@ -449,10 +495,10 @@ def predict_for(
 
 
 def _max_concurrency_for(
-    pm: PerfModel, f: EfficiencyFactors, slo: SLO, input_len: int, output_len: int, cap: int
+    pm: PerfModel, f: EfficiencyFactors, slo: SLO, input_len: int, output_len: int, cap: int, arrivals: str
 ) -> int:
     def ok(c: int) -> bool:
-        p = pm.predict(f, input_len, output_len, c)
+        p = pm.predict(f, input_len, output_len, c, arrivals)
         return slo.met(p.ttft * 1000, p.tpot * 1000, p.e2e * 1000)
 
     if not ok(1):
@@ -496,13 +542,17 @@ def estimate(
     slo: SLO | None = None,
     recommendation: Recommendation | None = None,
     benchmarked: set[str] | None = None,
+    arrivals: str = "bursts",
 ) -> Estimate:
     """Predicted speed and cost of serving ``model`` on ``instance`` at one traffic point.
 
     ``engine_settings`` replays a run's explicit settings (TP, max_num_seqs, KV space); ``calibrations``
     (default: none) supplies fitted factors by (accelerator, engine); ``factors`` overrides both;
-    ``prices`` maps instance names to prices (default: the catalog snapshot).
+    ``prices`` maps instance names to prices (default: the catalog snapshot). ``arrivals``: "bursts"
+    (users re-send at once with fixed lengths, as ``accelbench sweep`` measures) or "steady" (spread out).
     """
+    if arrivals not in ("bursts", "steady"):
+        raise UserInputError(f"Unknown arrivals {arrivals!r}: use bursts or steady.")
     if input_len < 1 or output_len < 1 or concurrency < 1:
         raise UserInputError("input_len, output_len and concurrency must be at least 1.")
     model = _model(model)
@@ -566,6 +616,7 @@ def estimate(
         "input_len": input_len,
         "output_len": output_len,
         "concurrency": concurrency,
+        "arrivals": arrivals,
         "hourly_usd": hourly,
         "price_source": price_source,
         "recommendation": rec,
@@ -582,7 +633,7 @@ def estimate(
             "that fits",
         )
     pm, _hw, _fmt = predict_for(model, instance, spec, rec, engine_settings=engine_settings, engine=engine)
-    pred = pm.predict(f, input_len, output_len, concurrency)
+    pred = pm.predict(f, input_len, output_len, concurrency, arrivals)
     s, mem = rec.settings, rec.memory
     notes: list[str] = []
     if ref is not None:
@@ -602,6 +653,11 @@ def estimate(
         notes.append(
             f"Uncalibrated: starting efficiency factors for {kind.value} / {engine} (cited in the data file)."
         )
+    notes.append(
+        "Arrivals: bursts (users re-send at once with fixed lengths, as `accelbench sweep` measures)."
+        if arrivals == "bursts"
+        else "Arrivals: steady (spread out; other requests' prefills interleave with decode)."
+    )
     if pred.batch < concurrency:
         notes.append(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
@@ -625,9 +681,9 @@ def estimate(
     if slo is not None:
         slo_met = slo.met(pred.ttft * 1000, pred.tpot * 1000, pred.e2e * 1000)
         cap = max(concurrency, pm.batch_limit)
-        max_c = _max_concurrency_for(pm, f, slo, input_len, output_len, cap)
+        max_c = _max_concurrency_for(pm, f, slo, input_len, output_len, cap, arrivals)
         if max_c and hourly is not None:
-            p2 = pm.predict(f, input_len, output_len, max_c)
+            p2 = pm.predict(f, input_len, output_len, max_c, arrivals)
             usd_m_slo = hourly / (p2.out_tps * 3600) * 1e6 if p2.out_tps > 0 else None
     times = TimeBreakdown(
         decode_step_ms=pred.decode_step * 1000,
@@ -739,6 +795,7 @@ def estimate_catalog(
     use_calibrations: bool = True,
     limit: int | None = None,
     include_infeasible: bool = True,
+    arrivals: str = "bursts",
 ) -> EstimateTable:
     """Estimates for every catalog instance matching the filters, ranked by cost per 1M output tokens.
 
@@ -789,6 +846,7 @@ def estimate_catalog(
             prices=prices,
             slo=slo,
             benchmarked=benchmarked,
+            arrivals=arrivals,
         )
         if est.calibration is not None:
             used_refs[(est.calibration.accelerator, est.calibration.engine)] = est.calibration
@@ -846,6 +904,7 @@ def estimate_catalog(
             "max_cost": max_cost,
             "min_context": min_context,
             "quantization": quantization,
+            "arrivals": arrivals,
         },
         slo=slo,
         rows=ranked,

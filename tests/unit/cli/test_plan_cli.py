@@ -121,6 +121,22 @@ def test_estimate_one_instance_and_catalog() -> None:
         ],
     )
     assert res.exit_code == 0 and "$/1M out" in res.stdout and "more feasible rows" in res.stdout
+    steady = run_json(
+        "estimate",
+        "-m",
+        "qwen2.5-7b-instruct",
+        "-i",
+        "g6.xlarge",
+        "--input-len",
+        "256",
+        "--output-len",
+        "64",
+        "-c",
+        "4",
+        "--arrivals",
+        "steady",
+    )
+    assert steady["arrivals"] == "steady"
     local = runner.invoke(
         app,
         [

@@ -326,3 +326,25 @@ def test_inputs_are_checked() -> None:
 def test_request_longer_than_any_context_is_infeasible() -> None:
     e = estimate(m("smollm2-135m-instruct"), "g6.xlarge", input_len=9000, output_len=100, concurrency=1)
     assert not e.feasible and math.isfinite(len(e.explanation))
+
+
+def test_bursts_travel_in_waves_and_steady_arrivals_interleave() -> None:
+    """bursts: one request prefills alone, the other B - 1 together after it; steady: prefills stall decode."""
+    model = m("qwen2.5-1.5b-instruct")
+    one = estimate(model, "g6.xlarge", input_len=1024, output_len=64, concurrency=1, factors=F)
+    four = estimate(model, "g6.xlarge", input_len=1024, output_len=64, concurrency=4, factors=F)
+    steady = estimate(
+        model, "g6.xlarge", input_len=1024, output_len=64, concurrency=4, factors=F, arrivals="steady"
+    )
+    assert one.times is not None and four.times is not None and steady.times is not None
+    p1 = one.times.prefill_ms
+    # TTFT of most requests in a wave of 4: the first one's prefill, then the other three together
+    assert four.ttft_ms is not None and four.ttft_ms > F.request_overhead_ms + 2.5 * p1
+    # their TPOT is pure decode at batch 4
+    assert four.tpot_ms == pytest.approx(four.times.decode_step_ms, rel=1e-9)
+    assert four.arrivals == "bursts" and steady.arrivals == "steady"
+    # steady: shorter TTFT, TPOT with the others' prefills
+    assert steady.ttft_ms is not None and steady.ttft_ms < four.ttft_ms
+    assert steady.tpot_ms is not None and steady.tpot_ms > steady.times.decode_step_ms
+    with pytest.raises(UserInputError, match="arrivals"):
+        estimate(model, "g6.xlarge", input_len=8, output_len=8, concurrency=1, arrivals="poisson")
