@@ -5,6 +5,7 @@ These tests share the session's server (``vllm_endpoint``); none starts an engin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import textwrap
@@ -150,3 +151,28 @@ def test_greedy_answers_agree_between_transformers_and_vllm(
     served = ask_chat(vllm_endpoint, CHECK_QUESTION)
     first = lambda s: [w.lower() for w in s.replace(".", " ").split() if w.isalpha()][:3]  # noqa: E731
     assert first(served) == first(transformers_check.answer)
+
+
+def test_prepare_a_gguf_file_from_a_path(
+    vllm_engine: engines.EngineInstall, smollm2_model: PreparedModel, tmp_path: Path
+) -> None:
+    """`accelbench model prepare FILE.gguf`: the same conversion as the preset, for a user's own file."""
+    import os
+    import shutil
+
+    from accelbench.deploy.model_store import prepare_model, remove_model, resolve_model
+
+    src = tmp_path / "My-SmolLM2.Q4_1.gguf"
+    shutil.copy(smollm2_model.gguf_path or "", src)
+    name = f"gguf-path-test-{os.getpid()}"
+    try:
+        m = prepare_model(str(src), name=name, check="transformers", engine_version=vllm_engine.version)
+        assert m.source == f"gguf:{src.resolve()}" and m.managed
+        assert m.gguf_sha256 == smollm2_model.gguf_sha256
+        assert inspect_hf_dir(Path(m.hf_dir or "")) == []
+        assert m.checked("transformers") is not None
+        assert resolve_model(name).hf_dir == m.hf_dir
+        assert resolve_model(str(src)).name == name  # the original path finds its prepared entry
+    finally:
+        with contextlib.suppress(Exception):
+            remove_model(name)

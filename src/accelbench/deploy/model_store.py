@@ -242,7 +242,7 @@ def resolve_model(ref: str) -> PreparedModel:
 def _find_prepared_by_path(path: Path) -> PreparedModel | None:
     target = str(path.resolve())
     for m in list_models():
-        if target in (m.gguf_path, m.hf_dir):
+        if target in (m.gguf_path, m.hf_dir) or m.source in (f"gguf:{target}", f"hf-dir:{target}"):
             return m
     return None
 
