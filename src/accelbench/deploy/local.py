@@ -52,6 +52,14 @@ _NOISE_PREFIXES = ("onednn_verbose",)
 FixCallback = Callable[[Diagnosis], bool]
 
 
+_SECRET_NAME = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "ACCESS_KEY")
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment as recorded with a run: values of secret-looking variables replaced by ***."""
+    return {k: ("***" if any(s in k.upper() for s in _SECRET_NAME) else v) for k, v in env.items()}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -325,6 +333,8 @@ class LocalProcessTarget(Target):
         env.update(runtime_env)
         # Line-buffered output, so the log (and an error quoting it) is current when the engine dies.
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if spec.hf_token:
+            env["HF_TOKEN"] = spec.hf_token  # for gated hub models; never recorded
         self._env = env
         self._argv = argv
         base_url = f"http://{client_host(params.host)}:{params.port}"
@@ -338,7 +348,7 @@ class LocalProcessTarget(Target):
             served_model=params.served_model_name,
             base_url=base_url,
             command=argv,
-            env=runtime_env,
+            env=redact_env(runtime_env),
             log_path=str(self.log_path),
             extra={
                 "engine_path": engine.path,

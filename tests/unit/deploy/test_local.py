@@ -159,6 +159,18 @@ def test_death_while_serving_is_reported(hf_model_dir: Path) -> None:
     assert "fatal error" in str(err.value)
 
 
+def test_secrets_reach_the_engine_but_are_not_recorded(hf_model_dir: Path) -> None:
+    spec = spec_for(hf_model_dir, env={"MY_API_KEY": "s3cret", "PLAIN": "x"})
+    spec.hf_token = "hf_abc"
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        target.wait_ready()
+        assert target.deployed is not None
+        assert target.deployed.env == {"TOY_SETTING": "on", "MY_API_KEY": "***", "PLAIN": "x"}
+        assert target._env["HF_TOKEN"] == "hf_abc" and target._env["MY_API_KEY"] == "s3cret"
+        assert "hf_abc" not in target.deployed.model_dump_json()
+
+
 def test_guard_errors_come_from_the_runtime(hf_model_dir: Path) -> None:
     spec = spec_for(hf_model_dir, max_num_seqs=13)
     with LocalProcessTarget(spec.target) as target, pytest.raises(GuardError, match="unlucky"):  # type: ignore[arg-type]
