@@ -62,11 +62,14 @@ def _prepared_dir(ref: str) -> Path | None:
 
     root = get_settings().models_dir
     for candidate in (root / ref, root / ref.replace("/", "--"), root / ref.lower()):
-        if not candidate.is_dir():
+        try:
+            if not candidate.is_dir():
+                continue
+            for sub in (candidate / "hf", candidate, candidate / "gguf"):
+                if (sub / "config.json").is_file() or (sub.is_dir() and len(list(sub.glob("*.gguf"))) == 1):
+                    return sub
+        except OSError:  # a name too long for the file system is not a prepared model
             continue
-        for sub in (candidate / "hf", candidate, candidate / "gguf"):
-            if (sub / "config.json").is_file() or (sub.is_dir() and len(list(sub.glob("*.gguf"))) == 1):
-                return sub
     return None
 
 
@@ -79,6 +82,16 @@ def _prepared_names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
 
+def _as_path(ref: str) -> Path | None:
+    """The existing file or directory ``ref`` names, else None. A name the OS cannot even stat (too long,
+    an unknown ``~user``) is a name, not a path, so it falls through to the preset lookup."""
+    try:
+        path = Path(ref).expanduser()
+        return path if path.exists() else None
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
 def load_model_spec(ref: str, *, revision: str | None = None, allow_network: bool = True) -> ModelSpec:
     """Read the spec of the model ``ref`` names (see the module docstring for the lookup order)."""
     ref = (ref or "").strip()
@@ -86,8 +99,8 @@ def load_model_spec(ref: str, *, revision: str | None = None, allow_network: boo
         raise UserInputError(
             "No model given.", hint="Pass a preset name, a directory, a .gguf file or a hub id."
         )
-    path = Path(ref).expanduser()
-    if path.exists():
+    path = _as_path(ref)
+    if path is not None:
         if path.is_file():
             if path.suffix.lower() == ".gguf":
                 return spec_from_gguf(path, ref=ref)

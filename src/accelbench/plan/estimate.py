@@ -760,9 +760,7 @@ def store_context(
 
     calibrations = CalibrationSet.from_store(store) if use_calibrations else None
     prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
-    runs, _ = store.list_runs(limit=100_000)
-    benchmarked = {r.instance_type for r in runs if r.instance_type}
-    return calibrations, prices, benchmarked
+    return calibrations, prices, store.benchmarked_instance_types()
 
 
 def _model(model: ModelSpec | str) -> ModelSpec:

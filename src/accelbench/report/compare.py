@@ -408,12 +408,6 @@ def _telemetry_figure(
     return max(values) if part == "peaks" else sum(values) / len(values)
 
 
-def _shifted(results: Sequence[ResultInfo], mapping: dict[str, str]) -> list[ResultInfo]:
-    # ``aggregate_results`` aggregates the p50 columns (and a few p99s). To get p95s and the ITL p99 under
-    # the very same repeat rules, feed it copies whose p50 slots carry those percentiles.
-    return [r.model_copy(update={dst: getattr(r, src) for dst, src in mapping.items()}) for r in results]
-
-
 def _m(agg: MetricAggregate | None) -> float | None:
     return agg.mean if agg is not None else None
 
@@ -426,28 +420,12 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
     count = accelerator_count(run)
     results = list(data.results)
     base = aggregate_results(results)
-    p95 = {
-        (c.input_len, c.concurrency): c
-        for c in aggregate_results(
-            _shifted(
-                results,
-                {
-                    "ttft_p50_ms": "ttft_p95_ms",
-                    "tpot_p50_ms": "tpot_p95_ms",
-                    "itl_p50_ms": "itl_p95_ms",
-                    "e2el_p50_ms": "e2el_p95_ms",
-                    "ttft_p99_ms": "itl_p99_ms",
-                },
-            )
-        )
-    }
     by_cell: dict[tuple[int, int], list[ResultInfo]] = defaultdict(list)
     for r in results:
         by_cell[(r.input_len, r.concurrency)].append(r)
     cells: list[CellResult] = []
     for c in base:
         key = (c.input_len, c.concurrency)
-        hi = p95[key]
         tpot, total = c.tpot_p50_ms, c.total_token_throughput
         out_tps, rps, total_tps = _m(c.output_throughput), _m(c.request_throughput), _m(total)
         summaries = [r.summary for r in by_cell[key] if r.status != CellStatus.failed and r.completed > 0]
@@ -462,16 +440,16 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
                 result_ids=[r.id for r in by_cell[key]],
                 status=c.status.value,
                 ttft_p50_ms=_m(c.ttft_p50_ms),
-                ttft_p95_ms=_m(hi.ttft_p50_ms),
+                ttft_p95_ms=_m(c.ttft_p95_ms),
                 ttft_p99_ms=_m(c.ttft_p99_ms),
                 tpot_p50_ms=_m(tpot),
-                tpot_p95_ms=_m(hi.tpot_p50_ms),
+                tpot_p95_ms=_m(c.tpot_p95_ms),
                 tpot_p99_ms=_m(c.tpot_p99_ms),
                 itl_p50_ms=_m(c.itl_p50_ms),
-                itl_p95_ms=_m(hi.itl_p50_ms),
-                itl_p99_ms=_m(hi.ttft_p99_ms),
+                itl_p95_ms=_m(c.itl_p95_ms),
+                itl_p99_ms=_m(c.itl_p99_ms),
                 e2e_p50_ms=_m(c.e2el_p50_ms),
-                e2e_p95_ms=_m(hi.e2el_p50_ms),
+                e2e_p95_ms=_m(c.e2el_p95_ms),
                 e2e_p99_ms=_m(c.e2el_p99_ms),
                 tpot_p50_min_ms=tpot.min if tpot else None,
                 tpot_p50_max_ms=tpot.max if tpot else None,

@@ -54,8 +54,13 @@ METRICS: tuple[MetricColumn, ...] = (
 EXTRA_METRICS: tuple[MetricColumn, ...] = (
     MetricColumn("request_throughput", "Req/s", 3, True),
     MetricColumn("request_goodput", "Goodput req/s", 3, True),
+    MetricColumn("ttft_p95_ms", "TTFT p95 (ms)", 1, False),
+    MetricColumn("tpot_p95_ms", "TPOT p95 (ms)", 2, False),
+    MetricColumn("itl_p95_ms", "ITL p95 (ms)", 2, False),
+    MetricColumn("e2el_p95_ms", "E2E p95 (ms)", 1, False),
     MetricColumn("ttft_p99_ms", "TTFT p99 (ms)", 1, False),
     MetricColumn("tpot_p99_ms", "TPOT p99 (ms)", 2, False),
+    MetricColumn("itl_p99_ms", "ITL p99 (ms)", 2, False),
     MetricColumn("e2el_p99_ms", "E2E p99 (ms)", 1, False),
 )
 ALL_METRICS: tuple[MetricColumn, ...] = METRICS + EXTRA_METRICS
@@ -111,8 +116,13 @@ class CellAggregate(StrictModel):
     total_token_throughput: MetricAggregate | None = None
     request_throughput: MetricAggregate | None = None
     request_goodput: MetricAggregate | None = None
+    ttft_p95_ms: MetricAggregate | None = None
+    tpot_p95_ms: MetricAggregate | None = None
+    itl_p95_ms: MetricAggregate | None = None
+    e2el_p95_ms: MetricAggregate | None = None
     ttft_p99_ms: MetricAggregate | None = None
     tpot_p99_ms: MetricAggregate | None = None
+    itl_p99_ms: MetricAggregate | None = None
     e2el_p99_ms: MetricAggregate | None = None
 
     def metric(self, key: str) -> MetricAggregate | None:
