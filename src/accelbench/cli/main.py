@@ -1,42 +1,80 @@
 """Entry point of the ``accelbench`` console script.
 
-Each command group lives in its own module with a ``register(app)`` function, so adding a group is one new
-module plus one line here.
+Each command group lives in its own module with a ``register(app)`` function. The root group loads a module
+only when one of its commands runs (``COMMANDS`` says which module holds which command), so
+``accelbench estimate`` does not pay for importing the store, alembic and the benchmark engine.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from functools import cache
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from accelbench import __version__
 from accelbench.errors import AccelbenchError
 
+# Top-level command -> module under accelbench.cli that registers it. Order is the order in --help.
+COMMANDS: dict[str, str] = {
+    "demo": "run",
+    "bench": "bench",
+    "sweep": "sweep",
+    "sweep-plot": "sweep",
+    "run": "run",
+    "rerun": "run",
+    "runs": "runs",
+    "compare": "compare",
+    "report": "compare",
+    "import": "compare",
+    "recommend": "plan",
+    "estimate": "plan",
+    "memory-breakdown": "plan",
+    "plan": "plan",
+    "catalog": "catalog",
+    "export": "deploy",
+    "loadgen": "deploy",
+    "engine": "engine",
+    "model": "model",
+    "config": "config",
+    "serve": "serve",
+    "apikey": "serve",
+}
+
+
+# Typer vendors its own click; its classes are private, so the overrides below are typed loosely.
+@cache
+def module_commands(module: str) -> dict[str, Any]:
+    """The click commands one CLI module registers (imports it)."""
+    sub = typer.Typer()
+    importlib.import_module(f"accelbench.cli.{module}").register(sub)
+    return dict(typer.main.get_group(sub).commands)
+
+
+class LazyGroup(TyperGroup):
+    """The root group: commands are looked up in ``COMMANDS`` and imported on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        return module_commands(module).get(cmd_name)
+
+
 app = typer.Typer(
     name="accelbench",
+    cls=LazyGroup,
     help="Choose, deploy, measure and compare hardware for serving large language models.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-# Modules that register commands. Order decides the order in --help.
-COMMAND_MODULES = [
-    "accelbench.cli.bench",  # bench
-    "accelbench.cli.sweep",  # sweep, sweep-plot
-    "accelbench.cli.runs",  # runs list|show|delete
-    "accelbench.cli.engine",  # engine install|list|remove
-    "accelbench.cli.model",  # model prepare|list
-    "accelbench.cli.run",  # run, rerun, demo
-    "accelbench.cli.catalog",  # catalog list|show|refresh-prices
-    "accelbench.cli.plan",  # recommend, estimate, memory-breakdown, plan calibrate
-    "accelbench.cli.compare",  # compare, import, report
-    "accelbench.cli.deploy",  # export
-    "accelbench.cli.config",  # config tool-versions
-    "accelbench.cli.serve",  # serve
-]
 
 
 def _version_callback(value: bool) -> None:
@@ -54,13 +92,9 @@ def _root(
     """accelbench: plan, deploy, measure and compare LLM serving on GPU, Neuron and CPU."""
 
 
-for _mod in COMMAND_MODULES:
-    importlib.import_module(_mod).register(app)
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> Any:
     try:
-        app()
+        return app(args=argv)
     except AccelbenchError as exc:  # safety net; commands use cli.common.user_errors
         from accelbench.cli.common import fail
 

@@ -244,7 +244,9 @@ class Store:
     def benchmarked_instance_types(self) -> set[str]:
         """Instance types that have at least one stored run (one DISTINCT query, for the estimate table)."""
         with self.session() as s:
-            return set(s.scalars(select(RunRow.instance_type).where(RunRow.instance_type.is_not(None)).distinct()))
+            return set(
+                s.scalars(select(RunRow.instance_type).where(RunRow.instance_type.is_not(None)).distinct())
+            )
 
     def delete_run(self, ref: str) -> str:
         run_id = self.resolve_run_id(ref)
