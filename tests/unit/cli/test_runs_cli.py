@@ -88,7 +88,7 @@ def test_list_filters_and_table(store: Store) -> None:
 
 def test_show_json_and_table(store: Store) -> None:
     done, _ = seed(store)
-    res = runner.invoke(app, ["runs", "show", done[:11], "--format", "json"])
+    res = runner.invoke(app, ["runs", "show", done[:-1], "--format", "json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["run"]["id"] == done

@@ -241,7 +241,7 @@ def test_ctrl_c_keeps_finished_cells_then_resume(store: Store, tokenizer_dir: Pa
 
         server.script = Script(ttft_ms=2, itl_ms=1)
         res = runner.invoke(
-            app, ["sweep", "--resume", run_id[:12], "--format", "json", "--out", str(tmp_path / "o")]
+            app, ["sweep", "--resume", run_id[:-1], "--format", "json", "--out", str(tmp_path / "o")]
         )
         assert res.exit_code == 0, res.output
         data = json.loads(res.stdout)

@@ -380,7 +380,7 @@ def test_compare_runs_from_store(store: Store) -> None:
             store.save_result(
                 run.id, input_len=128, concurrency=conc, repeat=0, summary=_summary(128, conc, tpot, tps)
             )
-    cmp = compare_runs(store, [a.id, b.id[:10]])
+    cmp = compare_runs(store, [a.id, b.id[:-1]])
     assert [r.id for r in cmp.runs] == [a.id, b.id]
     (p,) = cmp.pairs
     assert p.decode_speedup_a_over_b == pytest.approx(2.0)

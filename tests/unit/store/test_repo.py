@@ -55,7 +55,7 @@ def test_run_lifecycle_and_results(store: Store) -> None:
     assert full.requests[0].itl_s == [0.025] * 31
     assert full.telemetry_samples[0].values["vllm:num_requests_running"] == 2.0
 
-    info = store.get_run(run.id[:12])
+    info = store.get_run(run.id[:-1])
     assert (info.completed_requests, info.failed_requests, info.cells) == (3, 1, 1)
 
     store.set_status(run.id, RunStatus.benchmarking)
