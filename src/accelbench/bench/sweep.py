@@ -307,6 +307,7 @@ def run_sweep(
     resume: bool = False,
     on_cell: OnCellFn | None = None,
     tokenizer: Any = None,
+    finish_run: bool = True,
 ) -> SweepOutcome:
     """Measure every missing (cell, repeat) of ``spec`` against ``endpoint`` and store each as it finishes.
 
@@ -314,7 +315,9 @@ def run_sweep(
     flight is stored as partial and the run marked interrupted. ``progress`` receives ``SweepEvent``s;
     ``on_cell`` each stored ``CellResult``. ``resume`` checks ``spec`` against the stored one and skips the
     (cell, repeat) pairs already stored as completed. ``tokenizer`` is an already loaded tokenizer (else it
-    is loaded once here). A KeyboardInterrupt marks the run interrupted and is re-raised.
+    is loaded once here). A KeyboardInterrupt marks the run interrupted and is re-raised. With
+    ``finish_run=False`` the run's final status is left to the caller (an orchestrator that still has an
+    engine to tear down and files to write); the outcome carries the status it would have set.
     """
     from accelbench.bench import load_tokenizer, run_benchmark
 
@@ -396,12 +399,12 @@ def run_sweep(
                     status, error = RunStatus.interrupted, f"interrupted during {key}"
                     break
     except KeyboardInterrupt:
-        _finish(store, prog, outcome, keys, RunStatus.interrupted, "interrupted (Ctrl-C)")
+        _finish(store, prog, outcome, keys, RunStatus.interrupted, "interrupted (Ctrl-C)", finish_run)
         raise
     except BaseException as exc:
-        _finish(store, prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}")
+        _finish(store, prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}", finish_run)
         raise
-    _finish(store, prog, outcome, keys, status, error)
+    _finish(store, prog, outcome, keys, status, error, finish_run)
     return outcome
 
 
@@ -425,6 +428,7 @@ def _finish(
     keys: list[CellKey],
     status: RunStatus,
     error: str | None,
+    finish_run: bool = True,
 ) -> None:
     stored = {
         CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(outcome.run_id)
@@ -439,5 +443,6 @@ def _finish(
     prog.key = None
     prog.phase = status.value
     store.update_run(outcome.run_id, progress=prog.state())
-    store.set_status(outcome.run_id, status, error=error)
+    if finish_run:
+        store.set_status(outcome.run_id, status, error=error)
     prog.emit("end", status=None)

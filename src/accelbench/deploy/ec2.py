@@ -502,7 +502,7 @@ def execute_ec2_run(
             )
             store.merge_run_extra(run.id, deployment=d.model_dump(mode="json"))
         target.wait_ready()
-        outcome = run_sweep(store, run.id, endpoint, spec.sweep, cancel=cancel)
+        outcome = run_sweep(store, run.id, endpoint, spec.sweep, cancel=cancel, finish_run=False)
         status, error = outcome.status, outcome.error
         if cancel.is_set() and status != RunStatus.completed:
             status = RunStatus.cancelled

@@ -187,6 +187,7 @@ def _execute_here(
             spec.sweep,
             cancel=cancel,
             progress=_sweep_events(progress, sweep_progress),
+            finish_run=False,  # the run is finished below, after teardown and the report files
         )
         status, error = outcome.status, outcome.error
         if status != RunStatus.completed and cancel.is_set():
