@@ -197,19 +197,14 @@ def report_command(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Write an offline HTML report (report.html), the same as Markdown (report.md) and its PNG charts."""
-    from accelbench.report.document import load_report
-    from accelbench.report.html import write_html
-    from accelbench.report.markdown import write_markdown
+    from accelbench.report.document import write_report_files
     from accelbench.store import get_store
 
     with user_errors():
         if out.exists() and not out.is_dir():
             raise UserInputError(f"--out {out} is a file; give a directory for the report files.")
-        data = load_report(get_store(), runs, tier=tier)
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            html = write_html(data, out / "report.html")
-            md, images = write_markdown(data, out)
+            html, md, *images = write_report_files(get_store(), runs, out, tier=tier)
         except OSError as exc:
             raise UserInputError(f"Cannot write the report into {out}: {exc.strerror or exc}.") from None
         if fmt == OutputFormat.json:

@@ -363,11 +363,16 @@ def _isa_trace(
 def _write_reports(store: Store, run_id: str, out_dir: Path) -> list[Path]:
     if not store.get_results(run_id):
         return []
+    from accelbench.report.document import write_report_files
     from accelbench.report.sweep_outputs import write_sweep_outputs
 
     try:
-        return list(write_sweep_outputs(store, run_id, out_dir).all_paths())
-    except Exception as exc:  # the stored results stay; the files can be written again with sweep-plot
+        files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())
+        # report.html first: the file a person opens
+        return [*write_report_files(store, [run_id], out_dir), *files]
+    except (
+        Exception
+    ) as exc:  # the stored results stay; the files can be written again with `accelbench report`
         log.warning("run %s: report files not written: %s", run_id, exc)
         store.merge_run_extra(run_id, report_error=f"{type(exc).__name__}: {exc}")
         return []
