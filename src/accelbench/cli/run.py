@@ -164,9 +164,9 @@ def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dic
 
     files = list(run.extra.get("files") or [])
     if out is not None and store.get_results(run.id):
-        from accelbench.report.sweep_outputs import write_sweep_outputs
+        from accelbench.deploy.orchestrator import write_run_files
 
-        files += [str(p) for p in write_sweep_outputs(store, run.id, out).all_paths()]
+        files += [str(p) for p in write_run_files(store, run.id, out)]
     return {
         "run": run.model_dump(mode="json"),
         "cells": [c.model_dump(mode="json") for c in aggregate_results(store.get_results(run.id))],

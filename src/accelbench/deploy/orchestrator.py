@@ -363,16 +363,19 @@ def _isa_trace(
 def _write_reports(store: Store, run_id: str, out_dir: Path) -> list[Path]:
     if not store.get_results(run_id):
         return []
-    from accelbench.report.document import write_report_files
-    from accelbench.report.sweep_outputs import write_sweep_outputs
-
     try:
-        files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())
-        # report.html first: the file a person opens
-        return [*write_report_files(store, [run_id], out_dir), *files]
-    except (
-        Exception
-    ) as exc:  # the stored results stay; the files can be written again with `accelbench report`
+        return write_run_files(store, run_id, out_dir)
+    except Exception as exc:  # the results stay stored; `accelbench report` can write the files again
         log.warning("run %s: report files not written: %s", run_id, exc)
         store.merge_run_extra(run_id, report_error=f"{type(exc).__name__}: {exc}")
         return []
+
+
+def write_run_files(store: Store, run_id: str, out_dir: Path) -> list[Path]:
+    """A run's files: report.html (self-contained) and report.md with PNG charts, then the sweep's
+    results.md / results.csv / plots / per-repeat JSON. report.html comes first: the file a person opens."""
+    from accelbench.report.document import write_report_files
+    from accelbench.report.sweep_outputs import write_sweep_outputs
+
+    sweep_files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())
+    return [*write_report_files(store, [run_id], out_dir), *sweep_files]
