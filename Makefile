@@ -28,4 +28,4 @@ unit: setup
 
 test: setup lint typecheck
 	scripts/test-prereqs.sh $(BIN)
-	$(BIN)/pytest tests -q
+	$(BIN)/pytest -q

@@ -47,9 +47,12 @@ def chromium_executable() -> str:
     return _chromium_path()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium_executable: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A Playwright ``Browser`` on the system Chromium, shared by the session.
+    """A Playwright ``Browser`` on the system Chromium, shared by the end-to-end tests.
+
+    Package scope, not session: Playwright's sync API keeps an event loop marked as running in the main
+    thread while it is started, which would break every later test that calls ``asyncio.run``.
 
     Playwright starts it with a new, empty profile (user data) directory of its own; downloads go to a temp
     dir. ``PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD`` makes sure nothing ever fetches a browser.
