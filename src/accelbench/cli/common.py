@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,8 +23,11 @@ from rich.table import Table
 
 from accelbench.errors import AccelbenchError
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped or logged output (CI, `| tee`) is not a terminal; rich would then wrap tables at 80 columns and cut
+# figures. Without a terminal and without COLUMNS, print wide instead.
+_PIPED_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+console = Console(width=_PIPED_WIDTH)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else 200)
 
 
 class OutputFormat(enum.StrEnum):

@@ -378,4 +378,5 @@ def write_run_files(store: Store, run_id: str, out_dir: Path) -> list[Path]:
     from accelbench.report.sweep_outputs import write_sweep_outputs
 
     sweep_files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())
-    return [*write_report_files(store, [run_id], out_dir), *sweep_files]
+    # both write the same concurrency charts under the same names: list each file once
+    return list(dict.fromkeys([*write_report_files(store, [run_id], out_dir), *sweep_files]))
