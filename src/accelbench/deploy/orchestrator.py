@@ -245,6 +245,9 @@ def _record_deployment(store: Store, run_id: str, target: Target) -> None:
     d = target.deployed
     if d is None:
         return
+    fields: dict[str, Any] = {}
+    if store.get_run(run_id).quantization is None and (precision := weights_precision(d)):
+        fields["quantization"] = precision
     store.update_run(
         run_id,
         engine=d.runtime,
@@ -254,8 +257,30 @@ def _record_deployment(store: Store, run_id: str, target: Target) -> None:
         model_revision=d.model_revision,
         command=shlex.join(d.command) if d.command else None,
         target=d.target,
+        **fields,
     )
     store.merge_run_extra(run_id, deployment=d.model_dump(mode="json"))
+
+
+def weights_precision(d: Any) -> str | None:
+    """The precision the engine serves the weights in, for comparisons: a GGUF file's quantization type
+    (``GGUF Q4_1``), a pre-quantized checkpoint's scheme, else the ``--dtype`` the engine was given (``bf16``).
+    A comparison of a Q4_1 llama.cpp run with a BF16 vLLM run must say that precision differs too."""
+    from accelbench.modelspec import load_model_spec
+
+    if d.model_path:
+        with contextlib.suppress(AccelbenchError, OSError, ValueError):
+            quant = load_model_spec(d.model_path, allow_network=False).quantization
+            if quant is not None:  # "GGUF Q4_1 (5.00 bits/weight incl. scales)" -> "GGUF Q4_1"
+                return quant.scheme.split(" (")[0] if quant.method == "gguf" else quant.scheme
+    if "--dtype" in d.command:
+        i = d.command.index("--dtype")
+        if i + 1 < len(d.command):
+            dtype = d.command[i + 1]
+            return {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}.get(
+                dtype, dtype
+            )
+    return None
 
 
 def _answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, events: Progress) -> None:

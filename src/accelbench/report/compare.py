@@ -724,6 +724,13 @@ def build_comparison(
             + ", ".join(f"{n}: {models[d.run.id] or 'unknown'}" for n, d in zip(names, runs, strict=True))
             + "): the ratios compare model and hardware together."
         )
+    precisions = {d.run.id: d.run.quantization for d in runs}
+    if len({q for q in precisions.values() if q}) > 1:
+        notes.append(
+            "The runs serve the weights at different precisions ("
+            + ", ".join(f"{n}: {precisions[d.run.id] or 'unknown'}" for n, d in zip(names, runs, strict=True))
+            + "): the ratios compare precision, engine and hardware together."
+        )
     failed_cells = [c for c in cells if c.repeats == 0]
     for c in failed_cells:
         notes.append(

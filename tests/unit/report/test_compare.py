@@ -262,6 +262,23 @@ def test_different_models_are_noted() -> None:
     assert not any("different models" in n for n in same.notes)
 
 
+def test_different_weight_precisions_are_noted() -> None:
+    a = make_run("ra", label="vllm", model="m", quantization="bf16")
+    b = make_run("rb", label="llama", model="m", quantization="GGUF Q4_1")
+    cmp = build_comparison(
+        [run_data(a, [make_result("ra", 128, 1)]), run_data(b, [make_result("rb", 128, 1)])]
+    )
+    assert (
+        "The runs serve the weights at different precisions (vllm: bf16, llama: GGUF Q4_1): the ratios compare "
+        "precision, engine and hardware together." in cmp.notes
+    )
+    same = build_comparison(
+        [run_data(make_run("x", quantization="bf16"), [make_result("x", 128, 1)]),
+         run_data(make_run("y", quantization="bf16"), [make_result("y", 128, 1)])]
+    )  # fmt: skip
+    assert not any("precisions" in n for n in same.notes)
+
+
 def test_output_len_difference_is_flagged() -> None:
     a, b = make_run("ra", label="A"), make_run("rb", label="B")
     cmp = build_comparison(
