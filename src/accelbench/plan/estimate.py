@@ -488,6 +488,10 @@ def predict_for(
         and not engine_settings.max_num_seqs
     ):
         seqs = 128 * tp  # vLLM's CPU default for the OpenAI server when a run does not set it
+    if (engine or rec.settings.engine) == "llamacpp":
+        # llama-cpp-python's OpenAI server decodes one request at a time; the others queue (accelbench starts
+        # it with --interrupt_requests False so a new request waits instead of cutting the running one off)
+        seqs = 1
     pm = build_perf_model(
         model, hw, fmt, tp=tp, kv_bytes=kv_bytes, batch_limit=seqs, kv_tokens=kv_tokens, chunk=chunk
     )

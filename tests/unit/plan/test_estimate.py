@@ -348,3 +348,20 @@ def test_bursts_travel_in_waves_and_steady_arrivals_interleave() -> None:
     assert steady.tpot_ms is not None and steady.tpot_ms > steady.times.decode_step_ms
     with pytest.raises(UserInputError, match="arrivals"):
         estimate(model, "g6.xlarge", input_len=8, output_len=8, concurrency=1, arrivals="poisson")
+
+
+def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
+    # llama-cpp-python's server decodes one request at a time: concurrency adds queueing, not batching
+    model = m("qwen2.5-0.5b-instruct")
+    one, four = (
+        estimate(
+            model, "m8i.2xlarge", input_len=128, output_len=32, concurrency=c, factors=F, engine="llamacpp"
+        )
+        for c in (1, 4)
+    )
+    assert four.tpot_ms == pytest.approx(one.tpot_ms)
+    assert four.output_tokens_per_s == pytest.approx(one.output_tokens_per_s, rel=1e-6)
+    # the 4th user waits for the 3 requests ahead of it, each a full E2E
+    assert four.ttft_ms == pytest.approx(one.ttft_ms + 3 * one.e2e_ms, rel=1e-6)
+    vllm = estimate(model, "m8i.2xlarge", input_len=128, output_len=32, concurrency=4, factors=F)
+    assert vllm.output_tokens_per_s > 2 * four.output_tokens_per_s  # continuous batching does batch
