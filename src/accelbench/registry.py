@@ -7,6 +7,7 @@ that suggests the closest known names.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -30,9 +31,21 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str], wha
 
 
 class Registry(Generic[T]):
-    def __init__(self, what: str) -> None:
+    """Named entries. ``modules`` are imported on the first lookup: entries register themselves when their
+    module is imported, and a lookup must see them all without every caller importing each module."""
+
+    def __init__(self, what: str, modules: list[str] | None = None) -> None:
         self.what = what
         self._items: dict[str, T] = {}
+        self._modules = list(modules or [])
+        self._loaded = not self._modules
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True  # before importing: the modules register into this registry
+        for module in self._modules:
+            importlib.import_module(module)
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -47,19 +60,24 @@ class Registry(Generic[T]):
         self.register(name)(obj)
 
     def get(self, name: str) -> T:
+        self._load()
         try:
             return self._items[name]
         except KeyError:
             raise did_you_mean(name, list(self._items), self.what) from None
 
     def names(self) -> list[str]:
+        self._load()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
+        self._load()
         return iter(sorted(self._items))
 
     def items(self) -> list[tuple[str, T]]:
+        self._load()
         return sorted(self._items.items())

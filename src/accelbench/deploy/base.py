@@ -14,8 +14,8 @@ nothing is deployed or torn down); ``kubernetes`` and ``ec2`` live in their own 
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -43,6 +43,26 @@ class Progress:
 
 
 NO_PROGRESS = Progress()
+
+
+class EventProgress(Progress):
+    """Progress as plain dict events (``{"phase": ...}`` / ``{"detail": ...}``) for a callback, such as the
+    API worker's, which stores them on the run; optionally also passed on to another ``Progress``."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None] | None, also: Progress | None = None) -> None:
+        self.emit, self.also = emit, also
+
+    def phase(self, message: str) -> None:
+        if self.emit:
+            self.emit({"phase": message})
+        if self.also:
+            self.also.phase(message)
+
+    def line(self, text: str) -> None:
+        if self.emit:
+            self.emit({"detail": text[-300:]})
+        if self.also:
+            self.also.line(text)
 
 
 class DeployCancelled(AccelbenchError):
@@ -124,25 +144,12 @@ class Target(ABC):
         self.teardown()
 
 
-TARGETS: Registry[type[Target]] = Registry("deploy target")
-_loaded = False
-
-
-def _load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for mod in TARGET_MODULES:
-        try:
-            importlib.import_module(f"accelbench.deploy.{mod}")
-        except ModuleNotFoundError as exc:  # a target module not written yet
-            if exc.name != f"accelbench.deploy.{mod}":
-                raise
+TARGETS: Registry[type[Target]] = Registry(
+    "deploy target", [f"accelbench.deploy.{m}" for m in TARGET_MODULES]
+)
 
 
 def get_target_class(kind: str) -> type[Target]:
-    _load_all()
     return TARGETS.get(kind)
 
 

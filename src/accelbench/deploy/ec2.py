@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.base import TARGETS, DeployedEngine, EventProgress, Progress, Target
 from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType, InstanceType
@@ -468,17 +468,10 @@ def execute_ec2_run(
     if not isinstance(spec.target, Ec2Target):
         raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not ec2.")
 
-    class _Progress(Progress):
-        def phase(self, message: str) -> None:
-            if progress:
-                progress({"phase": message})
-
-        def line(self, text: str) -> None:
-            if progress:
-                progress({"detail": text})
-
     factory = target_factory or Ec2DeployTarget
-    target = factory(spec.target, progress=_Progress(), run_id=run.id, hf_token=hf_token, cancel=cancel)
+    target = factory(
+        spec.target, progress=EventProgress(progress), run_id=run.id, hf_token=hf_token, cancel=cancel
+    )
     status, error = RunStatus.failed, None
     t0 = clock()
     try:

@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.base import TARGETS, DeployedEngine, EventProgress, Progress, Target
 from accelbench.deploy.incluster import decode_results, merge_shards
 from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
@@ -515,19 +515,10 @@ def execute_kubernetes_run(
     if not isinstance(spec.target, KubernetesTarget):
         raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not kubernetes.")
 
-    class _Progress(Progress):
-        def phase(self, message: str) -> None:
-            if progress:
-                progress({"phase": message})
-
-        def line(self, text: str) -> None:
-            if progress:
-                progress({"detail": text})
-
     factory = target_factory or KubernetesDeployTarget
     target = factory(
         spec.target,
-        progress=_Progress(),
+        progress=EventProgress(progress),
         api_client=api_client,
         run_id=run.id,
         hf_token=hf_token,

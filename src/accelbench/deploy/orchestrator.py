@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.deploy.base import DeployCancelled, Progress, Target, make_target
+from accelbench.deploy.base import DeployCancelled, EventProgress, Progress, Target, make_target
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus
@@ -38,25 +38,6 @@ from accelbench.store.repo import Store
 log = logging.getLogger("accelbench.orchestrator")
 
 EventFn = Callable[[dict[str, Any]], None]
-
-
-class _EventProgress(Progress):
-    """Target progress as events for a plain callback (the API worker stores them on the run)."""
-
-    def __init__(self, emit: EventFn | None, also: Progress | None) -> None:
-        self.emit, self.also = emit, also
-
-    def phase(self, message: str) -> None:
-        if self.emit:
-            self.emit({"phase": message})
-        if self.also:
-            self.also.phase(message)
-
-    def line(self, text: str) -> None:
-        if self.emit:
-            self.emit({"detail": text[-300:]})
-        if self.also:
-            self.also.line(text)
 
 
 def run_dir_for(run_id: str) -> Path:
@@ -156,7 +137,7 @@ def _execute_here(
 
     run_dir = run_dir_for(run.id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    events = _EventProgress(progress, deploy_progress)
+    events = EventProgress(progress, deploy_progress)
     target = _target_for(spec, events, cancel, fix)
     status, error = RunStatus.failed, None
     t0 = time.monotonic()

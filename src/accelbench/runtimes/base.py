@@ -1,12 +1,11 @@
 """The Runtime interface and its registry.
 
-Runtime modules register themselves on import; ``_load_all`` imports the known modules lazily so that
+Runtime modules register themselves on import; the registry imports the known modules on first lookup so that
 ``get_runtime`` always sees every runtime.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar, Literal
@@ -117,25 +116,10 @@ class Runtime(ABC):
         return errors
 
 
-RUNTIMES: Registry[Runtime] = Registry("runtime")
-_loaded = False
-
-
-def _load_all() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for mod in RUNTIME_MODULES:
-        try:
-            importlib.import_module(f"accelbench.runtimes.{mod}")
-        except ModuleNotFoundError as exc:  # a runtime module not written yet
-            if exc.name != f"accelbench.runtimes.{mod}":
-                raise
+RUNTIMES: Registry[Runtime] = Registry("runtime", [f"accelbench.runtimes.{m}" for m in RUNTIME_MODULES])
 
 
 def get_runtime(name: str) -> Runtime:
-    _load_all()
     return RUNTIMES.get(name)
 
 

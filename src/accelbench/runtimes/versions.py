@@ -19,7 +19,7 @@ from accelbench import __version__
 from accelbench.domain.base import StrictModel
 from accelbench.errors import UserInputError
 from accelbench.registry import did_you_mean
-from accelbench.runtimes.base import RUNTIMES, _load_all
+from accelbench.runtimes.base import RUNTIMES
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
@@ -53,7 +53,6 @@ def env_var_for(key: str) -> str:
 
 def tool_defaults() -> dict[str, str]:
     """Built-in defaults: each runtime's ``default_version`` and the load generator (this package)."""
-    _load_all()
     defaults = {name: rt.default_version for name, rt in RUNTIMES.items()}
     defaults[LOADGEN_KEY] = __version__
     return defaults

@@ -177,9 +177,8 @@ def model_choices() -> dict[str, list[str]]:
 def run_form_context() -> dict[str, Any]:
     from accelbench.catalog import get_catalog
     from accelbench.domain.run import EngineSettings, SweepSpec
-    from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES, _load_all
+    from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES
 
-    _load_all()
     groups: dict[str, list[dict[str, Any]]] = {t: [] for t in TIER_ORDER}
     for inst in get_catalog().instances:
         groups[inst.accelerator_type.value].append(
