@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord
+from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord, SummaryMetrics
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -48,28 +47,8 @@ def stats_ms(values_s: Sequence[float]) -> MetricStats:
     )
 
 
-@dataclass
-class Metrics:
-    """Everything ``compute_metrics`` derives; the runner copies it into a BenchmarkSummary."""
-
-    completed: int = 0
-    failed: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    total_input_tokens: int = 0
-    total_output_tokens: int = 0
-    request_throughput: float = 0.0
-    request_goodput: float | None = None
-    output_throughput: float = 0.0
-    total_token_throughput: float = 0.0
-    max_output_tokens_per_s: float = 0.0
-    max_concurrent_requests: int = 0
-    ttft_ms: MetricStats = field(default_factory=MetricStats)
-    tpot_ms: MetricStats = field(default_factory=MetricStats)
-    itl_ms: MetricStats = field(default_factory=MetricStats)
-    e2el_ms: MetricStats = field(default_factory=MetricStats)
-    scheduling_lag_ms: MetricStats = field(default_factory=MetricStats)
-    output_tokens_source: str = "none"
-    prompt_token_check: PromptTokenCheck = field(default_factory=PromptTokenCheck)
+# What compute_metrics returns; BenchmarkSummary extends it with the run's context.
+Metrics = SummaryMetrics
 
 
 def input_tokens(r: RequestRecord) -> int:

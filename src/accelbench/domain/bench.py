@@ -196,7 +196,39 @@ class PromptTokenCheck(StrictModel):
     mean_deviation: float = 0.0
 
 
-class BenchmarkSummary(StrictModel):
+class SummaryMetrics(StrictModel):
+    """The figures computed from a benchmark's request records (``bench.metrics.compute_metrics``), with the
+    definitions of ``vllm bench serve``."""
+
+    completed: int = Field(default=0, description="Requests that finished successfully.")
+    failed: int = Field(default=0, description="Requests that failed (each record says why).")
+    errors: dict[str, int] = Field(default_factory=dict, description="Failure reason -> count.")
+    total_input_tokens: int = Field(default=0, description="Prompt tokens of the successful requests.")
+    total_output_tokens: int = Field(default=0, description="Output tokens of the successful requests.")
+    request_throughput: float = Field(default=0.0, description="Completed requests per second of wall time.")
+    request_goodput: float | None = Field(
+        default=None, description="Requests/s meeting every SLO (None without SLOs)."
+    )
+    output_throughput: float = Field(default=0.0, description="Output tokens per second.")
+    total_token_throughput: float = Field(default=0.0, description="Input + output tokens per second.")
+    max_output_tokens_per_s: float = Field(default=0.0, description="Peak output tokens in any one second.")
+    max_concurrent_requests: int = Field(default=0, description="Most requests in flight at once.")
+    ttft_ms: MetricStats = Field(default_factory=MetricStats, description="Time to first token.")
+    tpot_ms: MetricStats = Field(
+        default_factory=MetricStats, description="Time per output token after the first."
+    )
+    itl_ms: MetricStats = Field(default_factory=MetricStats, description="Inter-token (inter-chunk) latency.")
+    e2el_ms: MetricStats = Field(default_factory=MetricStats, description="End-to-end latency.")
+    scheduling_lag_ms: MetricStats = Field(
+        default_factory=MetricStats, description="Actual send minus planned send (client-side delay)."
+    )
+    output_tokens_source: Literal["usage", "tokenizer", "chunks", "mixed", "none"] = Field(
+        default="none", description="Where output-token counts came from."
+    )
+    prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
+
+
+class BenchmarkSummary(SummaryMetrics):
     """The result of one benchmark (one sweep cell and repeat), per-request records included."""
 
     label: str | None = None
@@ -209,28 +241,10 @@ class BenchmarkSummary(StrictModel):
     finished_at: float = Field(default=0.0, description="Unix time of the last completion.")
     duration_s: float = 0.0
     num_prompts: int = 0
-    completed: int = 0
-    failed: int = 0
-    errors: dict[str, int] = Field(default_factory=dict, description="Failure reason -> count.")
-    total_input_tokens: int = 0
-    total_output_tokens: int = 0
-    request_throughput: float = 0.0
-    request_goodput: float | None = None
-    output_throughput: float = 0.0
-    total_token_throughput: float = 0.0
-    max_output_tokens_per_s: float = 0.0
-    max_concurrent_requests: int = 0
-    ttft_ms: MetricStats = Field(default_factory=MetricStats)
-    tpot_ms: MetricStats = Field(default_factory=MetricStats)
-    itl_ms: MetricStats = Field(default_factory=MetricStats)
-    e2el_ms: MetricStats = Field(default_factory=MetricStats)
-    scheduling_lag_ms: MetricStats = Field(default_factory=MetricStats)
-    output_tokens_source: Literal["usage", "tokenizer", "chunks", "mixed", "none"] = "none"
     itl_counting: str = Field(
         default="one gap per text-carrying SSE chunk; a chunk carrying several tokens counts as one gap",
         description="How ITL was counted.",
     )
-    prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
     telemetry: TelemetrySummary = Field(default_factory=TelemetrySummary)
     telemetry_samples: list[TelemetrySample] = Field(default_factory=list)
     requests: list[RequestRecord] = Field(default_factory=list)
