@@ -10,12 +10,8 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -25,7 +21,15 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.common import (
+    FormatOption,
+    OutputFormat,
+    console,
+    err_console,
+    graceful_interrupt,
+    print_json,
+    user_errors,
+)
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -36,6 +40,7 @@ from accelbench.domain.bench import (
 )
 from accelbench.errors import UserInputError
 
+BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 _GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
 
 
@@ -84,28 +89,6 @@ def first_served_model(base_url: str, headers: dict[str, str], api_key: str | No
     if not data:
         raise UserInputError(f"{url} lists no model (HTTP {r.status_code}).", hint="Give --model NAME.")
     return str(data[0]["id"])
-
-
-@contextmanager
-def _graceful_interrupt(cancel: threading.Event) -> Iterator[None]:
-    """First Ctrl-C: stop sending and keep what finished. Second: abort at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        cancel.set()
-        err_console.print("[yellow]Stopping: requests in flight are cancelled, finished ones kept. "
-                          "Ctrl-C again to abort.[/]")  # fmt: skip
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -377,7 +360,7 @@ def bench(
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        with _graceful_interrupt(cancel), progress:
+        with graceful_interrupt(cancel, BENCH_STOP_MESSAGE), progress:
             summary = run_benchmark(endpoint, config, progress=on_progress, cancel=cancel)
         saved = None
         if save_result is not None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import enum
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any, NoReturn
 
 import typer
@@ -103,3 +106,25 @@ def parse_kv_list(values: Sequence[str] | None, sep: str, what: str) -> dict[str
             raise AccelbenchError(f"Bad {what} {item!r}: the key is empty.")
         out[k.strip()] = v.strip()
     return out
+
+
+@contextmanager
+def graceful_interrupt(cancel: threading.Event, message: str) -> Iterator[None]:
+    """First Ctrl-C sets ``cancel`` (stop sending, keep what finished) and prints ``message``; the second one
+    raises KeyboardInterrupt at once. Outside the main thread (tests, the API) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        err_console.print(f"[yellow]{message}[/]", highlight=False)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -132,14 +132,19 @@ def execute_with_display(
     store: Store, run: RunInfo, *, fmt: OutputFormat, fix_execstack: bool | None = None
 ) -> RunInfo:
     """Execute a stored run in this process, with the terminal display, signals and Ctrl-C handled."""
-    from accelbench.cli.sweep import graceful_interrupt
+    from accelbench.cli.common import graceful_interrupt
+    from accelbench.cli.sweep import SWEEP_STOP_MESSAGE
     from accelbench.deploy.local import handle_termination_signals
     from accelbench.deploy.orchestrator import execute_run
 
     cancel = threading.Event()
     show = fmt == OutputFormat.table or err_console.is_terminal
     try:
-        with handle_termination_signals(), graceful_interrupt(cancel), RunDisplay(show) as display:
+        with (
+            handle_termination_signals(),
+            graceful_interrupt(cancel, SWEEP_STOP_MESSAGE),
+            RunDisplay(show) as display,
+        ):
             return execute_run(
                 store,
                 run.id,

@@ -10,13 +10,9 @@ several stored runs (CPU vs GPU on the same axes).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import typer
@@ -40,6 +36,7 @@ from accelbench.cli.common import (
     OutputFormat,
     console,
     err_console,
+    graceful_interrupt,
     parse_kv_list,
     print_json,
     user_errors,
@@ -51,6 +48,8 @@ from accelbench.report.tables import aggregate_results, has_repeats, table_heade
 from accelbench.settings import get_settings
 from accelbench.store import get_store
 from accelbench.telemetry.host import capture_environment
+
+SWEEP_STOP_MESSAGE = "Stopping: the current cell's finished requests are kept. Ctrl-C again to abort now."
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
@@ -165,30 +164,6 @@ class SweepDisplay:
                 )
         elif ev.kind == "end" and self.requests is not None:
             self.progress.update(self.requests, visible=False)
-
-
-@contextmanager
-def graceful_interrupt(cancel: threading.Event) -> Iterator[None]:
-    """First Ctrl-C sets ``cancel`` (finish the cell's in-flight requests, keep everything); the second one
-    raises KeyboardInterrupt at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        cancel.set()
-        err_console.print(
-            "[yellow]Stopping: the current cell's finished requests are kept. Ctrl-C again to abort now.[/]"
-        )
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def print_cells_table(run_ids: list[str], title: str | None = None) -> None:
@@ -350,7 +325,7 @@ def sweep(
         outcome: SweepOutcome | None = None
         show = fmt == OutputFormat.table or err_console.is_terminal
         try:
-            with graceful_interrupt(cancel), SweepDisplay(enabled=show) as display:
+            with graceful_interrupt(cancel, SWEEP_STOP_MESSAGE), SweepDisplay(enabled=show) as display:
                 outcome = run_sweep(
                     store, run.id, ep, spec, cancel=cancel, progress=display, resume=resume is not None
                 )
