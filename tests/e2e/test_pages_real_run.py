@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from accelbench.deploy.local import processes_in_group
+from accelbench.deploy.proctree import processes_in_group
 from accelbench.domain.run import RunStatus
 from accelbench.store import Store
 from tests.e2e import pages

@@ -10,9 +10,10 @@ import pytest
 
 from accelbench.deploy.answer_check import check_endpoint
 from accelbench.deploy.engines import EngineInstall
-from accelbench.deploy.local import LocalProcessTarget, processes_in_group
+from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_store import PreparedModel
 from accelbench.deploy.orchestrator import create_run, execute_run
+from accelbench.deploy.proctree import processes_in_group
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.store import get_store

@@ -11,6 +11,8 @@
   for an executable stack can be repaired (patchelf) and the engine restarted, when the caller allows it.
 - Teardown always happens (normal end, error, Ctrl-C, SIGTERM, interpreter exit): SIGTERM to the whole process
   group, a grace period, then SIGKILL to the group and to any descendant that left it. Nothing is left behind.
+  When accelbench is killed outright (SIGKILL, out of memory), a ``ParentWatch`` started with the engine does
+  the same teardown.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from types import FrameType
 from typing import Any, Literal
 
 import httpx
-import psutil
 
 from accelbench.deploy.base import TARGETS, DeployCancelled, DeployedEngine, Progress, Target
 from accelbench.deploy.diagnose import Diagnosis, diagnose
+from accelbench.deploy.proctree import ParentWatch, kill_process_tree
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
@@ -43,7 +45,6 @@ from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
 
 LOG_TAIL = 30
-TERM_GRACE_S = 15.0
 #: variables of accelbench's own environment that would leak into the engine's interpreter
 _DROP_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
 #: oneDNN's trace floods the log; it is never what a person needs to read in an error
@@ -166,83 +167,6 @@ def handle_termination_signals() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def kill_process_tree(
-    proc: subprocess.Popen[Any] | psutil.Process, grace_s: float | None = None, *, pgid: int | None = None
-) -> list[int]:
-    """SIGTERM the process's group and every descendant, wait ``grace_s``, then SIGKILL what is left.
-
-    ``pgid`` is the group to kill (default: the process's current group; pass it when the leader may already
-    be gone, its group can outlive it). Returns the pids that were alive when it started. The descendants
-    are listed before anything is signalled, so a child that moved to another process group is not missed."""
-    grace_s = TERM_GRACE_S if grace_s is None else grace_s
-    pid = proc.pid
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-        procs = [p for p in procs if p.status() != psutil.STATUS_ZOMBIE or p.pid == pid]
-    except psutil.NoSuchProcess:
-        procs = []
-    if pgid is None:
-        try:
-            pgid = os.getpgid(pid)
-        except ProcessLookupError:
-            pgid = None
-    if pgid is not None:
-        # members of the group that are not descendants any more (re-parented after their parent died)
-        known = {p.pid for p in procs}
-        for other in processes_in_group(pgid):
-            if other not in known:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    procs.append(psutil.Process(other))
-    own_pgid = os.getpgrp()
-
-    def signal_all(sig: int) -> None:
-        if pgid is not None and pgid != own_pgid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, sig)
-        for p in procs:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                p.send_signal(sig)
-
-    pids = [p.pid for p in procs]
-    signal_all(signal.SIGTERM)
-    gone, alive = psutil.wait_procs(procs, timeout=grace_s)
-    if alive or (pgid is not None and _group_alive(pgid)):
-        signal_all(signal.SIGKILL)
-        more, _ = psutil.wait_procs(alive, timeout=10)
-        gone += more
-    if isinstance(proc, subprocess.Popen):
-        # psutil reaped the leader (a child of ours): hand its exit status to Popen, whose own wait() would
-        # otherwise find no child and report 0
-        for p in gone:
-            rc = getattr(p, "returncode", None)  # set by psutil.wait_procs on the processes it reaped
-            if p.pid == pid and rc is not None and proc.returncode is None:
-                proc.returncode = rc
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)  # reap, so no zombie is left either
-    return pids
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def processes_in_group(pgid: int) -> list[int]:
-    """Pids whose process group is ``pgid`` (reads /proc; used to prove nothing was left behind)."""
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p.pid)
-        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
-            continue
-    return found
-
-
 # --------------------------------------------------------------------------------------------------------
 # The target
 
@@ -276,6 +200,7 @@ class LocalProcessTarget(Target):
         self.pgid: int | None = None
         self.exit_code: int | None = None
         self._log_fh: Any = None
+        self._watch: ParentWatch | None = None
         self._env: dict[str, str] = {}
         self._cwd: Path | None = None
         self._started_mono = 0.0
@@ -390,6 +315,7 @@ class LocalProcessTarget(Target):
             start_new_session=True,  # its own session and process group: teardown kills the whole group
         )
         self.pgid = self.proc.pid
+        self._watch = ParentWatch.start(self.proc.pid)  # stops the engine even if accelbench is SIGKILLed
         self.exit_code = None
         self.deployed.pid = self.proc.pid
         self.deployed.started_at = time.time()
@@ -554,6 +480,9 @@ class LocalProcessTarget(Target):
                     kill_process_tree(proc, grace_s=2.0, pgid=self.pgid)  # what the dead leader left behind
                 if self.exit_code is None:
                     self.exit_code = proc.returncode
+            if self._watch is not None:
+                self._watch.disarm()
+                self._watch = None
             if self._log_fh is not None:
                 with contextlib.suppress(OSError):
                     self._log_fh.close()

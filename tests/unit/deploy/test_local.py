@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.deploy import local
+from accelbench.deploy import local, proctree
 from accelbench.deploy.answer_check import check_endpoint
 from accelbench.deploy.diagnose import Diagnosis
-from accelbench.deploy.local import LocalProcessTarget, processes_in_group
+from accelbench.deploy.local import LocalProcessTarget
+from accelbench.deploy.proctree import processes_in_group
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 from accelbench.errors import EngineError, GuardError
 from tests.unit.deploy.conftest import alive_pids
@@ -70,7 +71,7 @@ def test_serves_with_the_runtimes_exact_command_and_env_then_leaves_nothing(
 def test_teardown_escalates_to_sigkill(
     hf_model_dir: Path, pid_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(local, "TERM_GRACE_S", 1.0)
+    monkeypatch.setattr(proctree, "TERM_GRACE_S", 1.0)
     spec = spec_for(hf_model_dir, "--ignore-term", "--children", "1", "--pid-dir", str(pid_dir))
     target = LocalProcessTarget(spec.target)  # type: ignore[arg-type]
     target.deploy(spec)
@@ -220,7 +221,8 @@ _DRIVER = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    ("mode", "sig"), [("signal", signal.SIGTERM), ("signal", signal.SIGINT), ("atexit", None)]
+    ("mode", "sig"),
+    [("signal", signal.SIGTERM), ("signal", signal.SIGINT), ("atexit", None), ("signal", signal.SIGKILL)],
 )
 def test_no_orphans_when_accelbench_itself_is_stopped(
     hf_model_dir: Path, pid_dir: Path, tmp_path: Path, mode: str, sig: int | None
@@ -249,10 +251,23 @@ def test_no_orphans_when_accelbench_itself_is_stopped(
     finally:
         if driver.poll() is None:
             driver.kill()
-    deadline = time.monotonic() + 5
+    # after a SIGKILL nothing in accelbench runs: the watcher started with the engine stops it
+    deadline = time.monotonic() + (20 if sig == signal.SIGKILL else 5)
     while alive_pids(pid_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive_pids(pid_dir) == []
+
+
+def test_a_disarmed_watch_leaves_the_process_alone(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        watch = proctree.ParentWatch.start(sleeper.pid, grace_s=1)
+        watch.disarm()
+        assert watch.proc.returncode == 0
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
 
 
 def test_kill_process_tree_finds_members_whose_leader_is_gone(pid_dir: Path, tmp_path: Path) -> None:
@@ -270,5 +285,5 @@ def test_kill_process_tree_finds_members_whose_leader_is_gone(pid_dir: Path, tmp
     while not alive_pids(pid_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive_pids(pid_dir)
-    local.kill_process_tree(leader, grace_s=1, pgid=leader.pid)
+    proctree.kill_process_tree(leader, grace_s=1, pgid=leader.pid)
     assert alive_pids(pid_dir) == []

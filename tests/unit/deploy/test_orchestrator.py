@@ -15,8 +15,8 @@ from typing import Any
 import psutil
 import pytest
 
-from accelbench.deploy.local import processes_in_group
 from accelbench.deploy.orchestrator import create_run, execute_run
+from accelbench.deploy.proctree import processes_in_group
 from accelbench.domain.run import (
     CellStatus,
     EndpointTarget,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.deploy.local import processes_in_group
+from accelbench.deploy.proctree import processes_in_group
 from accelbench.domain.run import RunStatus
 from accelbench.store import get_store
 
