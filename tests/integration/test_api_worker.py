@@ -121,6 +121,11 @@ def _in_flight(store: Store, worker_id: str | None, beat: datetime | None) -> st
 def test_restart_interrupts_in_flight_runs_keeps_cells_and_continues_pending(store: Store) -> None:
     old = _in_flight(store, "dead-worker", datetime.now(UTC) - timedelta(hours=1))
     cli_run = _in_flight(store, None, None)  # executed by a CLI process, not a worker: not ours to touch
+    # a CLI process of this host that is alive (it writes no heartbeat), and one that was killed outright
+    live_cli = _in_flight(store, f"{socket.gethostname()}-{os.getppid()}-proc", None)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_cli = _in_flight(store, f"{socket.gethostname()}-{gone.pid}-proc", None)
     pending = store.create_run(kind="run", model="m", status=RunStatus.pending).id
     ex = ScriptedExecutor()
     ex.hold.set()
@@ -130,6 +135,12 @@ def test_restart_interrupts_in_flight_runs_keeps_cells_and_continues_pending(sto
         assert d["run"]["status"] == "interrupted"
         assert "1 finished cell kept" in d["run"]["error"] and len(d["results"]) == 1
         assert status_of(api, cli_run) == "benchmarking"
+        assert status_of(api, live_cli) == "benchmarking"
+        dead = api.client.get(f"/api/v1/runs/{dead_cli}").json()["run"]
+        assert (
+            dead["status"] == "interrupted"
+            and f"process ({socket.gethostname()}-{gone.pid}-proc)" in dead["error"]
+        )
         assert ex.calls == [pending]
 
 
@@ -142,7 +153,9 @@ def test_postgres_leaves_runs_of_live_workers_alone(pg_url: str) -> None:
     gone.wait()
     dead_here = _in_flight(store, f"{socket.gethostname()}-{gone.pid}-abcdef", datetime.now(UTC))
     alive_here = _in_flight(store, f"{socket.gethostname()}-{os.getppid()}-abcdef", datetime.now(UTC))
+    cli_elsewhere = _in_flight(store, "other-host-4242-proc", None)  # no heartbeat, and cannot be checked
     assert sorted(recover_interrupted(store, stale_after_s=90)) == sorted([stale, dead_here])
+    assert store.get_run(cli_elsewhere).status == RunStatus.benchmarking
     assert store.get_run(live).status == RunStatus.benchmarking
     assert store.get_run(alive_here).status == RunStatus.benchmarking
     assert store.get_run(stale).status == RunStatus.interrupted

@@ -11,7 +11,8 @@
 - Restart: at start-up, runs that a worker had claimed and that are still deploying or benchmarking are
   marked ``interrupted`` (their finished cells stay in the store); pending runs simply continue. On
   PostgreSQL only runs whose heartbeat is stale are touched, because other workers may be alive; the same
-  check runs periodically, so runs of a crashed replica do not stay "benchmarking" forever.
+  check runs periodically, so runs of a crashed replica do not stay "benchmarking" forever. Runs that a CLI
+  process executes (no heartbeat) are taken only when that process is known to be dead (``store.owner``).
 - A graceful shutdown cancels the run in progress (the orchestrator tears the engine down) and marks it
   interrupted, not cancelled: nobody asked for it to stop.
 """
@@ -31,17 +32,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import select
-
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, ConflictError
 from accelbench.store import Store
-from accelbench.store.models import RunRow
+from accelbench.store.owner import (
+    in_flight_runs,
+    is_process_owner,
+    mark_interrupted,
+    owner_is_dead,
+    process_owner,
+)
 
 log = logging.getLogger("accelbench.worker")
 
 Executor = Callable[..., Any]
-IN_FLIGHT = (RunStatus.deploying.value, RunStatus.benchmarking.value)
 
 
 def default_executor() -> Executor:
@@ -101,58 +105,24 @@ class WorkerLock:
             self._fh = None
 
 
-def worker_is_dead(worker_id: str | None) -> bool:
-    """True when ``worker_id`` names a process of this host that no longer exists (a worker killed here and
-    restarted does not have to wait for its old heartbeat to go stale). Other hosts: unknown, so False."""
-    if not worker_id:
-        return False
-    parts = worker_id.rsplit("-", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
-        return False
-    pid = int(parts[1])
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, owned by someone else
-        return False
-    return False
-
-
 def recover_interrupted(store: Store, *, stale_after_s: float | None = None) -> list[str]:
     """Mark runs that a worker claimed and that are still in flight as interrupted; returns their ids.
 
     ``stale_after_s=None`` takes every such run (a single-worker SQLite store whose lock we hold: whoever owned
     them is gone). Otherwise only runs whose heartbeat is older than that, or whose worker was a process of this
-    host that is gone, are taken. Runs a CLI process is executing itself carry no worker id and are never
-    touched.
+    host that is gone, are taken. A run a CLI process is executing itself writes no heartbeat: it is taken only
+    when its process is known to be dead.
     """
     now = datetime.now(UTC)
-    with store.session() as s:
-        rows = s.execute(
-            select(RunRow.id, RunRow.status, RunRow.heartbeat_at, RunRow.worker_id).where(
-                RunRow.status.in_(IN_FLIGHT), RunRow.worker_id.is_not(None)
-            )
-        ).all()
     taken: list[str] = []
-    for run_id, status, heartbeat, worker_id in rows:
-        if stale_after_s is not None and heartbeat is not None and not worker_is_dead(worker_id):
-            beat = heartbeat if heartbeat.tzinfo else heartbeat.replace(tzinfo=UTC)
-            if now - beat < timedelta(seconds=stale_after_s):
+    for run_id, status, heartbeat, owner in in_flight_runs(store):
+        if not owner_is_dead(owner):
+            if is_process_owner(owner):
                 continue
-        cells = len(store.get_results(run_id))
-        store.set_status(
-            run_id,
-            RunStatus.interrupted,
-            error=(
-                f"Interrupted: the service stopped while this run was {status}. "
-                f"{cells} finished cell{'s' if cells != 1 else ''} kept. "
-                "Start the run again to measure the rest."
-            ),
-        )
-        log.warning("run %s was %s when its worker stopped; marked interrupted", run_id, status)
+            if stale_after_s is not None and heartbeat and now - heartbeat < timedelta(seconds=stale_after_s):
+                continue
+        mark_interrupted(store, run_id, status, owner)
+        log.warning("run %s was %s when its process (%s) stopped; marked interrupted", run_id, status, owner)
         taken.append(run_id)
     return taken
 
@@ -175,7 +145,7 @@ class RunWorker:
         self.poll_interval_s = poll_interval_s
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
-        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or process_owner(uuid.uuid4().hex[:6])
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -271,7 +241,7 @@ class RunWorker:
         last_reap = time.monotonic()
         while not self._stop.is_set():
             try:
-                if sqlite_path(self.store) is None and time.monotonic() - last_reap > self.stale_after_s / 2:
+                if time.monotonic() - last_reap > self.stale_after_s / 2:
                     recover_interrupted(self.store, stale_after_s=self.stale_after_s)
                     last_reap = time.monotonic()
                 run = self.store.claim_next_pending(self.worker_id)

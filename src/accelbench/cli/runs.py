@@ -20,6 +20,7 @@ from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.report.tables import aggregate_results, table_headers, table_rows
 from accelbench.store import get_store
+from accelbench.store.owner import recover_dead_owners
 from accelbench.telemetry.host import describe_environment
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
@@ -92,6 +93,7 @@ def list_runs(
     """List stored runs, newest first, with their status and request counts."""
     with user_errors():
         store = get_store()
+        recover_dead_owners(store)  # a run whose process was killed outright is not "benchmarking" any more
         runs, total = store.list_runs(
             status=[s.value for s in status] if status else None,
             model=model,
@@ -144,6 +146,7 @@ def show_run(
     """Show one run: its spec, environment and per-cell results."""
     with user_errors():
         store = get_store()
+        recover_dead_owners(store)
         run = store.get_run(run_id)
         results = store.get_results(run.id)
         cells = aggregate_results(results)

@@ -197,6 +197,10 @@ class Store:
                 row = s.get(RunRow, run_id)
                 if row is not None and row.started_at is None:
                     fields["started_at"] = now
+                if row is not None and row.worker_id is None:
+                    from accelbench.store.owner import process_owner
+
+                    fields["worker_id"] = process_owner()  # a CLI process runs it: found if it dies
         if status.finished:
             fields["finished_at"] = now
         if error is not None:

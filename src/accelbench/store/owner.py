@@ -1,0 +1,92 @@
+"""Who runs a run: every in-flight run names the process executing it, so a run whose process died is found.
+
+An owner id is ``HOST-PID-TAG``. A service worker's tag is random (``RunWorker``); a run executed directly by a
+CLI process (``run``, ``demo``, ``bench``, ``sweep``) gets the tag ``proc`` when it first goes in flight. Only a
+process of this host can be checked for life; an owner on another host is "unknown".
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from accelbench.domain.run import RunStatus
+from accelbench.store.models import RunRow
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
+
+#: statuses of a run that some process is executing right now
+IN_FLIGHT = (RunStatus.deploying.value, RunStatus.benchmarking.value)
+PROCESS_TAG = "proc"
+
+
+def process_owner(tag: str = PROCESS_TAG) -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{tag}"
+
+
+def is_process_owner(owner: str | None) -> bool:
+    """A CLI process (not a service worker) executes the run: it writes no heartbeat."""
+    return owner is not None and owner.endswith(f"-{PROCESS_TAG}")
+
+
+def owner_is_dead(owner: str | None) -> bool:
+    """True when ``owner`` names a process of this host that no longer exists. Other hosts, or this very
+    process: not known to be dead, so False."""
+    if not owner:
+        return False
+    parts = owner.rsplit("-", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, owned by someone else
+        return False
+    return False
+
+
+def mark_interrupted(store: Store, run_id: str, status: str, owner: str | None) -> None:
+    cells = len(store.get_results(run_id))
+    who = "the service" if not is_process_owner(owner) else f"the accelbench process ({owner})"
+    store.set_status(
+        run_id,
+        RunStatus.interrupted,
+        error=(
+            f"Interrupted: {who} stopped while this run was {status}. "
+            f"{cells} finished cell{'s' if cells != 1 else ''} kept. "
+            "Start the run again to measure the rest."
+        ),
+    )
+
+
+def in_flight_runs(store: Store) -> list[tuple[str, str, datetime | None, str | None]]:
+    """(id, status, heartbeat, owner) of every in-flight run that names its owner."""
+    with store.session() as s:
+        rows = s.execute(
+            select(RunRow.id, RunRow.status, RunRow.heartbeat_at, RunRow.worker_id).where(
+                RunRow.status.in_(IN_FLIGHT), RunRow.worker_id.is_not(None)
+            )
+        ).all()
+    return [
+        (r[0], r[1], r[2] if r[2] is None or r[2].tzinfo else r[2].replace(tzinfo=UTC), r[3]) for r in rows
+    ]
+
+
+def recover_dead_owners(store: Store) -> list[str]:
+    """Mark in-flight runs whose process on this host is gone (killed outright, so it could not say so) as
+    interrupted; their finished cells stay. Returns their ids."""
+    taken = []
+    for run_id, status, _beat, owner in in_flight_runs(store):
+        if owner_is_dead(owner):
+            mark_interrupted(store, run_id, status, owner)
+            taken.append(run_id)
+    return taken
