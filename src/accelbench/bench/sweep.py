@@ -269,10 +269,6 @@ def create_sweep_run(
     """
     env = environment or {}
     engine = env.get("engine") or {}
-    safe_headers = {
-        k: ("***" if any(s in k.lower() for s in ("auth", "key", "token", "secret")) else v)
-        for k, v in endpoint.headers.items()
-    }
     return store.create_run(
         kind="sweep",
         label=label,
@@ -283,12 +279,7 @@ def create_sweep_run(
         engine_version=engine.get("version"),
         spec={
             "sweep": spec.model_dump(mode="json"),
-            "endpoint": {
-                "base_url": endpoint.base_url,
-                "served_model": endpoint.served_model,
-                "tokenizer": endpoint.tokenizer,
-                "headers": safe_headers,
-            },
+            "endpoint": endpoint.record(),
         },
         environment=env,
         command=env.get("command") if command is None else command,

@@ -167,10 +167,6 @@ def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[st
 
     store = get_store()
     engine = env.get("engine") or {}
-    safe_headers = {
-        k: ("***" if any(s in k.lower() for s in ("auth", "key", "token", "secret")) else v)
-        for k, v in endpoint.headers.items()
-    }
     run = store.create_run(
         kind="bench",
         status=RunStatus.benchmarking,
@@ -182,12 +178,7 @@ def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[st
         engine_version=engine.get("version"),
         spec={
             "bench": json.loads(summary.config.model_dump_json()),
-            "endpoint": {
-                "base_url": endpoint.base_url,
-                "served_model": endpoint.served_model,
-                "tokenizer": endpoint.tokenizer,
-                "headers": safe_headers,
-            },
+            "endpoint": endpoint.record(),
         },
         environment=env,
         command=env.get("command"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -41,6 +41,18 @@ class Endpoint(StrictModel):
     headers: dict[str, str] = Field(
         default_factory=dict, description="Extra HTTP headers sent with every request."
     )
+
+    def record(self) -> dict[str, Any]:
+        """What a stored run keeps of the endpoint: no API key, and secret-looking headers as ***."""
+        secret = ("auth", "key", "token", "secret")
+        return {
+            "base_url": self.base_url,
+            "served_model": self.served_model,
+            "tokenizer": self.tokenizer,
+            "headers": {
+                k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in self.headers.items()
+            },
+        }
 
 
 class GoodputSLO(StrictModel):
