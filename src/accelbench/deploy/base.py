@@ -14,8 +14,10 @@ nothing is deployed or torn down); ``kubernetes`` and ``ec2`` live in their own 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -158,3 +160,20 @@ def make_target(config: StrictModel, *, progress: Progress | None = None, **kwar
     kind = str(getattr(config, "kind", ""))
     cls = get_target_class(kind)
     return cls(config, progress=progress, **kwargs)
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: Path, waiting: str, progress: Progress) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created if needed): one process installs or prepares a thing
+    at a time; another waits, saying ``waiting``."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress.phase(waiting)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

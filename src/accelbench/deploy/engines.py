@@ -13,7 +13,6 @@ once. pip reads its own configuration and environment (``PIP_INDEX_URL``, ``PIP_
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import platform
@@ -24,14 +23,14 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import Field
 
-from accelbench.deploy.base import NO_PROGRESS, Progress
+from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.deploy.diagnose import INSTALL_FAILURES, STARTUP_FAILURES, diagnose
 from accelbench.domain.base import StrictModel
 from accelbench.errors import EngineError, NotFoundError, UserInputError
@@ -232,7 +231,7 @@ def remove_engine(name: str, version: str | None = None) -> Path:
             f"Engine {name} {v} is not installed.",
             hint="`accelbench engine list` shows what is installed.",
         )
-    with _install_lock(root):
+    with _install_lock(root, NO_PROGRESS):
         shutil.rmtree(root)
     return root
 
@@ -241,20 +240,12 @@ def remove_engine(name: str, version: str | None = None) -> Path:
 # Installing
 
 
-@contextlib.contextmanager
-def _install_lock(root: Path, progress: Progress = NO_PROGRESS) -> Iterator[None]:
-    root.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = root.parent / f".{root.name}.lock"
-    with open(lock_path, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress.phase(f"Waiting for another process installing {root.name} to finish")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _install_lock(root: Path, progress: Progress) -> contextlib.AbstractContextManager[None]:
+    return exclusive_lock(
+        root.parent / f".{root.name}.lock",
+        f"Waiting for another process installing {root.name} to finish",
+        progress,
+    )
 
 
 def _python_version(python: str) -> tuple[int, int, int]:

@@ -20,7 +20,6 @@ traps). A model is referred to by its name or by a path.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import re
@@ -31,7 +30,6 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -41,7 +39,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from accelbench.deploy.answer_check import CHECK_QUESTION, AnswerCheck, judge_answer
-from accelbench.deploy.base import NO_PROGRESS, Progress
+from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.domain.base import StrictModel
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.registry import did_you_mean
@@ -305,20 +303,10 @@ def inspect_hf_dir(path: Path) -> list[str]:
 # Preparing
 
 
-@contextlib.contextmanager
-def _lock(name: str, progress: Progress) -> Iterator[None]:
-    base = get_settings().models_dir
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f".{name}.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress.phase(f"Waiting for another process preparing {name}")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def _lock(name: str, progress: Progress) -> contextlib.AbstractContextManager[None]:
+    return exclusive_lock(
+        get_settings().models_dir / f".{name}.lock", f"Waiting for another process preparing {name}", progress
+    )
 
 
 def sha256_file(path: Path) -> str:
