@@ -460,7 +460,7 @@ def execute_ec2_run(
 ) -> Any:
     """Execute a stored run whose target is ``ec2``: launch, wait healthy, sweep from here, cost, terminate."""
     from accelbench.bench.sweep import run_sweep
-    from accelbench.catalog.pricing import price_for
+    from accelbench.deploy.cost import record_held_cost
 
     cancel = cancel or threading.Event()
     run = store.get_run(run_id)
@@ -513,20 +513,6 @@ def execute_ec2_run(
         error = (error + " " if error else "") + "Teardown failed: " + "; ".join(target.teardown_errors)
         status = RunStatus.failed
     if target.instance is not None:
-        price = price_for(target.instance.name, region=spec.target.region, store=store)
-        if price is None:  # no price for this region: the snapshot region's, said so
-            price = price_for(target.instance.name, store=store)
-        if price is not None:
-            store.update_run(run.id, hourly_usd=price.usd_per_hour)
-            store.merge_run_extra(
-                run.id,
-                cost={
-                    "usd": round(price.usd_per_hour * held_s / 3600.0, 6),
-                    "hourly_usd": price.usd_per_hour,
-                    "held_s": round(held_s, 1),
-                    "price_region": price.region,
-                    "basis": "hourly price x time from launch to termination",
-                },
-            )
+        record_held_cost(store, run.id, target.instance.name, held_s, region=spec.target.region)
     store.merge_run_extra(run.id, ec2={"instance_id": target.instance_id, "terminated": target.terminated})
     return store.set_status(run.id, status, error=error)

@@ -507,7 +507,7 @@ def execute_kubernetes_run(
     the instance's hourly price x the seconds from the first object created to the end of teardown (what
     the node was held for; Karpenter removes an empty node one minute later, which is not counted).
     """
-    from accelbench.catalog.pricing import price_for
+    from accelbench.deploy.cost import record_held_cost
 
     cancel = cancel or threading.Event()
     run = store.get_run(run_id)
@@ -571,38 +571,10 @@ def execute_kubernetes_run(
         error = (error + " " if error else "") + f"Teardown left objects behind: {left}"
         if status == RunStatus.completed:
             status = RunStatus.failed
-    _record_cost(store, run.id, target.instance, held_s, price_for)
+    if target.instance is not None:
+        record_held_cost(store, run.id, target.instance.name, held_s, region=None)
     store.merge_run_extra(
         run.id,
         kubernetes={"namespace": target.namespace, "torn_down": target.torn_down, "cells_stored": cells},
     )
     return store.set_status(run.id, status, error=error)
-
-
-def _record_cost(
-    store: Any, run_id: str, instance: InstanceType | None, held_s: float, price_for: Any
-) -> None:
-    if instance is None:
-        return
-    try:
-        price = price_for(instance.name, store=store)
-    except AccelbenchError:
-        price = None
-    if price is None:
-        store.merge_run_extra(
-            run_id, cost={"usd": None, "held_s": round(held_s, 1), "note": "no price known"}
-        )
-        return
-    usd = price.usd_per_hour * held_s / 3600.0
-    store.update_run(run_id, hourly_usd=price.usd_per_hour)
-    store.merge_run_extra(
-        run_id,
-        cost={
-            "usd": round(usd, 6),
-            "hourly_usd": price.usd_per_hour,
-            "held_s": round(held_s, 1),
-            "price_source": price.source,
-            "price_date": price.effective_date,
-            "basis": "hourly price x time from deploy to teardown",
-        },
-    )
