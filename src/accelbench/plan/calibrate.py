@@ -284,10 +284,8 @@ def _factors(base: EfficiencyFactors, u: np.ndarray) -> EfficiencyFactors:
     return EfficiencyFactors.model_construct(**values)
 
 
-def _clip(u: np.ndarray) -> np.ndarray:
-    lo = np.log([BOUNDS[n][0] for n in FIT_NAMES])
-    hi = np.log([BOUNDS[n][1] for n in FIT_NAMES])
-    return np.clip(u, lo, hi)
+def _log_bounds() -> tuple[np.ndarray, np.ndarray]:
+    return np.log([BOUNDS[n][0] for n in FIT_NAMES]), np.log([BOUNDS[n][1] for n in FIT_NAMES])
 
 
 def _soft_l1(r: np.ndarray) -> np.ndarray:
@@ -301,55 +299,29 @@ def fit_factors(
     points: Sequence[Point],
     prior: EfficiencyFactors,
     start: EfficiencyFactors | None = None,
-    *,
-    iterations: int = 200,
 ) -> EfficiencyFactors:
-    """Levenberg-Marquardt on the log-parameters; the prior's residuals keep unidentified factors near it."""
+    """Bounded least squares (scipy's trust-region reflective) on the log-parameters: the data's residuals
+    under a soft-L1 loss, plus the prior's residuals, which keep factors the data cannot identify near it.
+    Started from the prior and, when given, from ``start`` (the stored calibration); the better fit wins."""
+    from scipy.optimize import least_squares
+
     if not points:
         return prior
-    u0 = _clip(np.log([max(getattr(prior, n), BOUNDS[n][0]) for n in FIT_NAMES]))
+    lo, hi = _log_bounds()
+    # strictly inside the bounds, as the solver requires of a starting point
+    inside = lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo)
+    u0 = np.clip(np.log([max(getattr(prior, n), BOUNDS[n][0]) for n in FIT_NAMES]), *inside)
 
     def residual_vector(u: np.ndarray) -> np.ndarray:
         data = _soft_l1(np.asarray(_residuals(points, _factors(prior, u)), dtype=float))
-        pri = PRIOR_WEIGHT * (u - u0)
-        return np.concatenate([data, pri])
+        return np.concatenate([data, PRIOR_WEIGHT * (u - u0)])
 
-    best_u: np.ndarray | None = None
-    best_cost = math.inf
     starts = [u0]
     if start is not None:
-        starts.append(_clip(np.log([max(getattr(start, n), BOUNDS[n][0]) for n in FIT_NAMES])))
-    for s in starts:
-        u = s.copy()
-        r = residual_vector(u)
-        cost = float(r @ r)
-        mu = 1e-2
-        for _ in range(iterations):
-            jac = np.empty((r.size, u.size))
-            for j in range(u.size):
-                du = np.zeros_like(u)
-                du[j] = 1e-5
-                jac[:, j] = (residual_vector(u + du) - r) / 1e-5
-            jtj = jac.T @ jac
-            g = jac.T @ r
-            improved = False
-            for _ in range(12):
-                step = np.linalg.solve(jtj + mu * (np.diag(np.diag(jtj)) + np.eye(u.size)), -g)
-                u_new = _clip(u + step)
-                r_new = residual_vector(u_new)
-                c_new = float(r_new @ r_new)
-                if c_new < cost:
-                    improved = cost - c_new > 1e-12
-                    u, r, cost = u_new, r_new, c_new
-                    mu = max(mu / 3, 1e-9)
-                    break
-                mu *= 4
-            if not improved:
-                break
-        if cost < best_cost:
-            best_cost, best_u = cost, u
-    assert best_u is not None
-    fitted = _factors(prior, best_u)
+        starts.append(np.clip(np.log([max(getattr(start, n), BOUNDS[n][0]) for n in FIT_NAMES]), *inside))
+    fits = [least_squares(residual_vector, s, bounds=(lo, hi), method="trf", x_scale="jac") for s in starts]
+    best = min(fits, key=lambda r: float(r.cost))
+    fitted = _factors(prior, best.x)
     return EfficiencyFactors(**{k: round(v, 6) for k, v in fitted.model_dump().items()})
 
 
