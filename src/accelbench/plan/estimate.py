@@ -211,7 +211,11 @@ class PerfModel:
           requests travel in waves. The engine starts the first arrival's prefill alone; the other B - 1
           arrive during it and are prefilled together next, while the first one's decode waits. So B - 1 of
           B requests see TTFT = own + the others' prefill and a pure-decode TPOT, and one sees a short TTFT
-          and a TPOT inflated by that stall (measured so on the local vLLM CPU sweep);
+          and a TPOT inflated by that stall (measured so on the local vLLM CPU sweep). Not modelled: when the
+          engine's first step already catches B - 1 arrivals, it prefills those together and the last one
+          after, so B - 1 requests see a TPOT inflated by one prefill. Which grouping the first wave gets is
+          a race, and the later waves keep it: the same 512 x 4 demo cell measured a TPOT p50 of 41 ms in
+          one run and 57 ms in another (ITL p50 34-36 ms in both);
         - ``steady``: arrivals spread out (e.g. Poisson traffic at this concurrency): each request's decode
           is stalled by the prefills of the others that land in it, of which a typical (median) request sees
           the ``prefill_interference`` share.
