@@ -92,12 +92,20 @@ TOY_RECIPE = engines.EngineRecipe(
 @pytest.fixture
 def toy_engine_installed(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> engines.EngineInstall:
     """The toy runtime registered and a toy engine 'installed' (its Python is this interpreter)."""
-    monkeypatch.setitem(RUNTIMES._items, "toy", ToyRuntime())
-    monkeypatch.setitem(engines.ENGINES._items, "toy", TOY_RECIPE)
-    root = engines.engine_dir("toy", "1.0")
+    return install_fake_engine(monkeypatch, ToyRuntime(), TOY_RECIPE)
+
+
+def install_fake_engine(
+    monkeypatch: pytest.MonkeyPatch, runtime: object, recipe: engines.EngineRecipe
+) -> engines.EngineInstall:
+    """Register ``runtime`` and ``recipe`` under the recipe's name and mark version 1.0 installed, with
+    this interpreter as the engine's Python."""
+    monkeypatch.setitem(RUNTIMES._items, recipe.name, runtime)
+    monkeypatch.setitem(engines.ENGINES._items, recipe.name, recipe)
+    root = engines.engine_dir(recipe.name, "1.0")
     root.mkdir(parents=True)
     info = engines.EngineInstall(
-        name="toy",
+        name=recipe.name,
         version="1.0",
         path=str(root),
         python=sys.executable,
@@ -203,23 +211,8 @@ class FixtureServerRuntime(ToyRuntime):
 
 @pytest.fixture
 def fixture_engine(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> engines.EngineInstall:
-    monkeypatch.setitem(RUNTIMES._items, "fixture", FixtureServerRuntime())
     recipe = engines.EngineRecipe(**{**TOY_RECIPE.__dict__, "name": "fixture", "package": "fixture"})
-    monkeypatch.setitem(engines.ENGINES._items, "fixture", recipe)
-    root = engines.engine_dir("fixture", "1.0")
-    root.mkdir(parents=True)
-    info = engines.EngineInstall(
-        name="fixture",
-        version="1.0",
-        path=str(root),
-        python=sys.executable,
-        python_version="3",
-        arch="x86_64",
-        installed_at=datetime.now(UTC),
-        install_seconds=0.0,
-    )
-    (root / engines.MARKER).write_text(info.model_dump_json())
-    return info
+    return install_fake_engine(monkeypatch, FixtureServerRuntime(), recipe)
 
 
 @pytest.fixture
