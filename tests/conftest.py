@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,25 @@ from accelbench.store.repo import Store, reset_stores
 from tests.support.postgres import PostgresServer, start_postgres
 
 _db_counter = itertools.count()
+_CPU_PATHS: list[str] = []
+
+
+@pytest.fixture
+def cpu_path(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Say which CPU-dependent path a test took (machines differ: AMD without AMX, Intel with AMX); every
+    line is printed in the run's closing summary, so a green run still tells what it exercised."""
+
+    def note(text: str) -> None:
+        _CPU_PATHS.append(f"{request.node.nodeid}: {text}")
+
+    return note
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _CPU_PATHS:
+        terminalreporter.section("CPU-dependent paths taken")
+        for line in _CPU_PATHS:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

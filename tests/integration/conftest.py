@@ -74,7 +74,9 @@ def vllm_endpoint(vllm_server: LocalProcessTarget) -> Endpoint:
 
 
 @pytest.fixture(scope="session")
-def llamacpp_engine() -> EngineInstall:
+def llamacpp_engine(smollm2_model: PreparedModel) -> EngineInstall:
+    """Installed and checked: it served one request on the model on this CPU (rebuilt without the
+    instruction set that failed if it died of an illegal instruction)."""
     return install_engine("llamacpp")
 
 

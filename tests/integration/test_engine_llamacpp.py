@@ -4,12 +4,17 @@ started and torn down by accelbench: the comparison a CPU user wants beside vLLM
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from accelbench.cli.main import app
+from accelbench.deploy import engines
 from accelbench.deploy.answer_check import check_endpoint
 from accelbench.deploy.engines import EngineInstall
+from accelbench.deploy.isa_fault import host_groups
 from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_store import PreparedModel
 from accelbench.deploy.orchestrator import create_run, execute_run
@@ -34,6 +39,37 @@ def test_llamacpp_answers_with_real_words(
     assert argv[argv.index("--model_alias") + 1] == llamacpp_endpoint.served_model
     assert "--n_threads" in argv
     assert llamacpp_endpoint.tokenizer == smollm2_model.hf_dir  # counts output tokens (no usage in streams)
+
+
+def test_llamacpp_install_served_on_this_cpu_and_says_how_it_was_built(
+    llamacpp_engine: EngineInstall, cpu_path: Callable[[str], None]
+) -> None:
+    """The install started llama.cpp and had it answer one request here; the build it kept is recorded and
+    shown. On a CPU that kills the native build (AMX under some hypervisors) it is a rebuild without AMX."""
+    info = llamacpp_engine
+    build, check = info.build, info.serve_check
+    assert build is not None and check is not None and check.passed
+    cpu, flags, sha = engines._cpu()
+    assert check.cpu_flags_sha == sha and check.cpu == cpu
+    assert check.compiled_isa, (
+        "llama.cpp reports the instruction sets it was built with when it loads a model"
+    )
+    assert set(check.compiled_isa) <= host_groups(flags)  # never built for a group this CPU lacks
+    summary = info.build_summary() or ""
+    if build.native:
+        assert build.rebuilds == 0 and not build.env
+        cpu_path(f"llama.cpp native build served on the first try on {cpu}: {summary}")
+    else:
+        assert build.reason and "illegal instruction" in build.reason
+        assert not set(build.without_isa) & set(check.compiled_isa)  # the failing group is really gone
+        assert "-DGGML_NATIVE=OFF" in build.env["CMAKE_ARGS"]
+        cpu_path(f"llama.cpp rebuilt on {cpu}: {summary}")
+    listed = CliRunner().invoke(app, ["engine", "list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    row = next(e for e in json.loads(listed.stdout) if e["name"] == "llamacpp")
+    assert row["build"] == build.model_dump(mode="json") and row["serve_check"]["passed"]
+    table = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["engine", "list"])
+    assert "build" in table.output and summary[:20] in table.output
 
 
 def test_llamacpp_stream_carries_no_usage(llamacpp_endpoint: Endpoint) -> None:
@@ -75,4 +111,6 @@ def test_a_sweep_on_llamacpp(llamacpp_engine: EngineInstall, smollm2_model: Prep
     assert len(results) == 2 and all(r.failed == 0 for r in results)
     assert all(r.summary["output_tokens_source"] in ("tokenizer", "chunks") for r in results)
     assert final.extra["answer_check"]["passed"]
+    build = (final.environment or {}).get("engine_build") or {}
+    assert build.get("summary") == llamacpp_engine.build_summary()  # every run says how its engine was built
     assert processes_in_group(final.extra["deployment"]["pid"]) == []

@@ -9,7 +9,12 @@ It behaves like an engine as far as process handling goes: prints a start-up log
 - ``--fail-with TEXT``: print TEXT and exit 1 during start-up (a known failure line);
 - ``--fail-unless-file PATH``: like --fail-with, unless PATH exists (a fix then a restart succeeds);
 - ``--startup-s S``: take S seconds before listening; ``--die-after S``: exit 3 S seconds after ready;
-- ``--answer TEXT``: what the chat endpoint answers.
+- ``--answer TEXT``: what the chat endpoint answers;
+- ``--sigill-at start|request``: execute an illegal instruction (``ud2``) at start-up or on the first chat
+  request: the process dies of a real SIGILL, as an engine built for the wrong instruction set does;
+- ``--isa-kernel start|request``: run the kernel of the toy compiled package (``toy_isa_pkg``, installed in the
+  engine's environment) at start-up or on each chat request; built with AMX, it dies of SIGILL there. The
+  package's build report is printed at start-up in llama.cpp's ``system_info`` layout.
 
 Each child writes its pid to ``--pid-dir`` so the tests can check that every one of them is gone.
 """
@@ -42,6 +47,17 @@ def _sleeper(pid_dir: str | None, escape: bool) -> subprocess.Popen[bytes]:
     )
 
 
+def _illegal_instruction() -> None:
+    """Run ``ud2`` (x86's defined illegal instruction) from executable memory: a real SIGILL."""
+    import ctypes
+    import mmap
+
+    print("toy engine: running an illegal instruction", flush=True)
+    buf = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    buf.write(b"\x0f\x0b\xc3")  # ud2; ret
+    ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
@@ -57,7 +73,19 @@ def main() -> int:
     ap.add_argument("--die-after", type=float, default=None)
     ap.add_argument("--answer", default="Red, blue and green are three colors.")
     ap.add_argument("--pid-dir", default=None)
+    ap.add_argument("--isa-kernel", choices=("start", "request"), default=None)
+    ap.add_argument("--sigill-at", choices=("start", "request"), default=None)
     args = ap.parse_args()
+    if args.sigill_at == "start":
+        _illegal_instruction()
+    kernel = None
+    if args.isa_kernel:
+        import toy_isa  # the toy compiled package, in the engine's environment
+
+        print(toy_isa.system_info(), flush=True)
+        kernel = toy_isa.matmul
+        if args.isa_kernel == "start":
+            kernel()
 
     print(f"toy engine starting: model={args.model} served={args.served_model_name}", flush=True)
     print(f"env TOY_SETTING={os.environ.get('TOY_SETTING', '')}", flush=True)
@@ -104,6 +132,10 @@ def main() -> int:
             if self.path != "/v1/chat/completions" or body.get("model") != served:
                 self._json(404, {"error": f"unknown model {body.get('model')!r}"})
                 return
+            if kernel is not None:
+                kernel()
+            if args.sigill_at == "request":
+                _illegal_instruction()
             msg = {"role": "assistant", "content": args.answer}
             self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]})
 

@@ -46,6 +46,21 @@ def install(
         help="Extra package index for pip (pip's PIP_EXTRA_INDEX_URL works too), e.g. PyTorch's CPU wheels.",
     ),
     force: bool = typer.Option(False, "--force", help="Remove an existing install and start over."),
+    without_isa: list[str] | None = typer.Option(
+        None,
+        "--without-isa",
+        help="Compiled engines: build without this instruction-set group (amx, avx512_bf16, avx512_vnni, "
+        "avx512_vbmi, avx512, avx_vnni, avx2, avx); repeat for several.",
+    ),
+    check: bool = typer.Option(
+        True,
+        "--check/--no-check",
+        help="Compiled engines: serve one request before calling the engine installed, and rebuild it "
+        "without the instruction set that failed if it dies of an illegal instruction.",
+    ),
+    check_model: str | None = typer.Option(
+        None, "--check-model", help="Model the check serves (default: smollm2-135m-instruct, GGUF only)."
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Install an engine into its own virtual environment (idempotent: a finished install is reused)."""
@@ -59,7 +74,15 @@ def install(
             )
         with ConsoleProgress() as progress:
             info = eng.install_engine(
-                name, v, python=python, extra_index_url=extra_index_url, force=force, progress=progress
+                name,
+                v,
+                python=python,
+                extra_index_url=extra_index_url,
+                force=force,
+                without_isa=without_isa or (),
+                check=check,
+                check_model=check_model,
+                progress=progress,
             )
             took = progress.elapsed
         if fmt == OutputFormat.json:
@@ -72,6 +95,14 @@ def install(
         )
         if info.fixups:
             err_console.print("Fix-ups: " + "; ".join(info.fixups), highlight=False)
+        if info.build_summary():
+            err_console.print(f"Build: {info.build_summary()}", highlight=False)
+        if info.serve_check:
+            c = info.serve_check
+            err_console.print(
+                f"Served {c.model} on {c.cpu or 'this CPU'} in {c.seconds:.0f} s: {c.answer!r}",
+                highlight=False,
+            )
 
 
 @engine_app.command("list")
@@ -92,6 +123,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
                         f"{k} {v}" for k, v in i.packages.items() if k != eng.get_recipe(i.name).package
                     ),
                     i.python_version,
+                    i.build_summary() or "",
                     _size(i.size_bytes),
                     i.installed_at.strftime("%Y-%m-%d %H:%M"),
                     i.path,
@@ -101,7 +133,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
             console.print(
                 simple_table(
                     "Installed engines",
-                    ["engine", "version", "packages", "python", "size", "installed", "path"],
+                    ["engine", "version", "packages", "python", "build", "size", "installed", "path"],
                     rows,
                 )
             )

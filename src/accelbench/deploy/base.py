@@ -125,8 +125,9 @@ class Target(ABC):
     def teardown(self) -> None:
         """Stop everything ``deploy`` started. Safe to call twice and after a failed deploy."""
 
-    def check_alive(self) -> None:  # noqa: B027 - optional hook, a no-op for targets that cannot tell
-        """Raise ``EngineError`` if the deployed engine has died (called between benchmark cells)."""
+    def check_alive(self, wait_s: float = 0.0) -> None:  # noqa: B027 - optional hook, a no-op for targets that cannot tell
+        """Raise ``EngineError`` if the deployed engine has died (called between benchmark cells, and after a
+        failed answer check with ``wait_s`` for an engine that is still dying)."""
 
     @property
     def endpoint(self) -> Endpoint:

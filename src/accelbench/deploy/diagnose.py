@@ -9,8 +9,11 @@ library that the kernel refuses to load.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from accelbench.deploy.isa_fault import killed_by
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class KnownFailure:
     title: str
     fix: str
     action: str | None = None  # an automatic fix accelbench can offer, e.g. "clear-execstack"
+    signals: tuple[int, ...] = ()  # a process killed by one of these is this failure, whatever its log says
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,10 @@ class Diagnosis:
         return f"{self.failure.title}\nFix: {fix}"
 
 
-def _f(key: str, pattern: str, title: str, fix: str, action: str | None = None) -> KnownFailure:
-    return KnownFailure(key, re.compile(pattern, re.IGNORECASE), title, fix, action)
+def _f(
+    key: str, pattern: str, title: str, fix: str, action: str | None = None, signals: tuple[int, ...] = ()
+) -> KnownFailure:
+    return KnownFailure(key, re.compile(pattern, re.IGNORECASE), title, fix, action, signals)
 
 
 # Start-up failures of engine servers. Order matters: the first match wins, so specific ones come first.
@@ -92,9 +98,14 @@ STARTUP_FAILURES: tuple[KnownFailure, ...] = (
     ),
     _f(
         "illegal-instruction",
-        r"Illegal instruction|SIGILL",
-        "The engine uses a CPU instruction this processor lacks.",
-        "use an engine build for this CPU (check `grep flags /proc/cpuinfo` for avx512f / avx2).",
+        r"Illegal instruction|SIGILL|trap invalid opcode",
+        "The engine was killed by an illegal instruction: it was built for an instruction set this CPU (or "
+        "its hypervisor) does not run.",
+        "rebuild it without that instruction set: `accelbench engine install ENGINE --without-isa GROUP` "
+        "(amx, avx512_bf16, avx512, avx2...); `accelbench engine install ENGINE --force` reinstalls it, and for "
+        "llama.cpp the install serves one request and rebuilds by itself without the group that failed.",
+        action="rebuild-isa",
+        signals=(signal.SIGILL,),
     ),
     _f(
         "no-engine-module",
@@ -169,15 +180,24 @@ INSTALL_FAILURES: tuple[KnownFailure, ...] = (
 )
 
 
-def diagnose(lines: Iterable[str], failures: Iterable[KnownFailure] = STARTUP_FAILURES) -> Diagnosis | None:
-    """The first known failure (in the order of ``failures``) found anywhere in ``lines``."""
+def diagnose(
+    lines: Iterable[str],
+    failures: Iterable[KnownFailure] = STARTUP_FAILURES,
+    *,
+    exit_code: int | None = None,
+) -> Diagnosis | None:
+    """The first known failure (in the order of ``failures``) found anywhere in ``lines``, or named by the
+    signal that killed the process (``exit_code``: negative from subprocess, 128+N from a shell)."""
     text = list(lines)
+    sig = killed_by(exit_code)
     for failure in failures:
         for line in text:
             m = failure.pattern.search(line)
             if m:
                 groups = {k: v for k, v in m.groupdict().items() if v}
                 return Diagnosis(failure, line.strip(), groups)
+        if sig is not None and sig in failure.signals:
+            return Diagnosis(failure, f"exit code {exit_code} (signal {sig})")
     return None
 
 

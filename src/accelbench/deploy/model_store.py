@@ -451,8 +451,12 @@ def check_with_engine(
     engine_version: str | None = None,
     progress: Progress = NO_PROGRESS,
     timeout: float = 600.0,
+    run_dir: Path | None = None,
 ) -> AnswerCheck:
-    """Serve ``model`` with the engine, ask the check question, judge the answer; the engine is stopped."""
+    """Serve ``model`` with the engine, ask the check question, judge the answer; the engine is stopped.
+
+    An engine that dies on the question raises its diagnosed failure (``EngineError``, with ``diagnosis``).
+    ``run_dir`` keeps the engine's log there (default: a temporary directory)."""
     from accelbench.deploy.answer_check import check_endpoint
     from accelbench.deploy.engines import get_engine
     from accelbench.deploy.local import LocalProcessTarget
@@ -473,14 +477,20 @@ def check_with_engine(
         engine=EngineSpec(name=runtime, version=engine.version, settings=settings),
         target=local,
     )
-    with (
-        tempfile.TemporaryDirectory(prefix="accelbench-check-") as tmp,
-        LocalProcessTarget(local, progress=progress) as target,
-    ):
-        endpoint = target.deploy(spec, run_dir=Path(tmp))
+    with contextlib.ExitStack() as stack:
+        where = run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="accelbench-check-")))
+        target = stack.enter_context(LocalProcessTarget(local, progress=progress))
+        endpoint = target.deploy(spec, run_dir=where)
         target.wait_ready()
         progress.phase(f"Asking {model.name} {CHECK_QUESTION!r} through {runtime} {engine.version}")
-        return check_endpoint(endpoint, source=f"{runtime} {engine.version}")
+        try:
+            check = check_endpoint(endpoint, source=f"{runtime} {engine.version}")
+        except EngineError:
+            target.check_alive(wait_s=3.0)  # the engine's own cause of death, when the question killed it
+            raise
+        if not check.passed:
+            target.check_alive(wait_s=3.0)
+        return check
 
 
 def _judge_or_fail(check: AnswerCheck, model_name: str, where: str) -> AnswerCheck:

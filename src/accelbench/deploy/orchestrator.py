@@ -275,9 +275,12 @@ def _answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint,
         check = check_endpoint(endpoint, source=source)
     except AccelbenchError as exc:
         store.merge_run_extra(run_id, answer_check={"passed": False, "error": str(exc)})
+        # an engine the question killed (SIGILL...) fails the run with its own cause of death
+        target.check_alive(wait_s=3.0)
         return
     store.merge_run_extra(run_id, answer_check=check.model_dump(mode="json"))
     if not check.passed:
+        target.check_alive(wait_s=3.0)
         events.phase(f"Warning: the model answers {check.answer!r} ({check.reason})")
     if d is not None and d.target == "local":
         _remember_check(d.model, check)
@@ -309,6 +312,8 @@ def _record_environment(store: Store, run_id: str, target: Target, endpoint: End
         env["engine_startup_s"] = d.ready_s
         if d.extra.get("engine_packages"):
             env["engine_packages"] = d.extra["engine_packages"]
+        if d.extra.get("engine_build"):
+            env["engine_build"] = d.extra["engine_build"]
         probed = env.get("engine")
         engine: dict[str, Any] = probed if isinstance(probed, dict) else {}
         env["engine"] = {**engine, "name": engine.get("name") or d.runtime, "installed": d.engine_version}

@@ -524,6 +524,9 @@ def describe_environment(env: Mapping[str, Any]) -> list[tuple[str, str]]:
         if eng.get("error"):
             text += f" ({eng['error']})"
         lines.append(("Engine", text))
+    build = env.get("engine_build") or {}
+    if isinstance(build, Mapping) and build.get("summary"):
+        lines.append(("Engine build", str(build["summary"])))
     if env.get("command"):
         lines.append(("Command", str(env["command"])))
     return lines

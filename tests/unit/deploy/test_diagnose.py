@@ -50,3 +50,14 @@ def test_install_failures_and_all() -> None:
     assert [d.key for d in diagnose_all(log, INSTALL_FAILURES)] == ["no-torch-wheel", "disk-full"]
     d = diagnose(["  CMake Error: CMAKE_C_COMPILER not set, after EnableLanguage"], INSTALL_FAILURES)
     assert d is not None and d.key == "no-compiler" and "build-essential" in d.explain()
+
+
+def test_death_by_sigill_is_named_from_the_exit_code_alone() -> None:
+    for rc in (-4, 132):
+        found = diagnose(["INFO: Uvicorn running on http://127.0.0.1:8080"], exit_code=rc)
+        assert found is not None and found.key == "illegal-instruction", rc
+        assert found.failure.action == "rebuild-isa"
+        assert "accelbench engine install ENGINE --without-isa GROUP" in found.explain()
+    assert diagnose(["INFO: shutting down"], exit_code=-9) is None
+    assert diagnose(["Illegal instruction (core dumped)"]).key == "illegal-instruction"  # type: ignore[union-attr]
+    assert diagnose(["traps: python[1] trap invalid opcode ip:1 sp:2 error:0"]).key == "illegal-instruction"  # type: ignore[union-attr]

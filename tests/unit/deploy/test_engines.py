@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections import namedtuple
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from accelbench.deploy import engines
 from accelbench.deploy.base import Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
-from tests.unit.deploy.conftest import make_wheel
+from accelbench.runtimes.base import RUNTIMES, ServeParams
+from tests.unit.deploy.conftest import ToyRuntime, make_wheel
 
 
 class Recorder(Progress):
@@ -225,3 +227,107 @@ def test_execstack_detection_and_repair_with_patchelf(toy: engines.EngineRecipe,
     assert engines.find_execstack_libraries(Path(info.path)) == []
     assert engines.clear_execstack([bad], engine=info) == []  # nothing left to do
     assert not engines.needs_execstack(tmp_path / "missing.so")
+
+
+# ---- an installed engine is an engine that serves: the check, and the rebuild after an illegal instruction
+
+TOY_ISA_PKG = Path(__file__).resolve().parents[2] / "support" / "toy_isa_pkg"
+
+
+class ToyIsaRuntime(ToyRuntime):
+    """The toy engine server running the toy compiled package's kernel on every chat request."""
+
+    name = "toyisa"
+
+    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+        return [*super().command(params, python), "--isa-kernel", "request"]
+
+
+@pytest.fixture
+def toyisa(cache_dir: Path, hf_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> engines.EngineRecipe:
+    """A compiled toy engine (real venv, real pip, a real gcc build in its backend) that serves one request
+    on ``hf_model_dir`` at install; built with AMX, that request kills it with SIGILL."""
+    r = engines.EngineRecipe(
+        name="toyisa",
+        default_version="1.0",
+        description="toy compiled engine",
+        package="toy-isa-engine",
+        requirements=lambda v: [str(TOY_ISA_PKG)],
+        required_disk_gb=0.0001,
+        archs=frozenset({"x86_64"}),
+        python_min=(3, 8),
+        compiles=True,
+        verify_imports=("toy_isa",),
+        version_packages=("toy-isa-engine",),
+        build_env=lambda off, flags: {"TOY_BUILD_OFF": ",".join(sorted(off))},
+        serve_check_model=str(hf_model_dir),
+    )
+    monkeypatch.setitem(engines.ENGINES._items, "toyisa", r)
+    monkeypatch.setitem(RUNTIMES._items, "toyisa", ToyIsaRuntime())
+    return r
+
+
+def test_an_engine_killed_by_an_illegal_instruction_is_rebuilt_without_that_isa(
+    toyisa: engines.EngineRecipe, cpu_path: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    progress = Recorder()
+    info = engines.install_engine("toyisa", progress=progress)
+    root = Path(info.path)
+    log = (root / engines.LOG_NAME).read_text()
+    # built twice: first with AMX (pip's build ran the backend), then without, not from pip's wheel cache
+    assert log.index("toy build: AMX on") < log.index("toy build: AMX off (TOY_BUILD_OFF=amx)")
+    assert "--no-cache-dir" in log and "--force-reinstall" in log
+    assert info.build is not None and info.build.without_isa == ["amx"] and info.build.rebuilds == 1
+    assert info.build.env == {"TOY_BUILD_OFF": "amx"} and not info.build.native
+    assert "killed by an illegal instruction on its first request" in (info.build.reason or "")
+    assert "rebuilt without AMX" in (info.build.reason or "")
+    assert any("Rebuilding" in p and "AMX" in p for p in progress.phases)
+    assert info.serve_check is not None and info.serve_check.passed
+    assert info.serve_check.compiled_isa == ["avx512", "avx2", "avx"]  # what the rebuilt engine reports
+    summary = info.build_summary() or ""
+    assert summary.startswith("without AMX (runs AVX, AVX2, AVX-512)") and "TOY_BUILD_OFF=amx" in summary
+    # the record is what a run's environment keeps
+    assert info.build_record()["without_isa"] == ["amx"] and info.build_record()["summary"] == summary
+    assert engines.get_engine("toyisa").build == info.build
+    if "tileloadd" in info.build.reason:  # type: ignore[operator]
+        cpu_path("the kernel log named the instruction: " + (info.build.reason or ""))
+    else:
+        cpu_path(
+            "the instruction was not named; the newest built-in group went first: "
+            + (info.build.reason or "")
+        )
+
+    # checked on this CPU: found again without pip or a check; another CPU checks again (and it serves)
+    with monkeypatch.context() as m:
+        m.setattr(engines, "run_streaming", lambda *a, **k: (_ for _ in ()).throw(AssertionError("no pip")))
+        assert engines.install_engine("toyisa").serve_check == info.serve_check
+    monkeypatch.setattr(engines, "_cpu", lambda: ("Another CPU", frozenset({"avx2"}), "0" * 16))
+    again = engines.install_engine("toyisa")
+    assert again.serve_check is not None and again.serve_check.cpu == "Another CPU"
+    assert again.build == info.build  # it served there: no rebuild
+
+
+def test_a_group_turned_off_by_hand_takes_the_groups_that_need_it(toyisa: engines.EngineRecipe) -> None:
+    info = engines.install_engine("toyisa", without_isa=["avx512"])
+    assert info.build is not None and info.build.rebuilds == 0
+    assert info.build.without_isa == ["amx", "avx512", "avx512_bf16", "avx512_vbmi", "avx512_vnni"]
+    assert info.serve_check is not None and info.serve_check.passed  # built without AMX, so it serves
+    assert "toy build: AMX on" not in (Path(info.path) / engines.LOG_NAME).read_text()
+    with pytest.raises(UserInputError, match="Unknown instruction-set group 'sse9'"):
+        engines.install_engine("toyisa", without_isa=["sse9"])
+
+
+def test_an_engine_that_cannot_serve_is_not_left_installed(
+    toyisa: engines.EngineRecipe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(
+        engines.ENGINES._items, "toyisa", engines.EngineRecipe(**{**toyisa.__dict__, "build_env": None})
+    )
+    with pytest.raises(EngineError) as err:
+        engines.install_engine("toyisa")
+    assert "does not serve on this machine; it is not marked installed" in str(err.value)
+    assert "killed by SIGILL" in str(err.value) and "--no-check" in (err.value.hint or "")
+    assert engines.find_engine("toyisa") is None
+    # --no-check installs it as it is (it then fails at its first run instead)
+    info = engines.install_engine("toyisa", check=False)
+    assert info.serve_check is None and info.build is not None and info.build.native

@@ -160,6 +160,35 @@ def test_death_while_serving_is_reported(hf_model_dir: Path) -> None:
     assert "fatal error" in str(err.value)
 
 
+def test_death_by_sigill_while_starting_is_named_with_its_fix(hf_model_dir: Path) -> None:
+    spec = spec_for(hf_model_dir, "--sigill-at", "start")
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        with pytest.raises(EngineError) as err:
+            target.wait_ready()
+    msg = str(err.value)
+    assert "exited with code -4 (killed by SIGILL" in msg and "while starting" in msg
+    assert "Illegal instruction: " in msg
+    assert "accelbench engine install toy --without-isa GROUP" in (err.value.hint or "")
+    assert err.value.diagnosis.key == "illegal-instruction"  # type: ignore[attr-defined]
+    assert err.value.isa_fault is not None  # type: ignore[attr-defined]
+
+
+def test_death_by_sigill_on_the_first_request_is_diagnosed(hf_model_dir: Path) -> None:
+    """What llama.cpp's AMX build did: ready, listed its model, then died on the first completion."""
+    spec = spec_for(hf_model_dir, "--sigill-at", "request")
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        endpoint = target.deploy(spec)
+        target.wait_ready()
+        with pytest.raises(EngineError):
+            check_endpoint(endpoint)
+        with pytest.raises(EngineError) as err:
+            target.check_alive(wait_s=5.0)
+    assert "killed by SIGILL" in str(err.value) and "while serving" in str(err.value)
+    assert "running an illegal instruction" in str(err.value)  # the log's last lines
+    assert err.value.diagnosis.key == "illegal-instruction"  # type: ignore[attr-defined]
+
+
 def test_secrets_reach_the_engine_but_are_not_recorded(hf_model_dir: Path) -> None:
     spec = spec_for(hf_model_dir, env={"MY_API_KEY": "s3cret", "PLAIN": "x"})
     spec.hf_token = "hf_abc"
