@@ -245,7 +245,7 @@ def estimate_page(
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = None
     if model:
-        from accelbench.api import service
+        from accelbench import services as service
 
         try:
             result = service.estimate(

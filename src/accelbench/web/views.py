@@ -160,7 +160,7 @@ def catalog_tier_counts() -> dict[str, int]:
 # ------------------------------------------------------------------------------------------ run form
 def model_choices() -> dict[str, list[str]]:
     """Names for the model pickers: prepared models (runnable locally now) and presets (for planning)."""
-    from accelbench.api import service
+    from accelbench import services as service
 
     out: dict[str, list[str]] = {"prepared": [], "presets": []}
     try:
@@ -220,7 +220,7 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
 
 
 def result_context(store: Store, run_ref: str) -> dict[str, Any]:
-    from accelbench.api import service
+    from accelbench import services as service
     from accelbench.api.routers.runs import public_run
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.tables import METRICS, has_repeats, table_headers, table_rows

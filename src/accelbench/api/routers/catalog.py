@@ -59,7 +59,7 @@ def list_instance_types(
     arch: str | None = Query(None, max_length=16, description="x86_64 or arm64."),
     _: Principal = Depends(require_read),
 ) -> InstanceList:
-    from accelbench.api.service import as_input_error
+    from accelbench.services import as_input_error
     from accelbench.catalog import get_catalog
     from accelbench.errors import NotFoundError
 

@@ -31,7 +31,7 @@ def compare(
     format: str = Query("json", pattern="^(json|csv)$", description="json or csv."),
     _: Principal = Depends(require_read),
 ) -> Any:
-    from accelbench.api import service
+    from accelbench import services as service
 
     if format == "csv":
         text = service.compare_csv(store, runs, tier)

@@ -77,7 +77,7 @@ def get_tool_versions(
 def put_tool_versions(
     body: ToolVersionsIn, store: StoreDep, who: Principal = Depends(require_write)
 ) -> ToolVersionsChanged:
-    from accelbench.api.service import as_input_error
+    from accelbench.services import as_input_error
     from accelbench.registry import did_you_mean
     from accelbench.runtimes import versions as tv
 

@@ -20,7 +20,7 @@ class ModelList(BaseModel):
 
 @router.get("", response_model=ModelList, summary="Model presets and prepared models")
 def list_models(_: Principal = Depends(require_read)) -> ModelList:
-    from accelbench.api import service
+    from accelbench import services as service
 
     return ModelList(presets=service.presets(), prepared=service.prepared_models())
 
@@ -29,6 +29,6 @@ def list_models(_: Principal = Depends(require_read)) -> ModelList:
 def get_model(
     name: Annotated[str, Path(min_length=1, max_length=300)], _: Principal = Depends(require_read)
 ) -> dict[str, Any]:
-    from accelbench.api import service
+    from accelbench import services as service
 
     return service.model_spec(name)

@@ -36,7 +36,7 @@ def recommend(
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
     """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error)."""
-    from accelbench.api import service
+    from accelbench import services as service
 
     return service.recommend(
         model,
@@ -68,7 +68,7 @@ def estimate(
     no_calibration: bool = Query(False, description="Ignore stored calibrations."),
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
-    from accelbench.api import service
+    from accelbench import services as service
 
     return service.estimate(
         store,
@@ -99,7 +99,7 @@ def memory_breakdown(
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
     """A CPU instance is refused with 400: host RAM serves the model there (see /recommend)."""
-    from accelbench.api import service
+    from accelbench import services as service
 
     return service.memory_breakdown(
         model,

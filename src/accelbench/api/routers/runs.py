@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from accelbench.api import service
+from accelbench import services as service
 from accelbench.api.auth import Principal, require_read, require_write
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES

@@ -1,26 +1,30 @@
-"""The glue between the API (and the pages) and the library: every function here calls the same code the CLI
-calls, adding only what a service needs (secrets kept in memory, the worker notified).
+"""Runs as use cases: resolve a spec (instance, default runtime), check it before anything is stored or
+started (guards, the planner's fit), submit it for the worker, export its manifests. The CLI, the API, the
+pages and the worker call these; nothing here imports typer or FastAPI.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
-from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.store import Store
-from accelbench.store.repo import jsonable
 
-if TYPE_CHECKING:
-    from accelbench.api.worker import RunWorker
-    from accelbench.report.tables import CellAggregate
+log = logging.getLogger("accelbench.services")
 
-log = logging.getLogger("accelbench.api")
+
+class RunNotifier(Protocol):
+    """What submitting a run needs of the process that executes runs (the API's worker)."""
+
+    def keep_secrets(self, run_id: str, secrets: dict[str, str]) -> None: ...
+
+    def notify(self) -> None: ...
 
 
 @contextmanager
@@ -184,7 +188,9 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     return warnings
 
 
-def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: str | None = None) -> RunInfo:
+def submit_run(
+    store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
+) -> RunInfo:
     """Validate, guard and store a run as pending; the worker executes it. Nothing is stored on refusal."""
     if spec.hf_token and worker is None:
         raise UserInputError(
@@ -221,35 +227,6 @@ def submit_run(store: Store, spec: RunSpec, *, worker: RunWorker | None, actor: 
     return run
 
 
-def aggregate(results: Sequence[ResultInfo]) -> list[CellAggregate]:
-    from accelbench.report.tables import aggregate_results
-
-    return aggregate_results(results)
-
-
-def run_comparison(store: Store, run_id: str) -> Any:
-    """The report layer's comparison of one run with itself: its cells, scaling and findings."""
-    from accelbench.report.compare import compare_runs
-
-    return compare_runs(store, [run_id], min_runs=1)
-
-
-def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> list[dict[str, Any]]:
-    """Findings about one run (sentences with the figures they quote), computed by the report layer."""
-    if not results:
-        return []
-    return [f.model_dump(mode="json") for f in run_comparison(store, run.id).findings]
-
-
-def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str:
-    """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
-    from accelbench.domain.catalog import PriceTier
-    from accelbench.report.document import load_report
-    from accelbench.report.html import render_html
-
-    return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
-
-
 def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
     """Manifests (file name -> text) for the run's recorded spec, as ``accelbench export`` writes them, with
     the store's tool versions."""
@@ -262,148 +239,3 @@ def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
         options=ExportOptions(run_id=run.id),
         tool_versions=effective_tool_versions(store),
     )
-
-
-# ------------------------------------------------------------------------------------------ models
-def presets() -> list[dict[str, Any]]:
-    """Shipped model presets with the figures a picker needs."""
-    from accelbench.modelspec import preset_names
-    from accelbench.modelspec.presets import load_preset, preset_document
-
-    out = []
-    for name in preset_names():
-        spec = load_preset(name)
-        out.append(
-            {
-                "name": name,
-                "hf_id": preset_document(name).get("hf_id"),
-                "architecture": spec.architecture,
-                "parameters": spec.parameters.total,
-                "active_parameters": spec.parameters.active,
-                "moe": spec.is_moe,
-                "max_context": spec.max_position_embeddings,
-                "quantization": spec.quantization.scheme if spec.quantization else None,
-            }
-        )
-    return out
-
-
-def prepared_models() -> list[dict[str, Any]]:
-    """Models prepared on this machine (``accelbench model prepare``): what local runs can serve now."""
-    from accelbench.deploy.model_store import list_models
-
-    return [
-        m.model_dump(
-            mode="json", include={"name", "source", "revision", "architecture", "parameters", "dtype"}
-        )
-        | {"gguf": bool(m.gguf_path), "hf": bool(m.hf_dir or m.hub_id)}
-        for m in list_models()
-    ]
-
-
-def model_spec(name: str) -> dict[str, Any]:
-    spec = load_model(name, allow_network=False)
-    data: dict[str, Any] = spec.model_dump(mode="json")
-    data["kv_bytes_per_token_bf16"] = spec.kv_bytes_per_token(2.0)
-    data["attention_kind"] = spec.attention_kind.value
-    return data
-
-
-# -------------------------------------------------------------------------------------------- plan
-def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
-    """``accelbench recommend``: does the model fit, with which settings, and why (``fits`` false is an
-    answer, not an error). ``instance_type`` may be "local" for this machine."""
-    from accelbench import plan
-
-    rec = plan.recommend(load_model(model), instance_type, **options)
-    return dict(jsonable(rec))
-
-
-def estimate(
-    store: Store,
-    *,
-    model: str,
-    instance_type: str | None,
-    accelerator_type: AcceleratorType | None,
-    max_cost: float | None,
-    min_context: int | None,
-    quantization: str | None,
-    input_len: int,
-    output_len: int,
-    concurrency: int,
-    slo: str | None,
-    limit: int = 100,
-    use_calibrations: bool = True,
-) -> dict[str, Any]:
-    """``accelbench estimate``: one instance (``instance_type``, or "local" for this machine) or the ranked
-    catalog, with the store's calibrations, prices and benchmarked instances (``plan.store_context``)."""
-    from accelbench.plan.estimate import estimate as estimate_one
-    from accelbench.plan.estimate import estimate_catalog, is_local, parse_slo, store_context
-
-    spec = load_model(model)
-    slo_v = parse_slo(slo) if slo else None
-    calibrations, prices, benchmarked = store_context(store, use_calibrations=use_calibrations)
-    common: dict[str, Any] = {
-        "input_len": input_len,
-        "output_len": output_len,
-        "concurrency": concurrency,
-        "quantization": quantization,
-        "slo": slo_v,
-        "calibrations": calibrations,
-        "prices": prices,
-        "benchmarked": benchmarked,
-    }
-    if instance_type:
-        if is_local(instance_type):
-            from accelbench.plan.hardware import local_machine
-
-            inst, accel_spec = local_machine()
-        else:
-            from accelbench.catalog import get_catalog
-
-            inst, accel_spec = get_catalog().instance(instance_type), None
-        est = estimate_one(spec, inst, spec=accel_spec, max_model_len=min_context, **common)
-        return {
-            "model": spec.name,
-            "input_len": input_len,
-            "output_len": output_len,
-            "concurrency": concurrency,
-            "rows": [jsonable({k: getattr(est, k) for k in _row_fields()})],
-            "total_rows": 1,
-            "summary": None,
-            "estimate": jsonable(est),
-        }
-    table = estimate_catalog(
-        spec, accelerator=accelerator_type, max_cost=max_cost, min_context=min_context, **common
-    )
-    data: dict[str, Any] = jsonable(table)
-    data["total_rows"] = len(table.rows)
-    data["rows"] = data["rows"][:limit]
-    return data
-
-
-def _row_fields() -> list[str]:
-    from accelbench.domain.plan import EstimateRow
-
-    return list(EstimateRow.model_fields)
-
-
-def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
-    """Where accelerator memory goes (GPU, Neuron); the planner refuses CPU instances (GuardError, 400)."""
-    from accelbench import plan
-
-    return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
-
-
-# ----------------------------------------------------------------------------------------- compare
-def compare_json(store: Store, run_ids: Sequence[str], tier: Any) -> dict[str, Any]:
-    from accelbench.report.compare import compare_runs, comparison_json
-
-    return comparison_json(compare_runs(store, list(run_ids), tier=tier))
-
-
-def compare_csv(store: Store, run_ids: Sequence[str], tier: Any) -> str:
-    from accelbench.report.compare import compare_runs
-    from accelbench.report.compare_csv import write_compare_csv
-
-    return write_compare_csv(compare_runs(store, list(run_ids), tier=tier))

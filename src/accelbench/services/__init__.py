@@ -1,0 +1,58 @@
+"""The application layer: every use case the CLI, the API, the pages and the run worker share, decided once.
+
+The shells parse input, call one function here and render its answer; this package imports no typer and no
+FastAPI. ``runs`` (resolve, check and submit a run, export its manifests), ``plan`` (presets, model specs,
+recommend, estimate, memory breakdown), ``results`` (aggregates, findings, compare, report).
+"""
+
+from accelbench.services.plan import (
+    estimate,
+    memory_breakdown,
+    model_spec,
+    prepared_models,
+    presets,
+    recommend,
+)
+from accelbench.services.results import (
+    aggregate,
+    compare_csv,
+    compare_json,
+    render_report,
+    run_comparison,
+    run_findings,
+)
+from accelbench.services.runs import (
+    as_input_error,
+    check_guards,
+    export_manifests,
+    load_model,
+    model_lookup,
+    resolve_instance,
+    submit_run,
+    tier_of,
+    with_default_runtime,
+)
+
+__all__ = [
+    "aggregate",
+    "as_input_error",
+    "check_guards",
+    "compare_csv",
+    "compare_json",
+    "estimate",
+    "export_manifests",
+    "load_model",
+    "memory_breakdown",
+    "model_lookup",
+    "model_spec",
+    "prepared_models",
+    "presets",
+    "recommend",
+    "render_report",
+    "resolve_instance",
+    "run_comparison",
+    "run_findings",
+    "submit_run",
+    "tier_of",
+    "with_default_runtime",
+]

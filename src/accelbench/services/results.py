@@ -1,0 +1,56 @@
+"""Stored results as use cases: per-cell aggregates, one run's findings, comparisons (JSON, CSV) and the offline
+HTML report, each computed by the report layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.store import Store
+
+if TYPE_CHECKING:
+    from accelbench.report.tables import CellAggregate
+
+
+def aggregate(results: Sequence[ResultInfo]) -> list[CellAggregate]:
+    from accelbench.report.tables import aggregate_results
+
+    return aggregate_results(results)
+
+
+def run_comparison(store: Store, run_id: str) -> Any:
+    """The report layer's comparison of one run with itself: its cells, scaling and findings."""
+    from accelbench.report.compare import compare_runs
+
+    return compare_runs(store, [run_id], min_runs=1)
+
+
+def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> list[dict[str, Any]]:
+    """Findings about one run (sentences with the figures they quote), computed by the report layer."""
+    if not results:
+        return []
+    return [f.model_dump(mode="json") for f in run_comparison(store, run.id).findings]
+
+
+def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str:
+    """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
+    from accelbench.domain.catalog import PriceTier
+    from accelbench.report.document import load_report
+    from accelbench.report.html import render_html
+
+    return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
+
+
+def compare_json(store: Store, run_ids: Sequence[str], tier: Any) -> dict[str, Any]:
+    from accelbench.report.compare import compare_runs, comparison_json
+
+    return comparison_json(compare_runs(store, list(run_ids), tier=tier))
+
+
+def compare_csv(store: Store, run_ids: Sequence[str], tier: Any) -> str:
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.compare_csv import write_compare_csv
+
+    return write_compare_csv(compare_runs(store, list(run_ids), tier=tier))
