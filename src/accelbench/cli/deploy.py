@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from pydantic import ValidationError
 
 from accelbench.cli.common import (
@@ -29,21 +28,6 @@ from accelbench.cli.common import (
 )
 from accelbench.domain.run import EngineSettings, EngineSpec, RunSpec
 from accelbench.errors import UserInputError
-
-
-def load_run_spec(path: Path) -> RunSpec:
-    """A run spec YAML file; unknown keys and wrong types are errors naming the key path."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise UserInputError(f"Cannot read {path}: {exc.strerror}.") from exc
-    except yaml.YAMLError as exc:
-        raise UserInputError(f"{path} is not valid YAML: {exc}") from exc
-    try:
-        return RunSpec.model_validate(data or {})
-    except ValidationError as exc:
-        lines = [f"- {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise UserInputError(f"{path} is not a valid run spec:\n" + "\n".join(lines)) from exc
 
 
 def register(app: typer.Typer) -> None:
@@ -92,6 +76,8 @@ def register(app: typer.Typer) -> None:
         )
 
         with user_errors():
+            from accelbench.services.specs import load_run_spec
+
             spec = load_run_spec(spec_file) if spec_file else None
             if spec is None and not model:
                 raise UserInputError("Give --model (or --spec with a model).")

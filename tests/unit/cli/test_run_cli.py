@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.cli.main import app
-from accelbench.cli.run import load_run_spec
 from accelbench.domain.run import LocalTarget
 from accelbench.errors import UserInputError
+from accelbench.services.specs import load_run_spec
 
 GOOD = """
 label: smol on cpu

@@ -59,9 +59,9 @@ def list_instance_types(
     arch: str | None = Query(None, max_length=16, description="x86_64 or arm64."),
     _: Principal = Depends(require_read),
 ) -> InstanceList:
-    from accelbench.services import as_input_error
     from accelbench.catalog import get_catalog
     from accelbench.errors import NotFoundError
+    from accelbench.services import as_input_error
 
     try:
         rows = get_catalog().filter(

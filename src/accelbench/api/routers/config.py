@@ -77,9 +77,9 @@ def get_tool_versions(
 def put_tool_versions(
     body: ToolVersionsIn, store: StoreDep, who: Principal = Depends(require_write)
 ) -> ToolVersionsChanged:
-    from accelbench.services import as_input_error
     from accelbench.registry import did_you_mean
     from accelbench.runtimes import versions as tv
+    from accelbench.services import as_input_error
 
     known = tv.tool_defaults()
     # Every key and value is checked before anything is written, so a bad entry never half-applies an update.

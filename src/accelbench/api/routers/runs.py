@@ -25,7 +25,7 @@ from accelbench.api.redact import redact
 from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
@@ -95,16 +95,22 @@ def public_run(run: RunInfo) -> RunInfo:
 @router.post(
     "",
     status_code=202,
-    response_model=RunCreated,
-    summary="Queue a run (stored pending; the worker executes it)",
+    response_model=RunCreated | DryRun,
+    summary="Queue a run (stored pending; the worker executes it), or preview it with dry_run=true",
 )
 def create_run(
     spec: RunSpec,
     store: StoreDep,
     worker: WorkerDep,
     response: Response,
+    dry_run: bool = Query(
+        False, description="Check the spec and answer what would be deployed and measured; store nothing."
+    ),
     who: Principal = Depends(require_write),
-) -> RunCreated:
+) -> RunCreated | DryRun:
+    if dry_run:
+        response.status_code = 200
+        return service.dry_run(spec)
     run = service.submit_run(store, spec, worker=worker, actor=who.actor)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return RunCreated(

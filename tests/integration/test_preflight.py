@@ -1,0 +1,120 @@
+"""One set of checks before anything is stored or started, on the CLI path (`accelbench run`) and the API
+path (`POST /api/v1/runs`): the cases where the two used to disagree get the same answer from both, and no run
+is stored; and the dry runs of both agree on the runtime, the exact argv and the environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from accelbench.cli.main import app
+from accelbench.store import get_store
+from tests.support.api_app import api_for
+
+SMALL = "smollm2-135m-instruct"
+KV1 = {"kv_cache_space_gib": 1}
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def _cli(tmp_path: Path, spec: dict[str, Any], *args: str) -> Any:
+    f = tmp_path / "spec.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    return runner.invoke(app, ["run", str(f), *args])
+
+
+REFUSED = {
+    "fp8 KV cache on CPU": (
+        {"model": SMALL, "engine": {"name": "vllm-cpu", "settings": {**KV1, "kv_cache_dtype": "fp8"}}},
+        "kv_cache_dtype=fp8 is not supported on CPU",
+    ),
+    "a request longer than the context": (
+        {
+            "model": SMALL,
+            "engine": {"name": "vllm-cpu", "settings": {**KV1, "max_model_len": 2048}},
+            "sweep": {"input_lens": [4096], "concurrency": [1], "output_len": 32},
+        },
+        "= 4128 tokens at most, which is more than 2048",
+    ),
+    "longer than llama.cpp's default context": (
+        {"model": SMALL, "engine": {"name": "llamacpp"}, "sweep": {"input_lens": [4000], "concurrency": [1]}},
+        "llamacpp's default",
+    ),
+    "tensor parallel above the NUMA nodes": (
+        {"model": SMALL, "engine": {"name": "vllm-cpu", "settings": {**KV1, "tensor_parallel_size": 8}}},
+        "exceeds the",
+    ),
+    "a dense 32B BF16 model on CPU": (
+        {"model": "qwen2.5-32b-instruct", "engine": {"name": "vllm-cpu", "settings": KV1}},
+        "above the CPU ceiling",
+    ),
+    "a misspelled model": (
+        {"model": "smollm2-135m-instrct", "engine": {"settings": KV1}},
+        "smollm2-135m-instruct",
+    ),
+    "a misspelled runtime": ({"model": SMALL, "engine": {"name": "vllm-cpuu"}}, "vllm-cpu"),
+    "a planning preset with no weights here": (
+        {"model": "qwen2.5-0.5b-instruct", "engine": {"settings": KV1}},
+        "is a planning preset",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_cli_and_api_refuse_the_same_specs_and_store_nothing(case: str, tmp_path: Path) -> None:
+    spec, expected = REFUSED[case]
+    res = _cli(tmp_path, spec)
+    assert res.exit_code != 0, res.output
+    assert expected in res.output, res.output
+    assert "Traceback" not in res.output
+    store = get_store()
+    with api_for(store) as api:
+        r = api.client.post("/api/v1/runs", json=spec, headers=api.auth)
+        assert r.status_code == 400, r.text
+        assert expected in r.text
+        message = r.json()["error"]["message"] if "error" in r.json() else r.json()["detail"]
+        assert str(message).splitlines()[0][:60] in " ".join(res.output.split()), (message, res.output)
+    assert store.list_runs()[1] == 0  # neither path stored a run (nor started anything)
+
+
+DRY = {
+    "local CPU": {"model": SMALL, "engine": {"name": "vllm-cpu", "settings": KV1}},
+    "EC2 GPU without an engine name": {
+        "model": "qwen2.5-7b-instruct",
+        "instance_type": "g6.2xlarge",
+        "target": {"kind": "ec2"},
+    },
+    "Kubernetes Neuron": {
+        "model": "llama-3.1-8b-instruct",
+        "instance_type": "inf2.8xlarge",
+        "target": {"kind": "kubernetes"},
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(DRY))
+def test_cli_and_api_dry_runs_agree(case: str, tmp_path: Path) -> None:
+    spec = DRY[case]
+    res = _cli(tmp_path, spec, "--dry-run", "--format", "json")
+    assert res.exit_code == 0, res.output
+    cli = json.loads(res.stdout)
+    store = get_store()
+    with api_for(store) as api:
+        r = api.client.post("/api/v1/runs", params={"dry_run": "true"}, json=spec, headers=api.auth)
+        assert r.status_code == 200, r.text
+        got = r.json()
+    assert got == cli
+    assert cli["dry_run"] is True and cli["argv"] and cli["cells"]
+    expected_runtime = {
+        "local CPU": "vllm-cpu",
+        "EC2 GPU without an engine name": "vllm",
+        "Kubernetes Neuron": "vllm-neuron",
+    }
+    assert cli["runtime"] == expected_runtime[case]
+    assert store.list_runs()[1] == 0
+    table = _cli(tmp_path, spec, "--dry-run")
+    assert table.exit_code == 0 and "nothing stored or started" in table.output
