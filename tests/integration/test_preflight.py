@@ -118,3 +118,37 @@ def test_cli_and_api_dry_runs_agree(case: str, tmp_path: Path) -> None:
     assert store.list_runs()[1] == 0
     table = _cli(tmp_path, spec, "--dry-run")
     assert table.exit_code == 0 and "nothing stored or started" in table.output
+
+
+def test_a_duplicated_key_is_refused_by_run_and_by_export(tmp_path: Path) -> None:
+    f = tmp_path / "dup.yaml"
+    f.write_text(f"model: {SMALL}\nmodel: qwen2.5-7b-instruct\n")
+    for args in (
+        ["run", str(f)],
+        ["export", "--spec", str(f), "--instance", "g6.2xlarge", "--out", str(tmp_path / "m")],
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code != 0 and "duplicated key 'model'" in res.output, (args, res.output)
+
+
+def test_one_quantization_vocabulary_w8a8_is_int8_everywhere(tmp_path: Path) -> None:
+    """w8a8 was int8 to the planner and unknown to the guards, whose own hint said "use int8 (W8A8)"."""
+    base = {
+        "model": "qwen2.5-32b-instruct",
+        "instance_type": "r8g.16xlarge",
+        "target": {"kind": "kubernetes"},
+    }
+    plans = {}
+    for q in ("int8", "w8a8"):
+        spec = {**base, "engine": {"settings": {"quantization": q}}}
+        res = _cli(tmp_path, spec, "--dry-run", "--format", "json")
+        assert res.exit_code == 0, res.output
+        with api_for(get_store()) as api:
+            r = api.client.post("/api/v1/runs", params={"dry_run": "true"}, json=spec, headers=api.auth)
+        assert r.status_code == 200, r.text
+        assert r.json() == json.loads(res.stdout)
+        plans[q] = r.json()
+    assert plans["w8a8"]["argv"] == plans["int8"]["argv"]
+    assert "compressed-tensors" in plans["w8a8"]["argv"]
+    bad = _cli(tmp_path, {**base, "engine": {"settings": {"quantization": "w9a9"}}}, "--dry-run")
+    assert bad.exit_code != 0 and "unknown quantization 'w9a9'" in bad.output and "w8a8" in bad.output

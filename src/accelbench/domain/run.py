@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import LoadSettings
+from accelbench.domain.quant import check_quantization
 
 
 class RunStatus(enum.StrEnum):
@@ -76,7 +77,10 @@ class EngineSettings(StrictModel):
     tensor_parallel_size: int | None = Field(default=None, ge=1, description="--tensor-parallel-size.")
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1, description="GPU only.")
     kv_cache_dtype: str | None = Field(default=None, description="e.g. fp8 (GPU only).")
-    quantization: str | None = Field(default=None, description="none, fp8, int8, int4 (mapped per runtime).")
+    quantization: str | None = Field(
+        default=None,
+        description="none, fp16, fp8, int8 (w8a8), int4 (w4a8, w4a16), or a checkpoint's method (mapped per runtime).",
+    )
     threads: int | None = Field(
         default=None, ge=1, description="CPU threads (llama.cpp n_threads; vLLM OMP)."
     )
@@ -91,6 +95,11 @@ class EngineSettings(StrictModel):
     )
     extra_args: list[str] = Field(default_factory=list, description="Extra engine flags, appended verbatim.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment variables.")
+
+    @field_validator("quantization")
+    @classmethod
+    def _known_quantization(cls, v: str | None) -> str | None:
+        return check_quantization(v)
 
 
 class EngineSpec(StrictModel):

@@ -37,6 +37,7 @@ from accelbench.domain.plan import (
     ServingSettings,
     Verdict,
 )
+from accelbench.domain.quant import parse_quantization as normalize_quantization
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import Hardware, default_factors, hardware_for
 from accelbench.plan.memory import (
@@ -79,39 +80,6 @@ CPU_FAMILY_NAMES = {
     "7i": "Xeon-SPR",
     "8i": "Xeon-GNR",
 }
-
-QUANT_ALIASES = {
-    None: None,
-    "": None,
-    "auto": None,
-    "none": "native",
-    "native": "native",
-    "bf16": "native",
-    "bfloat16": "native",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "fp8": "fp8",
-    "int8": "int8",
-    "w8a8": "int8",
-    "int4": "int4",
-    "w4a8": "int4",
-    "w4a16": "int4",
-    "awq": "awq",
-    "gptq": "gptq",
-    "compressed-tensors": "compressed-tensors",
-}
-
-
-def normalize_quantization(value: str | None) -> str | None:
-    """None (automatic), 'native', 'fp16', 'fp8', 'int8', 'int4', or a checkpoint method."""
-    key = value.strip().lower() if isinstance(value, str) else value
-    if key not in QUANT_ALIASES:
-        raise UserInputError(
-            f"Unknown quantization {value!r}.",
-            hint="Use one of: auto, none, fp16, fp8, int8, int4 (or awq / gptq / compressed-tensors for a "
-            "checkpoint that is already quantized).",
-        )
-    return QUANT_ALIASES[key]
 
 
 def gib(x: float) -> float:

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.errors import GuardError
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
-from accelbench.runtimes.vllm import normalize_quantization
 
 #: dense unquantized models above this many parameters are refused on CPU (memory bandwidth: a 13B BF16
 #: model moves 26 GB per output token, i.e. well under 10 tok/s on a socket's DRAM)

@@ -13,20 +13,13 @@ import math
 from typing import ClassVar
 
 from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
 from accelbench.runtimes.common import bare_version, flag_present, v_tag, with_registry
 
 GIB = 1024**3
 
 QUANTIZATIONS = ("none", "fp16", "bf16", "fp8", "int8", "int4")
-
-
-def normalize_quantization(quantization: str | None) -> str | None:
-    """Lower-case spelling; ``None`` / ``none`` / empty all mean "serve the checkpoint as it is"."""
-    if quantization is None:
-        return None
-    q = quantization.strip().lower()
-    return None if q in ("", "none", "auto") else q
 
 
 def streamer_concurrency(
@@ -152,7 +145,8 @@ class VllmFamily(Runtime):
         q = normalize_quantization(params.settings.quantization)
         if q is not None and q not in QUANTIZATIONS:
             errors.append(
-                f"quantization {params.settings.quantization!r} is not one of {', '.join(QUANTIZATIONS)}"
+                f"quantization {params.settings.quantization!r} is not one of {', '.join(QUANTIZATIONS)} "
+                "(aliases: w8a8 = int8, w4a8 / w4a16 = int4)"
             )
         for flag in self.forbidden_flags:
             if flag_present(params.settings.extra_args, flag):

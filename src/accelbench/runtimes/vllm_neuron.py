@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.runtimes.base import RUNTIMES, ServeParams
 from accelbench.runtimes.common import with_registry
-from accelbench.runtimes.vllm import VllmFamily, normalize_quantization
+from accelbench.runtimes.vllm import VllmFamily
 
 #: NeuronCores per device, by the catalog's accelerator name (used when the plan gives no TP)
 NEURON_CORES_PER_DEVICE = {"inferentia2": 2, "trainium": 2, "trainium1": 2, "trainium2": 8}
