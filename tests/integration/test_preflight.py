@@ -152,3 +152,23 @@ def test_one_quantization_vocabulary_w8a8_is_int8_everywhere(tmp_path: Path) -> 
     assert "compressed-tensors" in plans["w8a8"]["argv"]
     bad = _cli(tmp_path, {**base, "engine": {"settings": {"quantization": "w9a9"}}}, "--dry-run")
     assert bad.exit_code != 0 and "unknown quantization 'w9a9'" in bad.output and "w8a8" in bad.output
+
+
+def test_recommend_and_estimate_refuse_a_request_longer_than_the_models_context() -> None:
+    """qwen2.5-7b-instruct has a 32,768-token context; 40,000 input tokens used to "fit"."""
+    model, inst = "qwen2.5-7b-instruct", "g6.2xlarge"
+    res = runner.invoke(
+        app, ["recommend", "--model", model, "--instance", inst, "--input-len", "40000", "--format", "json"]
+    )
+    assert res.exit_code == 3, res.output  # refused
+    cli = json.loads(res.stdout)
+    assert not cli["fits"] and cli["refusal"]["code"] == "context_does_not_fit"
+    with api_for(get_store()) as api:
+        r = api.client.get(
+            "/api/v1/recommend", params={"model": model, "instance_type": inst, "input_len": 40000}
+        )
+        assert r.status_code == 200 and r.json()["refusal"] == cli["refusal"]
+        est = api.client.get("/api/v1/estimate", params={"model": model, "input_len": 40000})
+        assert est.status_code == 400 and "longer than qwen2.5-7b-instruct's context" in est.text
+    res = runner.invoke(app, ["estimate", "--model", model, "--input-len", "40000", "--output-len", "128"])
+    assert res.exit_code != 0 and "longer than qwen2.5-7b-instruct's context of 32,768" in res.output

@@ -813,6 +813,13 @@ def estimate_catalog(
     """
     started = time.perf_counter()
     model = _model(model)
+    if input_len + output_len > model.max_position_embeddings:
+        raise UserInputError(
+            f"A request of {input_len:,} input + {output_len:,} output tokens is longer than {model.name}'s "
+            f"context of {model.max_position_embeddings:,} tokens: no instance can serve it.",
+            hint=f"Keep input + output within {model.max_position_embeddings:,} tokens, or pick a model with a "
+            "longer context.",
+        )
     if isinstance(slo, str):
         slo = parse_slo(slo)
     accelerator = accelerator or accelerator_type

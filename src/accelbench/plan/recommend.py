@@ -241,6 +241,21 @@ def recommend(
             ],
         )
         return rec
+    longest = (input_len or 0) + (output_len or 0)
+    if longest > model.max_position_embeddings:
+        return _refuse(
+            ctx,
+            RefusalCode.context_does_not_fit,
+            f"A request of {input_len or 0:,} input"
+            + (f" + {output_len:,} output" if output_len else "")
+            + " tokens is longer than "
+            f"{model.name}'s context of {model.max_position_embeddings:,} tokens: no instance can serve it.",
+            [
+                f"Keep input + output within {model.max_position_embeddings:,} tokens (for example input "
+                f"{max(model.max_position_embeddings - (output_len or 0), 1):,} with this output).",
+                "Or pick a model with a longer context.",
+            ],
+        )
     kind = instance.accelerator_type
     if kind == AcceleratorType.gpu:
         rec = _recommend_gpu(ctx)
