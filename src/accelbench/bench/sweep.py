@@ -33,8 +33,9 @@ from typing import Any, NamedTuple
 
 import httpx
 
+from accelbench.bench.context import check_served_context
 from accelbench.bench.spec import spec_differences
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, LoadSettings
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint, LoadSettings
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, UserInputError
@@ -342,6 +343,8 @@ def run_sweep(
                 tokenizer = load_tokenizer(endpoint)
             prog.phase = "checking"
             prog.write(force=True)
+            if DatasetKind(spec.dataset) == DatasetKind.random:
+                check_served_context(endpoint, (k.input_len for k in todo), spec.output_len)
             preflight(spec, todo, tokenizer)
             warmups = spec.num_warmups
             for key in todo:

@@ -335,7 +335,10 @@ def bench(
             raise UserInputError(f"Invalid settings: {exc}") from None
 
         from accelbench.bench import run_benchmark
+        from accelbench.bench.context import check_served_context
 
+        if DatasetKind(config.dataset) == DatasetKind.random:
+            check_served_context(endpoint, [config.input_len], config.output_len)  # before any load
         cancel = threading.Event()
         progress = Progress(
             TextColumn("[bold]bench[/]"),

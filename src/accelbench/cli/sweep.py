@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from accelbench.bench.context import check_served_context
 from accelbench.bench.spec import describe_validation_error, load_sweep_file
 from accelbench.bench.sweep import (
     CellKey,
@@ -311,6 +312,8 @@ def sweep(
             api_key=api_key,
             headers=headers,
         )
+        if DatasetKind(spec.dataset) == DatasetKind.random:
+            check_served_context(ep, spec.input_lens, spec.output_len)  # before a run is stored
         if run is None:
             env = capture_environment(base_url=url, command=invocation(ctx), headers=auth)
             run = create_sweep_run(store, ep, spec, label=label or file_label, environment=env)

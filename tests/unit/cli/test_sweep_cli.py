@@ -265,3 +265,23 @@ def test_bad_flags_are_clean_errors(store: Store) -> None:
     res = runner.invoke(app, ["sweep", "--model", "m"])
     assert res.exit_code == 1 and "--base-url" in res.stderr
     assert store.list_runs()[1] == 0  # nothing was created for a command that could not start
+
+
+def test_lengths_above_the_servers_advertised_context_are_refused_before_any_load(
+    server: StreamServer, tokenizer_dir: Path
+) -> None:
+    """The fixture server advertises max_model_len 8192 at /v1/models, as vLLM does."""
+    from accelbench.store import get_store
+
+    args = sweep_args(server, tokenizer_dir)
+    args[args.index("--input-lens") + 1] = "64,8190"
+    res = runner.invoke(app, args)
+    assert res.exit_code != 0
+    assert "Input length 8190 + output length 4 is more than the 8192-token context" in res.output
+    assert get_store().list_runs()[1] == 0  # nothing stored
+    bench = runner.invoke(
+        app,
+        ["bench", "--base-url", server.base_url, "--tokenizer", str(tokenizer_dir), "--input-len", "8190",
+         "--output-len", "4", "--num-prompts", "2"],
+    )  # fmt: skip
+    assert bench.exit_code != 0 and "8192-token context the server advertises" in bench.output
