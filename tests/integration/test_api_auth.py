@@ -70,7 +70,7 @@ def test_reads_are_open_by_default_and_closed_by_the_setting(store: Store) -> No
 def test_no_token_configured_says_how_to_configure(store: Store) -> None:
     from fastapi.testclient import TestClient
 
-    from accelbench.api.app import create_app
+    from accelbench.server.app import create_app
     from accelbench.settings import Settings
 
     app = create_app(Settings(database_url=store.url), store, start_worker=False)

@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from accelbench.api.app import create_app
+from accelbench.server.app import create_app
 from accelbench.settings import Settings
 from accelbench.store import Store
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from accelbench.api.app import create_app
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
 from accelbench.domain.run import RunStatus
+from accelbench.server.app import create_app
 from accelbench.settings import Settings
 from accelbench.store import Store
 

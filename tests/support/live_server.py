@@ -13,7 +13,7 @@ from typing import Any
 
 import uvicorn
 
-from accelbench.api.app import create_app
+from accelbench.server.app import create_app
 from accelbench.settings import Settings
 from accelbench.store import Store
 

@@ -34,7 +34,7 @@ def serve(
     """Serve the REST API (/api/v1, OpenAPI at /docs), the web pages and the background run worker."""
     import uvicorn
 
-    from accelbench.api.app import create_app
+    from accelbench.server.app import create_app
     from accelbench.settings import get_settings
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -412,11 +412,8 @@ class CalibrationSet:
         return out
 
     @classmethod
-    def from_store(cls, store: Store | None = None) -> CalibrationSet:
-        if store is None:
-            from accelbench.store import get_store
-
-            store = get_store()
+    def from_store(cls, store: Store) -> CalibrationSet:
+        """The store's active calibrations (the planner is handed a store; it never opens one)."""
         return cls.from_rows(store.active_calibrations())
 
 

@@ -1,1 +1,1 @@
-"""One router per API resource, all mounted under ``/api/v1`` by ``accelbench.api.app.create_app``."""
+"""One router per API resource, all mounted under ``/api/v1`` by ``accelbench.server.app.create_app``."""

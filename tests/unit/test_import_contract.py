@@ -1,0 +1,111 @@
+"""The import contract: each package imports only from its own layer or the layers below, a few pairs that
+would be legal by layer are forbidden outright, and no two packages import each other (directly or round a
+loop). Read from the source with ``ast``, function-level (lazy) imports included; imports under
+``if TYPE_CHECKING:`` are annotations only and not counted."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import accelbench
+
+SRC = Path(accelbench.__file__).resolve().parent
+
+#: bottom to top; a package may import from its own layer and every layer below
+LAYERS: list[set[str]] = [
+    {"errors", "registry", "settings"},
+    {"domain"},
+    {"catalog", "modelspec"},
+    {"plan", "runtimes", "bench", "telemetry", "store"},
+    {"report"},
+    {"deploy"},
+    {"services"},
+    {"api"},
+    {"web"},
+    {"server"},
+    {"cli"},
+]
+#: legal by layer, forbidden by design: the planner is handed a context (calibrations, prices) and never reads
+#: the store or a benchmark; the load generator knows nothing of what it measures or where it is stored
+FORBIDDEN = {
+    ("plan", "store"),
+    ("plan", "bench"),
+    ("bench", "plan"),
+    ("runtimes", "bench"),
+    ("telemetry", "store"),
+}
+
+
+def _layer(pkg: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if pkg in layer)
+
+
+def _package(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py") if rel.parts[0] != "__init__.py" else "__init__"
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def package_imports() -> dict[tuple[str, str], list[str]]:
+    """(importer, imported) package pairs -> where (file:line)."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(f.read_text(), str(f))
+        skip = _type_checking_lines(tree)
+        src = _package(f)
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] != "accelbench" or len(parts) < 2 or node.lineno in skip:
+                    continue
+                dst = parts[1]
+                if dst != src and src != "__init__":
+                    edges[(src, dst)].append(f"{f.relative_to(SRC)}:{node.lineno}")
+    return edges
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(f) for f in SRC.rglob("*.py")} - {"__init__"}
+    assert packages <= set().union(*LAYERS), packages - set().union(*LAYERS)
+
+
+def test_imports_go_down_the_layers_only() -> None:
+    upward = {
+        f"{a} -> {b}: {', '.join(where[:3])}"
+        for (a, b), where in package_imports().items()
+        if _layer(b) > _layer(a) or (a, b) in FORBIDDEN
+    }
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in package_imports():
+        graph[a].add(b)
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in graph[node]:
+            if nxt in path:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif len(path) < len(graph) + 1:
+                visit(nxt, [*path, nxt])
+
+    for start in list(graph):
+        visit(start, [start])
+    assert not cycles, sorted(set(cycles))[:10]
