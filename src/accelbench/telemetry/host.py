@@ -163,6 +163,11 @@ def _numa_nodes() -> int | None:
     return len(nodes) or None
 
 
+def numa_node_count() -> int:
+    """NUMA nodes of this machine (1 where the kernel does not say)."""
+    return _numa_nodes() or 1
+
+
 def _cgroup_cpu_limit() -> float | None:
     """CPUs the container may use per cgroup v2 ``cpu.max`` (None when unlimited or unknown)."""
     text = _read("/sys/fs/cgroup/cpu.max")
