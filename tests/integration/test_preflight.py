@@ -172,3 +172,29 @@ def test_recommend_and_estimate_refuse_a_request_longer_than_the_models_context(
         assert est.status_code == 400 and "longer than qwen2.5-7b-instruct's context" in est.text
     res = runner.invoke(app, ["estimate", "--model", model, "--input-len", "40000", "--output-len", "128"])
     assert res.exit_code != 0 and "longer than qwen2.5-7b-instruct's context of 32,768" in res.output
+
+
+def test_estimate_has_one_set_of_defaults_in_the_cli_the_api_and_the_page() -> None:
+    """The CLI needed --input-len and --output-len, the API defaulted them to 512 / 128, and the row limits were
+    25, 100 and 200; now every shell reads EstimateQuery."""
+    import inspect
+
+    from accelbench.cli.plan import estimate_cmd
+    from accelbench.domain.plan import EstimateQuery
+
+    fields = EstimateQuery.model_fields
+    cli = inspect.signature(estimate_cmd).parameters
+    with api_for(get_store()) as api:
+        spec = api.client.get("/openapi.json").json()
+        params = {p["name"]: p for p in spec["paths"]["/api/v1/estimate"]["get"]["parameters"]}
+        for name in ("input_len", "output_len", "concurrency", "limit", "arrivals"):
+            assert cli[name].default.default == fields[name].default, name
+            assert params[name]["schema"].get("default") == fields[name].default, name
+        model = "qwen2.5-7b-instruct"
+        r = api.client.get("/api/v1/estimate", params={"model": model, "instance_type": "g6.2xlarge"})
+        api_est = r.json()["estimate"]
+    res = runner.invoke(app, ["estimate", "--model", model, "--instance", "g6.2xlarge", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    cli_est = json.loads(res.stdout)
+    for key in ("input_len", "output_len", "concurrency", "feasible", "ttft_ms", "tpot_ms"):
+        assert cli_est[key] == api_est[key], key

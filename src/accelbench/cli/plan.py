@@ -14,12 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.domain.catalog import AcceleratorType
-from accelbench.domain.plan import CalibrationReport, Estimate, EstimateTable, MemoryBreakdown, Recommendation
-from accelbench.errors import AccelbenchError
+from accelbench.domain.plan import (
+    CalibrationReport,
+    Estimate,
+    EstimateQuery,
+    EstimateTable,
+    MemoryBreakdown,
+    Recommendation,
+)
+from accelbench.errors import AccelbenchError, UserInputError
 
 REFUSED_EXIT = 3
 plan_app = typer.Typer(help="Planning: calibrate the speed model from measured runs.", no_args_is_help=True)
@@ -320,97 +328,74 @@ def _render_table(tab: EstimateTable, show: int) -> None:
     err_console.print(f"[dim]{len(tab.rows)} instances estimated in {tab.elapsed_ms:.0f} ms[/]")
 
 
+_EQ = EstimateQuery.model_fields  # flags take their defaults, bounds and help from the estimate query
+
+
 def estimate_cmd(
     model: str = ModelOpt,
-    instance: str | None = typer.Option(
-        None, "--instance", "-i", help="One instance type ('local' for this machine); default: the catalog."
-    ),
+    instance: str | None = typer.Option(None, "--instance", "-i", help=_EQ["instance_type"].description),
     accelerator: AcceleratorType | None = typer.Option(
-        None, "--accelerator", "-a", help="Only gpu, neuron or cpu."
+        None, "--accelerator", "-a", help=_EQ["accelerator_type"].description
     ),
-    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Hourly USD at most."),
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help=_EQ["max_cost"].description),
     min_context: int | None = typer.Option(
-        None, "--min-context", min=16, help="Context length the deployment needs."
+        None, "--min-context", min=16, help=_EQ["min_context"].description
     ),
     quantization: str | None = QuantOpt,
-    input_len: int = typer.Option(..., "--input-len", min=1, help="Input tokens per request."),
-    output_len: int = typer.Option(..., "--output-len", min=1, help="Output tokens per request."),
-    concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="Requests in flight."),
-    slo: str | None = typer.Option(
-        None, "--slo", help="Latency targets in ms, e.g. ttft:500,tpot:50 (e2e too)."
+    input_len: int = typer.Option(
+        _EQ["input_len"].default, "--input-len", min=1, help=_EQ["input_len"].description
     ),
-    arrivals: str = typer.Option(
-        "bursts",
-        "--arrivals",
-        help="bursts: users re-send at once with fixed lengths (what `accelbench sweep` measures); steady: "
-        "arrivals spread out (prefills interleave with decode).",
+    output_len: int = typer.Option(
+        _EQ["output_len"].default, "--output-len", min=1, help=_EQ["output_len"].description
     ),
-    limit: int = typer.Option(25, "--limit", min=1, help="Feasible rows shown in the table."),
-    no_calibration: bool = typer.Option(False, "--no-calibration", help="Ignore stored calibrations."),
+    concurrency: int = typer.Option(
+        _EQ["concurrency"].default, "--concurrency", "-c", min=1, help=_EQ["concurrency"].description
+    ),
+    slo: str | None = typer.Option(None, "--slo", help=_EQ["slo"].description),
+    arrivals: str = typer.Option(_EQ["arrivals"].default, "--arrivals", help=_EQ["arrivals"].description),
+    limit: int = typer.Option(_EQ["limit"].default, "--limit", min=1, help=_EQ["limit"].description),
+    no_calibration: bool = typer.Option(False, "--no-calibration", help=_EQ["no_calibration"].description),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked."""
     with user_errors():
-        from accelbench.modelspec import load_model_spec
-        from accelbench.plan.estimate import estimate, estimate_catalog, is_local, parse_slo, store_context
+        from accelbench.services.plan import estimate_result
 
-        spec = load_model_spec(model)
-        slo_v = parse_slo(slo) if slo else None
-        store = _store_or_none()
-        calibrations = prices = benchmarked = None
-        if store is not None:
-            calibrations, prices, benchmarked = store_context(store, use_calibrations=not no_calibration)
-        if instance is not None:
-            if is_local(instance):
-                from accelbench.plan.hardware import local_machine
-
-                inst, accel_spec = local_machine()
-            else:
-                from accelbench.catalog import get_catalog
-
-                inst = get_catalog().instance(instance)
-                accel_spec = None
-            e = estimate(
-                spec,
-                inst,
-                spec=accel_spec,
+        try:
+            query = EstimateQuery(
+                model=model,
+                instance_type=instance,
+                accelerator_type=accelerator,
+                max_cost=max_cost,
+                min_context=min_context,
+                quantization=quantization,
                 input_len=input_len,
                 output_len=output_len,
                 concurrency=concurrency,
-                quantization=quantization,
-                max_model_len=min_context,
-                calibrations=calibrations,
-                prices=prices,
-                slo=slo_v,
-                benchmarked=benchmarked,
+                slo=slo,
                 arrivals=arrivals,
+                limit=limit,
+                no_calibration=no_calibration,
             )
-            if fmt == OutputFormat.json:
-                print_json(e)
-            else:
-                _render_estimate(e)
-            if not e.feasible:
-                raise typer.Exit(REFUSED_EXIT)
+        except ValidationError as exc:
+            flags = {"instance_type": "instance", "accelerator_type": "accelerator"}
+            raise UserInputError(
+                "; ".join(
+                    f"--{flags.get(str(e['loc'][0]), str(e['loc'][0])).replace('_', '-')}: {e['msg']}"
+                    for e in exc.errors()
+                )
+            ) from None
+        result = estimate_result(_store_or_none(), query)
+        if fmt == OutputFormat.json:
+            print_json(result)  # the whole estimate or table (the API wraps it with paging)
+        elif isinstance(result, EstimateTable):
+            _render_table(result, limit)
+        else:
+            _render_estimate(result)
+        if isinstance(result, EstimateTable):
             return
-        tab = estimate_catalog(
-            spec,
-            input_len=input_len,
-            output_len=output_len,
-            concurrency=concurrency,
-            accelerator=accelerator,
-            max_cost=max_cost,
-            min_context=min_context,
-            quantization=quantization,
-            slo=slo_v,
-            calibrations=calibrations,
-            prices=prices,
-            benchmarked=benchmarked,
-            arrivals=arrivals,
-        )
-    if fmt == OutputFormat.json:
-        print_json(tab)
-    else:
-        _render_table(tab, limit)
+        if not result.feasible:
+            raise typer.Exit(REFUSED_EXIT)
 
 
 # --------------------------------------------------------------------------------------------- calibrate

@@ -12,10 +12,11 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.quant import check_quantization
 from accelbench.domain.run import EngineSettings
 
 
@@ -511,3 +512,41 @@ class CalibrationReport(StrictModel):
     groups: list[CalibrationGroup] = Field(description="One fit per (accelerator, engine).")
     skipped: list[str] = Field(default_factory=list, description="Runs not used, with the reason.")
     saved: bool = Field(description="Whether the calibrations were stored (and estimates now use them).")
+
+
+class EstimateQuery(StrictModel):
+    """One estimate request: the same fields, defaults and bounds for `accelbench estimate`, the API's
+    ``GET /api/v1/estimate`` and the Estimate page."""
+
+    model: str = Field(min_length=1, max_length=300, description="Model preset name, prepared model or path.")
+    instance_type: str | None = Field(
+        default=None,
+        max_length=64,
+        description="One instance type ('local' for this machine); default: the catalog.",
+    )
+    accelerator_type: AcceleratorType | None = Field(default=None, description="Only gpu, neuron or cpu.")
+    max_cost: float | None = Field(default=None, gt=0, le=1e6, description="Hourly USD at most.")
+    min_context: int | None = Field(
+        default=None, ge=16, le=10_000_000, description="Context length the deployment needs."
+    )
+    quantization: str | None = Field(
+        default=None, max_length=32, description="none, fp16, fp8, int8 (w8a8), int4 (w4a8, w4a16)."
+    )
+    input_len: int = Field(default=512, ge=1, le=10_000_000, description="Input tokens per request.")
+    output_len: int = Field(default=128, ge=1, le=10_000_000, description="Output tokens per request.")
+    concurrency: int = Field(default=1, ge=1, le=100_000, description="Requests in flight.")
+    slo: str | None = Field(
+        default=None, max_length=100, description="Latency targets in ms, e.g. ttft:500,tpot:50 (e2e too)."
+    )
+    arrivals: Literal["bursts", "steady"] = Field(
+        default="bursts",
+        description="bursts: users re-send at once with fixed lengths (what `accelbench sweep` measures); "
+        "steady: arrivals spread out (prefills interleave with decode).",
+    )
+    limit: int = Field(default=100, ge=1, le=10_000, description="Ranked rows shown (feasible first).")
+    no_calibration: bool = Field(default=False, description="Ignore stored calibrations.")
+
+    @field_validator("quantization")
+    @classmethod
+    def _known_quantization(cls, v: str | None) -> str | None:
+        return check_quantization(v)

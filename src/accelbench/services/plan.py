@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
 from accelbench.services.runs import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
@@ -65,67 +65,68 @@ def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     return dict(jsonable(rec))
 
 
-def estimate(
-    store: Store,
-    *,
-    model: str,
-    instance_type: str | None,
-    accelerator_type: AcceleratorType | None,
-    max_cost: float | None,
-    min_context: int | None,
-    quantization: str | None,
-    input_len: int,
-    output_len: int,
-    concurrency: int,
-    slo: str | None,
-    limit: int = 100,
-    use_calibrations: bool = True,
-) -> dict[str, Any]:
-    """``accelbench estimate``: one instance (``instance_type``, or "local" for this machine) or the ranked
-    catalog, with the store's calibrations, prices and benchmarked instances (``plan.store_context``)."""
+def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
+    """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
+    ranked catalog, with the store's calibrations, prices and benchmarked instances when there is a store."""
     from accelbench.plan.estimate import estimate as estimate_one
     from accelbench.plan.estimate import estimate_catalog, is_local, parse_slo, store_context
 
-    spec = load_model(model)
-    slo_v = parse_slo(slo) if slo else None
-    calibrations, prices, benchmarked = store_context(store, use_calibrations=use_calibrations)
+    spec = load_model(query.model)
+    calibrations = prices = benchmarked = None
+    if store is not None:
+        calibrations, prices, benchmarked = store_context(store, use_calibrations=not query.no_calibration)
     common: dict[str, Any] = {
-        "input_len": input_len,
-        "output_len": output_len,
-        "concurrency": concurrency,
-        "quantization": quantization,
-        "slo": slo_v,
+        "input_len": query.input_len,
+        "output_len": query.output_len,
+        "concurrency": query.concurrency,
+        "quantization": query.quantization,
+        "slo": parse_slo(query.slo) if query.slo else None,
         "calibrations": calibrations,
         "prices": prices,
         "benchmarked": benchmarked,
+        "arrivals": query.arrivals,
     }
-    if instance_type:
-        if is_local(instance_type):
+    if query.instance_type:
+        if is_local(query.instance_type):
             from accelbench.plan.hardware import local_machine
 
             inst, accel_spec = local_machine()
         else:
             from accelbench.catalog import get_catalog
 
-            inst, accel_spec = get_catalog().instance(instance_type), None
-        est = estimate_one(spec, inst, spec=accel_spec, max_model_len=min_context, **common)
-        return {
-            "model": spec.name,
-            "input_len": input_len,
-            "output_len": output_len,
-            "concurrency": concurrency,
-            "rows": [jsonable({k: getattr(est, k) for k in _row_fields()})],
-            "total_rows": 1,
-            "summary": None,
-            "estimate": jsonable(est),
-        }
-    table = estimate_catalog(
-        spec, accelerator=accelerator_type, max_cost=max_cost, min_context=min_context, **common
+            inst, accel_spec = get_catalog().instance(query.instance_type), None
+        return estimate_one(spec, inst, spec=accel_spec, max_model_len=query.min_context, **common)
+    return estimate_catalog(
+        spec,
+        accelerator=query.accelerator_type,
+        max_cost=query.max_cost,
+        min_context=query.min_context,
+        **common,
     )
-    data: dict[str, Any] = jsonable(table)
-    data["total_rows"] = len(table.rows)
-    data["rows"] = data["rows"][:limit]
-    return data
+
+
+def estimate(store: Store | None, query: EstimateQuery) -> dict[str, Any]:
+    """The estimate as JSON (the API, the pages and `estimate --format json`)."""
+    return estimate_json(estimate_result(store, query), query)
+
+
+def estimate_json(result: Estimate | EstimateTable, query: EstimateQuery) -> dict[str, Any]:
+    """One instance's row and estimate, or the ranked table's first ``query.limit`` rows with the total."""
+    if isinstance(result, EstimateTable):
+        data: dict[str, Any] = jsonable(result)
+        data["total_rows"] = len(result.rows)
+        data["rows"] = data["rows"][: query.limit]
+        return data
+    return {
+        "model": result.model,
+        "input_len": query.input_len,
+        "output_len": query.output_len,
+        "concurrency": query.concurrency,
+        "rows": [jsonable({k: getattr(result, k) for k in _row_fields()})],
+        "total_rows": 1,
+        "summary": None,
+        "estimate": jsonable(result),
+    }
 
 
 def _row_fields() -> list[str]:

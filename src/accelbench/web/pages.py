@@ -18,10 +18,12 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
 
 from accelbench import __version__
 from accelbench.api.auth import COOKIE_NAME, page_principal
 from accelbench.domain.catalog import AcceleratorType, PriceTier
+from accelbench.domain.plan import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.settings import Settings
@@ -208,6 +210,9 @@ def catalog_page(request: Request, accelerator_type: str | None = Query(None, ma
     )
 
 
+_EQ = EstimateQuery.model_fields  # the form's defaults are the estimate query's own
+
+
 @router.get("/estimate", response_class=HTMLResponse, response_model=None)
 def estimate_page(
     request: Request,
@@ -217,10 +222,11 @@ def estimate_page(
     max_cost: str | None = Query(None, max_length=20),
     min_context: str | None = Query(None, max_length=20),
     quantization: str | None = Query(None, max_length=16),
-    input_len: int = Query(512, ge=1, le=10_000_000),
-    output_len: int = Query(128, ge=1, le=10_000_000),
-    concurrency: int = Query(1, ge=1, le=100_000),
+    input_len: int = Query(_EQ["input_len"].default, ge=1, le=10_000_000),
+    output_len: int = Query(_EQ["output_len"].default, ge=1, le=10_000_000),
+    concurrency: int = Query(_EQ["concurrency"].default, ge=1, le=100_000),
     slo: str | None = Query(None, max_length=100),
+    limit: int = Query(_EQ["limit"].default, ge=1, le=10_000),
 ) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
@@ -248,8 +254,7 @@ def estimate_page(
         from accelbench import services as service
 
         try:
-            result = service.estimate(
-                _store(request),
+            query = EstimateQuery(
                 model=model,
                 instance_type=instance_type or None,
                 accelerator_type=tier,
@@ -260,7 +265,12 @@ def estimate_page(
                 output_len=output_len,
                 concurrency=concurrency,
                 slo=slo or None,
-                limit=200,
+                limit=limit,
+            )
+            result = service.estimate(_store(request), query)
+        except ValidationError as exc:
+            error = UserInputError(
+                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             )
         except AccelbenchError as exc:
             error = exc
