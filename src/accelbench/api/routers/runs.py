@@ -97,6 +97,10 @@ def public_run(run: RunInfo) -> RunInfo:
     status_code=202,
     response_model=RunCreated | DryRun,
     summary="Queue a run (stored pending; the worker executes it), or preview it with dry_run=true",
+    responses={
+        202: {"model": RunCreated, "description": "Queued: stored pending, the worker executes it."},
+        200: {"model": DryRun, "description": "dry_run=true: what would be deployed; nothing stored."},
+    },
 )
 def create_run(
     spec: RunSpec,
