@@ -200,7 +200,9 @@ def sweep(
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server (env OPENAI_API_KEY)."
     ),
-    header: list[str] | None = typer.Option(None, "--header", help="Extra HTTP header K:V (repeatable)."),
+    header: list[str] | None = typer.Option(
+        None, "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."
+    ),
     input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
     repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
@@ -237,7 +239,13 @@ def sweep(
     ),
     seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and send times."),
     temperature: float | None = typer.Option(None, "--temperature", min=0, help="Sampling temperature."),
-    no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
+    scrape: bool | None = typer.Option(
+        None, "--scrape/--no-scrape", help="Scrape the server's /metrics while each cell runs (default: yes)."
+    ),
+    scrape_interval: float | None = typer.Option(
+        None, "--scrape-interval", min=0.05, help="Seconds between /metrics scrapes (default 1)."
+    ),
+    no_metrics: bool = typer.Option(False, "--no-metrics", hidden=True, help="Old name of --no-scrape."),
     spec_file: Path | None = typer.Option(None, "--spec", help="YAML sweep spec; flags override its values."),
     out: Path | None = typer.Option(None, "--out", help="Directory for results.md/csv, JSON and plots."),
     label: str | None = typer.Option(None, "--label", help="A name for the run."),
@@ -267,7 +275,8 @@ def sweep(
             "timeout_s": timeout,
             "seed": seed,
             "temperature": temperature,
-            "scrape_metrics": False if no_metrics else None,
+            "scrape_metrics": False if no_metrics else scrape,
+            "scrape_interval_s": scrape_interval,
         }
         file_label: str | None = None
         server: dict[str, Any] = {}

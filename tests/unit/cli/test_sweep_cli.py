@@ -285,3 +285,36 @@ def test_lengths_above_the_servers_advertised_context_are_refused_before_any_loa
          "--output-len", "4", "--num-prompts", "2"],
     )  # fmt: skip
     assert bench.exit_code != 0 and "8192-token context the server advertises" in bench.output
+
+
+def test_bench_and_sweep_expose_the_same_load_flags() -> None:
+    """The load settings both commands take have the same flag names, short aliases and bounds (they had
+    drifted: --no-metrics vs --scrape/--no-scrape, -H on bench only, no --scrape-interval on sweep)."""
+    from typer.main import get_command
+
+    root = get_command(app)
+
+    def flags(name: str) -> dict[str, tuple[tuple[str, ...], object, object]]:
+        cmd = root.get_command(None, name)  # type: ignore[attr-defined]
+        assert cmd is not None
+        out = {}
+        for p in cmd.params:
+            if p.param_type_name != "option" or p.hidden:  # typer vendors its own click classes
+                continue
+            kind = getattr(p, "type", None)
+            out[p.opts[0]] = (
+                tuple(sorted([*p.opts, *p.secondary_opts])),
+                getattr(kind, "min", None),
+                getattr(kind, "max", None),
+            )
+        return out
+
+    shared = [
+        "--base-url", "--endpoint", "--model", "--tokenizer", "--api-key", "--header", "--dataset", "--dataset-path",
+        "--output-len", "--prefix-len", "--request-rate", "--burstiness", "--num-warmups", "--ignore-eos",
+        "--goodput", "--timeout", "--seed", "--temperature", "--scrape", "--scrape-interval", "--label",
+    ]  # fmt: skip
+    bench, sweep = flags("bench"), flags("sweep")
+    for flag in shared:
+        assert flag in bench and flag in sweep, flag
+        assert bench[flag] == sweep[flag], (flag, bench[flag], sweep[flag])
