@@ -24,6 +24,7 @@ import typer
 from accelbench import services
 from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.deploy.base import TerminatedBySignal
 from accelbench.deploy.diagnose import Diagnosis
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
@@ -115,11 +116,9 @@ def execute_with_display(
     except KeyboardInterrupt:
         err_console.print(f"[yellow]Aborted; the engine was stopped. Stored cells stay with run {run.id}.[/]")
         raise typer.Exit(130) from None
-    except BaseException as exc:
-        if type(exc).__name__ == "TerminatedBySignal":
-            err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
-            raise typer.Exit(143) from None
-        raise
+    except TerminatedBySignal as exc:
+        err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
+        raise typer.Exit(143) from None
 
 
 def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dict[str, Any]:

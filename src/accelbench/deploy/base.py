@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from pydantic import Field
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import Endpoint
-from accelbench.domain.run import RunSpec
+from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.registry import Registry
 
@@ -65,6 +66,27 @@ class EventProgress(Progress):
             self.emit({"detail": text[-300:]})
         if self.also:
             self.also.line(text)
+
+
+class TerminatedBySignal(BaseException):
+    """SIGTERM/SIGHUP arrived: unwinds like Ctrl-C so every ``finally`` (and teardown) runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def settle(
+    status: RunStatus, error: str | None, teardown_problems: list[str]
+) -> tuple[RunStatus, str | None]:
+    """The final-status policy of every run, whatever its target: teardown problems are always recorded in
+    the error; they turn a completed run into a failed one (its figures stand, but something may still be
+    running and billed), and leave a failed, cancelled or interrupted run as it was."""
+    if not teardown_problems:
+        return status, error
+    note = "Teardown failed: " + "; ".join(teardown_problems)
+    error = f"{error} {note}" if error else note
+    return (RunStatus.failed if status == RunStatus.completed else status), error
 
 
 class DeployCancelled(AccelbenchError):

@@ -26,7 +26,15 @@ from typing import Any
 
 import httpx
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, EventProgress, Progress, Target
+from accelbench.deploy.base import (
+    TARGETS,
+    DeployCancelled,
+    DeployedEngine,
+    EventProgress,
+    Progress,
+    Target,
+    settle,
+)
 from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType, InstanceType
@@ -47,10 +55,6 @@ DEFAULT_AMI_PARAMETERS = {
     AcceleratorType.cpu: "/aws/service/canonical/ubuntu/server/22.04/stable/current/{arch}/hvm/ebs-gp2/ami-id",
 }
 CLOUD_INIT_LOG = "/var/log/accelbench-engine.log"
-
-
-class RunCancelled(AccelbenchError):
-    """The run was cancelled while deploying or benchmarking."""
 
 
 def docker_args(runtime: Runtime, params: ServeParams, image: str, env: dict[str, str]) -> list[str]:
@@ -156,7 +160,7 @@ class Ec2DeployTarget(Target):
 
     def _sleep(self, seconds: float) -> None:
         if self.cancel.wait(seconds):
-            raise RunCancelled("The run was cancelled.")
+            raise DeployCancelled("The run was cancelled.")
 
     # ---- deploy ----------------------------------------------------------------------------------------
     def plan(self, spec: RunSpec) -> tuple[Runtime, ServeParams, str, dict[str, str], list[str]]:
@@ -262,7 +266,7 @@ class Ec2DeployTarget(Target):
 
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
         if self.cancel.is_set():
-            raise RunCancelled("The run was cancelled.")
+            raise DeployCancelled("The run was cancelled.")
         runtime, params, image, env, warnings = self.plan(spec)
         inst = self.instance
         assert inst is not None
@@ -378,7 +382,7 @@ class Ec2DeployTarget(Target):
         with httpx.Client(timeout=5.0) as client:
             while True:
                 if self.cancel.is_set():
-                    raise RunCancelled("The run was cancelled.")
+                    raise DeployCancelled("The run was cancelled.")
                 state = self._describe()["State"]["Name"]
                 if state != "running":
                     raise EngineError(
@@ -457,6 +461,7 @@ def execute_ec2_run(
     hf_token: str | None = None,
     target_factory: Callable[..., Ec2DeployTarget] | None = None,
     clock: Callable[[], float] = time.time,
+    cancel_status: RunStatus = RunStatus.cancelled,
 ) -> Any:
     """Execute a stored run whose target is ``ec2``: launch, wait healthy, sweep from here, cost, terminate."""
     from accelbench.bench.sweep import run_sweep
@@ -498,9 +503,9 @@ def execute_ec2_run(
         outcome = run_sweep(store, run.id, endpoint, spec.sweep, cancel=cancel, finish_run=False)
         status, error = outcome.status, outcome.error
         if cancel.is_set() and status != RunStatus.completed:
-            status = RunStatus.cancelled
-    except RunCancelled:
-        status, error = RunStatus.cancelled, "cancelled during the run; the instance was terminated"
+            status = cancel_status
+    except DeployCancelled:
+        status, error = cancel_status, "cancelled during the run; the instance was terminated"
     except AccelbenchError as exc:
         status, error = RunStatus.failed, str(exc)
     except Exception as exc:
@@ -509,9 +514,7 @@ def execute_ec2_run(
     finally:
         target.teardown()
         held_s = clock() - t0
-    if target.teardown_errors:
-        error = (error + " " if error else "") + "Teardown failed: " + "; ".join(target.teardown_errors)
-        status = RunStatus.failed
+    status, error = settle(status, error, list(target.teardown_errors))
     if target.instance is not None:
         record_held_cost(store, run.id, target.instance.name, held_s, region=spec.target.region)
     store.merge_run_extra(run.id, ec2={"instance_id": target.instance_id, "terminated": target.terminated})

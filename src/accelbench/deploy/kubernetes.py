@@ -28,7 +28,15 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, EventProgress, Progress, Target
+from accelbench.deploy.base import (
+    TARGETS,
+    DeployCancelled,
+    DeployedEngine,
+    EventProgress,
+    Progress,
+    Target,
+    settle,
+)
 from accelbench.deploy.incluster import decode_results, merge_shards
 from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
@@ -62,10 +70,6 @@ _CRUD = {
     "Job": (2, "namespaced_job"),
     "Secret": (0, "namespaced_secret"),
 }
-
-
-class RunCancelled(AccelbenchError):
-    """The run was cancelled while deploying or benchmarking."""
 
 
 def load_api_client(config: KubernetesTarget) -> k8s.ApiClient:
@@ -152,11 +156,11 @@ class KubernetesDeployTarget(Target):
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
-            raise RunCancelled("The run was cancelled.")
+            raise DeployCancelled("The run was cancelled.")
 
     def _sleep(self, seconds: float) -> None:
         if self.cancel.wait(seconds):
-            raise RunCancelled("The run was cancelled.")
+            raise DeployCancelled("The run was cancelled.")
 
     # ---- render ---------------------------------------------------------------------------------------
     def render(self, spec: RunSpec) -> Bundle:
@@ -500,6 +504,7 @@ def execute_kubernetes_run(
     api_client: k8s.ApiClient | None = None,
     target_factory: Callable[..., KubernetesDeployTarget] | None = None,
     clock: Callable[[], float] = time.time,
+    cancel_status: RunStatus = RunStatus.cancelled,
 ) -> Any:
     """Execute a stored run whose target is ``kubernetes`` from start to teardown; returns the final run.
 
@@ -554,8 +559,8 @@ def execute_kubernetes_run(
         cells = target.run_sweep(store, run.id, spec.sweep)
         status = RunStatus.completed if cells else RunStatus.failed
         error = None if cells else "The load generator returned no results."
-    except RunCancelled:
-        status, error = RunStatus.cancelled, "cancelled during the run; everything deployed was removed"
+    except DeployCancelled:
+        status, error = cancel_status, "cancelled during the run; everything deployed was removed"
     except AccelbenchError as exc:
         status, error = RunStatus.failed, str(exc)
     except ApiException as exc:
@@ -566,11 +571,7 @@ def execute_kubernetes_run(
     finally:
         target.teardown()
         held_s = clock() - t0
-    if target.teardown_errors:
-        left = "; ".join(target.teardown_errors)
-        error = (error + " " if error else "") + f"Teardown left objects behind: {left}"
-        if status == RunStatus.completed:
-            status = RunStatus.failed
+    status, error = settle(status, error, [f"left behind: {e}" for e in target.teardown_errors])
     if target.instance is not None:
         record_held_cost(store, run.id, target.instance.name, held_s, region=None)
     store.merge_run_extra(

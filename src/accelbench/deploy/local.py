@@ -33,7 +33,14 @@ from typing import Any, Literal
 
 import httpx
 
-from accelbench.deploy.base import TARGETS, DeployCancelled, DeployedEngine, Progress, Target
+from accelbench.deploy.base import (
+    TARGETS,
+    DeployCancelled,
+    DeployedEngine,
+    Progress,
+    Target,
+    TerminatedBySignal,
+)
 from accelbench.deploy.diagnose import Diagnosis, diagnose
 from accelbench.deploy.isa_fault import IsaFault, describe_exit, find_isa_fault, uptime
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
@@ -135,14 +142,6 @@ def _teardown_all() -> None:
 
 
 atexit.register(_teardown_all)
-
-
-class TerminatedBySignal(BaseException):
-    """SIGTERM/SIGHUP arrived: unwinds like Ctrl-C so every ``finally`` (and teardown) runs."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"terminated by signal {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 @contextlib.contextmanager

@@ -27,7 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.deploy.base import DeployCancelled, EventProgress, Progress, Target, make_target
+from accelbench.deploy.base import (
+    DeployCancelled,
+    EventProgress,
+    Progress,
+    Target,
+    TerminatedBySignal,
+    make_target,
+    settle,
+)
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus
@@ -103,11 +111,15 @@ def execute_run(
     if kind == "kubernetes":
         from accelbench.deploy.kubernetes import execute_kubernetes_run
 
-        return execute_kubernetes_run(store, run.id, cancel=cancel, progress=progress, hf_token=hf_token)
+        return execute_kubernetes_run(
+            store, run.id, cancel=cancel, progress=progress, hf_token=hf_token, cancel_status=cancel_status
+        )
     if kind == "ec2":
         from accelbench.deploy.ec2 import execute_ec2_run
 
-        return execute_ec2_run(store, run.id, cancel=cancel, progress=progress, hf_token=hf_token)
+        return execute_ec2_run(
+            store, run.id, cancel=cancel, progress=progress, hf_token=hf_token, cancel_status=cancel_status
+        )
     return _execute_here(
         store, run, spec,
         cancel=cancel, progress=progress, deploy_progress=deploy_progress, sweep_progress=sweep_progress,
@@ -182,21 +194,21 @@ def _execute_here(
     except (KeyboardInterrupt, SystemExit) as exc:
         status, error = RunStatus.interrupted, "interrupted (Ctrl-C)"
         interrupted = exc
+    except TerminatedBySignal as exc:
+        status, error = RunStatus.interrupted, str(exc)
+        interrupted = exc
     except BaseException as exc:
-        if type(exc).__name__ == "TerminatedBySignal":
-            status, error = RunStatus.interrupted, str(exc)
-            interrupted = exc
-        else:
-            log.exception("run %s failed", run.id)
-            status, error = RunStatus.failed, f"{type(exc).__name__}: {exc}"
+        log.exception("run %s failed", run.id)
+        status, error = RunStatus.failed, f"{type(exc).__name__}: {exc}"
     finally:
         engine_error = _engine_error(target) if status != RunStatus.completed else None
+        problems: list[str] = []
         try:
             target.teardown()
         except Exception as exc:  # a failed teardown must be seen: the run cannot be called a success
             log.exception("run %s: teardown failed", run.id)
-            error = (error + " " if error else "") + f"Teardown failed: {exc}"
-            status = RunStatus.failed if status == RunStatus.completed else status
+            problems.append(str(exc))
+        status, error = settle(status, error, problems)
         if engine_error and (not error or engine_error not in error):
             error = f"{error}\n{engine_error}" if error else engine_error
     _isa_trace(store, run.id, spec, target, log_start, events)

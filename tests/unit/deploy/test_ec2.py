@@ -195,3 +195,30 @@ def test_needs_a_reachable_port(store: Store, moto_url: str) -> None:
     run = execute_ec2_run(store, run_id, target_factory=factory(lambda d: "http://unused"))
     assert run.status == RunStatus.failed and "ingress_cidr" in (run.error or "")
     assert instances(moto_url) == []
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_cancelled_run_whose_teardown_fails_stays_cancelled_and_says_so(
+    store: Store, moto_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same final-status policy as the local and Kubernetes targets (deploy.base.settle)."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    run_id = new_run(store, moto_url, ready_timeout_s=60)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    real_teardown = Ec2DeployTarget.teardown
+
+    def failing_teardown(self: Ec2DeployTarget) -> None:
+        real_teardown(self)
+        self.teardown_errors.append("security group sg-123 still in use")
+
+    monkeypatch.setattr(Ec2DeployTarget, "teardown", failing_teardown)
+    run = execute_ec2_run(
+        store,
+        run_id,
+        cancel=cancel,
+        target_factory=factory(lambda d: dead),
+        cancel_status=RunStatus.interrupted,
+    )
+    assert run.status == RunStatus.interrupted  # the caller's cancel status, as for local runs
+    assert "Teardown failed: security group sg-123 still in use" in (run.error or "")
