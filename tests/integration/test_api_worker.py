@@ -102,7 +102,7 @@ def test_executor_failure_marks_the_run_failed(store: Store, error, says) -> Non
 
 
 def test_run_left_without_final_status_is_failed(store: Store) -> None:
-    def lazy(store: Store, run_id: str, *, cancel, progress=None) -> None:
+    def lazy(store: Store, run_id: str, *, cancel, progress=None, secrets=None) -> None:
         store.set_status(run_id, RunStatus.benchmarking)
 
     with api_for(store, executor=lazy, start_worker=True) as api:
@@ -192,7 +192,7 @@ def test_several_postgres_workers_never_take_the_same_run(pg_url: str) -> None:
     taken: list[str] = []
     lock = threading.Lock()
 
-    def executor(st: Store, run_id: str, *, cancel, progress=None) -> None:
+    def executor(st: Store, run_id: str, *, cancel, progress=None, secrets=None) -> None:
         with lock:
             taken.append(run_id)
         st.set_status(run_id, RunStatus.benchmarking)

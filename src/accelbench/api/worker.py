@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import socket
@@ -30,7 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, ConflictError
@@ -45,7 +44,20 @@ from accelbench.store.owner import (
 
 log = logging.getLogger("accelbench.worker")
 
-Executor = Callable[..., Any]
+
+class Executor(Protocol):
+    """What executes one stored run: the orchestrator's ``execute_run``, or a test's stand-in. Every executor
+    takes the same keywords; the worker never inspects which it accepts."""
+
+    def __call__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        cancel: threading.Event,
+        progress: Callable[..., None] | None,
+        secrets: dict[str, str] | None,
+    ) -> Any: ...
 
 
 def default_executor() -> Executor:
@@ -285,17 +297,13 @@ class RunWorker:
             secrets.clear()
 
     def _call_executor(self, run_id: str, cancel: threading.Event, secrets: dict[str, str]) -> None:
-        fn = self.executor
-        kwargs: dict[str, Any] = {"cancel": cancel}
-        params = _parameters(fn)
-        if params is None or "progress" in params:
-            kwargs["progress"] = self._progress_callback(run_id)
-        if secrets and params is not None:
-            if "secrets" in params:
-                kwargs["secrets"] = secrets
-            elif "hf_token" in params and "hf_token" in secrets:
-                kwargs["hf_token"] = secrets["hf_token"]
-        fn(self.store, run_id, **kwargs)
+        self.executor(
+            self.store,
+            run_id,
+            cancel=cancel,
+            progress=self._progress_callback(run_id),
+            secrets=secrets or None,
+        )
 
     def _progress_callback(self, run_id: str) -> Callable[..., None]:
         """Progress events from the orchestrator, merged into the run's ``progress``. Phase and cell events are
@@ -374,14 +382,3 @@ class RunWorker:
             self.store.set_status(
                 run_id, RunStatus.failed, error=run.error or "The run ended without a final status."
             )
-
-
-def _parameters(fn: Callable[..., Any]) -> set[str] | None:
-    """Keyword parameters ``fn`` accepts; None when it takes **kwargs (anything goes)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return set(sig.parameters)
