@@ -33,6 +33,7 @@ from pydantic import Field
 
 from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.deploy.diagnose import INSTALL_FAILURES, STARTUP_FAILURES, diagnose
+from accelbench.deploy.elf import PF_X, PT_GNU_STACK, program_headers
 from accelbench.deploy.isa_fault import (
     GROUP_LABELS,
     IsaFault,
@@ -956,41 +957,10 @@ def pip_install_into(
 # Executable-stack repair
 
 
-PT_GNU_STACK = 0x6474E551
-PF_X = 0x1
-
-
 def needs_execstack(path: Path) -> bool:
     """True when the ELF file asks for an executable stack (PT_GNU_STACK with the X flag)."""
-    try:
-        with open(path, "rb") as fh:
-            ident = fh.read(64)
-            if len(ident) < 52 or ident[:4] != b"\x7fELF":
-                return False
-            is64 = ident[4] == 2
-            order: str = "little" if ident[5] == 1 else "big"
-
-            def u(off: int, n: int) -> int:
-                return int.from_bytes(ident[off : off + n], order)  # type: ignore[arg-type]
-
-            if is64:
-                phoff, phentsize, phnum = u(32, 8), u(54, 2), u(56, 2)
-            else:
-                phoff, phentsize, phnum = u(28, 4), u(42, 2), u(44, 2)
-            fh.seek(phoff)
-            table = fh.read(phentsize * phnum)
-    except OSError:
-        return False
-    for i in range(phnum):
-        entry = table[i * phentsize : (i + 1) * phentsize]
-        if len(entry) < 8:
-            break
-        p_type = int.from_bytes(entry[0:4], order)  # type: ignore[arg-type]
-        # p_flags sits right after p_type in 64-bit headers and at the end of 32-bit ones.
-        p_flags = int.from_bytes(entry[4:8] if is64 else entry[24:28], order)  # type: ignore[arg-type]
-        if p_type == PT_GNU_STACK:
-            return bool(p_flags & PF_X)
-    return False
+    headers = program_headers(path) or []
+    return any(h.type == PT_GNU_STACK and h.flags & PF_X for h in headers)
 
 
 def find_execstack_libraries(root: Path) -> list[Path]:

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelbench.deploy.elf import PF_X, PT_LOAD, program_headers
+
 #: Newest (least widely working) first: the order in which a rebuild drops groups when the kernel log
 #: cannot name the instruction.
 NEWEST_FIRST: tuple[str, ...] = (
@@ -240,25 +242,10 @@ def kernel_traps(since_uptime: float | None, lines: Sequence[str] | None = None)
 
 
 def _exec_segment(lib: Path) -> tuple[int, int] | None:
-    """(p_offset, p_vaddr) of the executable PT_LOAD segment of an ELF64 little-endian file."""
-    try:
-        with open(lib, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-                return None
-            phoff = int.from_bytes(head[32:40], "little")
-            phentsize = int.from_bytes(head[54:56], "little")
-            phnum = int.from_bytes(head[56:58], "little")
-            fh.seek(phoff)
-            table = fh.read(phentsize * phnum)
-    except OSError:
-        return None
-    for i in range(phnum):
-        e = table[i * phentsize : (i + 1) * phentsize]
-        p_type = int.from_bytes(e[0:4], "little")
-        p_flags = int.from_bytes(e[4:8], "little")
-        if p_type == 1 and p_flags & 0x1:  # PT_LOAD, PF_X
-            return int.from_bytes(e[8:16], "little"), int.from_bytes(e[16:24], "little")
+    """(p_offset, p_vaddr) of the executable PT_LOAD segment."""
+    for h in program_headers(lib) or []:
+        if h.type == PT_LOAD and h.flags & PF_X:
+            return h.offset, h.vaddr
     return None
 
 
