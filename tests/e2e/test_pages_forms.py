@@ -190,3 +190,27 @@ def test_read_auth_sends_pages_to_the_sign_in(browser, sqlite_store) -> None:
         t.page.click("header button:has-text('Sign out')")
         t.page.wait_for_url(f"{srv.url}/login?next=/")
         t.page.context.close()
+
+
+def test_preview_shows_the_dry_run_and_stores_nothing(tab: Tab) -> None:
+    """The Preview button answers what the API's dry run answers: runtime, exact command, cells."""
+    tab.sign_in("/run")
+    p = tab.page
+    p.fill("#model", "qwen2.5-7b-instruct")
+    p.select_option("#instance", "g6.2xlarge")
+    p.fill("#input_lens", "128, 256")
+    p.fill("#concurrency", "1,2")
+    before = tab.server.store.list_runs()[1]
+    p.click("#preview-button")
+    p.wait_for_selector("#preview:not([hidden])")
+    assert "vllm" in p.inner_text("#preview-summary") and "g6.2xlarge" in p.inner_text("#preview-summary")
+    assert "--max-model-len" in p.inner_text("#preview-command")
+    assert p.locator("#preview-cells tbody tr").count() == 4
+    assert tab.server.store.list_runs()[1] == before  # nothing stored
+    tab.assert_clean()
+    # a refusal is shown in words, as for a queued run (the browser logs the 400 itself)
+    p.fill("#input_lens", "40000")
+    p.click("#preview-button")
+    p.wait_for_selector("#run-error:not([hidden])")
+    assert "context" in p.inner_text("#run-error .message")
+    assert p.is_hidden("#preview")

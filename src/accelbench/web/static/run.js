@@ -90,6 +90,39 @@
       location.href = `/runs/${encodeURIComponent(res.id)}`;
     } catch (err) { btn.disabled = false; accelbench.showError(errorBox, err); }
   });
+  // Preview: the API's dry run of the same spec (the same checks a queued run passes), shown as text only.
+  function renderPreview(plan) {
+    const where = plan.instance_type || "this machine";
+    $("preview-summary").textContent =
+      `${plan.model} with ${plan.runtime} ${plan.engine_version} on ${plan.target} (${where}, ${plan.accelerator_type})`;
+    $("preview-image").textContent = plan.image ? `Image: ${plan.image}` : "";
+    $("preview-command").textContent = plan.argv.join(" ");
+    const fill = function (id, items) {
+      const list = $(id); list.replaceChildren();
+      items.forEach(function (text) { const li = document.createElement("li"); li.textContent = text; list.appendChild(li); });
+    };
+    fill("preview-env", Object.entries(plan.env).map(function (kv) { return `${kv[0]}=${kv[1]}`; }));
+    fill("preview-warnings", plan.warnings.map(function (w) { return `Warning: ${w}`; }));
+    const body = $("preview-cells").querySelector("tbody"); body.replaceChildren();
+    plan.cells.forEach(function (c) {
+      const tr = document.createElement("tr");
+      [c.input_len, c.concurrency, c.repeats, c.requests].forEach(function (v) {
+        const td = document.createElement("td"); td.textContent = String(v); tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    $("preview-total").textContent = `${plan.requests} requests in all.`;
+    $("preview").hidden = false;
+  }
+  $("preview-button").addEventListener("click", async function () {
+    errorBox.hidden = true;
+    $("preview").hidden = true;
+    let spec;
+    try { spec = buildSpec(); } catch (err) { accelbench.showError(errorBox, err); return; }
+    delete spec.hf_token;  // a preview needs no secret
+    try { renderPreview(await accelbench.api("POST", "/api/v1/runs?dry_run=true", spec)); }
+    catch (err) { accelbench.showError(errorBox, err); }
+  });
   instance.addEventListener("change", onInstanceChange);
   onInstanceChange();
 })();
