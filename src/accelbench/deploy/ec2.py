@@ -466,6 +466,7 @@ def execute_ec2_run(
     """Execute a stored run whose target is ``ec2``: launch, wait healthy, sweep from here, cost, terminate."""
     from accelbench.bench.sweep import run_sweep
     from accelbench.deploy.cost import record_held_cost
+    from accelbench.deploy.orchestrator import answer_check, record_report_files
 
     cancel = cancel or threading.Event()
     run = store.get_run(run_id)
@@ -474,9 +475,8 @@ def execute_ec2_run(
         raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not ec2.")
 
     factory = target_factory or Ec2DeployTarget
-    target = factory(
-        spec.target, progress=EventProgress(progress), run_id=run.id, hf_token=hf_token, cancel=cancel
-    )
+    events = EventProgress(progress)
+    target = factory(spec.target, progress=events, run_id=run.id, hf_token=hf_token, cancel=cancel)
     status, error = RunStatus.failed, None
     t0 = clock()
     try:
@@ -500,6 +500,8 @@ def execute_ec2_run(
             )
             store.merge_run_extra(run.id, deployment=d.model_dump(mode="json"))
         target.wait_ready()
+        # the same check a local run gets: real words from the served model, else the engine's own failure
+        answer_check(store, run.id, target, endpoint, events)
         outcome = run_sweep(store, run.id, endpoint, spec.sweep, cancel=cancel, finish_run=False)
         status, error = outcome.status, outcome.error
         if cancel.is_set() and status != RunStatus.completed:
@@ -518,4 +520,5 @@ def execute_ec2_run(
     if target.instance is not None:
         record_held_cost(store, run.id, target.instance.name, held_s, region=spec.target.region)
     store.merge_run_extra(run.id, ec2={"instance_id": target.instance_id, "terminated": target.terminated})
+    record_report_files(store, run.id)
     return store.set_status(run.id, status, error=error)

@@ -578,4 +578,7 @@ def execute_kubernetes_run(
         run.id,
         kubernetes={"namespace": target.namespace, "torn_down": target.torn_down, "cells_stored": cells},
     )
+    from accelbench.deploy.orchestrator import record_report_files
+
+    record_report_files(store, run.id)  # report.html and the rest, as for a local run
     return store.set_status(run.id, status, error=error)

@@ -165,7 +165,7 @@ def _execute_here(
         _record_deployment(store, run.id, target)
         target.wait_ready()
         _record_deployment(store, run.id, target)  # now with the start-up time
-        _answer_check(store, run.id, target, endpoint, events)
+        answer_check(store, run.id, target, endpoint, events)
         _record_environment(store, run.id, target, endpoint)
         store.set_status(run.id, RunStatus.benchmarking)
         log_start = _log_size(target)
@@ -276,7 +276,7 @@ def weights_precision(d: Any) -> str | None:
     return None
 
 
-def _answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, events: Progress) -> None:
+def answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, events: Progress) -> None:
     """Ask the served model the check question; record the verdict (and on a prepared model too)."""
     from accelbench.deploy.answer_check import check_endpoint
 
@@ -381,6 +381,15 @@ def _isa_trace(
     store.merge_run_extra(run_id, isa_trace=report.model_dump(mode="json"))
     with contextlib.suppress(OSError):
         (Path(d.log_path).parent / "isa_trace.txt").write_text(format_report(report, top=20) + "\n")
+
+
+def record_report_files(store: Store, run_id: str) -> list[Path]:
+    """Write a finished run's report files into its run directory and record where (every target's runs)."""
+    run_dir = run_dir_for(run_id)
+    files = _write_reports(store, run_id, run_dir)
+    if files:
+        store.merge_run_extra(run_id, run_dir=str(run_dir), files=[str(p) for p in files])
+    return files
 
 
 def _write_reports(store: Store, run_id: str, out_dir: Path) -> list[Path]:

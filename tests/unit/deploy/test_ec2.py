@@ -108,6 +108,10 @@ def test_success_end_to_end(store: Store, moto_url: str, engine: StreamServer) -
     assert accelbench_groups(moto_url) == []  # the security group it created is gone too
     assert run.engine == "vllm-cpu" and run.hourly_usd and run.extra["cost"]["usd"] >= 0
     assert "***" in (run.command or "") and run.extra["deployment"]["env"]["VLLM_CPU_KVCACHE_SPACE"] == "9"
+    # the checks and files a local run gets: the answer check (the fixture server's words are not real ones)
+    # and the report files, report.html first
+    assert run.extra["answer_check"]["passed"] is False and run.extra["answer_check"]["question"]
+    assert run.extra["files"][0].endswith("report.html") and Path(run.extra["files"][0]).exists()
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -144,6 +144,7 @@ def test_success_path(store: Store) -> None:
     assert left_in_cluster(cluster) == []
     assert set(cluster.deleted("deployments")) and set(cluster.deleted("jobs"))
     assert run.extra["kubernetes"]["torn_down"] is True
+    assert run.extra["files"][0].endswith("report.html")  # the report files a local run gets
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
