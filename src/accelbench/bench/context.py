@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import httpx
 
+from accelbench.bench.runner import server_root
 from accelbench.domain.bench import Endpoint
 from accelbench.errors import UserInputError
 
@@ -21,7 +22,7 @@ def served_context(endpoint: Endpoint, timeout: float = 10.0) -> int | None:
     headers = dict(endpoint.headers)
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
-    url = endpoint.base_url.rstrip("/").removesuffix("/v1") + "/v1/models"
+    url = server_root(endpoint.base_url) + "/v1/models"
     try:
         resp = httpx.get(url, headers=headers, timeout=timeout)
         models = resp.json().get("data") if resp.status_code == 200 else None

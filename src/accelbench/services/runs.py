@@ -121,19 +121,20 @@ def check_local_model(spec: RunSpec) -> None:
         with model_lookup(spec.model):
             resolve_model(spec.model)
     except (NotFoundError, UserInputError) as exc:
-        if spec.model not in preset_names() or preset_for(spec.model) is not None:
-            if isinstance(exc, NotFoundError):
-                if preset_for(spec.model) is None:
-                    raise as_input_error(exc, "model") from None
-                raise UserInputError(
-                    f"model: {exc.message}", hint=exc.hint or f"`accelbench model prepare {spec.model}`"
-                ) from None
+        preparable = preset_for(spec.model) is not None
+        if spec.model in preset_names() and not preparable:
+            raise UserInputError(
+                f"model: {spec.model} is a planning preset (its architecture, no weights); this machine has no "
+                "prepared copy of it to serve.",
+                hint=f"Prepare a local copy (`accelbench model prepare DIR_OR_GGUF --name {spec.model}`), or run "
+                "it on an instance (instance_type with a kubernetes or ec2 target), where the engine downloads it.",
+            ) from None
+        if not isinstance(exc, NotFoundError):
             raise
+        if not preparable:
+            raise as_input_error(exc, "model") from None
         raise UserInputError(
-            f"model: {spec.model} is a planning preset (its architecture, no weights); this machine has no "
-            "prepared copy of it to serve.",
-            hint=f"Prepare a local copy (`accelbench model prepare DIR_OR_GGUF --name {spec.model}`), or run it "
-            "on an instance (instance_type with a kubernetes or ec2 target), where the engine downloads it.",
+            f"model: {exc.message}", hint=exc.hint or f"`accelbench model prepare {spec.model}`"
         ) from None
 
 
