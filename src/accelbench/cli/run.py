@@ -24,7 +24,7 @@ import typer
 from accelbench import services
 from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
-from accelbench.deploy.base import TerminatedBySignal
+from accelbench.deploy.base import Progress, TerminatedBySignal
 from accelbench.deploy.diagnose import Diagnosis
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
@@ -39,15 +39,16 @@ DEMO_MODEL = "smollm2-135m-instruct"
 # ------------------------------------------------------------------------------------------- execution
 
 
-class RunDisplay:
+class RunDisplay(Progress):
     """Start-up steps as a status line, then the sweep's progress bars, then the closing steps (rich allows
-    one live display at a time, so each hands over to the next)."""
+    one live display at a time, so each hands over to the next). It is the lifecycle's ``events``: the same
+    phases, lines and sweep events whatever the target."""
 
     def __init__(self, enabled: bool) -> None:
         from accelbench.cli.sweep import SweepDisplay
 
         self.steps = ConsoleProgress(quiet=not enabled)
-        self.sweep = SweepDisplay(enabled=enabled)
+        self.sweep_display = SweepDisplay(enabled=enabled)
         self._in_sweep = False
 
     def __enter__(self) -> RunDisplay:
@@ -56,18 +57,24 @@ class RunDisplay:
 
     def __exit__(self, *exc: object) -> None:
         if self._in_sweep:
-            self.sweep.__exit__(None, None, None)
+            self.sweep_display.__exit__(None, None, None)
             self._in_sweep = False
         self.steps.pause(ok=exc[0] is None)
 
-    def on_sweep(self, ev: Any) -> None:
+    def phase(self, message: str) -> None:
+        self.steps.phase(message)
+
+    def line(self, text: str) -> None:
+        self.steps.line(text)
+
+    def sweep(self, ev: Any) -> None:
         if ev.kind == "start" and not self._in_sweep:
             self.steps.pause()
-            self.sweep.__enter__()
+            self.sweep_display.__enter__()
             self._in_sweep = True
-        self.sweep(ev)
+        self.sweep_display(ev)
         if ev.kind == "end" and self._in_sweep:
-            self.sweep.__exit__(None, None, None)
+            self.sweep_display.__exit__(None, None, None)
             self._in_sweep = False
             self.steps.__enter__()
 
@@ -108,17 +115,16 @@ def execute_with_display(
                 store,
                 run.id,
                 cancel=cancel,
-                deploy_progress=display.steps,
-                sweep_progress=display.on_sweep,
+                events=display,
                 fix=_fix_callback(fix_execstack),
                 cancel_status=RunStatus.interrupted,
             )
+    except TerminatedBySignal as exc:  # before KeyboardInterrupt: it is one
+        err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
+        raise typer.Exit(143) from None
     except KeyboardInterrupt:
         err_console.print(f"[yellow]Aborted; the engine was stopped. Stored cells stay with run {run.id}.[/]")
         raise typer.Exit(130) from None
-    except TerminatedBySignal as exc:
-        err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
-        raise typer.Exit(143) from None
 
 
 def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dict[str, Any]:
@@ -126,7 +132,7 @@ def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dic
 
     files = list(run.extra.get("files") or [])
     if out is not None and store.get_results(run.id):
-        from accelbench.deploy.orchestrator import write_run_files
+        from accelbench.deploy.run_files import write_run_files
 
         files += [str(p) for p in write_run_files(store, run.id, out)]
     return {
@@ -269,9 +275,26 @@ def _print_dry_run(plan: Any, fmt: OutputFormat) -> None:
         console.print(f"  {k}={v}", highlight=False)
     for w in plan.warnings:
         console.print(f"[yellow]Warning:[/] {w}", highlight=False)
-    rows = [(c.input_len, c.concurrency, c.repeats, c.requests) for c in plan.cells]
-    console.print(simple_table("Cells", ["input", "concurrency", "repeats", "requests"], rows))
-    console.print(f"{plan.requests} requests in all.", highlight=False)
+    rows = [
+        (
+            c.input_len,
+            c.concurrency,
+            c.repeats,
+            c.requests,
+            "" if c.predicted_s is None else f"{c.predicted_s:g}",
+        )
+        for c in plan.cells
+    ]
+    headers = ["input", "concurrency", "repeats", "requests", "predicted s / repeat"]
+    console.print(simple_table("Cells", headers, rows))
+    line = f"{plan.requests} requests in all"
+    if plan.predicted_duration_s is not None:
+        line += f"; predicted {plan.predicted_duration_s / 60:.1f} min of load"
+        if plan.predicted_cost_usd is not None:
+            line += f", ${plan.predicted_cost_usd:.2f} at ${plan.hourly_usd:.3f}/h"
+    console.print(line + ".", highlight=False)
+    for note in plan.prediction_notes:
+        console.print(f"  ({note})", highlight=False)
 
 
 def _fmt_delta(old: float | None, new: float | None, digits: int) -> str:

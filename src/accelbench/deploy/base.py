@@ -10,6 +10,13 @@ A target turns a ``RunSpec`` into a running, OpenAI-compatible server and gives 
 
 Targets: ``local`` (an engine process on this machine), ``endpoint`` (a server that is already running:
 nothing is deployed or torn down); ``kubernetes`` and ``ec2`` live in their own modules and register here.
+
+A target supplies the hooks of the one run lifecycle (``deploy.orchestrator.execute_run``): ``deploy``,
+``wait_ready``, ``measure`` (default: the local load generator against the endpoint; Kubernetes runs its own
+in the cluster), ``teardown`` (through ``release``, which never raises), ``run_fields`` and ``held`` (what the
+run records and what it cost), ``record`` (a summary stored after teardown) and two capabilities the lifecycle
+reads: ``measured_from_here`` (the answer check and the engine probe can reach the endpoint) and
+``engine_on_this_host`` (the environment capture and the ISA trace read this machine).
 """
 
 from __future__ import annotations
@@ -17,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import signal
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -30,6 +39,12 @@ from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.registry import Registry
+
+if TYPE_CHECKING:
+    from accelbench.bench.sweep import SweepEvent, SweepOutcome
+    from accelbench.domain.catalog import InstanceType
+    from accelbench.domain.run import SweepSpec
+    from accelbench.store.repo import Store
 
 TARGET_MODULES = ["local", "endpoint", "kubernetes", "ec2"]
 
@@ -43,6 +58,9 @@ class Progress:
 
     def line(self, text: str) -> None:
         """One line of a sub-process's output (pip, a compiler, the engine's log)."""
+
+    def sweep(self, event: SweepEvent) -> None:
+        """A sweep event: the sweep starts, a cell starts, one more request ended, a cell is stored, the end."""
 
 
 NO_PROGRESS = Progress()
@@ -67,9 +85,23 @@ class EventProgress(Progress):
         if self.also:
             self.also.line(text)
 
+    def sweep(self, event: SweepEvent) -> None:
+        if self.also:
+            self.also.sweep(event)
+        if self.emit and event.kind in ("start", "cell_start", "cell_done", "end"):
+            self.emit(
+                {
+                    "phase": "measuring" if event.kind != "end" else "measured",
+                    "cells_done": event.cells_done,
+                    "cells_total": event.cells_total,
+                    "current": event.key.as_dict() if event.key else None,
+                }
+            )
 
-class TerminatedBySignal(BaseException):
-    """SIGTERM/SIGHUP arrived: unwinds like Ctrl-C so every ``finally`` (and teardown) runs."""
+
+class TerminatedBySignal(KeyboardInterrupt):
+    """SIGTERM/SIGHUP arrived. The one interrupt type: it is a ``KeyboardInterrupt``, so it unwinds like Ctrl-C
+    (every ``finally`` and teardown runs, the run ends ``interrupted``) and says which signal it was."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"terminated by signal {signal.Signals(signum).name}")
@@ -117,16 +149,54 @@ class DeployedEngine(StrictModel):
     extra: dict[str, Any] = Field(default_factory=dict, description="Target-specific details.")
 
 
+@dataclass(frozen=True)
+class Held:
+    """What a run held and pays for: an instance type, and the region its price comes from (None: the
+    catalog's snapshot region)."""
+
+    instance_type: str
+    region: str | None = None
+
+
 class Target(ABC):
     """Deploys an engine serving a model and tears it down. Use as a context manager."""
 
     kind: ClassVar[str]
+    #: the endpoint is reachable from this machine: the lifecycle asks the answer check, probes the engine and
+    #: runs the load generator here (False for a cluster-internal Service: ``measure`` runs elsewhere)
+    measured_from_here: bool = True
+    #: the engine runs on this machine: the environment capture describes this host, the ISA trace reads
+    #: the engine's log file
+    engine_on_this_host: bool = False
 
-    def __init__(self, config: Any = None, *, progress: Progress | None = None) -> None:
-        """``config`` is the spec's ``target`` section for this kind (a pydantic model)."""
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        run_id: str | None = None,
+        hf_token: str | None = None,
+        fix: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """``config`` is the spec's ``target`` section for this kind (a pydantic model). ``cancel`` stops a
+        deploy or a wait (``DeployCancelled``); ``run_id`` names what the target creates; ``hf_token`` is
+        passed to the engine and never stored; ``fix`` decides whether to apply an automatic fix to a known
+        start-up failure (targets that know such fixes)."""
         self.config = config
         self.progress = progress or NO_PROGRESS
+        self.cancel = cancel or threading.Event()
+        self.run_id = run_id or "manual"
+        self.hf_token = hf_token
+        self.fix = fix
         self.deployed: DeployedEngine | None = None
+        self.instance: InstanceType | None = None  # the catalog's instance type, for targets that hold one
+        self.teardown_errors: list[str] = []  # what teardown could not remove (it never raises)
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait, or raise ``DeployCancelled`` as soon as the run is cancelled."""
+        if self.cancel.wait(seconds):
+            raise DeployCancelled("The run was cancelled.")
 
     @abstractmethod
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
@@ -150,6 +220,56 @@ class Target(ABC):
     def check_alive(self, wait_s: float = 0.0) -> None:  # noqa: B027 - optional hook, a no-op for targets that cannot tell
         """Raise ``EngineError`` if the deployed engine has died (called between benchmark cells, and after a
         failed answer check with ``wait_s`` for an engine that is still dying)."""
+
+    def log_size(self) -> int:
+        """Bytes in the engine's log so far (the ISA trace reads what came after); 0 when there is none."""
+        return 0
+
+    # ---- lifecycle hooks with defaults ---------------------------------------------------------------
+    def measure(
+        self, store: Store, run_id: str, endpoint: Endpoint, sweep: SweepSpec, *, events: Progress
+    ) -> SweepOutcome:
+        """Run the sweep and store each (cell, repeat); the run's final status is the lifecycle's. Default:
+        the load generator on this machine against ``endpoint``."""
+        from accelbench.bench.sweep import run_sweep
+
+        return run_sweep(
+            store, run_id, endpoint, sweep, cancel=self.cancel, progress=events.sweep, finish_run=False
+        )
+
+    def run_fields(self) -> dict[str, Any]:
+        """Run columns this target knows after ``deploy`` beyond the deployed engine's (the instance and its
+        accelerators for targets that hold one)."""
+        inst = self.instance
+        if inst is None:
+            return {}
+        return {
+            "instance_type": inst.name,
+            "accelerator_type": inst.accelerator_type.value,
+            "accelerator_name": inst.accelerator_name,
+            "accelerator_count": inst.accelerator_count,
+        }
+
+    def held(self) -> Held | None:
+        """The instance the run held (its cost is its price x the time from deploy to teardown), if any."""
+        return Held(self.instance.name) if self.instance is not None else None
+
+    def record(self) -> dict[str, Any]:
+        """What to store under the run's ``extra[kind]`` after teardown (what was created, what is left)."""
+        return {}
+
+    def explain(self, exc: Exception) -> str | None:
+        """A clear message for an error of this target's own client library (None: the lifecycle's default)."""
+        return None
+
+    def release(self) -> list[str]:
+        """Tear down and say what went wrong, never raise: the lifecycle records every problem."""
+        problems: list[str] = []
+        try:
+            self.teardown()
+        except Exception as exc:  # a failed teardown must be seen: the run cannot be called a success
+            problems.append(f"{type(exc).__name__}: {exc}")
+        return [*self.teardown_errors, *problems]
 
     @property
     def endpoint(self) -> Endpoint:

@@ -18,7 +18,6 @@ import logging
 import math
 import secrets
 import shlex
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,16 +29,15 @@ from accelbench.deploy.base import (
     TARGETS,
     DeployCancelled,
     DeployedEngine,
-    EventProgress,
+    Held,
     Progress,
     Target,
-    settle,
 )
 from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType, InstanceType
-from accelbench.domain.run import Ec2Target, RunSpec, RunStatus
-from accelbench.errors import AccelbenchError, EngineError, GuardError, UserInputError
+from accelbench.domain.run import Ec2Target, RunSpec
+from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.runtimes.base import Runtime, ServeParams
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
@@ -111,31 +109,25 @@ class Ec2DeployTarget(Target):
         progress: Progress | None = None,
         ec2_client: Any = None,
         ssm_client: Any = None,
-        run_id: str | None = None,
-        hf_token: str | None = None,
         tool_versions: dict[str, str] | None = None,
         poll_s: float = 10.0,
-        cancel: threading.Event | None = None,
         url_for: Callable[[dict[str, Any]], str] | None = None,
+        **context: Any,
     ) -> None:
         """``url_for`` maps the described instance to the server's base URL (default: its public or
-        private IP and port 8000); tests point it at a local server."""
-        super().__init__(progress=progress)
-        self.config = config or Ec2Target()
+        private IP and port 8000); tests point it at a local server. ``context``: the lifecycle's ``cancel``,
+        ``run_id``, ``hf_token`` (``Target``)."""
+        super().__init__(progress=progress, **context)
+        self.config: Ec2Target = config or Ec2Target()
         self._ec2 = ec2_client
         self._ssm = ssm_client
-        self.run_id = run_id or "manual"
-        self.hf_token = hf_token
         self.tool_versions = tool_versions
         self.poll_s = poll_s
-        self.cancel = cancel or threading.Event()
         self._url_for = url_for
         self.instance_id: str | None = None
         self.security_group_id: str | None = None
-        self.instance: InstanceType | None = None
         self.api_key = secrets.token_urlsafe(24)
         self.base_url: str | None = None
-        self.teardown_errors: list[str] = []
         self.terminated = False
         self.ready_timeout_s = self.config.ready_timeout_s
 
@@ -157,10 +149,6 @@ class Ec2DeployTarget(Target):
 
             self._ssm = boto3.client("ssm", region_name=self.config.region)
         return self._ssm
-
-    def _sleep(self, seconds: float) -> None:
-        if self.cancel.wait(seconds):
-            raise DeployCancelled("The run was cancelled.")
 
     # ---- deploy ----------------------------------------------------------------------------------------
     def plan(self, spec: RunSpec) -> tuple[Runtime, ServeParams, str, dict[str, str], list[str]]:
@@ -423,6 +411,18 @@ class Ec2DeployTarget(Target):
         if self.instance_id and self._describe()["State"]["Name"] != "running":
             raise EngineError(f"Instance {self.instance_id} stopped running.")
 
+    def run_fields(self) -> dict[str, Any]:
+        fields = super().run_fields()
+        if self.deployed is not None:
+            fields["tp_degree"] = self.deployed.extra.get("tensor_parallel")
+        return fields
+
+    def held(self) -> Held | None:
+        return Held(self.instance.name, self.config.region) if self.instance is not None else None
+
+    def record(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id, "terminated": self.terminated}
+
     def teardown(self) -> None:
         """Terminate the instance and delete the security group accelbench created; never raises."""
         if self.terminated:
@@ -450,75 +450,3 @@ class Ec2DeployTarget(Target):
                 return
             time.sleep(min(self.poll_s, 5.0))
         raise EngineError(f"Instance {self.instance_id} was not terminated within {timeout:g} s.")
-
-
-def execute_ec2_run(
-    store: Any,
-    run_id: str,
-    *,
-    cancel: threading.Event | None = None,
-    progress: Callable[..., None] | None = None,
-    hf_token: str | None = None,
-    target_factory: Callable[..., Ec2DeployTarget] | None = None,
-    clock: Callable[[], float] = time.time,
-    cancel_status: RunStatus = RunStatus.cancelled,
-) -> Any:
-    """Execute a stored run whose target is ``ec2``: launch, wait healthy, sweep from here, cost, terminate."""
-    from accelbench.bench.sweep import run_sweep
-    from accelbench.deploy.cost import record_held_cost
-    from accelbench.deploy.orchestrator import answer_check, record_report_files
-
-    cancel = cancel or threading.Event()
-    run = store.get_run(run_id)
-    spec = RunSpec.model_validate(run.spec)
-    if not isinstance(spec.target, Ec2Target):
-        raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not ec2.")
-
-    factory = target_factory or Ec2DeployTarget
-    events = EventProgress(progress)
-    target = factory(spec.target, progress=events, run_id=run.id, hf_token=hf_token, cancel=cancel)
-    status, error = RunStatus.failed, None
-    t0 = clock()
-    try:
-        store.set_status(run.id, RunStatus.deploying)
-        endpoint = target.deploy(spec)
-        d = target.deployed
-        inst = target.instance
-        if d is not None and inst is not None:
-            store.update_run(
-                run.id,
-                engine=d.runtime,
-                engine_version=d.engine_version,
-                served_model=d.served_model,
-                base_url=d.base_url,
-                instance_type=inst.name,
-                accelerator_type=inst.accelerator_type.value,
-                accelerator_name=inst.accelerator_name,
-                accelerator_count=inst.accelerator_count,
-                tp_degree=d.extra.get("tensor_parallel"),
-                command=shlex.join(d.command),
-            )
-            store.merge_run_extra(run.id, deployment=d.model_dump(mode="json"))
-        target.wait_ready()
-        # the same check a local run gets: real words from the served model, else the engine's own failure
-        answer_check(store, run.id, target, endpoint, events)
-        outcome = run_sweep(store, run.id, endpoint, spec.sweep, cancel=cancel, finish_run=False)
-        status, error = outcome.status, outcome.error
-        if cancel.is_set() and status != RunStatus.completed:
-            status = cancel_status
-    except DeployCancelled:
-        status, error = cancel_status, "cancelled during the run; the instance was terminated"
-    except AccelbenchError as exc:
-        status, error = RunStatus.failed, str(exc)
-    except Exception as exc:
-        status, error = RunStatus.failed, f"{type(exc).__name__}: {exc}"
-        log.exception("run %s failed", run.id)
-    finally:
-        target.teardown()
-        held_s = clock() - t0
-    status, error = settle(status, error, list(target.teardown_errors))
-    if target.instance is not None:
-        record_held_cost(store, run.id, target.instance.name, held_s, region=spec.target.region)
-    store.merge_run_extra(run.id, ec2={"instance_id": target.instance_id, "terminated": target.terminated})
-    record_report_files(store, run.id)
-    return store.set_status(run.id, status, error=error)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -18,6 +20,8 @@ from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import AccelbenchError, EngineError, UserInputError
 
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
 
 @TARGETS.register("endpoint")
 class ExistingEndpointTarget(Target):
@@ -25,12 +29,14 @@ class ExistingEndpointTarget(Target):
 
     kind = "endpoint"
 
-    def __init__(self, config: EndpointTarget, *, progress: Progress | None = None) -> None:
-        super().__init__(config, progress=progress)
+    def __init__(self, config: EndpointTarget, *, progress: Progress | None = None, **context: Any) -> None:
+        super().__init__(config, progress=progress, **context)
         self.config: EndpointTarget = config
         self.base_url = config.base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]
+        # a server on this machine is described by this machine's environment; another one is not
+        self.engine_on_this_host = urlsplit(self.base_url).hostname in LOOPBACK
         self._tokenizer: str | None = config.tokenizer
 
     def _models(self, client: httpx.Client) -> list[str]:

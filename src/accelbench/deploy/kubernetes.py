@@ -1,6 +1,6 @@
 """The Kubernetes target: deploy the model server, run the load generator inside the cluster, clean up.
 
-Lifecycle of ``execute_kubernetes_run`` (the run executor for ``target: kubernetes``)::
+What this target does in the run lifecycle (``deploy.orchestrator.execute_run``)::
 
     render + validate manifests -> Deployment + Service -> wait ready (per-tier timeout, early failure on
     image pull errors, crash loops) -> load-generator Job (N shards) -> read each shard's results from its
@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import logging
 import re
-import shlex
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -32,18 +30,19 @@ from accelbench.deploy.base import (
     TARGETS,
     DeployCancelled,
     DeployedEngine,
-    EventProgress,
     Progress,
     Target,
-    settle,
 )
 from accelbench.deploy.incluster import decode_results, merge_shards
 from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
 from accelbench.domain.bench import Endpoint
-from accelbench.domain.catalog import InstanceType
-from accelbench.domain.run import KubernetesTarget, RunSpec, RunStatus, SweepSpec
-from accelbench.errors import AccelbenchError, EngineError, UserInputError
+from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
+from accelbench.errors import EngineError, UserInputError
+
+if TYPE_CHECKING:
+    from accelbench.bench.sweep import SweepOutcome
+    from accelbench.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +106,9 @@ class KubernetesDeployTarget(Target):
     """The model server as a Deployment + Service in a cluster; the load generator as an Indexed Job."""
 
     kind = "kubernetes"
-    #: the benchmark cannot run from where accelbench runs (the Service is cluster-internal): call
-    #: ``run_sweep`` instead of running the sweep against ``endpoint``
-    runs_sweep_in_place = True
+    #: the Service is cluster-internal: the load generator runs in the cluster (``measure``), and the answer
+    #: check and the engine probe, which would have to reach it from here, are not made
+    measured_from_here = False
 
     def __init__(
         self,
@@ -117,28 +116,23 @@ class KubernetesDeployTarget(Target):
         *,
         progress: Progress | None = None,
         api_client: k8s.ApiClient | None = None,
-        run_id: str | None = None,
-        hf_token: str | None = None,
         tool_versions: dict[str, str] | None = None,
         poll_s: float = READY_POLL_S,
         loadgen_poll_s: float = LOADGEN_POLL_S,
-        cancel: threading.Event | None = None,
         k8s_version: str = DEFAULT_K8S_VERSION,
+        **context: Any,
     ) -> None:
-        super().__init__(progress=progress)
-        self.config = config or KubernetesTarget()
+        """``context``: the lifecycle's ``cancel``, ``run_id``, ``hf_token`` (``Target``)."""
+        super().__init__(progress=progress, **context)
+        self.config: KubernetesTarget = config or KubernetesTarget()
         self._api_client = api_client
-        self.run_id = run_id or "manual"
-        self.hf_token = hf_token
         self.tool_versions = tool_versions
         self.poll_s = poll_s
         self.loadgen_poll_s = loadgen_poll_s
-        self.cancel = cancel or threading.Event()
         self.k8s_version = k8s_version
         self.bundle: Bundle | None = None
-        self.instance: InstanceType | None = None
         self.created: list[tuple[str, str]] = []  # (kind, name), in creation order
-        self.teardown_errors: list[str] = []
+        self.cells_stored = 0
         self.torn_down = False
         self._clients: tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api] | None = None
 
@@ -156,10 +150,6 @@ class KubernetesDeployTarget(Target):
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
-            raise DeployCancelled("The run was cancelled.")
-
-    def _sleep(self, seconds: float) -> None:
-        if self.cancel.wait(seconds):
             raise DeployCancelled("The run was cancelled.")
 
     # ---- render ---------------------------------------------------------------------------------------
@@ -407,8 +397,8 @@ class KubernetesDeployTarget(Target):
             try:
                 self._delete(kind, name)
             except Exception as exc:  # keep deleting the rest; report what stayed behind
-                msg = f"{kind} {self.namespace}/{name}: {exc}"
-                log.warning("teardown: could not delete %s", msg)
+                msg = f"left behind: {kind} {self.namespace}/{name}: {exc}"
+                log.warning("teardown: %s", msg)
                 self.teardown_errors.append(msg)
         self.created = [c for c in self.created if any(c[1] in e for e in self.teardown_errors)]
         self.torn_down = not self.teardown_errors
@@ -478,10 +468,17 @@ class KubernetesDeployTarget(Target):
             raise EngineError("The load generator reported errors: " + "; ".join(errors))
         return [by_index[i] for i in range(shards)]
 
-    def run_sweep(self, store: Any, run_id: str, sweep: SweepSpec) -> int:
-        """Run the sweep in the cluster and store one result per (cell, repeat). Returns cells stored."""
+    def measure(
+        self, store: Store, run_id: str, endpoint: Endpoint, sweep: SweepSpec, *, events: Progress
+    ) -> SweepOutcome:
+        """Run the sweep in the cluster, merge the shards, store one result per (cell, repeat)."""
+        from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
+
         payloads = self.run_loadgen()
         merged = merge_shards(sweep, payloads)
+        total = len(merged)
+        events.sweep(SweepEvent(kind="start", cells_total=total, cells_done=0))
+        outcome = SweepOutcome(run_id=run_id, status=RunStatus.completed, error=None, cells_total=total)
         for key, status, summary in merged:
             store.save_result(
                 run_id,
@@ -491,94 +488,28 @@ class KubernetesDeployTarget(Target):
                 summary=summary,
                 status=status,
             )
-        return len(merged)
-
-
-def execute_kubernetes_run(
-    store: Any,
-    run_id: str,
-    *,
-    cancel: threading.Event | None = None,
-    progress: Callable[..., None] | None = None,
-    hf_token: str | None = None,
-    api_client: k8s.ApiClient | None = None,
-    target_factory: Callable[..., KubernetesDeployTarget] | None = None,
-    clock: Callable[[], float] = time.time,
-    cancel_status: RunStatus = RunStatus.cancelled,
-) -> Any:
-    """Execute a stored run whose target is ``kubernetes`` from start to teardown; returns the final run.
-
-    Status: deploying -> benchmarking -> completed, or failed (with the reason) / cancelled. The cost is
-    the instance's hourly price x the seconds from the first object created to the end of teardown (what
-    the node was held for; Karpenter removes an empty node one minute later, which is not counted).
-    """
-    from accelbench.deploy.cost import record_held_cost
-
-    cancel = cancel or threading.Event()
-    run = store.get_run(run_id)
-    spec = RunSpec.model_validate(run.spec)
-    if not isinstance(spec.target, KubernetesTarget):
-        raise UserInputError(f"Run {run_id} targets {spec.target.kind}, not kubernetes.")
-
-    factory = target_factory or KubernetesDeployTarget
-    target = factory(
-        spec.target,
-        progress=EventProgress(progress),
-        api_client=api_client,
-        run_id=run.id,
-        hf_token=hf_token,
-        cancel=cancel,
-    )
-    status, error = RunStatus.failed, None
-    t0 = clock()
-    cells = 0
-    try:
-        store.set_status(run.id, RunStatus.deploying)
-        endpoint = target.deploy(spec)
-        plan = target.bundle.engine if target.bundle else None
-        if plan is not None:
-            store.update_run(
-                run.id,
-                engine=plan.runtime,
-                engine_version=plan.engine_version,
-                served_model=endpoint.served_model,
-                base_url=endpoint.base_url,
-                instance_type=plan.instance.name,
-                accelerator_type=plan.instance.accelerator_type.value,
-                accelerator_name=plan.instance.accelerator_name,
-                accelerator_count=plan.instance.accelerator_count,
-                tp_degree=plan.tensor_parallel,
-                quantization=plan.params.settings.quantization,
-                command=shlex.join(plan.command),
+            cell = CellKey(key["input_len"], key["concurrency"], key["repeat"])
+            (outcome.ran if status == CellStatus.completed else outcome.partial).append(cell)
+            events.sweep(
+                SweepEvent(
+                    kind="cell_done", cells_total=total, cells_done=len(outcome.ran), key=cell, status=status
+                )
             )
-            store.merge_run_extra(
-                run.id, deployment=target.deployed.model_dump(mode="json") if target.deployed else {}
-            )
-        target.wait_ready()
-        store.set_status(run.id, RunStatus.benchmarking)
-        cells = target.run_sweep(store, run.id, spec.sweep)
-        status = RunStatus.completed if cells else RunStatus.failed
-        error = None if cells else "The load generator returned no results."
-    except DeployCancelled:
-        status, error = cancel_status, "cancelled during the run; everything deployed was removed"
-    except AccelbenchError as exc:
-        status, error = RunStatus.failed, str(exc)
-    except ApiException as exc:
-        status, error = RunStatus.failed, f"Kubernetes API error: {_api_error(exc)}"
-    except Exception as exc:
-        status, error = RunStatus.failed, f"{type(exc).__name__}: {exc}"
-        log.exception("run %s failed", run.id)
-    finally:
-        target.teardown()
-        held_s = clock() - t0
-    status, error = settle(status, error, [f"left behind: {e}" for e in target.teardown_errors])
-    if target.instance is not None:
-        record_held_cost(store, run.id, target.instance.name, held_s, region=None)
-    store.merge_run_extra(
-        run.id,
-        kubernetes={"namespace": target.namespace, "torn_down": target.torn_down, "cells_stored": cells},
-    )
-    from accelbench.deploy.orchestrator import record_report_files
+        events.sweep(SweepEvent(kind="end", cells_total=total, cells_done=len(outcome.ran)))
+        self.cells_stored = total
+        if not merged:
+            outcome.status, outcome.error = RunStatus.failed, "The load generator returned no results."
+        return outcome
 
-    record_report_files(store, run.id)  # report.html and the rest, as for a local run
-    return store.set_status(run.id, status, error=error)
+    def run_fields(self) -> dict[str, Any]:
+        fields = super().run_fields()
+        if self.bundle is not None:
+            plan = self.bundle.engine
+            fields.update(tp_degree=plan.tensor_parallel, quantization=plan.params.settings.quantization)
+        return fields
+
+    def record(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "torn_down": self.torn_down, "cells_stored": self.cells_stored}
+
+    def explain(self, exc: Exception) -> str | None:
+        return f"Kubernetes API error: {_api_error(exc)}" if isinstance(exc, ApiException) else None

@@ -174,6 +174,7 @@ class LocalProcessTarget(Target):
     """An engine started as a child process on this machine."""
 
     kind = "local"
+    engine_on_this_host = True
 
     def __init__(
         self,
@@ -183,15 +184,14 @@ class LocalProcessTarget(Target):
         fix: FixCallback | None = None,
         startup_retries: int = 1,
         cancel: threading.Event | None = None,
+        **context: Any,
     ) -> None:
         """``fix`` is asked whether to apply an automatic fix (e.g. clear an executable-stack flag) when a
         known start-up failure has one; it returns True to apply it and restart the engine. ``cancel`` stops
         a wait for readiness (the engine is stopped and ``DeployCancelled`` raised)."""
-        super().__init__(config or LocalTargetSpec(), progress=progress)
+        super().__init__(config or LocalTargetSpec(), progress=progress, cancel=cancel, fix=fix, **context)
         self.config: LocalTargetSpec = config or LocalTargetSpec()
-        self.fix = fix
         self.startup_retries = startup_retries
-        self.cancel = cancel
         self.proc: subprocess.Popen[bytes] | None = None
         self.runtime: Runtime | None = None
         self.log_path: Path | None = None
@@ -358,11 +358,9 @@ class LocalProcessTarget(Target):
                     break
                 if time.monotonic() > deadline:
                     raise self._failure(f"did not answer {url} within {timeout:.0f} s")
-                if self.cancel is not None and self.cancel.wait(0.5):
+                if self.cancel.wait(0.5):
                     self._stop_process()
                     raise DeployCancelled("Cancelled while the engine was starting; it has been stopped.")
-                if self.cancel is None:
-                    time.sleep(0.5)
             self.deployed.ready_s = round(time.monotonic() - self._started_mono, 1)
             self._check_served_name(client)
         self.progress.phase(

@@ -472,9 +472,45 @@ def capture_environment(
     return env
 
 
+def remote_environment(
+    base_url: str | None,
+    command: Sequence[str] | None,
+    *,
+    instance: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Where a run happened when the engine is on another machine (a cloud instance, a cluster node): the
+    instance it ran on as the catalog describes it, the engine (probed when ``base_url`` is reachable from
+    here), and this machine, which ran the load generator, under ``load_generator``. There is no top-level
+    ``cpu``/``memory``: this machine's hardware is not the engine's."""
+    here = capture_environment(None, command=[])
+    env: dict[str, Any] = {
+        "captured_at": here["captured_at"],
+        "accelbench_version": here["accelbench_version"],
+        "command": redact_command(list(command)) if command else "",
+        "engine_host": "remote",
+        "instance": dict(instance) if instance else None,
+        "load_generator": {k: here[k] for k in ("python", "os", "cpu", "memory")},
+    }
+    if base_url:
+        env["engine"] = engine_info(base_url, headers=headers)
+    return env
+
+
 def describe_environment(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Short (label, value) lines of a captured environment for tables and reports."""
     lines: list[tuple[str, str]] = []
+    inst = env.get("instance") or {}
+    if inst:
+        text = f"{inst.get('name')}: {inst.get('vcpus')} vCPUs, {inst.get('memory_gib')} GiB"
+        if inst.get("accelerator_count"):
+            text += f", {inst['accelerator_count']} x {inst.get('accelerator_name')}"
+        elif inst.get("accelerator_name"):
+            text += f", {inst['accelerator_name']}"
+        lines.append(("Instance", text + " (the catalog's description; the engine ran there)"))
+    lg = (env.get("load_generator") or {}).get("cpu") or {}
+    if lg:
+        lines.append(("Load generator", f"this machine: {lg.get('model') or 'unknown CPU'}"))
     cpu = env.get("cpu") or {}
     if cpu:
         isa = cpu.get("isa") or {}

@@ -18,7 +18,9 @@ import httpx
 import pytest
 from moto.server import ThreadedMotoServer
 
-from accelbench.deploy.ec2 import Ec2DeployTarget, execute_ec2_run
+from accelbench.deploy.base import Progress
+from accelbench.deploy.ec2 import Ec2DeployTarget
+from accelbench.deploy.orchestrator import execute_run
 from accelbench.domain.run import Ec2Target, RunSpec, RunStatus, SweepSpec
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
@@ -76,6 +78,18 @@ def new_run(store: Store, url: str, **target: Any) -> str:
     return store.create_run(kind="run", spec=spec.public_dict(), model=MODEL, target="ec2").id
 
 
+class Recorder(Progress):
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+        self.sweeps: list[str] = []
+
+    def phase(self, message: str) -> None:
+        self.phases.append(message)
+
+    def sweep(self, event: Any) -> None:
+        self.sweeps.append(event.kind)
+
+
 def factory(url_for: Any) -> Any:
     return functools.partial(Ec2DeployTarget, poll_s=0.05, tool_versions={}, url_for=url_for)
 
@@ -93,10 +107,20 @@ def accelbench_groups(url: str) -> list[str]:
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_success_end_to_end(store: Store, moto_url: str, engine: StreamServer) -> None:
     run_id = new_run(store, moto_url)
-    run = execute_ec2_run(store, run_id, target_factory=factory(lambda d: engine.base_url))
+    seen = Recorder()
+    run = execute_run(store, run_id, target_factory=factory(lambda d: engine.base_url), events=seen)
     assert run.status == RunStatus.completed, run.error
     results = {(r.input_len, r.concurrency): r for r in store.get_results(run_id)}
     assert set(results) == {(64, 1), (64, 2)}
+    # the CLI's display gets what it gets for a local run: the phases and every sweep event
+    assert any(p.startswith("Launching m8i.2xlarge") for p in seen.phases)
+    assert [k for k in seen.sweeps if k in ("start", "end")] == ["start", "end"]
+    assert seen.sweeps.count("cell_done") == 2
+    # where it ran: the instance as the catalog has it, this machine only as the load generator
+    env = run.environment
+    assert env["instance"]["name"] == "m8i.2xlarge" and env["engine_host"] == "remote" and "cpu" not in env
+    assert env["load_generator"]["cpu"] and env["engine_env"]["VLLM_CPU_KVCACHE_SPACE"] == "9"
+    assert run.accelerator_type == "cpu" and run.accelerator_name
     assert results[(64, 2)].completed == 4
     # launched as asked, with the engine in the user data, then terminated
     [inst] = instances(moto_url)
@@ -144,7 +168,7 @@ def test_user_data_installs_and_serves(store: Store, moto_url: str, engine: Stre
 def test_never_healthy_terminates(store: Store, moto_url: str) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     run_id = new_run(store, moto_url, ready_timeout_s=0.5)
-    run = execute_ec2_run(store, run_id, target_factory=factory(lambda d: dead))
+    run = execute_run(store, run_id, target_factory=factory(lambda d: dead))
     assert run.status == RunStatus.failed
     assert "did not become healthy within 0.5 s" in (run.error or "")
     assert [i["State"]["Name"] for i in instances(moto_url)] == ["terminated"]
@@ -158,7 +182,7 @@ def test_failure_after_launch_terminates(store: Store, moto_url: str) -> None:
         raise RuntimeError("no route to the instance")
 
     run_id = new_run(store, moto_url)
-    run = execute_ec2_run(store, run_id, target_factory=factory(broken))
+    run = execute_run(store, run_id, target_factory=factory(broken))
     assert run.status == RunStatus.failed and "no route to the instance" in (run.error or "")
     assert [i["State"]["Name"] for i in instances(moto_url)] == ["terminated"]
 
@@ -169,7 +193,7 @@ def test_cancel_terminates(store: Store, moto_url: str) -> None:
     run_id = new_run(store, moto_url, ready_timeout_s=60)
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()
-    run = execute_ec2_run(store, run_id, cancel=cancel, target_factory=factory(lambda d: dead))
+    run = execute_run(store, run_id, cancel=cancel, target_factory=factory(lambda d: dead))
     assert run.status == RunStatus.cancelled
     assert [i["State"]["Name"] for i in instances(moto_url)] == ["terminated"]
 
@@ -184,7 +208,7 @@ def test_guard_refuses_before_launch(store: Store, moto_url: str, tmp_path: Path
         target=Ec2Target(endpoint_url=moto_url, ami_id=ami, ingress_cidr="203.0.113.7/32"),
     )
     run_id = store.create_run(kind="run", spec=spec.public_dict(), model=MODEL, target="ec2").id
-    run = execute_ec2_run(store, run_id, target_factory=factory(lambda d: "http://unused"))
+    run = execute_run(store, run_id, target_factory=factory(lambda d: "http://unused"))
     assert run.status == RunStatus.failed and "kv_cache_dtype=fp8" in (run.error or "")
     assert instances(moto_url) == []  # nothing was launched
 
@@ -196,7 +220,7 @@ def test_needs_a_reachable_port(store: Store, moto_url: str) -> None:
         model=MODEL, instance_type="m8i.2xlarge", target=Ec2Target(endpoint_url=moto_url, ami_id=ami)
     )
     run_id = store.create_run(kind="run", spec=spec.public_dict(), model=MODEL, target="ec2").id
-    run = execute_ec2_run(store, run_id, target_factory=factory(lambda d: "http://unused"))
+    run = execute_run(store, run_id, target_factory=factory(lambda d: "http://unused"))
     assert run.status == RunStatus.failed and "ingress_cidr" in (run.error or "")
     assert instances(moto_url) == []
 
@@ -217,7 +241,7 @@ def test_a_cancelled_run_whose_teardown_fails_stays_cancelled_and_says_so(
         self.teardown_errors.append("security group sg-123 still in use")
 
     monkeypatch.setattr(Ec2DeployTarget, "teardown", failing_teardown)
-    run = execute_ec2_run(
+    run = execute_run(
         store,
         run_id,
         cancel=cancel,

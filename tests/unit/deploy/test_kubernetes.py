@@ -15,8 +15,9 @@ import pytest
 from accelbench.bench.metrics import compute_metrics
 from accelbench.catalog import get_catalog
 from accelbench.deploy.incluster import Barrier, run_shard
-from accelbench.deploy.kubernetes import KubernetesDeployTarget, execute_kubernetes_run
+from accelbench.deploy.kubernetes import KubernetesDeployTarget
 from accelbench.deploy.manifests import LoadgenConfig
+from accelbench.deploy.orchestrator import execute_run
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.run import KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.store.repo import Store
@@ -116,7 +117,7 @@ def test_success_path(store: Store) -> None:
     run_id = new_run(store)
     clock = iter([1000.0, 1000.0 + 1800.0]).__next__  # deploy at t=1000 s, teardown done 30 min later
     with FakeKubeServer(cluster) as api:
-        run = execute_kubernetes_run(store, run_id, api_client=api, target_factory=FAST, clock=clock)
+        run = execute_run(store, run_id, target_factory=functools.partial(FAST, api_client=api), clock=clock)
     assert run.status == RunStatus.completed, run.error
     # deployed: namespace created, engine Deployment with the planner's exact CPU KV budget
     assert "bench" in cluster.names("namespaces")
@@ -145,6 +146,10 @@ def test_success_path(store: Store) -> None:
     assert set(cluster.deleted("deployments")) and set(cluster.deleted("jobs"))
     assert run.extra["kubernetes"]["torn_down"] is True
     assert run.extra["files"][0].endswith("report.html")  # the report files a local run gets
+    # the Service is cluster-internal: no answer check from here; the environment is the node's instance type
+    assert "answer_check" not in run.extra
+    assert run.environment["instance"]["name"] == "r8g.4xlarge" and "cpu" not in run.environment
+    assert run.environment["image"] and run.tp_degree == 1
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -152,7 +157,7 @@ def test_never_ready_is_torn_down_and_failed(store: Store) -> None:
     cluster = FakeCluster(ready_after=None, loadgen=make_loadgen())
     run_id = new_run(store, ready_timeout_s=0.3)
     with FakeKubeServer(cluster) as api:
-        run = execute_kubernetes_run(store, run_id, api_client=api, target_factory=FAST)
+        run = execute_run(store, run_id, target_factory=functools.partial(FAST, api_client=api))
     assert run.status == RunStatus.failed
     assert "did not become ready within 0 s" in (run.error or "") or "did not become ready" in (
         run.error or ""
@@ -172,7 +177,9 @@ def test_cancel_while_waiting_tears_down(store: Store) -> None:
     threading.Timer(0.3, cancel.set).start()
     with FakeKubeServer(cluster) as api:
         started = time.monotonic()
-        run = execute_kubernetes_run(store, run_id, api_client=api, cancel=cancel, target_factory=FAST)
+        run = execute_run(
+            store, run_id, cancel=cancel, target_factory=functools.partial(FAST, api_client=api)
+        )
     assert time.monotonic() - started < 10
     assert run.status == RunStatus.cancelled
     assert left_in_cluster(cluster) == []
@@ -183,7 +190,7 @@ def test_loadgen_shard_failure_fails_the_run_and_cleans_up(store: Store) -> None
     cluster = FakeCluster(ready_after=1, loadgen=make_loadgen(fail_shard=1))
     run_id = new_run(store)
     with FakeKubeServer(cluster) as api:
-        run = execute_kubernetes_run(store, run_id, api_client=api, target_factory=FAST)
+        run = execute_run(store, run_id, target_factory=functools.partial(FAST, api_client=api))
     assert run.status == RunStatus.failed
     assert "load-generator Job" in (run.error or "") and "failed" in (run.error or "")
     assert left_in_cluster(cluster) == []
@@ -194,7 +201,12 @@ def test_hf_token_secret_created_and_deleted(store: Store) -> None:
     cluster = FakeCluster(ready_after=1, loadgen=make_loadgen())
     run_id = new_run(store)
     with FakeKubeServer(cluster) as api:
-        run = execute_kubernetes_run(store, run_id, api_client=api, hf_token="hf_secret", target_factory=FAST)
+        run = execute_run(
+            store,
+            run_id,
+            secrets={"hf_token": "hf_secret"},
+            target_factory=functools.partial(FAST, api_client=api),
+        )
     assert run.status == RunStatus.completed, run.error
     assert cluster.created("secrets") and cluster.deleted("secrets")
     assert "hf_secret" not in str(run.model_dump())  # never stored with the run
