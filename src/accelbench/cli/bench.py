@@ -30,6 +30,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
+from accelbench.cli.load_flags import load_option
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -208,9 +209,7 @@ def bench(
     base_url: str = typer.Option(
         ..., "--base-url", envvar="ACCELBENCH_BASE_URL", help="Server root, e.g. http://127.0.0.1:8000."
     ),
-    endpoint_kind: EndpointKind = typer.Option(
-        EndpointKind.chat, "--endpoint", help="chat (/v1/chat/completions) or completions (/v1/completions)."
-    ),
+    endpoint_kind: EndpointKind = load_option("endpoint"),
     model: str | None = typer.Option(
         None, "--model", help="Served model name; default: the first one /v1/models lists."
     ),
@@ -221,61 +220,39 @@ def bench(
         None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
     ),
     header: list[str] = typer.Option([], "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."),
-    dataset: DatasetKind = typer.Option(DatasetKind.random, "--dataset", help="random, jsonl or sharegpt."),
-    dataset_path: str | None = typer.Option(
-        None,
-        "--dataset-path",
-        help='jsonl: {"prompt": ...} per line; sharegpt: the usual conversations file.',
-    ),
+    dataset: DatasetKind = load_option("dataset"),
+    dataset_path: str | None = load_option("dataset_path"),
     input_len: int = typer.Option(
         128,
         "--input-len",
         min=1,
         help="Random dataset: prompt tokens as the server counts them (chat template included), exact.",
     ),
-    output_len: int = typer.Option(128, "--output-len", min=1, help="max_tokens of every request."),
-    prefix_len: int = typer.Option(
-        0, "--prefix-len", min=0, help="Random dataset: tokens of a deliberate prefix shared by every prompt."
-    ),
+    output_len: int = load_option("output_len"),
+    prefix_len: int = load_option("prefix_len"),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
     ),
-    request_rate: float = typer.Option(
-        math.inf, "--request-rate", help="Requests per second; inf sends all at once."
-    ),
-    burstiness: float = typer.Option(
-        1.0, "--burstiness", help="Gamma shape of the gaps between requests; 1 = Poisson."
-    ),
+    request_rate: float = load_option("request_rate"),
+    burstiness: float = load_option("burstiness"),
     duration: float | None = typer.Option(
         None, "--duration", help="Stop sending new requests after this many seconds."
     ),
-    num_warmups: int = typer.Option(
-        0, "--num-warmups", min=0, help="Warmup requests (own prompts, not measured)."
-    ),
-    ignore_eos: bool = typer.Option(
-        True,
-        "--ignore-eos/--no-ignore-eos",
-        help="Ask the server to ignore EOS so every request makes --output-len tokens.",
-    ),
+    num_warmups: int = load_option("num_warmups"),
+    ignore_eos: bool = load_option("ignore_eos"),
     goodput: list[str] = typer.Option(
         [], "--goodput", help="SLOs as NAME:MS (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50."
     ),
-    timeout: float = typer.Option(600.0, "--timeout", help="Per-request timeout, seconds."),
-    seed: int = typer.Option(0, "--seed", help="Seed for prompts and send times."),
-    temperature: float | None = typer.Option(
-        None, "--temperature", help="Sampling temperature (default: the server's)."
-    ),
+    timeout: float = load_option("timeout_s"),
+    seed: int = load_option("seed"),
+    temperature: float | None = load_option("temperature"),
     save_result: Path | None = typer.Option(
         None, "--save-result", help="Write the result in vllm bench serve's JSON layout to this file."
     ),
     label: str | None = typer.Option(None, "--label", help="Label stored with the result."),
-    scrape: bool = typer.Option(
-        True, "--scrape/--no-scrape", help="Scrape the server's /metrics while the benchmark runs."
-    ),
-    scrape_interval: float = typer.Option(
-        1.0, "--scrape-interval", min=0.05, help="Seconds between /metrics scrapes."
-    ),
+    scrape: bool = load_option("scrape_metrics"),
+    scrape_interval: float = load_option("scrape_interval_s"),
     store: bool = typer.Option(
         True, "--store/--no-store", help="Store the run (kind bench) in the results store."
     ),

@@ -42,6 +42,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
+from accelbench.cli.load_flags import load_option
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
@@ -193,7 +194,7 @@ def sweep(
     model: str | None = typer.Option(
         None, "--model", help="Served model name (default: the first model the server lists)."
     ),
-    endpoint: EndpointKind | None = typer.Option(None, "--endpoint", help="chat or completions API."),
+    endpoint: EndpointKind | None = load_option("endpoint", model=SweepSpec, unset=True),
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Local tokenizer directory (default: the server's /tokenize)."
     ),
@@ -206,45 +207,25 @@ def sweep(
     input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
     repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
-    output_len: int | None = typer.Option(
-        None, "--output-len", min=1, help="max_tokens per request (default 128)."
-    ),
+    output_len: int | None = load_option("output_len", model=SweepSpec, unset=True),
     prompts_per_concurrency: int | None = typer.Option(
         None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this (default 10)."
     ),
-    dataset: DatasetKind | None = typer.Option(None, "--dataset", help="random, jsonl or sharegpt."),
-    dataset_path: str | None = typer.Option(None, "--dataset-path", help="File for jsonl or sharegpt."),
-    prefix_len: int | None = typer.Option(
-        None, "--prefix-len", min=0, help="Tokens of a deliberate shared prefix."
-    ),
-    request_rate: float | None = typer.Option(
-        None,
-        "--request-rate",
-        help="Requests per second within a cell; inf (default) = as fast as concurrency allows.",
-    ),
-    burstiness: float | None = typer.Option(
-        None, "--burstiness", help="Gamma shape of inter-arrivals; 1 = Poisson."
-    ),
-    num_warmups: int | None = typer.Option(
-        None, "--num-warmups", min=0, help="Requests sent once before the first cell (default 2)."
-    ),
-    ignore_eos: bool | None = typer.Option(
-        None, "--ignore-eos/--no-ignore-eos", help="Ask the server to ignore EOS (default on)."
-    ),
+    dataset: DatasetKind | None = load_option("dataset", model=SweepSpec, unset=True),
+    dataset_path: str | None = load_option("dataset_path", model=SweepSpec, unset=True),
+    prefix_len: int | None = load_option("prefix_len", model=SweepSpec, unset=True),
+    request_rate: float | None = load_option("request_rate", model=SweepSpec, unset=True),
+    burstiness: float | None = load_option("burstiness", model=SweepSpec, unset=True),
+    num_warmups: int | None = load_option("num_warmups", model=SweepSpec, unset=True),
+    ignore_eos: bool | None = load_option("ignore_eos", model=SweepSpec, unset=True),
     goodput: list[str] | None = typer.Option(
         None, "--goodput", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS."
     ),
-    timeout: float | None = typer.Option(
-        None, "--timeout", help="Per-request timeout, seconds (default 600)."
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed for prompts and send times."),
-    temperature: float | None = typer.Option(None, "--temperature", min=0, help="Sampling temperature."),
-    scrape: bool | None = typer.Option(
-        None, "--scrape/--no-scrape", help="Scrape the server's /metrics while each cell runs (default: yes)."
-    ),
-    scrape_interval: float | None = typer.Option(
-        None, "--scrape-interval", min=0.05, help="Seconds between /metrics scrapes (default 1)."
-    ),
+    timeout: float | None = load_option("timeout_s", model=SweepSpec, unset=True),
+    seed: int | None = load_option("seed", model=SweepSpec, unset=True),
+    temperature: float | None = load_option("temperature", model=SweepSpec, unset=True),
+    scrape: bool | None = load_option("scrape_metrics", model=SweepSpec, unset=True),
+    scrape_interval: float | None = load_option("scrape_interval_s", model=SweepSpec, unset=True),
     no_metrics: bool = typer.Option(False, "--no-metrics", hidden=True, help="Old name of --no-scrape."),
     spec_file: Path | None = typer.Option(None, "--spec", help="YAML sweep spec; flags override its values."),
     out: Path | None = typer.Option(None, "--out", help="Directory for results.md/csv, JSON and plots."),

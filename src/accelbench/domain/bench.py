@@ -95,9 +95,9 @@ class LoadSettings(StrictModel):
     seed: int = Field(default=0, description="Seed for prompts and send times.")
     goodput: GoodputSLO | None = Field(default=None, description="SLOs for goodput.")
     scrape_metrics: bool = Field(
-        default=True, description="Scrape the server's /metrics every second while running."
+        default=True, description="Scrape the server's /metrics while running (every scrape_interval_s)."
     )
-    scrape_interval_s: float = Field(default=1.0, gt=0, description="Seconds between /metrics scrapes.")
+    scrape_interval_s: float = Field(default=1.0, ge=0.05, description="Seconds between /metrics scrapes.")
     temperature: float | None = Field(
         default=None, ge=0, description="Sampling temperature sent with requests (server default if unset)."
     )

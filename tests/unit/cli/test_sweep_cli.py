@@ -6,6 +6,7 @@ import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -288,33 +289,51 @@ def test_lengths_above_the_servers_advertised_context_are_refused_before_any_loa
 
 
 def test_bench_and_sweep_expose_the_same_load_flags() -> None:
-    """The load settings both commands take have the same flag names, short aliases and bounds (they had
-    drifted: --no-metrics vs --scrape/--no-scrape, -H on bench only, no --scrape-interval on sweep)."""
+    """Every load setting (LoadSettings) is a flag of both commands with the same name, short alias, bounds and
+    help, and the default the model gives it (they had drifted: --no-metrics vs --scrape/--no-scrape, -H on
+    bench only, no --scrape-interval on sweep, different bounds and help)."""
     from typer.main import get_command
+
+    from accelbench.cli.load_flags import LOAD_FLAGS, NOT_SHARED, shown_default
+    from accelbench.domain.bench import BenchConfig, LoadSettings
+    from accelbench.domain.run import SweepSpec
 
     root = get_command(app)
 
-    def flags(name: str) -> dict[str, tuple[tuple[str, ...], object, object]]:
+    def options(name: str) -> dict[str, Any]:
         cmd = root.get_command(None, name)  # type: ignore[attr-defined]
         assert cmd is not None
-        out = {}
-        for p in cmd.params:
-            if p.param_type_name != "option" or p.hidden:  # typer vendors its own click classes
-                continue
-            kind = getattr(p, "type", None)
-            out[p.opts[0]] = (
-                tuple(sorted([*p.opts, *p.secondary_opts])),
-                getattr(kind, "min", None),
-                getattr(kind, "max", None),
-            )
-        return out
+        return {p.name: p for p in cmd.params if p.param_type_name == "option" and not p.hidden}
 
-    shared = [
-        "--base-url", "--endpoint", "--model", "--tokenizer", "--api-key", "--header", "--dataset", "--dataset-path",
-        "--output-len", "--prefix-len", "--request-rate", "--burstiness", "--num-warmups", "--ignore-eos",
-        "--goodput", "--timeout", "--seed", "--temperature", "--scrape", "--scrape-interval", "--label",
-    ]  # fmt: skip
-    bench, sweep = flags("bench"), flags("sweep")
-    for flag in shared:
-        assert flag in bench and flag in sweep, flag
-        assert bench[flag] == sweep[flag], (flag, bench[flag], sweep[flag])
+    def shape(p: Any) -> tuple[Any, ...]:
+        kind = getattr(p, "type", None)
+        return (
+            tuple(sorted([*p.opts, *p.secondary_opts])),
+            getattr(kind, "min", None),
+            getattr(kind, "max", None),
+        )
+
+    bench, sweep = options("bench"), options("sweep")
+    by_field = {f: (b, s) for f, (b, s) in zip(LOAD_FLAGS, [
+        ("endpoint_kind", "endpoint"), ("dataset", "dataset"), ("dataset_path", "dataset_path"),
+        ("output_len", "output_len"), ("prefix_len", "prefix_len"), ("request_rate", "request_rate"),
+        ("burstiness", "burstiness"), ("num_warmups", "num_warmups"), ("ignore_eos", "ignore_eos"),
+        ("timeout", "timeout"), ("seed", "seed"), ("temperature", "temperature"), ("scrape", "scrape"),
+        ("scrape_interval", "scrape_interval"),
+    ], strict=True)}  # fmt: skip
+    assert set(LoadSettings.model_fields) == set(LOAD_FLAGS) | set(NOT_SHARED)  # a new field needs a flag
+    for field, (b_name, s_name) in by_field.items():
+        b, sw = bench[b_name], sweep[s_name]
+        assert shape(b) == shape(sw), field
+        info = BenchConfig.model_fields[field]
+        assert b.default == info.get_default(call_default_factory=True), field
+        assert sw.default is None, field  # unset: the spec file or the resumed run decides
+        swept = SweepSpec.model_fields[field]  # a sweep may default differently (num_warmups: it warms up)
+        assert b.help == info.description and sw.help.startswith(swept.description.rstrip(".")), field
+        fallback = swept.get_default(call_default_factory=True)
+        assert fallback is None or sw.help.endswith(f"(default {shown_default(fallback)})."), field
+        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+        assert b.min == low, field
+    for name in ("--header", "--api-key", "--base-url", "--model", "--tokenizer", "--goodput", "--label"):
+        assert name in [o for p in bench.values() for o in p.opts], name
+        assert name in [o for p in sweep.values() for o in p.opts], name

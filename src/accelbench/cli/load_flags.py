@@ -1,0 +1,76 @@
+"""The load flags ``bench`` and ``sweep`` share, made from the fields of ``LoadSettings`` (domain/bench.py):
+one name, one help text (the field's description), one bound (the field's ``ge``/``le``), one default (the
+field's). ``bench`` takes the default as the flag's default; ``sweep`` leaves an unset flag as None, so that a
+spec file or the resumed run can supply the value, and its help names the default it falls back to (the
+``SweepSpec`` field's, which may differ: a sweep warms the server up by default).
+
+Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the command builds
+its config, with the same error either way.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any
+
+import annotated_types
+import typer
+from pydantic import BaseModel
+
+from accelbench.domain.bench import LoadSettings
+
+#: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
+LOAD_FLAGS: dict[str, tuple[str, ...]] = {
+    "endpoint": ("--endpoint",),
+    "dataset": ("--dataset",),
+    "dataset_path": ("--dataset-path",),
+    "output_len": ("--output-len",),
+    "prefix_len": ("--prefix-len",),
+    "request_rate": ("--request-rate",),
+    "burstiness": ("--burstiness",),
+    "num_warmups": ("--num-warmups",),
+    "ignore_eos": ("--ignore-eos/--no-ignore-eos",),
+    "timeout_s": ("--timeout",),
+    "seed": ("--seed",),
+    "temperature": ("--temperature",),
+    "scrape_metrics": ("--scrape/--no-scrape",),
+    "scrape_interval_s": ("--scrape-interval",),
+}
+#: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
+NOT_SHARED = {
+    "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
+    "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
+}
+
+
+def bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:
+    """The ``ge``/``le`` of a field (typer's ``min``/``max``); None where it has none."""
+    low = high = None
+    for meta in model.model_fields[field].metadata:
+        if isinstance(meta, annotated_types.Ge):
+            low = meta.ge
+        elif isinstance(meta, annotated_types.Le):
+            high = meta.le
+    return low, high
+
+
+def shown_default(value: Any) -> str:
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return str(value)
+
+
+def load_option(field: str, *, model: type[LoadSettings] = LoadSettings, unset: bool = False) -> Any:
+    """The typer option of ``model.<field>`` (``unset``: default None, the help names the fallback)."""
+    info = model.model_fields[field]
+    default = info.get_default(call_default_factory=True)
+    text = info.description or ""
+    if unset and default is not None:
+        text = f"{text.rstrip('.')} (default {shown_default(default)})."
+    low, high = bounds(model, field)
+    return typer.Option(None if unset else default, *LOAD_FLAGS[field], help=text, min=low, max=high)
