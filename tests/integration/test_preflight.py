@@ -115,9 +115,19 @@ def test_cli_and_api_dry_runs_agree(case: str, tmp_path: Path) -> None:
         "Kubernetes Neuron": "vllm-neuron",
     }
     assert cli["runtime"] == expected_runtime[case]
+    # the planner's prediction of the load: every cell, the whole (warm-ups in), its cost where priced
+    assert all(c["predicted_s"] > 0 for c in cli["cells"])
+    per_cell = sum(c["predicted_s"] * c["repeats"] for c in cli["cells"])
+    assert cli["predicted_duration_s"] >= per_cell
+    if case == "local CPU":
+        assert cli["predicted_cost_usd"] is None and "no price" in " ".join(cli["prediction_notes"])
+    else:
+        expected_cost = cli["hourly_usd"] * cli["predicted_duration_s"] / 3600
+        assert cli["predicted_cost_usd"] == pytest.approx(expected_cost, abs=1e-4)
     assert store.list_runs()[1] == 0
     table = _cli(tmp_path, spec, "--dry-run")
     assert table.exit_code == 0 and "nothing stored or started" in table.output
+    assert "min of load" in table.output
 
 
 def test_a_duplicated_key_is_refused_by_run_and_by_export(tmp_path: Path) -> None:
@@ -198,3 +208,35 @@ def test_estimate_has_one_set_of_defaults_in_the_cli_the_api_and_the_page() -> N
     cli_est = json.loads(res.stdout)
     for key in ("input_len", "output_len", "concurrency", "feasible", "ttft_ms", "tpot_ms"):
         assert cli_est[key] == api_est[key], key
+
+
+EXPORT_REFUSED = {
+    "fp8 KV cache on a CPU node": (
+        {"model": "qwen2.5-7b-instruct", "engine": {"settings": {"kv_cache_dtype": "fp8"}}},
+        "kv_cache_dtype=fp8 is not supported on CPU",
+    ),
+    "a request longer than the context": (
+        {
+            "model": "qwen2.5-7b-instruct",
+            "engine": {"settings": {"max_model_len": 2048}},
+            "sweep": {"input_lens": [4096], "concurrency": [1], "output_len": 32},
+        },
+        "which is more than 2048",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(EXPORT_REFUSED))
+def test_export_refuses_what_a_kubernetes_run_would_be_refused(case: str, tmp_path: Path) -> None:
+    """`export` runs the same preflight: the manifests it writes describe a run the API would accept."""
+    spec, expected = EXPORT_REFUSED[case]
+    f = tmp_path / "spec.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "m"
+    res = runner.invoke(app, ["export", "--spec", str(f), "--instance", "r8g.4xlarge", "--out", str(out)])
+    assert res.exit_code != 0 and expected in " ".join(res.output.split()), res.output
+    assert not out.exists() or not list(out.iterdir())  # nothing written
+    body = {**spec, "instance_type": "r8g.4xlarge", "target": {"kind": "kubernetes"}}
+    with api_for(get_store()) as api:
+        r = api.client.post("/api/v1/runs", json=body, headers=api.auth)
+    assert r.status_code == 400 and expected in r.text

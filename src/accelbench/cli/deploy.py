@@ -26,7 +26,7 @@ from accelbench.cli.common import (
     simple_table,
     user_errors,
 )
-from accelbench.domain.run import EngineSettings, EngineSpec, RunSpec
+from accelbench.domain.run import EngineSettings, EngineSpec, KubernetesTarget, RunSpec
 from accelbench.errors import UserInputError
 
 
@@ -110,6 +110,12 @@ def register(app: typer.Typer) -> None:
                 engine_data.pop("name", None)  # let the instance's tier choose the runtime
             base["engine"] = engine_data
             run_spec = RunSpec.model_validate(base)
+            if not force:  # the checks every run passes, as the Kubernetes run it describes
+                from accelbench import services
+
+                services.preflight(
+                    run_spec.model_copy(update={"target": KubernetesTarget(namespace=namespace)})
+                )
             options = ExportOptions(
                 namespace=namespace,
                 runtime=runtime,
