@@ -206,6 +206,7 @@ def test_preview_shows_the_dry_run_and_stores_nothing(tab: Tab) -> None:
     assert "vllm" in p.inner_text("#preview-summary") and "g6.2xlarge" in p.inner_text("#preview-summary")
     assert "--max-model-len" in p.inner_text("#preview-command")
     assert p.locator("#preview-cells tbody tr").count() == 4
+    assert "min of load" in p.inner_text("#preview-total") and "/h" in p.inner_text("#preview-total")
     assert tab.server.store.list_runs()[1] == before  # nothing stored
     tab.assert_clean()
     # a refusal is shown in words, as for a queued run (the browser logs the 400 itself)

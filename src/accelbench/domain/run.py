@@ -199,6 +199,9 @@ class DryRunCell(StrictModel):
     concurrency: int = Field(description="Requests in flight.")
     repeats: int = Field(description="How many times the cell is measured.")
     requests: int = Field(description="Requests per repeat (warm-ups excluded).")
+    predicted_s: float | None = Field(
+        default=None, description="Predicted seconds per repeat (requests / predicted requests per second)."
+    )
 
 
 class DryRun(StrictModel):
@@ -217,3 +220,13 @@ class DryRun(StrictModel):
     warnings: list[str] = Field(default_factory=list, description="What the guards and the planner warn of.")
     cells: list[DryRunCell] = Field(description="The sweep's cells, in order.")
     requests: int = Field(description="Requests over the whole sweep (warm-ups excluded).")
+    predicted_duration_s: float | None = Field(
+        default=None,
+        description="Predicted seconds of load: every cell x repeat plus the warm-ups (engine start-up and "
+        "model download not included). None when the planner cannot predict this deployment.",
+    )
+    hourly_usd: float | None = Field(default=None, description="The instance's price per hour, when known.")
+    predicted_cost_usd: float | None = Field(
+        default=None, description="hourly_usd x predicted_duration_s (what the load itself costs)."
+    )
+    prediction_notes: list[str] = Field(default_factory=list, description="How the prediction was made.")

@@ -1,10 +1,12 @@
 """The application layer: every use case the CLI, the API, the pages and the run worker share, decided once.
 
 The shells parse input, call one function here and render its answer; this package imports no typer and no
-FastAPI. ``runs`` (resolve, check and submit a run, export its manifests), ``plan`` (presets, model specs,
+FastAPI. ``runs`` (resolve, check and submit a run, export its manifests), ``dryrun`` (what a run would do, and
+its predicted duration and cost), ``plan`` (presets, model specs,
 recommend, estimate, memory breakdown), ``results`` (aggregates, findings, compare, report).
 """
 
+from accelbench.services.dryrun import dry_run, predict_sweep
 from accelbench.services.plan import (
     estimate,
     memory_breakdown,
@@ -25,7 +27,6 @@ from accelbench.services.runs import (
     CheckedRun,
     as_input_error,
     check_guards,
-    dry_run,
     export_manifests,
     load_model,
     model_lookup,
@@ -51,6 +52,7 @@ __all__ = [
     "memory_breakdown",
     "model_lookup",
     "model_spec",
+    "predict_sweep",
     "preflight",
     "prepared_models",
     "presets",

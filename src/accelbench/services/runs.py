@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
-from accelbench.domain.run import DryRun, DryRunCell, RunSpec
+from accelbench.domain.run import RunSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.runtimes.base import ServeParams
 from accelbench.store import Store
@@ -299,53 +299,6 @@ def preflight(spec: RunSpec) -> CheckedRun:
     if spec.target.kind == "local":
         check_local_model(spec)
     return CheckedRun(spec=spec, instance=instance, warnings=warnings, params=params)
-
-
-def dry_run(spec: RunSpec) -> DryRun:
-    """What ``spec`` would deploy and measure (runtime, image, exact argv, environment with secrets masked,
-    warnings, cells), after the same preflight a submitted run passes; nothing is stored or started."""
-    from accelbench.deploy.local import redact_env
-    from accelbench.runtimes import get_runtime
-
-    checked = preflight(spec)
-    spec = checked.spec
-    runtime = get_runtime(spec.engine.name)
-    version = spec.engine.version or runtime.default_version
-    params = checked.params
-    argv: list[str] = []
-    env: dict[str, str] = {}
-    image = None
-    if params is not None:
-        env = redact_env(runtime.env(params))
-        if spec.target.kind == "local":
-            from accelbench.deploy.engines import find_engine
-
-            engine = find_engine(spec.engine.name, spec.engine.version)
-            argv = runtime.command(params, python=engine.python if engine else "python3")
-        else:
-            argv = runtime.serve_args(params)
-            image = runtime.default_image(version, arch=params.arch)
-    sweep = spec.sweep
-    cells = [
-        DryRunCell(
-            input_len=n, concurrency=c, repeats=sweep.repeats, requests=c * sweep.prompts_per_concurrency
-        )
-        for n, c in sweep.cells()
-    ]
-    return DryRun(
-        model=spec.model,
-        runtime=runtime.name,
-        engine_version=version,
-        target=spec.target.kind,
-        instance_type=spec.instance_type,
-        accelerator_type=tier_of(checked.instance).value,
-        image=image,
-        argv=argv,
-        env=env,
-        warnings=checked.warnings,
-        cells=cells,
-        requests=sum(c.requests * c.repeats for c in cells),
-    )
 
 
 def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = None) -> RunInfo:

@@ -106,12 +106,17 @@
     const body = $("preview-cells").querySelector("tbody"); body.replaceChildren();
     plan.cells.forEach(function (c) {
       const tr = document.createElement("tr");
-      [c.input_len, c.concurrency, c.repeats, c.requests].forEach(function (v) {
+      [c.input_len, c.concurrency, c.repeats, c.requests, c.predicted_s == null ? "" : c.predicted_s].forEach(function (v) {
         const td = document.createElement("td"); td.textContent = String(v); tr.appendChild(td);
       });
       body.appendChild(tr);
     });
-    $("preview-total").textContent = `${plan.requests} requests in all.`;
+    let total = `${plan.requests} requests in all`;
+    if (plan.predicted_duration_s != null) {
+      total += `; predicted ${(plan.predicted_duration_s / 60).toFixed(1)} min of load`;
+      if (plan.predicted_cost_usd != null) total += `, $${plan.predicted_cost_usd.toFixed(2)} at $${plan.hourly_usd.toFixed(3)}/h`;
+    }
+    $("preview-total").textContent = `${total}. ${plan.prediction_notes.map(function (n) { return `(${n})`; }).join(" ")}`;
     $("preview").hidden = false;
   }
   $("preview-button").addEventListener("click", async function () {

@@ -1,0 +1,126 @@
+"""A run's dry run: what it would deploy and measure (runtime, image, exact argv, masked environment, cells)
+and what the planner predicts the load will take and cost, after the preflight every submitted run passes;
+nothing is stored or started. ``accelbench run SPEC --dry-run``, ``POST /api/v1/runs?dry_run=true`` and the
+Run page's Preview all answer this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.domain.catalog import InstanceType
+from accelbench.domain.run import DryRun, DryRunCell, RunSpec
+from accelbench.errors import AccelbenchError
+from accelbench.services.runs import load_model, preflight, tier_of
+
+
+def dry_run(spec: RunSpec) -> DryRun:
+    """What ``spec`` would deploy and measure (runtime, image, exact argv, environment with secrets masked,
+    warnings, cells), after the same preflight a submitted run passes; nothing is stored or started."""
+    from accelbench.deploy.local import redact_env
+    from accelbench.runtimes import get_runtime
+
+    checked = preflight(spec)
+    spec = checked.spec
+    runtime = get_runtime(spec.engine.name)
+    version = spec.engine.version or runtime.default_version
+    params = checked.params
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    image = None
+    if params is not None:
+        env = redact_env(runtime.env(params))
+        if spec.target.kind == "local":
+            from accelbench.deploy.engines import find_engine
+
+            engine = find_engine(spec.engine.name, spec.engine.version)
+            argv = runtime.command(params, python=engine.python if engine else "python3")
+        else:
+            argv = runtime.serve_args(params)
+            image = runtime.default_image(version, arch=params.arch)
+    sweep = spec.sweep
+    cells = [
+        DryRunCell(
+            input_len=n, concurrency=c, repeats=sweep.repeats, requests=c * sweep.prompts_per_concurrency
+        )
+        for n, c in sweep.cells()
+    ]
+    prediction = predict_sweep(spec, checked.instance, runtime.name, cells)
+    return DryRun(
+        model=spec.model,
+        runtime=runtime.name,
+        engine_version=version,
+        target=spec.target.kind,
+        instance_type=spec.instance_type,
+        accelerator_type=tier_of(checked.instance).value,
+        image=image,
+        argv=argv,
+        env=env,
+        warnings=checked.warnings,
+        cells=prediction.cells,
+        requests=sum(c.requests * c.repeats for c in cells),
+        predicted_duration_s=prediction.duration_s,
+        hourly_usd=prediction.hourly_usd,
+        predicted_cost_usd=prediction.cost_usd,
+        prediction_notes=prediction.notes,
+    )
+
+
+@dataclass
+class SweepPrediction:
+    """What the planner predicts a run's load will take: each cell's seconds per repeat, the whole, the cost."""
+
+    cells: list[DryRunCell]
+    duration_s: float | None
+    hourly_usd: float | None
+    cost_usd: float | None
+    notes: list[str]
+
+
+def predict_sweep(
+    spec: RunSpec, instance: InstanceType | None, runtime: str, cells: list[DryRunCell]
+) -> SweepPrediction:
+    """The planner's prediction of ``spec``'s sweep on its instance (a local run: this machine), with the
+    run's own engine settings: a cell's repeat takes its requests / the predicted requests per second at its
+    concurrency (requests sent in bursts, as the sweep sends them); the warm-ups, sent once, take their
+    predicted latency each. The engine's start-up and the model's download are not predicted."""
+    from accelbench.plan.estimate import estimate
+
+    sweep = spec.sweep
+    notes = ["load only: the engine's start-up and the model's download are not included"]
+    try:
+        model = load_model(spec.model)
+        if instance is None:
+            from accelbench.plan.hardware import local_machine
+
+            inst, accel = local_machine()
+        else:
+            inst, accel = instance, None
+        out: list[DryRunCell] = []
+        first_e2e_s: float | None = None
+        for cell in cells:
+            est = estimate(
+                model, inst, spec=accel, input_len=cell.input_len, output_len=sweep.output_len,
+                concurrency=cell.concurrency, engine=runtime, engine_settings=spec.engine.settings,
+            )  # fmt: skip
+            rps = est.requests_per_s
+            out.append(
+                cell.model_copy(update={"predicted_s": round(cell.requests / rps, 1) if rps else None})
+            )
+            if first_e2e_s is None and est.e2e_ms:
+                first_e2e_s = est.e2e_ms / 1000.0
+            hourly = est.hourly_usd
+    except AccelbenchError as exc:
+        return SweepPrediction(cells, None, None, None, [f"no prediction: {exc.message}"])
+    if any(c.predicted_s is None for c in out):
+        return SweepPrediction(
+            out, None, hourly, None, [*notes, "the planner cannot predict every cell here"]
+        )
+    total = sum((c.predicted_s or 0.0) * c.repeats for c in out)
+    if sweep.num_warmups and first_e2e_s:
+        total += sweep.num_warmups * first_e2e_s
+        notes.append(f"{sweep.num_warmups} warm-up request(s) at the first cell's predicted latency each")
+    cost = round(hourly * total / 3600.0, 4) if hourly is not None and instance is not None else None
+    if instance is None:
+        hourly = None
+        notes.append("this machine has no price: no cost")
+    return SweepPrediction(out, round(total, 1), hourly, cost, notes)
