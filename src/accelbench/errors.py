@@ -41,6 +41,10 @@ class GuardError(UserInputError):
     """A deployment setting that cannot work on the chosen accelerator tier."""
 
 
+class DoesNotFit(GuardError):
+    """The planner says the model cannot be served on the instance as asked (the reason and a way forward)."""
+
+
 class EngineError(AccelbenchError):
     """An engine failed to install, start or keep running."""
 

@@ -110,12 +110,20 @@ def register(app: typer.Typer) -> None:
                 engine_data.pop("name", None)  # let the instance's tier choose the runtime
             base["engine"] = engine_data
             run_spec = RunSpec.model_validate(base)
-            if not force:  # the checks every run passes, as the Kubernetes run it describes
-                from accelbench import services
+            # the checks every run passes, as the Kubernetes run it describes (--force: even if it cannot fit)
+            from accelbench import services
+            from accelbench.errors import DoesNotFit
 
+            try:
                 services.preflight(
-                    run_spec.model_copy(update={"target": KubernetesTarget(namespace=namespace)})
+                    run_spec.model_copy(update={"target": KubernetesTarget(namespace=namespace)}),
+                    allow_misfit=force,
                 )
+            except DoesNotFit as exc:
+                hint = f"{exc.hint} " if exc.hint else ""
+                raise DoesNotFit(
+                    exc.message, hint=hint + "Or give --force to write the manifests anyway."
+                ) from None
             options = ExportOptions(
                 namespace=namespace,
                 runtime=runtime,

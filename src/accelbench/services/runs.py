@@ -194,7 +194,9 @@ def check_guards(spec: RunSpec, instance: InstanceType | None) -> list[str]:
     return guard(spec, instance)[0]
 
 
-def guard(spec: RunSpec, instance: InstanceType | None) -> tuple[list[str], ServeParams | None]:
+def guard(
+    spec: RunSpec, instance: InstanceType | None, *, allow_misfit: bool = False
+) -> tuple[list[str], ServeParams | None]:
     """The checks ``accelbench run`` and ``accelbench export`` make, before anything is queued: the model's
     facts, the planner's recommendation for the spec's settings and sweep (which fills what the spec leaves
     unset, e.g. the CPU KV budget, exactly as the deployment will), then the runtime layer's guards
@@ -202,10 +204,11 @@ def guard(spec: RunSpec, instance: InstanceType | None) -> tuple[list[str], Serv
     forward rather than failing after a long deployment.
 
     Returns the warnings (e.g. a slow 8-13B dense model on CPU) and the engine's parameters as the guards
-    judged them. A run against an existing endpoint deploys nothing, so there is nothing to guard."""
+    judged them. A run against an existing endpoint deploys nothing, so there is nothing to guard.
+    ``allow_misfit`` (``export --force``) turns the planner's refusal into a warning; the guards still apply."""
     if spec.target.kind == "endpoint":
         return [], None
-    from accelbench.errors import GuardError
+    from accelbench.errors import DoesNotFit
     from accelbench.runtimes import guards
     from accelbench.runtimes.params import params_for
 
@@ -256,15 +259,20 @@ def guard(spec: RunSpec, instance: InstanceType | None) -> tuple[list[str], Serv
         if spec.engine.settings.max_model_len
         else f"{spec.engine.name}'s default",
     )
+    warnings = list(report.warnings)
     if rec is not None and not rec.fits:
         refusal = rec.refusal
-        raise GuardError(
-            refusal.reason if refusal else f"{spec.model} does not fit {instance.name if instance else ''}.",
-            hint=" ".join(w if w.endswith(".") else w + "." for w in refusal.way_forward)
-            if refusal and refusal.way_forward
-            else None,
+        reason = (
+            refusal.reason if refusal else f"{spec.model} does not fit {instance.name if instance else ''}."
         )
-    warnings = list(report.warnings)
+        if not allow_misfit:
+            raise DoesNotFit(
+                reason,
+                hint=" ".join(w if w.endswith(".") else w + "." for w in refusal.way_forward)
+                if refusal and refusal.way_forward
+                else None,
+            )
+        warnings.append(f"The planner says it does not fit: {reason}")
     if rec is not None:
         warnings += [w for w in rec.warnings if w not in warnings]
     return warnings, params
@@ -280,7 +288,7 @@ class CheckedRun:
     params: ServeParams | None = None  # the engine's parameters as the guards judged them
 
 
-def preflight(spec: RunSpec) -> CheckedRun:
+def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
     """Everything that can be checked before anything is stored, installed or started, on every path (CLI
     ``run``/``rerun``/``demo``, the API, the Run page): the instance, the runtime (the tier's default when the
     spec names none), the model, the guards, the planner's fit, every request within its context. A refusal
@@ -295,7 +303,9 @@ def preflight(spec: RunSpec) -> CheckedRun:
         get_runtime(spec.engine.name)
     except NotFoundError as exc:
         raise as_input_error(exc, "engine.name") from None
-    warnings, params = guard(spec, instance)  # the settings first: they say most about what to change
+    warnings, params = guard(
+        spec, instance, allow_misfit=allow_misfit
+    )  # the settings first: they say most about what to change
     if spec.target.kind == "local":
         check_local_model(spec)
     return CheckedRun(spec=spec, instance=instance, warnings=warnings, params=params)
