@@ -197,7 +197,7 @@ def report_command(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Write an offline HTML report (report.html), the same as Markdown (report.md) and its PNG charts."""
-    from accelbench.report.document import write_report_files
+    from accelbench.report.files import write_report_files
     from accelbench.store import get_store
 
     with user_errors():

@@ -31,7 +31,7 @@ def write_reports(store: Store, run_id: str, out_dir: Path) -> list[Path]:
 def write_run_files(store: Store, run_id: str, out_dir: Path) -> list[Path]:
     """A run's files: report.html (self-contained) and report.md with PNG charts, then the sweep's
     results.md / results.csv / plots / per-repeat JSON. report.html comes first: the file a person opens."""
-    from accelbench.report.document import write_report_files
+    from accelbench.report.files import write_report_files
     from accelbench.report.sweep_outputs import write_sweep_outputs
 
     sweep_files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())

@@ -21,280 +21,65 @@ The first run given is the baseline: every other run is compared with it.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
-
 from accelbench import __version__
-from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.report.comparison import (
+    ACCEL_MEMORY_KEYS,
+    ACCEL_UTIL_KEYS,
+    TIER_LABELS,
+    CellResult,
+    ComparedRun,
+    Comparison,
+    Finding,
+    Growth,
+    HourlyPrice,
+    PairRatios,
+    RunData,
+    RunScaling,
+    ThroughputGap,
+    fmt_num,
+    fmt_usd,
+    lead,
+)
+from accelbench.report.findings import generate_findings
+from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
 from accelbench.report.tables import MetricAggregate, aggregate_results
+
+#: what the callers of this module use (the model lives in report/comparison.py, the table in
+#: report/side_by_side.py; the names stay importable from here, where a comparison is built)
+__all__ = [
+    "SIDE_BY_SIDE_COLUMNS",
+    "TIER_LABELS",
+    "CellResult",
+    "ComparedRun",
+    "Comparison",
+    "Finding",
+    "Growth",
+    "HourlyPrice",
+    "PairRatios",
+    "RunData",
+    "RunScaling",
+    "ThroughputGap",
+    "build_comparison",
+    "compare_runs",
+    "comparison_json",
+    "fmt_num",
+    "fmt_usd",
+    "lead",
+    "load_runs",
+    "side_by_side_rows",
+]
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
-
-# Telemetry gauges that carry accelerator utilisation (percent) and memory in use, by the names the scrapers
-# may store them under (accelbench's own names first, then DCGM's and neuron-monitor's). Memory values are
-# converted to GiB with the factor given.
-ACCEL_UTIL_KEYS: tuple[str, ...] = (
-    "accelerator_util_pct",
-    "gpu_util_pct",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "neuroncore_utilization_pct",
-)
-ACCEL_MEMORY_KEYS: tuple[tuple[str, float], ...] = (
-    ("accelerator_memory_used_gib", 1.0),
-    ("gpu_memory_used_gib", 1.0),
-    ("DCGM_FI_DEV_FB_USED", 1.0 / 1024.0),  # MiB
-    ("neuron_memory_used_bytes", 1.0 / 2**30),
-)
-
-TIER_LABELS: dict[PriceTier, str] = {
-    PriceTier.on_demand: "on-demand",
-    PriceTier.reserved_1yr: "1-year reserved",
-    PriceTier.reserved_3yr: "3-year reserved",
-}
-
-
-# --------------------------------------------------------------------------------------------- models
-class HourlyPrice(StrictModel):
-    """The hourly price a run's cost is computed from."""
-
-    usd_per_hour: float = Field(ge=0, description="USD per instance-hour.")
-    tier: PriceTier = Field(description="Pricing tier of the figure.")
-    region: str | None = Field(default=None, description="Region the price applies to.")
-    source: str = Field(description="Where the price comes from: catalog, store, or the run's own record.")
-
-
-class ComparedRun(StrictModel):
-    """One run as the comparison shows it: identity, hardware, engine, price."""
-
-    id: str = Field(description="Run id.")
-    name: str = Field(description="Display name: the label, or the id; made unique among the runs.")
-    label: str | None = Field(default=None, description="The run's label.")
-    kind: str = Field(description="bench, sweep, run or import.")
-    status: str = Field(description="Run status.")
-    created_at: datetime = Field(description="When the run was created.")
-    model: str | None = Field(default=None, description="Model name or path.")
-    engine: str | None = Field(default=None, description="Serving engine (framework).")
-    engine_version: str | None = Field(default=None, description="Engine version.")
-    target: str | None = Field(default=None, description="Where it ran: local, endpoint, kubernetes, ec2.")
-    instance_type: str | None = Field(
-        default=None, description="Cloud instance type; None for a local machine."
-    )
-    machine: str | None = Field(default=None, description="The CPU model (and accelerators) measured on.")
-    accelerator_type: str | None = Field(default=None, description="gpu, neuron or cpu.")
-    accelerator_name: str | None = Field(default=None, description="e.g. H100-SXM, Graviton4.")
-    accelerator_count: int | None = Field(
-        default=None, description="Accelerators (the run's, else its instance type's); 0 on CPU instances."
-    )
-    tp_degree: int | None = Field(default=None, description="Tensor-parallel degree.")
-    quantization: str | None = Field(default=None, description="Quantization of the served weights.")
-    cpu_flags: list[str] = Field(
-        default_factory=list, description="Serving-relevant CPU instruction sets of the machine."
-    )
-    cpu_matrix_engine: str | None = Field(
-        default=None, description="Best matrix path the CPU offers (AMX, AVX512-BF16, SVE2 ...)."
-    )
-    isa_trace: str | None = Field(
-        default=None, description="Verdict of the oneDNN ISA trace, when the run recorded one."
-    )
-    price: HourlyPrice | None = Field(default=None, description="Hourly price used for cost; None when none.")
-    price_note: str | None = Field(default=None, description="Why there is no price, when there is none.")
-
-
-class CellResult(StrictModel):
-    """One (input length, concurrency) cell of one run, repeats aggregated as the mean of their medians."""
-
-    run_id: str = Field(description="Run id.")
-    input_len: int = Field(description="Input tokens per prompt.")
-    concurrency: int = Field(description="Requests in flight.")
-    output_len: int | None = Field(default=None, description="Output tokens asked per request.")
-    repeats: int = Field(description="Repeats with metrics that were aggregated.")
-    result_ids: list[int] = Field(default_factory=list, description="Stored results of the cell.")
-    status: str = Field(description="completed, partial (some repeat interrupted) or failed (no metrics).")
-    ttft_p50_ms: float | None = None
-    ttft_p95_ms: float | None = None
-    ttft_p99_ms: float | None = None
-    tpot_p50_ms: float | None = None
-    tpot_p95_ms: float | None = None
-    tpot_p99_ms: float | None = None
-    itl_p50_ms: float | None = None
-    itl_p95_ms: float | None = None
-    itl_p99_ms: float | None = None
-    e2e_p50_ms: float | None = None
-    e2e_p95_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    tpot_p50_min_ms: float | None = Field(default=None, description="Lowest repeat median TPOT.")
-    tpot_p50_max_ms: float | None = Field(default=None, description="Highest repeat median TPOT.")
-    output_throughput: float | None = Field(default=None, description="Output tokens per second.")
-    total_throughput: float | None = Field(default=None, description="Input + output tokens per second.")
-    total_throughput_min: float | None = Field(default=None, description="Lowest repeat total tok/s.")
-    total_throughput_max: float | None = Field(default=None, description="Highest repeat total tok/s.")
-    throughput_per_accelerator: float | None = Field(
-        default=None, description="Total tok/s per accelerator; None when the run has 0 or unknown."
-    )
-    request_throughput: float | None = Field(default=None, description="Requests per second.")
-    successful: int = Field(default=0, description="Requests completed, over all repeats.")
-    failed: int = Field(default=0, description="Requests failed, over all repeats.")
-    success_rate: float | None = Field(default=None, description="successful / (successful + failed).")
-    accelerator_util_avg_pct: float | None = Field(default=None, description="None when not collected.")
-    accelerator_util_peak_pct: float | None = Field(default=None, description="None when not collected.")
-    accelerator_memory_avg_gib: float | None = Field(default=None, description="None when not collected.")
-    accelerator_memory_peak_gib: float | None = Field(default=None, description="None when not collected.")
-    hourly_usd: float | None = Field(default=None, description="Price used; None without an instance type.")
-    cost_per_request_usd: float | None = Field(default=None, description="hourly / req/s / 3600.")
-    cost_per_1m_tokens_usd: float | None = Field(
-        default=None, description="hourly / output tok/s / 3600 x 1e6 (per million output tokens)."
-    )
-    cost_per_1m_total_tokens_usd: float | None = Field(
-        default=None, description="hourly / total tok/s / 3600 x 1e6 (input and output tokens)."
-    )
-
-
-class Growth(StrictModel):
-    """How one metric of one run changes from the lowest to the highest concurrency."""
-
-    run_id: str
-    from_concurrency: int
-    to_concurrency: int
-    from_ms: float
-    to_ms: float
-    growth_pct: float = Field(description="(to / from - 1) x 100.")
-
-
-class RunScaling(StrictModel):
-    """One run at one input length, from its lowest to its highest concurrency (a given set of them)."""
-
-    run_id: str
-    input_len: int
-    concurrencies: list[int] = Field(description="Concurrencies used, ascending.")
-    lowest_concurrency: int
-    highest_concurrency: int
-    tpot_growth: Growth | None = Field(default=None, description="None with a single concurrency.")
-    ttft_growth: Growth | None = Field(default=None, description="None with a single concurrency.")
-    per_request_output_tps: float | None = Field(
-        default=None,
-        description="Output tok/s of one request at the lowest concurrency (aggregate / concurrency).",
-    )
-    aggregate_output_tps: float | None = Field(
-        default=None, description="Aggregate output tok/s at the highest concurrency."
-    )
-    total_throughput_low: float | None = Field(default=None, description="Total tok/s at the lowest.")
-    total_throughput_high: float | None = Field(default=None, description="Total tok/s at the highest.")
-    throughput_scaling: float | None = Field(
-        default=None, description="Total tok/s at the highest concurrency over that at the lowest."
-    )
-
-
-class ThroughputGap(StrictModel):
-    """Total throughput of A and B at one concurrency."""
-
-    concurrency: int
-    a_tok_s: float
-    b_tok_s: float
-    ratio_a_over_b: float = Field(description="A's total tok/s over B's (> 1: A ahead).")
-
-
-class PairRatios(StrictModel):
-    """Run B against run A (the baseline) at one input length, over the concurrencies both measured."""
-
-    input_len: int
-    a: str = Field(description="Run id of A (the baseline).")
-    b: str = Field(description="Run id of B.")
-    concurrencies: list[int] = Field(description="Concurrencies both measured, ascending.")
-    lowest_concurrency: int
-    highest_concurrency: int
-    tpot_a_ms: float | None = Field(default=None, description="A's TPOT p50 at the lowest concurrency.")
-    tpot_b_ms: float | None = Field(default=None, description="B's TPOT p50 at the lowest concurrency.")
-    decode_speedup_a_over_b: float | None = Field(
-        default=None,
-        description="TPOT of B over TPOT of A at the lowest concurrency (> 1: A decodes faster).",
-    )
-    throughput_gaps: list[ThroughputGap] = Field(default_factory=list)
-    throughput_gap_trend: Literal["widens", "narrows", "holds", "reverses"] | None = Field(
-        default=None,
-        description="How the leader's throughput advantage moves from the lowest to the highest concurrency "
-        "(judged on the ratios as printed, one decimal); None with a single concurrency.",
-    )
-    a_scaling: RunScaling
-    b_scaling: RunScaling
-    output_len_differs: bool = Field(
-        default=False, description="The runs asked for different output lengths in these cells."
-    )
-
-
-class Finding(StrictModel):
-    """One sentence made from the data, with the figures it quotes as fields."""
-
-    kind: str = Field(
-        description="decode_speedup, tpot_growth, throughput_gap, ttft_growth, stream_and_aggregate, cost, "
-        "throughput_scaling, failures, cost_coverage, no_match"
-    )
-    text: str = Field(description="The sentence; every number in it is one of ``figures``, rounded.")
-    input_len: int | None = Field(default=None, description="Input length the finding is about.")
-    runs: list[str] = Field(default_factory=list, description="Run ids the finding is about.")
-    figures: dict[str, float | int | str | None] = Field(
-        default_factory=dict, description="The figures quoted in the sentence, unrounded."
-    )
-
-
-class Comparison(StrictModel):
-    """Everything a compare shows: runs, cells, matched cells, ratios, findings, notes."""
-
-    generated_at: datetime = Field(description="When the comparison was made.")
-    accelbench_version: str = Field(description="Version of the tool that made it.")
-    tier: PriceTier = Field(description="Pricing tier the cost figures use.")
-    baseline: str = Field(description="Run id every other run is compared with (the first given).")
-    runs: list[ComparedRun]
-    cells: list[CellResult] = Field(description="Every cell of every run.")
-    matched: list[tuple[int, int]] = Field(
-        default_factory=list, description="(input_len, concurrency) cells that every run measured."
-    )
-    scaling: list[RunScaling] = Field(
-        default_factory=list, description="Per run and input length, over the run's own concurrencies."
-    )
-    pairs: list[PairRatios] = Field(default_factory=list, description="Each run against the baseline.")
-    findings: list[Finding] = Field(default_factory=list, description="Sentences made from these figures.")
-    notes: list[str] = Field(default_factory=list, description="Caveats: unmatched cells, missing prices ...")
-
-    def run(self, run_id: str) -> ComparedRun:
-        for r in self.runs:
-            if r.id == run_id:
-                return r
-        raise KeyError(run_id)
-
-    def cell(self, run_id: str, input_len: int, concurrency: int) -> CellResult | None:
-        for c in self.cells:
-            if c.run_id == run_id and c.input_len == input_len and c.concurrency == concurrency:
-                return c
-        return None
-
-    def cells_of(self, run_id: str) -> list[CellResult]:
-        return [c for c in self.cells if c.run_id == run_id]
-
-    def input_lens(self) -> list[int]:
-        return sorted({c.input_len for c in self.cells})
-
-
-# --------------------------------------------------------------------------------------------- input
-@dataclass
-class RunData:
-    """A run and its stored results, as read from the store (or built by a test)."""
-
-    run: RunInfo
-    results: list[ResultInfo]
-    price: HourlyPrice | None = None
-    price_note: str | None = None
-    extra_notes: list[str] = field(default_factory=list)
 
 
 def load_runs(
@@ -544,11 +329,6 @@ def run_scaling(run_id: str, input_len: int, cells: Sequence[CellResult]) -> Run
     )
 
 
-def lead(ratio: float) -> float:
-    """The leader's advantage of an A/B ratio: 0.5 and 2.0 are both a 2.0x lead."""
-    return max(ratio, 1.0 / ratio)
-
-
 def gap_trend(low_ratio: float, high_ratio: float) -> Literal["widens", "narrows", "holds", "reverses"]:
     """How the leader's advantage moves from the low to the high ratio (A/B), judged on the advantages as
     they are printed (one decimal), so a sentence never says "widens from 2.0x to 2.0x"."""
@@ -768,8 +548,6 @@ def build_comparison(
         notes=notes,
     )
     if with_findings:
-        from accelbench.report.findings import generate_findings
-
         comparison.findings = generate_findings(comparison)
     return comparison
 
@@ -783,84 +561,3 @@ def compare_runs(
 ) -> Comparison:
     """Load the runs from the store and compare them (``min_runs=1`` for a single-run report)."""
     return build_comparison(load_runs(store, refs, tier=tier, min_runs=min_runs), tier=tier)
-
-
-# ------------------------------------------------------------------------------ side-by-side table
-SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
-    "input",
-    "conc",
-    "run",
-    "TTFT p50 ms",
-    "TPOT p50 ms",
-    "ITL p50 ms",
-    "E2E p50 ms",
-    "out tok/s",
-    "total tok/s",
-    "req/s",
-    "ok",
-    "$/1M out tok",
-    "TPOT vs base",
-    "tok/s vs base",
-)
-
-
-def fmt_num(value: float | None, digits: int = 1) -> str:
-    """A number for tables: thousands separators, fixed decimals, "" for None."""
-    if value is None:
-        return ""
-    return f"{value:,.{digits}f}"
-
-
-def fmt_usd(value: float | None) -> str:
-    """Dollars with enough significant digits for a per-request cost ($0.000012)."""
-    if value is None:
-        return ""
-    if value >= 1:
-        return f"${value:,.2f}"
-    if value == 0:
-        return "$0"
-    digits = max(2, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"
-
-
-def side_by_side_rows(comparison: Comparison) -> list[list[str]]:
-    """Rows of the side-by-side table: per cell, one row per run, ratios against the baseline run."""
-    rows: list[list[str]] = []
-    keys = sorted({(c.input_len, c.concurrency) for c in comparison.cells})
-    for input_len, conc in keys:
-        base = comparison.cell(comparison.baseline, input_len, conc)
-        for run in comparison.runs:
-            c = comparison.cell(run.id, input_len, conc)
-            if c is None:
-                continue
-            tpot_vs = tput_vs = ""
-            if run.id != comparison.baseline and base is not None and base.repeats and c.repeats:
-                if c.tpot_p50_ms and base.tpot_p50_ms:
-                    tpot_vs = f"{c.tpot_p50_ms / base.tpot_p50_ms:.2f}x"
-                if c.total_throughput and base.total_throughput:
-                    tput_vs = f"{c.total_throughput / base.total_throughput:.2f}x"
-            ok = f"{c.successful}/{c.successful + c.failed}"
-            rows.append(
-                [
-                    str(input_len),
-                    str(conc),
-                    run.name,
-                    fmt_num(c.ttft_p50_ms),
-                    fmt_num(c.tpot_p50_ms),
-                    fmt_num(c.itl_p50_ms),
-                    fmt_num(c.e2e_p50_ms),
-                    fmt_num(c.output_throughput),
-                    fmt_num(c.total_throughput),
-                    fmt_num(c.request_throughput, 2),
-                    ok,
-                    fmt_usd(c.cost_per_1m_tokens_usd),
-                    tpot_vs,
-                    tput_vs,
-                ]
-            )
-    return rows
-
-
-def comparison_json(comparison: Comparison) -> dict[str, Any]:
-    """The JSON form of a comparison (what ``compare --format json`` prints)."""
-    return comparison.model_dump(mode="json")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accelbench.domain.bench import TelemetrySample
@@ -263,18 +262,3 @@ def predicted_vs_measured(
             how = "a measured calibration" if calibrated else "the planner's default efficiency factors"
             notes.append(f"{name}: estimated for {where} with {how}.")
     return predictions, notes
-
-
-def write_report_files(
-    store: Store, refs: Sequence[str], out_dir: Path, *, tier: PriceTier = PriceTier.on_demand
-) -> list[Path]:
-    """Write ``report.html`` (self-contained), ``report.md`` and its PNG charts into ``out_dir``; returns the
-    paths, the HTML first. What ``accelbench report`` and every orchestrated run write."""
-    from accelbench.report.html import write_html
-    from accelbench.report.markdown import write_markdown
-
-    data = load_report(store, refs, tier=tier)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html = write_html(data, out_dir / "report.html")
-    md, images = write_markdown(data, out_dir)
-    return [html, md, *images]

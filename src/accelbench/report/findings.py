@@ -10,7 +10,7 @@ run, the findings describe how that run scales with concurrency.
 
 from __future__ import annotations
 
-from accelbench.report.compare import (
+from accelbench.report.comparison import (
     TIER_LABELS,
     CellResult,
     Comparison,
