@@ -47,7 +47,7 @@ def answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, 
 
 
 def _remember_check(model_ref: str, check: Any) -> None:
-    from accelbench.deploy import model_store as ms
+    from accelbench.deploy import model_index as ms
 
     with contextlib.suppress(AccelbenchError, OSError):
         m = ms.resolve_model(model_ref)

@@ -63,7 +63,7 @@ class ExistingEndpointTarget(Target):
             else:
                 served = spec.model
         if self._tokenizer is None:
-            from accelbench.deploy.model_store import resolve_model
+            from accelbench.deploy.model_index import resolve_model
 
             with contextlib.suppress(AccelbenchError):
                 self._tokenizer = resolve_model(spec.model).tokenizer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accelbench.deploy.base import NO_PROGRESS, Progress
 from accelbench.deploy.elf import PF_X, PT_GNU_STACK, program_headers
-from accelbench.deploy.engines import EngineInstall, pip_install_into
+from accelbench.deploy.engine_store import EngineInstall, pip_install_into
 from accelbench.errors import EngineError
 
 

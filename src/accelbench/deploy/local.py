@@ -211,8 +211,8 @@ class LocalProcessTarget(Target):
 
     def serve_params(self, spec: RunSpec, *, port: int) -> tuple[ServeParams, Any, Any]:
         """The runtime's parameters for ``spec`` on this machine, with the installed engine and model."""
-        from accelbench.deploy.engines import get_engine
-        from accelbench.deploy.model_store import resolve_model
+        from accelbench.deploy.engine_store import get_engine
+        from accelbench.deploy.model_index import resolve_model
 
         runtime = get_runtime(spec.engine.name)
         engine = get_engine(spec.engine.name, spec.engine.version)
@@ -413,7 +413,7 @@ class LocalProcessTarget(Target):
     def _try_fix(self, diag: Diagnosis) -> bool:
         if diag.failure.action != "clear-execstack" or self.fix is None or not self.fix(diag):
             return False
-        from accelbench.deploy.engines import get_engine
+        from accelbench.deploy.engine_store import get_engine
         from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
 
         assert self.deployed is not None and self.deployed.runtime is not None

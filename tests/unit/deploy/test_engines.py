@@ -135,7 +135,7 @@ def test_known_pip_failure_gets_its_fix() -> None:
 def test_unsupported_architecture(
     toy: engines.EngineRecipe, monkeypatch: pytest.MonkeyPatch, cache_dir: Path
 ) -> None:
-    monkeypatch.setattr(engines.platform, "machine", lambda: "riscv64")
+    monkeypatch.setattr("platform.machine", lambda: "riscv64")
     with pytest.raises(EngineError, match=r"architecture \(riscv64\)"):
         engines.install_engine("toy")
     assert not (cache_dir / "engines" / "toy-1.0").exists()

@@ -106,7 +106,7 @@ def test_which_group_a_rebuild_drops() -> None:
 def test_llama_cpp_build_flags_without_amx_on_an_amx_xeon(monkeypatch: pytest.MonkeyPatch) -> None:
     """The flags verified by hand on the AMX Xeon: native detection off, AVX-512 family on, AMX off."""
     monkeypatch.delenv("CMAKE_ARGS", raising=False)
-    monkeypatch.setattr("accelbench.deploy.engines._machine", lambda: "x86_64")
+    monkeypatch.setattr("accelbench.deploy.engine_store._machine", lambda: "x86_64")
     xeon = frozenset(
         [
             "avx",
