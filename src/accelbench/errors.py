@@ -38,11 +38,12 @@ class ConflictError(AccelbenchError):
 
 
 class GuardError(UserInputError):
-    """A deployment setting that cannot work on the chosen accelerator tier."""
+    """A deployment setting that cannot work on the chosen accelerator tier. ``misfit``: the planner's refusal
+    (the model cannot be served on the instance as asked), which ``export --force`` may override."""
 
-
-class DoesNotFit(GuardError):
-    """The planner says the model cannot be served on the instance as asked (the reason and a way forward)."""
+    def __init__(self, message: str, *, hint: str | None = None, misfit: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.misfit = misfit
 
 
 class EngineError(AccelbenchError):

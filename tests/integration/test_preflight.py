@@ -236,6 +236,12 @@ def test_export_refuses_what_a_kubernetes_run_would_be_refused(case: str, tmp_pa
     res = runner.invoke(app, ["export", "--spec", str(f), "--instance", "r8g.4xlarge", "--out", str(out)])
     assert res.exit_code != 0 and expected in " ".join(res.output.split()), res.output
     assert not out.exists() or not list(out.iterdir())  # nothing written
+    forced = runner.invoke(
+        app, ["export", "--spec", str(f), "--instance", "r8g.4xlarge", "--out", str(out), "--force"]
+    )
+    assert forced.exit_code != 0 and expected in " ".join(
+        forced.output.split()
+    )  # --force overrides a misfit only
     body = {**spec, "instance_type": "r8g.4xlarge", "target": {"kind": "kubernetes"}}
     with api_for(get_store()) as api:
         r = api.client.post("/api/v1/runs", json=body, headers=api.auth)

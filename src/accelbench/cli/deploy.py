@@ -112,17 +112,19 @@ def register(app: typer.Typer) -> None:
             run_spec = RunSpec.model_validate(base)
             # the checks every run passes, as the Kubernetes run it describes (--force: even if it cannot fit)
             from accelbench import services
-            from accelbench.errors import DoesNotFit
+            from accelbench.errors import GuardError
 
             try:
                 services.preflight(
                     run_spec.model_copy(update={"target": KubernetesTarget(namespace=namespace)}),
                     allow_misfit=force,
                 )
-            except DoesNotFit as exc:
+            except GuardError as exc:
+                if not exc.misfit:
+                    raise
                 hint = f"{exc.hint} " if exc.hint else ""
-                raise DoesNotFit(
-                    exc.message, hint=hint + "Or give --force to write the manifests anyway."
+                raise GuardError(
+                    exc.message, hint=hint + "Or give --force to write the manifests anyway.", misfit=True
                 ) from None
             options = ExportOptions(
                 namespace=namespace,

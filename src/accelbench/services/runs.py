@@ -208,7 +208,7 @@ def guard(
     ``allow_misfit`` (``export --force``) turns the planner's refusal into a warning; the guards still apply."""
     if spec.target.kind == "endpoint":
         return [], None
-    from accelbench.errors import DoesNotFit
+    from accelbench.errors import GuardError
     from accelbench.runtimes import guards
     from accelbench.runtimes.params import params_for
 
@@ -266,11 +266,12 @@ def guard(
             refusal.reason if refusal else f"{spec.model} does not fit {instance.name if instance else ''}."
         )
         if not allow_misfit:
-            raise DoesNotFit(
+            raise GuardError(
                 reason,
                 hint=" ".join(w if w.endswith(".") else w + "." for w in refusal.way_forward)
                 if refusal and refusal.way_forward
                 else None,
+                misfit=True,
             )
         warnings.append(f"The planner says it does not fit: {reason}")
     if rec is not None:
