@@ -1,0 +1,225 @@
+"""Results in the store: one row per (cell, repeat) with its per-request records, and telemetry samples."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from accelbench.domain.bench import BenchmarkSummary, RequestRecord, TelemetrySample
+from accelbench.domain.results import ResultInfo
+from accelbench.domain.run import CellStatus
+from accelbench.errors import NotFoundError
+from accelbench.store.base import StoreBase, _aware, jsonable
+from accelbench.store.models import (
+    RequestRow,
+    ResultRow,
+    TelemetryRow,
+)
+
+
+class ResultStore(StoreBase):
+    """Results, request records and telemetry of runs."""
+
+    def save_result(
+        self,
+        run_id: str,
+        *,
+        input_len: int,
+        concurrency: int,
+        repeat: int,
+        summary: BenchmarkSummary,
+        status: CellStatus = CellStatus.completed,
+    ) -> int:
+        """Store one cell/repeat with its per-request records and telemetry; replaces an earlier one."""
+        body = json.loads(summary.model_dump_json(exclude={"requests", "telemetry_samples"}))
+        stats = {}
+        for metric in ("ttft", "tpot", "itl", "e2el"):
+            ms = getattr(summary, f"{metric}_ms")
+            has = ms.count > 0
+            for p in ("p50", "p95", "p99"):
+                stats[f"{metric}_{p}_ms"] = getattr(ms, p) if has else None
+        with self.session() as s:
+            old = s.scalars(
+                select(ResultRow).where(
+                    ResultRow.run_id == run_id,
+                    ResultRow.input_len == input_len,
+                    ResultRow.concurrency == concurrency,
+                    ResultRow.repeat == repeat,
+                )
+            ).first()
+            if old is not None:
+                s.execute(delete(RequestRow).where(RequestRow.result_id == old.id))
+                s.execute(delete(TelemetryRow).where(TelemetryRow.result_id == old.id))
+                s.delete(old)
+                s.flush()
+            row = ResultRow(
+                run_id=run_id,
+                input_len=input_len,
+                concurrency=concurrency,
+                repeat=repeat,
+                output_len=summary.config.output_len,
+                status=CellStatus(status).value,
+                num_prompts=summary.num_prompts,
+                completed=summary.completed,
+                failed=summary.failed,
+                duration_s=summary.duration_s,
+                request_throughput=summary.request_throughput,
+                output_throughput=summary.output_throughput,
+                total_token_throughput=summary.total_token_throughput,
+                request_goodput=summary.request_goodput,
+                summary=body,
+                **stats,
+            )
+            s.add(row)
+            s.flush()
+            s.add_all(
+                RequestRow(
+                    result_id=row.id,
+                    idx=r.index,
+                    success=r.success,
+                    error=r.error or None,
+                    prompt_len=r.prompt_len,
+                    server_prompt_tokens=r.server_prompt_tokens,
+                    max_tokens=r.max_tokens,
+                    output_tokens=r.output_tokens,
+                    output_tokens_source=r.output_tokens_source,
+                    planned_send_s=r.planned_send_s,
+                    start_s=r.start_s,
+                    ttft_s=r.ttft_s,
+                    latency_s=r.latency_s,
+                    tpot_s=r.tpot_s,
+                    itl_s=list(r.itl_s),
+                    generated_text=r.generated_text or None,
+                )
+                for r in summary.requests
+            )
+            s.add_all(
+                TelemetryRow(
+                    run_id=run_id, result_id=row.id, t_s=t.t_s, wall=t.wall, values=jsonable(t.values)
+                )
+                for t in summary.telemetry_samples
+            )
+            return row.id
+
+    def get_results(self, ref: str) -> list[ResultInfo]:
+        run_id = self.resolve_run_id(ref)
+        with self.session() as s:
+            rows = s.scalars(
+                select(ResultRow)
+                .where(ResultRow.run_id == run_id)
+                .order_by(ResultRow.input_len, ResultRow.concurrency, ResultRow.repeat)
+            ).all()
+            return [self._result_info(r) for r in rows]
+
+    def get_summary(
+        self, result_id: int, *, with_requests: bool = True, with_telemetry: bool = True
+    ) -> BenchmarkSummary:
+        """The full BenchmarkSummary of one stored cell, per-request records and samples included."""
+        with self.session() as s:
+            row = s.get(ResultRow, result_id)
+            if row is None:
+                raise NotFoundError(f"No result {result_id}.")
+            data = dict(row.summary)
+            if with_requests:
+                data["requests"] = [
+                    self._record(r)
+                    for r in s.scalars(
+                        select(RequestRow).where(RequestRow.result_id == result_id).order_by(RequestRow.idx)
+                    )
+                ]
+            if with_telemetry:
+                data["telemetry_samples"] = [
+                    {"t_s": t.t_s, "wall": t.wall, "values": t.values}
+                    for t in s.scalars(
+                        select(TelemetryRow)
+                        .where(TelemetryRow.result_id == result_id)
+                        .order_by(TelemetryRow.wall)
+                    )
+                ]
+            return BenchmarkSummary.model_validate(data)
+
+    def get_request_records(self, result_id: int) -> list[RequestRecord]:
+        with self.session() as s:
+            return [
+                RequestRecord.model_validate(self._record(r))
+                for r in s.scalars(
+                    select(RequestRow).where(RequestRow.result_id == result_id).order_by(RequestRow.idx)
+                )
+            ]
+
+    def add_telemetry(
+        self, run_id: str, samples: Sequence[TelemetrySample], result_id: int | None = None
+    ) -> None:
+        with self.session() as s:
+            s.add_all(
+                TelemetryRow(
+                    run_id=run_id, result_id=result_id, t_s=t.t_s, wall=t.wall, values=jsonable(t.values)
+                )
+                for t in samples
+            )
+
+    def get_telemetry(self, ref: str) -> list[TelemetrySample]:
+        run_id = self.resolve_run_id(ref)
+        with self.session() as s:
+            return [
+                TelemetrySample(t_s=t.t_s, wall=t.wall, values=t.values)
+                for t in s.scalars(
+                    select(TelemetryRow).where(TelemetryRow.run_id == run_id).order_by(TelemetryRow.wall)
+                )
+            ]
+
+    @staticmethod
+    def _record(r: RequestRow) -> dict[str, Any]:
+        return {
+            "index": r.idx,
+            "prompt_len": r.prompt_len,
+            "server_prompt_tokens": r.server_prompt_tokens,
+            "max_tokens": r.max_tokens,
+            "output_tokens": r.output_tokens,
+            "output_tokens_source": r.output_tokens_source,
+            "planned_send_s": r.planned_send_s,
+            "start_s": r.start_s,
+            "ttft_s": r.ttft_s,
+            "itl_s": r.itl_s or [],
+            "latency_s": r.latency_s,
+            "success": r.success,
+            "error": r.error or "",
+            "generated_text": r.generated_text or "",
+        }
+
+    @staticmethod
+    def _result_info(r: ResultRow) -> ResultInfo:
+        return ResultInfo(
+            id=r.id,
+            run_id=r.run_id,
+            input_len=r.input_len,
+            concurrency=r.concurrency,
+            repeat=r.repeat,
+            output_len=r.output_len,
+            status=CellStatus(r.status),
+            num_prompts=r.num_prompts,
+            completed=r.completed,
+            failed=r.failed,
+            duration_s=r.duration_s,
+            ttft_p50_ms=r.ttft_p50_ms,
+            ttft_p95_ms=r.ttft_p95_ms,
+            ttft_p99_ms=r.ttft_p99_ms,
+            tpot_p50_ms=r.tpot_p50_ms,
+            tpot_p95_ms=r.tpot_p95_ms,
+            tpot_p99_ms=r.tpot_p99_ms,
+            itl_p50_ms=r.itl_p50_ms,
+            itl_p95_ms=r.itl_p95_ms,
+            itl_p99_ms=r.itl_p99_ms,
+            e2el_p50_ms=r.e2el_p50_ms,
+            e2el_p95_ms=r.e2el_p95_ms,
+            e2el_p99_ms=r.e2el_p99_ms,
+            request_throughput=r.request_throughput,
+            output_throughput=r.output_throughput,
+            total_token_throughput=r.total_token_throughput,
+            request_goodput=r.request_goodput,
+            summary=r.summary or {},
+            created_at=_aware(r.created_at),
+        )

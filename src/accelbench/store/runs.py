@@ -1,0 +1,271 @@
+"""Runs in the store: create, read, update, status, list, delete, and the worker's claim and cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from accelbench.domain.results import RunInfo
+from accelbench.domain.run import RunStatus
+from accelbench.errors import ConflictError, NotFoundError
+from accelbench.store.base import StoreBase, _aware, jsonable, new_run_id
+from accelbench.store.models import (
+    RequestRow,
+    ResultRow,
+    RunRow,
+    TelemetryRow,
+    utcnow,
+)
+
+RUN_FIELDS = {
+    "label",
+    "kind",
+    "status",
+    "started_at",
+    "finished_at",
+    "model",
+    "model_revision",
+    "served_model",
+    "base_url",
+    "engine",
+    "engine_version",
+    "target",
+    "instance_type",
+    "accelerator_type",
+    "accelerator_name",
+    "accelerator_count",
+    "tp_degree",
+    "quantization",
+    "hourly_usd",
+    "spec",
+    "environment",
+    "command",
+    "error",
+    "progress",
+    "extra",
+    "worker_id",
+    "heartbeat_at",
+}
+
+
+class RunStore(StoreBase):
+    """The runs table and what a run's row carries."""
+
+    def create_run(
+        self, *, kind: str, status: RunStatus = RunStatus.pending, run_id: str | None = None, **fields: Any
+    ) -> RunInfo:
+        unknown = set(fields) - RUN_FIELDS
+        if unknown:
+            raise ValueError(f"unknown run fields: {sorted(unknown)}")
+        for key in ("spec", "environment", "progress", "extra"):
+            if key in fields:
+                fields[key] = jsonable(fields[key])
+        with self.session() as s:
+            row = RunRow(id=run_id or new_run_id(), kind=kind, status=RunStatus(status).value, **fields)
+            row.spec = row.spec or {}
+            row.environment = row.environment or {}
+            row.progress = row.progress or {}
+            row.extra = row.extra or {}
+            s.add(row)
+            s.flush()
+            return self._run_info(s, row)
+
+    def get_run(self, ref: str) -> RunInfo:
+        run_id = self.resolve_run_id(ref)
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            assert row is not None
+            return self._run_info(s, row)
+
+    def update_run(self, run_id: str, **fields: Any) -> RunInfo:
+        unknown = set(fields) - RUN_FIELDS
+        if unknown:
+            raise ValueError(f"unknown run fields: {sorted(unknown)}")
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise NotFoundError(f"No run {run_id!r}.")
+            for key, value in fields.items():
+                if key in ("spec", "environment", "progress", "extra"):
+                    value = jsonable(value)
+                if key == "status":
+                    value = RunStatus(value).value
+                setattr(row, key, value)
+            s.flush()
+            return self._run_info(s, row)
+
+    def merge_run_extra(self, run_id: str, **items: Any) -> RunInfo:
+        """Add keys to ``extra`` without dropping the others."""
+        run = self.get_run(run_id)
+        extra = dict(run.extra)
+        extra.update(jsonable(items))
+        return self.update_run(run_id, extra=extra)
+
+    def set_status(self, run_id: str, status: RunStatus, *, error: str | None = None) -> RunInfo:
+        fields: dict[str, Any] = {"status": status}
+        now = utcnow()
+        if status in (RunStatus.deploying, RunStatus.benchmarking):
+            with self.session() as s:
+                row = s.get(RunRow, run_id)
+                if row is not None and row.started_at is None:
+                    fields["started_at"] = now
+                if row is not None and row.worker_id is None:
+                    from accelbench.store.owner import process_owner
+
+                    fields["worker_id"] = process_owner()  # a CLI process runs it: found if it dies
+        if status.finished:
+            fields["finished_at"] = now
+        if error is not None:
+            fields["error"] = error
+        return self.update_run(run_id, **fields)
+
+    def list_runs(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        model: str | None = None,
+        instance_type: str | None = None,
+        accelerator_type: str | None = None,
+        engine: str | None = None,
+        label: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[RunInfo], int]:
+        """Newest first; returns (page, total matching)."""
+        q = select(RunRow)
+        if status:
+            statuses = [status] if isinstance(status, str) else list(status)
+            q = q.where(RunRow.status.in_([RunStatus(x).value for x in statuses]))
+        if model:
+            q = q.where(or_(RunRow.model.contains(model), RunRow.served_model.contains(model)))
+        if instance_type:
+            q = q.where(RunRow.instance_type == instance_type)
+        if accelerator_type:
+            q = q.where(RunRow.accelerator_type == accelerator_type)
+        if engine:
+            q = q.where(RunRow.engine == engine)
+        if label:
+            q = q.where(RunRow.label.contains(label))
+        if kind:
+            q = q.where(RunRow.kind == kind)
+        with self.session() as s:
+            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+            rows = s.scalars(
+                q.order_by(RunRow.created_at.desc(), RunRow.id.desc()).limit(limit).offset(offset)
+            ).all()
+            counts = self._request_counts(s, [r.id for r in rows])
+            return [self._run_info(s, r, counts.get(r.id)) for r in rows], total
+
+    def benchmarked_instance_types(self) -> set[str]:
+        """Instance types that have at least one stored run (one DISTINCT query, for the estimate table)."""
+        with self.session() as s:
+            return set(
+                s.scalars(select(RunRow.instance_type).where(RunRow.instance_type.is_not(None)).distinct())
+            )
+
+    def delete_run(self, ref: str) -> str:
+        run_id = self.resolve_run_id(ref)
+        with self.session() as s:
+            # Explicit deletes keep SQLite and PostgreSQL identical even without ON DELETE support.
+            result_ids = list(s.scalars(select(ResultRow.id).where(ResultRow.run_id == run_id)))
+            if result_ids:
+                s.execute(delete(RequestRow).where(RequestRow.result_id.in_(result_ids)))
+            s.execute(delete(TelemetryRow).where(TelemetryRow.run_id == run_id))
+            s.execute(delete(ResultRow).where(ResultRow.run_id == run_id))
+            s.execute(delete(RunRow).where(RunRow.id == run_id))
+        return run_id
+
+    def claim_next_pending(self, worker_id: str) -> RunInfo | None:
+        """Atomically take the oldest pending run. PostgreSQL: row lock with SKIP LOCKED, so several workers
+        never take the same run; SQLite: a conditional UPDATE (one writer at a time)."""
+        with self.session() as s:
+            q = (
+                select(RunRow)
+                .where(RunRow.status == RunStatus.pending.value)
+                .order_by(RunRow.created_at)
+                .limit(1)
+            )
+            if self.is_postgres:
+                q = q.with_for_update(skip_locked=True)
+            row = s.scalars(q).first()
+            if row is None:
+                return None
+            res = s.execute(
+                update(RunRow)
+                .where(RunRow.id == row.id, RunRow.status == RunStatus.pending.value)
+                .values(
+                    status=RunStatus.deploying.value,
+                    worker_id=worker_id,
+                    heartbeat_at=utcnow(),
+                    started_at=utcnow(),
+                )
+            )
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return None
+            s.flush()
+            s.refresh(row)
+            return self._run_info(s, row)
+
+    def cancel_run(self, ref: str) -> RunInfo:
+        run = self.get_run(ref)
+        if run.status.finished:
+            raise ConflictError(
+                f"Run {run.id} is already {run.status.value}; only pending or running runs can be cancelled."
+            )
+        return self.set_status(run.id, RunStatus.cancelled, error="cancelled by request")
+
+    def _request_counts(self, s: Session, run_ids: list[str]) -> dict[str, tuple[int, int, int]]:
+        if not run_ids:
+            return {}
+        q = (
+            select(
+                ResultRow.run_id,
+                func.coalesce(func.sum(ResultRow.completed), 0),
+                func.coalesce(func.sum(ResultRow.failed), 0),
+                func.count(ResultRow.id),
+            )
+            .where(ResultRow.run_id.in_(run_ids))
+            .group_by(ResultRow.run_id)
+        )
+        return {rid: (int(c), int(f), int(n)) for rid, c, f, n in s.execute(q)}
+
+    def _run_info(self, s: Session, row: RunRow, counts: tuple[int, int, int] | None = None) -> RunInfo:
+        if counts is None:
+            counts = self._request_counts(s, [row.id]).get(row.id, (0, 0, 0))
+        return RunInfo(
+            id=row.id,
+            label=row.label,
+            kind=row.kind,
+            status=RunStatus(row.status),
+            created_at=_aware(row.created_at) or utcnow(),
+            updated_at=_aware(row.updated_at),
+            started_at=_aware(row.started_at),
+            finished_at=_aware(row.finished_at),
+            model=row.model,
+            model_revision=row.model_revision,
+            served_model=row.served_model,
+            base_url=row.base_url,
+            engine=row.engine,
+            engine_version=row.engine_version,
+            target=row.target,
+            instance_type=row.instance_type,
+            accelerator_type=row.accelerator_type,
+            accelerator_name=row.accelerator_name,
+            accelerator_count=row.accelerator_count,
+            tp_degree=row.tp_degree,
+            quantization=row.quantization,
+            hourly_usd=row.hourly_usd,
+            spec=row.spec or {},
+            environment=row.environment or {},
+            command=row.command,
+            error=row.error,
+            progress=row.progress or {},
+            extra=row.extra or {},
+            completed_requests=counts[0],
+            failed_requests=counts[1],
+            cells=counts[2],
+        )
