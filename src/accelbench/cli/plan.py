@@ -28,6 +28,7 @@ from accelbench.domain.plan import (
     Recommendation,
 )
 from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.report.formatting import fmt_num, fmt_usd
 
 REFUSED_EXIT = 3
 plan_app = typer.Typer(help="Planning: calibrate the speed model from measured runs.", no_args_is_help=True)
@@ -51,13 +52,11 @@ def _store_or_none() -> Any:
 
 
 def _num(v: float | None, digits: int = 1) -> str:
-    return "-" if v is None else f"{v:,.{digits}f}"
+    return fmt_num(v, digits)
 
 
 def _usd(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"${v:,.4f}" if v < 0.1 else f"${v:,.2f}"
+    return fmt_usd(v)
 
 
 # --------------------------------------------------------------------------------------------- recommend

@@ -4,7 +4,6 @@ lays one out as a table."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -14,6 +13,7 @@ from pydantic import Field
 from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.report.formatting import fmt_num, fmt_usd
 
 # Telemetry gauges that carry accelerator utilisation (percent) and memory in use, by the names the scrapers
 # may store them under (accelbench's own names first, then DCGM's and neuron-monitor's). Memory values are
@@ -276,20 +276,7 @@ def lead(ratio: float) -> float:
     return max(ratio, 1.0 / ratio)
 
 
-def fmt_num(value: float | None, digits: int = 1) -> str:
-    """A number for tables: thousands separators, fixed decimals, "" for None."""
-    if value is None:
-        return ""
-    return f"{value:,.{digits}f}"
-
-
-def fmt_usd(value: float | None) -> str:
-    """Dollars with enough significant digits for a per-request cost ($0.000012)."""
-    if value is None:
-        return ""
-    if value >= 1:
-        return f"${value:,.2f}"
-    if value == 0:
-        return "$0"
-    digits = max(2, 2 - math.floor(math.log10(value)))
-    return f"${value:.{digits}f}"
+__all__ = [
+    "fmt_num",
+    "fmt_usd",
+]  # written by report/formatting.py; importable here for the comparison's users

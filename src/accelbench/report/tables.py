@@ -29,6 +29,7 @@ from pydantic import Field
 from accelbench.domain.base import StrictModel
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
+from accelbench.report.formatting import MISSING, fmt_num
 
 
 @dataclass(frozen=True)
@@ -189,15 +190,13 @@ def aggregate_results(results: Iterable[ResultInfo]) -> list[CellAggregate]:
 
 # ------------------------------------------------------------------------------------ presentation
 def format_value(value: float | None, digits: int) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    return f"{value:,.{digits}f}"
+    return fmt_num(value, digits)
 
 
 def format_metric(agg: MetricAggregate | None, digits: int, *, with_range: bool) -> str:
     """``"27.31"`` or, with ``with_range`` and more than one repeat, ``"27.31 (26.90-27.80)"``."""
     if agg is None:
-        return "-"
+        return MISSING
     text = format_value(agg.mean, digits)
     if with_range and agg.n > 1:
         text += f" ({format_value(agg.min, digits)}-{format_value(agg.max, digits)})"

@@ -4,7 +4,6 @@ like code): catalog rows, the run form's choices, a run's table, charts and find
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -16,6 +15,7 @@ from accelbench.api.redact import redact
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import RunInfo
 from accelbench.errors import AccelbenchError
+from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.store import Store
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
@@ -23,33 +23,9 @@ TIER_ORDER = ("gpu", "neuron", "cpu")
 
 
 # ------------------------------------------------------------------------------------------- filters
-def fmt_num(value: Any, digits: int = 1) -> str:
-    if value is None or value == "":
-        return "-"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if not math.isfinite(v):
-        return "-"
-    return f"{v:,.{digits}f}"
-
-
-def fmt_usd(value: Any) -> str:
-    if value is None:
-        return "-"
-    v = float(value)
-    if v >= 1:
-        return f"${v:,.2f}"
-    if v == 0:
-        return "$0"
-    digits = max(2, 2 - math.floor(math.log10(abs(v))))
-    return f"${v:.{digits}f}"
-
-
 def fmt_dt(value: datetime | str | None) -> str:
     if value is None:
-        return "-"
+        return MISSING
     if isinstance(value, str):
         return value
     return value.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -357,7 +357,7 @@ def test_side_by_side_rows_ratios_against_baseline() -> None:
     assert rows[1][4] == "27.9"
     assert rows[1][-2:] == ["3.10x", "0.50x"]
     # A priced (3.6 $/h at 100 output tok/s = $10.00 per 1M), B local: blank
-    assert rows[0][11] == "$10.00" and rows[1][11] == ""
+    assert rows[0][11] == "$10.00" and rows[1][11] == "-"  # one rule for a missing value everywhere
 
 
 def test_local_run_has_no_price_and_blank_cost() -> None:
