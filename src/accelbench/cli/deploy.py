@@ -26,7 +26,7 @@ from accelbench.cli.common import (
     simple_table,
     user_errors,
 )
-from accelbench.domain.run import EngineSettings, EngineSpec, KubernetesTarget, RunSpec
+from accelbench.domain.run import EngineSettings, EngineSpec, RunSpec
 from accelbench.errors import UserInputError
 
 
@@ -67,13 +67,8 @@ def register(app: typer.Typer) -> None:
         fmt: OutputFormat = FormatOption,
     ) -> None:
         """Write the Kubernetes manifests of a benchmark run (model server, load generator, node pools)."""
-        from accelbench.deploy.manifests import (
-            ExportOptions,
-            KarpenterOptions,
-            plan_bundle,
-            validate_objects,
-            write_bundle,
-        )
+        from accelbench import services
+        from accelbench.deploy.manifests import ExportOptions, KarpenterOptions, write_bundle
 
         with user_errors():
             from accelbench.services.specs import load_run_spec
@@ -110,22 +105,6 @@ def register(app: typer.Typer) -> None:
                 engine_data.pop("name", None)  # let the instance's tier choose the runtime
             base["engine"] = engine_data
             run_spec = RunSpec.model_validate(base)
-            # the checks every run passes, as the Kubernetes run it describes (--force: even if it cannot fit)
-            from accelbench import services
-            from accelbench.errors import GuardError
-
-            try:
-                services.preflight(
-                    run_spec.model_copy(update={"target": KubernetesTarget(namespace=namespace)}),
-                    allow_misfit=force,
-                )
-            except GuardError as exc:
-                if not exc.misfit:
-                    raise
-                hint = f"{exc.hint} " if exc.hint else ""
-                raise GuardError(
-                    exc.message, hint=hint + "Or give --force to write the manifests anyway.", misfit=True
-                ) from None
             options = ExportOptions(
                 namespace=namespace,
                 runtime=runtime,
@@ -136,8 +115,7 @@ def register(app: typer.Typer) -> None:
                 hf_token_secret=hf_token_secret,
                 force=force,
             )
-            bundle = plan_bundle(run_spec, options=options)
-            validate_objects(bundle.objects, k8s_version)
+            bundle = services.export_bundle(run_spec, options, k8s_version=k8s_version)
             files = write_bundle(bundle, out)
         plan = bundle.engine
         if fmt == OutputFormat.json:

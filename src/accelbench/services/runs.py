@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
@@ -17,6 +17,9 @@ from accelbench.domain.run import RunSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.runtimes.base import ServeParams
 from accelbench.store import Store
+
+if TYPE_CHECKING:
+    from accelbench.deploy.manifests import Bundle, ExportOptions
 
 log = logging.getLogger("accelbench.services")
 
@@ -345,6 +348,31 @@ def submit_run(
         worker.notify()
     log.info("run %s queued (%s on %s) by %s", run.id, spec.model, run.instance_type or "local", actor)
     return run
+
+
+def export_bundle(spec: RunSpec, options: ExportOptions, *, k8s_version: str) -> Bundle:
+    """``accelbench export``: the preflight a Kubernetes run of ``spec`` passes (``options.force``: even if the
+    planner says it cannot fit; the guards and the context check still apply), then the manifests, validated
+    against Kubernetes ``k8s_version`` in strict mode."""
+    from accelbench.deploy.manifests import plan_bundle, validate_objects
+    from accelbench.domain.run import KubernetesTarget
+    from accelbench.errors import GuardError
+
+    try:
+        preflight(
+            spec.model_copy(update={"target": KubernetesTarget(namespace=options.namespace)}),
+            allow_misfit=options.force,
+        )
+    except GuardError as exc:
+        if not exc.misfit:
+            raise
+        hint = f"{exc.hint} " if exc.hint else ""
+        raise GuardError(
+            exc.message, hint=hint + "Or give --force to write the manifests anyway.", misfit=True
+        ) from None
+    bundle = plan_bundle(spec, options=options)
+    validate_objects(bundle.objects, k8s_version)
+    return bundle
 
 
 def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
