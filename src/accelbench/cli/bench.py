@@ -193,7 +193,8 @@ def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[st
     store.save_result(
         run.id,
         input_len=summary.config.input_len,
-        concurrency=summary.config.max_concurrency or 0,
+        # unlimited: every prompt may be in flight at once (the cell is keyed by the most in flight)
+        concurrency=summary.config.max_concurrency or summary.config.num_prompts,
         repeat=0,
         summary=summary,
         status=cell,

@@ -287,7 +287,13 @@ def growth_pct(low: float, high: float) -> float:
 def run_scaling(run_id: str, input_len: int, cells: Sequence[CellResult]) -> RunScaling | None:
     """Scaling of one run at one input length over the given cells (those with metrics); None if none."""
     usable = sorted(
-        (c for c in cells if c.run_id == run_id and c.input_len == input_len and c.repeats > 0),
+        # a cell stored with concurrency 0 (bench without --max-concurrency, before it was stored as the prompt
+        # count) has no known concurrency: it is not a point on the scaling curve
+        (
+            c
+            for c in cells
+            if c.run_id == run_id and c.input_len == input_len and c.repeats > 0 and c.concurrency > 0
+        ),
         key=lambda c: c.concurrency,
     )
     if not usable:
@@ -307,7 +313,11 @@ def run_scaling(run_id: str, input_len: int, cells: Sequence[CellResult]) -> Run
             growth_pct=growth_pct(a, b),
         )
 
-    per_request = lo.output_throughput / lo.concurrency if lo.output_throughput is not None else None
+    per_request = (
+        lo.output_throughput / lo.concurrency
+        if lo.output_throughput is not None and lo.concurrency > 0
+        else None
+    )
     scaling = (
         hi.total_throughput / lo.total_throughput
         if lo is not hi and lo.total_throughput and hi.total_throughput is not None

@@ -135,3 +135,23 @@ def test_user_errors(
 def test_unreachable_server_for_model_lookup() -> None:
     result = runner.invoke(app, ["bench", "--base-url", "http://127.0.0.1:9", "--no-store"])
     assert result.exit_code == 1 and "Give --model NAME" in result.output
+
+
+def test_unlimited_concurrency_is_stored_as_what_was_in_flight_and_reports_work(
+    server: StreamServer, tok_dir: Path, tmp_path: Path, store: Store
+) -> None:
+    """Without --max-concurrency the run was stored with concurrency 0, and report/compare then divided by
+    zero. Every request may be in flight at once: the cell's concurrency is the number of prompts."""
+    argv = ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok_dir),
+            "--input-len", "48", "--output-len", "4", "--num-prompts", "5", "--format", "json"]  # fmt: skip
+    first = runner.invoke(app, argv)
+    second = runner.invoke(app, argv)
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    a, b = json.loads(first.stdout)["run_id"], json.loads(second.stdout)["run_id"]
+    [cell] = store.get_results(a)
+    assert cell.concurrency == 5
+    assert store.get_summary(cell.id).config.max_concurrency is None  # what was asked stays on record
+    report = runner.invoke(app, ["report", a, b, "--out", str(tmp_path / "r")])
+    assert report.exit_code == 0, report.output
+    compare = runner.invoke(app, ["compare", a, b, "--format", "json"])
+    assert compare.exit_code == 0, compare.output

@@ -214,6 +214,19 @@ def test_per_request_rate_at_lowest_concurrency_divides_by_concurrency() -> None
     assert s.throughput_scaling == pytest.approx(3.0)
 
 
+def test_a_cell_stored_with_concurrency_zero_does_not_break_the_comparison() -> None:
+    """Runs stored before bench kept its unlimited concurrency as the prompt count have cells at 0."""
+    run = make_run("r")
+    results = [
+        make_result("r", 256, 0, output_tps=80.0, total_tps=200.0),
+        make_result("r", 256, 8, output_tps=240.0, total_tps=600.0),
+    ]
+    cmp = build_comparison([run_data(run, results)])
+    (s,) = cmp.scaling  # from the one cell with a known concurrency
+    assert s.lowest_concurrency == s.highest_concurrency == 8 and s.per_request_output_tps == 30.0
+    assert {c.concurrency for c in cmp.cells} == {0, 8}  # the cell itself is still shown
+
+
 def test_ratios_use_only_cells_both_runs_measured() -> None:
     a, b = make_run("ra", label="A"), make_run("rb", label="B")
     ra = [make_result("ra", 128, c, tpot=10.0 + c) for c in (1, 4, 16)]
