@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -32,20 +33,33 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str], wha
 
 class Registry(Generic[T]):
     """Named entries. ``modules`` are imported on the first lookup: entries register themselves when their
-    module is imported, and a lookup must see them all without every caller importing each module."""
+    module is imported, and a lookup must see them all without every caller importing each module.
+
+    The first lookups may come from many threads at once (the API's request threads after a start): one
+    thread imports, the others wait for it, so none sees a half-filled registry. A module that looks the
+    registry up while it is being imported (the same thread) sees what is registered so far."""
 
     def __init__(self, what: str, modules: list[str] | None = None) -> None:
         self.what = what
         self._items: dict[str, T] = {}
         self._modules = list(modules or [])
         self._loaded = not self._modules
+        self._loading = False
+        self._lock = threading.RLock()
 
     def _load(self) -> None:
         if self._loaded:
             return
-        self._loaded = True  # before importing: the modules register into this registry
-        for module in self._modules:
-            importlib.import_module(module)
+        with self._lock:
+            if self._loaded or self._loading:  # loaded meanwhile, or this thread is importing the modules
+                return
+            self._loading = True
+            try:
+                for module in self._modules:
+                    importlib.import_module(module)
+                self._loaded = True
+            finally:
+                self._loading = False
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
