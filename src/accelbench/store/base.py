@@ -84,7 +84,9 @@ class StoreBase:
         with self.session() as s:
             if s.get(RunRow, ref) is not None:
                 return ref
-            ids = list(s.scalars(select(RunRow.id).where(RunRow.id.startswith(ref)).limit(5)))
+            ids = list(
+                s.scalars(select(RunRow.id).where(RunRow.id.startswith(ref, autoescape=True)).limit(5))
+            )
         if len(ids) == 1:
             return ids[0]
         if not ids:

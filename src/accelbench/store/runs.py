@@ -141,7 +141,12 @@ class RunStore(StoreBase):
             statuses = [status] if isinstance(status, str) else list(status)
             q = q.where(RunRow.status.in_([RunStatus(x).value for x in statuses]))
         if model:
-            q = q.where(or_(RunRow.model.contains(model), RunRow.served_model.contains(model)))
+            q = q.where(
+                or_(
+                    RunRow.model.contains(model, autoescape=True),
+                    RunRow.served_model.contains(model, autoescape=True),
+                )
+            )
         if instance_type:
             q = q.where(RunRow.instance_type == instance_type)
         if accelerator_type:
@@ -149,7 +154,7 @@ class RunStore(StoreBase):
         if engine:
             q = q.where(RunRow.engine == engine)
         if label:
-            q = q.where(RunRow.label.contains(label))
+            q = q.where(RunRow.label.contains(label, autoescape=True))
         if kind:
             q = q.where(RunRow.kind == kind)
         with self.session() as s:

@@ -138,3 +138,18 @@ def test_calibrations_keep_one_active(store: Store) -> None:
     )
     active = store.active_calibrations()
     assert len(active) == 1 and active[0]["factors"] == {"bw": 0.6}
+
+
+def test_like_wildcards_in_ids_and_filters_match_only_themselves(store: Store) -> None:
+    """`/runs/_` resolved to any run (and with one run stored, DELETE removed it); a label filter of "%"
+    matched every run."""
+    a = store.create_run(kind="bench", label="cpu run", model="m_1")
+    store.create_run(kind="bench", label="50% load", model="m21")
+    with pytest.raises(NotFoundError):
+        store.resolve_run_id("_")
+    with pytest.raises(NotFoundError):
+        store.resolve_run_id("%")
+    assert store.resolve_run_id(a.id[:10]) == a.id
+    assert [r.label for r in store.list_runs(label="%")[0]] == ["50% load"]
+    assert [r.label for r in store.list_runs(label="_")[0]] == []
+    assert [r.model for r in store.list_runs(model="m_")[0]] == ["m_1"]
