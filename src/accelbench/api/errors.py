@@ -8,6 +8,7 @@ a 500 whose body says nothing internal (the traceback goes to the server log).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -167,17 +168,57 @@ async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-def reject_nul(request: Request) -> None:
-    """Dependency of every route: NUL characters in the path or query are refused up front (PostgreSQL cannot
-    compare or store them)."""
+def _bad_text(value: Any, where: str) -> tuple[str, str] | None:
+    """(where, what) of the first string in a decoded JSON body that no store can keep: a NUL character
+    (PostgreSQL refuses it) or a lone UTF-16 surrogate (not Unicode text: it cannot be encoded as UTF-8)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return where, "a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where, "a lone UTF-16 surrogate"
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _bad_text(k, f"{where}.{k}" if where else "a key") or _bad_text(
+                v, f"{where}.{k}" if where else k
+            )
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if found := _bad_text(v, f"{where}[{i}]"):
+                return found
+    return None
+
+
+async def reject_nul(request: Request) -> None:
+    """Dependency of every route: NUL characters in the path or query, and NULs or lone surrogates in a JSON
+    body, are refused up front with where they are (no database can store them; a lone surrogate stored on
+    SQLite used to break every listing that included it)."""
+    from accelbench.errors import UserInputError
+
     raw = request.url.query.lower() + request.url.path.lower()
     if "%00" in raw or "\x00" in raw:
-        from accelbench.errors import UserInputError
-
         raise UserInputError(
             "The path or a query parameter contains a NUL character (%00).",
             hint="Remove control characters from the request.",
         )
+    if request.method in ("POST", "PUT", "PATCH") and "json" in request.headers.get("content-type", ""):
+        body = await request.body()  # cached: the route reads the same bytes
+        if b"\\u" not in body and b"\x00" not in body:
+            return  # raw UTF-8 cannot carry a lone surrogate; only a JSON \u escape can
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            return  # the route's own parser answers malformed JSON
+        if found := _bad_text(decoded, ""):
+            where, what = found
+            raise UserInputError(
+                f"The request body has {what} in {where or 'a string'}.",
+                hint="Send valid Unicode text (a surrogate must be half of a pair) without control characters.",
+            )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -31,8 +31,12 @@ def finite(obj: Any) -> Any:
 class SafeJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         try:
-            return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+            text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except ValueError:
+            text = json.dumps(finite(content), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode()
+        except UnicodeEncodeError:  # a lone surrogate stored before input was checked: escape it, as JSON may
             return json.dumps(
-                finite(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                finite(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")
             ).encode()
