@@ -294,3 +294,23 @@ def test_a_lone_surrogate_is_a_clear_400_and_never_breaks_the_listing(api) -> No
     assert api.client.get("/api/v1/runs").status_code == 200
     detail = api.client.get(f"/api/v1/runs/{old.id}")
     assert detail.status_code == 200 and detail.json()["run"]["extra"]["note"] == "old\ud800run"
+
+
+@pytest.mark.parametrize(
+    ("sweep", "says"),
+    [
+        ({"concurrency": [10**9]}, "4,096"),
+        ({"concurrency": [2**64]}, "4,096"),
+        ({"num_warmups": 10**9}, "1000"),
+        ({"output_len": 10**9}, "1048576"),
+        ({"input_lens": list(range(1, 1001)), "concurrency": list(range(1, 1001))}, "at most 64"),
+        ({"input_lens": [100_000], "concurrency": [1000], "prompts_per_concurrency": 10}, "50,000,000"),
+    ],
+)
+def test_sweep_sizes_are_bounded_and_the_bound_is_in_the_message(api, sweep: dict, says: str) -> None:
+    """POST /runs accepted concurrency 10^9 (even 2^64), 10^9 warm-ups, a 10^6-cell matrix and output length
+    10^9; the worker then built every prompt up front until memory ran out, the queue blocked behind it."""
+    r = post(api, {"model": SMALL, "engine": LOCAL, "sweep": sweep})
+    assert r.status_code == 422, r.text  # the API's status for a body that fails its schema
+    assert says in r.text
+    assert api.store.list_runs()[1] == 0

@@ -10,9 +10,17 @@ import enum
 import math
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
+from accelbench.domain.limits import (
+    MAX_CELL_PROMPT_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_PROMPTS,
+    MAX_TIMEOUT_S,
+    MAX_TOKENS,
+    MAX_WARMUPS,
+)
 
 
 class EndpointKind(enum.StrEnum):
@@ -74,9 +82,9 @@ class LoadSettings(StrictModel):
     dataset_path: str | None = Field(
         default=None, description='File for jsonl ({"prompt": ...} rows) or sharegpt.'
     )
-    output_len: int = Field(default=128, ge=1, description="max_tokens per request.")
+    output_len: int = Field(default=128, ge=1, le=MAX_TOKENS, description="max_tokens per request.")
     prefix_len: int = Field(
-        default=0, ge=0, description="Tokens of a deliberate prefix shared by every prompt."
+        default=0, ge=0, le=MAX_TOKENS, description="Tokens of a deliberate prefix shared by every prompt."
     )
     request_rate: float = Field(
         default=math.inf, gt=0, description="Requests per second; inf sends all at once."
@@ -87,11 +95,15 @@ class LoadSettings(StrictModel):
     duration_s: float | None = Field(
         default=None, gt=0, description="Stop sending new requests after this many seconds."
     )
-    num_warmups: int = Field(default=0, ge=0, description="Requests sent (and discarded) before measuring.")
+    num_warmups: int = Field(
+        default=0, ge=0, le=MAX_WARMUPS, description="Requests sent (and discarded) before measuring."
+    )
     ignore_eos: bool = Field(
         default=True, description="Ask the server to ignore EOS so every request makes output_len tokens."
     )
-    timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, seconds.")
+    timeout_s: float = Field(
+        default=600.0, gt=0, le=MAX_TIMEOUT_S, description="Per-request timeout, seconds."
+    )
     seed: int = Field(default=0, description="Seed for prompts and send times.")
     goodput: GoodputSLO | None = Field(default=None, description="SLOs for goodput.")
     scrape_metrics: bool = Field(
@@ -106,12 +118,24 @@ class LoadSettings(StrictModel):
 class BenchConfig(LoadSettings):
     """One benchmark: a fixed number of prompts (or a duration) at one input length and concurrency."""
 
-    input_len: int = Field(default=128, ge=1, description="Input tokens per prompt (random dataset), exact.")
-    num_prompts: int = Field(default=100, ge=1, description="Prompts to send.")
+    input_len: int = Field(
+        default=128, ge=1, le=MAX_TOKENS, description="Input tokens per prompt (random dataset), exact."
+    )
+    num_prompts: int = Field(default=100, ge=1, le=MAX_PROMPTS, description="Prompts to send.")
     max_concurrency: int | None = Field(
-        default=None, ge=1, description="Most requests in flight; None = unlimited."
+        default=None, ge=1, le=MAX_CONCURRENCY, description="Most requests in flight; None = unlimited."
     )
     label: str | None = Field(default=None, description="Free-form label stored with the result.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> BenchConfig:
+        tokens = self.num_prompts * self.input_len
+        if tokens > MAX_CELL_PROMPT_TOKENS:
+            raise ValueError(
+                f"{self.num_prompts:,} prompts x {self.input_len:,} tokens is {tokens:,} prompt tokens, more than "
+                f"{MAX_CELL_PROMPT_TOKENS:,}; send fewer prompts or shorter ones"
+            )
+        return self
 
     @field_validator("dataset_path")
     @classmethod

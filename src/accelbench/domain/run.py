@@ -5,10 +5,19 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import LoadSettings
+from accelbench.domain.limits import (
+    MAX_CELL_PROMPT_TOKENS,
+    MAX_CONCURRENCY,
+    MAX_LEVELS,
+    MAX_PROMPTS,
+    MAX_SWEEP_REQUESTS,
+    MAX_TOKENS,
+    MAX_WARMUPS,
+)
 from accelbench.domain.quant import check_quantization
 
 
@@ -36,29 +45,64 @@ class SweepSpec(LoadSettings):
     """The matrix: input lengths x concurrency levels x repeats, num_prompts = concurrency x prompts_per_concurrency."""
 
     input_lens: list[int] = Field(
-        default_factory=lambda: [128, 512], min_length=1, description="Input lengths, tokens."
+        default_factory=lambda: [128, 512],
+        min_length=1,
+        max_length=MAX_LEVELS,
+        description=f"Input lengths, tokens (1 to {MAX_TOKENS:,} each).",
     )
     concurrency: list[int] = Field(
-        default_factory=lambda: [1, 4], min_length=1, description="Concurrency levels."
+        default_factory=lambda: [1, 4],
+        min_length=1,
+        max_length=MAX_LEVELS,
+        description=f"Concurrency levels (1 to {MAX_CONCURRENCY:,} each).",
     )
     repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
     prompts_per_concurrency: int = Field(
-        default=10, ge=1, description="num_prompts = concurrency x this, per cell."
+        default=10, ge=1, le=MAX_PROMPTS, description="num_prompts = concurrency x this, per cell."
     )
     # A sweep warms the server up once, before its first cell; the first cell of a cold server would
     # otherwise carry the start-up cost (graph capture, allocator growth, page faults).
     num_warmups: int = Field(
-        default=2, ge=0, description="Requests sent once before the first cell and discarded (0: none)."
+        default=2,
+        ge=0,
+        le=MAX_WARMUPS,
+        description="Requests sent once before the first cell and discarded (0: none).",
     )
 
     @field_validator("input_lens", "concurrency")
     @classmethod
-    def _positive_unique(cls, v: list[int]) -> list[int]:
+    def _positive_unique(cls, v: list[int], info: ValidationInfo) -> list[int]:
         if any(x < 1 for x in v):
             raise ValueError("every value must be >= 1")
+        top = MAX_TOKENS if info.field_name == "input_lens" else MAX_CONCURRENCY
+        if any(x > top for x in v):
+            raise ValueError(f"every value must be <= {top:,}")
         if len(set(v)) != len(v):
             raise ValueError("values must be unique")
         return v
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SweepSpec:
+        per_cell = [c * self.prompts_per_concurrency for c in self.concurrency]
+        if max(per_cell) > MAX_PROMPTS:
+            raise ValueError(
+                f"concurrency x prompts_per_concurrency is {max(per_cell):,} requests in one cell, more than "
+                f"{MAX_PROMPTS:,}; lower prompts_per_concurrency or the highest concurrency"
+            )
+        tokens = max(per_cell) * max(self.input_lens)
+        if tokens > MAX_CELL_PROMPT_TOKENS:
+            raise ValueError(
+                f"the largest cell builds {tokens:,} prompt tokens ({max(per_cell):,} requests x "
+                f"{max(self.input_lens):,} tokens), more than {MAX_CELL_PROMPT_TOKENS:,}; lower "
+                "prompts_per_concurrency, the highest concurrency or the longest input"
+            )
+        total = sum(per_cell) * len(self.input_lens) * self.repeats + self.num_warmups
+        if total > MAX_SWEEP_REQUESTS:
+            raise ValueError(
+                f"the sweep would send {total:,} requests, more than {MAX_SWEEP_REQUESTS:,}; measure fewer "
+                "input lengths, concurrency levels, repeats or prompts per concurrency"
+            )
+        return self
 
     def cells(self) -> list[tuple[int, int]]:
         """(input_len, concurrency) in run order."""
