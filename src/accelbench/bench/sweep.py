@@ -362,7 +362,7 @@ def run_sweep(
                 )
                 warmups = 0  # once per sweep, before the first cell that runs
                 gone = server_alive(endpoint) if summary.failed else None
-                cell_status = _cell_status(summary, cancelled=cancel.is_set(), server_gone=gone is not None)
+                cell_status = judge_cell(summary, cancelled=cancel.is_set(), server_gone=gone is not None)
                 result_id = None
                 if cell_status is not None:
                     result_id = store.save_result(
@@ -402,7 +402,7 @@ def run_sweep(
     return outcome
 
 
-def _cell_status(summary: BenchmarkSummary, *, cancelled: bool, server_gone: bool) -> CellStatus | None:
+def judge_cell(summary: BenchmarkSummary, *, cancelled: bool, server_gone: bool) -> CellStatus | None:
     """How to store a finished benchmark; None when nothing worth storing happened (cancelled before any
     request ended). A cancelled cell whose requests all ended anyway is complete; a cell during which the
     server went away is not, even if every request "ended" (the rest failed fast against a closed port)."""

@@ -39,6 +39,7 @@ from accelbench.domain.bench import (
     EndpointKind,
     GoodputSLO,
 )
+from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import UserInputError
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
@@ -162,8 +163,32 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
     console.print(Panel(Group(*parts), title=title, subtitle=shape, expand=False))
 
 
-def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[str, Any]) -> str:
-    from accelbench.domain.run import CellStatus, RunStatus
+def bench_outcome(
+    summary: BenchmarkSummary, endpoint: Endpoint, *, cancelled: bool
+) -> tuple[CellStatus, RunStatus, str | None]:
+    """(cell status, run status, error) of one benchmark, by the sweep's rule (``judge_cell``): requests that
+    failed against a server that no longer answers make the cell partial (or failed, if none completed) and
+    the run failed, however many finished first."""
+    from accelbench.bench.sweep import judge_cell, server_alive
+
+    gone = server_alive(endpoint) if summary.failed else None
+    cell = judge_cell(summary, cancelled=cancelled, server_gone=gone is not None)
+    if cell is None or summary.completed == 0:
+        return CellStatus.failed, RunStatus.failed, next(iter(summary.errors), "no request completed")
+    if gone is not None:
+        return cell, RunStatus.failed, f"the server at {endpoint.base_url} stopped answering: {gone}"
+    if cell == CellStatus.partial or summary.interrupted:
+        return CellStatus.partial, RunStatus.interrupted, None
+    return cell, RunStatus.completed, None
+
+
+def _store_result(
+    summary: BenchmarkSummary,
+    endpoint: Endpoint,
+    *,
+    env: dict[str, Any],
+    outcome: tuple[CellStatus, RunStatus, str | None],
+) -> str:
     from accelbench.store import get_store
 
     store = get_store()
@@ -184,12 +209,7 @@ def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[st
         environment=env,
         command=env.get("command"),
     )
-    if summary.completed == 0:
-        cell, status = CellStatus.failed, RunStatus.failed
-    elif summary.interrupted:
-        cell, status = CellStatus.partial, RunStatus.interrupted
-    else:
-        cell, status = CellStatus.completed, RunStatus.completed
+    cell, status, error = outcome
     store.save_result(
         run.id,
         input_len=summary.config.input_len,
@@ -199,9 +219,6 @@ def _store_result(summary: BenchmarkSummary, endpoint: Endpoint, *, env: dict[st
         summary=summary,
         status=cell,
     )
-    error = None
-    if status == RunStatus.failed:
-        error = next(iter(summary.errors), "no request completed")
     store.set_status(run.id, status, error=error)
     return run.id
 
@@ -339,19 +356,22 @@ def bench(
             from accelbench.bench.results_io import write_result
 
             saved = write_result(summary, save_result)
+        outcome = bench_outcome(summary, endpoint, cancelled=cancel.is_set())
         run_id = None
         if store:
             from accelbench.telemetry.host import capture_environment
 
             env = capture_environment(endpoint.base_url, headers=headers)
-            run_id = _store_result(summary, endpoint, env=env)
+            run_id = _store_result(summary, endpoint, env=env, outcome=outcome)
         if fmt == OutputFormat.json:
             exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
             body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
             print_json({"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body})
         else:
             render_summary(summary, run_id=run_id, saved=saved)
-        if summary.completed == 0:
+        if outcome[2]:
+            err_console.print(f"[red]Failed:[/] {outcome[2]}", highlight=False)
+        if outcome[1] == RunStatus.failed:
             raise typer.Exit(1)
         if summary.interrupted and cancel.is_set():
             raise typer.Exit(130)

@@ -155,3 +155,27 @@ def test_unlimited_concurrency_is_stored_as_what_was_in_flight_and_reports_work(
     assert report.exit_code == 0, report.output
     compare = runner.invoke(app, ["compare", a, b, "--format", "json"])
     assert compare.exit_code == 0, compare.output
+
+
+def test_a_server_that_dies_mid_bench_fails_the_run_as_the_sweep_does(tok_dir: Path, store: Store) -> None:
+    """A bench whose server died after 61 of 200 requests was stored completed and exited 0; the sweep path
+    called the same case failed. One rule now: failures and a server that no longer answers mean failed,
+    with the requests that finished kept as a partial cell."""
+    import threading
+
+    from tests.support.stream_server import spawn_server
+
+    with spawn_server("--tokenizer-dir", str(tok_dir), "--model", "smol",
+                      "--script", '{"ttft_ms": 20, "itl_ms": 40}') as proc:  # fmt: skip
+        killer = threading.Timer(1.5, proc.proc.kill)
+        killer.start()
+        res = runner.invoke(app, ["bench", "--base-url", proc.base_url, "--model", "smol", "--tokenizer", str(tok_dir),
+                                  "--input-len", "48", "--output-len", "8", "--num-prompts", "40",
+                                  "--max-concurrency", "2", "--timeout", "10", "--format", "json"])  # fmt: skip
+        killer.join()
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.stdout)
+    run = store.get_run(data["run_id"])
+    assert run.status == RunStatus.failed and "stopped answering" in (run.error or "")
+    [cell] = store.get_results(run.id)
+    assert cell.status == CellStatus.partial and cell.completed >= 1 and cell.failed >= 1
