@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import typer
 
@@ -54,7 +55,19 @@ def serve(
     err_console.print(
         f"accelbench serving on http://{host}:{port}  (store: {db}; worker: {'on' if worker else 'off'})"
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=uvicorn_log_config())
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging set-up, with secrets masked in the access log's request targets."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["redact"] = {"()": "accelbench.api.redact.AccessLogRedactor"}
+    config["handlers"]["access"]["filters"] = ["redact"]
+    return config
 
 
 @apikey_app.command("create")
