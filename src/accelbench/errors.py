@@ -54,3 +54,13 @@ class EngineError(AccelbenchError):
 
 class AuthError(AccelbenchError):
     status_code = 401
+
+
+class TooManyAttempts(AccelbenchError):
+    """Too many refused credentials from one client in a short time; ``retry_after_s`` says when to retry."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, hint: str | None = None, retry_after_s: int = 60) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s

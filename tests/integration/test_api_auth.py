@@ -151,3 +151,38 @@ def test_login_never_redirects_off_site(store: Store, target: str) -> None:
     with api_for(store) as api:
         r = api.client.post("/login", data={"token": api.token, "next": target}, follow_redirects=False)
         assert r.headers["location"] == "/"
+
+
+def test_guessing_keys_is_rate_limited_and_an_unknown_prefix_costs_as_much_as_a_wrong_secret(
+    store: Store,
+) -> None:
+    """An existing key prefix with a wrong secret cost 99 ms of scrypt, an unknown prefix 2.4 ms: a prefix
+    oracle, and anonymous callers could keep a core busy. Now both cost one scrypt, and past 20 refusals in a
+    minute a client gets 429 with Retry-After before any scrypt runs."""
+    import time as _time
+
+    from accelbench.api.auth import FAILED_LIMIT, create_api_key, key_prefix, new_api_key
+
+    key = create_api_key(store, "ci")
+    prefix = key_prefix(key)
+    assert prefix is not None
+    with api_for(store) as api:
+        verifier = api.client.app.state.verifier  # type: ignore[attr-defined]
+
+        def cost(token: str) -> float:
+            t0 = _time.perf_counter()
+            assert verifier.verify(token) is None
+            return _time.perf_counter() - t0
+
+        known = min(cost(f"{prefix}_wrong-secret-{i}") for i in range(3))
+        unknown = min(cost(new_api_key()) for _ in range(3))  # well-formed, a prefix no key has
+        assert unknown > known / 3, (known, unknown)  # same order: one scrypt each (was 40x apart)
+        codes = [
+            api.client.post(
+                "/api/v1/runs", json={}, headers={"Authorization": f"Bearer {prefix}_guess{i}"}
+            ).status_code
+            for i in range(FAILED_LIMIT + 2)
+        ]
+        assert codes[:FAILED_LIMIT] == [401] * FAILED_LIMIT and codes[FAILED_LIMIT:] == [429, 429]
+        r = api.client.post("/api/v1/runs", json={}, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0  # a valid key does not lift it

@@ -63,6 +63,63 @@ def hash_api_key(key: str, *, salt: bytes | None = None) -> str:
     return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
 
 
+_DUMMY_HASH: list[str] = []  # a stored-hash stand-in, made once: an unknown prefix costs one scrypt as well
+
+
+def _dummy_hash() -> str:
+    if not _DUMMY_HASH:
+        _DUMMY_HASH.append(hash_api_key(secrets.token_urlsafe(32)))
+    return _DUMMY_HASH[0]
+
+
+#: refused credentials one client may send in FAILED_WINDOW_S seconds before it gets 429 without a check
+FAILED_LIMIT = 20
+FAILED_WINDOW_S = 60.0
+
+
+class FailedAuthLimiter:
+    """Counts refused credentials per client; past ``FAILED_LIMIT`` in ``FAILED_WINDOW_S`` seconds the client
+    is answered 429 (with Retry-After) before any scrypt runs, so guessing keys is slow and cannot keep a core
+    busy. A success does not reset the count (a valid key does not license guessing others)."""
+
+    def __init__(self, limit: int = FAILED_LIMIT, window_s: float = FAILED_WINDOW_S) -> None:
+        self.limit, self.window_s = limit, window_s
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> list[float]:
+        times = [t for t in self._failures.get(client, []) if now - t < self.window_s]
+        if times:
+            self._failures[client] = times
+        else:
+            self._failures.pop(client, None)
+        return times
+
+    def check(self, client: str) -> None:
+        from accelbench.errors import TooManyAttempts
+
+        now = time.monotonic()
+        with self._lock:
+            times = self._recent(client, now)
+            if len(times) >= self.limit:
+                wait = int(self.window_s - (now - times[0])) + 1
+                raise TooManyAttempts(
+                    f"Too many refused credentials from this client ({len(times)} in {self.window_s:.0f} s).",
+                    hint=f"Wait {wait} s, then send a valid token.",
+                    retry_after_s=wait,
+                )
+
+    def failed(self, client: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            times = self._recent(client, now)
+            times.append(now)
+            self._failures[client] = times
+            if len(self._failures) > 10_000:  # many clients: keep memory bounded, forget the oldest
+                for key in list(self._failures)[:1_000]:
+                    del self._failures[key]
+
+
 def verify_api_key(key: str, stored: str) -> bool:
     try:
         algo, n, r, p, salt_b64, hash_b64 = stored.split("$")
@@ -115,6 +172,7 @@ class TokenVerifier:
         self._verified: dict[str, tuple[int, str, str]] = {}  # sha256(key) -> (id, stored hash, name)
         self._touched: dict[int, float] = {}
         self._lock = threading.Lock()
+        self.limiter = FailedAuthLimiter()
 
     def configured(self) -> bool:
         if self.settings.api_token:
@@ -133,6 +191,7 @@ class TokenVerifier:
             return None
         candidates = self.store.api_keys_with_prefix(prefix)
         if not candidates:
+            verify_api_key(token, _dummy_hash())  # as long as a wrong secret: the prefix is not an oracle
             return None
         fingerprint = hashlib.sha256(token.encode()).hexdigest()
         with self._lock:
@@ -189,9 +248,12 @@ def authenticate(
     request: Request, credentials: HTTPAuthorizationCredentials | None, *, write: bool
 ) -> Principal:
     verifier = _verifier(request)
+    client = request.client.host if request.client else "unknown"
     if credentials is not None:
+        verifier.limiter.check(client)
         principal = verifier.verify(credentials.credentials)
         if principal is None:
+            verifier.limiter.failed(client)
             raise AuthError(
                 "The bearer token was not accepted (wrong, revoked or malformed).",
                 hint="Check the token, or create a new key with `accelbench apikey create NAME`.",
@@ -204,8 +266,10 @@ def authenticate(
                 f"A signed-in page request that changes data must carry the {CSRF_HEADER} header.",
                 hint="Scripts should send the token as `Authorization: Bearer <token>` instead.",
             )
+        verifier.limiter.check(client)
         principal = verifier.verify(cookie)
         if principal is None:
+            verifier.limiter.failed(client)
             raise AuthError("Your sign-in is no longer valid.", hint="Sign in again at /login.")
         return principal
     raise _no_token_error(verifier, write=write)

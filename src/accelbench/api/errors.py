@@ -122,6 +122,8 @@ def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[st
 async def _accelbench_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AccelbenchError)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    if (retry := getattr(exc, "retry_after_s", None)) is not None:
+        headers = {"Retry-After": str(retry)}
     return error_response(
         exc.status_code, exc.message, hint=exc.hint, type_=type(exc).__name__, headers=headers
     )
@@ -263,4 +265,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "Unknown run, model or instance type."},
     409: {"model": ErrorBody, "description": "The request conflicts with the run's state."},
     422: {"model": ErrorBody, "description": "A parameter or body field is invalid."},
+    429: {
+        "model": ErrorBody,
+        "description": "Too many refused credentials from this client; see Retry-After.",
+    },
 }
