@@ -280,7 +280,9 @@ def test_results_csv(api) -> None:
 def test_a_lone_surrogate_is_a_clear_400_and_never_breaks_the_listing(api) -> None:
     """A lone UTF-16 surrogate ("\\ud800") in a string gave 500; stored in a JSON column on SQLite it then broke
     GET /api/v1/runs for everyone until that run was deleted."""
-    body = '{"model": "%s", "label": "x\\ud800y", "engine": {"settings": {"kv_cache_space_gib": 1}}}' % SMALL
+    body = (
+        '{"model": "' + SMALL + '", "label": "x\\ud800y", "engine": {"settings": {"kv_cache_space_gib": 1}}}'
+    )
     r = api.client.post(
         "/api/v1/runs", content=body, headers={**api.auth, "Content-Type": "application/json"}
     )

@@ -21,7 +21,9 @@ def test_unknown_names_suggest_the_closest() -> None:
         reg.get("vllm-cpuu")
 
 
-def test_concurrent_first_lookups_all_see_every_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_concurrent_first_lookups_all_see_every_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reg: Registry[int] = Registry("runtime", ["slow_entries"])
     (tmp_path / "slow_entries.py").write_text(
         "import time\n"
