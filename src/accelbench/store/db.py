@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event, inspect, text
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -38,12 +41,35 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+#: the PostgreSQL advisory lock every accelbench process takes while it migrates (an arbitrary constant)
+MIGRATION_LOCK_ID = 0x61636362  # "accb"
+
+
 def upgrade_schema(engine: Engine) -> None:
-    """Bring the schema to the newest migration (idempotent)."""
+    """Bring the schema to the newest migration (idempotent). Serialised, so that processes starting together
+    on a fresh store do not all create the same tables: on PostgreSQL an advisory lock held for the
+    migration's transaction, on SQLite an exclusive lock on a file beside the database; whoever waited then
+    finds the schema at head and does nothing."""
     cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
-    with engine.begin() as conn:
+    with _migration_lock(engine), engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        yield  # PostgreSQL locks inside the transaction; an in-memory SQLite database has one process
+        return
+    with open(f"{database}.migrate.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def schema_tables(engine: Engine) -> list[str]:
