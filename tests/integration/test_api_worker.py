@@ -209,3 +209,37 @@ def test_several_postgres_workers_never_take_the_same_run(pg_url: str) -> None:
             w.stop()
     assert sorted(taken) == sorted(ids)  # each exactly once
     assert sum(w.runs_done for w in workers) == 12
+
+
+def test_a_store_that_fails_while_a_run_settles_does_not_kill_the_worker(store: Store, monkeypatch) -> None:
+    """One failed database write while a run settled (disk full) killed the worker thread for good: the run
+    stayed `benchmarking`, new runs stayed `pending`, and /health still said ok. Now the worker keeps going,
+    says degraded while the store refuses, and writes the final status once the store takes it again."""
+    from sqlalchemy.exc import OperationalError
+
+    disk_full = threading.Event()
+    real_set_status = Store.set_status
+
+    def set_status(self, run_id, status, **kw):  # type: ignore[no-untyped-def]
+        if disk_full.is_set() and status.finished:
+            raise OperationalError("UPDATE runs", {}, Exception("database or disk is full"))
+        return real_set_status(self, run_id, status, **kw)
+
+    monkeypatch.setattr(Store, "set_status", set_status)
+    ex = ScriptedExecutor()
+    with api_for(store, executor=ex, start_worker=True) as api:
+        first = api.client.post("/api/v1/runs", json=RUN, headers=api.auth).json()["id"]
+        assert ex.started.wait(20)
+        disk_full.set()
+        ex.hold.set()  # the executor's "completed" write fails, then the worker's own
+        wait_for(lambda: api.client.get("/api/v1/health").json()["status"] == "degraded")
+        health = api.client.get("/api/v1/health").json()
+        assert health["worker"]["running"] and "disk is full" in (health["worker"]["store_error"] or "")
+        assert health["worker"]["unsettled_runs"] == [first]
+        disk_full.clear()
+        second = api.client.post("/api/v1/runs", json=RUN, headers=api.auth).json()["id"]
+        wait_for(lambda: status_of(api, second) == "completed")  # the worker still takes runs
+        wait_for(lambda: status_of(api, first) == "failed")
+        assert "disk is full" in api.client.get(f"/api/v1/runs/{first}").json()["run"]["error"]
+        assert len(api.store.get_results(first)) == 2  # what it measured is kept
+        wait_for(lambda: api.client.get("/api/v1/health").json()["status"] == "ok")

@@ -169,6 +169,10 @@ class RunWorker:
         self._secrets: dict[str, dict[str, str]] = {}
         self.runs_done = 0
         self.last_error: str | None = None
+        # runs whose final status could not be written (the store failed while they settled): retried on every
+        # turn of the loop, with the reason they failed, until the store takes it
+        self._unsettled: dict[str, tuple[threading.Event, str | None]] = {}
+        self.store_error: str | None = None  # the last failed store write, None once one succeeds again
 
     # ----------------------------------------------------------- lifecycle
     @property
@@ -246,7 +250,14 @@ class RunWorker:
             "current_run": self._current,
             "runs_done": self.runs_done,
             "last_error": self.last_error,
+            "store_error": self.store_error,
+            "unsettled_runs": sorted(self._unsettled),
         }
+
+    @property
+    def healthy(self) -> bool:
+        """Running, writing to its store, and every finished run's status written."""
+        return self.running and self.store_error is None and not self._unsettled
 
     # --------------------------------------------------------------- loop
     def _loop(self) -> None:
@@ -262,11 +273,22 @@ class RunWorker:
                 log.exception("run worker could not reach the store")
                 self._stop.wait(self.poll_interval_s)
                 continue
+            self._retry_unsettled()
             if run is None:
                 self._wake.wait(self.poll_interval_s)
                 self._wake.clear()
                 continue
-            self._execute(run.id)
+            try:
+                self._execute(run.id)
+            except Exception as exc:  # nothing a run does may stop the worker: say why and take the next
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("run %s: the worker could not finish it", run.id)
+
+    def _retry_unsettled(self) -> None:
+        for run_id, (cancel, reason) in list(self._unsettled.items()):
+            if self._settle(run_id, cancel, reason=reason):
+                self._unsettled.pop(run_id, None)
+                log.info("run %s: final status written after the store recovered", run_id)
 
     def _execute(self, run_id: str) -> None:
         cancel = threading.Event()
@@ -279,17 +301,21 @@ class RunWorker:
         )
         beat.start()
         log.info("run %s: executing", run_id)
+        reason: str | None = None
         try:
             self._call_executor(run_id, cancel, secrets)
         except AccelbenchError as exc:
-            self._fail(run_id, str(exc))
+            reason = str(exc)
+            self._fail(run_id, reason)
         except Exception as exc:
             log.exception("run %s: the executor raised", run_id)
-            self._fail(run_id, f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            self._fail(run_id, reason)
         finally:
             beat_stop.set()
             beat.join(self.heartbeat_s + 5)
-            self._settle(run_id, cancel)
+            if not self._settle(run_id, cancel, reason=reason):
+                self._unsettled[run_id] = (cancel, reason)
             with self._state_lock:
                 self._current, self._cancel = None, None
                 self._user_cancelled.discard(run_id)
@@ -357,13 +383,20 @@ class RunWorker:
         except Exception:
             log.exception("run %s: could not mark failed", run_id)
 
-    def _settle(self, run_id: str, cancel: threading.Event) -> None:
-        """Make the stored status final and true, whatever the executor left behind."""
+    def _settle(self, run_id: str, cancel: threading.Event, *, reason: str | None = None) -> bool:
+        """Make the stored status final and true, whatever the executor left behind. False when the store
+        could not be read or written (the run is retried later, and health says degraded meanwhile)."""
         try:
-            run = self.store.get_run(run_id)
-        except Exception:
-            log.exception("run %s: could not read back", run_id)
-            return
+            self._settle_once(run_id, cancel, reason)
+        except Exception as exc:
+            self.store_error = self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("run %s: the final status could not be written; retrying", run_id)
+            return False
+        self.store_error = None
+        return True
+
+    def _settle_once(self, run_id: str, cancel: threading.Event, reason: str | None) -> None:
+        run = self.store.get_run(run_id)
         user_cancel = run_id in self._user_cancelled
         if cancel.is_set() and not user_cancel and self._stop.is_set():
             if run.status != RunStatus.completed:
@@ -380,5 +413,5 @@ class RunWorker:
             return
         if not run.status.finished:
             self.store.set_status(
-                run_id, RunStatus.failed, error=run.error or "The run ended without a final status."
+                run_id, RunStatus.failed, error=reason or run.error or "The run ended without a final status."
             )

@@ -15,7 +15,10 @@ router = APIRouter(tags=["health"])
 
 
 class Health(BaseModel):
-    status: str = Field(description="ok, or degraded when the store cannot be reached.")
+    status: str = Field(
+        description="ok, or degraded when the store cannot be reached, or the run worker has stopped, cannot "
+        "write to the store or has runs whose final status is not yet written."
+    )
     version: str
     database: dict[str, Any] = Field(description="dialect and whether a query succeeded.")
     worker: dict[str, Any] | None = Field(description="The run worker of this process; null when disabled.")
@@ -30,8 +33,9 @@ def health(request: Request, store: StoreDep, settings: SettingsDep, worker: Wor
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         db.update(ok=False, error=type(exc).__name__)
+    ok = db["ok"] and (worker is None or worker.healthy)
     return Health(
-        status="ok" if db["ok"] else "degraded",
+        status="ok" if ok else "degraded",
         version=__version__,
         database=db,
         worker=worker.status() if worker is not None else None,
