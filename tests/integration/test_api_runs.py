@@ -316,3 +316,17 @@ def test_sweep_sizes_are_bounded_and_the_bound_is_in_the_message(api, sweep: dic
     assert r.status_code == 422, r.text  # the API's status for a body that fails its schema
     assert says in r.text
     assert api.store.list_runs()[1] == 0
+
+
+def test_a_store_outage_is_a_503_that_says_so_not_a_500_bug(api, monkeypatch) -> None:
+    """SQLite disk full or a corrupted page answered 500 "a bug in accelbench" while /health said ok."""
+    from sqlalchemy.exc import OperationalError
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OperationalError("SELECT runs", {}, Exception("database disk image is malformed"))
+
+    monkeypatch.setattr(Store, "list_runs", broken)
+    r = api.client.get("/api/v1/runs")
+    assert r.status_code == 503 and r.headers["Retry-After"]
+    err = r.json()["error"]
+    assert err["type"] == "StorageError" and "malformed" in err["message"] and "bug" not in err["hint"]

@@ -223,6 +223,21 @@ async def reject_nul(request: Request) -> None:
             )
 
 
+async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
+    # The database is unreachable, full, read-only or damaged: the service is degraded, not buggy, and the
+    # caller may retry. One line of the driver's message says which.
+    orig = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+    log.error("store error on %s %s: %s", request.method, request.url.path, orig)
+    return error_response(
+        503,
+        f"The results store cannot be used right now: {orig}.",
+        hint="Nothing was changed. Retry shortly; if it persists, check the database server, its disk space "
+        "and its permissions (GET /api/v1/health says whether the store answers).",
+        type_="StorageError",
+        headers={"Retry-After": "5"},
+    )
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(
@@ -252,9 +267,10 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
     app.add_exception_handler(RequestValidationError, both(_validation_error))
     app.add_exception_handler(ValidationError, both(_validation_error))
     app.add_exception_handler(StarletteHTTPException, both(_http_error))
-    from sqlalchemy.exc import DataError
+    from sqlalchemy.exc import DataError, OperationalError
 
     app.add_exception_handler(DataError, both(_data_error))
+    app.add_exception_handler(OperationalError, both(_storage_error))
     app.add_exception_handler(Exception, both(_unexpected))
 
 

@@ -34,7 +34,7 @@ def test_processes_starting_together_on_a_fresh_store_all_come_up(db_url: str, t
             stderr=subprocess.PIPE,
             text=True,
             cwd=tmp_path,
-        )  # fmt: skip
+        )
         for _ in range(STARTERS)
     ]
     outs = [p.communicate(timeout=120) for p in procs]
