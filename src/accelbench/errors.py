@@ -64,3 +64,9 @@ class TooManyAttempts(AccelbenchError):
     def __init__(self, message: str, *, hint: str | None = None, retry_after_s: int = 60) -> None:
         super().__init__(message, hint=hint)
         self.retry_after_s = retry_after_s
+
+
+class StoreError(AccelbenchError):
+    """The results store cannot be opened or used: damaged, empty, written by a newer accelbench, unreachable."""
+
+    status_code = 503

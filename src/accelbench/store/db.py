@@ -45,17 +45,55 @@ def make_engine(url: str) -> Engine:
 MIGRATION_LOCK_ID = 0x61636362  # "accb"
 
 
+def check_sqlite_file(url: str) -> None:
+    """Refuse a SQLite store file that exists but cannot be one: SQLite would turn a 0-byte file (a truncated
+    copy, a failed restore) into a new empty store without a word."""
+    from accelbench.errors import StoreError
+
+    if not url.startswith("sqlite") or "///" not in url:
+        return
+    path = Path(url.split("///", 1)[1])
+    if str(path) != ":memory:" and path.is_file() and path.stat().st_size == 0:
+        raise StoreError(
+            f"The store file {path} is empty (0 bytes): it is not a store accelbench wrote.",
+            hint="Restore it from a backup, or delete it to start a new, empty store.",
+        )
+
+
 def upgrade_schema(engine: Engine) -> None:
     """Bring the schema to the newest migration (idempotent). Serialised, so that processes starting together
     on a fresh store do not all create the same tables: on PostgreSQL an advisory lock held for the
     migration's transaction, on SQLite an exclusive lock on a file beside the database; whoever waited then
     finds the schema at head and does nothing."""
+    from alembic.util.exc import CommandError
+    from sqlalchemy.exc import DatabaseError
+
+    from accelbench.errors import StoreError
+
+    where = engine.url.render_as_string(hide_password=True)
     cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
-    with _migration_lock(engine), engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    try:
+        with _migration_lock(engine), engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except CommandError as exc:
+        if "Can't locate revision" in str(exc):
+            raise StoreError(
+                f"The store {where} was written by a newer accelbench: its schema ({str(exc).split()[-1]}) "
+                "is not one this version knows.",
+                hint="Use the accelbench version that wrote it (or newer), or point ACCELBENCH_DATABASE_URL "
+                "at another store.",
+            ) from None
+        raise
+    except DatabaseError as exc:
+        first = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        raise StoreError(
+            f"The store {where} cannot be opened: {first}.",
+            hint="A damaged or foreign file: restore it from a backup, or point ACCELBENCH_DATABASE_URL at "
+            "another store. Nothing was changed.",
+        ) from None
 
 
 @contextlib.contextmanager

@@ -48,3 +48,32 @@ def test_processes_starting_together_on_a_fresh_store_all_come_up(db_url: str, t
 def test_migrating_twice_is_a_no_op(db_url: str) -> None:
     Store(db_url)
     Store(db_url)  # the second start finds the schema at head under the lock
+
+
+def test_a_damaged_empty_or_newer_store_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A corrupted, truncated or newer-schema database gave a raw traceback; a 0-byte file was silently
+    re-created as a new, empty store."""
+    from sqlalchemy import text
+
+    from accelbench.errors import StoreError
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="cannot be opened: file is not a database"):
+        Store(f"sqlite:///{garbage}")
+    assert garbage.read_bytes().startswith(b"this is not")  # nothing changed
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreError, match="empty"):
+        Store(f"sqlite:///{empty}")
+    assert empty.stat().st_size == 0
+    newer = tmp_path / "newer.db"
+    Store(f"sqlite:///{newer}").engine.dispose()
+    from sqlalchemy import create_engine
+
+    eng = create_engine(f"sqlite:///{newer}")
+    with eng.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'ffffffff0042'"))
+    eng.dispose()
+    with pytest.raises(StoreError, match="newer accelbench"):
+        Store(f"sqlite:///{newer}")
