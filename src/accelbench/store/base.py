@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from accelbench.errors import NotFoundError, UserInputError
-from accelbench.store.db import check_sqlite_file, make_engine, upgrade_schema
+from accelbench.store.db import make_engine, upgrade_schema
 from accelbench.store.models import (
     RunRow,
 )
@@ -59,7 +59,6 @@ class StoreBase:
 
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.url = url
-        check_sqlite_file(url)
         self.engine: Engine = make_engine(url)
         if migrate:
             upgrade_schema(self.engine)

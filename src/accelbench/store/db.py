@@ -47,7 +47,8 @@ MIGRATION_LOCK_ID = 0x61636362  # "accb"
 
 def check_sqlite_file(url: str) -> None:
     """Refuse a SQLite store file that exists but cannot be one: SQLite would turn a 0-byte file (a truncated
-    copy, a failed restore) into a new empty store without a word."""
+    copy, a failed restore) into a new empty store without a word. Called under the migration lock: a file
+    another process is creating is never seen empty here (it is created and migrated under the same lock)."""
     from accelbench.errors import StoreError
 
     if not url.startswith("sqlite") or "///" not in url:
@@ -73,11 +74,9 @@ def upgrade_schema(engine: Engine) -> None:
     where = engine.url.render_as_string(hide_password=True)
     cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
     try:
-        with _migration_lock(engine), engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        with _migration_lock(engine):
+            check_sqlite_file(str(engine.url))
+            _migrate(engine, cfg)
     except CommandError as exc:
         if "Can't locate revision" in str(exc):
             raise StoreError(
@@ -94,6 +93,14 @@ def upgrade_schema(engine: Engine) -> None:
             hint="A damaged or foreign file: restore it from a backup, or point ACCELBENCH_DATABASE_URL at "
             "another store. Nothing was changed.",
         ) from None
+
+
+def _migrate(engine: Engine, cfg: Config) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
 
 
 @contextlib.contextmanager
