@@ -37,6 +37,12 @@ class ConflictError(AccelbenchError):
     status_code = 409
 
 
+class PayloadTooLarge(UserInputError):
+    """A request body larger than the API accepts."""
+
+    status_code = 413
+
+
 class GuardError(UserInputError):
     """A deployment setting that cannot work on the chosen accelerator tier. ``misfit``: the planner's refusal
     (the model cannot be served on the instance as asked), which ``export --force`` may override."""

@@ -330,3 +330,16 @@ def test_a_store_outage_is_a_503_that_says_so_not_a_500_bug(api, monkeypatch) ->
     assert r.status_code == 503 and r.headers["Retry-After"]
     err = r.json()["error"]
     assert err["type"] == "StorageError" and "malformed" in err["message"] and "bug" not in err["hint"]
+
+
+def test_bodies_strings_and_lists_have_size_limits(api) -> None:
+    """A 50 MB label was stored, and every list response then carried it."""
+    big = post(api, {"model": SMALL, "engine": LOCAL, "label": "x" * 2_000_000})
+    assert big.status_code == 413 and "1,048,576" in big.json()["error"]["message"]
+    long_label = post(api, {"model": SMALL, "engine": LOCAL, "label": "x" * 201})
+    assert long_label.status_code == 422 and "label" in long_label.text and "200" in long_label.text
+    many = post(
+        api, {"model": SMALL, "engine": {"settings": {"kv_cache_space_gib": 1, "extra_args": ["--x"] * 65}}}
+    )
+    assert many.status_code == 422 and "extra_args" in many.text
+    assert api.store.list_runs()[1] == 0

@@ -195,6 +195,19 @@ def _bad_text(value: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+async def _check_body_size(request: Request) -> None:
+    from accelbench.domain.limits import MAX_BODY_BYTES
+    from accelbench.errors import PayloadTooLarge
+
+    declared = request.headers.get("content-length", "")
+    size = int(declared) if declared.isdigit() else len(await request.body())
+    if size > MAX_BODY_BYTES:
+        raise PayloadTooLarge(
+            f"The request body is {size:,} bytes; the most this API accepts is {MAX_BODY_BYTES:,}.",
+            hint="A run spec is a few kilobytes: check what is being sent.",
+        )
+
+
 async def reject_nul(request: Request) -> None:
     """Dependency of every route: NUL characters in the path or query, and NULs or lone surrogates in a JSON
     body, are refused up front with where they are (no database can store them; a lone surrogate stored on
@@ -207,6 +220,8 @@ async def reject_nul(request: Request) -> None:
             "The path or a query parameter contains a NUL character (%00).",
             hint="Remove control characters from the request.",
         )
+    if request.method in ("POST", "PUT", "PATCH"):
+        await _check_body_size(request)
     if request.method in ("POST", "PUT", "PATCH") and "json" in request.headers.get("content-type", ""):
         body = await request.body()  # cached: the route reads the same bytes
         if b"\\u" not in body and b"\x00" not in body:

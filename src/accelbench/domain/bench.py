@@ -16,6 +16,7 @@ from accelbench.domain.base import StrictModel
 from accelbench.domain.limits import (
     MAX_CELL_PROMPT_TOKENS,
     MAX_CONCURRENCY,
+    MAX_LABEL_CHARS,
     MAX_PROMPTS,
     MAX_TIMEOUT_S,
     MAX_TOKENS,
@@ -125,7 +126,9 @@ class BenchConfig(LoadSettings):
     max_concurrency: int | None = Field(
         default=None, ge=1, le=MAX_CONCURRENCY, description="Most requests in flight; None = unlimited."
     )
-    label: str | None = Field(default=None, description="Free-form label stored with the result.")
+    label: str | None = Field(
+        default=None, max_length=MAX_LABEL_CHARS, description="Free-form label stored with the result."
+    )
 
     @model_validator(mode="after")
     def _bounded(self) -> BenchConfig:

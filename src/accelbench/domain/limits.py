@@ -25,3 +25,10 @@ MAX_SWEEP_REQUESTS = 1_000_000  # every request of a sweep: cells x repeats x pr
 #: per token: 200 MB at most)
 MAX_CELL_PROMPT_TOKENS = 50_000_000
 MAX_TIMEOUT_S = 86_400.0  # one request may take a day, not longer
+
+# ---- text a caller sends (a spec, an API body): a label is a name, not a document
+MAX_LABEL_CHARS = 200
+MAX_NAME_CHARS = 1_000  # a model name, a path, a URL
+MAX_ARGS = 64  # extra engine flags, extra environment variables
+MAX_ARG_CHARS = 4_096
+MAX_BODY_BYTES = 1_048_576  # one API request body

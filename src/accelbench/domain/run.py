@@ -10,9 +10,13 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import LoadSettings
 from accelbench.domain.limits import (
+    MAX_ARG_CHARS,
+    MAX_ARGS,
     MAX_CELL_PROMPT_TOKENS,
     MAX_CONCURRENCY,
+    MAX_LABEL_CHARS,
     MAX_LEVELS,
+    MAX_NAME_CHARS,
     MAX_PROMPTS,
     MAX_SWEEP_REQUESTS,
     MAX_TOKENS,
@@ -137,8 +141,12 @@ class EngineSettings(StrictModel):
     streamer_memory_limit_gib: float | None = Field(
         default=None, gt=0, description="Run:ai streamer CPU buffer, GiB; default 15% of the weights."
     )
-    extra_args: list[str] = Field(default_factory=list, description="Extra engine flags, appended verbatim.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra engine environment variables.")
+    extra_args: list[Annotated[str, Field(max_length=MAX_ARG_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_ARGS, description="Extra engine flags, appended verbatim."
+    )
+    env: dict[str, Annotated[str, Field(max_length=MAX_ARG_CHARS)]] = Field(
+        default_factory=dict, max_length=MAX_ARGS, description="Extra engine environment variables."
+    )
 
     @field_validator("quantization")
     @classmethod
@@ -209,8 +217,10 @@ Target = Annotated[LocalTarget | EndpointTarget | KubernetesTarget | Ec2Target, 
 class RunSpec(StrictModel):
     """What ``accelbench run SPEC.yaml`` (and POST /api/v1/runs) executes."""
 
-    label: str | None = Field(default=None, description="A name for the run.")
-    model: str = Field(description="Model name (preset or prepared) or a path.")
+    label: str | None = Field(default=None, max_length=MAX_LABEL_CHARS, description="A name for the run.")
+    model: str = Field(
+        min_length=1, max_length=MAX_NAME_CHARS, description="Model name (preset or prepared) or a path."
+    )
     revision: str | None = Field(default=None, description="Pinned model revision, when known.")
     instance_type: str | None = Field(
         default=None, description="Catalog instance type; local runs describe this machine."
