@@ -40,7 +40,7 @@ from accelbench.domain.bench import (
     GoodputSLO,
 )
 from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.errors import UserInputError
+from accelbench.errors import AccelbenchError, UserInputError
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 _GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
@@ -182,36 +182,44 @@ def bench_outcome(
     return cell, RunStatus.completed, None
 
 
+def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
+    """The stored run, created before any load is sent: a store that cannot be written refuses the benchmark
+    now, not after the whole load."""
+    from accelbench.store import get_store
+
+    run = get_store().create_run(
+        kind="bench",
+        status=RunStatus.benchmarking,
+        label=config.label,
+        served_model=endpoint.served_model,
+        model=endpoint.tokenizer or endpoint.served_model,
+        base_url=endpoint.base_url,
+        spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
+    )
+    return run.id
+
+
 def _store_result(
+    run_id: str,
     summary: BenchmarkSummary,
-    endpoint: Endpoint,
     *,
     env: dict[str, Any],
     outcome: tuple[CellStatus, RunStatus, str | None],
-) -> str:
+) -> None:
     from accelbench.store import get_store
 
     store = get_store()
     engine = env.get("engine") or {}
-    run = store.create_run(
-        kind="bench",
-        status=RunStatus.benchmarking,
-        label=summary.label,
-        served_model=endpoint.served_model,
-        model=endpoint.tokenizer or endpoint.served_model,
-        base_url=endpoint.base_url,
+    store.update_run(
+        run_id,
         engine=engine.get("name"),
         engine_version=engine.get("version"),
-        spec={
-            "bench": json.loads(summary.config.model_dump_json()),
-            "endpoint": endpoint.record(),
-        },
         environment=env,
         command=env.get("command"),
     )
     cell, status, error = outcome
     store.save_result(
-        run.id,
+        run_id,
         input_len=summary.config.input_len,
         # unlimited: every prompt may be in flight at once (the cell is keyed by the most in flight)
         concurrency=summary.config.max_concurrency or summary.config.num_prompts,
@@ -219,8 +227,7 @@ def _store_result(
         summary=summary,
         status=cell,
     )
-    store.set_status(run.id, status, error=error)
-    return run.id
+    store.set_status(run_id, status, error=error)
 
 
 def bench(
@@ -334,6 +341,7 @@ def bench(
 
         if DatasetKind(config.dataset) == DatasetKind.random:
             check_served_context(endpoint, [config.input_len], config.output_len)  # before any load
+        run_id = _open_run(config, endpoint) if store else None
         cancel = threading.Event()
         progress = Progress(
             TextColumn("[bold]bench[/]"),
@@ -357,18 +365,29 @@ def bench(
 
             saved = write_result(summary, save_result)
         outcome = bench_outcome(summary, endpoint, cancelled=cancel.is_set())
-        run_id = None
-        if store:
+        store_error: AccelbenchError | None = None
+        if run_id is not None:
             from accelbench.telemetry.host import capture_environment
 
             env = capture_environment(endpoint.base_url, headers=headers)
-            run_id = _store_result(summary, endpoint, env=env, outcome=outcome)
+            try:
+                _store_result(run_id, summary, env=env, outcome=outcome)
+            except AccelbenchError as exc:  # the measurement is printed (and saved) below all the same
+                store_error = exc
+        # printed (and with --save-result saved) whatever the store did: a store failure never loses it
         if fmt == OutputFormat.json:
             exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
             body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
             print_json({"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body})
         else:
             render_summary(summary, run_id=run_id, saved=saved)
+        if store_error is not None:
+            err_console.print(
+                f"[red]Not stored:[/] {store_error.message}"
+                + (f" (the result file {saved} has it)" if saved else " Use --save-result FILE to keep it."),
+                highlight=False,
+            )
+            raise typer.Exit(1)
         if outcome[2]:
             err_console.print(f"[red]Failed:[/] {outcome[2]}", highlight=False)
         if outcome[1] == RunStatus.failed:

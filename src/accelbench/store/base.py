@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from accelbench.errors import NotFoundError, UserInputError
+from accelbench.errors import NotFoundError, StoreError, UserInputError
 from accelbench.store.db import make_engine, upgrade_schema
 from accelbench.store.models import (
     RunRow,
@@ -70,8 +71,18 @@ class StoreBase:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with self._sessions() as s, s.begin():
-            yield s
+        """One transaction. A store that cannot be used (read-only, full, unreachable, damaged) raises
+        ``StoreError`` with the driver's one line, for the CLI and the API alike."""
+        try:
+            with self._sessions() as s, s.begin():
+                yield s
+        except OperationalError as exc:
+            first = str(exc.orig or exc).strip().splitlines()[0]
+            where = self.engine.url.render_as_string(hide_password=True)
+            raise StoreError(
+                f"The results store {where} cannot be used: {first}.",
+                hint="Check that it is writable, its disk has space and its server is up; nothing was changed.",
+            ) from exc
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -179,3 +179,29 @@ def test_a_server_that_dies_mid_bench_fails_the_run_as_the_sweep_does(tok_dir: P
     assert run.status == RunStatus.failed and "stopped answering" in (run.error or "")
     [cell] = store.get_results(run.id)
     assert cell.status == CellStatus.partial and cell.completed >= 1 and cell.failed >= 1
+
+
+def test_a_store_that_cannot_be_written_refuses_before_any_load(
+    server: StreamServer, tok_dir: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a read-only store, bench sent its whole load and then died with a raw traceback, printing nothing."""
+    if store.is_postgres:
+        pytest.skip("SQLite's query_only pragma plays the read-only store")
+    from sqlalchemy import event
+
+    from accelbench.store.repo import reset_stores
+    from accelbench.store import db as store_db
+
+    real = store_db.make_engine
+
+    def read_only(url: str):  # type: ignore[no-untyped-def]
+        engine = real(url)
+        event.listen(engine, "connect", lambda conn, _rec: conn.execute("PRAGMA query_only=1"))
+        return engine
+
+    reset_stores()
+    monkeypatch.setattr("accelbench.store.base.make_engine", read_only)
+    res = runner.invoke(app, args(server, tok_dir))
+    assert res.exit_code == 1, res.output
+    assert "cannot be used" in res.output and "readonly" in res.output and "Traceback" not in res.output
+    assert not [r for r in server.records if r.path.endswith("completions")]  # no load was sent
