@@ -316,6 +316,7 @@ def run_sweep(
     run = store.get_run(run_id)
     if resume:
         spec = check_resume_spec(run, spec)
+        run = store.claim_run(run.id)  # this process owns it now; a second resume is refused
     elif store.get_results(run.id):
         raise ConflictError(
             f"Run {run.id} already has results; resume it instead of starting it again.",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from accelbench.domain.results import RunInfo
@@ -121,6 +122,37 @@ class RunStore(StoreBase):
         if error is not None:
             fields["error"] = error
         return self.update_run(run_id, **fields)
+
+    def claim_run(self, run_id: str, owner: str | None = None) -> RunInfo:
+        """Take a stopped run over to resume it: compare-and-set of its owner, so two resumes of one run cannot
+        both measure it, and refused while the process that owns it is measuring it. The run goes in flight
+        (benchmarking) with its stale error cleared."""
+        from accelbench.store.owner import IN_FLIGHT, owner_is_dead, process_owner
+
+        owner = owner or process_owner()
+        with self.session() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise NotFoundError(f"No run {run_id!r}.")
+            previous = row.worker_id
+            if row.status in IN_FLIGHT and previous not in (None, owner) and not owner_is_dead(previous):
+                raise ConflictError(
+                    f"Run {run_id} is being measured right now (by {previous}).",
+                    hint="Let it finish or stop it first; resume it once it is interrupted.",
+                )
+            same_owner = RunRow.worker_id.is_(None) if previous is None else RunRow.worker_id == previous
+            result: CursorResult[Any] = s.execute(  # type: ignore[assignment]
+                update(RunRow)
+                .where(RunRow.id == run_id, same_owner)
+                .values(worker_id=owner, status=RunStatus.benchmarking.value, error=None, finished_at=None)
+            )
+            claimed = result.rowcount
+        if claimed != 1:
+            raise ConflictError(
+                f"Run {run_id} was just taken over by another process.",
+                hint="Two resumes of one run cannot both measure it; this one stops.",
+            )
+        return self.get_run(run_id)
 
     def list_runs(
         self,

@@ -237,3 +237,35 @@ def test_cell_where_every_request_fails_is_failed_and_sweep_goes_on(
     results = store.get_results(run.id)
     assert [r.status for r in results] == [CellStatus.failed, CellStatus.failed]
     assert [r.failed for r in results] == [2, 4]
+
+
+def test_a_resume_owns_the_run_refuses_a_second_one_and_clears_the_stale_error(
+    store: Store, server: StreamServer, tokenizer_dir: Path
+) -> None:
+    """A resumed sweep kept the dead process as its owner (so the next `runs list` marked the live resume
+    interrupted); two concurrent resumes both measured every missing cell; a completed resume kept the stale
+    "Interrupted" error."""
+    from accelbench.store.owner import in_flight_runs, process_owner, recover_dead_owners
+
+    ep = endpoint(server.base_url, tokenizer_dir)
+    small = SPEC.model_copy(update={"input_lens": [48], "concurrency": [1], "repeats": 1, "num_warmups": 0})
+    run = create_sweep_run(store, ep, small)
+    dead = "no-such-host-0-proc"
+    store.update_run(
+        run.id, worker_id=dead, status=RunStatus.interrupted, error="Interrupted: the process died."
+    )
+
+    seen: list[str | None] = []
+
+    def during(ev: SweepEvent) -> None:
+        if ev.kind == "cell_start":
+            seen.append({r[0]: r[3] for r in in_flight_runs(store)}.get(run.id))
+            assert recover_dead_owners(store) == []  # the live resume is not taken for a dead one
+            with pytest.raises(ConflictError, match="being measured right now"):
+                store.claim_run(run.id, owner=process_owner("second-resume"))
+
+    out = run_sweep(store, run.id, ep, small, resume=True, progress=during)
+    assert out.status == RunStatus.completed and len(out.ran) == 1
+    assert seen == [process_owner()]
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.completed and final.error is None
