@@ -343,3 +343,17 @@ def test_bodies_strings_and_lists_have_size_limits(api) -> None:
     )
     assert many.status_code == 422 and "extra_args" in many.text
     assert api.store.list_runs()[1] == 0
+
+
+def test_secret_arguments_and_variables_are_served_masked(api) -> None:
+    """`--api-key ...` in extra_args was returned unmasked (the variables were masked by another rule)."""
+    settings = {
+        "kv_cache_space_gib": 1,
+        "extra_args": ["--api-key", "sekrit-arg"],
+        "env": {"MY_TOKEN": "sekrit-env"},
+    }
+    r = post(api, {"model": SMALL, "engine": {"settings": settings}})
+    assert r.status_code == 202, r.text
+    for path in (f"/api/v1/runs/{r.json()['id']}", "/api/v1/runs"):
+        text = api.client.get(path).text
+        assert "sekrit" not in text and "***" in text

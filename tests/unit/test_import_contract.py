@@ -15,7 +15,7 @@ SRC = Path(accelbench.__file__).resolve().parent
 
 #: bottom to top; a package may import from its own layer and every layer below
 LAYERS: list[set[str]] = [
-    {"errors", "registry", "settings"},
+    {"errors", "redact", "registry", "settings"},
     {"domain"},
     {"catalog", "modelspec"},
     {"plan", "runtimes", "bench", "telemetry", "store"},

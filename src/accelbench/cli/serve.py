@@ -39,6 +39,10 @@ def serve(
     from accelbench.settings import get_settings
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from accelbench.redact import RedactingFilter
+
+    for handler in logging.getLogger().handlers:  # httpx logs every request's URL; secrets never reach a log
+        handler.addFilter(RedactingFilter())
     with user_errors():
         settings = get_settings()
         app = create_app(settings, start_worker=worker)
@@ -67,6 +71,7 @@ def uvicorn_log_config() -> dict[str, Any]:
     config = copy.deepcopy(LOGGING_CONFIG)
     config.setdefault("filters", {})["redact"] = {"()": "accelbench.api.redact.AccessLogRedactor"}
     config["handlers"]["access"]["filters"] = ["redact"]
+    config["handlers"]["default"]["filters"] = ["redact"]
     return config
 
 

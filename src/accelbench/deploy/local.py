@@ -61,12 +61,12 @@ _NOISE_PREFIXES = ("onednn_verbose",)
 FixCallback = Callable[[Diagnosis], bool]
 
 
-_SECRET_NAME = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "ACCESS_KEY")
-
-
 def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment as recorded with a run: values of secret-looking variables replaced by ***."""
-    return {k: ("***" if any(s in k.upper() for s in _SECRET_NAME) else v) for k, v in env.items()}
+    """The environment as recorded with a run: values of secret-looking variables replaced by *** (the one
+    rule, ``accelbench/redact.py``)."""
+    from accelbench.redact import MASK, is_secret_name
+
+    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -48,7 +47,9 @@ from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.redact import redact
 from accelbench.store.repo import Store
+from accelbench.telemetry.host import redact_command
 
 log = logging.getLogger("accelbench.orchestrator")
 
@@ -209,11 +210,11 @@ def _record_deployment(store: Store, run_id: str, target: Target) -> None:
         served_model=d.served_model,
         base_url=d.base_url,
         model_revision=d.model_revision,
-        command=shlex.join(d.command) if d.command else None,
+        command=redact_command(d.command) if d.command else None,
         target=d.target,
         **fields,
     )
-    store.merge_run_extra(run_id, deployment=d.model_dump(mode="json"))
+    store.merge_run_extra(run_id, deployment=redact(d.model_dump(mode="json")))  # the one rule, stored masked
 
 
 def weights_precision(d: Any) -> str | None:

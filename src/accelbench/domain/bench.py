@@ -22,6 +22,7 @@ from accelbench.domain.limits import (
     MAX_TOKENS,
     MAX_WARMUPS,
 )
+from accelbench.redact import MASK, is_secret_name, redact_url
 
 
 class EndpointKind(enum.StrEnum):
@@ -52,15 +53,12 @@ class Endpoint(StrictModel):
     )
 
     def record(self) -> dict[str, Any]:
-        """What a stored run keeps of the endpoint: no API key, and secret-looking headers as ***."""
-        secret = ("auth", "key", "token", "secret")
+        """What a stored run keeps of the endpoint: no API key, secret headers and a URL's password as ***."""
         return {
-            "base_url": self.base_url,
+            "base_url": redact_url(self.base_url),
             "served_model": self.served_model,
             "tokenizer": self.tokenizer,
-            "headers": {
-                k: ("***" if any(s in k.lower() for s in secret) else v) for k, v in self.headers.items()
-            },
+            "headers": {k: (MASK if is_secret_name(k) else v) for k, v in self.headers.items()},
         }
 
 

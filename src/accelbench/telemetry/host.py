@@ -77,8 +77,6 @@ ARM_PARTS: dict[tuple[str, str], str] = {
 }
 
 # Options whose value is a secret; the stored command line shows them as "***".
-SECRET_OPTIONS = {"--api-key", "--hf-token", "--token", "--password"}
-SECRET_HEADER = re.compile(r"^\s*(authorization|x-api-key|api-key|[\w-]*token[\w-]*)\s*:", re.IGNORECASE)
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -401,42 +399,11 @@ def engine_info(
 
 # ---------------------------------------------------------------------------------------- command
 def redact_command(argv: Sequence[str]) -> str:
-    """The command line as a shell would accept it, with API keys and auth headers replaced by ``***``."""
-    out: list[str] = []
-    hide_next = False
-    header_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        if header_next:
-            header_next = False
-            out.append(_redact_header(arg))
-            continue
-        opt, eq, _value = arg.partition("=")
-        if opt in SECRET_OPTIONS:
-            if eq:
-                out.append(f"{opt}=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        if opt in {"--header", "-H"}:
-            if eq:
-                out.append(f"{opt}={_redact_header(_value)}")
-            else:
-                out.append(arg)
-                header_next = True
-            continue
-        out.append(arg)
-    return shlex.join(out)
+    """The command line as a shell would accept it, with secrets masked by the one rule (``accelbench/redact.py``:
+    secret options' values, secret headers, URL passwords)."""
+    from accelbench.redact import redact_argv
 
-
-def _redact_header(value: str) -> str:
-    if SECRET_HEADER.match(value):
-        return value.split(":", 1)[0] + ":***"
-    return value
+    return shlex.join(redact_argv(list(argv)))
 
 
 # -------------------------------------------------------------------------------------------- all

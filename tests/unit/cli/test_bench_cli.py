@@ -189,8 +189,8 @@ def test_a_store_that_cannot_be_written_refuses_before_any_load(
         pytest.skip("SQLite's query_only pragma plays the read-only store")
     from sqlalchemy import event
 
-    from accelbench.store.repo import reset_stores
     from accelbench.store import db as store_db
+    from accelbench.store.repo import reset_stores
 
     real = store_db.make_engine
 
