@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +43,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("ACCELBENCH_DATA_DIR", str(data))
     monkeypatch.delenv("ACCELBENCH_DATABASE_URL", raising=False)
     monkeypatch.delenv("ACCELBENCH_API_TOKEN", raising=False)
+    # tests hand the API fixture models and tokenizers made under pytest's temporary directory
+    monkeypatch.setenv("ACCELBENCH_API_PATH_ROOTS", json.dumps([str(tmp_path.parent.parent)]))
     reset_settings_cache()
     reset_stores()
     yield data

@@ -28,6 +28,11 @@ class Settings(BaseSettings):
         default_factory=lambda: Path(platformdirs.user_cache_dir(APP_NAME)),
         description="Where engines (virtual environments) and prepared models live; shared by every run.",
     )
+    api_path_roots: list[Path] = Field(
+        default_factory=list,
+        description="More directories whose files API and page callers may name (a model, a dataset, a "
+        "tokenizer), besides the models and datasets directories; JSON list, e.g. '[\"/srv/models\"]'.",
+    )
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the results store; default: SQLite file under the data dir. "
@@ -59,6 +64,11 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        """Where dataset files a run may name live (the only place API callers may name one from)."""
+        return self.data_dir / "datasets"
 
 
 @lru_cache(maxsize=1)

@@ -357,3 +357,43 @@ def test_secret_arguments_and_variables_are_served_masked(api) -> None:
     for path in (f"/api/v1/runs/{r.json()['id']}", "/api/v1/runs"):
         text = api.client.get(path).text
         assert "sekrit" not in text and "***" in text
+
+
+def test_paths_from_api_callers_stay_inside_the_models_and_datasets_directories(
+    api, tmp_path, monkeypatch
+) -> None:
+    """dataset_path worked as an existence and readability oracle and sent a readable file's lines to a URL of
+    the caller's choice; anonymous GET /api/v1/models/{path} stat'ed any path and returned any model-shaped
+    config.json."""
+    import json as _json
+    from urllib.parse import quote
+
+    from accelbench.settings import get_settings, reset_settings_cache
+
+    monkeypatch.delenv("ACCELBENCH_API_PATH_ROOTS")  # only the service's own directories
+    reset_settings_cache()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "config.json").write_text(_json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                      "hidden_size": 64, "num_hidden_layers": 2,
+                                                      "num_attention_heads": 2, "vocab_size": 100}))  # fmt: skip
+    secret = outside / "passwords.jsonl"
+    secret.write_text('{"prompt": "hunter2"}\n')
+    for path in (str(outside), "../" * 8 + str(outside).lstrip("/")):
+        r = api.client.get("/api/v1/models/" + quote(path, safe=""))
+        assert r.status_code == 400 and "outside" in r.json()["error"]["message"], r.text
+    body = {"model": SMALL, "engine": LOCAL, "target": {"kind": "endpoint", "base_url": "http://203.0.113.9"},
+            "sweep": {"dataset": "jsonl", "dataset_path": str(secret)}}  # fmt: skip
+    for params in ({}, {"dry_run": "true"}):
+        r = post(api, body, params=params)
+        assert r.status_code == 400 and "sweep.dataset_path" in r.text, r.text
+    r = api.client.get("/api/v1/estimate", params={"model": str(outside), "instance_type": "g6.2xlarge"})
+    assert r.status_code == 400
+    assert api.store.list_runs()[1] == 0
+    # a file in the datasets directory is fine
+    datasets = get_settings().datasets_dir
+    datasets.mkdir(parents=True, exist_ok=True)
+    (datasets / "prompts.jsonl").write_text('{"prompt": "hello"}\n')
+    ok = post(api, {**body, "sweep": {"dataset": "jsonl", "dataset_path": str(datasets / "prompts.jsonl")}},
+              params={"dry_run": "true"})  # fmt: skip
+    assert ok.status_code == 200, ok.text

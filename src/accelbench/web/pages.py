@@ -267,6 +267,9 @@ def estimate_page(
                 slo=slo or None,
                 limit=limit,
             )
+            from accelbench.services.paths import confine
+
+            confine(query.model, "model")
             result = service.estimate(_store(request), query)
         except ValidationError as exc:
             error = UserInputError(

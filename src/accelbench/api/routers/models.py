@@ -30,5 +30,7 @@ def get_model(
     name: Annotated[str, Path(min_length=1, max_length=300)], _: Principal = Depends(require_read)
 ) -> dict[str, Any]:
     from accelbench import services as service
+    from accelbench.services.paths import confine
 
+    confine(name, "model")
     return service.model_spec(name)

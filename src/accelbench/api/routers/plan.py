@@ -37,7 +37,9 @@ def recommend(
 ) -> dict[str, Any]:
     """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error)."""
     from accelbench import services as service
+    from accelbench.services.paths import confine
 
+    confine(model, "model")
     return service.recommend(
         model,
         instance_type,
@@ -56,7 +58,9 @@ def estimate(
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
     from accelbench import services as service
+    from accelbench.services.paths import confine
 
+    confine(query.model, "model")
     return service.estimate(store, query)
 
 
@@ -73,7 +77,9 @@ def memory_breakdown(
 ) -> dict[str, Any]:
     """A CPU instance is refused with 400: host RAM serves the model there (see /recommend)."""
     from accelbench import services as service
+    from accelbench.services.paths import confine
 
+    confine(model, "model")
     return service.memory_breakdown(
         model,
         instance_type,

@@ -27,6 +27,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError
+from accelbench.services.paths import confine_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -114,7 +115,9 @@ def create_run(
 ) -> RunCreated | DryRun:
     if dry_run:
         response.status_code = 200
+        confine_spec(spec)
         return service.dry_run(spec)
+    confine_spec(spec)
     run = service.submit_run(store, spec, worker=worker, actor=who.actor)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return RunCreated(
