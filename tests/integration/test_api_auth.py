@@ -186,3 +186,16 @@ def test_guessing_keys_is_rate_limited_and_an_unknown_prefix_costs_as_much_as_a_
         assert codes[:FAILED_LIMIT] == [401] * FAILED_LIMIT and codes[FAILED_LIMIT:] == [429, 429]
         r = api.client.post("/api/v1/runs", json={}, headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0  # a valid key does not lift it
+
+
+def test_the_schema_says_reads_are_open_unless_they_are_closed(store: Store) -> None:
+    """The OpenAPI schema said every read needed a bearer token while reads are open by default."""
+    with api_for(store) as api:
+        schema = api.client.get("/openapi.json").json()
+        assert schema["paths"]["/api/v1/runs"]["get"]["security"] == [{}, {"HTTPBearer": []}]
+        assert schema["paths"]["/api/v1/runs"]["post"]["security"] == [{"HTTPBearer": []}]
+        assert api.client.get("/api/v1/runs").status_code == 200  # as the schema says
+    with api_for(store, read_auth=True) as api:
+        schema = api.client.get("/openapi.json").json()
+        assert schema["paths"]["/api/v1/runs"]["get"]["security"] == [{"HTTPBearer": []}]
+        assert api.client.get("/api/v1/runs").status_code == 401

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 
@@ -84,7 +84,30 @@ def create_app(
         app.include_router(module.router, prefix=API_PREFIX)
     pages.install(app)
     install_docs(app)
+    install_openapi(app, reads_open=not settings.api_read_auth)
     return app
+
+
+def install_openapi(app: FastAPI, *, reads_open: bool) -> None:
+    """The schema says what the service does: with reads open (the default) a read needs no token, though a
+    token that is sent is still checked, so reads list "no token" as well as the bearer token. The schema used
+    to say every read needed one."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            if reads_open:
+                for item in schema.get("paths", {}).values():
+                    read = item.get("get")
+                    if read is not None and read.get("security"):
+                        read["security"] = [{}, *read["security"]]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def install_docs(app: FastAPI) -> None:
