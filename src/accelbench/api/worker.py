@@ -400,7 +400,7 @@ class RunWorker:
         user_cancel = run_id in self._user_cancelled
         if cancel.is_set() and not user_cancel and self._stop.is_set():
             if run.status != RunStatus.completed:
-                cells = len(self.store.get_results(run_id))
+                cells = self.store.kept_cells(run_id)
                 self.store.set_status(
                     run_id,
                     RunStatus.interrupted,

@@ -55,7 +55,7 @@ def owner_is_dead(owner: str | None) -> bool:
 
 
 def mark_interrupted(store: Store, run_id: str, status: str, owner: str | None) -> None:
-    cells = len(store.get_results(run_id))
+    cells = store.kept_cells(run_id)
     who = "the service" if not is_process_owner(owner) else f"the accelbench process ({owner})"
     store.set_status(
         run_id,

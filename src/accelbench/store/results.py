@@ -104,6 +104,11 @@ class ResultStore(StoreBase):
             )
             return row.id
 
+    def kept_cells(self, ref: str) -> int:
+        """Stored (cell, repeat) results that kept a measurement: at least one request completed. A cell an
+        interruption cut off before any request completed is stored (as failed) but keeps nothing."""
+        return sum(1 for r in self.get_results(ref) if r.completed > 0)
+
     def get_results(self, ref: str) -> list[ResultInfo]:
         run_id = self.resolve_run_id(ref)
         with self.session() as s:

@@ -56,3 +56,18 @@ def test_owners_elsewhere_are_never_called_dead() -> None:
     assert not owner_is_dead(None)
     assert not owner_is_dead("some-other-host-123-proc")
     assert not owner_is_dead(process_owner())
+
+
+def test_a_cell_cut_off_before_any_request_completed_is_not_counted_as_kept(store: Store) -> None:
+    """An interrupted cell with 0 completed requests was counted among the "finished cells kept"."""
+    from accelbench.domain.run import CellStatus
+    from accelbench.store.owner import mark_interrupted
+
+    run = store.create_run(kind="sweep", model="m")
+    store.set_status(run.id, RunStatus.benchmarking)
+    store.save_result(run.id, input_len=128, concurrency=1, repeat=0, summary=summary(128, 1))
+    cut = summary(128, 2).model_copy(update={"completed": 0, "failed": 4, "interrupted": True})
+    store.save_result(run.id, input_len=128, concurrency=2, repeat=0, summary=cut, status=CellStatus.failed)
+    assert store.kept_cells(run.id) == 1
+    mark_interrupted(store, run.id, "benchmarking", None)
+    assert "1 finished cell kept" in (store.get_run(run.id).error or "")
