@@ -5,12 +5,15 @@ Run page's Preview all answer this."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import DryRun, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
 from accelbench.services.runs import load_model, preflight, tier_of
+
+log = logging.getLogger("accelbench.services")
 
 
 def dry_run(spec: RunSpec) -> DryRun:
@@ -111,6 +114,9 @@ def predict_sweep(
             hourly = est.hourly_usd
     except AccelbenchError as exc:
         return SweepPrediction(cells, None, None, None, [f"no prediction: {exc.message}"])
+    except Exception as exc:  # the prediction is advice: a planner failure never fails the dry run itself
+        log.warning("dry run: no prediction for %s", spec.model, exc_info=True)
+        return SweepPrediction(cells, None, None, None, [f"no prediction: {type(exc).__name__}: {exc}"])
     if any(c.predicted_s is None for c in out):
         return SweepPrediction(
             out, None, hourly, None, [*notes, "the planner cannot predict every cell here"]
