@@ -47,6 +47,7 @@ from accelbench.domain.bench import (
     TelemetrySummary,
 )
 from accelbench.errors import AccelbenchError
+from accelbench.redact import redact_url
 from accelbench.telemetry.prometheus import PrometheusScraper
 
 ProgressFn = Callable[[int, int], None]
@@ -515,7 +516,7 @@ def _summarize(
     return BenchmarkSummary(
         label=config.label,
         date=date.isoformat(timespec="seconds"),
-        base_url=endpoint.base_url,
+        base_url=redact_url(endpoint.base_url),  # the record never keeps a URL's password
         model_id=endpoint.served_model,
         tokenizer_id=tokenizer.name if tokenizer is not None else "",
         config=config,

@@ -39,6 +39,7 @@ from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, 
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, UserInputError
+from accelbench.redact import redact_url
 from accelbench.store.repo import Store
 
 PROGRESS_WRITE_S = 2.0
@@ -275,7 +276,7 @@ def create_sweep_run(
         label=label,
         served_model=endpoint.served_model,
         model=endpoint.tokenizer or endpoint.served_model,
-        base_url=endpoint.base_url,
+        base_url=redact_url(endpoint.base_url),
         engine=engine.get("name"),
         engine_version=engine.get("version"),
         spec={

@@ -41,6 +41,7 @@ from accelbench.domain.bench import (
 )
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.redact import redact_url
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 _GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
@@ -193,7 +194,7 @@ def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
         label=config.label,
         served_model=endpoint.served_model,
         model=endpoint.tokenizer or endpoint.served_model,
-        base_url=endpoint.base_url,
+        base_url=redact_url(endpoint.base_url),
         spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
     )
     return run.id

@@ -47,7 +47,7 @@ from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.redact import redact
+from accelbench.redact import redact, redact_url
 from accelbench.store.repo import Store
 from accelbench.telemetry.host import redact_command
 
@@ -208,7 +208,7 @@ def _record_deployment(store: Store, run_id: str, target: Target) -> None:
         engine=d.runtime,
         engine_version=d.engine_version,
         served_model=d.served_model,
-        base_url=d.base_url,
+        base_url=redact_url(d.base_url),
         model_revision=d.model_revision,
         command=redact_command(d.command) if d.command else None,
         target=d.target,

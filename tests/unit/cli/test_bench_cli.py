@@ -205,3 +205,17 @@ def test_a_store_that_cannot_be_written_refuses_before_any_load(
     assert res.exit_code == 1, res.output
     assert "cannot be used" in res.output and "readonly" in res.output and "Traceback" not in res.output
     assert not [r for r in server.records if r.path.endswith("completions")]  # no load was sent
+
+
+def test_credentials_in_the_server_url_are_never_stored(
+    server: StreamServer, tok_dir: Path, store: Store
+) -> None:
+    """Credentials in an endpoint URL were stored with the run and returned to anonymous readers."""
+    url = server.base_url.replace("http://", "http://bench:sekrit@")
+    res = runner.invoke(app, ["bench", "--base-url", url, "--model", "smol", "--tokenizer", str(tok_dir),
+                              "--input-len", "48", "--output-len", "4", "--num-prompts", "2", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    run = store.get_run(json.loads(res.stdout)["run_id"])
+    [cell] = store.get_results(run.id)
+    stored = run.model_dump_json() + store.get_summary(cell.id).model_dump_json()
+    assert "sekrit" not in stored and "bench:***@" in (run.base_url or "")
