@@ -131,3 +131,14 @@ def test_nul_characters_are_bad_input(api) -> None:
     # refused on both databases before anything is stored (PostgreSQL could not store it; SQLite used to)
     assert r.status_code == 400, r.text
     assert "NUL character in label" in r.json()["error"]["message"]
+
+
+def test_options_and_405_name_every_method_of_the_path(api) -> None:
+    """OPTIONS answered 405 naming one route's methods only (GET and POST on /api/v1/runs said "Allow: POST")."""
+    r = api.client.options("/api/v1/runs")
+    assert r.status_code == 204 and r.headers["Allow"] == "GET, OPTIONS, POST"
+    r = api.client.options("/api/v1/runs/some-run")
+    assert r.status_code == 204 and r.headers["Allow"] == "DELETE, GET, OPTIONS"
+    r = api.client.put("/api/v1/runs", json={})
+    assert r.status_code == 405 and r.headers["Allow"] == "GET, OPTIONS, POST"
+    assert "not allowed" in r.json()["error"]["message"]

@@ -141,10 +141,28 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the API answers on this path, from its OpenAPI schema (Starlette's own 405 names only the
+    first route that matched the path: GET and POST on /api/v1/runs came back as "Allow: POST")."""
+    import re
+
+    methods: set[str] = set()
+    for template, item in request.app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, request.url.path):
+            methods |= {m.upper() for m in item}
+    return sorted(methods | {"OPTIONS"}) if methods else []
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     hint = None
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405 and (methods := allowed_methods(request)):
+        if request.method == "OPTIONS":  # what may I send here? answered, not refused
+            return Response(status_code=204, headers={"Allow": ", ".join(methods)})
+        headers = {**(headers or {}), "Allow": ", ".join(methods)}
     if exc.status_code == 404:
         detail = (
             f"No such endpoint or page: {detail}" if detail != "Not Found" else "No such endpoint or page."
@@ -153,9 +171,7 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     elif exc.status_code == 405:
         detail = "This method is not allowed on this endpoint."
         hint = "See /docs for the methods each endpoint accepts."
-    return error_response(
-        exc.status_code, detail, hint=hint, type_="HTTPError", headers=getattr(exc, "headers", None)
-    )
+    return error_response(exc.status_code, detail, hint=hint, type_="HTTPError", headers=headers)
 
 
 async def _data_error(_request: Request, exc: Exception) -> JSONResponse:
