@@ -82,9 +82,9 @@ def _loc(loc: Sequence[Any]) -> str:
 
 
 def is_secret_loc(loc: Sequence[Any]) -> bool:
-    from accelbench.api.redact import is_secret_key
+    from accelbench.redact import is_secret_name
 
-    return any(isinstance(p, str) and is_secret_key(p) for p in loc)
+    return any(isinstance(p, str) and is_secret_name(p) for p in loc)
 
 
 def describe_validation_errors(errors: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:

@@ -69,7 +69,7 @@ def uvicorn_log_config() -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config.setdefault("filters", {})["redact"] = {"()": "accelbench.api.redact.AccessLogRedactor"}
+    config.setdefault("filters", {})["redact"] = {"()": "accelbench.redact.RedactingFilter"}
     config["handlers"]["access"]["filters"] = ["redact"]
     config["handlers"]["default"]["filters"] = ["redact"]
     return config

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.deploy.base import Progress, Target
-from accelbench.deploy.local import redact_env
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec
 from accelbench.errors import AccelbenchError, EngineError
+from accelbench.redact import redact
 from accelbench.store.repo import Store
 
 
@@ -80,7 +80,7 @@ def record_environment(store: Store, run_id: str, target: Target, endpoint: Endp
     except Exception as exc:  # the environment is context, never a reason to fail the run
         env = {"error": f"{type(exc).__name__}: {exc}"}
     if d is not None:
-        env["engine_env"] = redact_env(d.env)
+        env["engine_env"] = redact(d.env)
         env["engine_startup_s"] = d.ready_s
         for key in ("engine_packages", "engine_build", "image"):
             if d.extra.get(key):

@@ -49,6 +49,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec
 from accelbench.errors import EngineError, GuardError
+from accelbench.redact import redact
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
 
@@ -59,14 +60,6 @@ _DROP_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
 _NOISE_PREFIXES = ("onednn_verbose",)
 
 FixCallback = Callable[[Diagnosis], bool]
-
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment as recorded with a run: values of secret-looking variables replaced by *** (the one
-    rule, ``accelbench/redact.py``)."""
-    from accelbench.redact import MASK, is_secret_name
-
-    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -272,7 +265,7 @@ class LocalProcessTarget(Target):
             served_model=params.served_model_name,
             base_url=base_url,
             command=argv,
-            env=redact_env(runtime_env),
+            env=redact(runtime_env),
             log_path=str(self.log_path),
             extra={
                 "engine_path": engine.path,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import DryRun, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
+from accelbench.redact import redact
 from accelbench.services.runs import load_model, preflight, tier_of
 
 log = logging.getLogger("accelbench.services")
@@ -19,7 +20,6 @@ log = logging.getLogger("accelbench.services")
 def dry_run(spec: RunSpec) -> DryRun:
     """What ``spec`` would deploy and measure (runtime, image, exact argv, environment with secrets masked,
     warnings, cells), after the same preflight a submitted run passes; nothing is stored or started."""
-    from accelbench.deploy.local import redact_env
     from accelbench.runtimes import get_runtime
 
     checked = preflight(spec)
@@ -31,7 +31,7 @@ def dry_run(spec: RunSpec) -> DryRun:
     env: dict[str, str] = {}
     image = None
     if params is not None:
-        env = redact_env(runtime.env(params))
+        env = redact(runtime.env(params))
         if spec.target.kind == "local":
             from accelbench.deploy.engines import find_engine
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from accelbench.api.redact import redact
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import RunInfo
 from accelbench.errors import AccelbenchError
+from accelbench.redact import redact
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.store import Store
 

@@ -7,8 +7,8 @@ import io
 import logging
 import logging.config
 
-from accelbench.api.redact import redact_url
 from accelbench.cli.serve import uvicorn_log_config
+from accelbench.redact import redact_url
 
 
 def test_secrets_in_a_url_are_masked_and_the_rest_kept() -> None:

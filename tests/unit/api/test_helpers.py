@@ -12,11 +12,11 @@ from pydantic import ValidationError
 
 from accelbench.api.auth import hash_api_key, key_prefix, new_api_key, verify_api_key
 from accelbench.api.errors import describe_validation_errors
-from accelbench.api.redact import MASK, redact
 from accelbench.api.responses import SafeJSONResponse, finite
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.redact import MASK, redact
 from accelbench.web.views import accelerator_label, instance_label, progress_text, to_json
 
 

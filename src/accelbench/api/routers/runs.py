@@ -21,12 +21,12 @@ from accelbench import services as service
 from accelbench.api.auth import Principal, require_read, require_write
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.api.redact import redact
 from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError
+from accelbench.redact import redact
 from accelbench.services.paths import confine_spec
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
