@@ -181,12 +181,11 @@ def test_a_server_that_dies_mid_bench_fails_the_run_as_the_sweep_does(tok_dir: P
     assert cell.status == CellStatus.partial and cell.completed >= 1 and cell.failed >= 1
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # SQLite's query_only pragma plays it
 def test_a_store_that_cannot_be_written_refuses_before_any_load(
     server: StreamServer, tok_dir: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With a read-only store, bench sent its whole load and then died with a raw traceback, printing nothing."""
-    if store.is_postgres:
-        pytest.skip("SQLite's query_only pragma plays the read-only store")
     from sqlalchemy import event
 
     from accelbench.store import db as store_db
