@@ -193,6 +193,11 @@ class Target(ABC):
         self.instance: InstanceType | None = None  # the catalog's instance type, for targets that hold one
         self.teardown_errors: list[str] = []  # what teardown could not remove (it never raises)
 
+    def _check_cancel(self) -> None:
+        """Raise ``DeployCancelled`` if the run was cancelled."""
+        if self.cancel.is_set():
+            raise DeployCancelled("The run was cancelled.")
+
     def _sleep(self, seconds: float) -> None:
         """Wait, or raise ``DeployCancelled`` as soon as the run is cancelled."""
         if self.cancel.wait(seconds):

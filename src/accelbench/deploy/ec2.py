@@ -27,7 +27,6 @@ import httpx
 
 from accelbench.deploy.base import (
     TARGETS,
-    DeployCancelled,
     DeployedEngine,
     Held,
     Progress,
@@ -253,8 +252,7 @@ class Ec2DeployTarget(Target):
         return [self.security_group_id]
 
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
-        if self.cancel.is_set():
-            raise DeployCancelled("The run was cancelled.")
+        self._check_cancel()
         runtime, params, image, env, warnings = self.plan(spec)
         inst = self.instance
         assert inst is not None
@@ -369,8 +367,7 @@ class Ec2DeployTarget(Target):
         self.progress.phase(f"Waiting for the engine on {self.instance_id} (up to {timeout / 60:.0f} min)")
         with httpx.Client(timeout=5.0) as client:
             while True:
-                if self.cancel.is_set():
-                    raise DeployCancelled("The run was cancelled.")
+                self._check_cancel()
                 state = self._describe()["State"]["Name"]
                 if state != "running":
                     raise EngineError(

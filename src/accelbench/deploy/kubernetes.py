@@ -28,7 +28,6 @@ from kubernetes.client.exceptions import ApiException
 
 from accelbench.deploy.base import (
     TARGETS,
-    DeployCancelled,
     DeployedEngine,
     Progress,
     Target,
@@ -147,10 +146,6 @@ class KubernetesDeployTarget(Target):
     @property
     def namespace(self) -> str:
         return self.config.namespace
-
-    def _check_cancel(self) -> None:
-        if self.cancel.is_set():
-            raise DeployCancelled("The run was cancelled.")
 
     # ---- render ---------------------------------------------------------------------------------------
     def render(self, spec: RunSpec) -> Bundle:
