@@ -6,7 +6,9 @@ or cli.
 """
 
 from accelbench.plan.breakdown import memory_breakdown
-from accelbench.plan.estimate import CalibrationSet, estimate, estimate_catalog, estimate_local, parse_slo
+from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.estimate import estimate, estimate_local, parse_slo
+from accelbench.plan.ranking import estimate_catalog
 from accelbench.plan.recommend import find_alternatives, recommend
 
 __all__ = [

@@ -26,8 +26,10 @@ from accelbench.domain.plan import CalibrationGroup, CalibrationReport, CellComp
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.plan.estimate import CalibrationSet, PerfModel, normalize_engine, predict_for
+from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import LOCAL_INSTANCE, default_factors, local_cpu_name, local_machine
+from accelbench.plan.perf_model import PerfModel, normalize_engine
 from accelbench.plan.recommend import accelerator_name, recommend
 
 if TYPE_CHECKING:

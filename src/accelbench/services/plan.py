@@ -69,7 +69,8 @@ def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | Est
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
     ranked catalog, with the store's calibrations, prices and benchmarked instances when there is a store."""
     from accelbench.plan.estimate import estimate as estimate_one
-    from accelbench.plan.estimate import estimate_catalog, is_local, parse_slo, store_context
+    from accelbench.plan.estimate import is_local, parse_slo
+    from accelbench.plan.ranking import estimate_catalog, store_context
 
     spec = load_model(query.model)
     calibrations = prices = benchmarked = None

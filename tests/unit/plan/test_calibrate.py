@@ -10,7 +10,7 @@ from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
 from accelbench.plan.calibrate import calibrate, calibration_dict, predicted_vs_measured
-from accelbench.plan.estimate import CalibrationSet
+from accelbench.plan.calibrations import CalibrationSet
 from accelbench.store.repo import Store
 from tests.support.plan_data import LOCAL_ENVIRONMENT, MEASURED_LOCAL_SWEEP, REFERENCE_SWEEP, add_sweep
 

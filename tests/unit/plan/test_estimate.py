@@ -14,7 +14,7 @@ from accelbench.domain.plan import SLO, EfficiencyFactors
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo
-from accelbench.plan.estimate import CalibrationSet
+from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.memory import native_format, weight_bytes
 from tests.support.plan_data import LOCAL_ENVIRONMENT
 

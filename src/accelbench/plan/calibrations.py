@@ -1,0 +1,82 @@
+"""The active calibrations the planner applies, by (accelerator, engine), and the factors an estimate uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.plan import (
+    CalibrationRef,
+    EfficiencyFactors,
+)
+from accelbench.plan.hardware import default_factors
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
+
+from accelbench.plan.perf_model import (
+    ENGINE_KIND,
+)
+
+
+# --------------------------------------------------------------------------------------------- calibrations
+@dataclass
+class CalibrationSet:
+    """Active calibrations by (accelerator, engine)."""
+
+    factors: dict[tuple[str, str], EfficiencyFactors]
+    refs: dict[tuple[str, str], CalibrationRef]
+
+    @classmethod
+    def empty(cls) -> CalibrationSet:
+        return cls({}, {})
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]]) -> CalibrationSet:
+        out = cls.empty()
+        for row in rows:
+            key = (str(row["accelerator"]), str(row["engine"]))
+            kind = ENGINE_KIND.get(key[1], "cpu" if key[0].startswith("local:") else "gpu")
+            base = default_factors(kind, key[1]).model_dump()
+            base.update({k: float(v) for k, v in (row.get("factors") or {}).items() if k in base})
+            try:
+                out.factors[key] = EfficiencyFactors(**base)
+            except ValueError:
+                continue  # a calibration from an older factor set: ignore rather than fail every estimate
+            before = (row.get("error_before") or {}).get("tpot_mape_pct")
+            after = (row.get("error_after") or {}).get("tpot_mape_pct")
+            created = row.get("created_at")
+            out.refs[key] = CalibrationRef(
+                id=int(row["id"]),
+                accelerator=key[0],
+                engine=key[1],
+                n_points=int(row.get("n_points") or 0),
+                created_at=_iso(created),
+                tpot_error_before_pct=before,
+                tpot_error_after_pct=after,
+            )
+        return out
+
+    @classmethod
+    def from_store(cls, store: Store) -> CalibrationSet:
+        """The store's active calibrations (the planner is handed a store; it never opens one)."""
+        return cls.from_rows(store.active_calibrations())
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    iso = getattr(value, "isoformat", None)
+    return str(iso()) if callable(iso) else str(value)
+
+
+def factors_for(
+    kind: AcceleratorType, accel: str, engine: str, calibrations: CalibrationSet | None
+) -> tuple[EfficiencyFactors, CalibrationRef | None]:
+    if calibrations is not None:
+        key = (accel, engine)
+        if key in calibrations.factors:
+            return calibrations.factors[key], calibrations.refs[key]
+    return default_factors(kind.value, engine), None

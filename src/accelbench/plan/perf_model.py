@@ -1,0 +1,360 @@
+"""Performance and cost estimates: TTFT, TPOT, E2E, tokens/s and dollars, for one instance or the catalog.
+
+The model (all quantities per tensor-parallel rank):
+- decode step = max(bytes read / achievable bandwidth, FLOPs / achievable compute) + TP all-reduces
+  + engine overhead (a fixed part per step and a part per sequence). Bytes read = the weights a step touches
+  (MoE: the dense part plus the experts the batch routes to, 1 - (1 - k/E)^B of them) + the KV cache of
+  every sequence in the batch;
+- prefill = max(FLOPs / achievable compute, weights / achievable bandwidth): memory-bound below the ridge
+  point (compute / bandwidth), compute-bound above; chunked in ``max_num_batched_tokens`` pieces;
+- continuous batching, closed loop (C users, each sending the next request when the last ends): the batch is
+  min(C, max_num_seqs, what the KV cache holds); TPOT grows with the batch's bytes and compute and with the
+  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for and, above the
+  batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
+  re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
+  ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
+- CPUs: bandwidth = min(sockets x socket peak, cores x per-core bandwidth); compute from the ISA's matrix
+  path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
+Efficiency factors come from ``plan/data/efficiency.yaml`` (cited) or from a calibration fitted to measured
+runs (``accelbench plan calibrate``); an estimate says which.
+
+TPOT is the *typical* (median) request's: ``prefill_interference`` is the share of the mean prefill stall a
+median request sees; E2E and throughput use the mean, which is what work conservation gives.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import (
+    EfficiencyFactors,
+    Recommendation,
+)
+from accelbench.plan.hardware import Hardware, efficiency_data
+from accelbench.plan.memory import (
+    WeightFormat,
+    kv_rank_ratio,
+    native_format,
+    online_format,
+    weight_bytes,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+DEFAULT_ENGINE = {
+    AcceleratorType.gpu: "vllm",
+    AcceleratorType.neuron: "vllm-neuron",
+    AcceleratorType.cpu: "vllm-cpu",
+}
+ENGINE_KIND = {"vllm": "gpu", "sglang": "gpu", "vllm-neuron": "neuron", "vllm-cpu": "cpu", "llamacpp": "cpu"}
+
+
+def engine_for(kind: AcceleratorType) -> str:
+    return DEFAULT_ENGINE[kind]
+
+
+def normalize_engine(engine: str | None, kind: AcceleratorType) -> str:
+    """The engine a prediction is for: the tier's default when unset, and vLLM on a CPU or Neuron instance
+    named by its flavour (a server reports itself as plain "vllm" whatever its build)."""
+    if not engine:
+        return DEFAULT_ENGINE[kind]
+    e = engine.strip().lower()
+    if e == "vllm" and kind != AcceleratorType.gpu:
+        return DEFAULT_ENGINE[kind]
+    return e
+
+
+def default_max_num_batched_tokens(hw: Hardware, tp: int) -> int:
+    """vLLM's defaults for the OpenAI server (engine/arg_utils.py): CPU 2048 x TP; GPUs 2048, or 8192 on
+    >= 70 GiB GPUs other than A100, 16384 on >= 160 GiB."""
+    if hw.kind == AcceleratorType.cpu:
+        return 2048 * tp
+    mem = hw.unit_memory_gib
+    if mem >= 160:
+        return 16384
+    if mem >= 70 and not hw.spec.name.upper().startswith("A100"):
+        return 8192
+    return 2048
+
+
+# --------------------------------------------------------------------------------------------- the model
+@dataclass
+class Prediction:
+    """Seconds, tokens/s; what ``PerfModel.predict`` returns (plain floats: calibration calls it a lot)."""
+
+    ttft: float
+    tpot: float
+    tpot_mean: float
+    e2e: float
+    rps: float
+    out_tps: float
+    total_tps: float
+    batch: int
+    decode_step: float
+    d_weights: float
+    d_kv: float
+    d_compute: float
+    d_allreduce: float
+    d_overhead: float
+    prefill: float
+    prefill_bound: str
+    interference: float
+    queue: float
+
+
+@dataclass
+class PerfModel:
+    """Everything about (model, hardware, format, TP) the predictions need, precomputed once."""
+
+    tp: int
+    bw_peak: float  # bytes/s per rank
+    flops_peak: float  # FLOP/s per rank at the format's math
+    link: float  # bytes/s between ranks
+    dense_read: float  # weight bytes every decode step reads, per rank (no routed experts)
+    expert_bytes: float  # routed-expert bytes, per rank
+    moe_e: int
+    moe_k: int
+    decode_flops_per_token: float  # per rank
+    prefill_flops_per_token: float  # per rank (no output head)
+    head_flops: float  # output head of one token, per rank
+    attn_coef: float  # FLOPs per (token x context position), per rank
+    kv_per_token: float  # bytes per context token, per rank (full-attention layers)
+    window: int | None
+    window_share: float  # share of layers that slide
+    allreduce_bytes_per_token: float
+    n_allreduce: int
+    min_allreduce_us: float  # PCIe-only GPUs: all-reduces cross the host, whatever the fitted latency
+    batch_limit: int  # max_num_seqs
+    kv_tokens: int  # tokens the KV cache holds (all sequences)
+    chunk: int  # max_num_batched_tokens
+
+    def _kv_bytes(self, ctx: float) -> float:
+        if self.window:
+            return self.kv_per_token * (
+                (1 - self.window_share) * ctx + self.window_share * min(ctx, self.window)
+            )
+        return self.kv_per_token * ctx
+
+    def _touched(self, tokens: float) -> float:
+        if not self.moe_e:
+            return 1.0
+        return 1.0 - (1.0 - self.moe_k / self.moe_e) ** max(tokens, 1.0)
+
+    def _allreduce(self, f: EfficiencyFactors, tokens: float) -> float:
+        if self.tp <= 1:
+            return 0.0
+        per = (
+            max(f.allreduce_latency_us, self.min_allreduce_us) * 1e-6
+            + 2 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token / self.link
+        )
+        return self.n_allreduce * per
+
+    def decode_step(
+        self, f: EfficiencyFactors, batch: int, ctx: float
+    ) -> tuple[float, float, float, float, float, float]:
+        bw = self.bw_peak * f.bandwidth_efficiency
+        fl = self.flops_peak * f.compute_efficiency
+        w = (self.dense_read + self.expert_bytes * self._touched(batch)) / bw
+        kv = batch * self._kv_bytes(ctx) / bw
+        comp = batch * (self.decode_flops_per_token + self.attn_coef * ctx) / fl
+        ar = self._allreduce(f, batch)
+        over = (f.step_overhead_ms + f.per_sequence_overhead_ms * batch) / 1000
+        return max(w + kv, comp) + ar + over, w, kv, comp, ar, over
+
+    def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
+        """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
+        ``max_num_batched_tokens``; each chunk reads the weights once and pays one step overhead."""
+        bw = self.bw_peak * f.bandwidth_efficiency
+        fl = self.flops_peak * f.compute_efficiency
+        tokens = length * sequences
+        flops = sequences * (
+            length * self.prefill_flops_per_token + self.head_flops + self.attn_coef * length * length / 2
+        )
+        comp = flops / fl
+        chunks = max(1, math.ceil(tokens / self.chunk))
+        per_chunk = min(tokens, self.chunk)
+        weights = (self.dense_read + self.expert_bytes * self._touched(per_chunk)) / bw
+        mem = chunks * weights + sequences * self._kv_bytes(length) / bw
+        t = max(comp, mem) + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
+        return t, ("compute" if comp >= mem else "memory")
+
+    def predict(
+        self,
+        f: EfficiencyFactors,
+        input_len: int,
+        output_len: int,
+        concurrency: int,
+        arrivals: str = "bursts",
+    ) -> Prediction:
+        """Closed loop of ``concurrency`` users. ``arrivals``:
+
+        - ``bursts`` (what ``accelbench sweep`` measures: every user re-sends at once with fixed lengths):
+          requests travel in waves. The engine starts the first arrival's prefill alone; the other B - 1
+          arrive during it and are prefilled together next, while the first one's decode waits. So B - 1 of
+          B requests see TTFT = own + the others' prefill and a pure-decode TPOT, and one sees a short TTFT
+          and a TPOT inflated by that stall (measured so on the local vLLM CPU sweep). Not modelled: when the
+          engine's first step already catches B - 1 arrivals, it prefills those together and the last one
+          after, so B - 1 requests see a TPOT inflated by one prefill. Which grouping the first wave gets is
+          a race, and the later waves keep it: the same 512 x 4 demo cell measured a TPOT p50 of 41 ms in
+          one run and 57 ms in another (ITL p50 34-36 ms in both);
+        - ``steady``: arrivals spread out (e.g. Poisson traffic at this concurrency): each request's decode
+          is stalled by the prefills of the others that land in it, of which a typical (median) request sees
+          the ``prefill_interference`` share.
+        Typical values are medians over the requests; throughput and E2E follow from the mean cycle.
+        """
+        per_seq_tokens = input_len + output_len
+        kv_cap = max(1, self.kv_tokens // max(per_seq_tokens, 1))
+        batch = max(1, min(concurrency, self.batch_limit, kv_cap))
+        ctx = input_len + output_len / 2
+        step, w, kv, comp, ar, over = self.decode_step(f, batch, ctx)
+        p, bound = self.prefill(f, input_len)
+        req = f.request_overhead_ms / 1000
+        decode_tokens = max(output_len - 1, 0)
+        extra = 0.0  # what the typical request's TPOT gets from other requests' prefills
+        if batch == 1:
+            ttft = req + p
+            tpot = tpot_mean = step
+            e2e_mean = ttft + decode_tokens * step
+        elif arrivals == "bursts":
+            p_rest, _ = self.prefill(f, input_len, batch - 1)
+            chunks = max(1, math.ceil((batch - 1) * input_len / self.chunk))
+            ttft_first = req + p
+            ttft_rest = req + p + p_rest
+            # the first request gets a token per chunk of the others' prefill; the rest of it is a stall
+            stall = max(p_rest - chunks * step, 0.0) / decode_tokens if decode_tokens else 0.0
+            if batch == 2:  # one of each: the median falls between them
+                ttft = (ttft_first + ttft_rest) / 2
+                extra = stall / 2
+            else:  # most requests are the ones prefilled together
+                ttft = ttft_rest
+            tpot = step + extra
+            tpot_mean = step + stall / batch
+            e2e_mean = ttft_rest + decode_tokens * step
+        else:
+            # Each of the batch - 1 other slots starts a new request once per E2E; the share of them that
+            # lands in this request's decode window is T_dec / E2E.
+            tpot_mean = step
+            e2e = req + p + decode_tokens * step
+            mean_extra = 0.0
+            if decode_tokens > 0:
+                for _ in range(8):
+                    window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
+                    mean_extra = (batch - 1) * p * window / decode_tokens
+                    tpot_mean = step + mean_extra
+                    e2e = req + p + decode_tokens * tpot_mean
+            # arriving mid-step, and finding another prefill running (mean residual: half of it)
+            wait = 0.5 * step + f.prefill_interference * (batch - 1) * p / max(e2e, 1e-9) * p / 2
+            ttft = req + p + wait
+            extra = f.prefill_interference * mean_extra
+            tpot = step + extra
+            e2e_mean = ttft + decode_tokens * tpot_mean
+        queue = 0.0
+        if concurrency > batch:
+            queue = (concurrency / batch - 1) * e2e_mean  # closed loop: wait for a free slot
+        ttft += queue
+        rps = concurrency / (e2e_mean + queue) if e2e_mean + queue > 0 else 0.0
+        return Prediction(
+            ttft=ttft,
+            tpot=tpot if decode_tokens > 0 else step,
+            tpot_mean=tpot_mean,
+            e2e=ttft + decode_tokens * tpot,
+            rps=rps,
+            out_tps=rps * output_len,
+            total_tps=rps * (input_len + output_len),
+            batch=batch,
+            decode_step=step,
+            d_weights=w,
+            d_kv=kv,
+            d_compute=comp,
+            d_allreduce=ar,
+            d_overhead=over,
+            prefill=p,
+            prefill_bound=bound,
+            interference=extra,
+            queue=queue,
+        )
+
+    @property
+    def ridge(self) -> float:
+        return self.flops_peak / self.bw_peak if self.bw_peak else 0.0
+
+
+def weight_format_from(rec: Recommendation, model: ModelSpec) -> WeightFormat:
+    s = rec.settings
+    if s is None:
+        return native_format(model)
+    if s.quantization in ("fp8", "int8", "int4"):
+        return online_format(s.quantization)
+    return native_format(model, "fp16" if s.weight_format == "fp16" else None)
+
+
+def build_perf_model(
+    model: ModelSpec,
+    hw: Hardware,
+    fmt: WeightFormat,
+    *,
+    tp: int,
+    kv_bytes: float,
+    batch_limit: int,
+    kv_tokens: int,
+    chunk: int,
+) -> PerfModel:
+    p = model.parameters
+    wb = weight_bytes(model, fmt)
+    linear_total = max(p.decoder_linear, 1)
+    expert = wb.linear * p.routed_experts / linear_total if p.routed_experts else 0.0
+    embed_bytes = 0.0
+    if not model.tie_word_embeddings:
+        # A decode step reads one row of the input table, not the table.
+        per = (wb.other / max(p.total - p.decoder_linear, 1)) if p.total > p.decoder_linear else 2.0
+        embed_bytes = p.embedding * per
+    dense = max(wb.total - expert - embed_bytes, 0.0)
+    if hw.kind == AcceleratorType.cpu:
+        bw = hw.unit_bandwidth_gbps * 1e9 / tp
+        flops = hw.tflops_for(fmt.math) * 1e12 / tp
+    else:
+        bw = hw.unit_bandwidth_gbps * 1e9
+        flops = hw.tflops_for(fmt.math) * 1e12
+    head_params = p.lm_head if p.lm_head else (p.embedding if model.tie_word_embeddings else 0)
+    active_mm = p.active_matmul
+    if model.mla is not None:
+        m = model.mla
+        attn_dim = model.num_attention_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    else:
+        attn_dim = 2 * model.num_attention_heads * model.head_dim
+    attn_coef = 2.0 * attn_dim * model.num_layers / tp
+    ratio = kv_rank_ratio(model, tp)
+    window_share = model.sliding_window_layers / model.num_layers if model.sliding_window else 0.0
+    return PerfModel(
+        tp=tp,
+        bw_peak=bw,
+        flops_peak=flops,
+        link=hw.link_gbps * 1e9,
+        dense_read=dense / tp,
+        expert_bytes=expert / tp,
+        moe_e=model.moe.num_experts if model.moe else 0,
+        moe_k=model.moe.experts_per_token if model.moe else 0,
+        decode_flops_per_token=2.0 * active_mm / tp,
+        prefill_flops_per_token=2.0 * max(active_mm - head_params, 0) / tp,
+        head_flops=2.0 * head_params / tp,
+        attn_coef=attn_coef,
+        kv_per_token=model.kv_bytes_per_token(kv_bytes) * ratio,
+        window=model.sliding_window,
+        window_share=window_share,
+        allreduce_bytes_per_token=model.hidden_size * 2.0,
+        n_allreduce=2 * model.num_layers,
+        min_allreduce_us=(
+            float(efficiency_data()["pcie_allreduce_latency_us"]["value"])
+            if hw.kind == AcceleratorType.gpu and not hw.nvlink
+            else 0.0
+        ),
+        batch_limit=max(1, batch_limit),
+        kv_tokens=max(1, kv_tokens),
+        chunk=max(1, chunk),
+    )

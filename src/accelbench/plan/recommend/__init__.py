@@ -1,0 +1,260 @@
+"""Recommendations: does a model fit an instance, with which engine settings, and why (GPU, Neuron, CPU).
+
+``recommend(model, instance)`` answers with a ``Recommendation``: ``fits``, the settings a deployment uses,
+the memory budget, every decision in plain words (``reasons``), ``warnings``, and for a refusal its cause and
+a way forward (quantization, a larger instance found in the catalog).
+
+Rules follow the seed platform (SEED-SYSTEM-FACTS, Recommender); where we differ, the comment says why:
+- GPU: TP is the smallest power of two >= ceil(weights / usable) that divides the attention and KV heads and
+  leaves room for at least the requested (or 512-token) context; quantization fallback fp8 (GPUs with FP8)
+  then int8 then int4, pre-quantized checkpoints keep their method; then the cheapest larger instance.
+- Neuron: per-NeuronCore memory x 0.85, power-of-two TP dividing the heads (>= 2 when kv_heads > 1), BF16
+  only, supported architectures, host RAM minimum.
+- CPU: host RAM is the serving memory; the KV-cache space is the exact VLLM_CPU_KVCACHE_SPACE; TP = NUMA
+  nodes; BF16; dense unquantized > 13e9 parameters refused with W8A8 / W4A8 alternatives; every answer
+  carries a memory-bandwidth advisory.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import Alternative, EfficiencyFactors, Recommendation, RefusalCode
+from accelbench.domain.quant import parse_quantization as normalize_quantization
+from accelbench.errors import UserInputError
+from accelbench.plan.hardware import hardware_for
+from accelbench.plan.recommend.common import Ctx, accelerator_name, refuse
+from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
+from accelbench.plan.recommend.gpu import recommend_gpu
+from accelbench.plan.recommend.neuron import recommend_neuron
+
+if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
+
+
+# --------------------------------------------------------------------------------------------- public
+def resolve_instance(
+    instance: InstanceType | str, catalog: Catalog | None = None
+) -> tuple[InstanceType, Catalog]:
+    """An instance row from a name (catalog lookup with did-you-mean) or the row itself, and the catalog."""
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    if isinstance(instance, str):
+        return catalog.instance(instance), catalog
+    return instance, catalog
+
+
+def recommend(
+    model: ModelSpec,
+    instance: InstanceType | str,
+    *,
+    quantization: str | None = None,
+    max_model_len: int | None = None,
+    kv_cache_dtype: str | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    spec: AcceleratorSpec | None = None,
+    catalog: Catalog | None = None,
+    suggest_alternatives: bool = True,
+    factors: EfficiencyFactors | None = None,
+) -> Recommendation:
+    """Whether ``model`` fits ``instance`` and with which settings.
+
+    ``quantization``: None/"auto" tries the fallback chain (GPU); "none" keeps the checkpoint's format;
+    "fp8"/"int8"/"int4" asks for one. ``max_model_len`` asks for a context length (refused if it cannot
+    fit). ``kv_cache_dtype``: "auto" or "fp8" (GPU). ``input_len``/``output_len`` size the batch (default:
+    the seed's lengths for the max length). ``spec`` defaults to the catalog's spec of the instance's
+    accelerator. ``suggest_alternatives`` searches the catalog for instances that fit when this one does not.
+    ``factors`` are the efficiency factors of the CPU bandwidth advisory (default: the cited ones).
+    """
+    if max_model_len is not None and max_model_len < 16:
+        raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
+    q = normalize_quantization(quantization)
+    cat = catalog
+    if isinstance(instance, str):
+        from accelbench.plan.hardware import LOCAL_INSTANCE, local_machine
+
+        if instance.strip().lower() == LOCAL_INSTANCE:
+            instance, spec = local_machine()
+        else:
+            instance, cat = resolve_instance(instance, cat)
+    if spec is None:
+        if cat is None:
+            from accelbench.catalog import get_catalog
+
+            cat = get_catalog()
+        spec = cat.accelerator(instance.accelerator_name)
+    ctx = Ctx(
+        model=model,
+        instance=instance,
+        spec=spec,
+        hw=hardware_for(instance, spec),
+        quantization=q,
+        max_model_len=max_model_len,
+        kv_cache_dtype=(kv_cache_dtype or None),
+        input_len=input_len,
+        output_len=output_len,
+        factors=factors,
+    )
+    if not model.is_generative:
+        rec = refuse(
+            ctx,
+            RefusalCode.non_generative,
+            f"{model.name} is not a text-generation model: {model.task_reason or model.task.value}. "
+            "accelbench plans LLM serving (token generation).",
+            [
+                "Serve embedding or classification models with an engine's pooling mode "
+                "(e.g. vLLM --task embed / classify); accelbench does not size those.",
+                "Pick a generative model (a ...ForCausalLM checkpoint or a preset: `accelbench model presets`).",
+            ],
+        )
+        return rec
+    longest = (input_len or 0) + (output_len or 0)
+    if longest > model.max_position_embeddings:
+        return refuse(
+            ctx,
+            RefusalCode.context_does_not_fit,
+            f"A request of {input_len or 0:,} input"
+            + (f" + {output_len:,} output" if output_len else "")
+            + " tokens is longer than "
+            f"{model.name}'s context of {model.max_position_embeddings:,} tokens: no instance can serve it.",
+            [
+                f"Keep input + output within {model.max_position_embeddings:,} tokens (for example input "
+                f"{max(model.max_position_embeddings - (output_len or 0), 1):,} with this output).",
+                "Or pick a model with a longer context.",
+            ],
+        )
+    kind = instance.accelerator_type
+    if kind == AcceleratorType.gpu:
+        rec = recommend_gpu(ctx)
+    elif kind == AcceleratorType.neuron:
+        rec = recommend_neuron(ctx)
+    else:
+        rec = recommend_cpu(ctx)
+    if not rec.fits and suggest_alternatives and rec.refusal is not None:
+        rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
+    return rec
+
+
+# --------------------------------------------------------------------------------------------- alternatives
+def find_alternatives(
+    model: ModelSpec,
+    *,
+    exclude: str | None = None,
+    kind: AcceleratorType | None = None,
+    quantization: str | None = None,
+    max_model_len: int | None = None,
+    catalog: Catalog | None = None,
+    limit: int = 4,
+) -> list[Alternative]:
+    """Cheapest catalog instances that fit: the cheapest native and quantized ones of ``kind`` first, then the
+    cheapest native one of every other kind."""
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    fitting: list[tuple[float, Alternative]] = []
+    for inst in catalog.instances:
+        if inst.name == exclude:
+            continue
+        try:
+            r = recommend(
+                model,
+                inst,
+                quantization=quantization,
+                max_model_len=max_model_len,
+                catalog=catalog,
+                suggest_alternatives=False,
+            )
+        except UserInputError:
+            continue
+        if not r.fits or r.settings is None:
+            continue
+        price = inst.on_demand_usd
+        alt = Alternative(
+            instance=inst.name,
+            accelerator_type=inst.accelerator_type,
+            accelerator_name=accelerator_name(inst),
+            quantization=r.settings.quantization,
+            tensor_parallel_size=r.settings.tensor_parallel_size,
+            max_model_len=r.settings.max_model_len,
+            hourly_usd=price,
+            reason=(
+                f"fits with {r.settings.weight_format} on {r.settings.tensor_parallel_size} unit(s), "
+                f"{r.settings.max_model_len:,}-token context"
+                + (f", ${price:.2f}/h" if price is not None else ", price unknown")
+            ),
+        )
+        fitting.append((price if price is not None else math.inf, alt))
+    fitting.sort(key=lambda x: x[0])
+    picked: list[Alternative] = []
+
+    def take(pred: Callable[[Alternative], bool]) -> None:
+        for _, alt in fitting:
+            if pred(alt) and alt not in picked:
+                picked.append(alt)
+                return
+
+    if kind is not None:
+        take(lambda a: a.accelerator_type == kind and a.quantization is None)
+        take(lambda a: a.accelerator_type == kind and a.quantization is not None)
+    for other in AcceleratorType:
+        if other != kind:
+            take(functools.partial(_native_of, other))
+    return picked[:limit]
+
+
+def _native_of(kind: AcceleratorType, alt: Alternative) -> bool:
+    return alt.accelerator_type == kind and alt.quantization is None
+
+
+def with_alternatives(
+    rec: Recommendation,
+    model: ModelSpec,
+    instance: InstanceType,
+    quantization: str | None,
+    max_model_len: int | None,
+    catalog: Catalog | None,
+) -> Recommendation:
+    if rec.refusal is None or rec.refusal.code in (RefusalCode.non_generative,):
+        return rec
+    # A refusal for size or format on this tier is answered by the fallback chain on other instances;
+    # otherwise the alternatives honour what was asked (a fixed quantization stays fixed).
+    q: str | None = quantization
+    if rec.refusal.code in (RefusalCode.dense_too_large_for_cpu, RefusalCode.unsupported_quantization):
+        q = None
+    alts = find_alternatives(
+        model,
+        exclude=instance.name,
+        kind=instance.accelerator_type,
+        quantization="none" if q == "native" else q,
+        max_model_len=max_model_len,
+        catalog=catalog,
+    )
+    way = list(rec.refusal.way_forward)
+    if alts:
+        way.append(
+            "Cheapest instances that fit: " + "; ".join(f"{a.instance} ({a.reason})" for a in alts) + "."
+        )
+    else:
+        way.append("No instance in the catalog fits this model as asked.")
+    return rec.model_copy(
+        update={"alternatives": alts, "refusal": rec.refusal.model_copy(update={"way_forward": way})}
+    )
+
+
+__all__ = [
+    "CPU_QUANT",
+    "accelerator_name",
+    "bandwidth_advisory",
+    "find_alternatives",
+    "recommend",
+    "resolve_instance",
+]

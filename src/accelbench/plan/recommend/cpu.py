@@ -1,0 +1,325 @@
+"""CPU recommendations: host RAM as serving memory, VLLM_CPU_KVCACHE_SPACE, TP over NUMA nodes, the dense-model ceiling and the memory-bandwidth advisory."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import (
+    Attempt,
+    BandwidthAdvisory,
+    EfficiencyFactors,
+    MemoryBudget,
+    Recommendation,
+    RefusalCode,
+    ServingSettings,
+)
+from accelbench.plan.hardware import Hardware, default_factors
+from accelbench.plan.memory import (
+    GIB,
+    host_allocatable_share,
+    max_seq_tokens,
+    native_format,
+    online_format,
+    overhead_bytes,
+    seed_cpu_kv_space_gib,
+    weight_bytes,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from accelbench.plan.recommend.common import (
+    CPU_KV_MIN,
+    CPU_MAX_NUM_SEQS,
+    Ctx,
+    Fit,
+    base_fields,
+    context_and_batch,
+    fmt_gib,
+    gib,
+    matches_checkpoint,
+    params_b,
+    refuse,
+    verdict_for,
+)
+
+# --------------------------------------------------------------------------------------------- CPU
+CPU_QUANT = {"int8": "W8A8", "int4": "W4A8"}
+
+
+def bandwidth_advisory(
+    model: ModelSpec,
+    hw: Hardware,
+    weights: float,
+    kv_tokens: int,
+    factors: EfficiencyFactors,
+) -> BandwidthAdvisory:
+    """Bytes one decode step reads at batch 1 over what the CPU can stream: a floor under TPOT."""
+    active_share = model.parameters.active / model.parameters.total if model.parameters.total else 1.0
+    per_step = weights * active_share + model.kv_bytes_for_tokens(kv_tokens, 2)
+    achievable = factors.bandwidth_efficiency * min(hw.socket_bandwidth_gbps, hw.cores_bandwidth_gbps)
+    floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
+    limited = "cores" if hw.cores_bandwidth_gbps < hw.socket_bandwidth_gbps else "socket"
+    why = (
+        f"its {hw.physical_cores} cores pull about {hw.cores_bandwidth_gbps:,.0f} GB/s, less than the "
+        f"{hw.sockets} socket(s)' {hw.socket_bandwidth_gbps:,.0f} GB/s"
+        if limited == "cores"
+        else f"the {hw.sockets} socket(s) peak at {hw.socket_bandwidth_gbps:,.0f} GB/s, less than its "
+        f"{hw.physical_cores} cores could pull ({hw.cores_bandwidth_gbps:,.0f} GB/s)"
+    )
+    message = (
+        f"Decode on a CPU is memory-bandwidth-bound: every output token reads {per_step / 1e9:.2f} GB "
+        f"({'active ' if model.is_moe else ''}weights + one KV cache of {kv_tokens:,} tokens). "
+        f"This instance reaches about {achievable:,.0f} GB/s ({factors.bandwidth_efficiency:.0%} of "
+        f"{min(hw.socket_bandwidth_gbps, hw.cores_bandwidth_gbps):,.0f} GB/s: {why}), so TPOT cannot go "
+        f"below {floor_ms:.1f} ms (at most {1000 / floor_ms:.1f} tokens/s per sequence)."
+    )
+    return BandwidthAdvisory(
+        bytes_per_token=int(per_step),
+        socket_bandwidth_gbps=round(hw.socket_bandwidth_gbps, 1),
+        cores_bandwidth_gbps=round(hw.cores_bandwidth_gbps, 1),
+        achievable_bandwidth_gbps=round(achievable, 1),
+        limited_by=limited,
+        tpot_floor_ms=round(floor_ms, 3),
+        tokens_per_s_ceiling=round(1000 / floor_ms, 2),
+        message=message,
+    )
+
+
+def recommend_cpu(ctx: Ctx) -> Recommendation:
+    model, hw, inst = ctx.model, ctx.hw, ctx.instance
+    factors = ctx.factors or default_factors("cpu", "vllm-cpu")
+    host = inst.memory_gib
+    share = host_allocatable_share(host)
+    allocatable = host * share * GIB
+    overhead = overhead_bytes(model)
+    q, pre = ctx.quantization, model.quantization
+    ctx.reasons.append(
+        f"CPU instance: host RAM is the serving memory. Allocatable: {host:g} GiB x {share} = "
+        f"{host * share:.2f} GiB (0.92 of hosts >= 64 GiB, else 0.85)."
+    )
+    if ctx.kv_cache_dtype and ctx.kv_cache_dtype != "auto":
+        ctx.warnings.append("kv_cache_dtype is GPU-only and is not set on CPU (the KV cache is BF16).")
+    # ---- weight format
+    if pre is not None:
+        method = pre.method
+        if method == "compressed-tensors" and not pre.scheme.startswith("FP"):
+            fmt = native_format(model)
+            ctx.reasons.append(f"Pre-quantized {pre.scheme} checkpoint: compressed-tensors has CPU kernels.")
+        elif method in ("awq", "gptq") and inst.arch == "x86_64":
+            fmt = native_format(model)
+            ctx.warnings.append(
+                f"{pre.scheme} on CPU runs on x86 weight-only kernels that are slower than W8A8; a "
+                "compressed-tensors W8A8 checkpoint is the better CPU format."
+            )
+        else:
+            return refuse(
+                ctx,
+                RefusalCode.unsupported_quantization,
+                f"vLLM on CPU has no kernels for this checkpoint's quantization ({pre.scheme}"
+                + (f" on {inst.arch}" if method in ("awq", "gptq") else "")
+                + ").",
+                [
+                    f"Use the BF16 checkpoint of {model.name}, or a compressed-tensors W8A8 / W4A8 one.",
+                    "GGUF files serve on CPUs with the llamacpp runtime."
+                    if method == "gguf"
+                    else "Or choose a GPU instance.",
+                ],
+            )
+        if q not in (None, "native") and not matches_checkpoint(pre, q):
+            return refuse(
+                ctx,
+                RefusalCode.unsupported_quantization,
+                f"Quantization {q} was asked for, but the checkpoint is already {pre.scheme}.",
+                ["Leave quantization unset to serve the checkpoint as it is."],
+            )
+    elif q == "fp8":
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            "FP8 weights have no CPU kernels in vLLM.",
+            [
+                "Use int8 (a compressed-tensors W8A8 checkpoint) or int4 (W4A8) on CPU.",
+                "Or choose a GPU with FP8 (L4, L40S, H100, H200, B200).",
+            ],
+        )
+    elif q in ("int8", "int4"):
+        fmt = online_format(q)
+        ctx.reasons.append(
+            f"{q} on CPU means a compressed-tensors {CPU_QUANT[q]} checkpoint (vLLM has CPU kernels for it); "
+            f"the runtime passes --quantization compressed-tensors."
+        )
+        ctx.warnings.append(
+            f"Serve a {CPU_QUANT[q]} compressed-tensors checkpoint of {model.name}; vLLM on CPU does not "
+            "quantize BF16 weights at load time."
+        )
+    elif q in ("awq", "gptq", "compressed-tensors"):
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Quantization {q} needs a checkpoint quantized with it; {model.name} is not.",
+            ["Use such a checkpoint, or ask for int8 / int4 (compressed-tensors W8A8 / W4A8)."],
+        )
+    else:
+        fmt = native_format(model)
+        if q == "fp16":
+            ctx.warnings.append("FP16 is unstable on CPU; the weights are served in BF16.")
+            fmt = native_format(model)
+    wb = weight_bytes(model, fmt)
+    ctx.reasons.insert(
+        0,
+        f"Weights: {fmt_gib(wb.total)} in {fmt.label} ({params_b(model.parameters.total)} parameters"
+        + (f", {params_b(model.parameters.active)} active per token" if model.is_moe else "")
+        + ").",
+    )
+    ctx.reasons.append("dtype bfloat16: the CPU kernels are BF16 ones (FP16 is unstable on CPU).")
+    # ---- the dense-model ceiling: speed, not memory
+    size_params = model.parameters.active if model.is_moe else model.parameters.total
+    if not fmt.quantized and size_params > CPU_DENSE_CEILING:
+        adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
+        alts = []
+        for qq in ("int8", "int4"):
+            b = weight_bytes(model, online_format(qq)).total
+            fits_mem = b + overhead + CPU_KV_MIN * GIB <= allocatable
+            alts.append(
+                f"Serve a compressed-tensors {CPU_QUANT[qq]} checkpoint (quantization {qq}): weights "
+                f"{fmt_gib(b)}, {'fits' if fits_mem else 'does not fit'} this instance's memory."
+            )
+        alts.append("Or choose a GPU instance (candidates below).")
+        what = "active parameters per token" if model.is_moe else "parameters"
+        return refuse(
+            ctx,
+            RefusalCode.dense_too_large_for_cpu,
+            f"{model.name} has {params_b(size_params)} {what} unquantized: above 13 B, CPU decode reads "
+            f"{wb.total * (size_params / model.parameters.total) / 1e9:.0f} GB per token and is too slow to "
+            f"serve ({adv.tpot_floor_ms:.0f} ms per token at best here).",
+            alts,
+            bandwidth=adv,
+        )
+    if not fmt.quantized and size_params >= CPU_DENSE_WARN:
+        ctx.warnings.append(
+            f"{params_b(size_params)} parameters unquantized is heavy for a CPU: expect low tokens/s per "
+            "request; a W8A8 (int8) checkpoint halves the bytes read per token."
+        )
+    # ---- tensor parallel = NUMA nodes
+    tp = max(1, inst.numa_nodes)
+    if tp > 1 and (model.num_attention_heads % tp or (model.mla is None and model.num_kv_heads % tp)):
+        ctx.warnings.append(
+            f"{model.num_attention_heads} attention / {model.num_kv_heads} KV heads do not split over "
+            f"{tp} NUMA nodes: serving on one node (TP 1); the other socket's bandwidth stays unused."
+        )
+        tp = 1
+    ctx.reasons.append(
+        f"Tensor parallel {tp} = NUMA nodes ({inst.numa_nodes}): one rank per socket keeps its weights in local "
+        "memory; threads inside a node come from OpenMP (VLLM_CPU_OMP_THREADS_BIND=auto)."
+    )
+    # ---- KV-cache space (exact VLLM_CPU_KVCACHE_SPACE)
+    seed_kv = seed_cpu_kv_space_gib(host)
+    left = allocatable - wb.total - overhead * tp
+    # vLLM's CPU worker reserves VLLM_CPU_KVCACHE_SPACE per tensor-parallel rank (per NUMA node), so with
+    # TP > 1 the host holds TP times that value.
+    left_per_rank_gib = int(left / GIB / tp) if left > 0 else 0
+    kv_space = min(seed_kv, left_per_rank_gib)
+    adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
+    if kv_space < 1:
+        return refuse(
+            ctx,
+            RefusalCode.does_not_fit,
+            f"{model.name} does not fit {inst.name}: weights {fmt_gib(wb.total)} + overhead "
+            f"{fmt_gib(overhead * tp)} "
+            + (
+                f"leave {left / GIB:.2f} GiB of the {host * share:.2f} GiB allocatable, less than the 1 GiB "
+                "minimum KV cache per rank."
+                if left > 0
+                else f"exceed the {host * share:.2f} GiB allocatable by {-left / GIB:.2f} GiB."
+            ),
+            [
+                "Choose a CPU instance with more memory (candidates below).",
+                "Or serve a compressed-tensors W8A8 (int8) / W4A8 (int4) checkpoint.",
+            ],
+            bandwidth=adv,
+        )
+    ctx.reasons.append(
+        f"KV-cache space {kv_space} GiB (VLLM_CPU_KVCACHE_SPACE, per rank): clamp(int({host:g} x {share} x "
+        f"0.35), 4, 128) = {seed_kv} GiB"
+        + (
+            f", lowered to the {left_per_rank_gib} GiB the weights and overhead leave"
+            if kv_space < seed_kv
+            else ""
+        )
+        + "."
+    )
+    if kv_space < seed_kv:
+        ctx.warnings.append(
+            f"Only {kv_space} GiB is left for the KV cache after the weights (the rule gives {seed_kv}); "
+            "long contexts and high concurrency will be limited."
+        )
+    kv_bytes_budget = kv_space * GIB
+    fit = Fit(tp, wb.total, overhead, kv_bytes_budget, max_seq_tokens(model, kv_bytes_budget, tp, 2.0))
+    if ctx.max_model_len and fit.max_tokens < ctx.max_model_len:
+        return refuse(
+            ctx,
+            RefusalCode.context_does_not_fit,
+            f"A {ctx.max_model_len:,}-token context needs {fmt_gib(model.kv_bytes_for_tokens(ctx.max_model_len))} "
+            f"of KV cache; {kv_space} GiB holds {fit.max_tokens:,} tokens.",
+            ["Ask for a shorter max_model_len, or choose a CPU instance with more memory."],
+            bandwidth=adv,
+        )
+    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
+    # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
+    ctx.reasons += more
+    adv = bandwidth_advisory(model, hw, wb.total, in_len + out_len, factors)
+    ctx.warnings.append(adv.message)
+    used = wb.total + overhead * tp + kv_bytes_budget * tp
+    memory = MemoryBudget(
+        unit="host",
+        units=1,
+        unit_memory_gib=host,
+        utilization=share,
+        usable_gib=round(host * share, 2),
+        weights_gib=gib(wb.total),
+        overhead_gib=gib(overhead * tp),
+        kv_cache_gib=float(kv_space * tp),
+        free_gib=gib(allocatable - used),
+        kv_bytes_per_token=model.kv_bytes_per_token(2),
+        kv_cache_tokens=fit.max_tokens,
+        host_memory_gib=host,
+        host_allocatable_gib=round(host * share, 2),
+        host_peak_gib=gib(used),
+    )
+    settings = ServingSettings(
+        engine="vllm-cpu",
+        tensor_parallel_size=tp,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        dtype="bfloat16",
+        quantization=fmt.online,
+        checkpoint_quantization=fmt.checkpoint_method,
+        weight_format=fmt.name,
+        weight_bits=fmt.bits,
+        kv_cache_space_gib=kv_space,
+        omp_threads_bind="auto",
+        concurrency_at_max_len=c_max,
+        default_input_len=in_len,
+        default_output_len=out_len,
+    )
+    return Recommendation(
+        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, max_len)),
+        settings=settings,
+        memory=memory,
+        bandwidth=adv,
+        reasons=ctx.reasons,
+        warnings=ctx.warnings,
+        attempts=[
+            Attempt(
+                weight_format=fmt.name,
+                fits=True,
+                tensor_parallel_size=tp,
+                max_model_len=max_len,
+                reason="host RAM",
+            )
+        ],
+    )

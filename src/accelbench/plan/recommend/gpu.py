@@ -1,0 +1,240 @@
+"""GPU recommendations: usable memory per GPU, the KV-cache dtype, the tensor-parallel degree and the quantization fallback chain."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import (
+    Attempt,
+    MemoryBudget,
+    Recommendation,
+    RefusalCode,
+    ServingSettings,
+)
+from accelbench.errors import UserInputError
+from accelbench.plan.memory import (
+    GIB,
+    GPU_MEMORY_UTILIZATION,
+    MIN_CONTEXT,
+    WeightFormat,
+    host_allocatable_share,
+    host_load_peak_bytes,
+    max_seq_tokens,
+    native_format,
+    overhead_bytes,
+    weight_bytes,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from accelbench.plan.recommend.common import (
+    GPU_MAX_NUM_SEQS,
+    USEFUL_CONTEXT,
+    USEFUL_SEQS,
+    Ctx,
+    Fit,
+    base_fields,
+    context_and_batch,
+    fit_units,
+    fmt_gib,
+    formats_to_try,
+    gib,
+    params_b,
+    pow2_upto,
+    refuse,
+    verdict_for,
+)
+
+
+# --------------------------------------------------------------------------------------------- GPU
+def valid_gpu_tps(model: ModelSpec, units: int) -> list[int]:
+    return [
+        t
+        for t in pow2_upto(units)
+        if model.num_attention_heads % t == 0 and (model.mla is not None or model.num_kv_heads % t == 0)
+    ]
+
+
+def recommend_gpu(ctx: Ctx) -> Recommendation:
+    model, hw, spec = ctx.model, ctx.hw, ctx.spec
+    usable = hw.unit_memory_gib * GIB * GPU_MEMORY_UTILIZATION
+    overhead = overhead_bytes(model)
+    fp8_ok = spec.fp8_tflops is not None
+    kv_dtype = ctx.kv_cache_dtype or ("fp8" if spec.supports_fp8_kv else "auto")
+    if kv_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
+        raise UserInputError(f"Unknown kv_cache_dtype {kv_dtype!r}; use auto or fp8.")
+    if kv_dtype.startswith("fp8") and not spec.supports_fp8_kv:
+        ctx.warnings.append(
+            f"{spec.name} has no FP8 hardware: an FP8 KV cache is stored in FP8 but computed in 16 bits "
+            "(slower attention); use kv_cache_dtype auto unless memory is the limit."
+        )
+    kv_bytes = 1.0 if kv_dtype.startswith("fp8") else 2.0
+    kv_label = "FP8" if kv_bytes == 1 else "16-bit"
+    ctx.reasons.append(
+        f"Usable memory per GPU: {hw.unit_memory_gib:g} GiB x {GPU_MEMORY_UTILIZATION} "
+        f"(gpu_memory_utilization) = {fmt_gib(usable)}; overhead {fmt_gib(overhead)} per GPU "
+        "(activations, CUDA graphs, runtime)."
+    )
+    ctx.reasons.append(
+        f"KV cache in {kv_label} ({'default on ' + spec.name + ', which has FP8 hardware' if ctx.kv_cache_dtype is None and kv_bytes == 1 else kv_dtype}): "
+        f"{model.kv_bytes_per_token(kv_bytes):,} bytes per token "
+        f"({model.attention_kind.value.upper()}, {model.num_layers} layers"
+        + (
+            f", {model.sliding_window_layers} of them sliding over {model.sliding_window:,} tokens"
+            if model.sliding_window
+            else ""
+        )
+        + ")."
+    )
+    valid = valid_gpu_tps(model, hw.units)
+    if not valid:
+        return refuse(
+            ctx,
+            RefusalCode.no_valid_tensor_parallel,
+            f"No tensor-parallel degree up to {hw.units} divides {model.num_attention_heads} attention and "
+            f"{model.num_kv_heads} KV heads.",
+            ["Choose an instance with a GPU count that divides the heads."],
+        )
+    formats = formats_to_try(ctx, allow_fallback=ctx.quantization is None, fp8_ok=fp8_ok)
+    if isinstance(formats, Recommendation):
+        return formats
+    need = ctx.max_model_len or MIN_CONTEXT
+    need = min(need, model.max_position_embeddings) if ctx.max_model_len is None else need
+    chosen: tuple[WeightFormat, Fit] | None = None
+    for fmt in formats:
+        fit, why = fit_units(ctx, fmt, usable, overhead, valid, kv_bytes, need, "GPU")
+        wb_total = weight_bytes(model, fmt).total
+        if fit is None:
+            ctx.attempts.append(Attempt(weight_format=fmt.name, fits=False, reason=why))
+            continue
+        ctx.attempts.append(
+            Attempt(
+                weight_format=fmt.name,
+                fits=True,
+                tensor_parallel_size=fit.tp,
+                max_model_len=min(fit.max_tokens, model.max_position_embeddings),
+                reason=f"{fmt_gib(wb_total)} of weights over {fit.tp} GPU(s)",
+            )
+        )
+        chosen = (fmt, fit)
+        break
+    if chosen is None:
+        native_fit = ctx.attempts[0].reason if ctx.attempts else ""
+        code = RefusalCode.does_not_fit
+        if ctx.max_model_len is not None:
+            code = RefusalCode.context_does_not_fit
+        tried = ", ".join(a.weight_format for a in ctx.attempts)
+        return refuse(
+            ctx,
+            code,
+            f"{model.name} does not fit {ctx.instance.name} ({hw.units} x {spec.name}, {hw.unit_memory_gib:g} GiB each)"
+            + (f" with a {need:,}-token context" if ctx.max_model_len else "")
+            + f" in any of: {tried}. {native_fit}.",
+            gpu_way_forward(ctx, fp8_ok),
+        )
+    fmt, fit = chosen
+    wb = weight_bytes(model, fmt)
+    ctx.reasons.insert(
+        0,
+        f"Weights: {fmt_gib(wb.total)} in {fmt.label} ({params_b(model.parameters.total)} parameters"
+        + (f", {params_b(model.parameters.active)} active per token" if model.is_moe else "")
+        + (", size of the checkpoint files" if wb.from_checkpoint else "")
+        + ").",
+    )
+    if fmt.online:
+        native_attempt = ctx.attempts[0]
+        ctx.warnings.append(
+            f"{model.name} does not fit in {native_format(model).label} ({native_attempt.reason}); "
+            f"it fits with {fmt.label} weight quantization, which can cost some accuracy."
+            if ctx.quantization is None
+            else f"Weights quantized to {fmt.label} at load time, as asked."
+        )
+    min_units = max(1, math.ceil(wb.total / usable))
+    ctx.reasons.append(
+        f"Tensor parallel {fit.tp}: the smallest power of two >= ceil({fmt_gib(wb.total)} / "
+        f"{fmt_gib(usable)}) = {min_units} that divides {model.num_attention_heads} attention"
+        + ("" if model.mla else f" and {model.num_kv_heads} KV")
+        + " heads and leaves room for the KV cache"
+        + (
+            f" of {USEFUL_SEQS} sequences of {min(USEFUL_CONTEXT, model.max_position_embeddings):,} tokens"
+            if ctx.max_model_len is None and fit.tp > min_units
+            else ""
+        )
+        + f" (valid on {hw.units} GPU(s): {', '.join(map(str, valid))})."
+    )
+    if model.mla is not None and fit.tp > 1:
+        ctx.reasons.append("MLA's latent KV cache is replicated on every rank, so TP does not split it.")
+    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, GPU_MAX_NUM_SEQS)
+    ctx.reasons += more
+    host = ctx.instance.memory_gib
+    share = host_allocatable_share(host)
+    peak = host_load_peak_bytes(wb.total)
+    if peak > host * share * GIB:
+        # A warning, not a refusal: vLLM memory-maps safetensors shards and copies them to the GPU one at a
+        # time, so the real peak is far below the seed's weights x 1.08 + 2 GiB (which would refuse, e.g.,
+        # an 8B model on g5.xlarge that loads fine in practice).
+        ctx.warnings.append(
+            f"Host RAM is tight for loading: the conservative peak is {fmt_gib(peak)} (weights x 1.08 + 2 GiB) "
+            f"and {host * share:.1f} GiB of {host:g} GiB is allocatable. vLLM loads safetensors shard by shard, "
+            "which usually fits; a checkpoint in few large shards or the model streamer may not."
+        )
+    else:
+        ctx.reasons.append(
+            f"Host RAM: loading peaks at about {fmt_gib(peak)}, within the {host * share:.1f} GiB allocatable."
+        )
+    kv_total = fit.budget_per_unit * fit.tp
+    memory = MemoryBudget(
+        unit="gpu",
+        units=fit.tp,
+        unit_memory_gib=hw.unit_memory_gib,
+        utilization=GPU_MEMORY_UTILIZATION,
+        usable_gib=gib(usable * fit.tp),
+        weights_gib=gib(wb.total),
+        overhead_gib=gib(fit.overhead_per_unit * fit.tp),
+        kv_cache_gib=gib(kv_total),
+        free_gib=0.0,
+        kv_bytes_per_token=model.kv_bytes_per_token(kv_bytes),
+        kv_cache_tokens=max_seq_tokens(model, fit.budget_per_unit, fit.tp, kv_bytes),
+        host_memory_gib=host,
+        host_allocatable_gib=round(host * share, 2),
+        host_peak_gib=gib(peak),
+    )
+    settings = ServingSettings(
+        engine="vllm",
+        tensor_parallel_size=fit.tp,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        dtype="float16" if fmt.name == "fp16" else "bfloat16",
+        quantization=fmt.online,
+        checkpoint_quantization=fmt.checkpoint_method,
+        weight_format=fmt.name,
+        weight_bits=fmt.bits,
+        kv_cache_dtype="fp8" if kv_bytes == 1 else "auto",
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        concurrency_at_max_len=c_max,
+        default_input_len=in_len,
+        default_output_len=out_len,
+    )
+    verdict = verdict_for(ctx, max_len)
+    return Recommendation(
+        **base_fields(ctx, fits=True, verdict=verdict),
+        settings=settings,
+        memory=memory,
+        reasons=ctx.reasons,
+        warnings=ctx.warnings,
+        attempts=ctx.attempts,
+    )
+
+
+def gpu_way_forward(ctx: Ctx, fp8_ok: bool) -> list[str]:
+    out = []
+    if ctx.quantization not in (None,) and ctx.model.quantization is None:
+        chain = "fp8, int8 or int4" if fp8_ok else "int8 or int4"
+        out.append(f"Leave quantization unset so the planner can try {chain}.")
+    if ctx.max_model_len:
+        out.append("Ask for a shorter max_model_len, or leave it unset to get the longest that fits.")
+    out.append("Choose a larger instance (more GPUs or more memory per GPU); candidates are listed below.")
+    return out

@@ -1,0 +1,172 @@
+"""Neuron recommendations: per-NeuronCore memory, power-of-two TP over the heads, BF16, supported architectures and the host RAM minimum."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelbench.domain.plan import (
+    Attempt,
+    MemoryBudget,
+    Recommendation,
+    RefusalCode,
+    ServingSettings,
+)
+from accelbench.plan.memory import (
+    GIB,
+    MIN_CONTEXT,
+    NEURON_MEMORY_UTILIZATION,
+    host_allocatable_share,
+    max_seq_tokens,
+    native_format,
+    neuron_min_host_gib,
+    neuron_overhead_bytes,
+    weight_bytes,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from accelbench.plan.recommend.common import (
+    NEURON_ARCHITECTURES,
+    NEURON_MAX_NUM_SEQS,
+    Ctx,
+    base_fields,
+    context_and_batch,
+    fit_units,
+    fmt_gib,
+    gib,
+    params_b,
+    pow2_upto,
+    refuse,
+    verdict_for,
+)
+
+
+# --------------------------------------------------------------------------------------------- Neuron
+def recommend_neuron(ctx: Ctx) -> Recommendation:
+    model, hw, spec = ctx.model, ctx.hw, ctx.spec
+    mt = model.model_type
+    if mt not in NEURON_ARCHITECTURES:
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_architecture,
+            f"{model.name} ({model.architecture}, model type {mt}) is not among the architectures vLLM on "
+            f"Neuron serves here ({', '.join(NEURON_ARCHITECTURES)}).",
+            ["Choose a GPU or CPU instance, or a model of a supported architecture."],
+        )
+    if model.quantization is not None:
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Neuron serves BF16 only; this checkpoint is quantized ({model.quantization.scheme}).",
+            [f"Use the unquantized BF16 checkpoint of {model.name}.", "Or choose a GPU instance."],
+        )
+    if ctx.quantization not in (None, "native"):
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Quantization {ctx.quantization} was asked for, but Neuron serves BF16 only here.",
+            ["Leave quantization unset (BF16).", "Or choose a GPU instance for fp8 / int8 / int4."],
+        )
+    if ctx.kv_cache_dtype and ctx.kv_cache_dtype != "auto":
+        ctx.warnings.append("kv_cache_dtype is ignored on Neuron: the KV cache is BF16.")
+    cores_per_device = spec.neuron_logical_cores or spec.neuron_cores or 2
+    per_core = hw.unit_memory_gib * GIB
+    usable = per_core * NEURON_MEMORY_UTILIZATION
+    overhead = neuron_overhead_bytes(model)
+    ctx.reasons.append(
+        f"Neuron memory: {hw.units} NeuronCores ({ctx.instance.accelerator_count} x {spec.name}, "
+        f"{cores_per_device} cores each) of {hw.unit_memory_gib:g} GiB; usable {fmt_gib(usable)} per core "
+        f"(x {NEURON_MEMORY_UTILIZATION}); overhead {fmt_gib(overhead)} per core."
+    )
+    ctx.reasons.append("BF16 weights and KV cache: Neuron serves BF16 only here.")
+    valid = [
+        t
+        for t in pow2_upto(hw.units)
+        if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
+    ]
+    if not valid:
+        return refuse(
+            ctx,
+            RefusalCode.no_valid_tensor_parallel,
+            f"No power-of-two TP up to {hw.units} NeuronCores divides {model.num_attention_heads} heads "
+            "(and Neuron needs TP >= 2 for grouped KV heads).",
+            ["Choose an instance with more NeuronCores, or a GPU instance."],
+        )
+    fmt = native_format(model)
+    kv_bytes = 2.0
+    need = ctx.max_model_len or MIN_CONTEXT
+    fit, why = fit_units(ctx, fmt, usable, overhead, valid, kv_bytes, need, "NeuronCore")
+    wb = weight_bytes(model, fmt)
+    if fit is None:
+        ctx.attempts.append(Attempt(weight_format=fmt.name, fits=False, reason=why))
+        return refuse(
+            ctx,
+            RefusalCode.context_does_not_fit if ctx.max_model_len else RefusalCode.does_not_fit,
+            f"{model.name} ({fmt_gib(wb.total)} in BF16) does not fit {ctx.instance.name}: {why}.",
+            ["Choose a Neuron instance with more NeuronCores (candidates below), or a GPU instance."],
+        )
+    ctx.attempts.append(
+        Attempt(weight_format=fmt.name, fits=True, tensor_parallel_size=fit.tp, reason="BF16")
+    )
+    weights_gib = wb.total / GIB
+    min_host = neuron_min_host_gib(weights_gib)
+    if ctx.instance.memory_gib < min_host:
+        return refuse(
+            ctx,
+            RefusalCode.host_memory,
+            f"Neuron compiles and loads the model through host RAM: {weights_gib:.1f} GiB of weights need at "
+            f"least {min_host:.0f} GiB of host memory (max(64, size x 10 / log2(size + 2) + 32)); "
+            f"{ctx.instance.name} has {ctx.instance.memory_gib:g} GiB.",
+            ["Choose a larger Neuron instance (more host memory); candidates below."],
+        )
+    ctx.reasons.insert(
+        0, f"Weights: {fmt_gib(wb.total)} in BF16 ({params_b(model.parameters.total)} parameters)."
+    )
+    ctx.reasons.append(
+        f"Tensor parallel {fit.tp}: the smallest power of two that divides {model.num_attention_heads} "
+        f"heads, is >= 2 for grouped KV heads and holds the weights ({', '.join(map(str, valid))} valid)."
+    )
+    ctx.reasons.append(
+        f"Host RAM {ctx.instance.memory_gib:g} GiB >= the {min_host:.0f} GiB Neuron needs to compile and load."
+    )
+    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, NEURON_MAX_NUM_SEQS)
+    ctx.reasons += more
+    host = ctx.instance.memory_gib
+    memory = MemoryBudget(
+        unit="neuron_core",
+        units=fit.tp,
+        unit_memory_gib=hw.unit_memory_gib,
+        utilization=NEURON_MEMORY_UTILIZATION,
+        usable_gib=gib(usable * fit.tp),
+        weights_gib=gib(wb.total),
+        overhead_gib=gib(overhead * fit.tp),
+        kv_cache_gib=gib(fit.budget_per_unit * fit.tp),
+        free_gib=0.0,
+        kv_bytes_per_token=model.kv_bytes_per_token(kv_bytes),
+        kv_cache_tokens=max_seq_tokens(model, fit.budget_per_unit, fit.tp, kv_bytes),
+        host_memory_gib=host,
+        host_allocatable_gib=round(host * host_allocatable_share(host), 2),
+        host_peak_gib=round(min_host, 2),
+    )
+    settings = ServingSettings(
+        engine="vllm-neuron",
+        tensor_parallel_size=fit.tp,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        dtype="bfloat16",
+        weight_format="bf16",
+        weight_bits=16,
+        neuron_cores=fit.tp,
+        concurrency_at_max_len=c_max,
+        default_input_len=in_len,
+        default_output_len=out_len,
+    )
+    return Recommendation(
+        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, max_len)),
+        settings=settings,
+        memory=memory,
+        reasons=ctx.reasons,
+        warnings=ctx.warnings,
+        attempts=ctx.attempts,
+    )
