@@ -6,6 +6,9 @@ Every row is validated into the domain types on load, and strictly: a misspelled
 accelerator name with no spec, a GPU row without GPUs or a CPU row with accelerator memory is an error that
 names the file, the line, the row and the field. Users may add or override rows with their own files in
 ``<data_dir>/catalog/instances/*.yaml`` and ``<data_dir>/catalog/accelerators.yaml`` (same schema).
+``accelbench catalog refresh-instances`` writes ``<data_dir>/catalog/refreshed-instances.yaml`` (same schema,
+one full row per size with its provider, endpoint and region): it applies over the shipped rows and under the
+hand-written ``instances/*.yaml`` files.
 
 Instance files group rows by family so that what a family shares (architecture, accelerator, CPU
 generation, ISA) is written once::
@@ -22,7 +25,8 @@ generation, ISA) is written once::
           - {name: g6.xlarge, vcpus: 4, memory_gib: 16, accelerator_count: 1, network_gbps: 10, on_demand_usd: 0.8048}
 
 A size row may override any family field; the family's ``price_snapshot`` keys may be overridden per row
-with ``price_date`` / ``price_source``.
+with ``price_date`` / ``price_source``. CPU topology: a family (or size) gives ``threads_per_core`` and each
+size gets ``physical_cores = vcpus / threads_per_core`` unless it gives ``physical_cores`` itself.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 DATA_DIR = Path(__file__).parent / "data"
 _LINE_KEY = "__line__"
 _SNAPSHOT_KEYS = {"region", "date", "source"}
+REFRESHED_INSTANCES_NAME = "refreshed-instances.yaml"
 
 
 class CatalogDataError(UserInputError):
@@ -206,6 +211,7 @@ def parse_instances(path: Path) -> list[InstanceType]:
             label = f"family {fam_name}, size {si} ({size.get('name', '?')})"
             where = _where(path, size.get(_LINE_KEY), label)
             row: dict[str, Any] = {**shared, **_strip_lines(size)}
+            _derive_physical_cores(row, where)
             if row.get("on_demand_usd") is not None:
                 row.setdefault("price_region", snapshot.get("region"))
                 row.setdefault("price_date", snapshot.get("date"))
@@ -217,6 +223,22 @@ def parse_instances(path: Path) -> list[InstanceType]:
             _check_instance_row(inst, where)
             out.append(inst)
     return out
+
+
+def _derive_physical_cores(row: dict[str, Any], where: str) -> None:
+    """``physical_cores`` = vcpus / threads_per_core when a row (or its family) gives the threads but not the
+    cores; a vCPU count the threads do not divide is an error rather than a rounded guess."""
+    tpc, vcpus = row.get("threads_per_core"), row.get("vcpus")
+    if row.get("physical_cores") is not None or type(tpc) is not int or type(vcpus) is not int:
+        return
+    if tpc < 1 or vcpus < 1:
+        return  # the model's own bounds report it
+    if vcpus % tpc:
+        raise CatalogDataError(
+            f"{where}: field 'threads_per_core': {vcpus} vCPUs are not a whole number of {tpc}-thread cores.",
+            hint="Give physical_cores on the size row.",
+        )
+    row["physical_cores"] = vcpus // tpc
 
 
 def _check_instance_row(inst: InstanceType, where: str) -> None:
@@ -433,19 +455,35 @@ def shipped_files() -> tuple[list[Path], list[Path]]:
     return sorted((DATA_DIR / "instances").glob("*.yaml")), [DATA_DIR / "accelerators.yaml"]
 
 
+def refreshed_instances_file(data_dir: Path) -> Path:
+    """The overlay ``accelbench catalog refresh-instances`` writes: rows read from EC2-compatible endpoints."""
+    return data_dir / "catalog" / REFRESHED_INSTANCES_NAME
+
+
 def user_files(data_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Optional user files that add to or override the shipped catalog."""
+    """Optional user files that add to or override the shipped catalog, in the order they apply: the
+    refreshed-instances overlay, then the hand-written ``instances/*.yaml`` (so a hand-written row has the
+    last word)."""
     root = data_dir / "catalog"
-    inst = sorted((root / "instances").glob("*.yaml")) if (root / "instances").is_dir() else []
+    refreshed = refreshed_instances_file(data_dir)
+    inst = [refreshed] if refreshed.is_file() else []
+    inst += sorted((root / "instances").glob("*.yaml")) if (root / "instances").is_dir() else []
     accel = [root / "accelerators.yaml"] if (root / "accelerators.yaml").is_file() else []
     return inst, accel
 
 
-def load_catalog(data_dir: Path | None = None) -> Catalog:
-    """Load the shipped catalog, plus user files under ``data_dir/catalog`` when given (no caching)."""
+def load_catalog(data_dir: Path | None = None, *, refreshed: Path | None = None) -> Catalog:
+    """Load the shipped catalog, plus user files under ``data_dir/catalog`` when given (no caching).
+
+    ``refreshed`` stands in for the refreshed-instances overlay (a refresh checks its new file this way
+    before putting it in place).
+    """
     inst, accel = shipped_files()
     if data_dir is not None:
         u_inst, u_accel = user_files(data_dir)
+        if refreshed is not None:
+            current = refreshed_instances_file(data_dir)
+            u_inst = [refreshed] + [p for p in u_inst if p != current]
         if u_inst or u_accel:
             # Shipped files are checked on their own first, so a duplicate there is never hidden by override.
             build_catalog(inst, accel)
@@ -453,21 +491,35 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
     return build_catalog(inst, accel)
 
 
-_cache: dict[str, Catalog] = {}
+_cache: dict[str, tuple[tuple[int, int] | None, Catalog]] = {}
 _cache_lock = threading.Lock()
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def get_catalog() -> Catalog:
-    """The catalog (shipped data plus the user's files under the data dir), loaded once per data dir."""
+    """The catalog (shipped data plus the user's files under the data dir), loaded once per data dir.
+
+    It is loaded again when the refreshed-instances overlay changes (a refresh in another process, e.g. the
+    CLI while ``accelbench serve`` runs); after editing hand-written files call :func:`reset_catalog_cache`.
+    """
     from accelbench.settings import get_settings
 
     data_dir = get_settings().data_dir
     key = str(data_dir)
+    stamp = _stamp(refreshed_instances_file(data_dir))
     with _cache_lock:
-        cat = _cache.get(key)
-        if cat is None:
-            cat = load_catalog(data_dir)
-            _cache[key] = cat
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        cat = load_catalog(data_dir)
+        _cache[key] = (stamp, cat)
         return cat
 
 

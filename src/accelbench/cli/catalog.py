@@ -1,9 +1,11 @@
-"""CLI commands: ``accelbench catalog list|show|refresh-prices``.
+"""CLI commands: ``accelbench catalog list|show|refresh-prices|refresh-instances``.
 
 ``list`` filters the instance catalog (accelerator tier, family, serving memory, hourly price, architecture);
 ``show`` prints one instance type with its accelerator (or CPU) spec, the spec's sources and every known
 price; ``refresh-prices`` fetches current prices from the AWS Pricing API into the store. Prices shown are
 the best known: a refreshed price from the store when it is at least as new as the shipped snapshot.
+``refresh-instances`` reads instance types (vCPUs, cores, threads per core, memory, devices) from an
+EC2-compatible endpoint into the catalog overlay (``catalog/instances_refresh.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from accelbench.catalog.pricing import SNAPSHOT_REGION
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.redact import redact_url
 
 catalog_app = typer.Typer(help="Instance types, accelerator specs and prices.", no_args_is_help=True)
 
@@ -50,6 +53,7 @@ def instance_row(inst: InstanceType, price: Price | None) -> dict[str, Any]:
     """One instance as ``catalog list --format json`` prints it: every catalog field, the serving memory
     and the best known on-demand price."""
     row = inst.model_dump(mode="json")
+    row["cores"] = inst.cores
     row["serving_memory_gib"] = serving_memory_gib(inst)
     row["price"] = price.model_dump(mode="json") if price else None
     return row
@@ -112,6 +116,7 @@ def list_instances(
             "tier",
             "accelerator",
             "vCPU",
+            "cores",
             "memory GiB",
             "serving GiB",
             "NUMA",
@@ -120,7 +125,7 @@ def list_instances(
         ):
             table.add_column(
                 col,
-                justify="right" if col in ("vCPU", "NUMA", "USD/h") else "left",
+                justify="right" if col in ("vCPU", "cores", "NUMA", "USD/h") else "left",
                 no_wrap=col in ("name", "USD/h"),
             )
         for i in rows:
@@ -130,6 +135,7 @@ def list_instances(
                 i.accelerator_type.value,
                 _accel_text(i),
                 str(i.vcpus),
+                str(i.cores),
                 _fmt_num(i.memory_gib),
                 _fmt_num(serving_memory_gib(i)),
                 str(i.numa_nodes),
@@ -139,6 +145,13 @@ def list_instances(
         console.print(table)
         if not rows:
             err_console.print("No instance type matches these filters.")
+
+
+def _topology_text(inst: InstanceType) -> str:
+    if inst.physical_cores is None and inst.threads_per_core is None:
+        return f"{inst.cores} (assumed: {'2 threads' if inst.cores != inst.vcpus else '1 thread'} per core)"
+    tpc = inst.threads_per_core or inst.vcpus // inst.cores
+    return f"{inst.cores} x {tpc} thread{'s' if tpc != 1 else ''}"
 
 
 def _spec_rows(spec: AcceleratorSpec) -> list[tuple[str, str]]:
@@ -204,6 +217,7 @@ def _render_show(
     t.add_row("tier", inst.accelerator_type.value)
     t.add_row("accelerator", _accel_text(inst))
     t.add_row("vCPU", str(inst.vcpus))
+    t.add_row("physical cores", _topology_text(inst))
     t.add_row("memory GiB", _fmt_num(inst.memory_gib))
     t.add_row("serving memory GiB", _fmt_num(serving_memory_gib(inst)))
     t.add_row("architecture", inst.arch)
@@ -212,6 +226,12 @@ def _render_show(
     if inst.cpu_generation:
         t.add_row("CPU generation", inst.cpu_generation)
         t.add_row("CPU ISA", ", ".join(inst.cpu_isa))
+    t.add_row("provider", inst.provider)
+    if inst.refreshed_from:
+        t.add_row(
+            "refreshed from",
+            f"{inst.refreshed_from} ({inst.refreshed_region or '?'}, {inst.refreshed_date or '?'})",
+        )
     console.print(t)
     s = Table(title=f"{spec.name} spec", show_header=False)
     s.add_column("field", style="bold")
@@ -290,6 +310,91 @@ def refresh_prices_cmd(
             for name, tiers in by.items():
                 table.add_row(rep.region, name, *(_fmt_num(tiers.get(t), 6) for t in PriceTier))
         console.print(table)
+
+
+_SKIPPED_SHOWN = 40
+
+
+@catalog_app.command("refresh-instances")
+def refresh_instances_cmd(
+    endpoint_url: str = typer.Option(
+        ...,
+        "--endpoint-url",
+        help="EC2 API endpoint: AWS's (https://ec2.REGION.amazonaws.com) or an EC2-compatible cloud's.",
+    ),
+    region: str | None = typer.Option(
+        None, "--region", help="Region to ask. Default: the AWS configuration's region, else us-east-1."
+    ),
+    instance_types: list[str] | None = typer.Option(
+        None,
+        "--instance-types",
+        "-i",
+        help="Only these types, comma-separated (repeatable; EC2 wildcards work: 'm8i.*'). "
+        "Default: every type the endpoint lists.",
+    ),
+    provider_name: str | None = typer.Option(
+        None,
+        "--provider-name",
+        help="Provider recorded on the rows. Default: aws for an AWS endpoint, else ec2-compatible.",
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Read instance types (vCPUs, physical cores, threads per core, memory, GPUs, Neuron devices, network)
+    from an EC2-compatible endpoint's DescribeInstanceTypes into the catalog overlay, which the planner, the
+    CLI and the API then use. Types with no catalog family or accelerator spec are skipped with the reason.
+    Needs credentials from the usual AWS chain with ec2:DescribeInstanceTypes."""
+    from accelbench.catalog.instances_refresh import refresh_instances
+
+    with user_errors():
+        with err_console.status(f"Reading instance types from {redact_url(endpoint_url)} ..."):
+            rep = refresh_instances(endpoint_url, region, instance_types, provider_name)
+        counts = rep.as_dict()["counts"]
+        err_console.print(
+            f"{rep.endpoint} ({rep.provider}, {rep.region}): {counts['added']} added, {counts['updated']} "
+            f"updated, {counts['unchanged']} unchanged, {counts['skipped']} skipped"
+            + (f"; written to {rep.path}" if rep.rows else "; nothing written"),
+            highlight=False,
+        )
+        if fmt == OutputFormat.json:
+            print_json(rep.as_dict())
+            return
+        table = Table(title=f"instance types from {rep.endpoint}", header_style="bold")
+        for col in (
+            "status",
+            "instance",
+            "accelerator",
+            "vCPU",
+            "cores x threads",
+            "memory GiB",
+            "NUMA",
+            "changes",
+        ):
+            table.add_column(col, justify="right" if col in ("vCPU", "memory GiB", "NUMA") else "left")
+        for row in rep.rows:
+            if row.status == "unchanged":
+                continue
+            i = row.instance
+            note = "; ".join(row.changes) or "-"
+            if row.shadowed_by_user_file:
+                note += " (a hand-written catalog row of this name takes precedence)"
+            table.add_row(
+                row.status,
+                i.name,
+                _accel_text(i),
+                str(i.vcpus),
+                _topology_text(i),
+                _fmt_num(i.memory_gib),
+                str(i.numa_nodes),
+                note,
+            )
+        for sk in rep.skipped[:_SKIPPED_SHOWN]:
+            table.add_row("skipped", sk.name, "-", "-", "-", "-", "-", sk.reason)
+        console.print(table)
+        if len(rep.skipped) > _SKIPPED_SHOWN:
+            err_console.print(
+                f"... and {len(rep.skipped) - _SKIPPED_SHOWN} more skipped (--format json lists them all).",
+                highlight=False,
+            )
 
 
 def register(app: typer.Typer) -> None:

@@ -2,6 +2,10 @@
 
 Memory convention: ``accelerator_memory_gib`` is per device; CPU instances have 0 accelerators and 0
 accelerator memory (host DRAM, ``memory_gib``, is the serving memory).
+
+CPU topology: ``vcpus`` is what the cloud sells; ``physical_cores`` and ``threads_per_core`` say how they are
+made (an AWS Xeon vCPU is one of two hyperthreads of a core, a Graviton vCPU is a whole core, another
+EC2-compatible cloud may differ). ``InstanceType.cores`` is the one answer the planner uses.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from accelbench.domain.base import StrictModel
 
@@ -88,8 +92,27 @@ class InstanceType(StrictModel):
 
     name: str = Field(description="e.g. g6.2xlarge")
     family: str = Field(description="e.g. g6")
-    provider: Literal["aws"] = "aws"
+    provider: str = Field(
+        default="aws",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        description="The cloud that sells this type: 'aws', or the name of an EC2-compatible cloud "
+        "(default 'ec2-compatible' for rows refreshed from a non-AWS endpoint).",
+    )
     vcpus: int = Field(ge=1)
+    physical_cores: int | None = Field(
+        default=None,
+        ge=1,
+        description="Physical CPU cores (EC2 VCpuInfo.DefaultCores); None when unknown. Shipped rows derive "
+        "it from vcpus / threads_per_core.",
+    )
+    threads_per_core: int | None = Field(
+        default=None,
+        ge=1,
+        description="Hardware threads per core (EC2 VCpuInfo.DefaultThreadsPerCore): 2 on AWS Intel Xeon "
+        "sizes (hyperthreading), 1 on Graviton; None when unknown.",
+    )
     memory_gib: float = Field(gt=0)
     arch: Literal["x86_64", "arm64"]
     numa_nodes: int = Field(default=1, ge=1)
@@ -106,7 +129,44 @@ class InstanceType(StrictModel):
     price_region: str | None = None
     price_date: str | None = None
     price_source: str | None = None
+    refreshed_from: str | None = Field(
+        default=None,
+        max_length=512,
+        description="EC2 API endpoint this row was read from by `catalog refresh-instances` (credentials "
+        "masked); None for shipped and hand-written rows.",
+    )
+    refreshed_region: str | None = Field(
+        default=None, max_length=64, description="Region of that DescribeInstanceTypes call."
+    )
+    refreshed_date: str | None = Field(default=None, description="ISO date of that call.")
+
+    @model_validator(mode="after")
+    def _topology_adds_up(self) -> InstanceType:
+        if self.physical_cores is not None:
+            if self.physical_cores > self.vcpus:
+                raise ValueError(f"physical_cores ({self.physical_cores}) exceeds vcpus ({self.vcpus})")
+            if (
+                self.threads_per_core is not None
+                and self.physical_cores * self.threads_per_core != self.vcpus
+            ):
+                raise ValueError(
+                    f"physical_cores x threads_per_core ({self.physical_cores} x {self.threads_per_core}) "
+                    f"is not vcpus ({self.vcpus})"
+                )
+        return self
 
     @property
     def total_accelerator_memory_gib(self) -> float:
         return self.accelerator_count * self.accelerator_memory_gib
+
+    @property
+    def cores(self) -> int:
+        """Physical cores: ``physical_cores`` when known, else ``vcpus // threads_per_core``, else the old
+        guess (an x86_64 vCPU is a hyperthread, two per core, on sizes above one vCPU; an arm64 vCPU is a
+        core)."""
+        if self.physical_cores is not None:
+            return self.physical_cores
+        if self.threads_per_core is not None:
+            return max(1, self.vcpus // self.threads_per_core)
+        smt = 2 if self.arch == "x86_64" and self.vcpus > 1 else 1
+        return max(1, self.vcpus // smt)
