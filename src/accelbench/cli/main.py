@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "memory-breakdown": "plan",
     "plan": "plan",
     "catalog": "catalog",
+    "machine": "machine",
     "export": "deploy",
     "loadgen": "deploy",
     "engine": "engine",

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Source
+from accelbench.domain.machine import MachineProbe
 from accelbench.domain.plan import EfficiencyFactors
 
 LOCAL_INSTANCE = "local"
@@ -84,16 +85,14 @@ class Hardware:
         return self.unit_bf16_tflops
 
 
-def _smt(instance: InstanceType) -> int:
-    # x86 vCPUs are hyperthreads (2 per core); Graviton vCPUs are whole cores.
-    return 2 if instance.arch == "x86_64" and instance.vcpus > 1 and instance.name != LOCAL_INSTANCE else 1
-
-
 def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
     kind = instance.accelerator_type
     data = efficiency_data()
     if kind == AcceleratorType.cpu:
-        cores = max(1, instance.vcpus // _smt(instance))
+        # The catalog row's topology (physical cores, else vCPUs / threads per core); the local machine's row
+        # counts its usable CPUs as cores (vcpus = cores) unless it says its topology.
+        local = instance.name == LOCAL_INSTANCE and instance.physical_cores is None
+        cores = max(1, instance.vcpus if local else instance.cores)
         sockets = max(1, instance.numa_nodes)
         per_core_bw = spec.per_core_bandwidth_gbps or data["local_cpu_per_core_bandwidth_gbps"][instance.arch]
         socket_bw = spec.memory_bandwidth_gbps * sockets
@@ -213,12 +212,18 @@ def local_cpu_name(environment: dict[str, Any]) -> str:
     return f"local:{model}"
 
 
-def local_machine(environment: dict[str, Any] | None = None) -> tuple[InstanceType, AcceleratorSpec]:
+def local_machine(
+    environment: dict[str, Any] | None = None, probe: MachineProbe | None = None
+) -> tuple[InstanceType, AcceleratorSpec]:
     """An instance row and CPU spec for a machine described by a captured environment (default: this one).
 
-    Per-core FLOPs come from the ISA the flags show times the clock; per-core bandwidth from the cited
-    defaults (``plan calibrate`` corrects both from measured runs on that machine). The socket's bandwidth is
-    not knowable from inside a VM, so a generous default lets the cores' own limit decide.
+    With a probe (``probe``, else the one ``accelbench machine probe`` saved for this CPU model) the figures
+    are measured: per-core bandwidth is one core's, the sockets' bandwidth the all-core figure (so the smaller
+    of it and cores x per-core is what all cores were measured to pull) and per-core FLOPs the prefill-shaped
+    BF16 GEMM rate of all cores over their count (a float32-only probe leaves FLOPs to the guess below).
+    Without one, per-core FLOPs come from the ISA the flags show times the clock; per-core bandwidth from the
+    cited defaults (``plan calibrate`` corrects both from measured runs on that machine). The socket's
+    bandwidth is not knowable from inside a VM, so a generous default lets the cores' own limit decide.
     """
     if environment is None:
         from accelbench.telemetry.host import capture_environment
@@ -239,13 +244,20 @@ def local_machine(environment: dict[str, Any] | None = None) -> tuple[InstanceTy
     ghz = (float(cpu["max_mhz"]) / 1000) if cpu.get("max_mhz") else float(data["cpu_default_clock_ghz"])
     per_core_gflops = fpc * ghz
     per_core_bw = float(data["local_cpu_per_core_bandwidth_gbps"][arch])
+    socket_bw = float(data["local_cpu_socket_bandwidth_gbps"])
+    sources = [Source(title=f"captured environment; matrix path {path} at {ghz:.2f} GHz")]
+    measured = probe if probe is not None else _saved_probe(cpu.get("model"))
+    if measured is not None:
+        per_core_bw, socket_bw, per_core_gflops, sources = _probe_figures(
+            measured, cores, int(cpu.get("numa_nodes") or 1), per_core_gflops, sources
+        )
     name = local_cpu_name(environment)
     spec = AcceleratorSpec(
         name=name,
         kind=AcceleratorType.cpu,
         vendor=str(cpu.get("vendor") or ""),
         memory_gib=0,
-        memory_bandwidth_gbps=float(data["local_cpu_socket_bandwidth_gbps"]),
+        memory_bandwidth_gbps=socket_bw,
         bf16_tflops=per_core_gflops * cores / 1000,
         int8_tops=2 * per_core_gflops * cores / 1000 if ("avx512_vnni" in isa or "i8mm" in isa) else None,
         cores_per_socket=cores,
@@ -253,7 +265,7 @@ def local_machine(environment: dict[str, Any] | None = None) -> tuple[InstanceTy
         memory_channels=None,
         per_core_bandwidth_gbps=per_core_bw,
         per_core_bf16_gflops=per_core_gflops,
-        sources=[Source(title=f"captured environment; matrix path {path} at {ghz:.2f} GHz")],
+        sources=sources,
     )
     instance = InstanceType(
         name=LOCAL_INSTANCE,
@@ -268,3 +280,33 @@ def local_machine(environment: dict[str, Any] | None = None) -> tuple[InstanceTy
         cpu_isa=isa,
     )
     return instance, spec
+
+
+def _saved_probe(cpu_model: str | None) -> MachineProbe | None:
+    """The probe ``accelbench machine probe`` saved for this CPU model; None without one (or no model)."""
+    if not cpu_model:
+        return None
+    from accelbench.telemetry.probe import load_probe
+
+    return load_probe(str(cpu_model))
+
+
+def _probe_figures(
+    probe: MachineProbe, cores: int, numa_nodes: int, guessed_gflops: float, guessed: list[Source]
+) -> tuple[float, float, float, list[Source]]:
+    """(per-core GB/s, per-socket GB/s, per-core BF16 GFLOP/s, sources) of a local machine from its probe."""
+    day = probe.measured_at.date().isoformat()
+    text = (
+        f"measured by accelbench machine probe on {day}{' (quick)' if probe.quick else ''}: memory "
+        f"{probe.single_core_gbps:.1f} GB/s on one core, {probe.all_core_gbps:.1f} GB/s on {probe.cores_used} cores"
+    )
+    if probe.cores_used != cores:
+        text += f" (this machine now allows {cores})"
+    gflops = guessed_gflops
+    if probe.bf16_measured:
+        gflops = probe.prefill_gflops_per_core
+        text += f"; BF16 GEMM {gflops:.1f} GFLOP/s per core ({probe.gemm_library}, prefill-shaped, all cores)"
+    else:
+        text += f"; BF16 GEMM not measured ({probe.gemm_library} {probe.gemm_dtype} only)"
+    sources = [Source(title=text, accessed=day)] + ([] if probe.bf16_measured else guessed)
+    return probe.single_core_gbps, probe.all_core_gbps / max(1, numa_nodes), gflops, sources
