@@ -27,6 +27,7 @@ from accelbench.domain.plan import (
     MemoryBreakdown,
     Recommendation,
 )
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.report.formatting import fmt_num, fmt_usd
 
@@ -38,7 +39,19 @@ QuantOpt = typer.Option(
     None, "--quantization", "-q", help="auto (default: fallback chain), none, fp8, int8 or int4."
 )
 MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
-KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto or fp8 (default fp8 where the GPU has FP8).")
+KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8.")
+_EQ = EstimateQuery.model_fields  # flags take their defaults, bounds and help from the estimate query
+# the settings a deployment fixes; the same flags on recommend and estimate
+EngineOpt = typer.Option(None, "--engine", help=_EQ["engine"].description)
+TpOpt = typer.Option(
+    None, "--tensor-parallel-size", "--tp", min=1, max=64, help=_EQ["tensor_parallel_size"].description
+)
+SeqsOpt = typer.Option(None, "--max-num-seqs", min=1, help=_EQ["max_num_seqs"].description)
+BatchedOpt = typer.Option(
+    None, "--max-num-batched-tokens", min=16, help=_EQ["max_num_batched_tokens"].description
+)
+KvSpaceOpt = typer.Option(None, "--kv-cache-space-gib", min=1, help=_EQ["kv_cache_space_gib"].description)
+ThreadsOpt = typer.Option(None, "--threads", min=1, help=_EQ["threads"].description)
 
 
 def _store_or_none() -> Any:
@@ -115,6 +128,20 @@ def _render_recommendation(rec: Recommendation) -> None:
             console.print(f"  - {w}", highlight=False)
 
 
+def _settings(
+    tp: int | None, seqs: int | None, batched: int | None, kv_space: int | None, threads: int | None
+) -> EngineSettings | None:
+    given = {
+        "tensor_parallel_size": tp,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": batched,
+        "kv_cache_space_gib": float(kv_space) if kv_space else None,
+        "threads": threads,
+    }
+    values = {k: v for k, v in given.items() if v is not None}
+    return EngineSettings(**values) if values else None
+
+
 def recommend_cmd(
     model: str = ModelOpt,
     instance: str = typer.Option(..., "--instance", "-i", help="Catalog instance type, or 'local'."),
@@ -123,14 +150,26 @@ def recommend_cmd(
     kv_cache_dtype: str | None = KvOpt,
     input_len: int | None = typer.Option(None, "--input-len", min=1, help="Typical prompt tokens."),
     output_len: int | None = typer.Option(None, "--output-len", min=1, help="Typical output tokens."),
+    engine: str | None = EngineOpt,
+    tensor_parallel_size: int | None = TpOpt,
+    max_num_seqs: int | None = SeqsOpt,
+    max_num_batched_tokens: int | None = BatchedOpt,
+    kv_cache_space_gib: int | None = KvSpaceOpt,
+    threads: int | None = ThreadsOpt,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused."""
+    """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused.
+
+    Settings given (--tp, --max-num-seqs, --kv-cache-space-gib ...) are kept, and every memory figure is
+    computed for them; one that cannot work is refused with the reason."""
     with user_errors():
         from accelbench.modelspec import load_model_spec
         from accelbench.plan import recommend
 
         spec = load_model_spec(model)
+        settings = _settings(
+            tensor_parallel_size, max_num_seqs, max_num_batched_tokens, kv_cache_space_gib, threads
+        )
         rec = recommend(
             spec,
             instance,
@@ -139,6 +178,8 @@ def recommend_cmd(
             kv_cache_dtype=kv_cache_dtype,
             input_len=input_len,
             output_len=output_len,
+            settings=settings,
+            engine=engine,
         )
     if fmt == OutputFormat.json:
         print_json(rec)
@@ -229,7 +270,14 @@ def _render_estimate(e: Estimate) -> None:
     if e.slo_met is not None:
         t.add_row("SLO met", "yes" if e.slo_met else "no")
         t.add_row("max concurrency meeting SLO", str(e.max_concurrency_meeting_slo))
+    if e.typical_error_pct is not None:
+        t.add_row(
+            "measured error",
+            f"TPOT typically within {e.typical_error_pct:.0f}% on published {e.accelerator_type.value} measurements",
+        )
     console.print(t)
+    if e.alternatives:
+        _render_alternatives(e)
     if e.times is not None:
         x = e.times
         console.print(
@@ -244,6 +292,39 @@ def _render_estimate(e: Estimate) -> None:
         console.print(f"  - {n}", highlight=False)
     for w in e.recommendation.warnings:
         console.print(f"  [yellow]![/] {w}", highlight=False)
+
+
+def _render_alternatives(e: Estimate) -> None:
+    t = Table(title=f"Settings weighed (goal: {e.goal or 'given'})", header_style="bold")
+    for c in (
+        "",
+        "TP",
+        "weights",
+        "max seqs",
+        "batch",
+        "TTFT ms",
+        "TPOT ms",
+        "out tok/s",
+        "$/1M out",
+        "SLO",
+        "why",
+    ):
+        t.add_column(c, justify="left" if c in ("weights", "why") else "right")
+    for a in e.alternatives:
+        t.add_row(
+            "*" if a.chosen else "",
+            str(a.tensor_parallel_size or "-"),
+            a.weight_format or "-",
+            str(a.max_num_seqs or "-"),
+            str(a.batch or "-"),
+            _num(a.ttft_ms, 0),
+            _num(a.tpot_ms, 2),
+            _num(a.output_tokens_per_s, 1),
+            _usd(a.usd_per_million_output_tokens),
+            "-" if a.slo_met is None else ("yes" if a.slo_met else "no"),
+            a.why if not a.feasible else a.why.split(";")[0],
+        )
+    console.print(t)
 
 
 def _render_table(tab: EstimateTable, show: int) -> None:
@@ -327,9 +408,6 @@ def _render_table(tab: EstimateTable, show: int) -> None:
     err_console.print(f"[dim]{len(tab.rows)} instances estimated in {tab.elapsed_ms:.0f} ms[/]")
 
 
-_EQ = EstimateQuery.model_fields  # flags take their defaults, bounds and help from the estimate query
-
-
 def estimate_cmd(
     model: str = ModelOpt,
     instance: str | None = typer.Option(None, "--instance", "-i", help=_EQ["instance_type"].description),
@@ -354,9 +432,21 @@ def estimate_cmd(
     arrivals: str = typer.Option(_EQ["arrivals"].default, "--arrivals", help=_EQ["arrivals"].description),
     limit: int = typer.Option(_EQ["limit"].default, "--limit", min=1, help=_EQ["limit"].description),
     no_calibration: bool = typer.Option(False, "--no-calibration", help=_EQ["no_calibration"].description),
+    engine: str | None = EngineOpt,
+    tensor_parallel_size: int | None = TpOpt,
+    max_num_seqs: int | None = SeqsOpt,
+    max_num_batched_tokens: int | None = BatchedOpt,
+    kv_cache_dtype: str | None = KvOpt,
+    kv_cache_space_gib: int | None = KvSpaceOpt,
+    threads: int | None = ThreadsOpt,
+    goal: str = typer.Option(_EQ["goal"].default, "--goal", help=_EQ["goal"].description),
+    alternatives: bool = typer.Option(False, "--alternatives", help=_EQ["alternatives"].description),
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked."""
+    """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked.
+
+    Settings given (--tp, --max-num-seqs, --kv-cache-dtype ...) are what the prediction assumes; the ones
+    left open are chosen for --goal (cost or latency); --alternatives lists every option weighed."""
     with user_errors():
         from accelbench.services.plan import estimate_result
 
@@ -375,9 +465,22 @@ def estimate_cmd(
                 arrivals=arrivals,
                 limit=limit,
                 no_calibration=no_calibration,
+                engine=engine,
+                tensor_parallel_size=tensor_parallel_size,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max_num_batched_tokens,
+                kv_cache_dtype=kv_cache_dtype,
+                kv_cache_space_gib=kv_cache_space_gib,
+                threads=threads,
+                goal=goal,
+                alternatives=alternatives,
             )
         except ValidationError as exc:
-            flags = {"instance_type": "instance", "accelerator_type": "accelerator"}
+            flags = {
+                "instance_type": "instance",
+                "accelerator_type": "accelerator",
+                "tensor_parallel_size": "tp",
+            }
             raise UserInputError(
                 "; ".join(
                     f"--{flags.get(str(e['loc'][0]), str(e['loc'][0])).replace('_', '-')}: {e['msg']}"

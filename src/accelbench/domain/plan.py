@@ -62,7 +62,8 @@ class ServingSettings(StrictModel):
     )
     weight_bits: float = Field(description="Bits per weight of the quantized (linear) layers.")
     kv_cache_dtype: str | None = Field(
-        default=None, description="GPU: 'fp8' where the GPU supports it, else 'auto'. None on CPU/Neuron."
+        default=None,
+        description="GPU: 'auto' (the model dtype, vLLM's default) or 'fp8' when asked for. None on CPU/Neuron.",
     )
     gpu_memory_utilization: float | None = Field(
         default=None, description="GPU only: share of each GPU's memory vLLM may use."
@@ -73,6 +74,13 @@ class ServingSettings(StrictModel):
         "deployment sets.",
     )
     omp_threads_bind: str | None = Field(default=None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND.")
+    threads: int | None = Field(
+        default=None,
+        description="CPU only: the OpenMP threads the engine binds (default: one per physical core).",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None, description="Tokens per scheduler step, when set (None: the engine's default)."
+    )
     neuron_cores: int | None = Field(default=None, description="Neuron only: NeuronCores the model spans.")
     concurrency_at_max_len: int = Field(
         ge=0, description="Sequences that fit in the KV cache when every one is max_model_len long."
@@ -86,6 +94,8 @@ class ServingSettings(StrictModel):
             max_model_len=self.max_model_len,
             kv_cache_space_gib=float(self.kv_cache_space_gib) if self.kv_cache_space_gib else None,
             max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            threads=self.threads,
             tensor_parallel_size=self.tensor_parallel_size,
             gpu_memory_utilization=self.gpu_memory_utilization,
             kv_cache_dtype=self.kv_cache_dtype if self.kv_cache_dtype not in (None, "auto") else None,
@@ -269,6 +279,25 @@ class EfficiencyFactors(StrictModel):
         ge=0, le=1.5, description="Share of other requests' prefill time a typical request waits in decode."
     )
     allreduce_latency_us: float = Field(ge=0, description="Latency of one tensor-parallel all-reduce.")
+    kv_read_efficiency: float = Field(
+        default=0.7,
+        gt=0,
+        le=1.5,
+        description="Share of the achieved decode bandwidth paged attention reaches reading the KV cache.",
+    )
+    weight_only_efficiency: float = Field(
+        default=0.4,
+        gt=0,
+        le=1.5,
+        description="Matrix rate of weight-only kernels (W4A16, AWQ/GPTQ, FP8 without FP8 units) relative to "
+        "plain 16-bit GEMMs, once a step is compute-bound (dequantising every weight costs compute).",
+    )
+    layer_floor_us: float = Field(
+        default=0.0,
+        ge=0,
+        description="Least time one layer's kernels take per step whatever each rank holds (launch and "
+        "synchronisation latency); what keeps TP 8 far from 8x TP 1.",
+    )
 
 
 class CalibrationRef(StrictModel):
@@ -312,6 +341,25 @@ class SLO(StrictModel):
         if self.e2e_ms is not None:
             parts.append(f"E2E <= {self.e2e_ms:g} ms")
         return ", ".join(parts)
+
+
+class SettingsOption(StrictModel):
+    """One feasible (or refused) setting the planner weighed for an instance, with its prediction."""
+
+    tensor_parallel_size: int | None = Field(default=None, description="Tensor-parallel degree.")
+    weight_format: str | None = Field(default=None, description="bf16, fp8, int8, int4 ...")
+    max_num_seqs: int | None = Field(default=None, description="Batch limit of the option.")
+    feasible: bool = Field(description="Whether it fits.")
+    batch: int | None = Field(default=None, description="Sequences batched at this concurrency.")
+    ttft_ms: float | None = Field(default=None, description="Predicted typical TTFT, ms.")
+    tpot_ms: float | None = Field(default=None, description="Predicted typical TPOT, ms.")
+    output_tokens_per_s: float | None = Field(default=None, description="Predicted output tokens/s.")
+    usd_per_million_output_tokens: float | None = Field(
+        default=None, description="Cost per 1M output tokens."
+    )
+    slo_met: bool | None = Field(default=None, description="Whether the SLO is met (when one is given).")
+    chosen: bool = Field(default=False, description="The option the estimate reports.")
+    why: str = Field(default="", description="What bounds its speed, or why it does not fit.")
 
 
 class EstimateRow(StrictModel):
@@ -369,6 +417,14 @@ class EstimateRow(StrictModel):
         default=None, description="Cost per 1M output tokens when run at max_concurrency_meeting_slo."
     )
     explanation: str = Field(default="", description="One line: what bounds the speed, or why infeasible.")
+    typical_error_pct: float | None = Field(
+        default=None,
+        description="The planner's TPOT error on published measurements of this accelerator kind (mean "
+        "absolute percentage, each source graded with factors fitted without it); None when unmeasured.",
+    )
+    alternatives: list[SettingsOption] = Field(
+        default_factory=list, description="Every setting weighed, with its prediction (when asked for)."
+    )
 
 
 class TimeBreakdown(StrictModel):
@@ -380,7 +436,12 @@ class TimeBreakdown(StrictModel):
     decode_compute_ms: float = Field(description="Matrix math of one step at peak x efficiency.")
     decode_allreduce_ms: float = Field(description="Tensor-parallel all-reduces of one step.")
     decode_overhead_ms: float = Field(description="Engine overhead of one step.")
-    decode_bound: Literal["memory", "compute", "overhead"] = Field(description="What limits a decode step.")
+    decode_layer_floor_ms: float = Field(
+        default=0.0, description="The least one step's layers take (launch and sync latency per layer)."
+    )
+    decode_bound: Literal["memory", "compute", "overhead", "latency"] = Field(
+        description="What limits a decode step (latency: the per-layer floor)."
+    )
     prefill_ms: float = Field(description="Prefill of one prompt.")
     prefill_bound: Literal["memory", "compute"] = Field(description="What limits the prefill.")
     prefill_interference_ms: float = Field(description="Added to TPOT by other requests' prefills.")
@@ -403,6 +464,9 @@ class Estimate(EstimateRow):
     )
     times: TimeBreakdown | None = Field(default=None, description="The parts of the prediction.")
     notes: list[str] = Field(default_factory=list, description="How the prediction was made, caveats.")
+    goal: Literal["cost", "latency"] | None = Field(
+        default=None, description="What the settings were chosen for (None: they were given)."
+    )
 
 
 class EstimateSummary(StrictModel):
@@ -545,8 +609,62 @@ class EstimateQuery(StrictModel):
     )
     limit: int = Field(default=100, ge=1, le=10_000, description="Ranked rows shown (feasible first).")
     no_calibration: bool = Field(default=False, description="Ignore stored calibrations.")
+    # the settings a deployment fixes (None: the planner chooses); every memory figure is recomputed for them
+    engine: str | None = Field(
+        default=None,
+        max_length=32,
+        description="vllm or sglang (GPU), vllm-neuron, vllm-cpu or llamacpp (CPU).",
+    )
+    tensor_parallel_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Tensor-parallel degree (GPUs, NeuronCores, or NUMA nodes on CPU).",
+    )
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, le=100_000, description="Batch limit (--max-num-seqs)."
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        le=10_000_000,
+        description="Tokens per scheduler step (--max-num-batched-tokens).",
+    )
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] | None = Field(
+        default=None, description="auto (the model dtype, vLLM's default) or fp8 (GPU)."
+    )
+    kv_cache_space_gib: int | None = Field(
+        default=None, ge=1, le=100_000, description="CPU: VLLM_CPU_KVCACHE_SPACE, GiB per rank."
+    )
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="CPU: OpenMP threads the engine binds (default one per core).",
+    )
+    goal: Literal["cost", "latency"] = Field(
+        default="cost",
+        description="What the planner chooses settings for when they are not given: cost (lowest cost per "
+        "output token, meeting the SLO when one is given) or latency (lowest TPOT at this concurrency).",
+    )
+    alternatives: bool = Field(
+        default=False, description="List every feasible setting (TP, format) with its prediction."
+    )
 
     @field_validator("quantization")
     @classmethod
     def _known_quantization(cls, v: str | None) -> str | None:
         return check_quantization(v)
+
+    def engine_settings(self) -> EngineSettings | None:
+        """The settings this query fixes, or None when it fixes none."""
+        values = {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "kv_cache_dtype": self.kv_cache_dtype if self.kv_cache_dtype != "auto" else None,
+            "kv_cache_space_gib": float(self.kv_cache_space_gib) if self.kv_cache_space_gib else None,
+            "threads": self.threads,
+        }
+        given = {k: v for k, v in values.items() if v is not None}
+        return EngineSettings(**given) if given else None

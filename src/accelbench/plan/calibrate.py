@@ -14,7 +14,7 @@ its error before and after (``store.save_calibration``) and estimates use it fro
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,10 @@ BOUNDS = {
     "per_sequence_overhead_ms": (0.001, 50.0),
     "request_overhead_ms": (0.1, 5000.0),
     "prefill_interference": (0.01, 1.0),
+    "layer_floor_us": (0.1, 2000.0),
+    "kv_read_efficiency": (0.1, 1.2),
+    "weight_only_efficiency": (0.05, 1.2),
+    "allreduce_latency_us": (0.5, 500.0),
 }
 WEIGHTS = {"tpot": 1.0, "ttft": 0.5, "tps": 0.5}
 PRIOR_WEIGHT = 0.05
@@ -152,12 +156,16 @@ def run_model(
             max_model_len=settings.max_model_len,
             kv_cache_dtype=settings.kv_cache_dtype,
             suggest_alternatives=False,
+            settings=settings,
+            engine=engine,
         )
     except AccelbenchError as exc:
         return f"no recommendation: {exc.message}"
     if not rec.fits:
         return f"the planner says it does not fit: {rec.refusal.reason if rec.refusal else ''}"
-    perf, _, _ = predict_for(model, inst, spec, rec, engine_settings=settings, engine=engine)
+    perf, _, _ = predict_for(
+        model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
+    )
     usable = [
         r for r in results if r.status.value in USABLE_CELL_STATUSES and r.tpot_p50_ms and r.completed > 0
     ]
@@ -279,15 +287,18 @@ def _residuals(points: Sequence[Point], f: EfficiencyFactors) -> list[float]:
     return res
 
 
-def _factors(base: EfficiencyFactors, u: np.ndarray) -> EfficiencyFactors:
+def _factors(base: EfficiencyFactors, u: np.ndarray, names: Sequence[str] = FIT_NAMES) -> EfficiencyFactors:
     values = base.model_dump()
-    for name, x in zip(FIT_NAMES, u, strict=True):
+    for name, x in zip(names, u, strict=True):
         values[name] = float(math.exp(x))
     return EfficiencyFactors.model_construct(**values)
 
 
-def _log_bounds() -> tuple[np.ndarray, np.ndarray]:
-    return np.log([BOUNDS[n][0] for n in FIT_NAMES]), np.log([BOUNDS[n][1] for n in FIT_NAMES])
+def _log_bounds(
+    names: Sequence[str] = FIT_NAMES, bounds: Mapping[str, tuple[float, float]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    b = {**BOUNDS, **(bounds or {})}
+    return np.log([b[n][0] for n in names]), np.log([b[n][1] for n in names])
 
 
 def _soft_l1(r: np.ndarray) -> np.ndarray:
@@ -301,29 +312,35 @@ def fit_factors(
     points: Sequence[Point],
     prior: EfficiencyFactors,
     start: EfficiencyFactors | None = None,
+    names: Sequence[str] = (),
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> EfficiencyFactors:
     """Bounded least squares (scipy's trust-region reflective) on the log-parameters: the data's residuals
     under a soft-L1 loss, plus the prior's residuals, which keep factors the data cannot identify near it.
-    Started from the prior and, when given, from ``start`` (the stored calibration); the better fit wins."""
+    Started from the prior and, when given, from ``start`` (the stored calibration); the better fit wins.
+    ``names`` fits these factors too (the public data set fits the per-layer floor, the KV-read and
+    weight-only efficiencies and the all-reduce latency, which a single machine's runs cannot identify)."""
     from scipy.optimize import least_squares
 
     if not points:
         return prior
-    lo, hi = _log_bounds()
+    fit = tuple(FIT_NAMES) + tuple(n for n in names if n not in FIT_NAMES)
+    lo, hi = _log_bounds(fit, bounds)
+    b = {**BOUNDS, **(bounds or {})}
     # strictly inside the bounds, as the solver requires of a starting point
     inside = lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo)
-    u0 = np.clip(np.log([max(getattr(prior, n), BOUNDS[n][0]) for n in FIT_NAMES]), *inside)
+    u0 = np.clip(np.log([max(getattr(prior, n), b[n][0]) for n in fit]), *inside)
 
     def residual_vector(u: np.ndarray) -> np.ndarray:
-        data = _soft_l1(np.asarray(_residuals(points, _factors(prior, u)), dtype=float))
+        data = _soft_l1(np.asarray(_residuals(points, _factors(prior, u, fit)), dtype=float))
         return np.concatenate([data, PRIOR_WEIGHT * (u - u0)])
 
     starts = [u0]
     if start is not None:
-        starts.append(np.clip(np.log([max(getattr(start, n), BOUNDS[n][0]) for n in FIT_NAMES]), *inside))
+        starts.append(np.clip(np.log([max(getattr(start, n), b[n][0]) for n in fit]), *inside))
     fits = [least_squares(residual_vector, s, bounds=(lo, hi), method="trf", x_scale="jac") for s in starts]
     best = min(fits, key=lambda r: float(r.cost))
-    fitted = _factors(prior, best.x)
+    fitted = _factors(prior, best.x, fit)
     return EfficiencyFactors(**{k: round(v, 6) for k, v in fitted.model_dump().items()})
 
 

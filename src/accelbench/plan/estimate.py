@@ -21,7 +21,6 @@ from accelbench.plan.hardware import LOCAL_INSTANCE, Hardware, hardware_for
 from accelbench.plan.memory import (
     GIB,
     WeightFormat,
-    kv_rank_ratio,
 )
 from accelbench.plan.recommend import accelerator_name, recommend
 
@@ -29,11 +28,14 @@ if TYPE_CHECKING:
     from accelbench.catalog import Catalog
 
 from accelbench.plan.calibrations import CalibrationSet, factors_for
+from accelbench.plan.choose import GOALS, choose, option_of, setting_options
+from accelbench.plan.measured_error import error_sentence, typical_error
 from accelbench.plan.perf_model import (
     PerfModel,
     Prediction,
     build_perf_model,
     default_max_num_batched_tokens,
+    default_max_num_seqs,
     normalize_engine,
     weight_format_from,
 )
@@ -50,21 +52,6 @@ def _hourly(instance: InstanceType, prices: Mapping[str, Any] | None) -> tuple[f
     return None, None
 
 
-def _settings_for_run(rec: Recommendation, override: EngineSettings | None) -> tuple[int, int, int | None]:
-    """(tp, max_num_seqs, kv_space_gib) after a run's explicit engine settings."""
-    s = rec.settings
-    assert s is not None
-    tp = s.tensor_parallel_size
-    seqs = s.max_num_seqs
-    kv_space = s.kv_cache_space_gib
-    if override is not None:
-        tp = override.tensor_parallel_size or tp
-        seqs = override.max_num_seqs or seqs
-        if override.kv_cache_space_gib:
-            kv_space = int(override.kv_cache_space_gib)
-    return tp, seqs, kv_space
-
-
 def predict_for(
     model: ModelSpec,
     instance: InstanceType,
@@ -73,33 +60,38 @@ def predict_for(
     *,
     engine_settings: EngineSettings | None = None,
     engine: str | None = None,
+    engine_defaults: bool = False,
 ) -> tuple[PerfModel, Hardware, WeightFormat]:
-    """The PerfModel for a fitting recommendation (optionally with a run's own engine settings)."""
+    """The PerfModel for a fitting recommendation. The recommendation already carries the settings that were
+    given (``recommend(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
+    ``engine_defaults`` (a measured run, a published measurement) a batch limit that was not given is the
+    engine's own default rather than the planner's choice."""
     assert rec.settings is not None and rec.memory is not None
+    s = rec.settings
     hw = hardware_for(instance, spec)
     fmt = weight_format_from(rec, model)
-    tp, seqs, kv_space = _settings_for_run(rec, engine_settings)
-    kv_bytes = 1.0 if (rec.settings.kv_cache_dtype or "").startswith("fp8") else 2.0
-    if engine_settings is not None and engine_settings.kv_cache_dtype:
-        kv_bytes = 1.0 if engine_settings.kv_cache_dtype.startswith("fp8") else 2.0
-    kv_tokens = rec.memory.kv_cache_tokens
-    if kv_space is not None:
-        kv_tokens = model.max_tokens_for_kv_bytes(kv_space * GIB / kv_rank_ratio(model, tp), kv_bytes)
-    chunk = (
-        engine_settings.max_num_batched_tokens if engine_settings else None
-    ) or default_max_num_batched_tokens(hw, tp)
-    if (
-        (engine or rec.settings.engine) == "vllm-cpu"
-        and engine_settings is not None
-        and not engine_settings.max_num_seqs
-    ):
-        seqs = 128 * tp  # vLLM's CPU default for the OpenAI server when a run does not set it
-    if (engine or rec.settings.engine) == "llamacpp":
+    tp = s.tensor_parallel_size
+    kv_bytes = 1.0 if (s.kv_cache_dtype or "").startswith("fp8") else 2.0
+    eng = engine or s.engine
+    chunk = s.max_num_batched_tokens or default_max_num_batched_tokens(hw, tp)
+    seqs = s.max_num_seqs
+    given = engine_settings.max_num_seqs if engine_settings is not None else None
+    if engine_defaults and given is None:
+        seqs = default_max_num_seqs(hw, tp, eng)
+    if eng == "llamacpp":
         # llama-cpp-python's OpenAI server decodes one request at a time; the others queue (accelbench starts
         # it with --interrupt_requests False so a new request waits instead of cutting the running one off)
         seqs = 1
     pm = build_perf_model(
-        model, hw, fmt, tp=tp, kv_bytes=kv_bytes, batch_limit=seqs, kv_tokens=kv_tokens, chunk=chunk
+        model,
+        hw,
+        fmt,
+        tp=tp,
+        kv_bytes=kv_bytes,
+        batch_limit=seqs,
+        kv_tokens=rec.memory.kv_cache_tokens,
+        chunk=chunk,
+        cpu_threads=s.threads,
     )
     return pm, hw, fmt
 
@@ -127,8 +119,11 @@ def _max_concurrency_for(
 
 
 def _bound_words(pred: Prediction) -> str:
-    if pred.d_overhead >= max(pred.d_weights + pred.d_kv, pred.d_compute):
+    core = max(pred.d_weights + pred.d_kv, pred.d_compute, pred.d_floor)
+    if pred.d_overhead >= core:
         return "overhead"
+    if pred.d_floor >= max(pred.d_weights + pred.d_kv, pred.d_compute):
+        return "latency"
     return "compute" if pred.d_compute > pred.d_weights + pred.d_kv else "memory"
 
 
@@ -153,10 +148,19 @@ def estimate(
     recommendation: Recommendation | None = None,
     benchmarked: set[str] | None = None,
     arrivals: str = "bursts",
+    engine_defaults: bool = False,
+    goal: str | None = None,
+    alternatives: bool = False,
 ) -> Estimate:
     """Predicted speed and cost of serving ``model`` on ``instance`` at one traffic point.
 
-    ``engine_settings`` replays a run's explicit settings (TP, max_num_seqs, KV space); ``calibrations``
+    ``engine_settings`` are the settings a deployment fixes (TP, max_num_seqs, max_num_batched_tokens, KV
+    dtype and space, threads): the fit and every memory figure are recomputed for them; with
+    ``engine_defaults`` the ones not given are the engine's defaults (a measured run) rather than the
+    planner's choice. ``goal`` ("cost" or "latency") weighs every setting the caller left open (TP degrees,
+    FP8 beside the native format; ``plan/choose.py``) and reports the best; ``alternatives`` lists them all
+    with their predictions. Without a goal the planner's fit (the smallest TP that holds the model) is used.
+    ``calibrations``
     (default: none) supplies fitted factors by (accelerator, engine); ``factors`` overrides both;
     ``prices`` maps instance names to prices (default: the catalog snapshot). ``arrivals``: "bursts"
     (users re-send at once with fixed lengths, as ``accelbench sweep`` measures) or "steady" (spread out).
@@ -181,6 +185,34 @@ def estimate(
 
             catalog = get_catalog()
         spec = catalog.accelerator(instance.accelerator_name)
+    if goal is not None and recommendation is None:
+        if goal not in GOALS:
+            raise UserInputError(f"Unknown goal {goal!r}: use cost or latency.")
+        return _chosen(
+            model,
+            instance,
+            spec,
+            goal=goal,
+            alternatives=alternatives,
+            quantization=quantization,
+            engine_settings=engine_settings,
+            kwargs={
+                "input_len": input_len,
+                "output_len": output_len,
+                "concurrency": concurrency,
+                "engine": engine,
+                "max_model_len": max_model_len,
+                "kv_cache_dtype": kv_cache_dtype,
+                "catalog": catalog,
+                "calibrations": calibrations,
+                "factors": factors,
+                "prices": prices,
+                "slo": slo,
+                "benchmarked": benchmarked,
+                "arrivals": arrivals,
+                "engine_defaults": engine_defaults,
+            },
+        )
     kind = instance.accelerator_type
     engine = normalize_engine(engine, kind)
     accel = accelerator_name(instance)
@@ -200,6 +232,8 @@ def estimate(
         catalog=catalog,
         suggest_alternatives=False,
         factors=f if kind == AcceleratorType.cpu else None,
+        settings=engine_settings,
+        engine=engine,
     )
     if rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None:
         # The natural context is shorter than this request: ask for exactly what the request needs.
@@ -214,6 +248,9 @@ def estimate(
             spec=spec,
             catalog=catalog,
             suggest_alternatives=False,
+            factors=f if kind == AcceleratorType.cpu else None,
+            settings=engine_settings,
+            engine=engine,
         )
     hourly, price_source = _hourly(instance, prices)
     base: dict[str, Any] = {
@@ -242,7 +279,15 @@ def estimate(
             explanation=f"a {need:,}-token request exceeds the {rec.settings.max_model_len:,}-token context "
             "that fits",
         )
-    pm, _hw, _fmt = predict_for(model, instance, spec, rec, engine_settings=engine_settings, engine=engine)
+    pm, _hw, _fmt = predict_for(
+        model,
+        instance,
+        spec,
+        rec,
+        engine_settings=engine_settings,
+        engine=engine,
+        engine_defaults=engine_defaults,
+    )
     pred = pm.predict(f, input_len, output_len, concurrency, arrivals)
     s, mem = rec.settings, rec.memory
     notes: list[str] = []
@@ -268,6 +313,15 @@ def estimate(
         if arrivals == "bursts"
         else "Arrivals: steady (spread out; other requests' prefills interleave with decode)."
     )
+    if kind == AcceleratorType.neuron:
+        notes.append(
+            f"Neuron runs compiled shapes: every decode step runs the compiled batch ({pm.batch_limit}) and "
+            "contexts are padded to power-of-two buckets."
+        )
+    typical = typical_error(kind.value)
+    sentence = error_sentence(kind.value)
+    if sentence and ref is None and factors is None:
+        notes.append(sentence)
     if pred.batch < concurrency:
         notes.append(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
@@ -302,6 +356,7 @@ def estimate(
         decode_compute_ms=pred.d_compute * 1000,
         decode_allreduce_ms=pred.d_allreduce * 1000,
         decode_overhead_ms=pred.d_overhead * 1000,
+        decode_layer_floor_ms=pred.d_floor * 1000,
         decode_bound=bound,
         prefill_ms=pred.prefill * 1000,
         prefill_bound=pred.prefill_bound,
@@ -332,6 +387,7 @@ def estimate(
         usd_per_million_output_tokens=usd_m,
         usd_per_request=usd_req,
         calibrated=ref is not None,
+        typical_error_pct=(typical or {}).get("tpot_mape_pct") if ref is None and factors is None else None,
         slo_met=slo_met,
         max_concurrency_meeting_slo=max_c,
         usd_per_million_output_tokens_at_slo=usd_m_slo,
@@ -340,6 +396,54 @@ def estimate(
         calibration=ref,
         times=times,
         notes=notes,
+    )
+
+
+def _chosen(
+    model: ModelSpec,
+    instance: InstanceType,
+    spec: AcceleratorSpec,
+    *,
+    goal: str,
+    alternatives: bool,
+    quantization: str | None,
+    engine_settings: EngineSettings | None,
+    kwargs: dict[str, Any],
+) -> Estimate:
+    """Every open setting predicted; the best for the goal reported, the others listed when asked."""
+    options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
+    estimates = [
+        estimate(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs) for s, q in options
+    ]
+    best = choose(estimates, goal)
+    if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
+        best = estimate(
+            model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
+        )
+        return best.model_copy(
+            update={
+                "goal": goal,
+                "alternatives": [option_of(e, False) for e in estimates] if alternatives else [],
+            }
+        )
+    notes = list(best.notes)
+    feasible = [e for e in estimates if e.feasible]
+    if len(feasible) > 1:
+        notes.append(
+            f"Settings chosen for {'lowest cost per output token' if goal == 'cost' else 'lowest TPOT'} among "
+            f"{len(feasible)} feasible options (TP "
+            + ", ".join(sorted({str(e.tensor_parallel_size) for e in feasible}, key=int))
+            + "; formats "
+            + ", ".join(sorted({str(e.weight_format) for e in feasible}))
+            + ")"
+            + ("; --alternatives lists them." if not alternatives else ".")
+        )
+    return best.model_copy(
+        update={
+            "goal": goal,
+            "notes": notes,
+            "alternatives": [option_of(e, e is best) for e in estimates] if alternatives else [],
+        }
     )
 
 

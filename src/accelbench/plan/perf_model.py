@@ -83,6 +83,22 @@ def default_max_num_batched_tokens(hw: Hardware, tp: int) -> int:
     return 2048
 
 
+def default_max_num_seqs(hw: Hardware, tp: int, engine: str) -> int:
+    """The engine's own batch limit when a deployment does not set one (vLLM engine/arg_utils.py for the
+    OpenAI server: CPU 128 x TP; GPUs 1024 on >= 70 GiB GPUs other than A100, else 256; Neuron's default
+    compiled batch is small, 8 in the NxD Inference vLLM integration; SGLang sizes it from memory)."""
+    if engine == "llamacpp":
+        return 1
+    if hw.kind == AcceleratorType.cpu:
+        return 128 * tp
+    if hw.kind == AcceleratorType.neuron:
+        return 8
+    mem = hw.unit_memory_gib
+    if mem >= 70 and not hw.spec.name.upper().startswith("A100"):
+        return 1024
+    return 256
+
+
 # --------------------------------------------------------------------------------------------- the model
 @dataclass
 class Prediction:
@@ -106,6 +122,14 @@ class Prediction:
     prefill_bound: str
     interference: float
     queue: float
+    d_floor: float = 0.0
+
+
+def _next_pow2(n: float, floor: int = 128) -> int:
+    v = floor
+    while v < n:
+        v *= 2
+    return v
 
 
 @dataclass
@@ -133,6 +157,14 @@ class PerfModel:
     batch_limit: int  # max_num_seqs
     kv_tokens: int  # tokens the KV cache holds (all sequences)
     chunk: int  # max_num_batched_tokens
+    n_layers: int = 1
+    # weight-only formats (W4A16, AWQ/GPTQ, FP8 on GPUs without FP8 units, W8A16): the matrix units run in
+    # 16 bits on weights dequantised on the fly, which costs compute once the batch is large
+    weight_only: bool = False
+    # Neuron compiles static shapes: the decode graph runs the compiled batch (max_num_seqs) whatever the
+    # number of live sequences, and the context is padded to a power-of-two bucket
+    static_shapes: bool = False
+    kind: str = "gpu"
 
     def _kv_bytes(self, ctx: float) -> float:
         if self.window:
@@ -147,29 +179,47 @@ class PerfModel:
         return 1.0 - (1.0 - self.moe_k / self.moe_e) ** max(tokens, 1.0)
 
     def _allreduce(self, f: EfficiencyFactors, tokens: float) -> float:
+        """Two all-reduces per layer: a latency that grows with the ranks a message crosses (ring steps over
+        PCIe, one-shot over NVLink still synchronises every rank) and the bytes over the link."""
         if self.tp <= 1:
             return 0.0
-        per = (
-            max(f.allreduce_latency_us, self.min_allreduce_us) * 1e-6
-            + 2 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token / self.link
-        )
+        latency = max(f.allreduce_latency_us, self.min_allreduce_us) * 1e-6 * (1 + math.log2(self.tp)) / 2
+        per = latency + 2 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token / self.link
         return self.n_allreduce * per
+
+    def _matrix_rate(self, f: EfficiencyFactors, tokens: float) -> float:
+        """Achievable matrix FLOP/s per rank for a step of ``tokens`` rows: weight-only kernels dequantise
+        every weight they use, which halves or worse the rate once the step is compute-bound."""
+        fl = self.flops_peak * f.compute_efficiency
+        if self.weight_only:
+            fl *= f.weight_only_efficiency
+        return fl
 
     def decode_step(
         self, f: EfficiencyFactors, batch: int, ctx: float
-    ) -> tuple[float, float, float, float, float, float]:
+    ) -> tuple[float, float, float, float, float, float, float]:
+        """(step, weights, kv, compute, all-reduce, overhead, layer floor) in seconds."""
+        if self.static_shapes:
+            batch = max(batch, self.batch_limit)
+            ctx = _next_pow2(ctx)
         bw = self.bw_peak * f.bandwidth_efficiency
-        fl = self.flops_peak * f.compute_efficiency
         w = (self.dense_read + self.expert_bytes * self._touched(batch)) / bw
-        kv = batch * self._kv_bytes(ctx) / bw
-        comp = batch * (self.decode_flops_per_token + self.attn_coef * ctx) / fl
+        # paged attention streams each sequence's blocks: a lower share of the bandwidth than weight GEMMs
+        kv = batch * self._kv_bytes(ctx) / (bw * f.kv_read_efficiency)
+        comp = batch * (self.decode_flops_per_token + self.attn_coef * ctx) / self._matrix_rate(f, batch)
         ar = self._allreduce(f, batch)
         over = (f.step_overhead_ms + f.per_sequence_overhead_ms * batch) / 1000
-        return max(w + kv, comp) + ar + over, w, kv, comp, ar, over
+        # each layer's kernels take at least their launch-and-sync latency, however little each rank holds:
+        # why TP 8 is far from 8x TP 1
+        floor = self.n_layers * f.layer_floor_us * 1e-6
+        core = max(w + kv, comp, floor)
+        return core + ar + over, w, kv, comp, ar, over, floor
 
     def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
         """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
         ``max_num_batched_tokens``; each chunk reads the weights once and pays one step overhead."""
+        if self.static_shapes:
+            length = _next_pow2(length)
         bw = self.bw_peak * f.bandwidth_efficiency
         fl = self.flops_peak * f.compute_efficiency
         tokens = length * sequences
@@ -181,7 +231,8 @@ class PerfModel:
         per_chunk = min(tokens, self.chunk)
         weights = (self.dense_read + self.expert_bytes * self._touched(per_chunk)) / bw
         mem = chunks * weights + sequences * self._kv_bytes(length) / bw
-        t = max(comp, mem) + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
+        floor = chunks * self.n_layers * f.layer_floor_us * 1e-6
+        t = max(comp, mem, floor) + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
         return t, ("compute" if comp >= mem else "memory")
 
     def predict(
@@ -195,47 +246,58 @@ class PerfModel:
         """Closed loop of ``concurrency`` users. ``arrivals``:
 
         - ``bursts`` (what ``accelbench sweep`` measures: every user re-sends at once with fixed lengths):
+          while the other B - 1 prefills of a wave fit one scheduler step (``max_num_batched_tokens``),
           requests travel in waves. The engine starts the first arrival's prefill alone; the other B - 1
-          arrive during it and are prefilled together next, while the first one's decode waits. So B - 1 of
-          B requests see TTFT = own + the others' prefill and a pure-decode TPOT, and one sees a short TTFT
-          and a TPOT inflated by that stall (measured so on the local vLLM CPU sweep). Not modelled: when the
-          engine's first step already catches B - 1 arrivals, it prefills those together and the last one
-          after, so B - 1 requests see a TPOT inflated by one prefill. Which grouping the first wave gets is
-          a race, and the later waves keep it: the same 512 x 4 demo cell measured a TPOT p50 of 41 ms in
-          one run and 57 ms in another (ITL p50 34-36 ms in both);
-        - ``steady``: arrivals spread out (e.g. Poisson traffic at this concurrency): each request's decode
-          is stalled by the prefills of the others that land in it, of which a typical (median) request sees
-          the ``prefill_interference`` share.
+          arrive during it and are prefilled together next, while the first one's decode waits: B - 1 of B
+          requests see TTFT = own + the others' prefill and the first a TPOT inflated by that stall, as on
+          the local vLLM CPU sweep. Longer waves spread out (their prefills finish a chunk apart, so do
+          their re-sends) and the loop settles into the steady regime below. Which
+          grouping the first wave gets is a race, and the later waves keep it: the same 512 x 4 demo cell
+          measured a TPOT p50 of 41 ms in one run and 57 ms in another (ITL p50 34-36 ms in both);
+        - ``steady``: arrivals spread out (e.g. Poisson traffic, or variable lengths at this concurrency):
+          each request's decode is stalled by the prefills of the others that land in it (chunked prefill
+          shares steps with everyone's decode, which is what raises TPOT with load, strongly on CPUs), of
+          which a typical (median) request sees the ``prefill_interference`` share.
+        - ``wave``: one wave and nothing after it (every prompt sent at once, a static batch): the first
+          wave's TTFT, its prefills in chunks in arrival order, whatever their length.
         Typical values are medians over the requests; throughput and E2E follow from the mean cycle.
         """
         per_seq_tokens = input_len + output_len
         kv_cap = max(1, self.kv_tokens // max(per_seq_tokens, 1))
         batch = max(1, min(concurrency, self.batch_limit, kv_cap))
         ctx = input_len + output_len / 2
-        step, w, kv, comp, ar, over = self.decode_step(f, batch, ctx)
+        step, w, kv, comp, ar, over, floor = self.decode_step(f, batch, ctx)
         p, bound = self.prefill(f, input_len)
         req = f.request_overhead_ms / 1000
         decode_tokens = max(output_len - 1, 0)
         extra = 0.0  # what the typical request's TPOT gets from other requests' prefills
+        # Waves persist only while a wave's other prefills fit one scheduler step: then every request of a
+        # wave finishes together and re-sends together. When they need several steps, requests finish
+        # their prefills (and so their outputs) one chunk apart, re-send one chunk apart, and the next waves
+        # arrive spread out: after the first wave the loop runs as steady arrivals do.
+        waves = arrivals == "wave" or (arrivals == "bursts" and (batch - 1) * input_len <= self.chunk)
         if batch == 1:
             ttft = req + p
             tpot = tpot_mean = step
             e2e_mean = ttft + decode_tokens * step
-        elif arrivals == "bursts":
+        elif waves:
             p_rest, _ = self.prefill(f, input_len, batch - 1)
             chunks = max(1, math.ceil((batch - 1) * input_len / self.chunk))
+            # the median request is the ceil((B - 1) / 2)-th of the rest; it is done when its chunk is
+            median_chunks = max(1, math.ceil(math.ceil((batch - 1) / 2) * input_len / self.chunk))
             ttft_first = req + p
-            ttft_rest = req + p + p_rest
+            ttft_median = req + p + p_rest * min(median_chunks, chunks) / chunks
+            ttft_last = req + p + p_rest
             # the first request gets a token per chunk of the others' prefill; the rest of it is a stall
             stall = max(p_rest - chunks * step, 0.0) / decode_tokens if decode_tokens else 0.0
             if batch == 2:  # one of each: the median falls between them
-                ttft = (ttft_first + ttft_rest) / 2
+                ttft = (ttft_first + ttft_last) / 2
                 extra = stall / 2
-            else:  # most requests are the ones prefilled together
-                ttft = ttft_rest
+            else:  # most requests are the ones prefilled after the first
+                ttft = ttft_median
             tpot = step + extra
             tpot_mean = step + stall / batch
-            e2e_mean = ttft_rest + decode_tokens * step
+            e2e_mean = (ttft_first + ttft_last) / 2 + decode_tokens * step
         else:
             # Each of the batch - 1 other slots starts a new request once per E2E; the share of them that
             # lands in this request's decode window is T_dec / E2E.
@@ -248,8 +310,11 @@ class PerfModel:
                     mean_extra = (batch - 1) * p * window / decode_tokens
                     tpot_mean = step + mean_extra
                     e2e = req + p + decode_tokens * tpot_mean
-            # arriving mid-step, and finding another prefill running (mean residual: half of it)
-            wait = 0.5 * step + f.prefill_interference * (batch - 1) * p / max(e2e, 1e-9) * p / 2
+            # arriving mid-step, and finding another prefill running (mean residual: half of it); a prefill
+            # shares its steps with the batch's decodes, so its own chunks take a decode step longer each
+            share = (batch - 1) * p / max(e2e, 1e-9)
+            chunks_own = max(1, math.ceil(input_len / self.chunk))
+            wait = 0.5 * step + f.prefill_interference * share * p / 2 + chunks_own * (step - over)
             ttft = req + p + wait
             extra = f.prefill_interference * mean_extra
             tpot = step + extra
@@ -278,6 +343,7 @@ class PerfModel:
             prefill_bound=bound,
             interference=extra,
             queue=queue,
+            d_floor=floor,
         )
 
     @property
@@ -304,6 +370,7 @@ def build_perf_model(
     batch_limit: int,
     kv_tokens: int,
     chunk: int,
+    cpu_threads: int | None = None,
 ) -> PerfModel:
     p = model.parameters
     wb = weight_bytes(model, fmt)
@@ -318,6 +385,12 @@ def build_perf_model(
     if hw.kind == AcceleratorType.cpu:
         bw = hw.unit_bandwidth_gbps * 1e9 / tp
         flops = hw.tflops_for(fmt.math) * 1e12 / tp
+        cores = max(1, hw.physical_cores)
+        if cpu_threads is not None and cpu_threads < cores:
+            # fewer threads than cores: compute scales with the threads, bandwidth with what they can pull
+            share = cpu_threads / cores
+            flops *= share
+            bw = min(bw, hw.cores_bandwidth_gbps * share * 1e9 / tp)
     else:
         bw = hw.unit_bandwidth_gbps * 1e9
         flops = hw.tflops_for(fmt.math) * 1e12
@@ -357,4 +430,8 @@ def build_perf_model(
         batch_limit=max(1, batch_limit),
         kv_tokens=max(1, kv_tokens),
         chunk=max(1, chunk),
+        n_layers=model.num_layers,
+        weight_only=fmt.quantized and hw.tflops_for(fmt.math) == hw.unit_bf16_tflops,
+        static_shapes=hw.kind == AcceleratorType.neuron,
+        kind=hw.kind.value,
     )

@@ -18,31 +18,31 @@ from accelbench.domain.plan import (
     EstimateSummary,
     EstimateTable,
 )
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
-    from accelbench.store.repo import Store
 
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
 
 
 # --------------------------------------------------------------------------------------------- the catalog
+def _engine_for(engine: str | None, inst: InstanceType) -> str | None:
+    """A named engine applies to the tiers it serves; the other tiers keep their default (a catalog-wide
+    `--engine sglang` ranks GPUs with SGLang and still shows CPUs with theirs)."""
+    if engine is None:
+        return None
+    from accelbench.plan.recommend.common import ENGINES
+
+    e = engine.strip().lower()
+    names = ENGINES[inst.accelerator_type]
+    return e if e in names or e == "vllm" else None
+
+
 def _row(e: Estimate) -> EstimateRow:
     return EstimateRow(**{k: getattr(e, k) for k in EstimateRow.model_fields})
-
-
-def store_context(
-    store: Store, *, use_calibrations: bool = True, region: str | None = None
-) -> tuple[CalibrationSet | None, dict[str, Any], set[str]]:
-    """(active calibrations, best known prices, instance types with stored runs) from a store, in three
-    queries, so a catalog-wide estimate stays fast."""
-    from accelbench.catalog import price_map
-
-    calibrations = CalibrationSet.from_store(store) if use_calibrations else None
-    prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
-    return calibrations, prices, store.benchmarked_instance_types()
 
 
 def estimate_catalog(
@@ -63,22 +63,33 @@ def estimate_catalog(
     calibrations: CalibrationSet | None = None,
     prices: Mapping[str, Any] | None = None,
     benchmarked: set[str] | None = None,
-    store: Store | None = None,
-    use_calibrations: bool = True,
     limit: int | None = None,
     include_infeasible: bool = True,
     arrivals: str = "bursts",
+    engine: str | None = None,
+    engine_settings: EngineSettings | None = None,
+    goal: str | None = None,
+    alternatives: bool = False,
 ) -> EstimateTable:
     """Estimates for every catalog instance matching the filters, ranked by cost per 1M output tokens.
 
     ``accelerator`` (or ``accelerator_type``) keeps one tier; ``instance_type`` keeps one instance.
-    With ``store``, stored prices win over the snapshot, active calibrations apply (unless
-    ``use_calibrations`` is false) and rows say whether the store has runs on the instance.
-    With ``slo``, each row also gets the highest concurrency meeting it, and the summary names the
+    ``prices`` (stored prices, which win over the snapshot), ``calibrations`` and ``benchmarked`` (instances
+    with stored runs) come from the caller's context (``services.plan.plan_context`` builds them from a
+    store; the planner never opens one). ``engine_settings``/``engine`` fix settings on every row; ``goal``
+    chooses the open ones per row (``plan/choose.py``) and ``alternatives`` lists them. With ``slo``, each row also gets the highest concurrency meeting it, and the summary names the
     cheapest instance that meets it (cost per 1M output tokens at that concurrency).
     """
     started = time.perf_counter()
     model = as_model_spec(model)
+    if engine is not None:
+        from accelbench.plan.recommend.common import ENGINES
+
+        known = {e for names in ENGINES.values() for e in names} | {"vllm"}
+        if engine.strip().lower() not in known:
+            raise UserInputError(
+                f"Unknown engine {engine!r}.", hint=f"Use one of {', '.join(sorted(known))}."
+            )
     if input_len + output_len > model.max_position_embeddings:
         raise UserInputError(
             f"A request of {input_len:,} input + {output_len:,} output tokens is longer than {model.name}'s "
@@ -93,11 +104,6 @@ def estimate_catalog(
         from accelbench.catalog import get_catalog
 
         catalog = get_catalog()
-    if store is not None:
-        st_cal, st_prices, st_bench = store_context(store, use_calibrations=use_calibrations)
-        calibrations = calibrations if calibrations is not None else st_cal
-        prices = prices if prices is not None else st_prices
-        benchmarked = benchmarked if benchmarked is not None else st_bench
     if instance_type is not None:
         instances = [catalog.instance(instance_type)]
     price_of: dict[str, float] = {}
@@ -126,6 +132,10 @@ def estimate_catalog(
             slo=slo,
             benchmarked=benchmarked,
             arrivals=arrivals,
+            engine=_engine_for(engine, inst),
+            engine_settings=engine_settings,
+            goal=goal,
+            alternatives=alternatives,
         )
         if est.calibration is not None:
             used_refs[(est.calibration.accelerator, est.calibration.engine)] = est.calibration

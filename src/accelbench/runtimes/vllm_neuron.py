@@ -94,8 +94,11 @@ class VllmNeuron(VllmFamily):
         cores = neuron_cores(params)
         if tp > cores:
             errors.append(f"tensor_parallel_size {tp} exceeds the {cores} NeuronCores; set it to {cores}")
-        if tp & (tp - 1):
-            errors.append(f"tensor_parallel_size {tp} must be a power of two on Neuron")
+        if tp & (tp - 1) and tp != cores:
+            # NxD Inference pads attention heads to a multiple of TP: a power of two, or every NeuronCore
+            errors.append(
+                f"tensor_parallel_size {tp} must be a power of two or all {cores} NeuronCores on Neuron"
+            )
         return errors
 
 

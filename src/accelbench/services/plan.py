@@ -4,12 +4,15 @@ instance or the ranked catalog, with the store's calibrations and prices) and th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
 from accelbench.services.runs import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
+
+if TYPE_CHECKING:
+    from accelbench.plan.calibrations import CalibrationSet
 
 
 def presets() -> list[dict[str, Any]]:
@@ -65,17 +68,31 @@ def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     return dict(jsonable(rec))
 
 
+def plan_context(
+    store: Store, *, use_calibrations: bool = True, region: str | None = None
+) -> tuple[CalibrationSet | None, dict[str, Any], set[str]]:
+    """What the planner takes from a store, in three queries so a catalog-wide estimate stays fast: the
+    active calibrations, the best known prices (stored ones win over the snapshot) and the instance types
+    with stored runs."""
+    from accelbench.catalog import price_map
+    from accelbench.plan.calibrations import CalibrationSet
+
+    calibrations = CalibrationSet.from_store(store) if use_calibrations else None
+    prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
+    return calibrations, prices, store.benchmarked_instance_types()
+
+
 def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
     ranked catalog, with the store's calibrations, prices and benchmarked instances when there is a store."""
     from accelbench.plan.estimate import estimate as estimate_one
     from accelbench.plan.estimate import is_local, parse_slo
-    from accelbench.plan.ranking import estimate_catalog, store_context
+    from accelbench.plan.ranking import estimate_catalog
 
     spec = load_model(query.model)
     calibrations = prices = benchmarked = None
     if store is not None:
-        calibrations, prices, benchmarked = store_context(store, use_calibrations=not query.no_calibration)
+        calibrations, prices, benchmarked = plan_context(store, use_calibrations=not query.no_calibration)
     common: dict[str, Any] = {
         "input_len": query.input_len,
         "output_len": query.output_len,
@@ -86,6 +103,10 @@ def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | Est
         "prices": prices,
         "benchmarked": benchmarked,
         "arrivals": query.arrivals,
+        "engine": query.engine,
+        "engine_settings": query.engine_settings(),
+        "goal": query.goal,
+        "alternatives": query.alternatives,
     }
     if query.instance_type:
         if is_local(query.instance_type):

@@ -227,6 +227,12 @@ def estimate_page(
     concurrency: int = Query(_EQ["concurrency"].default, ge=1, le=100_000),
     slo: str | None = Query(None, max_length=100),
     limit: int = Query(_EQ["limit"].default, ge=1, le=10_000),
+    engine: str | None = Query(None, max_length=32),
+    tensor_parallel_size: str | None = Query(None, max_length=8),
+    max_num_seqs: str | None = Query(None, max_length=8),
+    kv_cache_dtype: str | None = Query(None, max_length=16),
+    goal: str | None = Query(None, max_length=16),
+    alternatives: str | None = Query(None, max_length=8),
 ) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
@@ -234,6 +240,8 @@ def estimate_page(
         tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
         cost = optional_number(max_cost, float, "Max $/h")
         context = optional_number(min_context, int, "Min context")
+        tp = optional_number(tensor_parallel_size, int, "Tensor parallel")
+        seqs = optional_number(max_num_seqs, int, "Max sequences")
     except AccelbenchError as exc:
         return error_page(request, exc)
     form = {
@@ -247,6 +255,12 @@ def estimate_page(
         "output_len": output_len,
         "concurrency": concurrency,
         "slo": slo or "",
+        "engine": engine or "",
+        "tensor_parallel_size": tp,
+        "max_num_seqs": seqs,
+        "kv_cache_dtype": kv_cache_dtype or "",
+        "goal": goal or _EQ["goal"].default,
+        "alternatives": bool(alternatives),
     }
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = None
@@ -266,6 +280,12 @@ def estimate_page(
                 concurrency=concurrency,
                 slo=slo or None,
                 limit=limit,
+                engine=engine or None,
+                tensor_parallel_size=tp,
+                max_num_seqs=seqs,
+                kv_cache_dtype=kv_cache_dtype or None,
+                goal=goal or _EQ["goal"].default,
+                alternatives=bool(alternatives),
             )
             from accelbench.services.paths import confine
 

@@ -23,7 +23,7 @@ def run_json(*args: str, code: int = 0) -> Any:
 def test_recommend_json_and_table() -> None:
     data = run_json("recommend", "--model", "qwen2.5-7b-instruct", "--instance", "g6.xlarge")
     assert data["fits"] is True and data["settings"]["tensor_parallel_size"] == 1
-    assert data["settings"]["kv_cache_dtype"] == "fp8" and data["reasons"]
+    assert data["settings"]["kv_cache_dtype"] == "auto" and data["reasons"]  # vLLM's default: the model dtype
     res = runner.invoke(app, ["recommend", "-m", "qwen2.5-7b-instruct", "-i", "r8g.4xlarge"])
     assert res.exit_code == 0
     assert "VLLM_CPU_KVCACHE_SPACE" in res.stdout and "41" in res.stdout

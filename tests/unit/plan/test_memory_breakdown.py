@@ -15,7 +15,7 @@ def items(b: object) -> dict[str, float]:
 
 
 def test_gpu_breakdown_adds_up_to_the_device() -> None:
-    b = memory_breakdown(load_model_spec("qwen2.5-7b-instruct"), "g6.xlarge")
+    b = memory_breakdown(load_model_spec("qwen2.5-7b-instruct"), "g6.xlarge", kv_cache_dtype="fp8")
     got = items(b)
     assert b.unit == "gpu" and b.units == 1 and b.verdict == "fits"
     total = sum(got.values())

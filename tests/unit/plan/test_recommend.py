@@ -14,6 +14,7 @@ from accelbench.domain.model import ModelSource, ModelSpec
 from accelbench.domain.plan import RefusalCode, Verdict
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec, spec_from_config
+from accelbench.domain.run import EngineSettings
 from accelbench.plan import recommend
 from accelbench.plan.memory import GIB, native_format, overhead_bytes, seed_cpu_kv_space_gib, weight_bytes
 
@@ -57,21 +58,26 @@ def cpu_instance(
 
 
 # --------------------------------------------------------------------------------------------- GPU
-def test_gpu_fits_on_one_gpu_with_fp8_kv_where_supported() -> None:
+def test_gpu_kv_cache_is_the_model_dtype_by_default_and_fp8_only_when_asked() -> None:
     r = recommend(m("qwen2.5-7b-instruct"), "g6.xlarge")  # 1 x L4 (FP8 hardware)
     assert r.fits and r.settings is not None and r.memory is not None
     s = r.settings
     assert s.engine == "vllm" and s.tensor_parallel_size == 1
-    assert s.gpu_memory_utilization == 0.90 and s.kv_cache_dtype == "fp8"
+    assert s.gpu_memory_utilization == 0.90 and s.kv_cache_dtype == "auto"  # vLLM's default
     assert s.kv_cache_space_gib is None and s.dtype == "bfloat16"
-    assert s.max_model_len == 32768 and r.verdict == Verdict.fits
+    # 16-bit KV: the full 32k context fits but not 4 sequences of it, so the length is halved
+    assert s.max_model_len == 16384 and r.verdict == Verdict.clamped
     usable = 24 * 0.90
     assert r.memory.usable_gib == pytest.approx(usable, abs=0.01)
     model = m("qwen2.5-7b-instruct")
     kv_budget = usable * GIB - weight_bytes(model, native_format(model)).total - overhead_bytes(model)
     assert r.memory.kv_cache_gib == pytest.approx(kv_budget / GIB, abs=0.01)
-    assert r.memory.kv_bytes_per_token == 57_344 // 2  # FP8 KV
-    assert any("FP8" in x for x in r.reasons)
+    assert r.memory.kv_bytes_per_token == 57_344  # 16-bit KV
+    fp8 = recommend(m("qwen2.5-7b-instruct"), "g6.xlarge", kv_cache_dtype="fp8")
+    assert fp8.settings is not None and fp8.settings.kv_cache_dtype == "fp8" and fp8.memory is not None
+    assert fp8.memory.kv_bytes_per_token == 57_344 // 2
+    assert fp8.memory.kv_cache_tokens == pytest.approx(2 * r.memory.kv_cache_tokens, rel=0.01)
+    assert fp8.settings.max_model_len == 32768 and any("FP8" in x for x in fp8.reasons)
 
 
 def test_gpu_without_fp8_uses_16_bit_kv_and_warns_when_fp8_is_forced() -> None:
@@ -220,7 +226,7 @@ def test_gpu_host_ram_warning() -> None:
 
 
 def test_mla_kv_is_replicated_across_ranks() -> None:
-    r = recommend(m("deepseek-v3"), "p5e.48xlarge")
+    r = recommend(m("deepseek-v3"), "p5e.48xlarge", kv_cache_dtype="fp8")
     assert r.settings is not None and r.memory is not None
     assert r.settings.checkpoint_quantization == "fp8" and r.settings.quantization is None
     assert any("replicated on every rank" in x for x in r.reasons)
@@ -228,15 +234,28 @@ def test_mla_kv_is_replicated_across_ranks() -> None:
 
 
 # --------------------------------------------------------------------------------------------- Neuron
-def test_neuron_tp_is_a_power_of_two_dividing_heads() -> None:
+def test_neuron_uses_every_neuroncore_by_default_and_a_given_tp_when_asked() -> None:
     r = recommend(m("mixtral-8x7b-instruct-v0.1"), "inf2.48xlarge")  # 24 NeuronCores of 16 GiB
     assert r.fits and r.settings is not None and r.memory is not None
     assert r.settings.engine == "vllm-neuron" and r.settings.dtype == "bfloat16"
     tp = r.settings.tensor_parallel_size
-    assert tp == 16 and r.settings.neuron_cores == 16
+    # what Neuron deployments run: all 24 cores (32 heads padded to 48; 8 KV heads replicated to 24)
+    assert tp == 24 and r.settings.neuron_cores == 24
+    assert any("padded" in x for x in r.reasons)
     assert r.memory.utilization == 0.85 and r.memory.unit == "neuron_core"
     assert r.memory.unit_memory_gib == 16
     assert r.settings.gpu_memory_utilization is None and r.settings.kv_cache_dtype is None
+    sixteen = recommend(
+        m("mixtral-8x7b-instruct-v0.1"), "inf2.48xlarge", settings=EngineSettings(tensor_parallel_size=16)
+    )
+    assert sixteen.settings is not None and sixteen.memory is not None
+    assert sixteen.settings.tensor_parallel_size == 16 and sixteen.memory.units == 16
+    assert sixteen.memory.kv_cache_gib < r.memory.kv_cache_gib  # 16 cores hold less KV cache than 24
+    too_many = recommend(
+        m("mixtral-8x7b-instruct-v0.1"), "inf2.48xlarge", settings=EngineSettings(tensor_parallel_size=32)
+    )
+    assert not too_many.fits and too_many.refusal is not None
+    assert too_many.refusal.code == RefusalCode.no_valid_tensor_parallel and "24" in too_many.refusal.reason
 
 
 def test_neuron_needs_tp_two_for_grouped_kv_heads() -> None:
@@ -263,9 +282,13 @@ def test_neuron_host_ram_minimum() -> None:
 def test_neuron_refuses_unsupported_architectures_and_quantization() -> None:
     r = recommend(m("deepseek-v3"), "trn1.32xlarge")
     assert r.refusal is not None and r.refusal.code == RefusalCode.unsupported_architecture
-    q = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", quantization="int8")
+    q = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", quantization="int4")
     assert q.refusal is not None and q.refusal.code == RefusalCode.unsupported_quantization
-    assert "BF16 only" in q.refusal.reason
+    assert "INT8 weights" in q.refusal.reason
+    # INT8 weight-only (NxD Inference) is planned and predicted, and said not to be deployed
+    i8 = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", quantization="int8")
+    assert i8.fits and i8.settings is not None and i8.settings.weight_format == "int8"
+    assert any("not deployed" in w for w in i8.warnings)
 
 
 # --------------------------------------------------------------------------------------------- CPU

@@ -13,6 +13,7 @@ from accelbench.domain.plan import EstimateQuery
 
 router = APIRouter(tags=["plan"], responses=ERROR_RESPONSES)
 
+_EQ = EstimateQuery.model_fields
 ModelQ = Query(..., min_length=1, max_length=300, description="Model preset name, prepared model or path.")
 
 
@@ -33,9 +34,22 @@ def recommend(
     output_len: int | None = Query(
         None, ge=1, le=10_000_000, description="Output tokens the batch is sized for."
     ),
+    engine: str | None = Query(None, max_length=32, description=_EQ["engine"].description),
+    tensor_parallel_size: int | None = Query(
+        None, ge=1, le=64, description=_EQ["tensor_parallel_size"].description
+    ),
+    max_num_seqs: int | None = Query(None, ge=1, le=100_000, description=_EQ["max_num_seqs"].description),
+    max_num_batched_tokens: int | None = Query(
+        None, ge=16, le=10_000_000, description=_EQ["max_num_batched_tokens"].description
+    ),
+    kv_cache_space_gib: int | None = Query(
+        None, ge=1, le=100_000, description=_EQ["kv_cache_space_gib"].description
+    ),
+    threads: int | None = Query(None, ge=1, le=4096, description=_EQ["threads"].description),
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
-    """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error)."""
+    """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error).
+    Settings given are kept and every memory figure is computed for them."""
     from accelbench import services as service
     from accelbench.services.paths import confine
 
@@ -48,6 +62,15 @@ def recommend(
         kv_cache_dtype=kv_cache_dtype,
         input_len=input_len,
         output_len=output_len,
+        engine=engine,
+        settings=EstimateQuery(
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            kv_cache_space_gib=kv_cache_space_gib,
+            threads=threads,
+        ).engine_settings(),
     )
 
 

@@ -26,9 +26,10 @@ from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, Instance
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import Alternative, EfficiencyFactors, Recommendation, RefusalCode
 from accelbench.domain.quant import parse_quantization as normalize_quantization
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for
-from accelbench.plan.recommend.common import Ctx, accelerator_name, refuse
+from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
 from accelbench.plan.recommend.gpu import recommend_gpu
 from accelbench.plan.recommend.neuron import recommend_neuron
@@ -64,8 +65,16 @@ def recommend(
     catalog: Catalog | None = None,
     suggest_alternatives: bool = True,
     factors: EfficiencyFactors | None = None,
+    settings: EngineSettings | None = None,
+    engine: str | None = None,
 ) -> Recommendation:
     """Whether ``model`` fits ``instance`` and with which settings.
+
+    ``settings`` fixes what a deployment (or a published measurement) set: tensor_parallel_size,
+    max_num_seqs, max_num_batched_tokens, kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization,
+    and (unless given as arguments) quantization, kv_cache_dtype and max_model_len; every memory figure is
+    recomputed for them, and a setting that cannot work is refused with the reason. ``engine`` names the
+    engine (default: the tier's); one that cannot serve the tier is an input error.
 
     ``quantization``: None/"auto" tries the fallback chain (GPU); "none" keeps the checkpoint's format;
     "fp8"/"int8"/"int4" asks for one. ``max_model_len`` asks for a context length (refused if it cannot
@@ -76,7 +85,10 @@ def recommend(
     """
     if max_model_len is not None and max_model_len < 16:
         raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
-    q = normalize_quantization(quantization)
+    s = settings or EngineSettings()
+    q = normalize_quantization(quantization if quantization is not None else s.quantization)
+    max_model_len = max_model_len if max_model_len is not None else s.max_model_len
+    kv_cache_dtype = kv_cache_dtype or s.kv_cache_dtype
     cat = catalog
     if isinstance(instance, str):
         from accelbench.plan.hardware import LOCAL_INSTANCE, local_machine
@@ -102,6 +114,13 @@ def recommend(
         input_len=input_len,
         output_len=output_len,
         factors=factors,
+        tp=s.tensor_parallel_size,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        kv_cache_space_gib=s.kv_cache_space_gib,
+        threads=s.threads,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        engine=check_engine(engine, instance.accelerator_type),
     )
     if not model.is_generative:
         rec = refuse(

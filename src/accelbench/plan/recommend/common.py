@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from accelbench.domain.catalog import AcceleratorSpec, InstanceType
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
     Attempt,
@@ -17,6 +16,7 @@ from accelbench.domain.plan import (
     RefusalCode,
     Verdict,
 )
+from accelbench.errors import UserInputError
 from accelbench.plan.hardware import Hardware
 from accelbench.plan.memory import (
     GIB,
@@ -30,10 +30,6 @@ from accelbench.plan.memory import (
     seq_kv_bytes_per_rank,
     weight_bytes,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 USEFUL_CONTEXT = 8192  # a context worth choosing a larger TP for
 USEFUL_SEQS = 4
@@ -49,6 +45,30 @@ CPU_FAMILY_NAMES = {
     "7i": "Xeon-SPR",
     "8i": "Xeon-GNR",
 }
+
+
+ENGINES = {
+    AcceleratorType.gpu: ("vllm", "sglang"),
+    AcceleratorType.neuron: ("vllm-neuron",),
+    AcceleratorType.cpu: ("vllm-cpu", "llamacpp"),
+}
+
+
+def check_engine(engine: str | None, kind: AcceleratorType) -> str:
+    """The engine a plan is for: the tier's default when unset, plain "vllm" meaning the tier's vLLM build;
+    one that cannot serve the tier is an input error that names the ones that can."""
+    names = ENGINES[kind]
+    if not engine:
+        return names[0]
+    e = engine.strip().lower()
+    if e == "vllm":
+        return names[0] if kind != AcceleratorType.gpu else "vllm"
+    if e not in names:
+        raise UserInputError(
+            f"Engine {engine!r} does not serve {kind.value} instances.",
+            hint=f"On {kind.value} use {' or '.join(names)}.",
+        )
+    return e
 
 
 def gib(x: float) -> float:
@@ -71,6 +91,14 @@ class Ctx:
     input_len: int | None
     output_len: int | None
     factors: EfficiencyFactors | None
+    # settings the caller fixed (a deployment's or a published measurement's); None = the planner chooses
+    tp: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_space_gib: float | None = None
+    threads: int | None = None
+    gpu_memory_utilization: float | None = None
+    engine: str | None = None
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -294,11 +322,23 @@ def context_and_batch(
     typical = min(in_len + out_len, max_len)
     per_typical = seq_kv_bytes_per_rank(model, typical, fit.tp, kv_bytes)
     capacity = int(0.9 * fit.budget_per_unit / per_typical) if per_typical > 0 else seq_cap
-    max_num_seqs = max(1, min(seq_cap, capacity))
-    reasons.append(
-        f"max_num_seqs {max_num_seqs}: the KV cache holds {capacity:,} requests of {in_len:,} + {out_len:,} "
-        f"tokens (capped at {seq_cap}); {max(c_max, 0):,} at the full {max_len:,} tokens."
-    )
+    if ctx.max_num_seqs is not None:
+        max_num_seqs = ctx.max_num_seqs
+        reasons.append(
+            f"max_num_seqs {max_num_seqs} as given; the KV cache holds {capacity:,} requests of {in_len:,} + "
+            f"{out_len:,} tokens ({max(c_max, 0):,} at the full {max_len:,} tokens)."
+        )
+        if capacity < max_num_seqs:
+            ctx.warnings.append(
+                f"max_num_seqs {max_num_seqs} is more than the {capacity:,} requests of {in_len:,} + "
+                f"{out_len:,} tokens the KV cache holds: above {capacity:,} concurrent requests the rest wait."
+            )
+    else:
+        max_num_seqs = max(1, min(seq_cap, capacity))
+        reasons.append(
+            f"max_num_seqs {max_num_seqs}: the KV cache holds {capacity:,} requests of {in_len:,} + "
+            f"{out_len:,} tokens (capped at {seq_cap}); {max(c_max, 0):,} at the full {max_len:,} tokens."
+        )
     return max_len, max_num_seqs, max(0, c_max), in_len, out_len, reasons
 
 

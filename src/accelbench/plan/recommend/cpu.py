@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.model import ModelSpec
@@ -16,6 +15,7 @@ from accelbench.domain.plan import (
     RefusalCode,
     ServingSettings,
 )
+from accelbench.errors import UserInputError
 from accelbench.plan.hardware import Hardware, default_factors
 from accelbench.plan.memory import (
     GIB,
@@ -27,10 +27,6 @@ from accelbench.plan.memory import (
     seed_cpu_kv_space_gib,
     weight_bytes,
 )
-
-if TYPE_CHECKING:
-    pass
-
 from accelbench.plan.recommend.common import (
     CPU_KV_MIN,
     CPU_MAX_NUM_SEQS,
@@ -206,16 +202,59 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
         )
     # ---- tensor parallel = NUMA nodes
     tp = max(1, inst.numa_nodes)
-    if tp > 1 and (model.num_attention_heads % tp or (model.mla is None and model.num_kv_heads % tp)):
+    if ctx.tp is not None:
+        if ctx.tp > tp:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} on CPU is one rank per NUMA node; {inst.name} has {tp}.",
+                [f"Give --tensor-parallel-size {tp} or less."],
+            )
+        if ctx.tp > 1 and (
+            model.num_attention_heads % ctx.tp or (model.mla is None and model.num_kv_heads % ctx.tp)
+        ):
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} does not divide {model.num_attention_heads} attention / "
+                f"{model.num_kv_heads} KV heads.",
+                ["Use tensor parallel 1."],
+            )
+        tp = ctx.tp
+    elif tp > 1 and (model.num_attention_heads % tp or (model.mla is None and model.num_kv_heads % tp)):
         ctx.warnings.append(
             f"{model.num_attention_heads} attention / {model.num_kv_heads} KV heads do not split over "
             f"{tp} NUMA nodes: serving on one node (TP 1); the other socket's bandwidth stays unused."
         )
         tp = 1
     ctx.reasons.append(
-        f"Tensor parallel {tp} = NUMA nodes ({inst.numa_nodes}): one rank per socket keeps its weights in local "
-        "memory; threads inside a node come from OpenMP (VLLM_CPU_OMP_THREADS_BIND=auto)."
+        f"Tensor parallel {tp} as given (the instance has {inst.numa_nodes} NUMA node(s))."
+        if ctx.tp is not None
+        else f"Tensor parallel {tp} = NUMA nodes ({inst.numa_nodes}): one rank per socket keeps its weights in "
+        "local memory; threads inside a node come from OpenMP (VLLM_CPU_OMP_THREADS_BIND=auto)."
     )
+    cores = inst.cores
+    if ctx.threads is not None:
+        if ctx.threads > inst.vcpus:
+            return refuse(
+                ctx,
+                RefusalCode.does_not_fit,
+                f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
+                [f"Give --threads {cores} (one per physical core) or less."],
+            )
+        ctx.reasons.append(
+            f"{ctx.threads} OpenMP threads as given"
+            + (
+                f": more than the {cores} physical cores, so the extra hyperthreads share cores "
+                "(they add no matrix or bandwidth throughput)."
+                if ctx.threads > cores
+                else f" (of {cores} physical cores)."
+            )
+        )
+    else:
+        ctx.reasons.append(
+            f"Threads: one per physical core ({cores}), as vLLM's CPU backend binds them by default."
+        )
     # ---- KV-cache space (exact VLLM_CPU_KVCACHE_SPACE)
     seed_kv = seed_cpu_kv_space_gib(host)
     left = allocatable - wb.total - overhead * tp
@@ -223,8 +262,27 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     # TP > 1 the host holds TP times that value.
     left_per_rank_gib = int(left / GIB / tp) if left > 0 else 0
     kv_space = min(seed_kv, left_per_rank_gib)
+    if ctx.kv_cache_space_gib is not None:
+        if ctx.kv_cache_space_gib != int(ctx.kv_cache_space_gib) or ctx.kv_cache_space_gib < 1:
+            raise UserInputError(
+                f"kv_cache_space_gib {ctx.kv_cache_space_gib:g}: VLLM_CPU_KVCACHE_SPACE is a whole number of GiB.",
+                hint="Give a whole number of GiB, at least 1.",
+            )
+        kv_space = int(ctx.kv_cache_space_gib)
+        if kv_space > left / GIB / tp:
+            return refuse(
+                ctx,
+                RefusalCode.does_not_fit,
+                f"VLLM_CPU_KVCACHE_SPACE {kv_space:g} GiB per rank (x {tp}) does not fit beside the weights "
+                f"{fmt_gib(wb.total)} and overhead {fmt_gib(overhead * tp)} in the {host * share:.2f} GiB "
+                "allocatable.",
+                [
+                    f"Give --kv-cache-space-gib {max(left_per_rank_gib, 1)} or less.",
+                    "Or choose a CPU instance with more memory.",
+                ],
+            )
     adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
-    if kv_space < 1:
+    if kv_space < 1 and ctx.kv_cache_space_gib is None:
         return refuse(
             ctx,
             RefusalCode.does_not_fit,
@@ -242,17 +300,20 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             ],
             bandwidth=adv,
         )
-    ctx.reasons.append(
-        f"KV-cache space {kv_space} GiB (VLLM_CPU_KVCACHE_SPACE, per rank): clamp(int({host:g} x {share} x "
-        f"0.35), 4, 128) = {seed_kv} GiB"
-        + (
-            f", lowered to the {left_per_rank_gib} GiB the weights and overhead leave"
-            if kv_space < seed_kv
-            else ""
+    if ctx.kv_cache_space_gib is not None:
+        ctx.reasons.append(f"KV-cache space {kv_space:g} GiB (VLLM_CPU_KVCACHE_SPACE, per rank) as given.")
+    else:
+        ctx.reasons.append(
+            f"KV-cache space {kv_space} GiB (VLLM_CPU_KVCACHE_SPACE, per rank): clamp(int({host:g} x {share} x "
+            f"0.35), 4, 128) = {seed_kv} GiB"
+            + (
+                f", lowered to the {left_per_rank_gib} GiB the weights and overhead leave"
+                if kv_space < seed_kv
+                else ""
+            )
+            + "."
         )
-        + "."
-    )
-    if kv_space < seed_kv:
+    if kv_space < seed_kv and ctx.kv_cache_space_gib is None:
         ctx.warnings.append(
             f"Only {kv_space} GiB is left for the KV cache after the weights (the rule gives {seed_kv}); "
             "long contexts and high concurrency will be limited."
@@ -291,7 +352,9 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
         host_peak_gib=gib(used),
     )
     settings = ServingSettings(
-        engine="vllm-cpu",
+        engine=ctx.engine or "vllm-cpu",
+        threads=ctx.threads,
+        max_num_batched_tokens=ctx.max_num_batched_tokens,
         tensor_parallel_size=tp,
         max_model_len=max_len,
         max_num_seqs=seqs,

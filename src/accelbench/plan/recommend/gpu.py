@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
@@ -26,10 +25,6 @@ from accelbench.plan.memory import (
     overhead_bytes,
     weight_bytes,
 )
-
-if TYPE_CHECKING:
-    pass
-
 from accelbench.plan.recommend.common import (
     GPU_MAX_NUM_SEQS,
     USEFUL_CONTEXT,
@@ -60,10 +55,12 @@ def valid_gpu_tps(model: ModelSpec, units: int) -> list[int]:
 
 def recommend_gpu(ctx: Ctx) -> Recommendation:
     model, hw, spec = ctx.model, ctx.hw, ctx.spec
-    usable = hw.unit_memory_gib * GIB * GPU_MEMORY_UTILIZATION
+    util = ctx.gpu_memory_utilization or GPU_MEMORY_UTILIZATION
+    usable = hw.unit_memory_gib * GIB * util
     overhead = overhead_bytes(model)
     fp8_ok = spec.fp8_tflops is not None
-    kv_dtype = ctx.kv_cache_dtype or ("fp8" if spec.supports_fp8_kv else "auto")
+    # vLLM's default: the KV cache in the model's dtype ("auto"); FP8 only when asked for
+    kv_dtype = ctx.kv_cache_dtype or "auto"
     if kv_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
         raise UserInputError(f"Unknown kv_cache_dtype {kv_dtype!r}; use auto or fp8.")
     if kv_dtype.startswith("fp8") and not spec.supports_fp8_kv:
@@ -74,12 +71,12 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
     kv_bytes = 1.0 if kv_dtype.startswith("fp8") else 2.0
     kv_label = "FP8" if kv_bytes == 1 else "16-bit"
     ctx.reasons.append(
-        f"Usable memory per GPU: {hw.unit_memory_gib:g} GiB x {GPU_MEMORY_UTILIZATION} "
+        f"Usable memory per GPU: {hw.unit_memory_gib:g} GiB x {util:g} "
         f"(gpu_memory_utilization) = {fmt_gib(usable)}; overhead {fmt_gib(overhead)} per GPU "
         "(activations, CUDA graphs, runtime)."
     )
     ctx.reasons.append(
-        f"KV cache in {kv_label} ({'default on ' + spec.name + ', which has FP8 hardware' if ctx.kv_cache_dtype is None and kv_bytes == 1 else kv_dtype}): "
+        f"KV cache in {kv_label} ({'auto: the model dtype, vLLM default' if ctx.kv_cache_dtype is None else kv_dtype}): "
         f"{model.kv_bytes_per_token(kv_bytes):,} bytes per token "
         f"({model.attention_kind.value.upper()}, {model.num_layers} layers"
         + (
@@ -90,6 +87,24 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         + ")."
     )
     valid = valid_gpu_tps(model, hw.units)
+    if ctx.tp is not None:
+        if ctx.tp > hw.units:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
+                [f"Give --tensor-parallel-size {max(valid) if valid else 1} or less, or a larger instance."],
+            )
+        if ctx.tp not in valid:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} does not divide {model.num_attention_heads} attention"
+                + ("" if model.mla else f" and {model.num_kv_heads} KV")
+                + " heads (vLLM needs both to split evenly).",
+                [f"Use one of {', '.join(map(str, valid))}." if valid else "Choose another instance."],
+            )
+        valid = [ctx.tp]
     if not valid:
         return refuse(
             ctx,
@@ -153,18 +168,24 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
             else f"Weights quantized to {fmt.label} at load time, as asked."
         )
     min_units = max(1, math.ceil(wb.total / usable))
-    ctx.reasons.append(
-        f"Tensor parallel {fit.tp}: the smallest power of two >= ceil({fmt_gib(wb.total)} / "
-        f"{fmt_gib(usable)}) = {min_units} that divides {model.num_attention_heads} attention"
-        + ("" if model.mla else f" and {model.num_kv_heads} KV")
-        + " heads and leaves room for the KV cache"
-        + (
-            f" of {USEFUL_SEQS} sequences of {min(USEFUL_CONTEXT, model.max_position_embeddings):,} tokens"
-            if ctx.max_model_len is None and fit.tp > min_units
-            else ""
+    if ctx.tp is not None:
+        ctx.reasons.append(
+            f"Tensor parallel {fit.tp} as given ({min_units} GPU(s) would hold the weights); the KV budget "
+            "and max_num_seqs are computed for it."
         )
-        + f" (valid on {hw.units} GPU(s): {', '.join(map(str, valid))})."
-    )
+    else:
+        ctx.reasons.append(
+            f"Tensor parallel {fit.tp}: the smallest power of two >= ceil({fmt_gib(wb.total)} / "
+            f"{fmt_gib(usable)}) = {min_units} that divides {model.num_attention_heads} attention"
+            + ("" if model.mla else f" and {model.num_kv_heads} KV")
+            + " heads and leaves room for the KV cache"
+            + (
+                f" of {USEFUL_SEQS} sequences of {min(USEFUL_CONTEXT, model.max_position_embeddings):,} tokens"
+                if ctx.max_model_len is None and fit.tp > min_units
+                else ""
+            )
+            + f" (valid on {hw.units} GPU(s): {', '.join(map(str, valid))})."
+        )
     if model.mla is not None and fit.tp > 1:
         ctx.reasons.append("MLA's latent KV cache is replicated on every rank, so TP does not split it.")
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, GPU_MAX_NUM_SEQS)
@@ -190,7 +211,7 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         unit="gpu",
         units=fit.tp,
         unit_memory_gib=hw.unit_memory_gib,
-        utilization=GPU_MEMORY_UTILIZATION,
+        utilization=util,
         usable_gib=gib(usable * fit.tp),
         weights_gib=gib(wb.total),
         overhead_gib=gib(fit.overhead_per_unit * fit.tp),
@@ -203,7 +224,8 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         host_peak_gib=gib(peak),
     )
     settings = ServingSettings(
-        engine="vllm",
+        engine=ctx.engine or "vllm",
+        max_num_batched_tokens=ctx.max_num_batched_tokens,
         tensor_parallel_size=fit.tp,
         max_model_len=max_len,
         max_num_seqs=seqs,
@@ -213,7 +235,7 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         weight_format=fmt.name,
         weight_bits=fmt.bits,
         kv_cache_dtype="fp8" if kv_bytes == 1 else "auto",
-        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        gpu_memory_utilization=util,
         concurrency_at_max_len=c_max,
         default_input_len=in_len,
         default_output_len=out_len,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
     Attempt,
     MemoryBudget,
@@ -20,12 +19,9 @@ from accelbench.plan.memory import (
     native_format,
     neuron_min_host_gib,
     neuron_overhead_bytes,
+    online_format,
     weight_bytes,
 )
-
-if TYPE_CHECKING:
-    pass
-
 from accelbench.plan.recommend.common import (
     NEURON_ARCHITECTURES,
     NEURON_MAX_NUM_SEQS,
@@ -43,6 +39,13 @@ from accelbench.plan.recommend.common import (
 
 
 # --------------------------------------------------------------------------------------------- Neuron
+def whole_instance_tp_ok(model: ModelSpec, units: int) -> bool:
+    """TP over every NeuronCore: attention heads are padded to a multiple of it, and the KV heads are
+    replicated to it, which needs one to divide the other."""
+    kv = model.num_kv_heads
+    return units >= 2 and (units % kv == 0 or kv % units == 0)
+
+
 def recommend_neuron(ctx: Ctx) -> Recommendation:
     model, hw, spec = ctx.model, ctx.hw, ctx.spec
     mt = model.model_type
@@ -61,12 +64,13 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
             f"Neuron serves BF16 only; this checkpoint is quantized ({model.quantization.scheme}).",
             [f"Use the unquantized BF16 checkpoint of {model.name}.", "Or choose a GPU instance."],
         )
-    if ctx.quantization not in (None, "native"):
+    if ctx.quantization not in (None, "native", "int8"):
         return refuse(
             ctx,
             RefusalCode.unsupported_quantization,
-            f"Quantization {ctx.quantization} was asked for, but Neuron serves BF16 only here.",
-            ["Leave quantization unset (BF16).", "Or choose a GPU instance for fp8 / int8 / int4."],
+            f"Quantization {ctx.quantization} was asked for, but Neuron serves BF16, or INT8 weights "
+            "(weight-only), here.",
+            ["Leave quantization unset (BF16), or ask for int8.", "Or choose a GPU instance for fp8 / int4."],
         )
     if ctx.kv_cache_dtype and ctx.kv_cache_dtype != "auto":
         ctx.warnings.append("kv_cache_dtype is ignored on Neuron: the KV cache is BF16.")
@@ -79,12 +83,47 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
         f"{cores_per_device} cores each) of {hw.unit_memory_gib:g} GiB; usable {fmt_gib(usable)} per core "
         f"(x {NEURON_MEMORY_UTILIZATION}); overhead {fmt_gib(overhead)} per core."
     )
-    ctx.reasons.append("BF16 weights and KV cache: Neuron serves BF16 only here.")
-    valid = [
-        t
-        for t in pow2_upto(hw.units)
-        if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
-    ]
+    int8 = ctx.quantization == "int8"
+    if int8:
+        ctx.warnings.append(
+            "INT8 weights on Neuron are predicted here, not deployed: accelbench's Neuron runtime serves BF16."
+        )
+    ctx.reasons.append(
+        "INT8 weights, BF16 math and KV cache: NxD Inference's weight-only quantization stores the weights in "
+        "INT8 and dequantises them per layer."
+        if int8
+        else "BF16 weights and KV cache."
+    )
+    # NxD Inference pads attention heads to a multiple of the TP degree, so every instance's full NeuronCore
+    # count is a valid degree (e.g. TP 24 on inf2.48xlarge for 32 heads); powers of two split them evenly.
+    valid = sorted(
+        {
+            t
+            for t in pow2_upto(hw.units)
+            if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
+        }
+        | ({hw.units} if whole_instance_tp_ok(model, hw.units) else set())
+    )
+    if ctx.tp is not None:
+        if ctx.tp > hw.units:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} needs {ctx.tp} NeuronCores; {ctx.instance.name} has {hw.units}.",
+                [f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."],
+            )
+        if ctx.tp < 2 and model.num_kv_heads > 1:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                "Neuron needs tensor parallel >= 2 for grouped KV heads.",
+                [f"Use one of {', '.join(map(str, valid))}."],
+            )
+        valid = [ctx.tp]
+    else:
+        # What Neuron deployments run: every NeuronCore of the instance (the weights and the KV cache
+        # spread over all of them, and each core's bandwidth adds up); the largest valid degree
+        valid = valid[-1:]
     if not valid:
         return refuse(
             ctx,
@@ -93,7 +132,7 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
             "(and Neuron needs TP >= 2 for grouped KV heads).",
             ["Choose an instance with more NeuronCores, or a GPU instance."],
         )
-    fmt = native_format(model)
+    fmt = online_format("int8") if int8 else native_format(model)
     kv_bytes = 2.0
     need = ctx.max_model_len or MIN_CONTEXT
     fit, why = fit_units(ctx, fmt, usable, overhead, valid, kv_bytes, need, "NeuronCore")
@@ -103,11 +142,11 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
         return refuse(
             ctx,
             RefusalCode.context_does_not_fit if ctx.max_model_len else RefusalCode.does_not_fit,
-            f"{model.name} ({fmt_gib(wb.total)} in BF16) does not fit {ctx.instance.name}: {why}.",
+            f"{model.name} ({fmt_gib(wb.total)} in {fmt.label}) does not fit {ctx.instance.name}: {why}.",
             ["Choose a Neuron instance with more NeuronCores (candidates below), or a GPU instance."],
         )
     ctx.attempts.append(
-        Attempt(weight_format=fmt.name, fits=True, tensor_parallel_size=fit.tp, reason="BF16")
+        Attempt(weight_format=fmt.name, fits=True, tensor_parallel_size=fit.tp, reason=fmt.label)
     )
     weights_gib = wb.total / GIB
     min_host = neuron_min_host_gib(weights_gib)
@@ -123,9 +162,20 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
     ctx.reasons.insert(
         0, f"Weights: {fmt_gib(wb.total)} in BF16 ({params_b(model.parameters.total)} parameters)."
     )
+    pad = model.num_attention_heads % fit.tp != 0
     ctx.reasons.append(
-        f"Tensor parallel {fit.tp}: the smallest power of two that divides {model.num_attention_heads} "
-        f"heads, is >= 2 for grouped KV heads and holds the weights ({', '.join(map(str, valid))} valid)."
+        (
+            f"Tensor parallel {fit.tp} as given."
+            if ctx.tp is not None
+            else f"Tensor parallel {fit.tp}: all {hw.units} NeuronCores of the instance, as Neuron deployments "
+            "run (give --tensor-parallel-size for fewer)."
+        )
+        + (
+            f" {model.num_attention_heads} attention heads are padded to "
+            f"{-(-model.num_attention_heads // fit.tp) * fit.tp} to split over {fit.tp} cores."
+            if pad
+            else ""
+        )
     )
     ctx.reasons.append(
         f"Host RAM {ctx.instance.memory_gib:g} GiB >= the {min_host:.0f} GiB Neuron needs to compile and load."
@@ -151,12 +201,14 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
     )
     settings = ServingSettings(
         engine="vllm-neuron",
+        max_num_batched_tokens=ctx.max_num_batched_tokens,
         tensor_parallel_size=fit.tp,
         max_model_len=max_len,
         max_num_seqs=seqs,
         dtype="bfloat16",
-        weight_format="bf16",
-        weight_bits=16,
+        weight_format=fmt.name,
+        weight_bits=fmt.bits,
+        quantization=fmt.online,
         neuron_cores=fit.tp,
         concurrency_at_max_len=c_max,
         default_input_len=in_len,

@@ -1,0 +1,113 @@
+"""Choosing settings for speed and cost, not only fit.
+
+For one instance, ``setting_options`` lists the settings worth predicting: every valid tensor-parallel degree
+of the tier (GPUs dividing the heads; Neuron's power-of-two degrees and the whole instance; CPU one rank or
+one per NUMA node) and, for an unquantized checkpoint on a GPU with FP8 units, FP8 weights beside the native
+format (near-lossless, and what many deployments use). ``choose`` picks per the goal: "cost" (lowest cost per
+output token, among the options meeting the SLO when one is given) or "latency" (lowest TPOT at the
+concurrency, then TTFT). Integer formats (int8 / int4) cost accuracy and are only chosen when asked for or
+when nothing else fits, as the fallback chain does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import Estimate, SettingsOption
+from accelbench.domain.run import EngineSettings
+from accelbench.plan.recommend.common import pow2_upto
+from accelbench.plan.recommend.gpu import valid_gpu_tps
+from accelbench.plan.recommend.neuron import whole_instance_tp_ok
+
+GOALS = ("cost", "latency")
+
+
+def tp_degrees(model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec) -> list[int]:
+    """The tensor-parallel degrees the tier can run on this instance, smallest first."""
+    kind = instance.accelerator_type
+    if kind == AcceleratorType.gpu:
+        return valid_gpu_tps(model, instance.accelerator_count)
+    if kind == AcceleratorType.neuron:
+        units = instance.accelerator_count * (spec.neuron_logical_cores or spec.neuron_cores or 2)
+        pow2 = {
+            t
+            for t in pow2_upto(units)
+            if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
+        }
+        return sorted(pow2 | ({units} if whole_instance_tp_ok(model, units) else set()))
+    nodes = max(1, instance.numa_nodes)
+    out = [1]
+    if (
+        nodes > 1
+        and model.num_attention_heads % nodes == 0
+        and (model.mla or model.num_kv_heads % nodes == 0)
+    ):
+        out.append(nodes)
+    return out
+
+
+def setting_options(
+    model: ModelSpec,
+    instance: InstanceType,
+    spec: AcceleratorSpec,
+    *,
+    quantization: str | None,
+    given: EngineSettings | None,
+) -> list[tuple[EngineSettings, str | None]]:
+    """(settings, quantization) pairs to predict; what the caller fixed stays fixed."""
+    base = given or EngineSettings()
+    tps = [base.tensor_parallel_size] if base.tensor_parallel_size else tp_degrees(model, instance, spec)
+    formats: list[str | None] = [quantization]
+    if (
+        quantization is None
+        and instance.accelerator_type == AcceleratorType.gpu
+        and spec.fp8_tflops
+        and model.quantization is None
+    ):
+        formats.append("fp8")
+    return [
+        (base.model_copy(update={"tensor_parallel_size": tp}), q)
+        for q in formats
+        for tp in tps
+        if tp is not None
+    ]
+
+
+def _cost_key(e: Estimate) -> tuple[float, float]:
+    usd = e.usd_per_million_output_tokens
+    return (usd if usd is not None else math.inf, e.tpot_ms or math.inf)
+
+
+def _latency_key(e: Estimate) -> tuple[float, float, float]:
+    return (round(e.tpot_ms or math.inf, 3), e.ttft_ms or math.inf, _cost_key(e)[0])
+
+
+def choose(estimates: Sequence[Estimate], goal: str) -> Estimate | None:
+    """The best feasible estimate for the goal; with an SLO, one meeting it wins over any that does not."""
+    feasible = [e for e in estimates if e.feasible]
+    if not feasible:
+        return None
+    meeting = [e for e in feasible if e.slo_met] or feasible
+    if goal == "latency":
+        return min(meeting, key=_latency_key)
+    return min(meeting, key=_cost_key)
+
+
+def option_of(e: Estimate, chosen: bool) -> SettingsOption:
+    return SettingsOption(
+        tensor_parallel_size=e.tensor_parallel_size,
+        weight_format=e.weight_format,
+        max_num_seqs=(e.recommendation.settings.max_num_seqs if e.recommendation.settings else None),
+        feasible=e.feasible,
+        batch=e.batch,
+        ttft_ms=e.ttft_ms,
+        tpot_ms=e.tpot_ms,
+        output_tokens_per_s=e.output_tokens_per_s,
+        usd_per_million_output_tokens=e.usd_per_million_output_tokens,
+        slo_met=e.slo_met,
+        chosen=chosen,
+        why=e.explanation if e.feasible else (e.explanation or "does not fit"),
+    )
