@@ -1,11 +1,22 @@
-"""Predicted vs measured for every stored run, and how long a whole-catalog estimate takes.
+"""The planner's error on published measurements, predicted vs measured for stored runs, and how long a
+whole-catalog estimate takes.
 
 Usage (from the repository root):
 
-    python benchmarks/estimate_accuracy.py                 # the default store (ACCELBENCH_DATABASE_URL / data dir)
-    python benchmarks/estimate_accuracy.py --db sqlite:///path/to/accelbench.db
-    python benchmarks/estimate_accuracy.py --uncalibrated  # the cited starting factors only
+    python benchmarks/estimate_accuracy.py                 # public data set: per-kind error, leave-one-source-out
+    python benchmarks/estimate_accuracy.py --points        # ... and every point
+    python benchmarks/estimate_accuracy.py --write         # ... and record the per-kind figures estimates quote
+    python benchmarks/estimate_accuracy.py --store         # stored runs (ACCELBENCH_DATABASE_URL / data dir)
+    python benchmarks/estimate_accuracy.py --store --db sqlite:///path/to/accelbench.db --uncalibrated
     python benchmarks/estimate_accuracy.py --timing-only   # just the catalog timing
+
+Public data set (``plan/data/public_measurements.yaml``, independently published results with their settings):
+each row is predicted with its own settings; per accelerator kind the script prints TPOT MAPE, the median TTFT
+error and the output tokens/s MAPE at batch >= 32, (1) with the shipped starting factors, (2) with factors
+fitted to every source of the kind (what the shipped factors are), and (3) leave-one-source-out: each source
+graded with factors fitted to the others, the figure that says how the model does on data it has not seen.
+Rows from engines the planner does not model (TGI, TensorRT-LLM, NIM, transformers-neuronx) are graded with
+the tier's vLLM physics and shown apart from the vLLM/SGLang rows.
 
 For each measured cell it prints the measured median TPOT / TTFT and output throughput, the prediction the
 estimator makes now (active calibrations applied unless --uncalibrated) and the ratio predicted/measured,
@@ -99,6 +110,104 @@ def accuracy(db: str | None, calibrated: bool) -> int:
     return 0
 
 
+def _table(title: str, errs: dict) -> None:
+    print(title)
+    print(
+        f"  {'kind':<7} {'points':>6} {'sources':>7} {'TPOT MAPE':>10} {'(n)':>4} {'TTFT med':>9} {'(n)':>4} {'tok/s MAPE':>11} {'(n)':>4}"
+    )
+    for kind in ("gpu", "neuron", "cpu"):
+        e = errs.get(kind)
+        if e is None:
+            continue
+        print(
+            f"  {kind:<7} {e.n_points:>6} {e.n_sources:>7} {_f(e.tpot_mape_pct):>9}% {e.tpot_n:>4} "
+            f"{_f(e.ttft_median_error_pct):>8}% {e.ttft_n:>4} {_f(e.tps_mape_pct):>10}% {e.tps_n:>4}"
+        )
+
+
+def public(show_points: bool, write: bool) -> int:
+    from accelbench.plan import accuracy as acc
+    from accelbench.plan.hardware import default_factors
+    from accelbench.plan.public_data import load_public_measurements
+
+    ds = load_public_measurements()
+    started = time.perf_counter()
+    points, skipped = acc.public_points(ds.measurements)
+    print(
+        f"Public data set: {len(ds.measurements)} rows from {len(ds.sources)} sources; {len(points)} predicted, "
+        f"{len(skipped)} skipped ({time.perf_counter() - started:.1f} s)"
+    )
+    why: dict[str, int] = defaultdict(int)
+    for s in skipped:
+        why[s.why.split(":")[0]] += 1
+    for w, n in sorted(why.items(), key=lambda x: -x[1]):
+        print(f"  skipped {n:>3}: {w}")
+    groups = {
+        "vLLM / SGLang / NxD rows": [p for p in points if p.modelled_engine],
+        "other engines (graded with the vLLM physics)": [p for p in points if not p.modelled_engine],
+    }
+    fitted: dict[str, object] = {}
+    for kind in acc.KINDS:
+        pts = [p for p in points if p.kind == kind]
+        if pts:
+            fitted[kind] = acc.fit_kind(
+                pts, default_factors(kind, acc.ENGINE_OF_KIND[kind])
+            )  # modelled engines
+    out: dict[str, dict] = {}
+    for name, pts in groups.items():
+        if not pts:
+            continue
+        print()
+        _table(f"[{name}] shipped starting factors:", acc.grade(pts))
+        _table(f"[{name}] factors fitted to every source of the kind:", acc.grade(pts, fitted))  # type: ignore[arg-type]
+        loso = acc.leave_one_source_out(pts, train=points)
+        _table(f"[{name}] leave one source out (each source graded with factors fitted to the others):", loso)
+        if name.startswith("vLLM"):
+            out = {
+                k: {"leave_one_source_out": v.as_dict(), "all_sources": acc.grade(pts, fitted)[k].as_dict()}
+                for k, v in loso.items()
+            }  # type: ignore[arg-type]
+            for k in acc.KINDS:
+                if k not in out and any(p.kind == k for p in pts):
+                    out[k] = {"all_sources": acc.grade(pts, fitted)[k].as_dict()}  # type: ignore[arg-type]
+    print()
+    print("Factors fitted to every source (candidates for plan/data/efficiency.yaml):")
+    for kind, f in fitted.items():
+        print(f"  {kind}: " + ", ".join(f"{k}={v:.4g}" for k, v in f.model_dump().items()))  # type: ignore[attr-defined]
+    if show_points:
+        print()
+        for p in points:
+            f = fitted.get(p.kind)
+            pred = acc.predict_point(p, f)  # type: ignore[arg-type]
+            print(
+                f"  {p.id[:44]:<44} {p.label[:44]:<44} {p.input_len:>6}/{p.output_len:<5} C{p.concurrency:<5} "
+                f"{p.arrivals[:6]:<6} TPOT {_f(p.tpot_ms)}/{_f(pred.tpot * 1000)} TTFT {_f(p.ttft_ms, 0)}/"
+                f"{_f(pred.ttft * 1000, 0)} tok/s {_f(p.out_tps, 0)}/{_f(pred.out_tps, 0)}"
+            )
+    if write:
+        import yaml
+
+        target = (
+            Path(__file__).resolve().parents[1] / "src" / "accelbench" / "plan" / "data" / "accuracy.yaml"
+        )
+        doc = {
+            "schema_version": 1,
+            "generated_by": "benchmarks/estimate_accuracy.py --write",
+            "data_set_rows": len(ds.measurements),
+            "points": len(points),
+            "kinds": out,
+        }
+        target.write_text(
+            "# The planner's measured error on the public data set (plan/data/public_measurements.yaml), per\n"
+            "# accelerator kind, vLLM/SGLang/NxD rows only. leave_one_source_out: each source graded with factors\n"
+            "# fitted to the other sources. Estimates quote the leave-one-source-out TPOT figure. Regenerate with\n"
+            "# the command above after changing the model or the data set.\n"
+            + yaml.safe_dump(doc, sort_keys=False)
+        )
+        print(f"wrote {target.relative_to(Path(__file__).resolve().parents[1])}")
+    return 0
+
+
 def timing(repeats: int) -> None:
     fresh = "accelbench.plan" not in sys.modules
     t0 = time.perf_counter()
@@ -143,6 +252,11 @@ def timing(repeats: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--store", action="store_true", help="Grade the stored runs instead of the public data set."
+    )
+    ap.add_argument("--points", action="store_true", help="Public data set: print every point.")
+    ap.add_argument("--write", action="store_true", help="Public data set: write plan/data/accuracy.yaml.")
     ap.add_argument("--db", help="Store URL (default: the configured store).")
     ap.add_argument("--uncalibrated", action="store_true", help="Ignore stored calibrations.")
     ap.add_argument("--timing-only", action="store_true", help="Only time the whole-catalog estimate.")
@@ -150,7 +264,11 @@ def main() -> int:
     args = ap.parse_args()
     rc = 0
     if not args.timing_only:
-        rc = accuracy(args.db, calibrated=not args.uncalibrated)
+        rc = (
+            accuracy(args.db, calibrated=not args.uncalibrated)
+            if args.store
+            else public(args.points, args.write)
+        )
         print()
     timing(args.repeats)
     return rc

@@ -1,0 +1,447 @@
+"""The planner graded against published measurements it was not built from.
+
+``public_points`` turns each usable row of the shipped public data set (``plan/data/public_measurements.yaml``,
+loaded by ``plan/public_data.py``) into a prediction setup with the row's own settings (instance, TP, precision,
+KV-cache dtype, batch limits, engine defaults for what the source did not set) and the arrival pattern its load
+implies: a closed loop with fixed lengths travels in waves ("bursts"); dataset lengths or a request rate
+spread the arrivals out ("steady"); a fixed request rate is turned into the concurrency Little's law gives.
+
+``grade`` prints the error of TPOT, TTFT and output tokens/s per accelerator kind; ``leave_one_source_out``
+fits the starting factors of a kind on every source but one and grades that one, so the figure says how the
+model does on data it has not seen. ``benchmarks/estimate_accuracy.py`` prints both and writes the per-kind
+figures (``plan/data/accuracy.yaml``) that estimates quote next to their predictions.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.plan import EfficiencyFactors
+from accelbench.domain.run import EngineSettings
+from accelbench.errors import AccelbenchError
+from accelbench.plan.hardware import default_factors
+from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
+from accelbench.plan.perf_model import PerfModel, Prediction
+
+# precision as sources write it -> the planner's quantization
+PRECISION = {
+    "bf16": "none",
+    "bfloat16": "none",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "fp8": "fp8",
+    "w8a8": "int8",
+    "int8": "int8",
+    "w8a16": "int8",
+    "w4a16": "int4",
+    "awq": "int4",
+    "gptq": "int4",
+    "int4": "int4",
+    "w4a8": "int4",
+}
+# the engines the planner models, by the names sources use
+ENGINES = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "vllm-neuron": "vllm-neuron",
+    "nxd-inference": "vllm-neuron",
+    "nxdi": "vllm-neuron",
+    "neuronx-distributed-inference": "vllm-neuron",
+    "transformers-neuronx": "vllm-neuron",
+    "vllm-cpu": "vllm-cpu",
+    "llama.cpp": "llamacpp",
+    "llamacpp": "llamacpp",
+}
+# engines the planner does not model, graded with the tier's vLLM physics and reported apart: the hardware
+# part of the model is the same, the engine's overheads are not
+OTHER_ENGINES = {
+    "tgi": "vllm",
+    "text-generation-inference": "vllm",
+    "tensorrt-llm": "vllm",
+    "nvidia-nim": "vllm",
+    "djl-lmi": "vllm",
+    "transformers-neuronx": "vllm-neuron",
+}
+KINDS = ("gpu", "neuron", "cpu")
+
+
+@dataclass
+class PublicPoint:
+    """One published measurement with what predicting it needs."""
+
+    id: str
+    source: str
+    kind: str
+    accelerator: str
+    instance: str
+    model: str
+    perf: PerfModel
+    input_len: int
+    output_len: int
+    concurrency: int
+    arrivals: str
+    tpot_ms: float | None
+    ttft_ms: float | None
+    out_tps: float | None
+    request_rate: float | None = None
+    label: str = ""
+    modelled_engine: bool = True  # False: an engine the planner does not model, graded with vLLM's physics
+    one_shot: bool = False  # all prompts sent at once (not a closed loop): throughput over the makespan
+    dataset_lengths: bool = False
+
+    @property
+    def run(self) -> PublicPoint:  # calibrate.fit_factors reads ``point.run.perf``
+        return self
+
+
+@dataclass
+class Skipped:
+    id: str
+    why: str
+
+
+def _get(row: Any, name: str) -> Any:
+    if isinstance(row, Mapping):
+        return row.get(name)
+    return getattr(row, name, None)
+
+
+def _engine(row: Any, kind: AcceleratorType) -> str | None:
+    raw = str(_get(row, "engine") or "").strip().lower()
+    if not raw:
+        return {"gpu": "vllm", "neuron": "vllm-neuron", "cpu": "vllm-cpu"}[kind.value]
+    if raw == "vllm" and kind != AcceleratorType.gpu:
+        return "vllm-neuron" if kind == AcceleratorType.neuron else "vllm-cpu"
+    return ENGINES.get(raw) or ENGINES.get(raw.split()[0]) or OTHER_ENGINES.get(raw.split()[0])
+
+
+def is_modelled_engine(raw: str | None) -> bool:
+    r = str(raw or "").strip().lower()
+    return bool(r) and (r in ENGINES or r.split()[0] in ENGINES or r.startswith("vllm"))
+
+
+def _arrivals(row: Any) -> str:
+    load = str(_get(row, "load") or "concurrency")
+    lengths = str(_get(row, "lengths") or "fixed")
+    rate = _get(row, "request_rate")
+    if load == "batch" or (load == "request_rate" and rate and math.isinf(float(rate))):
+        return "wave"  # everything sent at once, once
+    if lengths == "dataset" or load == "request_rate":
+        return "steady"
+    return "bursts"  # fixed (or vLLM's "random", fixed by default) lengths in a closed loop
+
+
+def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[PublicPoint], list[Skipped]]:
+    """Prediction setups for the usable rows, and why the others cannot be predicted."""
+    from accelbench.modelspec import load_model_spec
+    from accelbench.plan.estimate import predict_for
+    from accelbench.plan.recommend import recommend
+
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    points: list[PublicPoint] = []
+    skipped: list[Skipped] = []
+    specs: dict[str, Any] = {}
+    for row in rows:
+        rid = str(_get(row, "id"))
+        inst_name = _get(row, "catalog_instance")
+        if not inst_name or inst_name not in catalog:
+            skipped.append(Skipped(rid, f"instance {inst_name!r} is not in the catalog"))
+            continue
+        inst = catalog.instance(inst_name)
+        kind = inst.accelerator_type
+        engine = _engine(row, kind)
+        if engine is None:
+            skipped.append(Skipped(rid, f"engine {_get(row, 'engine')!r} is not one the planner models"))
+            continue
+        model_name = str(_get(row, "model") or "")
+        try:
+            if model_name not in specs:
+                specs[model_name] = load_model_spec(model_name, allow_network=False)
+            model = specs[model_name]
+        except AccelbenchError as exc:
+            skipped.append(Skipped(rid, f"model {model_name!r}: {exc.message}"))
+            continue
+        precision = str(_get(row, "precision") or "bf16").lower()
+        quant = PRECISION.get(precision)
+        if quant is None:
+            skipped.append(Skipped(rid, f"precision {precision!r} is not one the planner models"))
+            continue
+        input_len, output_len = _get(row, "input_len"), _get(row, "output_len")
+        if not input_len or not output_len:
+            skipped.append(Skipped(rid, "no input or output length"))
+            continue
+        tp = _get(row, "tensor_parallel_size")
+        if tp is None and kind == AcceleratorType.gpu:
+            tp = _get(row, "units")
+        kv_dtype = _get(row, "kv_cache_dtype")
+        if str(kv_dtype or "").lower() in ("bf16", "bfloat16", "fp16", "float16", "auto"):
+            kv_dtype = None  # the model dtype: vLLM's "auto"
+        settings = EngineSettings(
+            tensor_parallel_size=int(tp) if tp else None,
+            max_num_seqs=_get(row, "max_num_seqs"),
+            max_num_batched_tokens=_get(row, "max_num_batched_tokens"),
+            kv_cache_dtype=str(kv_dtype) if kv_dtype and kv_dtype != "auto" else None,
+        )
+        load = str(_get(row, "load") or "concurrency")
+        level = _get(row, "concurrency") or _get(row, "batch")
+        rate = _get(row, "request_rate") if load == "request_rate" else None
+        one_shot = False
+        if rate is not None and math.isinf(float(rate)):
+            # every prompt sent at once: one wave of num_prompts requests, graded over its makespan
+            level, rate, one_shot = _get(row, "num_prompts"), None, True
+        if not level and not rate:
+            skipped.append(Skipped(rid, "no concurrency, batch or request rate"))
+            continue
+        try:
+            spec = catalog.accelerator(inst.accelerator_name)
+            rec = recommend(
+                model,
+                inst,
+                spec=spec,
+                catalog=catalog,
+                quantization=quant,
+                input_len=int(input_len),
+                output_len=int(output_len),
+                max_model_len=_max_len(row, int(input_len) + int(output_len), model),
+                settings=settings,
+                engine=engine,
+                suggest_alternatives=False,
+            )
+        except AccelbenchError as exc:
+            skipped.append(Skipped(rid, f"the planner refuses the settings: {exc.message}"))
+            continue
+        if not rec.fits:
+            skipped.append(
+                Skipped(rid, f"the planner says it does not fit: {rec.refusal and rec.refusal.reason}")
+            )
+            continue
+        perf, _, _ = predict_for(
+            model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
+        )
+        if load == "batch" and _get(row, "max_num_seqs") is None:
+            # a static-batch benchmark (Neuron's tables) compiles and runs exactly that batch
+            perf.batch_limit = int(level or 1)
+        tpot = _get(row, "tpot_ms") or _get(row, "itl_ms")
+        points.append(
+            PublicPoint(
+                id=rid,
+                source=str(_get(row, "source")),
+                kind=kind.value,
+                accelerator=inst.accelerator_name,
+                instance=inst.name,
+                model=model.name,
+                perf=perf,
+                input_len=int(input_len),
+                output_len=int(output_len),
+                concurrency=int(level) if level else 0,
+                arrivals=_arrivals(row),
+                tpot_ms=float(tpot) if tpot else None,
+                ttft_ms=float(_get(row, "ttft_ms")) if _get(row, "ttft_ms") else None,
+                out_tps=float(_get(row, "output_tokens_per_s")) if _get(row, "output_tokens_per_s") else None,
+                request_rate=float(rate) if rate else None,
+                label=f"{model.name} {precision} {inst.name} TP{perf.tp}",
+                modelled_engine=is_modelled_engine(_get(row, "engine")),
+                one_shot=one_shot,
+                dataset_lengths=str(_get(row, "lengths") or "") == "dataset",
+            )
+        )
+    return points, skipped
+
+
+def _max_len(row: Any, need: int, model: Any) -> int | None:
+    given = _get(row, "max_model_len")
+    if given:
+        return int(given)
+    return None
+
+
+def predict_point(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
+    """The prediction for a point; a request rate becomes the concurrency that carries it (Little's law,
+    closed on the model's own E2E), capped where the engine saturates."""
+    if p.one_shot:
+        return _one_shot(p, f)
+    if p.arrivals == "wave":
+        return p.perf.predict(f, p.input_len, p.output_len, max(p.concurrency, 1), "wave")
+    if p.request_rate is None:
+        return p.perf.predict(f, p.input_len, p.output_len, max(p.concurrency, 1), p.arrivals)
+    lo, hi = 1, 1
+    pred = p.perf.predict(f, p.input_len, p.output_len, 1, "steady")
+    if pred.rps >= p.request_rate:
+        return pred
+    while hi < 8192:
+        hi *= 2
+        pred = p.perf.predict(f, p.input_len, p.output_len, hi, "steady")
+        if pred.rps >= p.request_rate:
+            break
+        lo = hi
+    else:
+        return pred  # saturated: the rate is above what the engine serves
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if p.perf.predict(f, p.input_len, p.output_len, mid, "steady").rps >= p.request_rate:
+            hi = mid
+        else:
+            lo = mid
+    return p.perf.predict(f, p.input_len, p.output_len, hi, "steady")
+
+
+def _one_shot(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
+    """N prompts sent at once: the engine runs min(N, batch limit) of them, admits the rest as slots free,
+    and the throughput is N outputs over the makespan (the first full batch, then the remainder)."""
+    first = p.perf.predict(f, p.input_len, p.output_len, p.concurrency, "wave")
+    rest = p.concurrency - first.batch
+    if rest <= 0:
+        span = first.e2e
+    else:
+        tail = p.perf.predict(f, p.input_len, p.output_len, rest, "wave")
+        span = (first.e2e - first.queue) + tail.e2e
+    if span <= 0:
+        return first
+    rps = p.concurrency / span
+    first.rps, first.out_tps, first.total_tps = rps, rps * p.output_len, rps * (p.input_len + p.output_len)
+    return first
+
+
+# --------------------------------------------------------------------------------------------- grading
+@dataclass
+class KindError:
+    kind: str
+    n_points: int = 0
+    n_sources: int = 0
+    tpot_mape_pct: float | None = None
+    tpot_n: int = 0
+    ttft_median_error_pct: float | None = None
+    ttft_n: int = 0
+    tps_mape_pct: float | None = None  # output tokens/s at batch >= THROUGHPUT_MIN_BATCH
+    tps_n: int = 0
+    per_source: dict[str, float] = field(default_factory=dict)  # TPOT MAPE by source
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n_points": self.n_points,
+            "n_sources": self.n_sources,
+            "tpot_mape_pct": self.tpot_mape_pct,
+            "tpot_n": self.tpot_n,
+            "ttft_median_error_pct": self.ttft_median_error_pct,
+            "ttft_n": self.ttft_n,
+            "tps_mape_pct": self.tps_mape_pct,
+            "tps_n": self.tps_n,
+        }
+
+
+def _pct(pred: float, meas: float) -> float:
+    return abs(pred - meas) / meas * 100
+
+
+def errors_of(p: PublicPoint, f: EfficiencyFactors) -> tuple[float | None, float | None, float | None]:
+    """(TPOT, TTFT, tokens/s) absolute percentage errors; tokens/s only at batch >= 32."""
+    pred = predict_point(p, f)
+    tpot = _pct(pred.tpot * 1000, p.tpot_ms) if p.tpot_ms else None
+    ttft = _pct(pred.ttft * 1000, p.ttft_ms) if p.ttft_ms else None
+    level = p.concurrency or (pred.rps * (pred.e2e or 0))
+    # a one-shot burst of dataset prompts ends when its longest output does: its throughput depends on the
+    # length distribution's tail, which sources do not give, so it is not graded
+    graded = not (p.one_shot and p.dataset_lengths)
+    tps = _pct(pred.out_tps, p.out_tps) if p.out_tps and level >= THROUGHPUT_MIN_BATCH and graded else None
+    return tpot, ttft, tps
+
+
+def summarize(kind: str, rows: Sequence[tuple[PublicPoint, tuple[float | None, ...]]]) -> KindError:
+    out = KindError(kind=kind, n_points=len(rows), n_sources=len({p.source for p, _ in rows}))
+    tpots = [e[0] for _, e in rows if e[0] is not None]
+    ttfts = [e[1] for _, e in rows if e[1] is not None]
+    tpss = [e[2] for _, e in rows if e[2] is not None]
+    if tpots:
+        out.tpot_mape_pct, out.tpot_n = round(statistics.fmean(tpots), 1), len(tpots)
+    if ttfts:
+        out.ttft_median_error_pct, out.ttft_n = round(statistics.median(ttfts), 1), len(ttfts)
+    if tpss:
+        out.tps_mape_pct, out.tps_n = round(statistics.fmean(tpss), 1), len(tpss)
+    by_source: dict[str, list[float]] = defaultdict(list)
+    for p, e in rows:
+        if e[0] is not None:
+            by_source[p.source].append(e[0])
+    out.per_source = {s: round(statistics.fmean(v), 1) for s, v in sorted(by_source.items())}
+    return out
+
+
+def grade(
+    points: Sequence[PublicPoint], factors: Mapping[str, EfficiencyFactors] | None = None
+) -> dict[str, KindError]:
+    """Errors per kind with the given factors (default: the shipped starting factors per kind/engine)."""
+    by_kind: dict[str, list[tuple[PublicPoint, tuple[float | None, ...]]]] = defaultdict(list)
+    for p in points:
+        f = (factors or {}).get(p.kind) or default_factors(p.kind, _engine_of(p))
+        by_kind[p.kind].append((p, errors_of(p, f)))
+    return {k: summarize(k, v) for k, v in by_kind.items()}
+
+
+ENGINE_OF_KIND = {"gpu": "vllm", "neuron": "vllm-neuron", "cpu": "vllm-cpu"}
+
+
+def _engine_of(p: PublicPoint) -> str:
+    return ENGINE_OF_KIND[p.kind]
+
+
+FIT_EXTRA = ("layer_floor_us", "kv_read_efficiency", "weight_only_efficiency", "allreduce_latency_us")
+
+
+# Published measurements are of real hardware at its datasheet peaks: no efficiency may exceed them (a local
+# calibration allows more, because a local machine's peaks are guesses).
+PHYSICAL_BOUNDS = {
+    "bandwidth_efficiency": (0.2, 0.95),
+    "kv_read_efficiency": (0.2, 1.0),
+    "compute_efficiency": (0.05, 0.9),
+    "weight_only_efficiency": (0.1, 1.0),
+}
+
+
+def _fit_points(points: Sequence[PublicPoint]) -> list[Any]:
+    """What factors are fitted to: rows of the engines the planner models, with a TPOT (request-rate rows are
+    graded but not fitted: their concurrency is itself a prediction). Other engines' rows are graded only:
+    their schedulers, batch limits and KV-cache defaults are not the ones the model describes."""
+    return [p for p in points if p.request_rate is None and p.tpot_ms and p.modelled_engine]
+
+
+def fit_kind(points: Sequence[PublicPoint], prior: EfficiencyFactors) -> EfficiencyFactors:
+    from accelbench.plan.calibrate import fit_factors
+
+    pts = _fit_points(points)
+    if not pts:
+        return prior
+    return fit_factors(pts, prior, names=FIT_EXTRA, bounds=PHYSICAL_BOUNDS)
+
+
+def leave_one_source_out(
+    points: Sequence[PublicPoint], train: Sequence[PublicPoint] | None = None
+) -> dict[str, KindError]:
+    """Per kind: for each source of ``points``, fit on the other sources (of ``train``, default ``points``)
+    and grade the held-out one; the errors of every held-out point together."""
+    pool = list(train) if train is not None else list(points)
+    out: dict[str, KindError] = {}
+    for kind in KINDS:
+        pts = [p for p in points if p.kind == kind]
+        sources = sorted({p.source for p in pts})
+        others = {p.source for p in pool if p.kind == kind}
+        if not pts or len(others) < 2:
+            continue
+        prior = default_factors(kind, ENGINE_OF_KIND[kind])
+        rows: list[tuple[PublicPoint, tuple[float | None, ...]]] = []
+        for s in sources:
+            f = fit_kind([p for p in pool if p.kind == kind and p.source != s], prior)
+            rows += [(p, errors_of(p, f)) for p in pts if p.source == s]
+        out[kind] = summarize(kind, rows)
+    return out
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
