@@ -292,6 +292,12 @@ class EfficiencyFactors(StrictModel):
         description="Matrix rate of weight-only kernels (W4A16, AWQ/GPTQ, FP8 without FP8 units) relative to "
         "plain 16-bit GEMMs, once a step is compute-bound (dequantising every weight costs compute).",
     )
+    request_serial_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="Server time per request that arrivals wait for in turn (parsing, templating, tokenizing "
+        "in one event loop): what a burst of N requests adds to its later requests' TTFT.",
+    )
     layer_floor_us: float = Field(
         default=0.0,
         ge=0,

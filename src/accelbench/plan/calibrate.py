@@ -29,7 +29,7 @@ from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import LOCAL_INSTANCE, default_factors, local_cpu_name, local_machine
-from accelbench.plan.perf_model import PerfModel, normalize_engine
+from accelbench.plan.perf_model import PerfModel, Prediction, normalize_engine
 from accelbench.plan.recommend import accelerator_name, recommend
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ BOUNDS = {
     "kv_read_efficiency": (0.1, 1.2),
     "weight_only_efficiency": (0.05, 1.2),
     "allreduce_latency_us": (0.5, 500.0),
+    "request_serial_ms": (0.01, 100.0),
 }
 WEIGHTS = {"tpot": 1.0, "ttft": 0.5, "tps": 0.5}
 PRIOR_WEIGHT = 0.05
@@ -87,6 +88,9 @@ class Point:
     ttft_ms: float | None
     out_tps: float | None
     arrivals: str = "bursts"
+
+    def predict(self, f: EfficiencyFactors) -> Prediction:
+        return self.run.perf.predict(f, self.input_len, self.output_len, self.concurrency, self.arrivals)
 
 
 # --------------------------------------------------------------------------------------------- runs -> points
@@ -271,7 +275,7 @@ def collect(
 
 # --------------------------------------------------------------------------------------------- fitting
 def _predict(p: Point, f: EfficiencyFactors) -> tuple[float, float, float]:
-    pred = p.run.perf.predict(f, p.input_len, p.output_len, p.concurrency, p.arrivals)
+    pred = p.predict(f)
     return pred.tpot * 1000, pred.ttft * 1000, pred.out_tps
 
 
@@ -279,9 +283,16 @@ def _residuals(points: Sequence[Point], f: EfficiencyFactors) -> list[float]:
     res = []
     for p in points:
         tpot, ttft, tps = _predict(p, f)
-        res.append(WEIGHTS["tpot"] * math.log(max(tpot, 1e-9) / p.tpot_ms))
+        # a figure the model says is unbounded (a saturated queue's TTFT) carries no information: a zero
+        # residual keeps the vector's length fixed for the solver
+        if p.tpot_ms:
+            res.append(
+                WEIGHTS["tpot"] * math.log(max(tpot, 1e-9) / p.tpot_ms) if math.isfinite(tpot) else 0.0
+            )
         if p.ttft_ms:
-            res.append(WEIGHTS["ttft"] * math.log(max(ttft, 1e-9) / p.ttft_ms))
+            res.append(
+                WEIGHTS["ttft"] * math.log(max(ttft, 1e-9) / p.ttft_ms) if math.isfinite(ttft) else 0.0
+            )
         if p.out_tps:
             res.append(WEIGHTS["tps"] * math.log(max(tps, 1e-12) / p.out_tps))
     return res
@@ -314,6 +325,7 @@ def fit_factors(
     start: EfficiencyFactors | None = None,
     names: Sequence[str] = (),
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    prior_weight: float = PRIOR_WEIGHT,
 ) -> EfficiencyFactors:
     """Bounded least squares (scipy's trust-region reflective) on the log-parameters: the data's residuals
     under a soft-L1 loss, plus the prior's residuals, which keep factors the data cannot identify near it.
@@ -333,7 +345,7 @@ def fit_factors(
 
     def residual_vector(u: np.ndarray) -> np.ndarray:
         data = _soft_l1(np.asarray(_residuals(points, _factors(prior, u, fit)), dtype=float))
-        return np.concatenate([data, PRIOR_WEIGHT * (u - u0)])
+        return np.concatenate([data, prior_weight * (u - u0)])
 
     starts = [u0]
     if start is not None:

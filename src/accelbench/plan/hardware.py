@@ -37,16 +37,30 @@ def efficiency_data() -> dict[str, Any]:
     return doc
 
 
-def _values(block: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v["value"]) for k, v in block.items() if isinstance(v, dict) and "value" in v}
+def _values(block: dict[str, Any], key: str = "value") -> dict[str, float]:
+    return {
+        k: float(v[key] if key in v else v["value"])
+        for k, v in block.items()
+        if isinstance(v, dict) and "value" in v
+    }
 
 
 @lru_cache(maxsize=64)
 def default_factors(kind: str, engine: str) -> EfficiencyFactors:
-    """The cited starting factors for an accelerator kind and engine."""
+    """The shipped factors for an accelerator kind and engine (cited, or fitted to the public data set)."""
+    return _factors(kind, engine, "value")
+
+
+@lru_cache(maxsize=64)
+def prior_factors(kind: str, engine: str) -> EfficiencyFactors:
+    """The cited priors the shipped factors were fitted from: where fits that grade the model start."""
+    return _factors(kind, engine, "prior")
+
+
+def _factors(kind: str, engine: str, key: str) -> EfficiencyFactors:
     data = efficiency_data()
-    values = _values(data["kinds"][kind])
-    values.update(_values(data.get("engines", {}).get(engine, {}) or {}))
+    values = _values(data["kinds"][kind], key)
+    values.update(_values(data.get("engines", {}).get(engine, {}) or {}, key))
     return EfficiencyFactors(**{k: values[k] for k in FACTOR_NAMES})
 
 
@@ -308,5 +322,16 @@ def _probe_figures(
         text += f"; BF16 GEMM {gflops:.1f} GFLOP/s per core ({probe.gemm_library}, prefill-shaped, all cores)"
     else:
         text += f"; BF16 GEMM not measured ({probe.gemm_library} {probe.gemm_dtype} only)"
+    # The efficiency factors are shares of datasheet peaks; a probe measures what a STREAM-like kernel and a
+    # large GEMM reach, which are themselves shares of the peak. Dividing by those shares puts the measured
+    # figures on the scale the factors expect, so a probed machine and a catalog row are planned alike.
+    data = efficiency_data()
+    stream = float(data["probe_stream_share_of_peak"]["value"])
+    gemm = float(data["probe_gemm_share_of_peak"]["value"])
+    if probe.bf16_measured:
+        gflops /= gemm
+    text += f"; planned as peaks of {1 / stream:.2f}x the bandwidth" + (
+        f" and {1 / gemm:.2f}x the GEMM rate measured" if probe.bf16_measured else " measured"
+    )
     sources = [Source(title=text, accessed=day)] + ([] if probe.bf16_measured else guessed)
-    return probe.single_core_gbps, probe.all_core_gbps / max(1, numa_nodes), gflops, sources
+    return probe.single_core_gbps / stream, probe.all_core_gbps / max(1, numa_nodes) / stream, gflops, sources

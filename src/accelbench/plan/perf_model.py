@@ -283,11 +283,10 @@ class PerfModel:
         elif waves:
             p_rest, _ = self.prefill(f, input_len, batch - 1)
             chunks = max(1, math.ceil((batch - 1) * input_len / self.chunk))
-            # the median request is the ceil((B - 1) / 2)-th of the rest; it is done when its chunk is
-            median_chunks = max(1, math.ceil(math.ceil((batch - 1) / 2) * input_len / self.chunk))
             ttft_first = req + p
-            ttft_median = req + p + p_rest * min(median_chunks, chunks) / chunks
-            ttft_last = req + p + p_rest
+            # the median request is the ceil((B - 1) / 2)-th of the rest
+            ttft_median = self.wave_ttft(f, input_len, 1 + math.ceil((batch - 1) / 2), batch)
+            ttft_last = self.wave_ttft(f, input_len, batch, batch)
             # the first request gets a token per chunk of the others' prefill; the rest of it is a stall
             stall = max(p_rest - chunks * step, 0.0) / decode_tokens if decode_tokens else 0.0
             if batch == 2:  # one of each: the median falls between them
@@ -345,6 +344,20 @@ class PerfModel:
             queue=queue,
             d_floor=floor,
         )
+
+    def wave_ttft(self, f: EfficiencyFactors, input_len: int, k: int, batch: int) -> float:
+        """TTFT of the k-th request (1-based) of a wave of ``batch`` sent at once: the first one's prefill,
+        then the others' in ``max_num_batched_tokens`` chunks in arrival order, done with the chunk that holds
+        its own; and the server takes arrivals in one at a time (parsing, templating, tokenizing in one event
+        loop), so it also waits for the k - 1 before it, whatever the accelerator."""
+        req = f.request_overhead_ms / 1000
+        p, _ = self.prefill(f, input_len)
+        if k <= 1 or batch <= 1:
+            return req + p
+        p_rest, _ = self.prefill(f, input_len, batch - 1)
+        chunks = max(1, math.ceil((batch - 1) * input_len / self.chunk))
+        mine = max(1, math.ceil((min(k, batch) - 1) * input_len / self.chunk))
+        return req + p + p_rest * min(mine, chunks) / chunks + (k - 1) * f.request_serial_ms / 1000
 
     @property
     def ridge(self) -> float:

@@ -12,9 +12,9 @@ from accelbench.catalog import get_catalog
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSource, ModelSpec
 from accelbench.domain.plan import RefusalCode, Verdict
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec, spec_from_config
-from accelbench.domain.run import EngineSettings
 from accelbench.plan import recommend
 from accelbench.plan.memory import GIB, native_format, overhead_bytes, seed_cpu_kv_space_gib, weight_bytes
 

@@ -229,14 +229,19 @@ def test_local_machine_without_a_probe_keeps_the_guesses() -> None:
     assert inst.vcpus == 4
 
 
+STREAM_SHARE = float(efficiency_data()["probe_stream_share_of_peak"]["value"])
+GEMM_SHARE = float(efficiency_data()["probe_gemm_share_of_peak"]["value"])
+
+
 def test_local_machine_uses_a_saved_probe_of_this_cpu_model() -> None:
     save_probe(make_probe())
     inst, spec = local_machine(copy.deepcopy(ENVIRONMENT))
     hw = hardware_for(inst, spec)
-    assert spec.per_core_bandwidth_gbps == 20.0
-    assert hw.unit_bandwidth_gbps == pytest.approx(50.0)  # min(socket = all-core, 4 cores x 20)
-    assert spec.per_core_bf16_gflops == pytest.approx(480.0 / 4)
-    assert hw.unit_bf16_tflops == pytest.approx(0.48)
+    # measured figures, put on the scale of the peaks the efficiency factors are shares of
+    assert spec.per_core_bandwidth_gbps == pytest.approx(20.0 / STREAM_SHARE)
+    assert hw.unit_bandwidth_gbps == pytest.approx(50.0 / STREAM_SHARE)  # min(socket = all-core, 4 x 20)
+    assert spec.per_core_bf16_gflops == pytest.approx(480.0 / 4 / GEMM_SHARE)
+    assert hw.unit_bf16_tflops == pytest.approx(0.48 / GEMM_SHARE)
     (source,) = spec.sources
     assert source.title.startswith("measured by accelbench machine probe on 2026-03-04")
     assert source.accessed == "2026-03-04" and "torch 2.5.0" in source.title
@@ -254,8 +259,9 @@ def test_a_probe_passed_in_and_one_without_bf16() -> None:
     env["cpu"]["numa_nodes"] = 2
     inst, spec = local_machine(env, probe=make_probe(bf16=False, numa_nodes=2))
     hw = hardware_for(inst, spec)
-    assert spec.memory_bandwidth_gbps == pytest.approx(25.0)  # per socket: the all-core figure over 2 nodes
-    assert hw.unit_bandwidth_gbps == pytest.approx(50.0)
+    # per socket: the all-core figure over 2 nodes (on the peaks' scale)
+    assert spec.memory_bandwidth_gbps == pytest.approx(25.0 / STREAM_SHARE)
+    assert hw.unit_bandwidth_gbps == pytest.approx(50.0 / STREAM_SHARE)
     assert spec.per_core_bf16_gflops == pytest.approx(_guessed()[2])  # float32 only: the ISA's figure stays
     titles = [s.title for s in spec.sources]
     assert "BF16 GEMM not measured (numpy 2.0.0 float32 only)" in titles[0]
@@ -284,6 +290,6 @@ def test_cli_full_probe_is_saved_and_shown(monkeypatch: pytest.MonkeyPatch) -> N
         assert text in result.stdout
     assert load_probe(measured.cpu_model) == measured
     _, spec = local_machine()  # this machine, planned from what was just saved
-    assert spec.per_core_bandwidth_gbps == 20.0
+    assert spec.per_core_bandwidth_gbps == pytest.approx(20.0 / STREAM_SHARE)
     again = CliRunner().invoke(app, ["machine", "probe", "--no-save", "--format", "json"])
     assert again.exit_code == 0 and json.loads(again.stdout)["saved_to"] is None
