@@ -146,39 +146,35 @@ def public(show_points: bool, write: bool) -> int:
         "vLLM / SGLang / NxD rows": [p for p in points if p.modelled_engine],
         "other engines (graded with the vLLM physics)": [p for p in points if not p.modelled_engine],
     }
-    fitted: dict[str, object] = {}
-    for kind in acc.KINDS:
-        pts = [p for p in points if p.kind == kind]
-        if pts:
-            fitted[kind] = acc.fit_kind(
-                pts, default_factors(kind, acc.ENGINE_OF_KIND[kind])
-            )  # modelled engines
+    fitted = acc.fit_groups(points)  # per kind and engine, on the engines the planner models
     out: dict[str, dict] = {}
     for name, pts in groups.items():
         if not pts:
             continue
         print()
-        _table(f"[{name}] shipped starting factors:", acc.grade(pts))
-        _table(f"[{name}] factors fitted to every source of the kind:", acc.grade(pts, fitted))  # type: ignore[arg-type]
+        priors = {acc.group_of(p): acc._group_prior(acc.group_of(p)) for p in pts}
+        _table(f"[{name}] cited priors (before any fit):", acc.grade(pts, priors))
+        _table(f"[{name}] shipped factors (plan/data/efficiency.yaml):", acc.grade(pts))
+        _table(f"[{name}] factors fitted to every source of the kind:", acc.grade(pts, fitted))
         loso = acc.leave_one_source_out(pts, train=points)
         _table(f"[{name}] leave one source out (each source graded with factors fitted to the others):", loso)
         if name.startswith("vLLM"):
             out = {
                 k: {"leave_one_source_out": v.as_dict(), "all_sources": acc.grade(pts, fitted)[k].as_dict()}
                 for k, v in loso.items()
-            }  # type: ignore[arg-type]
+            }
             for k in acc.KINDS:
                 if k not in out and any(p.kind == k for p in pts):
-                    out[k] = {"all_sources": acc.grade(pts, fitted)[k].as_dict()}  # type: ignore[arg-type]
+                    out[k] = {"all_sources": acc.grade(pts, fitted)[k].as_dict()}
     print()
     print("Factors fitted to every source (candidates for plan/data/efficiency.yaml):")
     for kind, f in fitted.items():
-        print(f"  {kind}: " + ", ".join(f"{k}={v:.4g}" for k, v in f.model_dump().items()))  # type: ignore[attr-defined]
+        print(f"  {kind}: " + ", ".join(f"{k}={v:.4g}" for k, v in f.model_dump().items()))
     if show_points:
         print()
         for p in points:
-            f = fitted.get(p.kind)
-            pred = acc.predict_point(p, f)  # type: ignore[arg-type]
+            f = fitted.get(acc.group_of(p)) or default_factors(p.kind, p.engine)
+            pred = acc.predict_point(p, f)
             print(
                 f"  {p.id[:44]:<44} {p.label[:44]:<44} {p.input_len:>6}/{p.output_len:<5} C{p.concurrency:<5} "
                 f"{p.arrivals[:6]:<6} TPOT {_f(p.tpot_ms)}/{_f(pred.tpot * 1000)} TTFT {_f(p.ttft_ms, 0)}/"

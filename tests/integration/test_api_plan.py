@@ -157,3 +157,29 @@ def test_a_name_too_long_for_a_path_is_an_unknown_model(api, path) -> None:
     r = api.client.get(path, params={"model": "x" * 299, "instance_type": "g6.2xlarge"})
     assert r.status_code == 404, r.text
     assert "Unknown model" in r.json()["error"]["message"]
+
+
+def test_settings_are_inputs_through_the_api(api) -> None:
+    r = api.client.get(
+        "/api/v1/recommend",
+        params={"model": "llama-3.1-8b-instruct", "instance_type": "p5.48xlarge", "tensor_parallel_size": 8},
+    )
+    assert r.status_code == 200 and r.json()["settings"]["tensor_parallel_size"] == 8
+    assert r.json()["memory"]["units"] == 8
+    e = api.client.get(
+        "/api/v1/estimate",
+        params={
+            "model": "llama-3.1-8b-instruct",
+            "instance_type": "inf2.48xlarge",
+            "concurrency": 4,
+            "alternatives": True,
+        },
+    )
+    assert e.status_code == 200
+    est = e.json()["estimate"]
+    assert est["tensor_parallel_size"] == 24  # every NeuronCore, as Neuron deployments run
+    assert {a["tensor_parallel_size"] for a in est["alternatives"]} >= {2, 8, 16, 24}
+    bad = api.client.get(
+        "/api/v1/estimate", params={"model": "llama-3.1-8b-instruct", "tensor_parallel_size": 0}
+    )
+    assert bad.status_code in (400, 422) and "tensor_parallel_size" in bad.text

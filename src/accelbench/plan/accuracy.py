@@ -25,7 +25,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
-from accelbench.plan.hardware import default_factors
+from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
 from accelbench.plan.perf_model import PerfModel, Prediction
 
@@ -92,12 +92,18 @@ class PublicPoint:
     request_rate: float | None = None
     label: str = ""
     modelled_engine: bool = True  # False: an engine the planner does not model, graded with vLLM's physics
+    engine: str = "vllm"  # the planner's engine whose factors predict it
     one_shot: bool = False  # all prompts sent at once (not a closed loop): throughput over the makespan
     dataset_lengths: bool = False
 
+    def predict(self, f: EfficiencyFactors) -> Prediction:  # what calibrate.fit_factors fits
+        return predict_point(self, f)
+
     @property
-    def run(self) -> PublicPoint:  # calibrate.fit_factors reads ``point.run.perf``
-        return self
+    def tps_graded(self) -> bool:
+        """A one-shot burst of dataset prompts ends when its longest output does: its throughput depends on
+        the length distribution's tail, which sources do not give, so it is neither graded nor fitted."""
+        return not (self.one_shot and self.dataset_lengths)
 
 
 @dataclass
@@ -250,6 +256,7 @@ def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[Public
                 request_rate=float(rate) if rate else None,
                 label=f"{model.name} {precision} {inst.name} TP{perf.tp}",
                 modelled_engine=is_modelled_engine(_get(row, "engine")),
+                engine=engine,
                 one_shot=one_shot,
                 dataset_lengths=str(_get(row, "lengths") or "") == "dataset",
             )
@@ -284,7 +291,11 @@ def predict_point(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
             break
         lo = hi
     else:
-        return pred  # saturated: the rate is above what the engine serves
+        # saturated: the rate is above what the engine serves; it runs its full batch and the queue (so
+        # TTFT) grows for as long as the test lasts
+        full = p.perf.predict(f, p.input_len, p.output_len, p.perf.batch_limit, "steady")
+        full.ttft = full.tpot = math.inf  # both depend on how long the test ran; the throughput does not
+        return full
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if p.perf.predict(f, p.input_len, p.output_len, mid, "steady").rps >= p.request_rate:
@@ -298,15 +309,23 @@ def _one_shot(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
     """N prompts sent at once: the engine runs min(N, batch limit) of them, admits the rest as slots free,
     and the throughput is N outputs over the makespan (the first full batch, then the remainder)."""
     first = p.perf.predict(f, p.input_len, p.output_len, p.concurrency, "wave")
-    rest = p.concurrency - first.batch
-    if rest <= 0:
-        span = first.e2e
-    else:
-        tail = p.perf.predict(f, p.input_len, p.output_len, rest, "wave")
-        span = (first.e2e - first.queue) + tail.e2e
-    if span <= 0:
+    batch = first.batch
+    if p.concurrency <= batch:
         return first
+    # the engine serves the queue a batch at a time, admitting a queued request whenever one finishes: after
+    # the first wave its steps mix the newcomers' prefills with everyone's decode (the steady regime)
+    served = p.perf.predict(f, p.input_len, p.output_len, batch, "steady")
+    service = served.e2e
+    waves = p.concurrency / batch
+    span = waves * service
     rps = p.concurrency / span
+    median = math.ceil(p.concurrency / 2)
+    if median <= batch:  # the median request is in the first wave
+        first.ttft, first.queue = p.perf.wave_ttft(f, p.input_len, median, batch), 0.0
+    else:  # it is admitted once (median - batch) requests ahead of it are done
+        wait = (median - batch) / (batch / service)
+        first.ttft, first.queue = served.ttft + wait, wait
+    first.tpot = served.tpot
     first.rps, first.out_tps, first.total_tps = rps, rps * p.output_len, rps * (p.input_len + p.output_len)
     return first
 
@@ -345,13 +364,15 @@ def _pct(pred: float, meas: float) -> float:
 def errors_of(p: PublicPoint, f: EfficiencyFactors) -> tuple[float | None, float | None, float | None]:
     """(TPOT, TTFT, tokens/s) absolute percentage errors; tokens/s only at batch >= 32."""
     pred = predict_point(p, f)
-    tpot = _pct(pred.tpot * 1000, p.tpot_ms) if p.tpot_ms else None
-    ttft = _pct(pred.ttft * 1000, p.ttft_ms) if p.ttft_ms else None
+    tpot = _pct(pred.tpot * 1000, p.tpot_ms) if p.tpot_ms and math.isfinite(pred.tpot) else None
+    # a saturated request rate has no steady TTFT: the queue grows for as long as the test runs
+    ttft = _pct(pred.ttft * 1000, p.ttft_ms) if p.ttft_ms and math.isfinite(pred.ttft) else None
     level = p.concurrency or (pred.rps * (pred.e2e or 0))
-    # a one-shot burst of dataset prompts ends when its longest output does: its throughput depends on the
-    # length distribution's tail, which sources do not give, so it is not graded
-    graded = not (p.one_shot and p.dataset_lengths)
-    tps = _pct(pred.out_tps, p.out_tps) if p.out_tps and level >= THROUGHPUT_MIN_BATCH and graded else None
+    tps = (
+        _pct(pred.out_tps, p.out_tps)
+        if p.out_tps and level >= THROUGHPUT_MIN_BATCH and p.tps_graded
+        else None
+    )
     return tpot, ttft, tps
 
 
@@ -377,10 +398,11 @@ def summarize(kind: str, rows: Sequence[tuple[PublicPoint, tuple[float | None, .
 def grade(
     points: Sequence[PublicPoint], factors: Mapping[str, EfficiencyFactors] | None = None
 ) -> dict[str, KindError]:
-    """Errors per kind with the given factors (default: the shipped starting factors per kind/engine)."""
+    """Errors per kind with the given factors (keyed by ``group_of``; default: the shipped factors of the
+    point's kind and engine)."""
     by_kind: dict[str, list[tuple[PublicPoint, tuple[float | None, ...]]]] = defaultdict(list)
     for p in points:
-        f = (factors or {}).get(p.kind) or default_factors(p.kind, _engine_of(p))
+        f = (factors or {}).get(group_of(p)) or default_factors(p.kind, p.engine)
         by_kind[p.kind].append((p, errors_of(p, f)))
     return {k: summarize(k, v) for k, v in by_kind.items()}
 
@@ -388,11 +410,34 @@ def grade(
 ENGINE_OF_KIND = {"gpu": "vllm", "neuron": "vllm-neuron", "cpu": "vllm-cpu"}
 
 
-def _engine_of(p: PublicPoint) -> str:
-    return ENGINE_OF_KIND[p.kind]
+def group_of(p: PublicPoint) -> str:
+    """Factors are fitted per accelerator kind, and on CPUs per engine as well: vLLM and SGLang on a GPU (or
+    NxD on Neuron) share the hardware and a continuous-batching scheduler, while llama.cpp's step costs on a
+    CPU are nothing like vLLM's."""
+    return f"cpu/{p.engine}" if p.kind == "cpu" else p.kind
 
 
-FIT_EXTRA = ("layer_floor_us", "kv_read_efficiency", "weight_only_efficiency", "allreduce_latency_us")
+def _group_prior(key: str) -> EfficiencyFactors:
+    """The cited priors of a group: fits start there, never from values fitted to the data itself."""
+    kind, _, engine = key.partition("/")
+    return prior_factors(kind, engine or ENGINE_OF_KIND[kind])
+
+
+def fit_groups(points: Sequence[PublicPoint]) -> dict[str, EfficiencyFactors]:
+    """Factors fitted to every point of each group (``group_of``) of the engines the planner models."""
+    return {
+        key: fit_kind([p for p in points if group_of(p) == key], _group_prior(key))
+        for key in sorted({group_of(p) for p in points if p.modelled_engine})
+    }
+
+
+FIT_EXTRA = (
+    "layer_floor_us",
+    "kv_read_efficiency",
+    "weight_only_efficiency",
+    "allreduce_latency_us",
+    "request_serial_ms",
+)
 
 
 # Published measurements are of real hardware at its datasheet peaks: no efficiency may exceed them (a local
@@ -402,14 +447,30 @@ PHYSICAL_BOUNDS = {
     "kv_read_efficiency": (0.2, 1.0),
     "compute_efficiency": (0.05, 0.9),
     "weight_only_efficiency": (0.1, 1.0),
+    # engine and interconnect costs within what engines and NCCL measure (an all-reduce of a small message
+    # takes microseconds to tens of them; an HTTP request's own cost is milliseconds, not seconds)
+    "allreduce_latency_us": (2.0, 80.0),
+    "step_overhead_ms": (0.05, 30.0),
+    "per_sequence_overhead_ms": (0.001, 1.0),
+    "request_overhead_ms": (1.0, 200.0),
+    "layer_floor_us": (1.0, 200.0),
+    "request_serial_ms": (0.05, 20.0),
 }
+# Published rows of a kind come from few sources: factors the data cannot separate stay near the cited
+# priors (a stronger pull than a local calibration's, whose runs cover one machine densely)
+PRIOR_WEIGHT = 0.3
 
 
 def _fit_points(points: Sequence[PublicPoint]) -> list[Any]:
-    """What factors are fitted to: rows of the engines the planner models, with a TPOT (request-rate rows are
-    graded but not fitted: their concurrency is itself a prediction). Other engines' rows are graded only:
+    """What factors are fitted to: rows of the engines the planner models. Other engines' rows are graded only:
     their schedulers, batch limits and KV-cache defaults are not the ones the model describes."""
-    return [p for p in points if p.request_rate is None and p.tpot_ms and p.modelled_engine]
+    import dataclasses
+
+    return [
+        p if p.tps_graded else dataclasses.replace(p, out_tps=None)
+        for p in points
+        if p.modelled_engine and (p.tpot_ms or p.out_tps)
+    ]
 
 
 def fit_kind(points: Sequence[PublicPoint], prior: EfficiencyFactors) -> EfficiencyFactors:
@@ -418,7 +479,7 @@ def fit_kind(points: Sequence[PublicPoint], prior: EfficiencyFactors) -> Efficie
     pts = _fit_points(points)
     if not pts:
         return prior
-    return fit_factors(pts, prior, names=FIT_EXTRA, bounds=PHYSICAL_BOUNDS)
+    return fit_factors(pts, prior, names=FIT_EXTRA, bounds=PHYSICAL_BOUNDS, prior_weight=PRIOR_WEIGHT)
 
 
 def leave_one_source_out(
@@ -434,11 +495,12 @@ def leave_one_source_out(
         others = {p.source for p in pool if p.kind == kind}
         if not pts or len(others) < 2:
             continue
-        prior = default_factors(kind, ENGINE_OF_KIND[kind])
         rows: list[tuple[PublicPoint, tuple[float | None, ...]]] = []
         for s in sources:
-            f = fit_kind([p for p in pool if p.kind == kind and p.source != s], prior)
-            rows += [(p, errors_of(p, f)) for p in pts if p.source == s]
+            for key in sorted({group_of(p) for p in pts if p.source == s}):
+                train = [p for p in pool if group_of(p) == key and p.source != s]
+                f = fit_kind(train, _group_prior(key))  # the prior alone when no other source
+                rows += [(p, errors_of(p, f)) for p in pts if p.source == s and group_of(p) == key]
         out[kind] = summarize(kind, rows)
     return out
 

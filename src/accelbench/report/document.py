@@ -218,6 +218,7 @@ def predicted_vs_measured(
         except ValueError:
             settings = None
         calibrated = False
+        kind: str | None = None
         for cell in comparison.cells_of(run.id):
             if not cell.repeats:
                 continue
@@ -244,6 +245,7 @@ def predicted_vs_measured(
                 notes.append(f"The planner finds {name}'s setup infeasible: {est.explanation}")
                 break
             calibrated = calibrated or est.calibrated
+            kind = est.accelerator_type.value
             for label, est_attr, cell_attr in PREDICTED_METRICS:
                 predicted, measured = getattr(est, est_attr), getattr(cell, cell_attr)
                 if predicted and measured is not None:
@@ -260,5 +262,10 @@ def predicted_vs_measured(
         if any(p.run_id == run.id for p in predictions):
             where = run.instance_type or "the machine recorded with the run"
             how = "a measured calibration" if calibrated else "the planner's default efficiency factors"
-            notes.append(f"{name}: estimated for {where} with {how}.")
+            note = f"{name}: estimated for {where} with {how}."
+            if not calibrated and kind is not None:
+                from accelbench.plan.measured_error import error_sentence
+
+                note += " " + (error_sentence(kind) or "")
+            notes.append(note.strip())
     return predictions, notes

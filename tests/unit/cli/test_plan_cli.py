@@ -231,3 +231,53 @@ def test_plan_calibrate_and_estimates_say_calibrated(store: Store) -> None:
 def test_plan_calibrate_without_runs(store: Store) -> None:
     res = runner.invoke(app, ["plan", "calibrate"])
     assert res.exit_code == 1 and "No measured run" in res.output
+
+
+def test_settings_flags_on_recommend_and_estimate() -> None:
+    rec = run_json(
+        "recommend", "-m", "llama-3.1-8b-instruct", "-i", "p5.48xlarge", "--tp", "8", "--max-num-seqs", "64"
+    )
+    assert rec["settings"]["tensor_parallel_size"] == 8 and rec["settings"]["max_num_seqs"] == 64
+    assert rec["memory"]["units"] == 8
+    refused = run_json("recommend", "-m", "llama-3.1-8b-instruct", "-i", "p5.48xlarge", "--tp", "3", code=3)
+    assert refused["refusal"]["code"] == "no_valid_tensor_parallel"
+    cpu = run_json(
+        "recommend",
+        "-m",
+        "qwen2.5-7b-instruct",
+        "-i",
+        "r8g.4xlarge",
+        "--kv-cache-space-gib",
+        "8",
+        "--threads",
+        "8",
+    )
+    assert cpu["settings"]["kv_cache_space_gib"] == 8 and cpu["settings"]["threads"] == 8
+    est = run_json(
+        "estimate",
+        "-m",
+        "llama-3.1-8b-instruct",
+        "-i",
+        "p5.48xlarge",
+        "-c",
+        "16",
+        "--goal",
+        "latency",
+        "--alternatives",
+        "--kv-cache-dtype",
+        "fp8",
+        "--engine",
+        "sglang",
+    )
+    assert est["goal"] == "latency" and est["engine"] == "sglang"
+    assert {a["tensor_parallel_size"] for a in est["alternatives"]} == {1, 2, 4, 8}
+    assert sum(a["chosen"] for a in est["alternatives"]) == 1
+    assert est["recommendation"]["settings"]["kv_cache_dtype"] == "fp8"
+    table = runner.invoke(
+        app, ["estimate", "-m", "llama-3.1-8b-instruct", "-i", "p5.48xlarge", "--tp", "2", "--alternatives"]
+    )
+    assert table.exit_code == 0 and "Settings weighed" in table.stdout
+    bad = runner.invoke(
+        app, ["estimate", "-m", "llama-3.1-8b-instruct", "-i", "g6.xlarge", "--engine", "llamacpp"]
+    )
+    assert bad.exit_code != 0 and "does not serve gpu" in bad.output

@@ -1,0 +1,107 @@
+"""The planner graded on published measurements: rows predicted with their own settings, the load each row
+describes, fits that start from the cited priors, and the measured error estimates quote."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from accelbench.modelspec import load_model_spec
+from accelbench.plan import accuracy as acc
+from accelbench.plan import estimate
+from accelbench.plan.hardware import default_factors, prior_factors
+from accelbench.plan.measured_error import MIN_POINTS, error_sentence, typical_error
+from accelbench.plan.public_data import load_public_measurements
+
+
+@pytest.fixture(scope="module")
+def points() -> list[acc.PublicPoint]:
+    pts, _ = acc.public_points(load_public_measurements().measurements)
+    return pts
+
+
+def _row(**over):
+    base = {
+        "id": "t1",
+        "source": "s",
+        "catalog_instance": "p5.48xlarge",
+        "model": "llama-3.1-8b-instruct",
+        "precision": "bf16",
+        "engine": "vllm",
+        "input_len": 1024,
+        "output_len": 128,
+        "lengths": "fixed",
+        "load": "concurrency",
+        "concurrency": 8,
+        "tpot_ms": 10.0,
+    }
+    return base | over
+
+
+def test_rows_are_predicted_with_their_own_settings_and_load() -> None:
+    pts, skipped = acc.public_points(
+        [
+            _row(tensor_parallel_size=4),
+            _row(id="t2", load="request_rate", request_rate=2.0, lengths="dataset"),
+            _row(id="t3", load="request_rate", request_rate=math.inf, num_prompts=320),
+            _row(id="t4", engine="tensorrt-llm"),
+            _row(id="t5", model="no-such-model"),
+            _row(id="t6", catalog_instance="not-an-instance"),
+        ]
+    )
+    by = {p.id: p for p in pts}
+    assert by["t1"].perf.tp == 4 and by["t1"].arrivals == "bursts" and by["t1"].modelled_engine
+    assert by["t2"].arrivals == "steady" and by["t2"].request_rate == 2.0
+    assert by["t3"].one_shot and by["t3"].concurrency == 320 and by["t3"].arrivals == "wave"
+    assert not by["t4"].modelled_engine  # graded with vLLM's physics, reported apart, never fitted
+    assert {s.id for s in skipped} == {"t5", "t6"}
+
+
+def test_a_saturated_request_rate_has_no_ttft_and_is_not_graded_on_it(points) -> None:
+    p = acc.public_points([_row(load="request_rate", request_rate=1e6, lengths="fixed", ttft_ms=100.0)])[0][0]
+    f = default_factors("gpu", "vllm")
+    pred = acc.predict_point(p, f)
+    assert math.isinf(pred.ttft) and pred.out_tps > 0
+    tpot, ttft, _ = acc.errors_of(p, f)
+    assert tpot is None and ttft is None
+
+
+def test_shipped_factors_do_better_than_the_cited_priors_on_the_public_data(points) -> None:
+    modelled = [p for p in points if p.modelled_engine and p.kind == "gpu"]
+    assert len({p.source for p in modelled}) >= 3
+    priors = acc.grade(modelled, {"gpu": prior_factors("gpu", "vllm")})["gpu"]
+    shipped = acc.grade(modelled)["gpu"]
+    assert shipped.tpot_mape_pct is not None and priors.tpot_mape_pct is not None
+    assert shipped.tpot_mape_pct < priors.tpot_mape_pct
+
+
+def test_leave_one_source_out_fits_start_from_the_priors_not_the_shipped_values(points) -> None:
+    neuron = [p for p in points if p.kind == "neuron"]
+    held = neuron[0].source
+    f = acc.fit_kind([p for p in neuron if p.source != held], acc._group_prior("neuron"))
+    assert f != default_factors("neuron", "vllm-neuron")  # fitted without the held-out source
+    assert acc._group_prior("neuron") == prior_factors("neuron", "vllm-neuron")
+    loso = acc.leave_one_source_out(neuron)
+    assert loso["neuron"].n_sources >= 2 and loso["neuron"].tpot_mape_pct is not None
+
+
+def test_estimates_quote_the_measured_error_of_their_kind_or_say_there_is_none() -> None:
+    gpu = typical_error("gpu")
+    assert gpu is not None and gpu["n_points"] >= MIN_POINTS
+    e = estimate(
+        load_model_spec("llama-3.1-8b-instruct"), "p5.48xlarge", input_len=512, output_len=64, concurrency=4
+    )
+    assert e.typical_error_pct == gpu["tpot_mape_pct"]
+    assert any("Measured error of this model on published GPU" in n for n in e.notes)
+    cpu = estimate(
+        load_model_spec("qwen2.5-1.5b-instruct"), "m7i.4xlarge", input_len=128, output_len=32, concurrency=1
+    )
+    cpu_error = typical_error("cpu")
+    if cpu_error is None:  # the shipped data set has too few CPU rows: said, not a number made up
+        assert cpu.typical_error_pct is None
+        assert any("No measured error to quote for CPU" in n for n in cpu.notes)
+    else:
+        assert cpu.typical_error_pct == cpu_error["tpot_mape_pct"]
+    sentence = error_sentence("neuron")
+    assert sentence is not None and "each source graded with factors fitted without it" in sentence

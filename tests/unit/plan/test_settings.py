@@ -1,0 +1,179 @@
+"""The settings a deployment fixes are inputs: each is kept, every memory figure is recomputed for it, and a
+setting that cannot work is refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelbench.domain.plan import RefusalCode
+from accelbench.domain.run import EngineSettings
+from accelbench.errors import UserInputError
+from accelbench.modelspec import load_model_spec
+from accelbench.plan import estimate, recommend
+from accelbench.plan.hardware import default_factors
+
+F = default_factors("gpu", "vllm")
+
+
+def m(name: str):
+    return load_model_spec(name)
+
+
+def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
+    model = m("llama-3.1-8b-instruct")
+    one = recommend(model, "p5.48xlarge")  # 8 x H100: the planner's own fit is TP 1
+    eight = recommend(model, "p5.48xlarge", settings=EngineSettings(tensor_parallel_size=8))
+    assert one.settings is not None and one.memory is not None
+    assert eight.settings is not None and eight.memory is not None
+    assert one.settings.tensor_parallel_size == 1 and eight.settings.tensor_parallel_size == 8
+    assert eight.memory.units == 8
+    # every GPU holds 1/8 of the weights, so the KV cache grows by more than 8x the one-GPU budget
+    assert eight.memory.kv_cache_gib > 8 * one.memory.kv_cache_gib
+    assert eight.memory.kv_cache_tokens > 8 * one.memory.kv_cache_tokens
+    assert any("as given" in r for r in eight.reasons)
+    # the estimate at TP 8 uses that budget: 512 requests of 2,048 + 256 tokens all fit at once
+    e = estimate(
+        model,
+        "p5.48xlarge",
+        input_len=2048,
+        output_len=256,
+        concurrency=256,
+        engine_settings=EngineSettings(tensor_parallel_size=8, max_num_seqs=512),
+        factors=F,
+    )
+    assert e.tensor_parallel_size == 8 and e.batch == 256
+
+
+@pytest.mark.parametrize(
+    ("instance", "tp", "says"),
+    [("p5.48xlarge", 16, "has 8"), ("p5.48xlarge", 3, "does not divide"), ("m7i.48xlarge", 4, "NUMA")],
+)
+def test_a_tp_that_cannot_work_is_refused_with_the_reason(instance: str, tp: int, says: str) -> None:
+    r = recommend(m("llama-3.1-8b-instruct"), instance, settings=EngineSettings(tensor_parallel_size=tp))
+    assert not r.fits and r.refusal is not None
+    assert r.refusal.code == RefusalCode.no_valid_tensor_parallel and says in r.refusal.reason
+    e = estimate(
+        m("llama-3.1-8b-instruct"),
+        instance,
+        input_len=128,
+        output_len=32,
+        concurrency=1,
+        engine_settings=EngineSettings(tensor_parallel_size=tp),
+    )
+    assert not e.feasible and says in e.explanation
+
+
+def test_max_num_seqs_is_kept_and_warned_about_when_the_kv_cache_cannot_hold_it() -> None:
+    model = m("qwen2.5-7b-instruct")
+    r = recommend(
+        model, "g6.xlarge", input_len=2048, output_len=512, settings=EngineSettings(max_num_seqs=200)
+    )
+    assert r.settings is not None and r.settings.max_num_seqs == 200
+    assert any("the rest wait" in w for w in r.warnings)
+    small = estimate(
+        model,
+        "g6.xlarge",
+        input_len=256,
+        output_len=64,
+        concurrency=16,
+        engine_settings=EngineSettings(max_num_seqs=4),
+        factors=F,
+    )
+    assert small.batch == 4 and small.times is not None and small.times.queue_ms > 0
+
+
+def test_max_num_batched_tokens_sets_the_prefill_chunk() -> None:
+    model = m("qwen2.5-1.5b-instruct")
+
+    def ttft(chunk: int | None) -> float:
+        e = estimate(
+            model,
+            "g6.xlarge",
+            input_len=4096,
+            output_len=16,
+            concurrency=1,
+            engine_settings=EngineSettings(max_num_batched_tokens=chunk) if chunk else None,
+            factors=F,
+        )
+        assert e.recommendation.settings is not None
+        assert e.recommendation.settings.max_num_batched_tokens == chunk
+        assert e.ttft_ms is not None
+        return e.ttft_ms
+
+    # 4,096 tokens in 256-token chunks: 16 steps, each with its overhead and a pass over the weights
+    assert ttft(256) > ttft(8192)
+    rec = recommend(model, "g6.xlarge", settings=EngineSettings(max_num_batched_tokens=1024))
+    assert rec.settings is not None and rec.settings.engine_settings().max_num_batched_tokens == 1024
+
+
+def test_cpu_kv_cache_space_is_exact_and_refused_when_it_does_not_fit() -> None:
+    model = m("qwen2.5-7b-instruct")
+    r = recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=10))  # 128 GiB host
+    assert r.settings is not None and r.memory is not None
+    assert r.settings.kv_cache_space_gib == 10 and r.memory.kv_cache_gib == 10
+    default = recommend(model, "r8g.4xlarge")
+    assert default.memory is not None and r.memory.kv_cache_tokens < default.memory.kv_cache_tokens
+    big = recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=200))
+    assert (
+        not big.fits and big.refusal is not None and "kv-cache-space-gib" in " ".join(big.refusal.way_forward)
+    )
+    with pytest.raises(UserInputError, match="whole number"):
+        recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=2.5))
+
+
+def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -> None:
+    model = m("qwen2.5-1.5b-instruct")
+    f = default_factors("cpu", "vllm-cpu")
+
+    def est(threads: int | None):
+        return estimate(
+            model,
+            "m7i.8xlarge",  # 32 vCPUs = 16 cores x 2 threads
+            input_len=1024,
+            output_len=32,
+            concurrency=1,
+            engine_settings=EngineSettings(threads=threads) if threads else None,
+            factors=f,
+        )
+
+    all_cores, four = est(None), est(4)
+    assert four.recommendation.settings is not None and four.recommendation.settings.threads == 4
+    assert four.ttft_ms is not None and all_cores.ttft_ms is not None and four.ttft_ms > 3 * all_cores.ttft_ms
+    assert any("physical core" in r for r in all_cores.recommendation.reasons)
+    too_many = recommend(model, "m7i.8xlarge", settings=EngineSettings(threads=64))
+    assert not too_many.fits and too_many.refusal is not None and "32 vCPUs" in too_many.refusal.reason
+
+
+def test_the_engine_is_an_input_and_one_that_cannot_serve_the_tier_is_an_error() -> None:
+    model = m("qwen2.5-1.5b-instruct")
+    r = recommend(model, "g6.xlarge", engine="sglang")
+    assert r.settings is not None and r.settings.engine == "sglang"
+    assert recommend(model, "m7i.xlarge", engine="vllm").settings.engine == "vllm-cpu"  # type: ignore[union-attr]
+    with pytest.raises(UserInputError, match="does not serve gpu"):
+        recommend(model, "g6.xlarge", engine="llamacpp")
+
+
+def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> None:
+    model = m("llama-3.1-8b-instruct")
+    e = estimate(
+        model, "p5.48xlarge", input_len=1024, output_len=128, concurrency=4, goal="latency", alternatives=True
+    )
+    assert e.goal == "latency" and e.alternatives
+    tps = {a.tensor_parallel_size for a in e.alternatives}
+    assert tps == {1, 2, 4, 8}
+    assert {a.weight_format for a in e.alternatives} == {"bf16", "fp8"}  # H100 has FP8 units
+    chosen = [a for a in e.alternatives if a.chosen]
+    assert len(chosen) == 1 and chosen[0].tpot_ms == min(a.tpot_ms for a in e.alternatives if a.feasible)
+    fixed = estimate(
+        model,
+        "p5.48xlarge",
+        input_len=1024,
+        output_len=128,
+        concurrency=4,
+        goal="cost",
+        alternatives=True,
+        engine_settings=EngineSettings(tensor_parallel_size=2),
+    )
+    assert {a.tensor_parallel_size for a in fixed.alternatives} == {2}  # a given TP stays fixed
+    with pytest.raises(UserInputError, match="goal"):
+        estimate(model, "p5.48xlarge", input_len=8, output_len=8, concurrency=1, goal="speed")
