@@ -12,7 +12,7 @@ from accelbench.store import Store
 from accelbench.store.repo import jsonable
 
 if TYPE_CHECKING:
-    from accelbench.plan.calibrations import CalibrationSet
+    from accelbench.plan.query import PlanContext
 
 
 def presets() -> list[dict[str, Any]]:
@@ -69,61 +69,32 @@ def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
 
 
 def plan_context(
-    store: Store, *, use_calibrations: bool = True, region: str | None = None
-) -> tuple[CalibrationSet | None, dict[str, Any], set[str]]:
+    store: Store | None, *, use_calibrations: bool = True, region: str | None = None
+) -> PlanContext:
     """What the planner takes from a store, in three queries so a catalog-wide estimate stays fast: the
     active calibrations, the best known prices (stored ones win over the snapshot) and the instance types
-    with stored runs."""
+    with stored runs. No store: the snapshot prices and the cited factors."""
     from accelbench.catalog import price_map
     from accelbench.plan.calibrations import CalibrationSet
+    from accelbench.plan.query import PlanContext
 
-    calibrations = CalibrationSet.from_store(store) if use_calibrations else None
+    if store is None:
+        return PlanContext()
     prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
-    return calibrations, prices, store.benchmarked_instance_types()
+    return PlanContext(
+        calibrations=CalibrationSet.from_store(store) if use_calibrations else None,
+        prices=prices,
+        benchmarked=store.benchmarked_instance_types(),
+    )
 
 
 def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
     ranked catalog, with the store's calibrations, prices and benchmarked instances when there is a store."""
-    from accelbench.plan.estimate import estimate as estimate_one
-    from accelbench.plan.estimate import is_local, parse_slo
-    from accelbench.plan.ranking import estimate_catalog
+    from accelbench.plan.query import answer
 
-    spec = load_model(query.model)
-    calibrations = prices = benchmarked = None
-    if store is not None:
-        calibrations, prices, benchmarked = plan_context(store, use_calibrations=not query.no_calibration)
-    common: dict[str, Any] = {
-        "input_len": query.input_len,
-        "output_len": query.output_len,
-        "concurrency": query.concurrency,
-        "quantization": query.quantization,
-        "slo": parse_slo(query.slo) if query.slo else None,
-        "calibrations": calibrations,
-        "prices": prices,
-        "benchmarked": benchmarked,
-        "arrivals": query.arrivals,
-        "engine": query.engine,
-        "engine_settings": query.engine_settings(),
-        "goal": query.goal,
-        "alternatives": query.alternatives,
-    }
-    if query.instance_type:
-        if is_local(query.instance_type):
-            from accelbench.plan.hardware import local_machine
-
-            inst, accel_spec = local_machine()
-        else:
-            from accelbench.catalog import get_catalog
-
-            inst, accel_spec = get_catalog().instance(query.instance_type), None
-        return estimate_one(spec, inst, spec=accel_spec, max_model_len=query.min_context, **common)
-    return estimate_catalog(
-        spec,
-        accelerator=query.accelerator_type,
-        max_cost=query.max_cost,
-        min_context=query.min_context,
-        **common,
+    return answer(
+        query, load_model(query.model), plan_context(store, use_calibrations=not query.no_calibration)
     )
 
 

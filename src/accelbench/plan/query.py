@@ -1,0 +1,66 @@
+"""The planner's entry for a question: an ``EstimateQuery`` (what was asked: model, instance or filters,
+traffic, the settings fixed, the goal) and a ``PlanContext`` (what the caller knows: active calibrations,
+prices, instances with measured runs, the catalog). ``services.plan`` builds the context from a store; the
+planner never opens one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
+from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.estimate import estimate, is_local, parse_slo
+from accelbench.plan.ranking import estimate_catalog
+
+if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the planner is told besides the question."""
+
+    calibrations: CalibrationSet | None = None
+    prices: Mapping[str, Any] | None = None  # instance -> price (stored prices win over the snapshot)
+    benchmarked: set[str] = field(default_factory=set)  # instance types with stored runs
+    catalog: Catalog | None = None
+
+
+def answer(
+    query: EstimateQuery, model: ModelSpec, context: PlanContext | None = None
+) -> Estimate | EstimateTable:
+    """One instance's estimate (``query.instance_type``, "local" for this machine) or the ranked catalog."""
+    ctx = context or PlanContext()
+    common: dict[str, Any] = {
+        "input_len": query.input_len,
+        "output_len": query.output_len,
+        "concurrency": query.concurrency,
+        "quantization": query.quantization,
+        "slo": parse_slo(query.slo) if query.slo else None,
+        "calibrations": ctx.calibrations,
+        "prices": ctx.prices,
+        "benchmarked": ctx.benchmarked,
+        "arrivals": query.arrivals,
+        "engine": query.engine,
+        "engine_settings": query.engine_settings(),
+        "goal": query.goal,
+        "alternatives": query.alternatives,
+        "catalog": ctx.catalog,
+    }
+    if query.instance_type:
+        if is_local(query.instance_type):
+            from accelbench.plan.hardware import local_machine
+
+            inst, accel_spec = local_machine()
+            return estimate(model, inst, spec=accel_spec, max_model_len=query.min_context, **common)
+        return estimate(model, query.instance_type, max_model_len=query.min_context, **common)
+    return estimate_catalog(
+        model,
+        accelerator=query.accelerator_type,
+        max_cost=query.max_cost,
+        min_context=query.min_context,
+        **common,
+    )
