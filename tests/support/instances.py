@@ -51,6 +51,16 @@ def instance(name: str, **overrides: Any) -> InstanceType:
             accelerator_memory_gib=32,
             network_gbps=15,
         ),
+        "inf2.48xlarge": dict(
+            vcpus=192,
+            memory_gib=768,
+            arch="x86_64",
+            accelerator_type=AcceleratorType.neuron,
+            accelerator_name="Inferentia2",
+            accelerator_count=12,
+            accelerator_memory_gib=32,
+            network_gbps=100,
+        ),
         "m8i.2xlarge": dict(
             vcpus=8,
             memory_gib=32,

@@ -45,6 +45,12 @@ def test_neuron_validation() -> None:
         "exceeds the 2 NeuronCores" in e for e in NEURON.validate(p("inf2.xlarge", tensor_parallel_size=4))
     )
     assert any("serves neuron, not gpu" in e for e in NEURON.validate(p("g6.2xlarge")))
+    # TP is a power of two or every NeuronCore (NxD Inference pads the heads), as the planner plans it
+    assert NEURON.validate(p("inf2.48xlarge", tensor_parallel_size=24)) == []
+    assert NEURON.validate(p("inf2.48xlarge", tensor_parallel_size=16)) == []
+    assert any(
+        "power of two or all 24" in e for e in NEURON.validate(p("inf2.48xlarge", tensor_parallel_size=12))
+    )
 
 
 def test_sglang_args() -> None:
