@@ -12,13 +12,12 @@ from accelbench.domain.plan import (
     EfficiencyFactors,
 )
 from accelbench.plan.hardware import default_factors
-
-if TYPE_CHECKING:
-    from accelbench.store.repo import Store
-
 from accelbench.plan.perf_model import (
     ENGINE_KIND,
 )
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
 
 
 # --------------------------------------------------------------------------------------------- calibrations

@@ -17,19 +17,14 @@ from accelbench.domain.plan import (
 )
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
-from accelbench.plan.hardware import LOCAL_INSTANCE, Hardware, hardware_for
+from accelbench.plan.calibrations import CalibrationSet, factors_for
+from accelbench.plan.choose import GOALS, choose, option_of, setting_options
+from accelbench.plan.hardware import Hardware, hardware_for
+from accelbench.plan.measured_error import error_sentence, typical_error
 from accelbench.plan.memory import (
     GIB,
     WeightFormat,
 )
-from accelbench.plan.recommend import accelerator_name, recommend
-
-if TYPE_CHECKING:
-    from accelbench.catalog import Catalog
-
-from accelbench.plan.calibrations import CalibrationSet, factors_for
-from accelbench.plan.choose import GOALS, choose, option_of, setting_options
-from accelbench.plan.measured_error import error_sentence, typical_error
 from accelbench.plan.perf_model import (
     PerfModel,
     Prediction,
@@ -39,6 +34,10 @@ from accelbench.plan.perf_model import (
     normalize_engine,
     weight_format_from,
 )
+from accelbench.plan.recommend import accelerator_name, recommend, resolve_hardware
+
+if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
 
 
 # --------------------------------------------------------------------------------------------- one instance
@@ -170,21 +169,7 @@ def estimate(
     if input_len < 1 or output_len < 1 or concurrency < 1:
         raise UserInputError("input_len, output_len and concurrency must be at least 1.")
     model = as_model_spec(model)
-    if isinstance(instance, str):
-        if is_local(instance):
-            from accelbench.plan.hardware import local_machine
-
-            instance, spec = local_machine()
-        else:
-            from accelbench.plan.recommend import resolve_instance
-
-            instance, catalog = resolve_instance(instance, catalog)
-    if spec is None:
-        if catalog is None:
-            from accelbench.catalog import get_catalog
-
-            catalog = get_catalog()
-        spec = catalog.accelerator(instance.accelerator_name)
+    instance, spec, catalog = resolve_hardware(instance, spec, catalog)
     if goal is not None and recommendation is None:
         if goal not in GOALS:
             raise UserInputError(f"Unknown goal {goal!r}: use cost or latency.")
@@ -489,7 +474,3 @@ def parse_slo(text: str) -> SLO:
     if not values:
         raise UserInputError("Empty SLO.", hint="Write e.g. --slo ttft:500,tpot:50.")
     return SLO(**values)
-
-
-def is_local(instance_name: str | None) -> bool:
-    return (instance_name or "").strip().lower() in (LOCAL_INSTANCE, "this", "localhost")

@@ -25,6 +25,13 @@ from accelbench.domain.machine import MachineProbe
 from accelbench.domain.plan import EfficiencyFactors
 
 LOCAL_INSTANCE = "local"
+
+
+def is_local(instance_name: str | None) -> bool:
+    """Whether an instance name means this machine ("local", "this", "localhost")."""
+    return (instance_name or "").strip().lower() in (LOCAL_INSTANCE, "this", "localhost")
+
+
 FACTOR_NAMES = tuple(EfficiencyFactors.model_fields)
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
 from accelbench.plan.calibrations import CalibrationSet
-from accelbench.plan.estimate import estimate, is_local, parse_slo
+from accelbench.plan.estimate import estimate, parse_slo
+from accelbench.plan.hardware import is_local
 from accelbench.plan.ranking import estimate_catalog
 
 if TYPE_CHECKING:

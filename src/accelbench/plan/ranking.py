@@ -20,12 +20,11 @@ from accelbench.domain.plan import (
 )
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
+from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
-
-from accelbench.plan.calibrations import CalibrationSet
-from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
 
 
 # --------------------------------------------------------------------------------------------- the catalog

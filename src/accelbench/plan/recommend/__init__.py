@@ -52,6 +52,28 @@ def resolve_instance(
     return instance, catalog
 
 
+def resolve_hardware(
+    instance: InstanceType | str, spec: AcceleratorSpec | None, catalog: Catalog | None
+) -> tuple[InstanceType, AcceleratorSpec, Catalog | None]:
+    """The instance row and accelerator spec a plan is for: "local" (or "this", "localhost") is this machine
+    (``local_machine``), a name is looked up in the catalog (with did-you-mean), a row is taken as it is; the
+    spec defaults to the catalog's spec of the row's accelerator. Returns the catalog it used, if any."""
+    if isinstance(instance, str):
+        from accelbench.plan.hardware import is_local, local_machine
+
+        if is_local(instance):
+            instance, spec = local_machine()
+        else:
+            instance, catalog = resolve_instance(instance, catalog)
+    if spec is None:
+        if catalog is None:
+            from accelbench.catalog import get_catalog
+
+            catalog = get_catalog()
+        spec = catalog.accelerator(instance.accelerator_name)
+    return instance, spec, catalog
+
+
 def recommend(
     model: ModelSpec,
     instance: InstanceType | str,
@@ -89,20 +111,7 @@ def recommend(
     q = normalize_quantization(quantization if quantization is not None else s.quantization)
     max_model_len = max_model_len if max_model_len is not None else s.max_model_len
     kv_cache_dtype = kv_cache_dtype or s.kv_cache_dtype
-    cat = catalog
-    if isinstance(instance, str):
-        from accelbench.plan.hardware import LOCAL_INSTANCE, local_machine
-
-        if instance.strip().lower() == LOCAL_INSTANCE:
-            instance, spec = local_machine()
-        else:
-            instance, cat = resolve_instance(instance, cat)
-    if spec is None:
-        if cat is None:
-            from accelbench.catalog import get_catalog
-
-            cat = get_catalog()
-        spec = cat.accelerator(instance.accelerator_name)
+    instance, spec, cat = resolve_hardware(instance, spec, catalog)
     ctx = Ctx(
         model=model,
         instance=instance,
