@@ -286,11 +286,18 @@ class EfficiencyFactors(StrictModel):
         description="Share of the achieved decode bandwidth paged attention reaches reading the KV cache.",
     )
     weight_only_efficiency: float = Field(
-        default=0.4,
+        default=0.3,
         gt=0,
         le=1.5,
-        description="Matrix rate of weight-only kernels (W4A16, AWQ/GPTQ, FP8 without FP8 units) relative to "
-        "plain 16-bit GEMMs, once a step is compute-bound (dequantising every weight costs compute).",
+        description="Matrix rate of 4-bit weight-only kernels (W4A16, AWQ/GPTQ) relative to plain 16-bit GEMMs "
+        "once a step is compute-bound (unpacking and scaling every weight costs compute).",
+    )
+    fp8_weight_only_efficiency: float = Field(
+        default=0.8,
+        gt=0,
+        le=1.5,
+        description="The same for 8-bit weight-only kernels (FP8 on GPUs without FP8 units, W8A16): a "
+        "conversion per weight, no unpacking.",
     )
     request_serial_ms: float = Field(
         default=0.0,

@@ -320,12 +320,11 @@ def _one_shot(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
     span = waves * service
     rps = p.concurrency / span
     median = math.ceil(p.concurrency / 2)
-    if median <= batch:  # the median request is in the first wave
+    if median <= batch:  # the median request is in the first wave: its TTFT and TPOT are the wave's
         first.ttft, first.queue = p.perf.wave_ttft(f, p.input_len, median, batch), 0.0
-    else:  # it is admitted once (median - batch) requests ahead of it are done
+    else:  # it is admitted once (median - batch) requests ahead of it are done, into the steady regime
         wait = (median - batch) / (batch / service)
-        first.ttft, first.queue = served.ttft + wait, wait
-    first.tpot = served.tpot
+        first.ttft, first.queue, first.tpot = served.ttft + wait, wait, served.tpot
     first.rps, first.out_tps, first.total_tps = rps, rps * p.output_len, rps * (p.input_len + p.output_len)
     return first
 

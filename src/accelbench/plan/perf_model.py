@@ -161,6 +161,7 @@ class PerfModel:
     # weight-only formats (W4A16, AWQ/GPTQ, FP8 on GPUs without FP8 units, W8A16): the matrix units run in
     # 16 bits on weights dequantised on the fly, which costs compute once the batch is large
     weight_only: bool = False
+    weight_bits: float = 16.0
     # Neuron compiles static shapes: the decode graph runs the compiled batch (max_num_seqs) whatever the
     # number of live sequences, and the context is padded to a power-of-two bucket
     static_shapes: bool = False
@@ -192,7 +193,9 @@ class PerfModel:
         every weight they use, which halves or worse the rate once the step is compute-bound."""
         fl = self.flops_peak * f.compute_efficiency
         if self.weight_only:
-            fl *= f.weight_only_efficiency
+            # 4-bit weights are unpacked and scaled per group; 8-bit ones (FP8 on GPUs without FP8 units,
+            # W8A16) only converted: the dequantising costs differ
+            fl *= f.weight_only_efficiency if self.weight_bits <= 4.5 else f.fp8_weight_only_efficiency
         return fl
 
     def decode_step(
@@ -221,6 +224,7 @@ class PerfModel:
         if self.static_shapes:
             length = _next_pow2(length)
         bw = self.bw_peak * f.bandwidth_efficiency
+        # prefill runs large tiles of rows, over which a weight-only kernel's dequantising is amortised
         fl = self.flops_peak * f.compute_efficiency
         tokens = length * sequences
         flops = sequences * (
@@ -445,6 +449,7 @@ def build_perf_model(
         chunk=max(1, chunk),
         n_layers=model.num_layers,
         weight_only=fmt.quantized and hw.tflops_for(fmt.math) == hw.unit_bf16_tflops,
+        weight_bits=fmt.bits,
         static_shapes=hw.kind == AcceleratorType.neuron,
         kind=hw.kind.value,
     )

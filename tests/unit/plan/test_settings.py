@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.catalog import get_catalog
 from accelbench.domain.plan import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, recommend
+from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import default_factors
 
 F = default_factors("gpu", "vllm")
@@ -177,3 +179,33 @@ def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> 
     assert {a.tensor_parallel_size for a in fixed.alternatives} == {2}  # a given TP stays fixed
     with pytest.raises(UserInputError, match="goal"):
         estimate(model, "p5.48xlarge", input_len=8, output_len=8, concurrency=1, goal="speed")
+
+
+def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bound() -> None:
+    model = m("llama-3.1-8b-instruct")
+    tp1 = EngineSettings(tensor_parallel_size=1)
+
+    def step(instance: str, q: str, c: int) -> float:
+        e = estimate(
+            model,
+            instance,
+            input_len=1024,
+            output_len=256,
+            concurrency=c,
+            quantization=q,
+            engine_settings=tp1,
+        )
+        assert e.times is not None
+        return e.times.decode_step_ms
+
+    # W4A16 on an H100: a quarter of the bytes at batch 1; dequantising every weight once compute-bound
+    assert step("p5.4xlarge", "int4", 1) < 0.6 * step("p5.4xlarge", "none", 1)
+    assert step("p5.4xlarge", "int4", 256) > step("p5.4xlarge", "none", 256)
+    # FP8 on an A100 (no FP8 units) runs as a weight-only kernel; on an H100 it uses the FP8 units
+    cat = get_catalog()
+    for instance, weight_only in (("p4de.24xlarge", True), ("p5.4xlarge", False)):
+        rec = recommend(model, instance, quantization="fp8", settings=tp1)
+        inst = cat.instance(instance)
+        pm, _, _ = predict_for(model, inst, cat.accelerator(inst.accelerator_name), rec)
+        assert pm.weight_only is weight_only
+    assert step("p4de.24xlarge", "fp8", 1) < 0.7 * step("p4de.24xlarge", "none", 1)
