@@ -55,10 +55,16 @@ def test_predictions_match_the_planner_for_each_cell() -> None:
     )  # fmt: skip
     pb = next(p for p in preds if p.run_id == "rb" and p.metric == "TTFT p50 (ms)")
     assert pb.predicted == pytest.approx(local.ttft_ms) and pb.measured == 200.0
+    from accelbench.plan.measured_error import error_sentence
+
+    # each uncalibrated run's note quotes the planner's measured error for its tier (or says there is none)
     assert notes == [
-        "gpu: estimated for g6.xlarge with the planner's default efficiency factors.",
-        "cpu: estimated for the machine recorded with the run with the planner's default efficiency factors.",
+        "gpu: estimated for g6.xlarge with the planner's default efficiency factors. "
+        + str(error_sentence("gpu")),
+        "cpu: estimated for the machine recorded with the run with the planner's default efficiency factors. "
+        + str(error_sentence("cpu")),
     ]
+    assert "Measured error of this model on published GPU measurements" in notes[0]
 
 
 def test_no_estimate_without_model_or_machine() -> None:
