@@ -248,8 +248,12 @@ class StreamServer:
         port: int = 0,
         idle_timeout_s: float | None = None,
         drop_after_idle_s: float | None = None,
+        engine: Any = None,
     ) -> None:
         self.script = script or Script()
+        # a ``BatchingEngine`` (tests/support/batching_engine.py): tokens come when its steps produce them,
+        # instead of at the script's fixed times
+        self.engine = engine
         self.idle_timeout_s = idle_timeout_s  # close keep-alive connections idle this long (as uvicorn does)
         # a request arriving on a connection idle this long is dropped unanswered: the race of a server closing
         # an idle connection just as the client reuses it
@@ -495,7 +499,7 @@ class StreamServer:
                                  "model": self.model, "choices": [choice], "usage": usage})  # fmt: skip
             return
         include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-        zero = (
+        zero = self.engine is None and (
             script.ttft_ms == 0 and script.itl_ms == 0 and script.hang_after is None
             and script.cut_after is None and script.malformed_after is None
             and script.error_event_after is None and not script.crlf and not self.record
@@ -599,6 +603,7 @@ class StreamServer:
         try:
             plan = self._plan(chat, n_tokens, script, include_usage, prompt_tokens)
             write(_head(200, "text/event-stream", None))
+            produced = self.engine.generate(prompt_tokens, n_tokens) if self.engine is not None else None
             text_index = 0
             role_pending: bytes | None = None
             for kind, data, ntok in plan:
@@ -624,8 +629,12 @@ class StreamServer:
                         log.chunks.append(ChunkRecord(time.perf_counter(), "error"))
                         write(_chunk(b"data: [DONE]\n\n") + _LAST_CHUNK)
                         return
-                    due = t0 + (script.ttft_ms + text_index * script.itl_ms) / 1000
-                    await _sleep_until(loop, due)
+                    if produced is not None:
+                        for _ in range(ntok):  # the engine's steps, one token each
+                            await produced.__anext__()
+                    else:
+                        due = t0 + (script.ttft_ms + text_index * script.itl_ms) / 1000
+                        await _sleep_until(loop, due)
                     text_index += 1
                     if role_pending is not None:
                         before = time.perf_counter()

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "sweep": "sweep",
     "sweep-plot": "sweep",
+    "capacity": "capacity",
     "run": "run",
     "rerun": "run",
     "runs": "runs",

@@ -203,6 +203,12 @@ def show_run(
             for k, v in env_lines:
                 env.add_row(k, v)
             console.print(Panel(env, title="Environment", expand=False))
+        capacity = (run.extra or {}).get("capacity")
+        if run.kind == "capacity" and capacity and capacity.get("load"):
+            from accelbench.bench.capacity import CapacityResult
+            from accelbench.cli.capacity import render as render_capacity
+
+            render_capacity(CapacityResult.model_validate(capacity), None)
         if not cells:
             console.print("No results stored for this run.")
             return

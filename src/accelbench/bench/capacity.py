@@ -1,0 +1,491 @@
+"""Capacity at an SLO, measured: the highest load a server sustains within latency targets.
+
+``search(measure, slo, ...)`` drives probes. It starts from a given level (the planner's predicted capacity when
+there is one, so few levels are needed), grows geometrically until the SLO breaks, bisects to the boundary,
+then re-measures the levels either side of it to confirm; at most ``max_probes`` levels are measured. A level
+meets the SLO when the chosen percentile of every named metric is within its target and the share of requests
+meeting all targets (goodput attainment) is at least ``attainment``. Without an SLO the search grows until
+adding load stops adding throughput, and reports the knee.
+
+``judge(summary, slo, ...)`` turns one benchmark into a ``Probe``: steady state only (the first wave of a closed
+loop and the warm-ups are left out), the percentiles, the attainment, the achieved rate, and over-saturation
+(a request-rate level whose sends fell behind or whose TTFT kept growing through the run fails at once).
+
+``knee(points)`` finds where a throughput curve bends: the point farthest from the chord between its ends,
+on normalised axes (Kneedle), with throughput still rising by less than a tenth per step after it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from accelbench.domain.base import StrictModel
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.run import CellStatus
+from accelbench.errors import UserInputError
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+LoadKind = Literal["concurrency", "request_rate"]
+RATE_TOLERANCE = 0.1  # a rate boundary is found to within 10%
+
+
+class CapacitySLO(StrictModel):
+    """Latency targets (ms) judged at one percentile, and the share of requests that must meet all of them."""
+
+    targets: dict[str, float] = Field(description="metric -> ms: ttft, tpot, itl, e2el.")
+    percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
+    attainment: float = Field(
+        default=0.95, gt=0, le=1, description="Share of requests that must meet every target (goodput)."
+    )
+
+    def label(self) -> str:
+        return f"p{self.percentile:g} " + ", ".join(f"{k} <= {v:g} ms" for k, v in self.targets.items())
+
+
+def parse_slo(text: str, *, percentile: float = 90.0, attainment: float = 0.95) -> CapacitySLO:
+    """``tpot:50,ttft:1000`` (ms; ``e2el`` and ``itl`` too) into an SLO; a clear error for anything else."""
+    if not 0 < percentile < 100:
+        raise UserInputError(
+            f"Percentile {percentile:g} is outside (0, 100).", hint="Give e.g. --percentile 90 or 99."
+        )
+    if not 0 < attainment <= 1:
+        raise UserInputError(
+            f"Attainment {attainment:g} is outside (0, 1].", hint="Give e.g. --attainment 0.95."
+        )
+    targets: dict[str, float] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition(":")
+        key = key.strip().lower().removesuffix("_ms")
+        if key == "e2e":
+            key = "e2el"
+        if not sep or key not in METRICS:
+            raise UserInputError(
+                f"Unknown SLO metric in {part.strip()!r}.",
+                hint="Use ttft, tpot, itl or e2el with milliseconds, e.g. --slo tpot:50,ttft:1000.",
+            )
+        try:
+            ms = float(val.strip().removesuffix("ms"))
+        except ValueError:
+            raise UserInputError(f"Bad SLO value {val.strip()!r} for {key}: give milliseconds.") from None
+        if not ms > 0 or not math.isfinite(ms):
+            raise UserInputError(f"SLO {key} must be a positive number of milliseconds, not {val.strip()!r}.")
+        targets[key] = ms
+    if not targets:
+        raise UserInputError("Empty SLO.", hint="Write e.g. --slo tpot:50,ttft:1000.")
+    return CapacitySLO(targets=targets, percentile=percentile, attainment=attainment)
+
+
+class Probe(StrictModel):
+    """One measured level."""
+
+    level: float = Field(description="Concurrency (users) or request rate (requests/s).")
+    repeat: int = Field(
+        default=1, description="1 for the first measurement of this level, 2 for a re-measure."
+    )
+    requests: int = Field(default=0, description="Requests judged (steady state).")
+    failed: int = 0
+    percentiles: dict[str, float] = Field(default_factory=dict, description="metric -> ms at the percentile.")
+    attainment: float | None = Field(default=None, description="Share of requests meeting every target.")
+    output_tokens_per_s: float = 0.0
+    total_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    achieved_rate: float | None = Field(
+        default=None, description="Request rate load: the rate actually sent."
+    )
+    oversaturated: bool = Field(default=False, description="The server fell behind: the queue kept growing.")
+    met: bool | None = Field(default=None, description="Whether the SLO is met (None without an SLO).")
+    why: str = Field(default="", description="Which target failed, or why the level could not be judged.")
+
+
+class CapacityResult(StrictModel):
+    load: LoadKind
+    slo: CapacitySLO | None = None
+    max_load: float | None = Field(default=None, description="Highest level meeting the SLO.")
+    reason: str | None = Field(default=None, description="Why there is no max_load.")
+    knee: float | None = Field(default=None, description="Where adding load stops adding throughput.")
+    probes: list[Probe] = Field(default_factory=list)
+    output_tokens_per_s_at_max: float | None = None
+    total_tokens_per_s_at_max: float | None = None
+    requests_per_s_at_max: float | None = None
+    hourly_usd: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_total_tokens: float | None = None
+    predicted_max_load: float | None = Field(default=None, description="The planner's capacity for the SLO.")
+    notes: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------- judging
+def requests_for(percentile: float, floor: int = 20) -> int:
+    """Requests a level needs so its percentile rests on about ten requests beyond it."""
+    return max(floor, math.ceil(10 / (1 - percentile / 100)))
+
+
+def _tpot_s(r: RequestRecord) -> float | None:
+    if r.output_tokens <= 1:
+        return None
+    return (r.latency_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def _values_ms(r: RequestRecord) -> dict[str, float | None]:
+    tpot = _tpot_s(r)
+    return {
+        "ttft": r.ttft_s * 1000,
+        "tpot": tpot * 1000 if tpot is not None else None,
+        "itl": max(r.itl_s) * 1000 if r.itl_s else None,  # a request's worst gap: what a reader sees stall
+        "e2el": r.latency_s * 1000,
+    }
+
+
+def steady(records: Sequence[RequestRecord], load: LoadKind, level: float) -> list[RequestRecord]:
+    """The requests of the steady state: a closed loop's first wave (sent together) is left out."""
+    ok = sorted(records, key=lambda r: r.start_s)
+    if load == "concurrency":
+        skip = int(level)
+        return ok[skip:] if len(ok) > 2 * skip else ok
+    return ok
+
+
+def ttft_growing(records: Sequence[RequestRecord]) -> bool:
+    """TTFT rising through the run (the queue growing): the last third's median is twice the first third's
+    and clearly above it."""
+    ok = [r for r in sorted(records, key=lambda r: r.start_s) if r.success]
+    if len(ok) < 9:
+        return False
+    third = len(ok) // 3
+    first = statistics.median(r.ttft_s for r in ok[:third])
+    last = statistics.median(r.ttft_s for r in ok[-third:])
+    return last > 2 * first and last - first > 0.05
+
+
+def _meets(values: dict[str, float | None], targets: dict[str, float]) -> bool:
+    return all((x := values.get(m)) is None or x <= t for m, t in targets.items())
+
+
+def judge(
+    summary: BenchmarkSummary,
+    *,
+    level: float,
+    load: LoadKind,
+    slo: CapacitySLO | None,
+    repeat: int = 1,
+) -> Probe:
+    records = steady(summary.requests, load, level)
+    good = [r for r in records if r.success]
+    failed = sum(1 for r in records if not r.success)
+    probe = Probe(
+        level=level,
+        repeat=repeat,
+        requests=len(good),
+        failed=failed,
+        output_tokens_per_s=summary.output_throughput,
+        total_tokens_per_s=summary.total_token_throughput,
+        requests_per_s=summary.request_throughput,
+    )
+    if load == "request_rate":
+        starts = [r.start_s for r in summary.requests]
+        span = (max(starts) - min(starts)) if len(starts) > 1 else 0.0
+        probe.achieved_rate = (len(starts) - 1) / span if span > 0 else None
+        behind = probe.achieved_rate is not None and probe.achieved_rate < 0.9 * level
+        probe.oversaturated = behind or ttft_growing(summary.requests)
+    if not good:
+        probe.met = False if slo is not None else None
+        probe.why = "no request succeeded"
+        return probe
+    q = slo.percentile if slo is not None else 90.0
+    per_request = [_values_ms(r) for r in good]
+    for metric in METRICS:
+        vals = [x for v in per_request if (x := v[metric]) is not None]
+        if vals:
+            probe.percentiles[metric] = float(np.percentile(vals, q))
+    if slo is None:
+        return probe
+    meeting = sum(1 for v in per_request if _meets(v, slo.targets))
+    probe.attainment = meeting / (len(good) + failed)
+    misses = [
+        f"p{slo.percentile:g} {m} {probe.percentiles[m]:.1f} ms > {t:g} ms"
+        for m, t in slo.targets.items()
+        if m in probe.percentiles and probe.percentiles[m] > t
+    ]
+    if probe.attainment < slo.attainment:
+        misses.append(f"attainment {probe.attainment:.0%} < {slo.attainment:.0%}")
+    if probe.oversaturated:
+        misses.append("over-saturated: the server fell behind the offered rate")
+    probe.met = not misses
+    probe.why = "; ".join(misses) or "meets the SLO"
+    return probe
+
+
+# --------------------------------------------------------------------------------------------- the search
+def knee(points: Sequence[tuple[float, float]]) -> float | None:
+    """Where adding load stops adding throughput: the point farthest above the chord of the normalised curve
+    (Kneedle), at or after which throughput grows by less than 10% per step. None for fewer than 3 points."""
+    pts = sorted(points)
+    if len(pts) < 3:
+        return None
+    x = np.array([math.log(p[0]) for p in pts])
+    y = np.array([p[1] for p in pts])
+    if x[-1] == x[0] or y.max() == y.min():
+        return None
+    xn = (x - x[0]) / (x[-1] - x[0])
+    yn = (y - y.min()) / (y.max() - y.min())
+    best = int(np.argmax(yn - xn))
+    # later points that still add more than 10% are not past the knee
+    while best + 1 < len(pts) and y[best + 1] > 1.1 * y[best]:
+        best += 1
+    return pts[best][0]
+
+
+def _next_between(lo: float, hi: float, load: LoadKind) -> float | None:
+    if load == "concurrency":
+        return float((int(lo) + int(hi)) // 2) if hi - lo > 1 else None
+    return math.sqrt(lo * hi) if hi / lo > 1 + RATE_TOLERANCE else None
+
+
+def search(
+    measure: Callable[[float, int], Probe],
+    *,
+    load: LoadKind,
+    slo: CapacitySLO | None,
+    start: float = 1.0,
+    max_load: float = 1024.0,
+    max_probes: int = 12,
+    done: Sequence[Probe] = (),
+    confirm: bool = True,
+) -> CapacityResult:
+    """Find the capacity (or, without an SLO, the knee). ``measure(level, repeat)`` runs one level; ``done``
+    are probes stored by an interrupted search, which are reused rather than measured again."""
+    if max_load < 1 and load == "concurrency":
+        raise UserInputError("--max-load must be at least 1.")
+    if max_load <= 0:
+        raise UserInputError("--max-load must be positive.")
+    probes: list[Probe] = list(done)
+    result = CapacityResult(load=load, slo=slo)
+
+    def level_of(x: float) -> float:
+        x = min(max(x, 1.0 if load == "concurrency" else 1e-3), max_load)
+        return float(round(x)) if load == "concurrency" else float(f"{x:.4g}")
+
+    asked: list[tuple[float, int]] = []  # the levels the search has asked for, stored or measured
+
+    def probe(level: float, repeat: int = 1) -> Probe:
+        if (level, repeat) not in asked:
+            asked.append((level, repeat))
+        for p in probes:
+            if p.level == level and p.repeat == repeat:
+                return p  # a stored probe of an interrupted search: the search replays, nothing is re-measured
+        p = measure(level, repeat)
+        probes.append(p)
+        return p
+
+    def met(p: Probe) -> bool:
+        return bool(p.met)
+
+    def budget() -> bool:
+        return len(asked) < max_probes
+
+    if slo is None:  # the knee: grow until throughput stops growing (or the server falls behind)
+        level = level_of(start)
+        last = None
+        while budget():
+            p = probe(level)
+            if p.oversaturated or (
+                last is not None and p.output_tokens_per_s < 1.05 * last.output_tokens_per_s
+            ):
+                break
+            if level >= max_load:
+                break
+            last, level = p, level_of(level * 2)
+        result.knee = knee([(p.level, p.output_tokens_per_s) for p in probes if p.repeat == 1])
+        result.probes = probes
+        return result
+
+    lo: float | None = None  # highest level seen meeting the SLO
+    hi: float | None = None  # lowest level seen failing it
+    level = level_of(start)
+    while budget():  # bracket
+        p = probe(level)
+        if met(p):
+            lo = level if lo is None else max(lo, level)
+            if hi is not None or level >= max_load:
+                break
+            level = level_of(level * 2)
+        else:
+            hi = level if hi is None else min(hi, level)
+            if lo is not None:
+                break
+            if level <= level_of(0):
+                break
+            level = level_of(level / 2)
+            if level == hi:
+                break
+    for _ in range(3 * max_probes):  # each pass measures a new level or ends; the bound is a guard
+        while lo is not None and hi is not None and budget():  # bisect
+            mid = _next_between(lo, hi, load)
+            if mid is None:
+                break
+            mid = level_of(mid)
+            if mid in (lo, hi):
+                break
+            if met(probe(mid)):
+                lo = mid
+            else:
+                hi = mid
+        if not confirm or lo is None or not budget():
+            break
+        # re-measure either side of the boundary; a flip moves the boundary and the bisection goes on
+        again = probe(lo, 2)
+        if not met(again):
+            hi, lo = lo, max((p.level for p in probes if met(p) and p.level < lo), default=None)
+            if lo is None:
+                break
+            continue
+        if hi is not None and budget() and met(probe(hi, 2)):
+            lo, hi = hi, min((p.level for p in probes if not met(p) and p.level > hi), default=None)
+            if hi is None:
+                break
+            continue
+        break
+    result.probes = probes
+    result.knee = knee([(p.level, p.output_tokens_per_s) for p in probes if p.repeat == 1])
+    if lo is None:
+        lowest = min(probes, key=lambda p: p.level) if probes else None
+        result.reason = (
+            f"even the lowest level measured ({lowest.level:g}) misses the SLO: {lowest.why}"
+            if lowest is not None
+            else "no level could be measured"
+        )
+        return result
+    result.max_load = lo
+    at = [p for p in probes if p.level == lo and met(p)]
+    result.output_tokens_per_s_at_max = statistics.fmean(p.output_tokens_per_s for p in at)
+    result.total_tokens_per_s_at_max = statistics.fmean(p.total_tokens_per_s for p in at)
+    result.requests_per_s_at_max = statistics.fmean(p.requests_per_s for p in at)
+    if hi is None and lo >= max_load:
+        result.notes.append(f"The SLO is still met at --max-load {max_load:g}: the capacity may be higher.")
+    if len(probes) >= max_probes and hi is not None and _next_between(lo, hi, load) is not None:
+        result.notes.append(
+            f"Stopped after {max_probes} levels: the boundary lies between {lo:g} and {hi:g}."
+        )
+    return result
+
+
+def price(result: CapacityResult, hourly_usd: float | None) -> CapacityResult:
+    """Cost per million tokens at the capacity, from an hourly price."""
+    if hourly_usd is None or not result.output_tokens_per_s_at_max:
+        return result
+    out = result.model_copy()
+    out.hourly_usd = hourly_usd
+    out.usd_per_million_output_tokens = hourly_usd / (result.output_tokens_per_s_at_max * 3600) * 1e6
+    if result.total_tokens_per_s_at_max:
+        out.usd_per_million_total_tokens = hourly_usd / (result.total_tokens_per_s_at_max * 3600) * 1e6
+    return out
+
+
+# --------------------------------------------------------------------------------------------- measuring
+def level_config(
+    base: BenchConfig, *, load: LoadKind, level: float, slo: CapacitySLO | None, min_duration_s: float = 10.0
+) -> BenchConfig:
+    """One level's benchmark: enough requests for the percentile it is judged at, after the warm-ups; a
+    closed loop adds its first wave (left out of the judging); a rate runs at least ``min_duration_s``."""
+    need = requests_for(slo.percentile if slo is not None else 90.0)
+    if load == "concurrency":
+        c = int(level)
+        return base.model_copy(
+            update={
+                "max_concurrency": c,
+                "request_rate": math.inf,
+                "num_prompts": need + c,
+                "num_warmups": max(base.num_warmups, min(c, 16)),
+            }
+        )
+    return base.model_copy(
+        update={
+            "max_concurrency": None,
+            "request_rate": level,
+            "num_prompts": max(need, math.ceil(level * min_duration_s)),
+        }
+    )
+
+
+def cell_key(load: LoadKind, probe_index: int, level: float, repeat: int) -> tuple[int, int]:
+    """(concurrency, repeat) a probe is stored under: a concurrency level is its cell, a re-measure its
+    second repeat; a request-rate level (its rate in the stored config) is cell 0, one repeat per probe."""
+    if load == "concurrency":
+        return int(level), repeat
+    return 0, probe_index + 1
+
+
+def run_capacity(
+    endpoint: Endpoint,
+    base: BenchConfig,
+    *,
+    load: LoadKind,
+    slo: CapacitySLO | None,
+    start: float,
+    max_load: float,
+    max_probes: int = 12,
+    tokenizer: Any = None,
+    store: Store | None = None,
+    run_id: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> CapacityResult:
+    """The search against a live server, each probe stored as a cell of ``run_id`` (with the probes so far in
+    the run's ``extra["capacity"]``, from which an interrupted search resumes)."""
+    from accelbench.bench.runner import run_benchmark
+
+    done: list[Probe] = []
+    if store is not None and run_id is not None:
+        stored = (store.get_run(run_id).extra or {}).get("capacity") or {}
+        done = [Probe.model_validate(p) for p in stored.get("probes") or []]
+        if done and progress:
+            progress(f"resuming from {len(done)} stored probe(s)")
+
+    def measure(level: float, repeat: int) -> Probe:
+        if cancel is not None and cancel.is_set():
+            raise KeyboardInterrupt
+        config = level_config(base, load=load, level=level, slo=slo)
+        if progress:
+            progress(
+                f"{load} {level:g}" + (" (again)" if repeat > 1 else "") + f": {config.num_prompts} requests"
+            )
+        summary = run_benchmark(endpoint, config, tokenizer=tokenizer, cancel=cancel)
+        if summary.interrupted:
+            raise KeyboardInterrupt
+        p = judge(summary, level=level, load=load, slo=slo, repeat=repeat)
+        if store is not None and run_id is not None:
+            conc, rep = cell_key(load, len(done) + len(new), level, repeat)
+            store.save_result(
+                run_id,
+                input_len=base.input_len,
+                concurrency=conc,
+                repeat=rep,
+                summary=summary,
+                status=CellStatus.completed,
+            )
+            new.append(p)
+            store.merge_run_extra(
+                run_id, capacity={"probes": [x.model_dump(mode="json") for x in [*done, *new]]}
+            )
+        if progress:
+            progress(
+                f"  {'meets' if p.met else 'misses' if p.met is False else 'measured'}: {p.why or ''}".rstrip()
+            )
+        return p
+
+    new: list[Probe] = []
+    return search(
+        measure, load=load, slo=slo, start=start, max_load=max_load, max_probes=max_probes, done=done
+    )

@@ -1,0 +1,73 @@
+"""`accelbench capacity` end to end against the fixture's continuous-batching engine: the search, the JSON, the
+stored run and its probes, resuming, and the input errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cli.main import app
+from accelbench.store import get_store
+from tests.support.batching_engine import BatchingEngine
+from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    with StreamServer(Script(), engine=BatchingEngine(slots=8, step_ms=4, per_seq_ms=1), tokenizer_dir=tok,
+                      record=False) as s:  # fmt: skip
+        yield s, tok
+
+
+def test_capacity_json_is_stored_and_resumes(server) -> None:
+    s, tok = server
+    args = ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer", str(tok),
+            "--input-len", "64", "--output-len", "10", "--ignore-eos", "--slo", "tpot:9.5", "--start", "2",
+            "--max-load", "32", "--instance", "g6.xlarge", "--format", "json"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    # TPOT = 4 + C ms: p90 <= 9.5 ms holds to C = 5
+    assert data["load"] == "concurrency" and abs(data["max_load"] - 5) <= 1
+    assert data["usd_per_million_output_tokens"] > 0 and data["hourly_usd"] > 0
+    run = get_store().get_run(data["run_id"])
+    assert run.kind == "capacity" and run.status.value == "completed"
+    cells = get_store().get_results(run.id)
+    assert len(cells) == len(data["probes"])
+    # resuming a finished search replays its stored probes: the same answer, nothing measured again
+    again = runner.invoke(app, [*args[:-2], "--resume", run.id, "--format", "json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["max_load"] == data["max_load"]
+    assert len(get_store().get_results(run.id)) == len(cells)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--slo", "latency:5"], "Unknown SLO metric"),
+        (["--slo", "tpot:5", "--percentile", "120"], "outside (0, 100)"),
+        (["--slo", "tpot:5", "--max-load", "0.5"], "below 1"),
+        (["--load", "waves"], "Unknown --load"),
+    ],
+)
+def test_bad_input_says_what_to_change(server, extra: list[str], says: str) -> None:
+    s, tok = server
+    res = runner.invoke(app, ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer",
+                              str(tok), "--no-store", *extra])  # fmt: skip
+    assert res.exit_code != 0 and says in res.output
+
+
+def test_an_slo_nothing_meets_is_an_answer_with_the_reason(server) -> None:
+    s, tok = server
+    res = runner.invoke(app, ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer",
+                              str(tok), "--input-len", "64", "--output-len", "8", "--ignore-eos", "--slo", "tpot:1",
+                              "--no-store", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 3, res.output
+    data = json.loads(res.stdout)
+    assert data["max_load"] is None and "misses the SLO" in data["reason"]
