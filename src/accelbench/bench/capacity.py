@@ -282,9 +282,10 @@ def search(
     def probe(level: float, repeat: int = 1) -> Probe:
         if (level, repeat) not in asked:
             asked.append((level, repeat))
+        # a stored probe of an interrupted search is reused: the search replays, nothing is measured twice
         for p in probes:
             if p.level == level and p.repeat == repeat:
-                return p  # a stored probe of an interrupted search: the search replays, nothing is re-measured
+                return p
         p = measure(level, repeat)
         probes.append(p)
         return p
