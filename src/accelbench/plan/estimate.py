@@ -412,6 +412,16 @@ def _chosen(
             }
         )
     notes = list(best.notes)
+    picked = best
+    rec = best.recommendation
+    if quantization is None and rec.settings is not None and rec.settings.quantization == "fp8":
+        # the planner chose FP8 weights; nobody asked for them
+        warnings = [w for w in rec.warnings if "as asked" not in w]
+        warnings.append(
+            f"FP8 weights chosen for {'cost' if goal == 'cost' else 'latency'}: near-lossless on most models, "
+            "but check quality; --quantization none keeps the checkpoint's format."
+        )
+        best = best.model_copy(update={"recommendation": rec.model_copy(update={"warnings": warnings})})
     feasible = [e for e in estimates if e.feasible]
     if len(feasible) > 1:
         notes.append(
@@ -427,7 +437,7 @@ def _chosen(
         update={
             "goal": goal,
             "notes": notes,
-            "alternatives": [option_of(e, e is best) for e in estimates] if alternatives else [],
+            "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
         }
     )
 
