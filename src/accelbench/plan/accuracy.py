@@ -217,7 +217,7 @@ def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[Public
                 quantization=quant,
                 input_len=int(input_len),
                 output_len=int(output_len),
-                max_model_len=_max_len(row, int(input_len) + int(output_len), model),
+                max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
                 settings=settings,
                 engine=engine,
                 suggest_alternatives=False,
@@ -262,13 +262,6 @@ def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[Public
             )
         )
     return points, skipped
-
-
-def _max_len(row: Any, need: int, model: Any) -> int | None:
-    given = _get(row, "max_model_len")
-    if given:
-        return int(given)
-    return None
 
 
 def predict_point(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
@@ -502,7 +495,3 @@ def leave_one_source_out(
                 rows += [(p, errors_of(p, f)) for p in pts if p.source == s and group_of(p) == key]
         out[kind] = summarize(kind, rows)
     return out
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
