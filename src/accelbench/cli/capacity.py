@@ -224,6 +224,10 @@ def capacity(
                 repo.set_status(run_id, RunStatus.cancelled, error="interrupted; resume with --resume")
                 err_console.print(f"Interrupted: resume with accelbench capacity ... --resume {run_id}")
             raise typer.Exit(130) from None
+        except Exception as exc:  # the run must not stay "benchmarking": say why it stopped, keep the probes
+            if repo is not None and run_id is not None:
+                repo.set_status(run_id, RunStatus.failed, error=f"{type(exc).__name__}: {exc}"[:500])
+            raise
         result = price(result, hourly)
         if predicted is not None:
             result = result.model_copy(update={"predicted_max_load": predicted})

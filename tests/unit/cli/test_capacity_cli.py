@@ -71,3 +71,19 @@ def test_an_slo_nothing_meets_is_an_answer_with_the_reason(server) -> None:
     assert res.exit_code == 3, res.output
     data = json.loads(res.stdout)
     assert data["max_load"] is None and "misses the SLO" in data["reason"]
+
+
+def test_a_search_that_fails_leaves_its_run_failed_with_the_reason(server, monkeypatch) -> None:
+    from accelbench.bench import capacity as cap
+
+    s, tok = server
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the server went away")
+
+    monkeypatch.setattr(cap, "run_capacity", broken)
+    res = runner.invoke(app, ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer",
+                              str(tok), "--slo", "tpot:5", "--label", "breaks"])  # fmt: skip
+    assert res.exit_code != 0
+    (run,) = [r for r in get_store().list_runs(limit=50)[0] if r.label == "breaks"]
+    assert run.status.value == "failed" and "the server went away" in (run.error or "")
