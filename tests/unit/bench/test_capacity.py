@@ -22,7 +22,7 @@ from accelbench.errors import UserInputError
 from tests.support.batching_engine import BatchingEngine
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 
-STEP_MS, PER_SEQ_MS, SLOTS = 4.0, 1.0, 12
+STEP_MS, PER_SEQ_MS, SLOTS = 10.0, 4.0, 12  # steps long enough that a shared machine's timer jitter is small
 
 
 @pytest.fixture
@@ -43,8 +43,9 @@ def base() -> BenchConfig:
 
 def test_finds_the_exact_concurrency_for_a_tpot_slo_within_one_level(engine_server) -> None:
     _, endpoint, _ = engine_server
-    # TPOT = 4 + 1 x C ms while C <= 12: a 12.5 ms p90 target holds up to C = 8 (12 ms) and breaks at 9 (13 ms)
-    slo = parse_slo("tpot:12.5", percentile=90, attainment=0.9)
+    # TPOT = 10 + 4 x C ms while C <= 12: a 44 ms median target holds up to C = 8 (42 ms) and breaks at 9
+    # (46 ms); judged at the median with 2 ms either side, so a busy machine's timer jitter cannot move it
+    slo = parse_slo("tpot:44", percentile=50, attainment=0.5)
     result = run_capacity(endpoint, base(), load="concurrency", slo=slo, start=2, max_load=64)
     assert result.max_load is not None and abs(result.max_load - 8) <= 1, result.probes
     assert len(result.probes) <= 12
@@ -63,14 +64,14 @@ def test_the_knee_lands_where_the_slots_run_out(engine_server) -> None:
 
 def test_request_rate_load_finds_the_rate_the_engine_can_serve(engine_server) -> None:
     _, endpoint, _ = engine_server
-    # at full batch a step is 4 + 12 = 16 ms and serves 12 requests x 12 tokens in 12 steps (192 ms): at most
-    # 62.5 requests/s; a TTFT target of 200 ms breaks once arrivals outrun that and the queue grows
-    slo = parse_slo("ttft:200", percentile=90, attainment=0.9)
+    # at full batch a step is 10 + 48 = 58 ms and serves 12 requests x 12 tokens in 12 steps (0.7 s): at most
+    # 17 requests/s; a TTFT target of 400 ms breaks once arrivals outrun that and the queue grows
+    slo = parse_slo("ttft:400", percentile=90, attainment=0.9)
     result = run_capacity(
-        endpoint, base(), load="request_rate", slo=slo, start=8, max_load=400, max_probes=12
+        endpoint, base(), load="request_rate", slo=slo, start=4, max_load=200, max_probes=12
     )
     assert result.max_load is not None, result.probes
-    assert 16 <= result.max_load <= 80, [(p.level, p.why) for p in result.probes]
+    assert 4 <= result.max_load <= 24, [(p.level, p.why) for p in result.probes]
     assert len(result.probes) <= 12
 
 
