@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,9 +167,20 @@ def test_a_server_that_dies_mid_bench_fails_the_run_as_the_sweep_does(tok_dir: P
 
     from tests.support.stream_server import spawn_server
 
-    with spawn_server("--tokenizer-dir", str(tok_dir), "--model", "smol",
+    with spawn_server("--tokenizer-dir", str(tok_dir), "--model", "smol", "--record",
                       "--script", '{"ttft_ms": 20, "itl_ms": 40}') as proc:  # fmt: skip
-        killer = threading.Timer(1.5, proc.proc.kill)
+
+        def kill_after_a_few() -> None:
+            # once a few benchmark requests were served (not after a fixed time: a busy machine starts slowly)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    if sum(1 for r in proc.records() if r.path.endswith("completions")) >= 4:
+                        break
+                time.sleep(0.05)
+            proc.proc.kill()
+
+        killer = threading.Thread(target=kill_after_a_few, daemon=True)
         killer.start()
         res = runner.invoke(app, ["bench", "--base-url", proc.base_url, "--model", "smol", "--tokenizer", str(tok_dir),
                                   "--input-len", "48", "--output-len", "8", "--num-prompts", "40",
