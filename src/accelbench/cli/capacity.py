@@ -170,7 +170,9 @@ def capacity(
             label=label,
             scrape_metrics=False,
         )
-        hourly, predicted = _plan(instance, served, tokenizer, input_len, output_len, target, kind)
+        from accelbench.services.plan import capacity_plan
+
+        hourly, predicted = capacity_plan(instance, tokenizer or served, input_len, output_len, target, kind)
         first = start if start is not None else (predicted or 1.0)
         repo = None
         run_id = None
@@ -247,52 +249,6 @@ def capacity(
         render(result, run_id)
     if target is not None and result.max_load is None:
         raise typer.Exit(3)
-
-
-def _plan(
-    instance: str | None,
-    served: str,
-    tokenizer: str | None,
-    input_len: int,
-    output_len: int,
-    slo: Any,
-    load: str,
-) -> tuple[float | None, float | None]:
-    """(hourly price, the planner's predicted capacity) for a named instance, when the model can be read."""
-    if not instance:
-        return None, None
-    from accelbench.catalog import get_catalog
-    from accelbench.domain.plan import SLO
-    from accelbench.errors import AccelbenchError
-    from accelbench.modelspec import load_model_spec
-    from accelbench.plan import estimate
-    from accelbench.plan.hardware import is_local, local_machine
-
-    spec_of = None
-    if is_local(instance):  # this machine: predicted from its probe, not priced
-        inst, spec_of = local_machine()
-    else:
-        inst = get_catalog().instance(instance)
-    hourly = inst.on_demand_usd
-    if slo is None or load != "concurrency":
-        return hourly, None
-    known = {k: v for k, v in slo.targets.items() if k in ("ttft", "tpot")}
-    if not known:
-        return hourly, None
-    try:
-        spec = load_model_spec(tokenizer or served, allow_network=False)
-        e = estimate(
-            spec,
-            inst,
-            spec=spec_of,
-            input_len=input_len,
-            output_len=output_len,
-            concurrency=1,
-            slo=SLO(**{f"{k}_ms": v for k, v in known.items()}),
-        )
-    except AccelbenchError:
-        return hourly, None
-    return hourly, float(e.max_concurrency_meeting_slo) if e.max_concurrency_meeting_slo else None
 
 
 def register(app: typer.Typer) -> None:

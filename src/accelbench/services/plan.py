@@ -133,3 +133,50 @@ def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str
     from accelbench import plan
 
     return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
+
+
+def capacity_plan(
+    instance: str | None,
+    model_ref: str,
+    input_len: int,
+    output_len: int,
+    slo: Any,
+    load: str,
+) -> tuple[float | None, float | None]:
+    """``accelbench capacity``'s planning side: (hourly price, the planner's predicted capacity at the SLO) for a
+    named instance ("local": this machine, unpriced), when the model can be read offline; a rate load or an SLO
+    without TTFT/TPOT targets gets no prediction."""
+    if not instance:
+        return None, None
+    from accelbench.catalog import get_catalog
+    from accelbench.domain.plan import SLO
+    from accelbench.errors import AccelbenchError
+    from accelbench.modelspec import load_model_spec
+    from accelbench.plan import estimate
+    from accelbench.plan.hardware import is_local, local_machine
+
+    spec_of = None
+    if is_local(instance):  # this machine: predicted from its probe, not priced
+        inst, spec_of = local_machine()
+    else:
+        inst = get_catalog().instance(instance)
+    hourly = inst.on_demand_usd
+    if slo is None or load != "concurrency":
+        return hourly, None
+    known = {k: v for k, v in slo.targets.items() if k in ("ttft", "tpot")}
+    if not known:
+        return hourly, None
+    try:
+        spec = load_model_spec(model_ref, allow_network=False)
+        e = estimate(
+            spec,
+            inst,
+            spec=spec_of,
+            input_len=input_len,
+            output_len=output_len,
+            concurrency=1,
+            slo=SLO(**{f"{k}_ms": v for k, v in known.items()}),
+        )
+    except AccelbenchError:
+        return hourly, None
+    return hourly, float(e.max_concurrency_meeting_slo) if e.max_concurrency_meeting_slo else None
