@@ -137,8 +137,9 @@ def capacity(
 ) -> None:
     """Capacity at an SLO, measured: the highest concurrency (or request rate) meeting the targets."""
     with user_errors():
-        from accelbench.bench.capacity import parse_slo, price, run_capacity
+        from accelbench.bench.capacity import price, run_capacity
         from accelbench.bench.tokenizer import load_tokenizer
+        from accelbench.domain.capacity import parse_slo
 
         kind = {"concurrency": "concurrency", "rate": "request_rate", "request_rate": "request_rate"}.get(
             load

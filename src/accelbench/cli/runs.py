@@ -205,8 +205,8 @@ def show_run(
             console.print(Panel(env, title="Environment", expand=False))
         capacity = (run.extra or {}).get("capacity")
         if run.kind == "capacity" and capacity and capacity.get("load"):
-            from accelbench.bench.capacity import CapacityResult
             from accelbench.cli.capacity import render as render_capacity
+            from accelbench.domain.capacity import CapacityResult
 
             render_capacity(CapacityResult.model_validate(capacity), None)
         if not cells:

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.bench.capacity import (
-    CapacityResult,
-    Probe,
-    knee,
-    parse_slo,
-    price,
-    run_capacity,
-    search,
-)
+from accelbench.bench.capacity import knee, price, run_capacity, search
 from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.capacity import CapacityResult, Probe, parse_slo
 from accelbench.errors import UserInputError
 from tests.support.batching_engine import BatchingEngine
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
