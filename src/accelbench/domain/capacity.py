@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
+from accelbench.domain.bench import BenchConfig, LoadSettings
+from accelbench.domain.limits import MAX_CONCURRENCY, MAX_TOKENS
 from accelbench.errors import UserInputError
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -102,3 +104,57 @@ class CapacityResult(StrictModel):
     usd_per_million_total_tokens: float | None = None
     predicted_max_load: float | None = Field(default=None, description="The planner's capacity for the SLO.")
     notes: list[str] = Field(default_factory=list)
+
+
+class CapacitySpec(LoadSettings):
+    """A run spec's ``capacity:`` section: search for the highest load meeting ``slo`` (or the knee without
+    one) instead of sweeping a fixed matrix. The search sets each level's concurrency or rate itself."""
+
+    load: LoadKind = Field(default="concurrency", description="concurrency (closed loop) or request_rate.")
+    input_len: int = Field(default=128, ge=1, le=MAX_TOKENS, description="Prompt tokens per request.")
+    slo: dict[str, float] | None = Field(
+        default=None, description="Targets in ms by metric (ttft, tpot, itl, e2el); none: find the knee."
+    )
+    percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
+    attainment: float = Field(
+        default=0.95, gt=0, le=1, description="Share of requests that must meet every target (goodput)."
+    )
+    start: float | None = Field(
+        default=None, ge=1, description="First level; default the planner's prediction, else 1."
+    )
+    max_load: float = Field(default=256.0, ge=1, le=MAX_CONCURRENCY, description="Highest level to try.")
+    max_probes: int = Field(default=12, ge=2, le=64, description="Most levels measured.")
+    scrape_metrics: bool = Field(default=False, description="Scrape the server's /metrics during each level.")
+
+    @field_validator("slo")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is None:
+            return None
+        text = ",".join(f"{k}:{ms}" for k, ms in v.items())
+        try:
+            return parse_slo(text).targets
+        except UserInputError as exc:
+            raise ValueError(f"{exc.message} {exc.hint or ''}".strip()) from None
+
+    @model_validator(mode="after")
+    def _search_sets_the_load(self) -> CapacitySpec:
+        given = self.model_fields_set & {"request_rate", "duration_s", "goodput"}
+        if given:
+            raise ValueError(
+                f"{', '.join(sorted(given))} cannot be set in a capacity search: the search sets each level's "
+                "load and judges it against slo; remove them"
+            )
+        return self
+
+    def target(self) -> CapacitySLO | None:
+        if not self.slo:
+            return None
+        return CapacitySLO(targets=self.slo, percentile=self.percentile, attainment=self.attainment)
+
+    def bench_config(self, label: str | None = None) -> BenchConfig:
+        """The benchmark every level starts from (the search sets concurrency or rate and the prompt count)."""
+        fields = self.model_dump(
+            exclude={"load", "slo", "percentile", "attainment", "start", "max_load", "max_probes"}
+        )
+        return BenchConfig(**fields, label=label)

@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import LoadSettings
+from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.limits import (
     MAX_ARG_CHARS,
     MAX_ARGS,
@@ -228,6 +229,10 @@ class RunSpec(StrictModel):
     engine: EngineSpec = Field(default_factory=EngineSpec)
     target: Target = Field(default_factory=LocalTarget)
     sweep: SweepSpec = Field(default_factory=SweepSpec)
+    capacity: CapacitySpec | None = Field(
+        default=None,
+        description="Search for the highest load meeting an SLO (or the knee) instead of sweeping.",
+    )
     isa_trace: bool = Field(
         default=False, description="Run the engine with oneDNN's verbose trace (timings not comparable)."
     )
@@ -239,6 +244,10 @@ class RunSpec(StrictModel):
     def _check(self) -> RunSpec:
         if not self.model.strip():
             raise ValueError("model must not be empty")
+        if self.capacity is not None and "sweep" in self.model_fields_set:
+            raise ValueError(
+                "a run measures either a sweep or a capacity search, not both; remove sweep or capacity"
+            )
         return self
 
     def public_dict(self) -> dict[str, Any]:
