@@ -191,7 +191,10 @@ def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[Public
         kv_dtype = _get(row, "kv_cache_dtype")
         if str(kv_dtype or "").lower() in ("bf16", "bfloat16", "fp16", "float16", "auto"):
             kv_dtype = None  # the model dtype: vLLM's "auto"
+        # on a CPU, "units" is the threads the engine ran with (llama.cpp -t, vLLM's OpenMP threads)
+        threads = _get(row, "threads") or (_get(row, "units") if kind == AcceleratorType.cpu else None)
         settings = EngineSettings(
+            threads=int(threads) if threads else None,
             tensor_parallel_size=int(tp) if tp else None,
             max_num_seqs=_get(row, "max_num_seqs"),
             max_num_batched_tokens=_get(row, "max_num_batched_tokens"),

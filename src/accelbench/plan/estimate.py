@@ -91,6 +91,7 @@ def predict_for(
         kv_tokens=rec.memory.kv_cache_tokens,
         chunk=chunk,
         cpu_threads=s.threads,
+        engine=eng,
     )
     return pm, hw, fmt
 

@@ -388,6 +388,7 @@ def build_perf_model(
     kv_tokens: int,
     chunk: int,
     cpu_threads: int | None = None,
+    engine: str | None = None,
 ) -> PerfModel:
     p = model.parameters
     wb = weight_bytes(model, fmt)
@@ -411,6 +412,13 @@ def build_perf_model(
     else:
         bw = hw.unit_bandwidth_gbps * 1e9
         flops = hw.tflops_for(fmt.math) * 1e12
+    weight_only = fmt.quantized and hw.tflops_for(fmt.math) == hw.unit_bf16_tflops
+    if engine == "llamacpp" and fmt.quantized and hw.kind == AcceleratorType.cpu and hw.unit_int8_tops:
+        # llama.cpp quantises the activations to 8 bits and multiplies with integer dot products (SDOT /
+        # I8MM on Arm, VNNI / AMX-INT8 on x86): its 4- and 8-bit formats run at the INT8 rate, not as a
+        # weight-only kernel that dequantises to BF16
+        flops *= hw.unit_int8_tops / hw.tflops_for(fmt.math)
+        weight_only = False
     head_params = p.lm_head if p.lm_head else (p.embedding if model.tie_word_embeddings else 0)
     active_mm = p.active_matmul
     if model.mla is not None:
@@ -448,7 +456,7 @@ def build_perf_model(
         kv_tokens=max(1, kv_tokens),
         chunk=max(1, chunk),
         n_layers=model.num_layers,
-        weight_only=fmt.quantized and hw.tflops_for(fmt.math) == hw.unit_bf16_tflops,
+        weight_only=weight_only,
         weight_bits=fmt.bits,
         static_shapes=hw.kind == AcceleratorType.neuron,
         kind=hw.kind.value,

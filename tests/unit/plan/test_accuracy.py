@@ -105,3 +105,23 @@ def test_estimates_quote_the_measured_error_of_their_kind_or_say_there_is_none()
         assert cpu.typical_error_pct == cpu_error["tpot_mape_pct"]
     sentence = error_sentence("neuron")
     assert sentence is not None and "each source graded with factors fitted without it" in sentence
+
+
+def test_cpu_rows_run_with_their_threads_and_llamacpp_multiplies_in_int8() -> None:
+    """A llama.cpp row with -t 2 on an 8-core Graviton is predicted on 2 cores' compute and bandwidth, and
+    llama.cpp's 4-bit formats run its integer dot products (the INT8 rate), not a weight-only BF16 kernel."""
+    row = _row(catalog_instance="c7g.2xlarge", precision="int4", input_len=16, output_len=64, load="batch")
+    row |= {"batch": 1, "concurrency": None}
+    pts, skipped = acc.public_points(
+        [
+            row | {"id": "cpp-t2", "engine": "llama.cpp", "units": 2},
+            row | {"id": "cpp-t8", "engine": "llama.cpp", "units": 8},
+            row | {"id": "vllm-t8", "engine": "vllm-cpu", "units": 8},
+        ]
+    )
+    assert not skipped
+    by = {p.id: p.perf for p in pts}
+    assert by["cpp-t2"].flops_peak == pytest.approx(by["cpp-t8"].flops_peak / 4)
+    assert by["cpp-t2"].bw_peak < by["cpp-t8"].bw_peak
+    assert not by["cpp-t8"].weight_only and by["vllm-t8"].weight_only
+    assert by["cpp-t8"].flops_peak == pytest.approx(2 * by["vllm-t8"].flops_peak)
