@@ -110,3 +110,62 @@ def test_export_manifests(api) -> None:
                             json={"model": "smollm2-135m-instruct", "engine": {"settings": {"kv_cache_space_gib": 1}}})  # fmt: skip
     r = api.client.get(f"/api/v1/runs/{local.json()['id']}/export")
     assert r.status_code == 400 and "instance type" in r.json()["error"]["message"]
+
+
+def capacity_runs(store: Store) -> tuple[str, str, str]:
+    """Two capacity searches (g6.2xlarge 24 users, m8i.2xlarge 3 users at p90 TPOT <= 50 ms) and a sweep."""
+    from tests.unit.report.capacity_data import G6, M8I, store_capacity_run
+
+    g6 = store_capacity_run(store, G6, label="gpu", instance_type="g6.2xlarge", knee=24, predicted=20)
+    m8i = store_capacity_run(store, M8I, label="cpu", instance_type="m8i.2xlarge", engine="vllm-cpu", knee=4)
+    sweep, _ = two_runs(store)
+    return g6, m8i, sweep
+
+
+def _usd_per_million(instance: str, tokens_per_s: float) -> float:
+    from accelbench.catalog import price_for
+
+    return price_for(instance).usd_per_hour / tokens_per_s / 3600 * 1e6  # type: ignore[union-attr]
+
+
+def test_compare_capacity_json_and_csv(api) -> None:
+    g6, m8i, sweep = capacity_runs(api.store)
+    body = api.client.get("/api/v1/compare", params={"runs": [g6, m8i, sweep]}).json()
+    a, b = body["capacity"]
+    assert (a["run_id"], a["max_load"], a["output_tokens_per_s_at_max"]) == (g6, 24, 662.0)
+    assert a["usd_per_million_output_tokens"] == pytest.approx(_usd_per_million("g6.2xlarge", 662))
+    assert a["usd_per_million_total_tokens"] == pytest.approx(_usd_per_million("g6.2xlarge", 1330))
+    assert (b["run_id"], b["max_load"]) == (m8i, 3)
+    finding = body["findings"][0]
+    assert finding["kind"] == "capacity" and finding["text"].startswith(
+        "At p90 TPOT <= 50 ms, g6.2xlarge sustains 24 users at $"
+    )
+    assert "capacity" not in api.client.get("/api/v1/compare", params={"runs": two_runs(api.store)}).json()
+
+    r = api.client.get("/api/v1/compare", params={"runs": [g6, m8i, sweep], "format": "csv"})
+    rows = list(
+        csv.DictReader(io.StringIO("\n".join(x for x in r.text.splitlines() if not x.startswith("#"))))
+    )
+    row = next(x for x in rows if x["run_id"] == g6)
+    assert row["capacity_max_load"] == "24" and row["capacity_slo"] == "p90 TPOT <= 50 ms"
+    assert float(row["capacity_usd_per_1m_output_tokens"]) == pytest.approx(
+        _usd_per_million("g6.2xlarge", 662)
+    )
+    assert next(x for x in rows if x["run_id"] == sweep)["capacity_max_load"] == ""
+
+
+def test_compare_page_shows_capacity(api) -> None:
+    g6, m8i, sweep = capacity_runs(api.store)
+    r = api.client.get("/compare", params={"runs": [g6, m8i, sweep]})
+    assert r.status_code == 200, r.text
+    page = r.text
+    table = page[page.index('id="capacity"') : page.index("</table>", page.index('id="capacity"'))]
+    assert (
+        "<td>24 users</td>" in table and "<td>3 users</td>" in table and "<td>20 users (-17%)</td>" in table
+    )
+    assert 'id="chart-capacity"' in page and 'id="capacity-chart-data"' in page
+    assert '<script src="/static/compare.js"></script>' in page
+    assert "g6.2xlarge sustains 24 users" in page
+    assert api.client.get("/static/compare.js").status_code == 200
+    plain = api.client.get("/compare", params={"runs": list(two_runs(api.store))}).text
+    assert 'id="capacity"' not in plain and "compare.js" not in plain

@@ -1,7 +1,8 @@
 """CLI commands: ``accelbench compare``, ``accelbench report`` and ``accelbench import vllm-bench``.
 
 - ``compare RUN RUN...`` sets two or more stored runs side by side: the table, the ratios per input length,
-  the findings and cost (``--format table|json|csv``, ``--tier``, ``--out FILE``).
+  the findings and cost (``--format table|json|csv``, ``--tier``, ``--out FILE``); when some are capacity
+  searches, their capacity at the SLO and its cost per 1M tokens first.
 - ``report RUN... --out DIR`` writes ``report.html`` (self-contained, works offline), ``report.md`` and its
   PNG charts; one run is enough.
 - ``import vllm-bench FILE... --label NAME`` reads ``vllm bench serve --save-result`` JSON files (one per cell
@@ -53,7 +54,9 @@ def _x(v: float | None) -> str:
 
 
 def render_comparison(cmp: Any, out: Console) -> None:
-    """The human form of a comparison: runs, side-by-side cells, ratios, findings, notes."""
+    """The human form of a comparison: runs, capacity at the SLO (capacity searches), side-by-side cells,
+    ratios, findings, notes."""
+    from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
     from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, fmt_usd, side_by_side_rows
 
     runs = Table(title="Runs compared", header_style="bold", title_justify="left")
@@ -69,6 +72,18 @@ def render_comparison(cmp: Any, out: Console) -> None:
             f"{fmt_usd(r.price.usd_per_hour)}/h {TIER_LABELS[r.price.tier]}" if r.price else "none",
         )
     out.print(runs)
+
+    if cmp.capacity:
+        cap = Table(
+            title=f"Capacity at the SLO (highest load meeting it; cost at {TIER_LABELS[cmp.tier]} prices)",
+            header_style="bold",
+            title_justify="left",
+        )
+        for i, col in enumerate(CAPACITY_COLUMNS):
+            cap.add_column(col, justify="right" if i >= 5 else "left", overflow="fold")
+        for row in capacity_rows(cmp.capacity):
+            cap.add_row(*row)
+        out.print(cap)
 
     table = Table(
         title="Cells (mean of repeat medians; 'vs base' = run / baseline)",
@@ -145,7 +160,8 @@ def compare_command(
     tier: PriceTier = TierOption,
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Compare two or more runs: cells matched on (input length, concurrency), ratios, findings and cost."""
+    """Compare two or more runs: cells matched on (input length, concurrency), ratios, findings and cost; capacity
+    searches among them by their capacity at the SLO and its cost per 1M tokens."""
     from accelbench.report.compare import compare_runs, comparison_json
     from accelbench.report.compare_csv import write_compare_csv
     from accelbench.store import get_store

@@ -31,10 +31,12 @@ from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.report.capacity import build_capacity
 from accelbench.report.comparison import (
     ACCEL_MEMORY_KEYS,
     ACCEL_UTIL_KEYS,
     TIER_LABELS,
+    CapacityRun,
     CellResult,
     ComparedRun,
     Comparison,
@@ -58,6 +60,7 @@ from accelbench.report.tables import MetricAggregate, aggregate_results
 __all__ = [
     "SIDE_BY_SIDE_COLUMNS",
     "TIER_LABELS",
+    "CapacityRun",
     "CellResult",
     "ComparedRun",
     "Comparison",
@@ -492,8 +495,14 @@ def build_comparison(
         if cr.price_note:
             notes.append(cr.price_note)
         notes.extend(d.extra_notes)
+    capacity, capacity_notes = build_capacity(runs, compared, on_demand=tier == PriceTier.on_demand)
+    notes.extend(capacity_notes)
+    # a request-rate search stores every rate under concurrency 0: that cell mixes rates, no ratio rests on it
+    mixed = {c.run_id for c in capacity if c.load == "request_rate"}
+    ratio_cells = [c for c in cells if c.run_id not in mixed]
     keysets = [
-        {(c.input_len, c.concurrency) for c in cells if c.run_id == d.run.id and c.repeats} for d in runs
+        {(c.input_len, c.concurrency) for c in ratio_cells if c.run_id == d.run.id and c.repeats}
+        for d in runs
     ]
     matched = sorted(set.intersection(*keysets)) if keysets else []
     if len(runs) > 1:
@@ -536,8 +545,8 @@ def build_comparison(
     baseline = runs[0].run.id
     pairs: list[PairRatios] = []
     for d in runs[1:]:
-        for il in sorted({c.input_len for c in cells}):
-            p = pair_ratios(baseline, d.run.id, il, cells)
+        for il in sorted({c.input_len for c in ratio_cells}):
+            p = pair_ratios(baseline, d.run.id, il, ratio_cells)
             if p is not None:
                 pairs.append(p)
                 if p.output_len_differs:
@@ -556,6 +565,7 @@ def build_comparison(
         scaling=scaling,
         pairs=pairs,
         notes=notes,
+        capacity=capacity,
     )
     if with_findings:
         comparison.findings = generate_findings(comparison)

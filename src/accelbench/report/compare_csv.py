@@ -4,6 +4,12 @@ Blank means "no value", never zero: throughput per accelerator is blank when the
 (a CPU instance, count 0) or an unknown count; accelerator utilisation and memory are blank when they were
 not collected; cost columns are blank when the run has no price (a local machine has no instance type).
 Numbers are written unrounded (10 significant digits) so a spreadsheet can recompute every ratio.
+
+When some of the runs compared are capacity searches, ``CAPACITY_COLUMNS`` follow (after every column above,
+so a reader of the sweep columns is undisturbed): each row of a search carries its SLO, load, the highest
+load meeting the SLO, the throughput and cost per million output and total tokens there, the planner's
+prediction with its error, the knee, and whether the row's level met the SLO; they are blank on the rows of a
+sweep. A comparison of sweeps only has exactly the columns above.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import csv
 import io
 from typing import TextIO
 
-from accelbench.report.compare import TIER_LABELS, CellResult, ComparedRun, Comparison
+from accelbench.report.compare import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
 
 # The exact columns of the compare CSV, in order.
 COLUMNS: tuple[str, ...] = (
@@ -55,6 +61,23 @@ COLUMNS: tuple[str, ...] = (
     "cost_per_1m_tokens_usd",
 )
 
+# Appended when the comparison holds a capacity search.
+CAPACITY_COLUMNS: tuple[str, ...] = (
+    "capacity_slo",
+    "capacity_load",
+    "capacity_max_load",
+    "capacity_output_tok_s_at_max",
+    "capacity_total_tok_s_at_max",
+    "capacity_hourly_usd",
+    "capacity_usd_per_1m_output_tokens",
+    "capacity_usd_per_1m_total_tokens",
+    "capacity_predicted_max_load",
+    "capacity_prediction_error_pct",
+    "capacity_knee",
+    "capacity_level_met",
+    "capacity_reason",
+)
+
 
 def _num(value: float | int | None) -> str:
     if value is None:
@@ -92,8 +115,49 @@ def comment_lines(cmp: Comparison) -> list[str]:
         "# blank = no value: no price (no instance type), no accelerators (per-accelerator throughput), "
         "not collected (utilisation, memory)"
     )
+    if cmp.capacity:
+        lines.append(
+            "# capacity_*: the run's capacity search (blank for sweeps): the highest load meeting the SLO, "
+            "output / total tok/s and cost per 1M output / total tokens there (hourly / tok/s / 3600 x 1e6), the "
+            "planner's prediction and its error (predicted / measured - 1, %), the knee; capacity_level_met: "
+            "whether every probe of the row's concurrency met the SLO"
+        )
+        for c in cmp.capacity:
+            what = (
+                f"{c.slo_label}, attainment >= {c.slo.attainment:g}" if c.slo is not None else "no SLO (knee)"
+            )
+            lines.append(f"# capacity {c.run_id} ({c.name}): {what}, load {c.load}")
     lines.extend(f"# note: {n}" for n in cmp.notes)
     return lines
+
+
+def _level_met(c: CapacityRun, cell: CellResult) -> str:
+    """Whether every probe stored in this cell met the SLO; blank for a rate search (its cell mixes rates)."""
+    if c.slo is None or c.load != "concurrency":
+        return ""
+    met = [p.met for p in c.probes if p.level == cell.concurrency and p.met is not None]
+    return "" if not met else str(all(met)).lower()
+
+
+def capacity_cells(c: CapacityRun | None, cell: CellResult) -> list[str]:
+    """The capacity columns of one row (blank for a run that is no capacity search)."""
+    if c is None:
+        return [""] * len(CAPACITY_COLUMNS)
+    return [
+        _text(c.slo_label),
+        c.load,
+        _num(c.max_load),
+        _num(c.output_tokens_per_s_at_max),
+        _num(c.total_tokens_per_s_at_max),
+        _num(c.hourly_usd),
+        _num(c.usd_per_million_output_tokens),
+        _num(c.usd_per_million_total_tokens),
+        _num(c.predicted_max_load),
+        _num(c.prediction_error_pct),
+        _num(c.knee),
+        _level_met(c, cell),
+        _text(c.reason),
+    ]
 
 
 def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
@@ -142,10 +206,19 @@ def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
 def rows(cmp: Comparison) -> list[list[str]]:
     """Data rows: runs in the order given, each run's cells by input length then concurrency."""
     out: list[list[str]] = []
+    capacity = {c.run_id: c for c in cmp.capacity}
     for run in cmp.runs:
         for cell in sorted(cmp.cells_of(run.id), key=lambda c: (c.input_len, c.concurrency)):
-            out.append(row_for(run, cell))
+            row = row_for(run, cell)
+            if capacity:
+                row += capacity_cells(capacity.get(run.id), cell)
+            out.append(row)
     return out
+
+
+def columns(cmp: Comparison) -> tuple[str, ...]:
+    """The header: ``COLUMNS``, and ``CAPACITY_COLUMNS`` after them when a run is a capacity search."""
+    return COLUMNS + CAPACITY_COLUMNS if cmp.capacity else COLUMNS
 
 
 def write_compare_csv(cmp: Comparison, out: TextIO | None = None) -> str:
@@ -154,7 +227,7 @@ def write_compare_csv(cmp: Comparison, out: TextIO | None = None) -> str:
     for line in comment_lines(cmp):
         buf.write(line + "\n")
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(columns(cmp))
     writer.writerows(rows(cmp))
     text = buf.getvalue()
     if out is not None:

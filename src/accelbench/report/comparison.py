@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from accelbench.domain.base import StrictModel
+from accelbench.domain.capacity import CapacitySLO, LoadKind, Probe
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.report.formatting import fmt_num, fmt_usd
@@ -54,7 +55,7 @@ class ComparedRun(StrictModel):
     id: str = Field(description="Run id.")
     name: str = Field(description="Display name: the label, or the id; made unique among the runs.")
     label: str | None = Field(default=None, description="The run's label.")
-    kind: str = Field(description="bench, sweep, run or import.")
+    kind: str = Field(description="bench, sweep, run, capacity or import.")
     status: str = Field(description="Run status.")
     created_at: datetime = Field(description="When the run was created.")
     model: str | None = Field(default=None, description="Model name or path.")
@@ -211,7 +212,7 @@ class Finding(StrictModel):
 
     kind: str = Field(
         description="decode_speedup, tpot_growth, throughput_gap, ttft_growth, stream_and_aggregate, cost, "
-        "throughput_scaling, failures, cost_coverage, no_match"
+        "throughput_scaling, failures, cost_coverage, no_match, capacity, capacity_mismatch, capacity_prediction"
     )
     text: str = Field(description="The sentence; every number in it is one of ``figures``, rounded.")
     input_len: int | None = Field(default=None, description="Input length the finding is about.")
@@ -221,8 +222,51 @@ class Finding(StrictModel):
     )
 
 
+class CapacityRun(StrictModel):
+    """A compared run's capacity search (its ``extra["capacity"]``): the SLO, the highest load meeting it, the
+    throughput and cost there, the planner's prediction beside it, the knee and every probe."""
+
+    run_id: str = Field(description="Run id.")
+    name: str = Field(description="The run's display name in the comparison.")
+    hardware: str = Field(
+        description="What the sentences call the run: its instance type (with the run name when two runs "
+        "share one), else the run name."
+    )
+    instance_type: str | None = Field(
+        default=None, description="Cloud instance type; None for a local machine."
+    )
+    engine: str | None = Field(default=None, description="Serving engine.")
+    engine_version: str | None = Field(default=None, description="Engine version.")
+    load: LoadKind = Field(description="concurrency (users, closed loop) or request_rate (requests/s).")
+    slo: CapacitySLO | None = Field(default=None, description="The targets; None: a knee search.")
+    slo_label: str | None = Field(default=None, description='e.g. "p90 TPOT <= 50 ms"; None without an SLO.')
+    finished: bool = Field(description="False while the search is running or was interrupted.")
+    max_load: float | None = Field(default=None, description="Highest level meeting the SLO.")
+    reason: str | None = Field(default=None, description="Why there is no max_load.")
+    output_tokens_per_s_at_max: float | None = None
+    total_tokens_per_s_at_max: float | None = None
+    requests_per_s_at_max: float | None = None
+    hourly_usd: float | None = Field(
+        default=None, description="Price used (the comparison's tier); None: none."
+    )
+    usd_per_million_output_tokens: float | None = Field(
+        default=None, description="hourly / output tok/s at max_load / 3600 x 1e6."
+    )
+    usd_per_million_total_tokens: float | None = Field(
+        default=None, description="hourly / total tok/s at max_load / 3600 x 1e6."
+    )
+    predicted_max_load: float | None = Field(default=None, description="The planner's capacity for the SLO.")
+    prediction_error_pct: float | None = Field(
+        default=None, description="(predicted / measured - 1) x 100: positive when the planner said more."
+    )
+    knee: float | None = Field(default=None, description="Where adding load stops adding throughput.")
+    probes: list[Probe] = Field(default_factory=list, description="Every measured level.")
+    notes: list[str] = Field(default_factory=list, description="The search's notes.")
+
+
 class Comparison(StrictModel):
-    """Everything a compare shows: runs, cells, matched cells, ratios, findings, notes."""
+    """Everything a compare shows: runs, cells, matched cells, ratios, findings, notes; and, when some of the
+    runs are capacity searches, their capacity (left out of the JSON when none is)."""
 
     generated_at: datetime = Field(description="When the comparison was made.")
     accelbench_version: str = Field(description="Version of the tool that made it.")
@@ -239,6 +283,17 @@ class Comparison(StrictModel):
     pairs: list[PairRatios] = Field(default_factory=list, description="Each run against the baseline.")
     findings: list[Finding] = Field(default_factory=list, description="Sentences made from these figures.")
     notes: list[str] = Field(default_factory=list, description="Caveats: unmatched cells, missing prices ...")
+    capacity: list[CapacityRun] = Field(
+        default_factory=list, description="The capacity searches among the runs, in the runs' order."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_empty_capacity(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a comparison of sweeps serializes exactly as it did before capacity runs existed
+        data: dict[str, Any] = handler(self)
+        if not self.capacity:
+            data.pop("capacity", None)
+        return data
 
     def run(self, run_id: str) -> ComparedRun:
         for r in self.runs:

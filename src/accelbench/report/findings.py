@@ -5,13 +5,18 @@ and the prose always agree. Sentences round as the tables do: ratios to one deci
 0.1 ms, throughputs to 0.1 tok/s, growth to whole percents, dollars to a few significant digits.
 
 With two or more runs, every run is set against the first (the baseline) at each input length; with one
-run, the findings describe how that run scales with concurrency.
+run, the findings describe how that run scales with concurrency. Capacity searches among the runs come
+first: per SLO and load, the highest load each run sustains and what 1M output tokens cost there ("At p90
+TPOT <= 50 ms, g6.2xlarge sustains 24 users at $0.41/1M output tokens; m8i.2xlarge 3 users at $2.10/1M."),
+then a warning when the searches used different SLOs or loads, then each prediction against its measurement.
 """
 
 from __future__ import annotations
 
+from accelbench.report.capacity import error_phrase, fmt_usd_per_million, load_phrase
 from accelbench.report.comparison import (
     TIER_LABELS,
+    CapacityRun,
     CellResult,
     Comparison,
     Finding,
@@ -434,10 +439,113 @@ def _cost_coverage(cmp: Comparison) -> list[Finding]:
     ]
 
 
+# ------------------------------------------------------------------------------------ capacity
+def _knee_group(group: list[CapacityRun], figures: dict[str, float | int | str | None]) -> Finding:
+    """Knee searches (no SLO): where each run's throughput stops growing."""
+    with_knee = [c for c in group if c.knee is not None]
+    parts = [
+        f"{c.hardware}'s throughput stops growing at {load_phrase(c.load, c.knee)}"
+        if i == 0
+        else f"{c.hardware}'s at {load_phrase(c.load, c.knee)}"
+        for i, c in enumerate(with_knee)
+        if c.knee is not None
+    ]
+    flat = [c.hardware for c in group if c.knee is None]
+    text = "Without an SLO, " + "; ".join(parts) + (" (the knee)" if parts else "")
+    if flat:
+        text += ("; " if parts else "") + f"no knee shows for {_and(flat)}"
+    figures.update({f"{c.run_id}_knee": c.knee for c in group})
+    return Finding(kind="capacity", text=text + ".", runs=[c.run_id for c in group], figures=figures)
+
+
+def _capacity_group(group: list[CapacityRun]) -> Finding:
+    """One sentence for the searches of one SLO and load: the runs meeting it in the order given, each with
+    its highest load and cost, then the runs meeting it at no load measured."""
+    first = group[0]
+    figures: dict[str, float | int | str | None] = {"slo": first.slo_label, "load": first.load}
+    for c in group:
+        figures[f"{c.run_id}_max_load"] = c.max_load
+        figures[f"{c.run_id}_usd_per_million_output_tokens"] = c.usd_per_million_output_tokens
+    runs = [c.run_id for c in group]
+    if first.slo is None:
+        return _knee_group(group, figures)
+    met = [c for c in group if c.max_load is not None]
+    unmet = [c for c in group if c.max_load is None]
+    parts: list[str] = []
+    for c in met:
+        assert c.max_load is not None
+        load = load_phrase(c.load, c.max_load)
+        if c.usd_per_million_output_tokens is None:
+            cost = " (no price)"
+        elif not parts:
+            cost = f" at {fmt_usd_per_million(c.usd_per_million_output_tokens)}/1M output tokens"
+        else:
+            cost = f" at {fmt_usd_per_million(c.usd_per_million_output_tokens)}/1M"
+        parts.append(f"{c.hardware} sustains {load}{cost}" if not parts else f"{c.hardware} {load}{cost}")
+    for c in unmet:
+        lowest = min((p.level for p in c.probes), default=None)
+        why = f" (even {load_phrase(c.load, lowest)} misses it)" if lowest is not None else ""
+        parts.append(f"{c.hardware} meets it at no load measured{why}")
+    return Finding(
+        kind="capacity", text=f"At {first.slo_label}, " + "; ".join(parts) + ".", runs=runs, figures=figures
+    )
+
+
+def _capacity_findings(cmp: Comparison) -> list[Finding]:
+    searches = [c for c in cmp.capacity if c.finished]
+    if not searches:
+        return []
+    groups: dict[tuple[str | None, str], list[CapacityRun]] = {}
+    for c in searches:
+        groups.setdefault((c.slo_label, c.load), []).append(c)
+    out = [_capacity_group(g) for g in groups.values()]
+    if len(groups) > 1:
+        slos = {c.slo_label for c in searches}
+        loads = {c.load for c in searches}
+        what = [w for w, differ in (("SLOs", len(slos) > 1), ("loads", len(loads) > 1)) if differ]
+
+        def how(c: CapacityRun) -> str:
+            bits = [c.slo_label or "no SLO (knee)"] if len(slos) > 1 else []
+            bits += [c.load.replace("_", " ")] if len(loads) > 1 else []
+            return f"{c.hardware}: {', '.join(bits)}"
+
+        out.append(
+            Finding(
+                kind="capacity_mismatch",
+                text=(
+                    f"The capacity searches used different {' and '.join(what)} "
+                    f"({'; '.join(how(c) for c in searches)}): their capacities do not compare directly."
+                ),
+                runs=[c.run_id for c in searches],
+                figures={"slos": len(slos), "loads": len(loads)},
+            )
+        )
+    for c in searches:
+        if c.predicted_max_load is None or c.max_load is None or c.prediction_error_pct is None:
+            continue
+        out.append(
+            Finding(
+                kind="capacity_prediction",
+                text=(
+                    f"For {c.hardware} at {c.slo_label}, the planner predicted "
+                    f"{load_phrase(c.load, c.predicted_max_load)} against {load_phrase(c.load, c.max_load)} "
+                    f"measured ({error_phrase(c.prediction_error_pct)})."
+                ),
+                runs=[c.run_id],
+                figures={
+                    "predicted_max_load": c.predicted_max_load,
+                    "max_load": c.max_load,
+                    "prediction_error_pct": c.prediction_error_pct,
+                },
+            )
+        )
+    return out
+
+
 def generate_findings(cmp: Comparison) -> list[Finding]:
-    """All findings of a comparison, in reading order: per input length the pair (or single-run) findings,
-    then failures, then cost coverage."""
-    out: list[Finding] = []
+    """All findings of a comparison, in reading order: capacity at the SLO (when some runs searched it), per
+    input length the pair (or single-run) findings, then failures, then cost coverage."""
+    out: list[Finding] = _capacity_findings(cmp)
     if len(cmp.runs) == 1:
         for s in cmp.scaling:
             out.extend(_scaling_findings(cmp, s))

@@ -20,10 +20,27 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
+from accelbench.report.capacity import (
+    CAPACITY_COLUMNS,
+    answer_sentence,
+    axis_title,
+    bar_label,
+    capacity_rows,
+    curve_metrics,
+    curve_points,
+    load_phrase,
+    load_title,
+    prediction_sentence,
+    probe_at,
+    probe_columns,
+    probe_rows,
+)
 from accelbench.report.compare import (
     SIDE_BY_SIDE_COLUMNS,
     TIER_LABELS,
+    CapacityRun,
     ComparedRun,
+    Comparison,
     fmt_num,
     fmt_usd,
     side_by_side_rows,
@@ -197,6 +214,242 @@ def telemetry_figure(data: ReportData) -> go.Figure | None:
     return fig
 
 
+# ------------------------------------------------------------------------------------------ capacity
+_MET, _MISSED, _SLO_LINE = "#2ca02c", "#d62728", "#555555"
+
+
+def capacity_figure(c: CapacityRun) -> go.Figure | None:
+    """A search's latency against throughput, one point per probe (x: output tok/s, y: the judged percentile
+    of each SLO metric, one panel per metric), the SLO's target as a line, the capacity (max load) and the
+    knee marked; green points met the SLO, red crosses missed it. None without probes."""
+    metrics = [m for m in curve_metrics(c) if curve_points(c, m)]
+    if not metrics:
+        return None
+    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[axis_title(c, m) for m in metrics])
+    xmax = max(p.output_tokens_per_s for p in c.probes) * 1.08 or 1.0
+    for col, m in enumerate(metrics, start=1):
+        first = col == 1
+        line = curve_points(c, m, repeat=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[p.output_tokens_per_s for p in line],
+                y=[p.percentiles[m] for p in line],
+                name="probes (by load)",
+                legendgroup="probes",
+                showlegend=first,
+                mode="lines+markers",
+                line={"color": "#1f77b4"},
+                marker={
+                    "size": 9,
+                    "color": [_MISSED if p.met is False else _MET if p.met else "#1f77b4" for p in line],
+                    "symbol": ["x" if p.met is False else "circle" for p in line],
+                },
+                customdata=[[load_phrase(c.load, p.level), p.why or ""] for p in line],
+                hovertemplate="%{customdata[0]}<br>%{x:,.1f} out tok/s<br>%{y:,.2f} ms<br>%{customdata[1]}"
+                "<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        again = curve_points(c, m, repeat=2)
+        if again:
+            fig.add_trace(
+                go.Scatter(
+                    x=[p.output_tokens_per_s for p in again],
+                    y=[p.percentiles[m] for p in again],
+                    name="re-measures",
+                    legendgroup="again",
+                    showlegend=first,
+                    mode="markers",
+                    marker={"size": 9, "symbol": "circle-open", "color": "#555"},
+                    customdata=[load_phrase(c.load, p.level) for p in again],
+                    hovertemplate="%{customdata} (again)<br>%{x:,.1f} out tok/s<br>%{y:,.2f} ms<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        if c.slo is not None and m in c.slo.targets:
+            target = c.slo.targets[m]
+            fig.add_trace(
+                go.Scatter(
+                    x=[0.0, xmax],
+                    y=[target, target],
+                    name=f"SLO {axis_title(c, m).removesuffix(' (ms)')} <= {target:g} ms",
+                    mode="lines",
+                    line={"color": _SLO_LINE, "dash": "dash"},
+                    hoverinfo="name",
+                ),
+                row=1,
+                col=col,
+            )
+        for level, label, symbol, color, met in (
+            (c.max_load, "max load", "star", "#111", True),
+            (c.knee, "knee", "diamond-open", "#9467bd", False),
+        ):
+            p = probe_at(c, level, met=met)
+            if p is None or m not in p.percentiles:
+                continue
+            assert level is not None
+            fig.add_trace(
+                go.Scatter(
+                    x=[p.output_tokens_per_s],
+                    y=[p.percentiles[m]],
+                    name=f"{label}: {load_phrase(c.load, level)}",
+                    legendgroup=label,
+                    showlegend=first,
+                    mode="markers+text",
+                    text=[f"{label} {load_phrase(c.load, level)}"],
+                    textposition="top left" if symbol == "star" else "bottom right",
+                    marker={
+                        "size": 17 if symbol == "star" else 20,
+                        "symbol": symbol,
+                        "color": color,
+                        "line": {"width": 1, "color": "#fff"}
+                        if symbol == "star"
+                        else {"width": 3, "color": color},
+                    },
+                    hovertemplate=f"{label}: {load_phrase(c.load, level)}<br>%{{x:,.1f}} out tok/s<br>"
+                    "%{y:,.2f} ms<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title_text="output tok/s", rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero")
+    title = f"Latency vs throughput: {c.name}"
+    fig = _layout(fig, title, height=440)
+    fig.update_layout(margin={"t": 40})
+    return fig
+
+
+def capacity_compare_figure(runs: Sequence[CapacityRun]) -> go.Figure | None:
+    """The searches side by side: output tok/s at the SLO per run (bars, labelled with the load sustained and
+    $/1M output tokens), and every run's latency-vs-throughput curve on one axis (the first SLO metric of the
+    first search) with each SLO's line. None with fewer than two searches."""
+    if len(runs) < 2:
+        return None
+    metric = curve_metrics(runs[0])[0]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("Output tok/s at the SLO", f"{axis_title(runs[0], metric)} vs output tok/s"),
+    )
+    labels = [bar_label(c) for c in runs]
+    fig.add_trace(
+        go.Bar(
+            x=[c.hardware for c in runs],
+            y=[c.output_tokens_per_s_at_max or 0.0 for c in runs],
+            text=labels,
+            textposition="auto",
+            marker={"color": [_color(i) for i in range(len(runs))]},
+            name="output tok/s at max load",
+            showlegend=False,
+            hovertemplate="%{x}<br>%{y:,.1f} out tok/s at max load<br>%{text}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    targets: dict[float, list[str]] = {}
+    xmax = 0.0
+    for i, c in enumerate(runs):
+        pts = curve_points(c, metric, repeat=1)
+        xmax = max([xmax, *(p.output_tokens_per_s for p in pts)])
+        fig.add_trace(
+            go.Scatter(
+                x=[p.output_tokens_per_s for p in pts],
+                y=[p.percentiles[metric] for p in pts],
+                name=c.hardware,
+                mode="lines+markers",
+                line={"color": _color(i)},
+                marker={"symbol": ["x" if p.met is False else "circle" for p in pts], "size": 8},
+                customdata=[load_phrase(c.load, p.level) for p in pts],
+                hovertemplate="%{customdata}<br>%{x:,.1f} out tok/s<br>%{y:,.2f} ms<extra>%{fullData.name}</extra>",
+            ),
+            row=1,
+            col=2,
+        )
+        chosen = probe_at(c, c.max_load, met=True)
+        if chosen is not None and metric in chosen.percentiles and c.max_load is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[chosen.output_tokens_per_s],
+                    y=[chosen.percentiles[metric]],
+                    name=f"{c.hardware} max load: {load_phrase(c.load, c.max_load)}",
+                    mode="markers",
+                    marker={"symbol": "star", "size": 16, "color": _color(i)},
+                    showlegend=False,
+                    hovertemplate="%{fullData.name}<extra></extra>",
+                ),
+                row=1,
+                col=2,
+            )
+        if c.slo is not None and metric in c.slo.targets:
+            targets.setdefault(c.slo.targets[metric], []).append(c.hardware)
+    for target, who in targets.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[0.0, xmax * 1.08 or 1.0],
+                y=[target, target],
+                name=f"SLO {target:g} ms" + ("" if len(targets) == 1 else f" ({', '.join(who)})"),
+                mode="lines",
+                line={"color": _SLO_LINE, "dash": "dash"},
+                hoverinfo="name",
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_yaxes(title_text="output tok/s", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="output tok/s", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=2)
+    fig = _layout(fig, "Capacity at the SLO, per run", height=460)
+    fig.update_layout(margin={"t": 40})
+    return fig
+
+
+def capacity_context(data: ReportData) -> dict[str, Any] | None:
+    """What the report's capacity section shows; None when no run is a capacity search."""
+    runs = data.comparison.capacity
+    if not runs:
+        return None
+    compare = capacity_compare_figure(runs)
+    sections = []
+    for i, c in enumerate(runs):
+        fig = capacity_figure(c)
+        div_id = f"chart-capacity-{i + 1}"
+        sections.append(
+            {
+                "run": c,
+                "index": i + 1,
+                "load_title": load_title(c.load),
+                "answer": answer_sentence(c),
+                "prediction": prediction_sentence(c),
+                "chart_id": div_id,
+                "chart": figure_html(fig, div_id) if fig is not None else None,
+                "probe_columns": probe_columns(c),
+                "probe_rows": probe_rows(c),
+            }
+        )
+    return {
+        "columns": CAPACITY_COLUMNS,
+        "rows": capacity_rows(runs),
+        "compare_chart": figure_html(compare, "chart-capacity-compare") if compare is not None else None,
+        "runs": sections,
+    }
+
+
+def capacity_page(cmp: Comparison) -> dict[str, Any] | None:
+    """The compare page's capacity block: the table and one chart as a plotly figure (data and layout) for the
+    page's script: the searches side by side, or the one search's curve. None without capacity searches."""
+    if not cmp.capacity:
+        return None
+    fig = capacity_compare_figure(cmp.capacity) or capacity_figure(cmp.capacity[0])
+    return {
+        "columns": CAPACITY_COLUMNS,
+        "rows": capacity_rows(cmp.capacity),
+        "chart": json.loads(fig.to_json()) if fig is not None else None,
+    }
+
+
 def figure_html(fig: go.Figure, div_id: str) -> Markup:
     """The figure as a <div> plus the script that draws it; plotly.js itself is embedded once elsewhere."""
     html = pio.to_html(
@@ -361,6 +614,7 @@ def render_html(data: ReportData) -> str:
         prediction_rows=prediction_rows(data),
         prediction_notes=data.prediction_notes,
         notes=cmp.notes,
+        capacity=capacity_context(data),
         plotly_js=Markup(plotly_js()),
         data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("<", "\\u003c")),
     )

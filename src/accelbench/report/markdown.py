@@ -1,9 +1,10 @@
 """The report as Markdown with PNG charts, for pasting into docs and pull requests.
 
-Same content as ``report.html`` (what was compared, findings, the table, charts, cost, predicted vs
-measured, notes); the charts are PNG files next to ``report.md``, linked by relative path. The three
-charts against concurrency come from ``report.plots`` (the same figures a sweep writes); the latency CDFs
-and the telemetry chart are drawn here with matplotlib's object API (no pyplot, no display).
+Same content as ``report.html`` (what was compared, findings, capacity at the SLO when some runs searched
+it, the table, charts, cost, predicted vs measured, notes); the charts are PNG files next to ``report.md``,
+linked by relative path. The three charts against concurrency and the capacity charts come from
+``report.plots``; the latency CDFs and the telemetry chart are drawn here with matplotlib's object API (no
+pyplot, no display).
 """
 
 from __future__ import annotations
@@ -14,14 +15,30 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from accelbench.report.capacity import (
+    CAPACITY_COLUMNS,
+    answer_sentence,
+    capacity_rows,
+    prediction_sentence,
+    probe_columns,
+    probe_rows,
+)
 from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
 from accelbench.report.document import TELEMETRY_GAUGES, ReportData
 from accelbench.report.html import COST_COLUMNS, PREDICTION_COLUMNS, compared_rows, cost_rows, prediction_rows
-from accelbench.report.plots import SWEEP_PLOTS, write_sweep_plots
+from accelbench.report.plots import (
+    SWEEP_PLOTS,
+    capacity_compare_figure,
+    capacity_curve_figure,
+    write_sweep_plots,
+)
 from accelbench.report.tables import markdown_table
 
 CDF_PNG = "latency_cdf.png"
 TELEMETRY_PNG = "telemetry.png"
+CAPACITY_COMPARE_PNG = "capacity_compare.png"
+#: image titles of the capacity charts start so; they are shown in the capacity section, not under Charts
+CAPACITY_PREFIX = "Capacity: "
 _STYLES = ("-", "--", ":", "-.")
 
 
@@ -108,7 +125,60 @@ def write_pngs(data: ReportData, out_dir: Path) -> dict[str, Path | None]:
     images: dict[str, Path | None] = {spec.title: p for spec, p in zip(specs, paths, strict=True)}
     images["Per-request latency CDFs"] = cdf_png(data, out_dir / CDF_PNG)
     images["Server telemetry over time"] = telemetry_png(data, out_dir / TELEMETRY_PNG)
+    images.update(capacity_pngs(data, out_dir))
     return images
+
+
+def capacity_png_title(index: int) -> str:
+    return f"{CAPACITY_PREFIX}latency vs throughput {index}"
+
+
+def capacity_pngs(data: ReportData, out_dir: Path) -> dict[str, Path | None]:
+    """The capacity charts: one latency-vs-throughput curve per search with probes, and the searches side
+    by side when there are two or more; nothing for a report without capacity runs."""
+    runs = data.comparison.capacity
+    images: dict[str, Path | None] = {}
+    for i, c in enumerate(runs, start=1):
+        if not c.probes:
+            images[capacity_png_title(i)] = None
+            continue
+        path = out_dir / f"capacity_curve_{i}.png"
+        capacity_curve_figure(c).savefig(path, format="png")
+        images[capacity_png_title(i)] = path
+    if len(runs) >= 2:
+        path = out_dir / CAPACITY_COMPARE_PNG
+        capacity_compare_figure(runs).savefig(path, format="png")
+        images[f"{CAPACITY_PREFIX}per run"] = path
+    return images
+
+
+def capacity_markdown(data: ReportData, images: dict[str, Path | None]) -> list[str]:
+    """The capacity section (empty without capacity runs): the table, the side-by-side chart, then per
+    search its answer, the prediction beside it, its curve and its probes."""
+    runs = data.comparison.capacity
+    if not runs:
+        return []
+    out = ["## Capacity at the SLO", ""]
+    out.append(
+        "The highest load at which the SLO's percentile of every named metric is within its target and enough "
+        "requests meet all targets (attainment). Cost per 1M tokens = hourly price / tokens per second at that "
+        f'load / 3600 x 10^6, at {TIER_LABELS[data.comparison.tier]} prices; "predicted" is the planner\'s '
+        "capacity for the same SLO, its error (predicted / measured - 1) beside it."
+    )
+    out += ["", _table(CAPACITY_COLUMNS, capacity_rows(runs)), ""]
+    both = images.get(f"{CAPACITY_PREFIX}per run")
+    if both is not None:
+        out += [f"![Capacity at the SLO, per run]({both.name})", ""]
+    for i, c in enumerate(runs, start=1):
+        out += [f"### {c.name}: {c.slo_label or 'no SLO (knee search)'}, load by {c.load}", ""]
+        out += [_md_escape(answer_sentence(c)), "", _md_escape(prediction_sentence(c)), ""]
+        path = images.get(capacity_png_title(i))
+        if path is not None:
+            out += [f"![Latency vs throughput: {c.name}]({path.name})", ""]
+        if c.probes:
+            out += [_table(probe_columns(c), probe_rows(c)), ""]
+        out += [*(_md_escape(n) for n in c.notes), ""] if c.notes else []
+    return out
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -135,6 +205,8 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
     out += [f"- {f.text}" for f in cmp.findings] or ["No findings: no cell has the figures they need."]
     out.append("")
 
+    out += capacity_markdown(data, images)
+
     out += ["## Results", ""]
     out.append(
         "One row per run and cell (input length x concurrency); each figure is the mean of the repeats' medians."
@@ -148,6 +220,8 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
 
     out += ["## Charts", ""]
     for title, path in images.items():
+        if title.startswith(CAPACITY_PREFIX):
+            continue  # shown in the capacity section
         out += [f"### {title}", ""]
         if path is not None:
             out += [f"![{title}]({path.name})", ""]

@@ -1,5 +1,6 @@
 """PNG plots of sweeps: a metric against concurrency, one line per input length (and per run when several
-runs are compared, e.g. CPU against GPU on the same axes).
+runs are compared, e.g. CPU against GPU on the same axes); and of capacity searches: latency against
+throughput per probe with the SLO line, the capacity and the knee marked, and the searches side by side.
 
 Each point is the mean over repeats of the repeat medians (see ``report.tables``); when a cell has several
 repeats a vertical bar shows their min-max. Figures are built with matplotlib's object API and the Agg
@@ -17,6 +18,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
+from accelbench.report.capacity import (
+    axis_title,
+    bar_label,
+    curve_metrics,
+    curve_points,
+    load_phrase,
+    probe_at,
+)
+from accelbench.report.comparison import CapacityRun
 from accelbench.report.tables import CellAggregate
 
 
@@ -196,3 +206,118 @@ def write_sweep_plots(
         fig.savefig(path, format="png")
         paths.append(path)
     return paths
+
+
+# ------------------------------------------------------------------------------------------ capacity
+def capacity_curve_figure(c: CapacityRun) -> Figure:
+    """One search: the judged percentile of each SLO metric (one panel each) against output tok/s, one point
+    per probe (crosses missed the SLO, hollow rings are re-measures), the target as a dashed line, the
+    capacity as a star and the knee as a diamond."""
+    metrics = curve_metrics(c)
+    fig = Figure(figsize=(5.2 * len(metrics) + 1.0, 4.6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    for ax, m in zip(axes, metrics, strict=True):
+        line = curve_points(c, m, repeat=1)
+        ax.plot([p.output_tokens_per_s for p in line], [p.percentiles[m] for p in line], color="C0", zorder=1)
+        for p in line:
+            missed = p.met is False
+            ax.plot(
+                [p.output_tokens_per_s],
+                [p.percentiles[m]],
+                marker="x" if missed else "o",
+                color="C3" if missed else "C2" if p.met else "C0",
+                linestyle="none",
+                zorder=2,
+            )
+            ax.annotate(
+                f"{p.level:g}", (p.output_tokens_per_s, p.percentiles[m]), xytext=(4, -10),
+                textcoords="offset points", fontsize=7, color="gray",
+            )  # fmt: skip
+        again = curve_points(c, m, repeat=2)
+        if again:
+            ax.plot(
+                [p.output_tokens_per_s for p in again],
+                [p.percentiles[m] for p in again],
+                marker="o",
+                markerfacecolor="none",
+                color="gray",
+                linestyle="none",
+                label="re-measures",
+            )
+        if c.slo is not None and m in c.slo.targets:
+            ax.axhline(c.slo.targets[m], color="0.3", linestyle="--", label=f"SLO <= {c.slo.targets[m]:g} ms")
+        for level, label, marker, color, met in (
+            (c.max_load, "max load", "*", "black", True),
+            (c.knee, "knee", "D", "C4", False),
+        ):
+            mark = probe_at(c, level, met=met)
+            if mark is None or level is None or m not in mark.percentiles:
+                continue
+            ax.plot(
+                [mark.output_tokens_per_s],
+                [mark.percentiles[m]],
+                marker=marker,
+                markersize=15 if marker == "*" else 13,
+                markerfacecolor=color if marker == "*" else "none",
+                markeredgewidth=1 if marker == "*" else 2,
+                color=color,
+                linestyle="none",
+                label=f"{label}: {load_phrase(c.load, level)}",
+                zorder=3,
+            )
+        ax.set_xlabel("Output tokens/s")
+        ax.set_ylabel(axis_title(c, m))
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Latency vs throughput: {c.name} ({c.slo_label or 'no SLO, knee search'})", fontsize=11)
+    return fig
+
+
+def capacity_compare_figure(runs: Sequence[CapacityRun]) -> Figure:
+    """Searches side by side: output tok/s at the highest load meeting the SLO per run, each bar labelled
+    with that load and $/1M output tokens; and the runs' curves on one axis with the SLO line(s)."""
+    fig = Figure(figsize=(12.0, 4.8), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    bars, curves = fig.subplots(1, 2)
+    names = [c.hardware for c in runs]
+    values = [c.output_tokens_per_s_at_max or 0.0 for c in runs]
+    drawn = bars.bar(range(len(runs)), values, color=[f"C{i % 10}" for i in range(len(runs))])
+    labels = [bar_label(c, "\n") for c in runs]
+    bars.bar_label(drawn, labels=labels, fontsize=8, padding=2)
+    bars.set_xticks(range(len(runs)), names, fontsize=8)
+    bars.set_ylabel("Output tokens/s at max load")
+    bars.set_title("Output tok/s at the SLO", fontsize=10)
+    bars.set_ylim(0, max([*values, 1.0]) * 1.25)
+    metric = curve_metrics(runs[0])[0]
+    for i, c in enumerate(runs):
+        pts = curve_points(c, metric, repeat=1)
+        curves.plot(
+            [p.output_tokens_per_s for p in pts],
+            [p.percentiles[metric] for p in pts],
+            marker="o",
+            color=f"C{i % 10}",
+            label=c.hardware,
+        )
+        chosen = probe_at(c, c.max_load, met=True)
+        if chosen is not None and metric in chosen.percentiles:
+            curves.plot(
+                [chosen.output_tokens_per_s], [chosen.percentiles[metric]], marker="*", markersize=15,
+                color=f"C{i % 10}", linestyle="none",
+            )  # fmt: skip
+    for target in sorted(
+        {c.slo.targets[metric] for c in runs if c.slo is not None and metric in c.slo.targets}
+    ):
+        curves.axhline(target, color="0.3", linestyle="--", label=f"SLO <= {target:g} ms")
+    curves.set_xlabel("Output tokens/s")
+    curves.set_ylabel(axis_title(runs[0], metric))
+    curves.set_title("Latency vs throughput (star: max load)", fontsize=10)
+    curves.set_xlim(left=0)
+    curves.set_ylim(bottom=0)
+    curves.grid(True, alpha=0.3)
+    curves.legend(fontsize=8, loc="upper left")
+    fig.suptitle("Capacity at the SLO, per run", fontsize=11)
+    return fig

@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accelbench.catalog import price_for
 from accelbench.cli.main import app
+from accelbench.report.capacity import fmt_usd_per_million
 from accelbench.report.compare import compare_runs
-from accelbench.report.compare_csv import COLUMNS, read_compare_csv
+from accelbench.report.compare_csv import CAPACITY_COLUMNS, COLUMNS, read_compare_csv
 from accelbench.store.repo import Store
 from tests.support.report_data import make_summary
+from tests.unit.report.capacity_data import G6, M8I, SLOW, store_capacity_run
 
 runner = CliRunner(env={"COLUMNS": "240"})
 
@@ -63,6 +66,7 @@ def test_compare_json_carries_ratios_findings_and_cost(store: Store) -> None:
     c4 = next(c for c in data["cells"] if c["run_id"] == cpu and c["concurrency"] == 4)
     assert c4["hourly_usd"] is None and c4["cost_per_1m_tokens_usd"] is None
     assert any("has no instance type" in n for n in data["notes"])
+    assert "capacity" not in data  # no capacity search among the runs: the JSON is as it always was
 
 
 def test_compare_table(store: Store) -> None:
@@ -72,6 +76,100 @@ def test_compare_table(store: Store) -> None:
     assert "Runs compared" in res.stdout and "Findings" in res.stdout
     assert "faster on gpu than on cpu" in res.stdout
     assert "Ratios per input length" in res.stdout
+    assert "Capacity at the SLO" not in res.stdout
+
+
+def seed_capacity(store: Store) -> tuple[str, str, str]:
+    """Two capacity searches (g6.2xlarge: 24 users, m8i.2xlarge: 3 users at p90 TPOT <= 50 ms) and a sweep."""
+    g6 = store_capacity_run(store, G6, label="gpu", instance_type="g6.2xlarge", knee=24, predicted=20)
+    m8i = store_capacity_run(store, M8I, label="cpu", instance_type="m8i.2xlarge", engine="vllm-cpu", knee=4)
+    sweep, _ = seed(store)
+    return g6, m8i, sweep
+
+
+def _usd(instance: str, tokens_per_s: float) -> float:
+    hourly = price_for(instance).usd_per_hour  # type: ignore[union-attr]
+    return hourly / tokens_per_s / 3600 * 1e6
+
+
+def test_compare_capacity_runs_table(store: Store) -> None:
+    g6, m8i, sweep = seed_capacity(store)
+    res = runner.invoke(app, ["compare", g6, m8i, sweep])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "Capacity at the SLO" in out
+    g6_usd, m8i_usd = (
+        fmt_usd_per_million(_usd("g6.2xlarge", 662)),
+        fmt_usd_per_million(_usd("m8i.2xlarge", 56)),
+    )
+    lines = out.splitlines()
+    g6_row = next(line for line in lines if "g6.2xlarge" in line and "24 users" in line)
+    for cell in (
+        "p90 TPOT <= 50 ms",
+        "662.0",
+        g6_usd,
+        fmt_usd_per_million(_usd("g6.2xlarge", 1330)),
+        "20 users (-17%)",
+    ):
+        assert cell in g6_row, cell
+    m8i_row = next(line for line in lines if "m8i.2xlarge" in line and "3 users" in line)
+    assert "56.0" in m8i_row and m8i_usd in m8i_row and "4 users" in m8i_row
+    finding = (
+        f"At p90 TPOT <= 50 ms, g6.2xlarge sustains 24 users at {g6_usd}/1M output tokens; "
+        f"m8i.2xlarge 3 users at {m8i_usd}/1M."
+    )
+    assert finding in " ".join(out.split())  # the terminal may wrap the sentence
+
+
+def test_compare_capacity_runs_json_and_csv(store: Store) -> None:
+    g6, m8i, sweep = seed_capacity(store)
+    res = runner.invoke(app, ["compare", g6, m8i, sweep, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    a, b = data["capacity"]
+    assert (a["run_id"], a["max_load"], a["load"], a["slo_label"]) == (
+        g6,
+        24,
+        "concurrency",
+        "p90 TPOT <= 50 ms",
+    )
+    assert a["usd_per_million_output_tokens"] == pytest.approx(_usd("g6.2xlarge", 662))
+    assert a["usd_per_million_total_tokens"] == pytest.approx(_usd("g6.2xlarge", 1330))
+    assert a["predicted_max_load"] == 20 and a["prediction_error_pct"] == pytest.approx(-100 / 6)
+    assert [p["level"] for p in a["probes"]] == [p.level for p in G6]
+    assert (b["run_id"], b["max_load"], b["knee"]) == (m8i, 3, 4)
+    assert data["findings"][0]["kind"] == "capacity"
+
+    res = runner.invoke(app, ["compare", g6, m8i, sweep, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    comments, rows = read_compare_csv(res.stdout)
+    assert list(rows[0]) == list(COLUMNS) + list(CAPACITY_COLUMNS)
+    g6_rows = [r for r in rows if r["run_id"] == g6]
+    assert {r["capacity_max_load"] for r in g6_rows} == {"24"}
+    assert float(g6_rows[0]["capacity_usd_per_1m_output_tokens"]) == pytest.approx(_usd("g6.2xlarge", 662))
+    assert float(g6_rows[0]["capacity_usd_per_1m_total_tokens"]) == pytest.approx(_usd("g6.2xlarge", 1330))
+    assert all(r[k] == "" for r in rows if r["run_id"] == sweep for k in CAPACITY_COLUMNS)
+    assert any(c.startswith(f"# capacity {m8i} (cpu): p90 TPOT <= 50 ms") for c in comments)
+
+
+def test_compare_capacity_run_meeting_nothing(store: Store) -> None:
+    g6 = store_capacity_run(store, G6, label="gpu", instance_type="g6.2xlarge")
+    slow = store_capacity_run(store, SLOW, label="old", instance_type="m7i.xlarge")
+    res = runner.invoke(app, ["compare", g6, slow, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (f,) = [f for f in json.loads(res.stdout)["findings"] if f["kind"] == "capacity"]
+    assert f["text"].endswith("; m7i.xlarge meets it at no load measured (even 1 user misses it).")
+
+
+def test_report_of_a_capacity_run(store: Store, tmp_path: Path) -> None:
+    g6, _, _ = seed_capacity(store)
+    res = runner.invoke(app, ["report", g6, "--out", str(tmp_path / "cap"), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    paths = json.loads(res.stdout)
+    assert "capacity_curve_1.png" in {Path(p).name for p in paths["images"]}
+    html = Path(paths["html"]).read_text()
+    assert '<section id="capacity">' in html and 'id="chart-capacity-1"' in html
+    assert "## Capacity at the SLO" in Path(paths["markdown"]).read_text()
 
 
 def test_compare_csv_to_stdout_and_file(store: Store, tmp_path: Path) -> None:

@@ -1,4 +1,7 @@
-"""Compare runs side by side: JSON (cells, ratios, findings) or the compare CSV."""
+"""Compare runs side by side: JSON (cells, ratios, findings) or the compare CSV. When some of the runs are
+capacity searches, the JSON carries ``capacity`` (per search: SLO, load, max load, throughput and $/1M output
+and total tokens there, the planner's prediction and its error, the knee, the probes) and the CSV its
+``capacity_*`` columns; a comparison of sweeps has neither."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ router = APIRouter(tags=["compare"], responses=ERROR_RESPONSES)
     summary="Compare two or more runs",
     responses={
         200: {
-            "description": "The comparison (json) or the compare CSV (csv).",
+            "description": "The comparison (json) or the compare CSV (csv); capacity searches among the runs add "
+            "`capacity` (json) and `capacity_*` columns (csv).",
             "content": {"application/json": {}, "text/csv": {"schema": {"type": "string"}}},
         }
     },

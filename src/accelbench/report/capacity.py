@@ -1,0 +1,355 @@
+"""Capacity at an SLO in reports and comparisons: the searches among the runs, their table, their sentences
+and the points their latency-vs-throughput curves are drawn from.
+
+A run is a capacity search when its ``extra["capacity"]`` holds a ``CapacityResult`` (``accelbench capacity``,
+or a run spec with a ``capacity:`` section), whatever its kind. While a search runs (or after it was
+interrupted) that entry holds only the probes so far; the load and SLO then come from the run's spec, and the
+run is shown as unfinished: no answer is claimed for it.
+
+Cost is priced as the rest of the comparison is, at its tier: hourly / tokens per second at ``max_load`` /
+3600 x 1e6, for output tokens and for total (input + output) tokens. The error of the planner's prediction is
+(predicted / measured - 1) x 100, positive when the planner promised more than was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
+from accelbench.domain.results import RunInfo
+from accelbench.report.comparison import CapacityRun, ComparedRun, RunData, fmt_num, fmt_usd
+
+METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+#: the percentile the search reports latencies at when it judges no SLO (bench.capacity.judge)
+KNEE_PERCENTILE = 90.0
+
+CAPACITY_COLUMNS: tuple[str, ...] = (
+    "run",
+    "instance",
+    "engine",
+    "SLO",
+    "load",
+    "max load",
+    "out tok/s at max",
+    "$/1M output",
+    "$/1M total",
+    "predicted",
+    "knee",
+)
+
+
+# ------------------------------------------------------------------------------------------ reading
+def _slo_from_spec(section: dict[str, Any]) -> CapacitySLO | None:
+    """The SLO of a run's spec: the capacity command stores a ``CapacitySLO``; a run spec's ``capacity:``
+    section has ``slo`` as metric -> ms with ``percentile`` and ``attainment`` beside it."""
+    slo = section.get("slo")
+    if not isinstance(slo, dict) or not slo:
+        return None
+    if "targets" in slo:
+        return CapacitySLO.model_validate(slo)
+    extra = {k: section[k] for k in ("percentile", "attainment") if k in section}
+    return CapacitySLO(targets={str(k): float(v) for k, v in slo.items()}, **extra)
+
+
+def capacity_result(run: RunInfo) -> tuple[CapacityResult | None, str | None]:
+    """The run's capacity search, or (None, None) when it is none, or (None, why) when its record is unreadable."""
+    stored = (run.extra or {}).get("capacity") if isinstance(run.extra, dict) else None
+    if not isinstance(stored, dict):
+        return None, None
+    data = dict(stored)
+    spec = run.spec.get("capacity") if isinstance(run.spec, dict) else None
+    try:
+        if "load" not in data:  # the probes of a search still running or interrupted
+            section = spec if isinstance(spec, dict) else {}
+            data["load"] = section.get("load", "concurrency")
+            if "slo" not in data:
+                slo = _slo_from_spec(section)
+                data["slo"] = slo.model_dump(mode="json") if slo is not None else None
+        return CapacityResult.model_validate(data), None
+    except ValueError as exc:
+        first = str(exc).splitlines()[1:2] or [str(exc)]
+        return None, f"{run.id}'s capacity record cannot be read ({first[0].strip()}); it is left out."
+
+
+def finished(run: RunInfo, result: CapacityResult) -> bool:
+    """Whether the search has given its answer: it has one (or said why not), or the run completed."""
+    if result.max_load is not None or result.reason is not None:
+        return True
+    return run.status.value == "completed"
+
+
+def slo_label(slo: CapacitySLO | None) -> str | None:
+    """ "p90 TPOT <= 50 ms, TTFT <= 1000 ms" (the finding's spelling); None without an SLO."""
+    if slo is None:
+        return None
+    targets = ", ".join(f"{METRIC_NAMES.get(m, m.upper())} <= {ms:g} ms" for m, ms in slo.targets.items())
+    return f"p{slo.percentile:g} {targets}"
+
+
+def cost_per_million(hourly_usd: float | None, tokens_per_s: float | None) -> float | None:
+    if hourly_usd is None or not tokens_per_s or tokens_per_s <= 0:
+        return None
+    return hourly_usd / tokens_per_s / 3600.0 * 1e6
+
+
+def _hardware_names(runs: Sequence[tuple[RunInfo, ComparedRun]]) -> list[str]:
+    base = [run.instance_type or cr.name for run, cr in runs]
+    return [
+        f"{b} ({cr.name})" if base.count(b) > 1 and b != cr.name else b
+        for b, (_, cr) in zip(base, runs, strict=True)
+    ]
+
+
+def build_capacity(
+    runs: Sequence[RunData], compared: Sequence[ComparedRun], *, on_demand: bool
+) -> tuple[list[CapacityRun], list[str]]:
+    """The capacity searches among ``runs`` (in order), priced at the comparison's tier, and notes."""
+    found: list[tuple[RunInfo, ComparedRun, CapacityResult]] = []
+    notes: list[str] = []
+    for d, cr in zip(runs, compared, strict=True):
+        result, note = capacity_result(d.run)
+        if note:
+            notes.append(note)
+        if result is not None:
+            found.append((d.run, cr, result))
+    names = _hardware_names([(run, cr) for run, cr, _ in found])
+    out: list[CapacityRun] = []
+    for (run, cr, res), hardware in zip(found, names, strict=True):
+        hourly = cr.price.usd_per_hour if cr.price is not None else None
+        if hourly is None and on_demand:
+            hourly = res.hourly_usd  # the price the search itself was given
+        done = finished(run, res)
+        error = None
+        if res.predicted_max_load is not None and res.max_load:
+            error = (res.predicted_max_load / res.max_load - 1.0) * 100.0
+        out.append(
+            CapacityRun(
+                run_id=run.id,
+                name=cr.name,
+                hardware=hardware,
+                instance_type=run.instance_type,
+                engine=run.engine,
+                engine_version=run.engine_version,
+                load=res.load,
+                slo=res.slo,
+                slo_label=slo_label(res.slo),
+                finished=done,
+                max_load=res.max_load,
+                reason=res.reason,
+                output_tokens_per_s_at_max=res.output_tokens_per_s_at_max,
+                total_tokens_per_s_at_max=res.total_tokens_per_s_at_max,
+                requests_per_s_at_max=res.requests_per_s_at_max,
+                hourly_usd=hourly,
+                usd_per_million_output_tokens=cost_per_million(hourly, res.output_tokens_per_s_at_max),
+                usd_per_million_total_tokens=cost_per_million(hourly, res.total_tokens_per_s_at_max),
+                predicted_max_load=res.predicted_max_load,
+                prediction_error_pct=error,
+                knee=res.knee,
+                probes=res.probes,
+                notes=res.notes,
+            )
+        )
+        if not done:
+            notes.append(
+                f"{cr.name}'s capacity search has not finished (status {run.status.value}): "
+                f"{len(res.probes)} probe(s) so far, no capacity is claimed for it."
+            )
+        if res.load == "request_rate":
+            notes.append(
+                f"{cr.name} searched request rates: its probes are stored under concurrency 0, one repeat per "
+                "rate, so its cell row mixes rates and is left out of the ratios; its probes give each rate."
+            )
+    return out, notes
+
+
+# ----------------------------------------------------------------------------------------- formatting
+def fmt_level(value: float) -> str:
+    return f"{value:,.4g}" if value >= 1000 else f"{value:g}"
+
+
+def load_phrase(load: LoadKind, value: float) -> str:
+    """ "24 users", "1 user", "2.5 requests/s"."""
+    if load == "concurrency":
+        return f"{fmt_level(value)} user" + ("" if value == 1 else "s")
+    return f"{fmt_level(value)} requests/s"
+
+
+def load_title(load: LoadKind) -> str:
+    return "concurrency (users)" if load == "concurrency" else "request rate (requests/s)"
+
+
+def fmt_usd_per_million(value: float | None) -> str:
+    """ "$0.41", "$2.10", "$0.041": two decimals, more significant digits below ten cents."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value >= 0.1:
+        return f"${value:,.2f}"
+    if value <= 0:
+        return "$0"
+    return f"${value:.{1 - math.floor(math.log10(value))}f}"
+
+
+def error_phrase(pct: float) -> str:
+    return f"{pct:+.0f}%"
+
+
+def max_load_text(c: CapacityRun) -> str:
+    if not c.finished:
+        return "unfinished"
+    if c.max_load is not None:
+        return load_phrase(c.load, c.max_load)
+    return "none met" if c.slo is not None else "-"
+
+
+def bar_label(c: CapacityRun, sep: str = " · ") -> str:
+    """What a run's bar in the side-by-side chart says: the load sustained and $/1M output tokens there."""
+    if c.slo is None:
+        return "no SLO" + (f"{sep}knee {load_phrase(c.load, c.knee)}" if c.knee is not None else "")
+    text = max_load_text(c)
+    if c.usd_per_million_output_tokens is not None:
+        text += f"{sep}{fmt_usd_per_million(c.usd_per_million_output_tokens)}/1M out"
+    return text
+
+
+def capacity_rows(runs: Sequence[CapacityRun]) -> list[list[str]]:
+    """The capacity table: one row per search (``CAPACITY_COLUMNS``)."""
+    rows = []
+    for c in runs:
+        predicted = "-"
+        if c.predicted_max_load is not None:
+            predicted = load_phrase(c.load, c.predicted_max_load)
+            if c.prediction_error_pct is not None:
+                predicted += f" ({error_phrase(c.prediction_error_pct)})"
+        rows.append(
+            [
+                c.name,
+                c.instance_type or "local machine",
+                " ".join(x for x in (c.engine, c.engine_version) if x) or "-",
+                c.slo_label or "none (knee search)",
+                c.load,
+                max_load_text(c),
+                fmt_num(c.output_tokens_per_s_at_max),
+                fmt_usd_per_million(c.usd_per_million_output_tokens),
+                fmt_usd_per_million(c.usd_per_million_total_tokens),
+                predicted,
+                load_phrase(c.load, c.knee) if c.knee is not None else "-",
+            ]
+        )
+    return rows
+
+
+def percentile_of(c: CapacityRun) -> float:
+    return c.slo.percentile if c.slo is not None else KNEE_PERCENTILE
+
+
+def probe_columns(c: CapacityRun) -> list[str]:
+    q = f"p{percentile_of(c):g}"
+    cols = ["level", "#", "requests", f"TTFT {q} ms", f"TPOT {q} ms", f"ITL {q} ms", f"E2EL {q} ms"]
+    cols += ["attainment", "out tok/s", "total tok/s", "req/s"]
+    if c.load == "request_rate":
+        cols.append("sent req/s")
+    return [*cols, "met", "why"]
+
+
+def probe_rows(c: CapacityRun) -> list[list[str]]:
+    """The table of probes, by level then repeat: the percentiles judged, goodput attainment, throughput."""
+    rows = []
+    for p in sorted(c.probes, key=lambda p: (p.level, p.repeat)):
+        pc = p.percentiles
+        row = [
+            fmt_level(p.level),
+            str(p.repeat),
+            str(p.requests),
+            fmt_num(pc.get("ttft")),
+            fmt_num(pc.get("tpot"), 2),
+            fmt_num(pc.get("itl"), 2),
+            fmt_num(pc.get("e2el")),
+            "-" if p.attainment is None else f"{p.attainment:.0%}",
+            fmt_num(p.output_tokens_per_s),
+            fmt_num(p.total_tokens_per_s),
+            fmt_num(p.requests_per_s, 2),
+        ]
+        if c.load == "request_rate":
+            row.append(fmt_num(p.achieved_rate, 2))
+        row += ["-" if p.met is None else ("yes" if p.met else "no"), p.why or ""]
+        rows.append(row)
+    return rows
+
+
+def answer_sentence(c: CapacityRun) -> str:
+    """The answer of one search, in words."""
+    if not c.finished:
+        return (
+            f"{c.name}'s capacity search has not finished: {len(c.probes)} probe(s) measured so far, "
+            "no answer yet."
+        )
+    if c.slo is None:
+        if c.knee is None:
+            return f"Without an SLO, no knee shows in {c.name}'s {len(c.probes)} probe(s): throughput kept rising."
+        knee = next((p for p in c.probes if p.level == c.knee), None)
+        tail = f" ({fmt_num(knee.output_tokens_per_s)} output tok/s)" if knee is not None else ""
+        return (
+            f"Without an SLO, {c.hardware}'s throughput stops growing at {load_phrase(c.load, c.knee)}{tail}: "
+            "the knee."
+        )
+    if c.max_load is None:
+        return f"At {c.slo_label}, {c.hardware} meets the SLO at no load measured: {c.reason or 'no probe met it'}."
+    text = (
+        f"At {c.slo_label} (attainment >= {c.slo.attainment:.0%}), {c.hardware} sustains "
+        f"{load_phrase(c.load, c.max_load)}, {fmt_num(c.output_tokens_per_s_at_max)} output tok/s and "
+        f"{fmt_num(c.total_tokens_per_s_at_max)} total tok/s"
+    )
+    if c.usd_per_million_output_tokens is not None:
+        text += f", at {fmt_usd_per_million(c.usd_per_million_output_tokens)}/1M output tokens"
+        if c.usd_per_million_total_tokens is not None:
+            text += f" and {fmt_usd_per_million(c.usd_per_million_total_tokens)}/1M total tokens"
+        text += f" ({fmt_usd(c.hourly_usd)}/h)"
+    else:
+        text += " (no price: no cost per token)"
+    return text + "."
+
+
+def prediction_sentence(c: CapacityRun) -> str:
+    """The planner's capacity beside the measured one."""
+    if c.predicted_max_load is None:
+        return "The planner gave no capacity prediction for this search."
+    predicted = load_phrase(c.load, c.predicted_max_load)
+    if c.max_load is None:
+        return f"The planner predicted {predicted}; nothing was measured to meet the SLO."
+    err = c.prediction_error_pct
+    assert err is not None
+    return (
+        f"The planner predicted {predicted}; measured {load_phrase(c.load, c.max_load)} "
+        f"(prediction {error_phrase(err)} against the measured)."
+    )
+
+
+# --------------------------------------------------------------------------------------------- curves
+def curve_metrics(c: CapacityRun) -> list[str]:
+    """The metrics a run's curve is drawn for: its SLO's (those measured), else TPOT."""
+    wanted = list(c.slo.targets) if c.slo is not None else ["tpot"]
+    measured = [m for m in wanted if any(m in p.percentiles for p in c.probes)]
+    return measured or wanted[:1]
+
+
+def curve_points(c: CapacityRun, metric: str, *, repeat: int | None = None) -> list[Probe]:
+    """Probes with a value for ``metric``, by level (one repeat when given)."""
+    return sorted(
+        (p for p in c.probes if metric in p.percentiles and (repeat is None or p.repeat == repeat)),
+        key=lambda p: (p.level, p.repeat),
+    )
+
+
+def probe_at(c: CapacityRun, level: float | None, *, met: bool = False) -> Probe | None:
+    """The measurement of ``level`` a curve's marker sits on: the first one (the first that met the SLO when
+    ``met``, as the capacity is a level that met it)."""
+    if level is None:
+        return None
+    at = sorted((p for p in c.probes if p.level == level), key=lambda p: (not (met and p.met), p.repeat))
+    return at[0] if at else None
+
+
+def axis_title(c: CapacityRun, metric: str) -> str:
+    return f"p{percentile_of(c):g} {METRIC_NAMES.get(metric, metric)} (ms)"
