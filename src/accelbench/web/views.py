@@ -20,6 +20,8 @@ from accelbench.store import Store
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 TIER_ORDER = ("gpu", "neuron", "cpu")
+#: the latency metrics an SLO may name (domain/capacity.py METRICS), as the pages write them
+METRIC_LABEL = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 
 
 # ------------------------------------------------------------------------------------------- filters
@@ -152,6 +154,7 @@ def model_choices() -> dict[str, list[str]]:
 
 def run_form_context() -> dict[str, Any]:
     from accelbench.catalog import get_catalog
+    from accelbench.domain.capacity import CapacitySpec
     from accelbench.domain.run import EngineSettings, SweepSpec
     from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES
 
@@ -178,6 +181,8 @@ def run_form_context() -> dict[str, Any]:
         },
         "models": model_choices(),
         "sweep": sweep,
+        "capacity": CapacitySpec(),
+        "slo_metrics": list(METRIC_LABEL.items()),
         "engine_fields": EngineSettings.model_fields,
     }
 
@@ -193,6 +198,146 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
         {"name": f"input {il}", "x": [p[0] for p in sorted(pts)], "y": [p[1] for p in sorted(pts)]}
         for il, pts in sorted(by_input.items())
     ]
+
+
+def _pct(value: float | None) -> str:
+    return MISSING if value is None else f"{value:+.0f}%"
+
+
+def capacity_view(run: RunInfo) -> dict[str, Any] | None:
+    """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
+    the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
+    per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
+    probe table. None for a run without a capacity answer."""
+    from accelbench.api.routers.runs import run_capacity
+    from accelbench.report.capacity import fmt_level, fmt_usd_per_million, load_phrase, slo_label
+
+    try:
+        cap = run_capacity(run)
+    except AccelbenchError as exc:
+        return {"error": exc.message}
+    if cap is None:
+        return None
+    rate = cap.load == "request_rate"
+    unit = "requests/s" if rate else "users"
+
+    def level(x: float | None) -> str:
+        return MISSING if x is None else load_phrase(cap.load, x)
+
+    slo = cap.slo
+    label = slo_label(slo)
+    probes = sorted(cap.probes, key=lambda p: (p.level, p.repeat))
+    if not cap.complete and run.status.value == "pending":
+        state, answer = "progress", "Queued: the search starts when the worker picks the run up."
+    elif not cap.complete and not run.status.finished:
+        state, answer = "progress", f"Searching: {len(probes)} level(s) measured so far."
+    elif not cap.complete:  # stopped (cancelled, failed, interrupted) before it answered
+        state, answer = "stopped", cap.reason or "The search stopped before it answered."
+    elif slo is not None and cap.max_load is not None:
+        state = "met"
+        answer = (
+            f"Capacity at {label}: {level(cap.max_load)}, "
+            f"{fmt_num(cap.output_tokens_per_s_at_max)} output tokens/s"
+        )
+        if cap.total_tokens_per_s_at_max is not None:
+            answer += f" ({fmt_num(cap.total_tokens_per_s_at_max)} total)"
+        if cap.usd_per_million_output_tokens is not None:
+            answer += f", {fmt_usd_per_million(cap.usd_per_million_output_tokens)} per 1M output tokens"
+            if cap.usd_per_million_total_tokens is not None:
+                answer += f" ({fmt_usd_per_million(cap.usd_per_million_total_tokens)} per 1M total)"
+        answer += "."
+    elif slo is not None:
+        state = "none"
+        answer = f"No level meets {label}: {cap.reason or 'no level was measured'}"
+    elif cap.knee is not None:
+        state = "knee"
+        answer = f"No SLO given: the knee (throughput stops growing) is at {level(cap.knee)}."
+    else:
+        state = "none"
+        answer = cap.reason or "No SLO given and no knee found: too few levels rose in throughput."
+
+    metrics = [m for m in METRIC_LABEL if slo is not None and m in slo.targets] or ["tpot", "ttft"]
+    percentile = slo.percentile if slo is not None else 90.0
+    chosen = next((p for p in probes if cap.max_load is not None and p.level == cap.max_load and p.met), None)
+    knee = next((p for p in probes if cap.knee is not None and p.level == cap.knee), None)
+
+    def point(p: Any, metric: str) -> dict[str, Any] | None:
+        y = p.percentiles.get(metric)
+        if y is None:
+            return None
+        return {"x": p.output_tokens_per_s, "y": y, "level": p.level, "label": level(p.level),
+                "repeat": p.repeat, "met": p.met}  # fmt: skip
+
+    charts = []
+    for m in metrics:
+        pts = [q for p in probes if (q := point(p, m)) is not None]
+        if not pts:
+            continue
+        charts.append(
+            {
+                "metric": m,
+                "title": f"p{percentile:g} {METRIC_LABEL[m]} vs output throughput",
+                "y": f"{METRIC_LABEL[m]} p{percentile:g} (ms)",
+                "unit": unit,
+                "target": slo.targets.get(m) if slo is not None else None,
+                "points": pts,
+                "chosen": point(chosen, m) if chosen is not None else None,
+                "knee": point(knee, m) if knee is not None else None,
+            }
+        )
+    rows = [
+        {
+            "level": fmt_level(p.level),
+            "repeat": p.repeat,
+            "requests": p.requests,
+            "failed": p.failed,
+            "metrics": [
+                fmt_num(p.percentiles.get(m), 2 if m in ("tpot", "itl") else 1) for m in METRIC_LABEL
+            ],
+            "attainment": MISSING if p.attainment is None else f"{p.attainment:.0%}",
+            "output_tps": fmt_num(p.output_tokens_per_s),
+            "total_tps": fmt_num(p.total_tokens_per_s),
+            "rps": fmt_num(p.requests_per_s, 2),
+            "achieved_rate": fmt_num(p.achieved_rate, 2),
+            "oversaturated": "yes" if p.oversaturated else "",
+            "met": MISSING if p.met is None else ("yes" if p.met else "no"),
+            "why": p.why,
+            "chosen": p is chosen,
+            "knee": p is knee,
+        }
+        for p in probes
+    ]
+    prediction = None
+    if cap.predicted_max_load is not None:
+        prediction = {
+            "predicted": level(cap.predicted_max_load),
+            "measured": level(cap.max_load),
+            "error": _pct(cap.prediction_error_pct),
+            "text": (
+                f"{_pct(cap.prediction_error_pct)} against the measured {level(cap.max_load)}"
+                if cap.prediction_error_pct is not None
+                else "no measured capacity to hold it against"
+            ),
+        }
+    return {
+        "error": None,
+        "result": cap,
+        "state": state,
+        "answer": answer,
+        "unit": unit,
+        "rate": rate,
+        "slo": label,
+        "attainment": f"{slo.attainment:.0%}" if slo is not None else None,
+        "percentile": f"p{percentile:g}",
+        "max_load": level(cap.max_load),
+        "knee": level(cap.knee),
+        "hourly_usd": cap.hourly_usd,
+        "prediction": prediction,
+        "charts": charts,
+        "metric_headers": [f"{METRIC_LABEL[m]} p{percentile:g} (ms)" for m in METRIC_LABEL],
+        "rows": rows,
+        "notes": cap.notes,
+    }
 
 
 def result_context(store: Store, run_ref: str) -> dict[str, Any]:
@@ -252,12 +397,14 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,
         "progress": run.progress,
+        "capacity": capacity_view(run),
     }
 
 
 # ---------------------------------------------------------------------------------------- compare
 def comparison_view(store: Store, run_ids: Sequence[str], tier: PriceTier) -> dict[str, Any]:
     from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, compare_runs, side_by_side_rows
+    from accelbench.report.html import capacity_page
 
     cmp = compare_runs(store, list(run_ids), tier=tier)
     return {
@@ -266,6 +413,7 @@ def comparison_view(store: Store, run_ids: Sequence[str], tier: PriceTier) -> di
         "rows": side_by_side_rows(cmp),
         "findings": [f.text for f in cmp.findings],
         "notes": cmp.notes,
+        "capacity": capacity_page(cmp),
     }
 
 

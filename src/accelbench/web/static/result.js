@@ -11,7 +11,40 @@
     Plotly.newPlot(el, traces, { title: { text: spec.title }, xaxis: { title: { text: xTitle }, type: "log", tickvals: traces[0].x },
       yaxis: { title: { text: spec.y }, rangemode: "tozero" }, margin: { t: 40, r: 10 }, legend: { orientation: "h" } }, config);
   }
+  // Capacity: latency at the judged percentile vs output throughput, one point per probe (green met the SLO,
+  // red missed it), the SLO target as a dashed horizontal line, the chosen capacity ringed, the knee a diamond.
+  const capacityBlock = document.getElementById("capacity-data");
+  const capacity = capacityBlock ? JSON.parse(capacityBlock.textContent) : [];
+  function colour(met) { return met === true ? "#1b7f3b" : met === false ? "#b3261e" : "#2457c5"; }
+  function capacityChart(c) {
+    const el = document.getElementById(`chart-capacity-${c.metric}`);
+    if (!el || !c.points.length) return;
+    const xs = c.points.map(function (p) { return p.x; });
+    const label = function (p) { return `${p.label}${p.repeat > 1 ? " (again)" : ""}`; };
+    const traces = [{
+      x: xs, y: c.points.map(function (p) { return p.y; }), name: "probes", mode: "lines+markers", type: "scatter",
+      text: c.points.map(label), hovertemplate: "%{text}<br>%{x:.1f} tok/s, %{y:.1f} ms<extra></extra>",
+      marker: { size: 9, color: c.points.map(function (p) { return colour(p.met); }) }, line: { color: "#8a94a8" },
+    }];
+    if (c.target != null) {
+      const lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs), pad = (hi - lo) * 0.05 || 1;
+      traces.push({ x: [Math.max(0, lo - pad), hi + pad], y: [c.target, c.target], name: `SLO target ${c.target} ms`,
+        mode: "lines", type: "scatter", hoverinfo: "name", line: { color: "#b3261e", dash: "dash" } });
+    }
+    if (c.chosen) {
+      traces.push({ x: [c.chosen.x], y: [c.chosen.y], name: `capacity: ${c.chosen.label}`, mode: "markers",
+        type: "scatter", hoverinfo: "name", marker: { size: 20, symbol: "circle-open", color: "#1b7f3b", line: { width: 3 } } });
+    }
+    if (c.knee) {
+      traces.push({ x: [c.knee.x], y: [c.knee.y], name: `knee: ${c.knee.label}`, mode: "markers",
+        type: "scatter", hoverinfo: "name", marker: { size: 15, symbol: "diamond", color: "#a86500" } });
+    }
+    Plotly.newPlot(el, traces, { title: { text: c.title }, xaxis: { title: { text: "output tokens/s" }, rangemode: "tozero" },
+      yaxis: { title: { text: c.y }, rangemode: "tozero" }, margin: { t: 40, r: 10, b: 90 },
+      legend: { orientation: "h", y: -0.3 } }, config);
+  }
   if (window.Plotly) {
+    capacity.forEach(capacityChart);
     line("chart-tpot", charts.tpot, "concurrency");
     line("chart-ttft", charts.ttft, "concurrency");
     line("chart-throughput", charts.throughput, "concurrency");

@@ -1,5 +1,6 @@
 /* Run form: the framework follows the instance's tier (the server's DEFAULT_RUNTIME table, sent as data),
-   GPU-only fields are hidden and cleared on CPU and Neuron instances, and the spec is POSTed to the API. */
+   GPU-only fields are hidden and cleared on CPU and Neuron instances, a run measures a sweep or a capacity
+   search (the spec then has a capacity section and no sweep), and the spec is POSTed to the API. */
 "use strict";
 (function () {
   const data = JSON.parse(document.getElementById("form-data").textContent);
@@ -7,6 +8,13 @@
   const form = $("run-form"), instance = $("instance"), engine = $("engine"), target = $("target");
   const gpuOnly = document.querySelectorAll("[data-gpu-only]"), cpuOnly = document.querySelectorAll("[data-cpu-only]");
   const errorBox = $("run-error");
+
+  function capacityMode() { return $("mode-capacity").checked; }
+  function onModeChange() {
+    const cap = capacityMode();
+    $("capacity-fields").hidden = !cap;
+    $("sweep-fields").hidden = cap;
+  }
 
   function tier() { return instance.selectedOptions[0].dataset.tier; }
   function isLocal() { return instance.selectedOptions[0].dataset.local === "1"; }
@@ -45,6 +53,32 @@
   }
   function num(id) { const v = $(id).value.trim(); return v === "" ? null : Number(v); }
 
+  // The capacity section: the targets given (each optional; none: the knee), the rest when filled in. Bounds
+  // are the API's to check, and its refusals are shown like any other.
+  function capacitySpec() {
+    const cap = { load: $("cap_load").value, endpoint: $("endpoint").value };
+    [["input_len", "cap_input_len"], ["output_len", "cap_output_len"], ["percentile", "cap_percentile"],
+     ["attainment", "cap_attainment"], ["max_load", "cap_max_load"], ["max_probes", "cap_max_probes"]]
+      .forEach(function (p) { const v = num(p[1]); if (v !== null) cap[p[0]] = v; });
+    const slo = {};
+    document.querySelectorAll("#capacity-fields [data-slo]").forEach(function (el) {
+      const v = el.value.trim();
+      if (v !== "") slo[el.dataset.slo] = Number(v);
+    });
+    if (Object.keys(slo).length) cap.slo = slo;
+    return cap;
+  }
+  function sweepSpec() {
+    return {
+      input_lens: ints($("input_lens").value, "Input lengths"),
+      concurrency: ints($("concurrency").value, "Concurrency"),
+      repeats: num("repeats") || 1,
+      output_len: num("output_len") || 128,
+      prompts_per_concurrency: num("prompts_per_concurrency") || 10,
+      endpoint: $("endpoint").value,
+    };
+  }
+
   function buildSpec() {
     const t = tier();
     const settings = {};
@@ -61,15 +95,8 @@
       model: $("model").value.trim(),
       engine: { name: engine.value, settings: settings },
       target: { kind: isLocal() ? "local" : target.value },
-      sweep: {
-        input_lens: ints($("input_lens").value, "Input lengths"),
-        concurrency: ints($("concurrency").value, "Concurrency"),
-        repeats: num("repeats") || 1,
-        output_len: num("output_len") || 128,
-        prompts_per_concurrency: num("prompts_per_concurrency") || 10,
-        endpoint: $("endpoint").value,
-      },
     };
+    if (capacityMode()) spec.capacity = capacitySpec(); else spec.sweep = sweepSpec();
     if (!spec.model) throw new Error("Model: choose or type a model name.");
     if ($("label").value.trim()) spec.label = $("label").value.trim();
     if (!isLocal()) spec.instance_type = instance.value;
@@ -91,7 +118,25 @@
     } catch (err) { btn.disabled = false; accelbench.showError(errorBox, err); }
   });
   // Preview: the API's dry run of the same spec (the same checks a queued run passes), shown as text only.
-  function renderPreview(plan) {
+  // A capacity search's preview: what the spec asks for, and what the dry run resolved (its first level, the
+  // requests per level, the planner's capacity) when it says.
+  function searchText(plan, cap) {
+    const c = plan.capacity || {};
+    const load = c.load || cap.load;
+    const unit = load === "request_rate" ? "requests/s" : "users";
+    const pick = function (a, b, d) { return a != null ? a : b != null ? b : d; };
+    const slo = c.slo || (cap.slo ? `p${pick(cap.percentile, null, 90)} ` +
+      Object.entries(cap.slo).map(function (kv) { return `${kv[0]} <= ${kv[1]} ms`; }).join(", ") : "");
+    let text = `Capacity search by ${load}: at most ${pick(c.max_probes, cap.max_probes, 12)} levels, ` +
+      `up to ${pick(c.max_load, cap.max_load, 256)} ${unit}, ${slo ? `judged at ${slo}` : "no SLO: finds the knee"}.`;
+    if (c.start != null) text += ` Starts at ${c.start} ${unit} (${c.start_from}).`;
+    if (c.requests_per_level != null) text += ` ${c.requests_per_level} requests judged per level, ${c.requests_at_most} at most in all.`;
+    if (c.predicted_max_load != null) text += ` The planner predicts a capacity of ${c.predicted_max_load} ${unit}.`;
+    if (plan.predicted_duration_s != null) text += ` Predicted ${(plan.predicted_duration_s / 60).toFixed(1)} min of load.`;
+    else if (c.start == null) text += " The search sets each level's requests, so its duration is not predicted.";
+    return text;
+  }
+  function renderPreview(plan, spec) {
     const where = plan.instance_type || "this machine";
     $("preview-summary").textContent =
       `${plan.model} with ${plan.runtime} ${plan.engine_version} on ${plan.target} (${where}, ${plan.accelerator_type})`;
@@ -104,6 +149,12 @@
     fill("preview-env", Object.entries(plan.env).map(function (kv) { return `${kv[0]}=${kv[1]}`; }));
     fill("preview-warnings", plan.warnings.map(function (w) { return `Warning: ${w}`; }));
     const body = $("preview-cells").querySelector("tbody"); body.replaceChildren();
+    $("preview-cells").hidden = Boolean(spec.capacity);
+    if (spec.capacity) {
+      $("preview-total").textContent = searchText(plan, spec.capacity);
+      $("preview").hidden = false;
+      return;
+    }
     plan.cells.forEach(function (c) {
       const tr = document.createElement("tr");
       [c.input_len, c.concurrency, c.repeats, c.requests, c.predicted_s == null ? "" : c.predicted_s].forEach(function (v) {
@@ -125,9 +176,11 @@
     let spec;
     try { spec = buildSpec(); } catch (err) { accelbench.showError(errorBox, err); return; }
     delete spec.hf_token;  // a preview needs no secret
-    try { renderPreview(await accelbench.api("POST", "/api/v1/runs?dry_run=true", spec)); }
+    try { renderPreview(await accelbench.api("POST", "/api/v1/runs?dry_run=true", spec), spec); }
     catch (err) { accelbench.showError(errorBox, err); }
   });
   instance.addEventListener("change", onInstanceChange);
+  document.querySelectorAll("input[name=mode]").forEach(function (el) { el.addEventListener("change", onModeChange); });
   onInstanceChange();
+  onModeChange();
 })();
