@@ -51,7 +51,7 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 
 def accuracy(db: str | None, calibrated: bool) -> int:
-    from accelbench.plan.calibrate import predicted_vs_measured
+    from accelbench.services.plan import predicted_vs_measured
     from accelbench.store import get_store
 
     store = get_store(db) if db else get_store()

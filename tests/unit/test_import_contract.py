@@ -38,6 +38,11 @@ FORBIDDEN = {
 }
 
 
+#: forbidden even as annotations (``if TYPE_CHECKING:``): the planner takes plain data (measured runs, calibration
+#: rows, prices) that ``services.plan`` reads from the store, so it has no use for the store's types either
+NOT_EVEN_NAMED = {("plan", "store")}
+
+
 def _layer(pkg: str) -> int:
     return next(i for i, layer in enumerate(LAYERS) if pkg in layer)
 
@@ -91,6 +96,32 @@ def test_imports_go_down_the_layers_only() -> None:
         if _layer(b) > _layer(a) or (a, b) in FORBIDDEN
     }
     assert not upward, "\n".join(sorted(upward))
+
+
+def test_the_planner_never_names_the_store() -> None:
+    """Not in an annotation, nor as a parameter: no ``store`` argument anywhere in ``plan/``."""
+    found = []
+    for f in sorted(SRC.rglob("*.py")):
+        src = _package(f)
+        tree = ast.parse(f.read_text(), str(f))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "accelbench" and len(parts) > 1 and (src, parts[1]) in NOT_EVEN_NAMED:
+                    found.append(f"{f.relative_to(SRC)}:{node.lineno} imports {name}")
+            if src == "plan" and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args.args + node.args.kwonlyargs + node.args.posonlyargs
+                found += [
+                    f"{f.relative_to(SRC)}:{node.lineno} {node.name}({a.arg})"
+                    for a in args
+                    if a.arg == "store"
+                ]
+    assert not found, "\n".join(found)
 
 
 def test_no_import_cycles_between_packages() -> None:

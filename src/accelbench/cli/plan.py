@@ -5,8 +5,9 @@
 - ``memory-breakdown``: where each GPU's / NeuronCore's memory goes (refused for CPU instances);
 - ``estimate``: predicted TTFT, TPOT, E2E, tokens/s and cost for one instance (``--instance``, ``local`` for
   this machine) or ranked over the catalog; ``--slo`` finds the cheapest instance that meets it;
-- ``plan calibrate``: fits the speed model to the measured runs in the store and prints the error before and
-  after; estimates use the calibration from then on.
+- ``plan calibrate``: fits the speed model to the measured runs in the store (sweep cells and capacity probes,
+  through ``services.plan.calibrate``) and prints the error before and after, with each capacity run's
+  measured capacity against the predicted one; estimates use the calibration from then on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from accelbench.cli.common import FormatOption, OutputFormat, console, err_conso
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import (
     CalibrationReport,
+    CapacityComparison,
     Estimate,
     EstimateQuery,
     EstimateTable,
@@ -534,7 +536,7 @@ def _render_calibration(rep: CalibrationReport) -> None:
             t.add_row(
                 c.run_id,
                 str(c.input_len),
-                str(c.concurrency),
+                f"{c.request_rate:.4g}/s" if c.request_rate is not None else str(c.concurrency),
                 str(c.output_len),
                 _num(c.measured_tpot_ms, 2),
                 _num(c.predicted_tpot_ms, 2),
@@ -547,6 +549,8 @@ def _render_calibration(rep: CalibrationReport) -> None:
                 _num(c.fitted_output_tps, 1),
             )
         console.print(t)
+        if g.capacity:
+            _render_capacity_checks(g.capacity)
         eb, ea = g.error_before, g.error_after
 
         def e(d: dict[str, float], k: str) -> str:
@@ -555,7 +559,12 @@ def _render_calibration(rep: CalibrationReport) -> None:
         console.print(
             f"Mean absolute error: TPOT {e(eb, 'tpot_mape_pct')} -> {e(ea, 'tpot_mape_pct')} "
             f"(worst {e(eb, 'tpot_max_abs_pct')} -> {e(ea, 'tpot_max_abs_pct')}), TTFT {e(eb, 'ttft_mape_pct')} -> "
-            f"{e(ea, 'ttft_mape_pct')}, throughput {e(eb, 'throughput_mape_pct')} -> {e(ea, 'throughput_mape_pct')}",
+            f"{e(ea, 'ttft_mape_pct')}, throughput {e(eb, 'throughput_mape_pct')} -> {e(ea, 'throughput_mape_pct')}"
+            + (
+                f", capacity {e(eb, 'capacity_mape_pct')} -> {e(ea, 'capacity_mape_pct')}"
+                if "capacity_mape_pct" in eb or "capacity_mape_pct" in ea
+                else ""
+            ),
             highlight=False,
         )
         fb, fa = g.factors_before.model_dump(), g.factors_after.model_dump()
@@ -569,6 +578,32 @@ def _render_calibration(rep: CalibrationReport) -> None:
             console.print(f"  - {g.note}", highlight=False)
     for s in rep.skipped:
         err_console.print(f"[dim]skipped {s}[/]", highlight=False)
+
+
+def _render_capacity_checks(checks: list[CapacityComparison]) -> None:
+    """Each capacity run: the measured capacity at its SLO against the planner's (when the search ran, and
+    with the factors before and after this fit)."""
+    t = Table(header_style="bold", title="Capacity at the SLO: measured vs predicted")
+    for col in ("run", "load", "SLO", "measured", "at run", "before", "err", "after", "err"):
+        t.add_column(col, justify="left" if col in ("run", "load", "SLO") else "right")
+    for k in checks:
+        unit = "/s" if k.load == "request_rate" else ""
+
+        def lv(v: float | None, unit: str = unit) -> str:
+            return "-" if v is None else f"{v:.4g}{unit}"
+
+        t.add_row(
+            k.run_id,
+            "rate" if k.load == "request_rate" else "users",
+            k.slo,
+            lv(k.measured_max_load),
+            lv(k.predicted_at_run),
+            lv(k.predicted_before),
+            _pct(k.error_before_pct),
+            lv(k.predicted_after),
+            _pct(k.error_after_pct),
+        )
+    console.print(t)
 
 
 @plan_app.command("calibrate")
@@ -585,12 +620,12 @@ def calibrate_cmd(
 ) -> None:
     """Fit the speed model's efficiency factors to the measured runs; print the error before and after."""
     with user_errors():
-        from accelbench.plan.calibrate import calibrate, calibration_dict
+        from accelbench.services.plan import calibrate, calibration_json
         from accelbench.store import get_store
 
         rep = calibrate(get_store(), run_ids=run, accelerator=accelerator, engine=engine, dry_run=dry_run)
     if fmt == OutputFormat.json:
-        print_json(calibration_dict(rep))
+        print_json(calibration_json(rep))
     else:
         _render_calibration(rep)
 

@@ -535,7 +535,11 @@ class CellComparison(StrictModel):
     model: str = Field(description="Model name.")
     input_len: int = Field(description="Input tokens of the cell.")
     output_len: int = Field(description="Output tokens of the cell.")
-    concurrency: int = Field(description="Concurrency of the cell.")
+    concurrency: int = Field(description="Concurrency of the cell (0 for a request-rate probe).")
+    request_rate: float | None = Field(
+        default=None,
+        description="Requests/s of a request-rate probe (a capacity search); None for a closed loop.",
+    )
     measured_tpot_ms: float = Field(description="Median TPOT measured.")
     measured_ttft_ms: float | None = Field(default=None, description="Median TTFT measured.")
     measured_output_tps: float | None = Field(default=None, description="Output tokens/s measured.")
@@ -565,6 +569,43 @@ class CellComparison(StrictModel):
         return self.pct(self.fitted_tpot_ms, self.measured_tpot_ms)
 
 
+class CapacityComparison(StrictModel):
+    """A capacity run's measured capacity at its SLO against the planner's, before and after a fit."""
+
+    run_id: str = Field(description="Stored capacity run.")
+    label: str | None = Field(default=None, description="Run label.")
+    load: str = Field(description="concurrency (users) or request_rate (requests/s).")
+    slo: str = Field(description="The SLO searched for, e.g. 'p90 tpot <= 50 ms'.")
+    input_len: int = Field(description="Input tokens per request.")
+    output_len: int = Field(description="Output tokens per request.")
+    measured_max_load: float | None = Field(description="Highest level measured meeting the SLO.")
+    predicted_at_run: float | None = Field(
+        default=None, description="What the planner predicted when the search ran (stored with the run)."
+    )
+    predicted_before: float | None = Field(
+        default=None, description="Predicted with the factors before the fit."
+    )
+    predicted_after: float | None = Field(default=None, description="Predicted with the fitted factors.")
+
+    @staticmethod
+    def pct(predicted: float | None, measured: float | None) -> float | None:
+        if predicted is None or not measured:
+            return None
+        return (predicted - measured) / measured * 100
+
+    @property
+    def error_at_run_pct(self) -> float | None:
+        return self.pct(self.predicted_at_run, self.measured_max_load)
+
+    @property
+    def error_before_pct(self) -> float | None:
+        return self.pct(self.predicted_before, self.measured_max_load)
+
+    @property
+    def error_after_pct(self) -> float | None:
+        return self.pct(self.predicted_after, self.measured_max_load)
+
+
 class CalibrationGroup(StrictModel):
     """The fit for one (accelerator, engine)."""
 
@@ -581,6 +622,9 @@ class CalibrationGroup(StrictModel):
     )
     error_after: dict[str, float] = Field(description="The same after fitting.")
     cells: list[CellComparison] = Field(description="Every cell: measured, predicted before and after.")
+    capacity: list[CapacityComparison] = Field(
+        default_factory=list, description="Every capacity run used: measured vs predicted capacity."
+    )
     saved_id: int | None = Field(default=None, description="Stored calibration id (None in a dry run).")
     note: str | None = Field(default=None, description="Caveat about the fit, if any.")
 

@@ -1,8 +1,10 @@
 """Planning: does a model fit an instance (recommend), where its memory goes (memory_breakdown), how fast and
-at what cost it will serve (estimate, estimate_catalog), and learning from measurements (calibrate).
+at what cost it will serve (estimate, estimate_catalog), the capacity it sustains at an SLO (capacity), and
+learning from measurements (calibrate).
 
-The package reads the domain types, the catalog and the model specs; it never imports bench, deploy, api
-or cli.
+The package reads the domain types, the catalog and the model specs; it never imports bench, deploy, api,
+cli or the store: what a store knows (calibrations, prices, measured runs) is handed to it as plain data by
+``services.plan``.
 """
 
 from accelbench.plan.breakdown import memory_breakdown

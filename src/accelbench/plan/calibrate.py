@@ -1,14 +1,19 @@
 """``accelbench plan calibrate``: fit the speed model's efficiency factors to measured runs.
 
-For every stored run whose hardware the planner can describe (a catalog instance, or "this machine" from the
-run's captured environment) and whose model it can read, each measured cell (input length x concurrency) is
-predicted with the same code path ``estimate`` uses (recommendation, the run's own engine settings, PerfModel).
+The planner is handed plain data (``MeasuredRun``: a run, its cells and the start times of each cell's
+requests), never a store: ``services.plan`` reads the runs and stores the fit. For every run whose hardware the
+planner can describe (a catalog instance, or "this machine" from the run's captured environment) and whose
+model it can read, each measured cell (input length x concurrency) is predicted with the same code path
+``estimate`` uses (recommendation, the run's own engine settings, PerfModel). A capacity search's probes are
+cells too: a concurrency probe like a sweep cell, a request-rate probe (stored under concurrency 0 with its
+rate in the cell's config) predicted at its Poisson rate (``plan/capacity.py``); and each capacity run's
+measured capacity is set against the planner's for the same SLO, before and after the fit.
 Points are grouped by (accelerator, engine); per group the factors are fitted by damped least squares in log
 space (Levenberg-Marquardt) to the log-ratios of predicted to measured median TPOT (weight 1), median TTFT and
 output throughput (weight 0.5 each) under a soft-L1 loss (robust to a cell measured on a busy machine), with
 a weak pull towards the cited starting values so factors the data
-cannot separate (e.g. bandwidth vs per-step overhead on a tiny model) stay plausible. The fit is stored with
-its error before and after (``store.save_calibration``) and estimates use it from then on, saying so.
+cannot separate (e.g. bandwidth vs per-step overhead on a tiny model) stay plausible. The caller stores the fit
+with its error before and after and estimates use it from then on, saying so.
 """
 
 from __future__ import annotations
@@ -21,12 +26,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import ValidationError
 
+from accelbench.domain.capacity import CapacityResult
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
-from accelbench.domain.plan import CalibrationGroup, CalibrationReport, CellComparison, EfficiencyFactors
+from accelbench.domain.plan import (
+    CalibrationGroup,
+    CalibrationReport,
+    CapacityComparison,
+    CellComparison,
+    EfficiencyFactors,
+)
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.capacity import RateModel, predict_capacity
 from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import LOCAL_INSTANCE, default_factors, local_cpu_name, local_machine
 from accelbench.plan.perf_model import PerfModel, Prediction, normalize_engine
@@ -34,7 +47,6 @@ from accelbench.plan.recommend import accelerator_name, recommend
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
-    from accelbench.store.repo import Store
 
 FIT_NAMES = (
     "bandwidth_efficiency",
@@ -64,6 +76,17 @@ USABLE_CELL_STATUSES = ("completed", "partial")
 
 
 @dataclass
+class MeasuredRun:
+    """What calibration is handed of one stored run: the run, its cells, and for each cell (result id) the
+    start times of its successful requests (how they arrived: together, or spread out). Plain data: the
+    caller (``services.plan.measured_runs``) reads it from a store."""
+
+    run: RunInfo
+    results: list[ResultInfo]
+    starts: dict[int, list[float]] = field(default_factory=dict)
+
+
+@dataclass
 class RunModel:
     """A run with everything needed to predict its cells."""
 
@@ -76,6 +99,7 @@ class RunModel:
     perf: PerfModel
     cells: list[ResultInfo] = field(default_factory=list)
     arrivals: dict[int, str] = field(default_factory=dict)  # result id -> bursts / steady, from the records
+    capacity: CapacityResult | None = None  # a capacity search's answer (extra["capacity"])
 
 
 @dataclass
@@ -88,8 +112,11 @@ class Point:
     ttft_ms: float | None
     out_tps: float | None
     arrivals: str = "bursts"
+    request_rate: float | None = None  # a request-rate probe: Poisson arrivals at this rate
 
     def predict(self, f: EfficiencyFactors) -> Prediction:
+        if self.request_rate is not None:
+            return RateModel(self.run.perf, f, self.input_len, self.output_len).predict(self.request_rate)
         return self.run.perf.predict(f, self.input_len, self.output_len, self.concurrency, self.arrivals)
 
 
@@ -171,7 +198,12 @@ def run_model(
         model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
     )
     usable = [
-        r for r in results if r.status.value in USABLE_CELL_STATUSES and r.tpot_p50_ms and r.completed > 0
+        r
+        for r in results
+        if r.status.value in USABLE_CELL_STATUSES
+        and r.tpot_p50_ms
+        and r.completed > 0
+        and (r.concurrency > 0 or cell_rate(r) is not None)
     ]
     if not usable:
         return "no completed cell with a TPOT"
@@ -184,7 +216,34 @@ def run_model(
         model=model.name,
         perf=perf,
         cells=usable,
+        capacity=capacity_of(run),
     )
+
+
+def capacity_of(run: RunInfo) -> CapacityResult | None:
+    """A capacity search's stored answer; None for other runs and for a search still under way."""
+    data = (run.extra or {}).get("capacity")
+    if not isinstance(data, dict) or "load" not in data:
+        return None
+    try:
+        return CapacityResult.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def cell_rate(cell: ResultInfo) -> float | None:
+    """The Poisson rate a cell was measured at: a capacity search's request-rate probe (stored under
+    concurrency 0 with the rate in its config); None for a closed loop."""
+    if cell.concurrency > 0:
+        return None
+    rate = ((cell.summary or {}).get("config") or {}).get("request_rate")
+    if not isinstance(rate, int | float | str):
+        return None
+    try:
+        value = float(rate)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def _output_len(run: RunInfo, cell: ResultInfo) -> int:
@@ -225,6 +284,7 @@ def _arrivals(run: RunInfo, cell: ResultInfo, observed: str | None = None) -> st
 def points_of(rm: RunModel) -> list[Point]:
     out = []
     for cell in rm.cells:
+        rate = cell_rate(cell)
         out.append(
             Point(
                 run=rm,
@@ -234,39 +294,32 @@ def points_of(rm: RunModel) -> list[Point]:
                 tpot_ms=float(cell.tpot_p50_ms or 0.0),
                 ttft_ms=cell.ttft_p50_ms,
                 out_tps=cell.output_throughput,
-                arrivals=_arrivals(rm.run, cell, rm.arrivals.get(cell.id)),
+                arrivals="steady" if rate is not None else _arrivals(rm.run, cell, rm.arrivals.get(cell.id)),
+                request_rate=rate,
             )
         )
     return out
 
 
 def collect(
-    store: Store,
-    *,
-    run_ids: Iterable[str] | None = None,
-    catalog: Catalog | None = None,
+    measured: Iterable[MeasuredRun], *, catalog: Catalog | None = None
 ) -> tuple[list[RunModel], list[str]]:
-    """Every usable run (or the given ones) and the reasons others were skipped."""
-    if run_ids:
-        runs = [store.get_run(r) for r in run_ids]
-    else:
-        runs, _ = store.list_runs(limit=100_000)
+    """Every usable run and the reasons others were skipped."""
     models: list[RunModel] = []
     skipped: list[str] = []
-    for run in runs:
-        results = store.get_results(run.id)
-        if not results:
+    for m in measured:
+        run = m.run
+        if not m.results:
             skipped.append(f"{run.id}: no results")
             continue
-        rm = run_model(run, results, catalog=catalog)
+        rm = run_model(run, m.results, catalog=catalog)
         if isinstance(rm, str):
             skipped.append(f"{run.id}: {rm}")
             continue
         for cell in rm.cells:
-            if cell.concurrency > 1:
-                records = store.get_request_records(cell.id)
+            if cell.concurrency > 1 and cell.id in m.starts:
                 e2e = (cell.e2el_p50_ms or 0.0) / 1000
-                seen = observed_arrivals([r.start_s for r in records if r.success], cell.concurrency, e2e)
+                seen = observed_arrivals(m.starts[cell.id], cell.concurrency, e2e)
                 if seen is not None:
                     rm.arrivals[cell.id] = seen
         models.append(rm)
@@ -357,7 +410,7 @@ def fit_factors(
 
 
 def _mape(pairs: Iterable[tuple[float | None, float | None]]) -> float | None:
-    errs = [abs(p - m) / m * 100 for p, m in pairs if p is not None and m]
+    errs = [abs(p - m) / m * 100 for p, m in pairs if p is not None and m and math.isfinite(p)]
     return round(sum(errs) / len(errs), 2) if errs else None
 
 
@@ -375,7 +428,7 @@ def error_summary(cells: Sequence[CellComparison], fitted: bool) -> dict[str, fl
         v = _mape(col(name))
         if v is not None:
             out[key] = v
-    tp = [abs(p - m) / m * 100 for p, m in col("tpot_ms") if p is not None and m]
+    tp = [abs(p - m) / m * 100 for p, m in col("tpot_ms") if p is not None and m and math.isfinite(p)]
     if tp:
         out["tpot_max_abs_pct"] = round(max(tp), 2)
     out["points"] = float(len(cells))
@@ -400,6 +453,7 @@ def compare_cells(
                 input_len=p.input_len,
                 output_len=p.output_len,
                 concurrency=p.concurrency,
+                request_rate=p.request_rate,
                 measured_tpot_ms=p.tpot_ms,
                 measured_ttft_ms=p.ttft_ms,
                 measured_output_tps=p.out_tps,
@@ -414,18 +468,77 @@ def compare_cells(
     return cells
 
 
+def _capacity(
+    rm: RunModel,
+    cap: CapacityResult,
+    f: EfficiencyFactors | None,
+    input_len: int,
+    output_len: int,
+    max_load: float | None,
+) -> float | None:
+    if f is None or cap.slo is None:
+        return None
+    return predict_capacity(
+        rm.perf, f, input_len=input_len, output_len=output_len, slo=cap.slo, load=cap.load, max_load=max_load
+    ).max_load
+
+
+def capacity_error(checks: Sequence[CapacityComparison], fitted: bool) -> dict[str, float]:
+    """The mean absolute error of the predicted capacity over the capacity runs that found one (percent)."""
+    errs = [c.error_after_pct if fitted else c.error_before_pct for c in checks]
+    known = [abs(e) for e in errs if e is not None]
+    if not known:
+        return {}
+    return {"capacity_mape_pct": round(sum(known) / len(known), 2), "capacity_runs": float(len(known))}
+
+
+def capacity_checks(
+    rms: Sequence[RunModel], before: EfficiencyFactors, after: EfficiencyFactors | None
+) -> list[CapacityComparison]:
+    """Each capacity run's measured capacity at its SLO against the planner's for the same SLO and load (the
+    model of ``plan/capacity.py`` on the run's own setup), with the factors before and after a fit."""
+    out: list[CapacityComparison] = []
+    for rm in rms:
+        cap = rm.capacity
+        if cap is None or cap.slo is None or not rm.cells:
+            continue
+        first = rm.cells[0]
+        input_len, output_len = first.input_len, _output_len(rm.run, first)
+        bound = ((rm.run.spec or {}).get("capacity") or {}).get("max_load")
+        max_load = float(bound) if isinstance(bound, int | float) and bound > 0 else None
+
+        out.append(
+            CapacityComparison(
+                run_id=rm.run.id,
+                label=rm.run.label,
+                load=cap.load,
+                slo=cap.slo.label() + f", attainment {cap.slo.attainment:g}",
+                input_len=input_len,
+                output_len=output_len,
+                measured_max_load=cap.max_load,
+                predicted_at_run=cap.predicted_max_load,
+                predicted_before=_capacity(rm, cap, before, input_len, output_len, max_load),
+                predicted_after=_capacity(rm, cap, after, input_len, output_len, max_load),
+            )
+        )
+    return out
+
+
 def calibrate(
-    store: Store,
+    measured: Iterable[MeasuredRun],
     *,
-    run_ids: Iterable[str] | None = None,
+    current: CalibrationSet | None = None,
+    skipped: Sequence[str] = (),
     accelerator: str | None = None,
     engine: str | None = None,
-    dry_run: bool = False,
     catalog: Catalog | None = None,
 ) -> CalibrationReport:
-    """Fit factors per (accelerator, engine) from the store's runs; store them unless ``dry_run``."""
-    models, skipped = collect(store, run_ids=run_ids, catalog=catalog)
-    current = CalibrationSet.from_store(store)
+    """Fit factors per (accelerator, engine) from measured runs, starting from the ``current`` calibrations;
+    nothing is stored (``saved`` false, no ``saved_id``: storing is the caller's, ``services.plan.calibrate``).
+    ``skipped`` are runs the caller could not read, reported with the ones this cannot use."""
+    models, not_used = collect(measured, catalog=catalog)
+    skipped = [*skipped, *not_used]
+    current = current or CalibrationSet.empty()
     groups: dict[tuple[str, str], list[RunModel]] = {}
     for rm in models:
         if accelerator and rm.accelerator.lower() != accelerator.lower() and rm.instance != accelerator:
@@ -438,8 +551,8 @@ def calibrate(
             "No measured run to calibrate from"
             + (f" for {accelerator or ''} {engine or ''}".rstrip() if accelerator or engine else "")
             + ".",
-            hint="Run a sweep first (e.g. `accelbench demo` or `accelbench sweep`); runs skipped: "
-            + ("; ".join(skipped[:5]) or "none"),
+            hint="Run a sweep or a capacity search first (e.g. `accelbench demo`, `accelbench sweep` or "
+            "`accelbench capacity`); runs skipped: " + ("; ".join(skipped[:5]) or "none"),
         )
     out: list[CalibrationGroup] = []
     for (accel, eng), rms in sorted(groups.items()):
@@ -450,24 +563,15 @@ def calibrate(
         points = [p for rm in rms for p in points_of(rm)]
         fitted = fit_factors(points, prior, start=before)
         cells = compare_cells(points, before, fitted)
-        err_before = error_summary(cells, fitted=False)
-        err_after = error_summary(cells, fitted=True)
-        saved_id = None
-        if not dry_run:
-            saved_id = store.save_calibration(
-                accelerator=accel,
-                engine=eng,
-                factors=fitted.model_dump(),
-                n_points=len(points),
-                error_before=err_before,
-                error_after=err_after,
-            )
         note = None
         if len(points) < len(FIT_NAMES):
             note = (
                 f"{len(points)} point(s) for {len(FIT_NAMES)} factors: the starting values hold the factors the "
                 "data cannot pin down"
             )
+        capacity = capacity_checks(rms, before, fitted)
+        err_before = error_summary(cells, fitted=False) | capacity_error(capacity, fitted=False)
+        err_after = error_summary(cells, fitted=True) | capacity_error(capacity, fitted=True)
         out.append(
             CalibrationGroup(
                 accelerator=accel,
@@ -481,24 +585,23 @@ def calibrate(
                 error_before=err_before,
                 error_after=err_after,
                 cells=cells,
-                saved_id=saved_id,
+                capacity=capacity,
                 note=note,
             )
         )
-    return CalibrationReport(groups=out, skipped=skipped, saved=not dry_run)
+    return CalibrationReport(groups=out, skipped=skipped, saved=False)
 
 
 def predicted_vs_measured(
-    store: Store,
+    measured: Iterable[MeasuredRun],
     *,
-    run_ids: Iterable[str] | None = None,
-    use_calibrations: bool = True,
+    calibrations: CalibrationSet | None = None,
     catalog: Catalog | None = None,
 ) -> tuple[list[CellComparison], list[str]]:
-    """Every usable stored cell with the prediction estimates make now (active calibrations applied unless
-    ``use_calibrations`` is false). For reports and ``benchmarks/estimate_accuracy.py``."""
-    models, skipped = collect(store, run_ids=run_ids, catalog=catalog)
-    cal = CalibrationSet.from_store(store) if use_calibrations else CalibrationSet.empty()
+    """Every usable cell with the prediction estimates make now (``calibrations`` applied; none: the starting
+    factors). For reports and ``benchmarks/estimate_accuracy.py`` (through ``services.plan``)."""
+    models, skipped = collect(measured, catalog=catalog)
+    cal = calibrations or CalibrationSet.empty()
     cells: list[CellComparison] = []
     for rm in models:
         f = cal.factors.get((rm.accelerator, rm.engine), default_factors(rm.kind.value, rm.engine))
@@ -507,12 +610,20 @@ def predicted_vs_measured(
 
 
 def calibration_dict(report: CalibrationReport) -> dict[str, Any]:
-    """JSON form with the per-cell error percentages included."""
+    """JSON form with the per-cell and per-capacity-run error percentages included (an unbounded prediction,
+    a saturated queue's TTFT, is null)."""
     data = report.model_dump(mode="json")
     for g_json, g in zip(data["groups"], report.groups, strict=True):
         for c_json, c in zip(g_json["cells"], g.cells, strict=True):
+            for k, v in c_json.items():  # a queue the model says never drains: no number (JSON has none)
+                if isinstance(v, float) and not math.isfinite(v):
+                    c_json[k] = None
             c_json["tpot_error_pct"] = None if c.tpot_error_pct is None else round(c.tpot_error_pct, 2)
             c_json["fitted_tpot_error_pct"] = (
                 None if c.fitted_tpot_error_pct is None else round(c.fitted_tpot_error_pct, 2)
             )
+        for k_json, k in zip(g_json["capacity"], g.capacity, strict=True):
+            for name in ("error_at_run_pct", "error_before_pct", "error_after_pct"):
+                v = getattr(k, name)
+                k_json[name] = None if v is None else round(v, 2)
     return data

@@ -1,10 +1,13 @@
-"""The active calibrations the planner applies, by (accelerator, engine), and the factors an estimate uses."""
+"""The active calibrations the planner applies, by (accelerator, engine), and the factors an estimate uses.
+
+Built from plain rows (``CalibrationSet.from_rows``: what a store's ``active_calibrations`` returns); the
+caller reads them (``services.plan.calibrations``), the planner never opens a store."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import (
@@ -15,9 +18,6 @@ from accelbench.plan.hardware import default_factors
 from accelbench.plan.perf_model import (
     ENGINE_KIND,
 )
-
-if TYPE_CHECKING:
-    from accelbench.store.repo import Store
 
 
 # --------------------------------------------------------------------------------------------- calibrations
@@ -57,11 +57,6 @@ class CalibrationSet:
                 tpot_error_after_pct=after,
             )
         return out
-
-    @classmethod
-    def from_store(cls, store: Store) -> CalibrationSet:
-        """The store's active calibrations (the planner is handed a store; it never opens one)."""
-        return cls.from_rows(store.active_calibrations())
 
 
 def _iso(value: Any) -> str | None:

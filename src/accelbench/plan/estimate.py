@@ -4,12 +4,14 @@ point (the performance model itself is ``plan/perf_model.py``), and the SLO pars
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
     SLO,
+    CalibrationRef,
     EfficiencyFactors,
     Estimate,
     Recommendation,
@@ -118,6 +120,112 @@ def _max_concurrency_for(
     return lo
 
 
+def _recommendation(
+    model: ModelSpec,
+    instance: InstanceType,
+    spec: AcceleratorSpec,
+    f: EfficiencyFactors,
+    *,
+    quantization: str | None,
+    max_model_len: int | None,
+    kv_cache_dtype: str | None,
+    input_len: int,
+    output_len: int,
+    catalog: Catalog | None,
+    engine_settings: EngineSettings | None,
+    engine: str,
+) -> Recommendation:
+    """The planner's fit for this traffic; when the natural context is shorter than the request (and no
+    context was asked for), the fit for exactly what the request needs."""
+    kind = instance.accelerator_type
+    need = input_len + output_len
+    options: dict[str, Any] = {
+        "quantization": quantization,
+        "kv_cache_dtype": kv_cache_dtype,
+        "input_len": input_len,
+        "output_len": output_len,
+        "spec": spec,
+        "catalog": catalog,
+        "suggest_alternatives": False,
+        "factors": f if kind == AcceleratorType.cpu else None,
+        "settings": engine_settings,
+        "engine": engine,
+    }
+    rec = recommend(model, instance, max_model_len=max_model_len, **options)
+    if rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None:
+        rec = recommend(model, instance, max_model_len=need, **options)
+    return rec
+
+
+@dataclass
+class PerfSetup:
+    """What a prediction for one deployment rests on: the fit, the performance model and the factors (with
+    the calibration they came from, if any)."""
+
+    recommendation: Recommendation
+    perf: PerfModel
+    factors: EfficiencyFactors
+    calibration: CalibrationRef | None
+    engine: str
+
+
+def perf_setup(
+    model: ModelSpec,
+    instance: InstanceType | str,
+    *,
+    input_len: int,
+    output_len: int,
+    spec: AcceleratorSpec | None = None,
+    catalog: Catalog | None = None,
+    engine: str | None = None,
+    quantization: str | None = None,
+    max_model_len: int | None = None,
+    kv_cache_dtype: str | None = None,
+    engine_settings: EngineSettings | None = None,
+    calibrations: CalibrationSet | None = None,
+    factors: EfficiencyFactors | None = None,
+    engine_defaults: bool = False,
+) -> PerfSetup | str:
+    """The setup ``estimate`` predicts from (the same fit, settings and factors), or why there is none."""
+    instance, spec, catalog = resolve_hardware(instance, spec, catalog)
+    kind = instance.accelerator_type
+    eng = normalize_engine(engine, kind)
+    f, ref = factors_for(kind, accelerator_name(instance), eng, calibrations)
+    if factors is not None:
+        f, ref = factors, None
+    rec = _recommendation(
+        model,
+        instance,
+        spec,
+        f,
+        quantization=quantization,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        input_len=input_len,
+        output_len=output_len,
+        catalog=catalog,
+        engine_settings=engine_settings,
+        engine=eng,
+    )
+    if not rec.fits or rec.settings is None or rec.memory is None:
+        return rec.refusal.reason if rec.refusal else "does not fit"
+    if rec.settings.max_model_len < input_len + output_len:
+        return (
+            f"a {input_len + output_len:,}-token request exceeds the {rec.settings.max_model_len:,}-token "
+            "context that fits"
+        )
+    pm, _, _ = predict_for(
+        model,
+        instance,
+        spec,
+        rec,
+        engine_settings=engine_settings,
+        engine=eng,
+        engine_defaults=engine_defaults,
+    )
+    return PerfSetup(recommendation=rec, perf=pm, factors=f, calibration=ref, engine=eng)
+
+
 def _bound_words(pred: Prediction) -> str:
     core = max(pred.d_weights + pred.d_kv, pred.d_compute, pred.d_floor)
     if pred.d_overhead >= core:
@@ -206,36 +314,22 @@ def estimate(
     if factors is not None:
         f, ref = factors, None
     need = input_len + output_len
-    rec = recommendation or recommend(
-        model,
-        instance,
-        quantization=quantization,
-        max_model_len=max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
-        input_len=input_len,
-        output_len=output_len,
-        spec=spec,
-        catalog=catalog,
-        suggest_alternatives=False,
-        factors=f if kind == AcceleratorType.cpu else None,
-        settings=engine_settings,
-        engine=engine,
-    )
-    if rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None:
-        # The natural context is shorter than this request: ask for exactly what the request needs.
-        rec = recommend(
+    rec = recommendation
+    if rec is None or (
+        rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None
+    ):
+        rec = _recommendation(
             model,
             instance,
+            spec,
+            f,
             quantization=quantization,
-            max_model_len=need,
+            max_model_len=max_model_len,
             kv_cache_dtype=kv_cache_dtype,
             input_len=input_len,
             output_len=output_len,
-            spec=spec,
             catalog=catalog,
-            suggest_alternatives=False,
-            factors=f if kind == AcceleratorType.cpu else None,
-            settings=engine_settings,
+            engine_settings=engine_settings,
             engine=engine,
         )
     hourly, price_source = _hourly(instance, prices)

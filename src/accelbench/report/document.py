@@ -192,7 +192,7 @@ def predicted_vs_measured(
     from accelbench.modelspec import load_model_spec
     from accelbench.plan import CalibrationSet, estimate, estimate_local
 
-    calibrations = CalibrationSet.from_store(store) if store is not None else None
+    calibrations = CalibrationSet.from_rows(store.active_calibrations()) if store is not None else None
     predictions: list[Prediction] = []
     notes: list[str] = []
     for d in runs:

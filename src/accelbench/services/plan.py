@@ -1,17 +1,26 @@
 """Planning as use cases: model presets and prepared models, a model's spec, recommend, estimate (one
-instance or the ranked catalog, with the store's calibrations and prices) and the memory breakdown.
+instance or the ranked catalog, with the store's calibrations and prices), the memory breakdown, the
+capacity a deployment is predicted to sustain at an SLO, and calibration from measured runs.
+
+The planner never opens a store: what it learns from one (active calibrations, prices, measured runs and
+their cells) is read here and handed to it as plain data.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
+from accelbench.domain.plan import CalibrationReport, CellComparison, Estimate, EstimateQuery, EstimateTable
 from accelbench.services.runs import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
 
 if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
+    from accelbench.domain.capacity import CapacitySLO
+    from accelbench.plan.calibrate import MeasuredRun
+    from accelbench.plan.calibrations import CalibrationSet
     from accelbench.plan.query import PlanContext
 
 
@@ -75,14 +84,13 @@ def plan_context(
     active calibrations, the best known prices (stored ones win over the snapshot) and the instance types
     with stored runs. No store: the snapshot prices and the cited factors."""
     from accelbench.catalog import price_map
-    from accelbench.plan.calibrations import CalibrationSet
     from accelbench.plan.query import PlanContext
 
     if store is None:
         return PlanContext()
     prices: dict[str, Any] = dict(price_map(store=store, region=region) if region else price_map(store=store))
     return PlanContext(
-        calibrations=CalibrationSet.from_store(store) if use_calibrations else None,
+        calibrations=calibrations(store) if use_calibrations else None,
         prices=prices,
         benchmarked=store.benchmarked_instance_types(),
     )
@@ -135,24 +143,125 @@ def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str
     return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
 
 
+def calibrations(store: Store) -> CalibrationSet:
+    """The store's active calibrations, as the planner takes them."""
+    from accelbench.plan.calibrations import CalibrationSet
+
+    return CalibrationSet.from_rows(store.active_calibrations())
+
+
+def measured_runs(store: Store, run_ids: Iterable[str] | None = None) -> tuple[list[MeasuredRun], list[str]]:
+    """The stored runs (every one, or the given ones) as calibration takes them: each run with its cells and,
+    for the closed-loop cells with more than one user, the start times of their successful requests (from
+    which calibration tells waves from spread-out arrivals). A capacity search is a run like a sweep: its
+    probes are its cells, its answer in the run's ``extra["capacity"]``. Returns (runs, runs not read)."""
+    from accelbench.plan.calibrate import USABLE_CELL_STATUSES, MeasuredRun
+
+    runs = [store.get_run(r) for r in run_ids] if run_ids else store.list_runs(limit=100_000)[0]
+    out: list[MeasuredRun] = []
+    for run in runs:
+        results = store.get_results(run.id)
+        starts = {
+            cell.id: [r.start_s for r in store.get_request_records(cell.id) if r.success]
+            for cell in results
+            if cell.concurrency > 1 and cell.status.value in USABLE_CELL_STATUSES and cell.completed > 0
+        }
+        out.append(MeasuredRun(run=run, results=results, starts=starts))
+    return out, []
+
+
+def calibrate(
+    store: Store,
+    *,
+    run_ids: Iterable[str] | None = None,
+    accelerator: str | None = None,
+    engine: str | None = None,
+    dry_run: bool = False,
+    catalog: Catalog | None = None,
+) -> CalibrationReport:
+    """``accelbench plan calibrate``: fit the speed model per (accelerator, engine) to the stored runs (sweeps,
+    runs, capacity searches: every probe a measured point), starting from the active calibrations, and store
+    each fit unless ``dry_run``; estimates use them from then on. Capacity runs also report the measured
+    capacity against the planner's, before and after the fit."""
+    from accelbench.plan.calibrate import calibrate as fit
+
+    measured, unread = measured_runs(store, run_ids)
+    report = fit(
+        measured,
+        current=calibrations(store),
+        skipped=unread,
+        accelerator=accelerator,
+        engine=engine,
+        catalog=catalog,
+    )
+    if dry_run:
+        return report
+    groups = []
+    for g in report.groups:
+        saved_id = store.save_calibration(
+            accelerator=g.accelerator,
+            engine=g.engine,
+            factors=g.factors_after.model_dump(),
+            n_points=g.n_points,
+            error_before=g.error_before,
+            error_after=g.error_after,
+        )
+        groups.append(g.model_copy(update={"saved_id": saved_id}))
+    return report.model_copy(update={"groups": groups, "saved": True})
+
+
+def calibration_json(report: CalibrationReport) -> dict[str, Any]:
+    """A calibration report as JSON, with each cell's and each capacity run's error percentages."""
+    from accelbench.plan.calibrate import calibration_dict
+
+    return calibration_dict(report)
+
+
+def predicted_vs_measured(
+    store: Store,
+    *,
+    run_ids: Iterable[str] | None = None,
+    use_calibrations: bool = True,
+    catalog: Catalog | None = None,
+) -> tuple[list[CellComparison], list[str]]:
+    """Every usable stored cell with the prediction estimates make now (the active calibrations applied
+    unless ``use_calibrations`` is false), and the runs skipped with the reason."""
+    from accelbench.plan.calibrate import predicted_vs_measured as compare
+
+    measured, unread = measured_runs(store, run_ids)
+    cells, skipped = compare(
+        measured, calibrations=calibrations(store) if use_calibrations else None, catalog=catalog
+    )
+    return cells, [*unread, *skipped]
+
+
 def capacity_plan(
     instance: str | None,
     model_ref: str,
     input_len: int,
     output_len: int,
-    slo: Any,
+    slo: CapacitySLO | None,
     load: str,
+    *,
+    store: Store | None = None,
+    max_load: float | None = None,
 ) -> tuple[float | None, float | None]:
     """``accelbench capacity``'s planning side: (hourly price, the planner's predicted capacity at the SLO) for a
-    named instance ("local": this machine, unpriced), when the model can be read offline; a rate load or an SLO
-    without TTFT/TPOT targets gets no prediction."""
+    named instance ("local": this machine, unpriced), when the model can be read offline.
+
+    The prediction answers the measurement's question (``plan/capacity.py``): the highest concurrency, or for
+    ``load`` "request_rate" the highest Poisson rate (requests/s, below the saturation throughput), at which
+    the SLO's percentile of every named metric (TTFT, TPOT, ITL, E2EL) is within its target and the share of
+    requests meeting all of them reaches its attainment. With ``store``, its active calibrations apply;
+    ``max_load`` bounds the search as it bounds the measurement. No SLO, or a model or instance the planner
+    cannot predict: no prediction (None)."""
     if not instance:
         return None, None
     from accelbench.catalog import get_catalog
-    from accelbench.domain.plan import SLO
     from accelbench.errors import AccelbenchError
     from accelbench.modelspec import load_model_spec
-    from accelbench.plan import estimate
+    from accelbench.plan.capacity import predict_capacity
+    from accelbench.plan.estimate import perf_setup
     from accelbench.plan.hardware import is_local, local_machine
 
     spec_of = None
@@ -161,22 +270,31 @@ def capacity_plan(
     else:
         inst = get_catalog().instance(instance)
     hourly = inst.on_demand_usd
-    if slo is None or load != "concurrency":
+    if slo is None or not slo.targets:
         return hourly, None
-    known = {k: v for k, v in slo.targets.items() if k in ("ttft", "tpot")}
-    if not known:
+    kind = "request_rate" if load in ("rate", "request_rate") else load
+    if kind not in ("concurrency", "request_rate"):
         return hourly, None
     try:
-        spec = load_model_spec(model_ref, allow_network=False)
-        e = estimate(
-            spec,
+        setup = perf_setup(
+            load_model_spec(model_ref, allow_network=False),
             inst,
             spec=spec_of,
             input_len=input_len,
             output_len=output_len,
-            concurrency=1,
-            slo=SLO(**{f"{k}_ms": v for k, v in known.items()}),
+            calibrations=calibrations(store) if store is not None else None,
+        )
+        if isinstance(setup, str):  # does not fit: nothing to predict
+            return hourly, None
+        predicted = predict_capacity(
+            setup.perf,
+            setup.factors,
+            input_len=input_len,
+            output_len=output_len,
+            slo=slo,
+            load=kind,
+            max_load=max_load,
         )
     except AccelbenchError:
         return hourly, None
-    return hourly, float(e.max_concurrency_meeting_slo) if e.max_concurrency_meeting_slo else None
+    return hourly, predicted.max_load

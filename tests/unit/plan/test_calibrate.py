@@ -1,4 +1,5 @@
-"""``plan calibrate``: fitting the speed model to stored runs (SQLite and PostgreSQL), and using the fit."""
+"""``plan calibrate``: fitting the speed model to stored runs (SQLite and PostgreSQL), and using the fit; the
+store is read by ``services.plan``, the planner gets plain data."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
-from accelbench.plan.calibrate import calibrate, calibration_dict, predicted_vs_measured
-from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.calibrate import calibration_dict
+from accelbench.services.plan import calibrate, calibrations, predicted_vs_measured
 from accelbench.store.repo import Store
 from tests.support.plan_data import LOCAL_ENVIRONMENT, MEASURED_LOCAL_SWEEP, REFERENCE_SWEEP, add_sweep
 
@@ -33,7 +34,7 @@ def test_local_sweeps_calibrate_within_25_percent(store: Store, sweep: str) -> N
     # stored, active, and estimates now use it and say so
     active = store.active_calibrations()
     assert len(active) == 1 and active[0]["id"] == g.saved_id and active[0]["n_points"] == 6
-    cal = CalibrationSet.from_store(store)
+    cal = calibrations(store)
     e = estimate_local(
         load_model_spec("smollm2-135m-instruct"),
         environment=LOCAL_ENVIRONMENT,

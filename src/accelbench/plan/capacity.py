@@ -1,0 +1,721 @@
+"""Capacity at an SLO, predicted: the highest concurrency (closed loop) or Poisson request rate at which the
+chosen percentile of TTFT, TPOT, ITL and E2EL stays within its target and the share of requests meeting every
+target reaches the attainment; the question ``accelbench capacity`` measures (``bench/capacity.py``), asked
+of the performance model (``plan/perf_model.py``) with no factor of its own.
+
+What is modelled. A load level is a population of requests, not one typical request: the percentile of each
+metric and the share meeting every target are read off that population, as the measurement reads them off
+its requests.
+
+- Closed loop (``concurrency``: C users, each re-sending at once with fixed lengths; the measurement leaves the
+  first wave out, and so does this). While the other prefills of a wave fit one scheduler step
+  (``max_num_batched_tokens``), requests travel in waves of B = min(C, max_num_seqs, what the KV cache holds):
+  the k-th of a wave waits for the prefill chunks and the front-end work (``request_serial_ms``) of the k - 1
+  before it (``PerfModel.wave_ttft``), so TTFT spreads uniformly over the ranks of a wave; the first
+  request's decode stalls while the others prefill (its TPOT and its longest gap are the wave's worst), the
+  others decode together. Longer waves spread out into the steady regime below. Above B users every request
+  also waits for a slot, the same (C / B - 1) cycles each (fixed lengths, work conservation).
+- Steady arrivals (a closed loop whose waves spread out, and every Poisson rate). TTFT is the typical one
+  (``PerfModel.predict``, "steady") plus the spread of the wait for the prefills ahead: an M/D/1 queue on
+  the prefill path, utilisation = arrival rate x the prefill cost per sequence when one step's token budget
+  batches them. TPOT is the typical one plus the spread of the number of other prefills landing in the
+  request's decode: Poisson, with the mean the model's interference uses, each stalling the decode by the
+  ``prefill_interference`` share of a prefill (chunked prefill shares the steps). The longest gap (ITL, the
+  measurement's per-request worst inter-token latency) is a decode step carrying one chunk of a newcomer's
+  prefill when at least one lands, else the request's TPOT. The prefill wait and the landings are taken as
+  independent; E2EL = TTFT + (output tokens - 1) x TPOT.
+- Poisson rate (``request_rate``). The mean number running b solves Little's law, b = rate x E2E(b), on the
+  model's steady E2E at b (linear between whole batches). Requests wait for a slot as in an M/D/c queue with
+  c = the slots and the service time of a full batch (Erlang C, halved for deterministic service: the
+  Allen-Cunneen approximation); the front end's serial work adds its M/D/1 mean wait. The rate is stable below
+  the saturation throughput, the smallest of slots / E2E at a full batch, 1 / the prefill cost per sequence
+  and 1 / ``request_serial_ms``: a predicted capacity is always below it.
+
+Not modelled: varying lengths (the measurement sends fixed ones), the batch's own fluctuation during a
+request's decode (averaged over its tokens), the host's jitter and a client that cannot keep up.
+
+The search is the measurement's: grow geometrically from the bottom until a level misses, then bisect, so a
+tighter SLO or a higher percentile (each misses wherever the looser one does) never predicts more capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accelbench.domain.capacity import METRICS, CapacitySLO, LoadKind
+from accelbench.domain.limits import MAX_CONCURRENCY
+from accelbench.domain.plan import EfficiencyFactors
+from accelbench.errors import UserInputError
+from accelbench.plan.perf_model import PerfModel, Prediction
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MIN_RATE = 1e-3  # requests/s: the lowest rate the measurement tries
+RATE_TOLERANCE = 1e-3  # a predicted rate is bisected to within 0.1%
+FINITE_RUN = 0.9  # share of saturation above which a probe's TTFT is not the stationary queue's
+SATURATION_MARGIN = 0.99  # the highest rate tried: just below saturation (a queue at 100% never drains)
+WAIT_CAP = 0.98  # a closed loop regulates itself: its prefill path never runs at 100%
+
+
+# --------------------------------------------------------------------------------------------- distributions
+@dataclass(frozen=True)
+class Wait:
+    """A sum of independent waits, each zero with probability 1 - p and else exponential with mean m: the
+    M/D/1 and M/D/c waiting times (an atom at zero for those that find the server free, an exponential tail)."""
+
+    parts: tuple[tuple[float, float], ...] = ()  # (probability of waiting, mean wait when waiting)
+
+    def cdf(self, t: float) -> float:
+        if t < 0:
+            return 0.0
+        parts = [(p, m) for p, m in self.parts if p > 0 and m > 0]
+        assert len(parts) <= 2, "at most two waits in a sum"
+        if not parts:
+            return 1.0
+        if len(parts) == 1:
+            p, m = parts[0]
+            return 1.0 - p * math.exp(-t / m)
+        (p1, m1), (p2, m2) = parts[0], parts[1]
+        f1 = 1.0 - math.exp(-t / m1)
+        f2 = 1.0 - math.exp(-t / m2)
+        if abs(m1 - m2) <= 1e-9 * max(m1, m2):
+            f12 = 1.0 - math.exp(-t / m1) * (1.0 + t / m1)
+        else:  # the sum of two exponentials (hypoexponential)
+            f12 = 1.0 - (m1 * math.exp(-t / m1) - m2 * math.exp(-t / m2)) / (m1 - m2)
+        return (1 - p1) * (1 - p2) + (1 - p1) * p2 * f2 + p1 * (1 - p2) * f1 + p1 * p2 * f12
+
+    def quantile(self, q: float) -> float:
+        if self.cdf(0.0) >= q:
+            return 0.0
+        hi = max((m for _, m in self.parts), default=1.0) or 1.0
+        while self.cdf(hi) < q:
+            hi *= 2
+        lo = 0.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if self.cdf(mid) >= q:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+
+def md1(rho: float, service: float) -> tuple[float, float]:
+    """(probability of waiting, mean wait when waiting) of an M/D/1 queue at utilisation ``rho``."""
+    if rho <= 0 or service <= 0:
+        return 0.0, 0.0
+    rho = min(rho, WAIT_CAP)
+    return rho, service / (2 * (1 - rho))
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue (Erlang C), ``offered`` = rate x service time."""
+    if offered <= 0:
+        return 0.0
+    if offered >= servers:
+        return 1.0
+    b = 1.0
+    for k in range(1, servers + 1):  # Erlang B by its stable recursion
+        b = offered * b / (k + offered * b)
+    rho = offered / servers
+    return b / (1 - rho * (1 - b))
+
+
+def poisson(mean: float) -> list[tuple[int, float]]:
+    """(count, probability) of a Poisson count, over the counts that carry all but ~1e-9 of it."""
+    if mean <= 1e-12:
+        return [(0, 1.0)]
+    spread = 7 * math.sqrt(mean) + 7
+    lo, hi = max(0, int(mean - spread)), int(mean + spread) + 1
+    out = []
+    for k in range(lo, hi + 1):
+        w = math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))
+        if w > 1e-10:
+            out.append((k, w))
+    total = sum(w for _, w in out)
+    return [(k, w / total) for k, w in out]
+
+
+def _count_quantile(pmf: list[tuple[int, float]], q: float) -> int:
+    acc = 0.0
+    for k, w in pmf:
+        acc += w
+        if acc >= q - 1e-12:
+            return k
+    return pmf[-1][0]
+
+
+# --------------------------------------------------------------------------------------------- one level
+@dataclass
+class Level:
+    """One predicted level: the percentile of each metric (ms), the share of requests meeting every target,
+    and whether the SLO is met there (what a measured ``Probe`` says of a measured level)."""
+
+    level: float
+    percentiles: dict[str, float]
+    attainment: float | None
+    met: bool | None
+    why: str
+    requests_per_s: float
+    output_tokens_per_s: float
+    oversaturated: bool = False
+    batch: float = 0.0
+
+
+@dataclass
+class _Population:
+    """How the requests of a level are spread: ``quantile(metric, q)`` in seconds and ``share(targets)``."""
+
+    quantile: Callable[[str, float], float]
+    share: Callable[[Mapping[str, float]], float]
+    rps: float
+    batch: float
+
+
+def _within(value: float, target_ms: float | None) -> bool:
+    return target_ms is None or value * 1000 <= target_ms * (1 + 1e-9)
+
+
+def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: Prediction) -> _Population:
+    """Closed-loop waves: request k of a wave of B has its own TTFT; the first one's decode stalls."""
+    b = pred.batch
+    dt = max(o - 1, 0)
+    step, queue = pred.decode_step, pred.queue
+    p_rest, _ = pm.prefill(f, i, b - 1)
+    chunks = max(1, math.ceil((b - 1) * i / pm.chunk))
+    stall = max(p_rest - chunks * step, 0.0) / dt if dt else 0.0
+    tpot = {1: step + stall if dt else 0.0, 2: step if dt else 0.0}
+    itl = {1: max(step, p_rest / chunks) if dt > 1 else tpot[1], 2: tpot[2]}
+
+    def ttft(k: int) -> float:
+        return pm.wave_ttft(f, i, k, b) + queue
+
+    def e2e(k: int) -> float:
+        return ttft(k) + dt * tpot[min(k, 2)]
+
+    def rank(q: float) -> int:  # the request at the q-th quantile, 1-based
+        return min(b, max(1, math.ceil(q * b - 1e-9)))
+
+    def last_within(limit: float, of: Callable[[int], float]) -> int:
+        """The highest k in 2..B with of(k) <= limit (of grows with k), or 1 when none."""
+        if of(2) > limit:
+            return 1
+        lo, hi = 2, b
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if of(mid) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def quantile(metric: str, q: float) -> float:
+        r = rank(q)
+        if metric == "ttft":
+            return ttft(r)
+        if metric in ("tpot", "itl"):
+            values = tpot if metric == "tpot" else itl
+            lower, upper = sorted((values[1], values[2]))
+            # B - 1 requests at the rest's value, one at the first's
+            n_lower = b - 1 if values[2] <= values[1] else 1
+            return lower if r <= n_lower else upper
+        # e2el: the first request's value merged into the others' (which grow with k)
+        first = e2e(1)
+        below = last_within(first, e2e) - 1  # the others with E2E <= the first's
+        if r - 1 < below:
+            return e2e(r + 1)
+        if r - 1 == below:
+            return first
+        return e2e(r)
+
+    def share(targets: Mapping[str, float]) -> float:
+        def meets(k: int) -> bool:
+            c = min(k, 2)
+            return (
+                _within(ttft(k), targets.get("ttft"))
+                and _within(tpot[c], targets.get("tpot"))
+                and _within(itl[c], targets.get("itl"))
+                and _within(e2e(k), targets.get("e2el"))
+            )
+
+        n = 1 if meets(1) else 0
+        if b > 1 and _within(tpot[2], targets.get("tpot")) and _within(itl[2], targets.get("itl")):
+            limit = min(
+                (targets["ttft"] / 1000) if "ttft" in targets else math.inf,
+                (targets["e2el"] / 1000 - dt * tpot[2]) if "e2el" in targets else math.inf,
+            )
+            n += last_within(limit * (1 + 1e-9), ttft) - 1
+        return n / b
+
+    return _Population(quantile=quantile, share=share, rps=pred.rps, batch=float(b))
+
+
+def _steady_population(
+    pm: PerfModel,
+    f: EfficiencyFactors,
+    i: int,
+    o: int,
+    *,
+    ttft_typ: float,
+    tpot_typ: float,
+    step: float,
+    landing: float,
+    prefill_wait: tuple[float, float],
+    extra_waits: tuple[tuple[float, float], ...] = (),
+    shift: float = 0.0,
+    rps: float,
+    batch: float,
+) -> _Population:
+    """Steady arrivals: TTFT = the typical one + the prefill wait's spread about its median (+ slot waits and
+    ``shift``, which every request pays); TPOT = the typical one + one interference stall per other prefill
+    landing in the decode beyond the median count (Poisson with mean ``landing``)."""
+    dt = max(o - 1, 0)
+    p, _ = pm.prefill(f, i)
+    chunks_own = max(1, math.ceil(i / pm.chunk))
+    floor = f.request_overhead_ms / 1000 + p
+    prefill_only = Wait((prefill_wait,))
+    med = prefill_only.quantile(0.5)
+    wait = Wait((prefill_wait, *extra_waits))
+    base = ttft_typ - med + shift  # TTFT = max(floor, base + wait)
+    pmf = poisson(landing if dt else 0.0)
+    n50 = _count_quantile(pmf, 0.5)
+    per = f.prefill_interference * p / dt if dt else 0.0
+    gap = step + p / chunks_own
+
+    def tpot(k: int) -> float:
+        return max(step, tpot_typ + per * (k - n50)) if dt else 0.0
+
+    def itl(k: int) -> float:
+        if dt <= 1:
+            return tpot(k)
+        return max(tpot(k), gap) if k >= 1 else tpot(k)
+
+    def ttft_cdf(t: float) -> float:
+        if t < floor - 1e-12:
+            return 0.0
+        return wait.cdf(t - base)
+
+    def quantile(metric: str, q: float) -> float:
+        if metric == "ttft":
+            return max(floor, base + wait.quantile(q))
+        if metric in ("tpot", "itl"):
+            k = _count_quantile(pmf, q)
+            return tpot(k) if metric == "tpot" else itl(k)
+
+        def cdf(e: float) -> float:
+            return sum(w * ttft_cdf(e - dt * tpot(k)) for k, w in pmf)
+
+        lo = floor
+        hi = max(floor, base + wait.quantile(q)) + dt * tpot(pmf[-1][0]) + 1e-9
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if cdf(mid) >= q:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def share(targets: Mapping[str, float]) -> float:
+        total = 0.0
+        for k, w in pmf:
+            if not (_within(tpot(k), targets.get("tpot")) and _within(itl(k), targets.get("itl"))):
+                continue
+            limit = min(
+                targets["ttft"] / 1000 if "ttft" in targets else math.inf,
+                targets["e2el"] / 1000 - dt * tpot(k) if "e2el" in targets else math.inf,
+            )
+            total += w * (1.0 if math.isinf(limit) else ttft_cdf(limit * (1 + 1e-9)))
+        return total
+
+    return _Population(quantile=quantile, share=share, rps=rps, batch=batch)
+
+
+def _prefill_cost(pm: PerfModel, f: EfficiencyFactors, i: int, slots: int) -> float:
+    """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
+    together = max(1, min(pm.chunk // max(i, 1), slots))
+    t, _ = pm.prefill(f, i, together)
+    return t / together
+
+
+def slot_count(pm: PerfModel, i: int, o: int) -> int:
+    """Requests that run at once: max_num_seqs, or what the KV cache holds at these lengths."""
+    return max(1, min(pm.batch_limit, pm.kv_tokens // max(i + o, 1)))
+
+
+def closed_loop_population(
+    pm: PerfModel, f: EfficiencyFactors, i: int, o: int, concurrency: int
+) -> _Population:
+    pred = pm.predict(f, i, o, concurrency, "bursts")
+    b = pred.batch
+    if b >= 2 and (b - 1) * i <= pm.chunk:
+        return _wave_population(pm, f, i, o, pred)
+    dt = max(o - 1, 0)
+    e2e_mean = concurrency / pred.rps - pred.queue if pred.rps > 0 else pred.e2e
+    others = 0.0 if b == 1 else (b - 1) / max(e2e_mean, 1e-12)  # the other slots' arrival rate
+    cost = _prefill_cost(pm, f, i, b)
+    return _steady_population(
+        pm,
+        f,
+        i,
+        o,
+        ttft_typ=pred.ttft - pred.queue,
+        tpot_typ=pred.tpot,
+        step=pred.decode_step,
+        landing=others * dt * pred.tpot_mean,
+        prefill_wait=md1(others * cost, cost),
+        shift=pred.queue,
+        rps=pred.rps,
+        batch=float(b),
+    )
+
+
+@dataclass
+class RateModel:
+    """The open-loop view of one (model, hardware, lengths, factors): the steady prediction at every whole
+    batch (computed when first asked), the saturation throughput, and the population at a rate."""
+
+    pm: PerfModel
+    f: EfficiencyFactors
+    input_len: int
+    output_len: int
+    _at: dict[int, Prediction] = field(default_factory=dict)
+    slots: int = field(init=False)
+    prefill_cost: float = field(init=False)
+    saturation: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = slot_count(self.pm, self.input_len, self.output_len)
+        self.prefill_cost = _prefill_cost(self.pm, self.f, self.input_len, self.slots)
+        limits = [self.slots / self.e2e(self.slots)]
+        if self.prefill_cost > 0:
+            limits.append(1 / self.prefill_cost)
+        if self.f.request_serial_ms > 0:
+            limits.append(1000 / self.f.request_serial_ms)
+        self.saturation = min(limits)
+
+    def at(self, b: int) -> Prediction:
+        b = min(max(b, 1), self.slots)
+        if b not in self._at:
+            self._at[b] = self.pm.predict(self.f, self.input_len, self.output_len, b, "steady")
+        return self._at[b]
+
+    def e2e(self, b: int) -> float:
+        """Mean time a request holds a slot at a batch of ``b`` (what a closed loop of b users cycles in)."""
+        p = self.at(b)
+        return b / p.rps if p.rps > 0 else p.e2e
+
+    def running(self, rate: float) -> float:
+        """The mean number running: b = rate x E2E(b), E2E linear between whole batches."""
+        if rate * self.e2e(1) <= 1:
+            return max(rate * self.e2e(1), 0.0)
+        if rate * self.e2e(self.slots) >= self.slots:
+            return float(self.slots)
+        lo, hi = 1, self.slots  # g(lo) > 0 >= g(hi), g(b) = rate x E2E(b) - b
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if rate * self.e2e(mid) - mid > 0:
+                lo = mid
+            else:
+                hi = mid
+        e_lo, d = self.e2e(lo), self.e2e(hi) - self.e2e(lo)
+        if 1 - rate * d <= 0:
+            return float(hi)
+        return min(max((rate * e_lo - rate * lo * d) / (1 - rate * d), lo), hi)
+
+    def typical(self, rate: float) -> tuple[Prediction, float]:
+        """The model's steady prediction at the mean batch (interpolated) and that batch."""
+        b = self.running(rate)
+        lo = max(1, math.floor(b))
+        hi = min(lo + 1, self.slots)
+        t = min(max(b - lo, 0.0), 1.0) if hi > lo else 0.0
+        a, c = self.at(lo), self.at(hi)
+        mix = {
+            name: getattr(a, name) * (1 - t) + getattr(c, name) * t
+            for name in ("ttft", "tpot", "tpot_mean", "decode_step", "interference")
+        }
+        pred = Prediction(
+            ttft=mix["ttft"],
+            tpot=mix["tpot"],
+            tpot_mean=mix["tpot_mean"],
+            e2e=mix["ttft"] + max(self.output_len - 1, 0) * mix["tpot"],
+            rps=rate,
+            out_tps=rate * self.output_len,
+            total_tps=rate * (self.input_len + self.output_len),
+            batch=max(1, round(b)),
+            decode_step=mix["decode_step"],
+            d_weights=a.d_weights,
+            d_kv=a.d_kv,
+            d_compute=a.d_compute,
+            d_allreduce=a.d_allreduce,
+            d_overhead=a.d_overhead,
+            prefill=a.prefill,
+            prefill_bound=a.prefill_bound,
+            interference=mix["interference"],
+            queue=0.0,
+            d_floor=a.d_floor,
+        )
+        return pred, b
+
+    def _waits(self, rate: float) -> tuple[tuple[float, float], float]:
+        """(slot wait, the front end's mean serial wait) at ``rate``."""
+        service = self.e2e(self.slots)
+        offered = rate * service
+        waiting = erlang_c(self.slots, offered)
+        slot = (waiting, 0.5 * service / max(self.slots - offered, 1e-12)) if waiting > 1e-9 else (0.0, 0.0)
+        s = self.f.request_serial_ms / 1000
+        rho_s = min(rate * s, WAIT_CAP)
+        serial = rho_s * s / (2 * (1 - rho_s)) if s > 0 else 0.0
+        return slot, serial
+
+    def population(self, rate: float) -> _Population:
+        pred, b = self.typical(rate)
+        slot, serial = self._waits(rate)
+        dt = max(self.output_len - 1, 0)
+        return _steady_population(
+            self.pm,
+            self.f,
+            self.input_len,
+            self.output_len,
+            ttft_typ=pred.ttft,
+            tpot_typ=pred.tpot,
+            step=pred.decode_step,
+            landing=rate * dt * pred.tpot_mean,
+            prefill_wait=md1(rate * self.prefill_cost, self.prefill_cost),
+            extra_waits=(slot,) if slot[0] > 0 else (),
+            shift=serial,
+            rps=rate,
+            batch=b,
+        )
+
+    def predict(self, rate: float) -> Prediction:
+        """The median request at ``rate`` as a ``Prediction`` (what calibration compares with a rate probe's
+        medians). Past saturation throughput is the saturation throughput and TTFT unbounded; so is TTFT
+        within ``FINITE_RUN`` of saturation, where the stationary queue is longer than a probe of a few
+        hundred requests can build (calibration learns nothing from it, as from any unbounded figure)."""
+        if rate >= FINITE_RUN * self.saturation:
+            pred, _ = self.typical(min(rate, SATURATION_MARGIN * self.saturation))
+            if rate < self.saturation:
+                pred.ttft = pred.e2e = math.inf
+                return pred
+        if rate >= self.saturation:
+            full = self.at(self.slots)
+            return Prediction(
+                **{
+                    **full.__dict__,
+                    "ttft": math.inf,
+                    "e2e": math.inf,
+                    "rps": self.saturation,
+                    "out_tps": self.saturation * self.output_len,
+                    "total_tps": self.saturation * (self.input_len + self.output_len),
+                }
+            )
+        pred, _ = self.typical(rate)
+        pop = self.population(rate)
+        ttft = pop.quantile("ttft", 0.5)
+        tpot = pop.quantile("tpot", 0.5) if self.output_len > 1 else pred.tpot
+        pred.ttft, pred.tpot = ttft, tpot
+        pred.e2e = ttft + max(self.output_len - 1, 0) * tpot
+        return pred
+
+
+def judge(pop: _Population, level: float, slo: CapacitySLO, output_len: int) -> Level:
+    """A predicted level judged as the measurement judges a measured one: the percentile of every named metric
+    within its target, and the share of requests meeting all of them at least the attainment."""
+    q = slo.percentile / 100
+    pct = {m: pop.quantile(m, q) * 1000 for m in METRICS if m in slo.targets or m in ("ttft", "tpot")}
+    share = pop.share(slo.targets)
+    misses = [
+        f"p{slo.percentile:g} {m} {pct[m]:.1f} ms > {t:g} ms"
+        for m, t in slo.targets.items()
+        if m in pct and pct[m] > t * (1 + 1e-9) and not (m in ("tpot", "itl") and output_len <= 1)
+    ]
+    if share < slo.attainment - 1e-9:
+        misses.append(f"attainment {share:.0%} < {slo.attainment:.0%}")
+    return Level(
+        level=level,
+        percentiles=pct,
+        attainment=share,
+        met=not misses,
+        why="; ".join(misses) or "meets the SLO",
+        requests_per_s=pop.rps,
+        output_tokens_per_s=pop.rps * output_len,
+        batch=pop.batch,
+    )
+
+
+# --------------------------------------------------------------------------------------------- the search
+@dataclass
+class CapacityPrediction:
+    """The planner's capacity for an SLO: ``max_load`` (None, with ``reason``, when even the lowest level
+    misses), the level there, the saturation (slots for a closed loop, requests/s for a rate) and every level
+    the search judged."""
+
+    load: LoadKind
+    max_load: float | None
+    reason: str | None = None
+    at_max: Level | None = None
+    saturation: float | None = None
+    levels: list[Level] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def predict_capacity(
+    pm: PerfModel,
+    f: EfficiencyFactors,
+    *,
+    input_len: int,
+    output_len: int,
+    slo: CapacitySLO,
+    load: LoadKind | str = "concurrency",
+    max_load: float | None = None,
+) -> CapacityPrediction:
+    """The highest level (users, or requests/s) meeting ``slo`` at its percentile and attainment; see the
+    module's docstring for what is modelled. ``max_load`` bounds the search (default: the most users a
+    benchmark may ask for; for a rate, just below saturation)."""
+    if input_len < 1 or output_len < 1:
+        raise UserInputError("input_len and output_len must be at least 1.")
+    if not slo.targets:
+        raise UserInputError("An SLO needs at least one target.")
+    if load == "concurrency":
+        return _search_concurrency(pm, f, input_len, output_len, slo, max_load)
+    if load == "request_rate":
+        return _search_rate(pm, f, input_len, output_len, slo, max_load)
+    raise UserInputError(f"Unknown load {load!r}: use concurrency or request_rate.")
+
+
+def _search_concurrency(
+    pm: PerfModel, f: EfficiencyFactors, i: int, o: int, slo: CapacitySLO, max_load: float | None
+) -> CapacityPrediction:
+    cap = int(min(max_load or MAX_CONCURRENCY, MAX_CONCURRENCY))
+    cap = max(cap, 1)
+    full = slot_count(pm, i, o)
+    out = CapacityPrediction(load="concurrency", max_load=None, saturation=float(full))
+    seen: dict[int, Level] = {}
+
+    def level(c: int) -> Level:
+        if c not in seen:
+            seen[c] = judge(closed_loop_population(pm, f, i, o, c), float(c), slo, o)
+            out.levels.append(seen[c])
+        return seen[c]
+
+    if not level(1).met:
+        out.reason = f"even one user misses the SLO: {seen[1].why}"
+        return out
+    lo, hi = 1, None
+    while hi is None:
+        nxt = min(lo * 2, cap)
+        if nxt == lo:
+            break
+        if level(nxt).met:
+            lo = nxt
+        else:
+            hi = nxt
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if level(mid).met:
+            lo = mid
+        else:
+            hi = mid
+    out.max_load = float(lo)
+    out.at_max = seen[lo]
+    if hi is None:
+        out.notes.append(f"The SLO is still met at {cap} users: the capacity may be higher.")
+    elif lo >= full:
+        out.notes.append(
+            f"Above {full} users requests queue for a slot; the TTFT/E2EL targets set the limit."
+        )
+    return out
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def _sig_floor(x: float) -> float:
+    """``x`` to four significant digits (the measurement's rate levels), never above ``x``."""
+    if x <= 0:
+        return x
+    scale = 10.0 ** (3 - math.floor(math.log10(x)))
+    return math.floor(x * scale * (1 + 1e-12)) / scale
+
+
+def _search_rate(
+    pm: PerfModel, f: EfficiencyFactors, i: int, o: int, slo: CapacitySLO, max_load: float | None
+) -> CapacityPrediction:
+    rm = RateModel(pm, f, i, o)
+    top = SATURATION_MARGIN * rm.saturation
+    if max_load is not None:
+        top = min(top, max_load)
+    out = CapacityPrediction(load="request_rate", max_load=None, saturation=rm.saturation)
+    seen: dict[float, Level] = {}
+
+    def level(r: float) -> Level:
+        if r not in seen:
+            seen[r] = judge(rm.population(r), r, slo, o)
+            out.levels.append(seen[r])
+        return seen[r]
+
+    # the bracket's points depend on the hardware only, never on the SLO: a tighter SLO cannot find more
+    lo: float | None = None
+    hi: float | None = top
+    if level(top).met:
+        lo, hi = top, None
+    else:
+        r = top
+        while r / 2 >= MIN_RATE:
+            r /= 2
+            if level(r).met:
+                lo = r
+                break
+            hi = r
+    if lo is None:
+        lowest = min(seen)
+        out.reason = f"even {_sig(lowest):g} requests/s misses the SLO: {seen[lowest].why}"
+        return out
+    while hi is not None and hi / lo > 1 + RATE_TOLERANCE:
+        mid = math.sqrt(lo * hi)
+        if level(mid).met:
+            lo = mid
+        else:
+            hi = mid
+    at = seen[lo]
+    out.max_load = _sig_floor(lo)
+    out.at_max = at
+    if hi is None:
+        out.notes.append(
+            f"The SLO holds up to saturation ({rm.saturation:.4g} requests/s): the throughput sets the capacity."
+        )
+    return out
+
+
+def level_prediction(
+    pm: PerfModel,
+    f: EfficiencyFactors,
+    *,
+    input_len: int,
+    output_len: int,
+    level: float,
+    load: LoadKind | str,
+    slo: CapacitySLO,
+) -> Level:
+    """One level judged against ``slo`` (what a measured probe of that level would be predicted to show)."""
+    if load == "concurrency":
+        return judge(closed_loop_population(pm, f, input_len, output_len, int(level)), level, slo, output_len)
+    rm = RateModel(pm, f, input_len, output_len)
+    if level >= rm.saturation:
+        return Level(
+            level=level,
+            percentiles={},
+            attainment=0.0,
+            met=False,
+            why=f"over-saturated: {level:g} requests/s is above the {rm.saturation:.4g} the engine sustains",
+            requests_per_s=rm.saturation,
+            output_tokens_per_s=rm.saturation * output_len,
+            oversaturated=True,
+            batch=float(rm.slots),
+        )
+    return judge(rm.population(level), level, slo, output_len)
