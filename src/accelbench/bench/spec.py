@@ -92,8 +92,9 @@ def describe_validation_error(exc: ValidationError, source: str, model: type[Bas
                 shown = type(got).__name__
             lines.append(f"{where}: {err['msg']} (got {shown})")
     unknown = any(e["type"] == "extra_forbidden" for e in exc.errors())
+    what = "run spec" if model.__name__ == "RunSpec" else "sweep settings"
     return UserInputError(
-        f"Invalid sweep settings in {source}: " + "; ".join(lines) + ".",
+        f"Invalid {what} in {source}: " + "; ".join(lines) + ".",
         hint="Allowed top-level keys: " + ", ".join(sorted(_allowed_keys(model))) if unknown else None,
     )
 

@@ -1,13 +1,16 @@
 """``accelbench capacity``: the highest load an OpenAI-compatible server sustains within latency targets.
 
+A thin shell: the flags become the ``CapacitySpec`` a run spec's ``capacity:`` section is (the same rules,
+``services.capacity_spec``), ``services.measure_capacity`` runs the use case, this module renders the answer.
 Each measured level is stored as a cell of a run of kind ``capacity`` (with the probes so far in the run's
 extra data), so ``--resume RUN`` continues an interrupted search without measuring a level twice. Without
-``--slo`` the search reports the knee: where adding load stops adding throughput.
+``--slo`` the search reports the knee: where adding load stops adding throughput. A search of a deployment
+this command does not start (local engine, Kubernetes, EC2) is a run spec's ``capacity:`` section
+(``accelbench run SPEC.yaml``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
@@ -25,10 +28,8 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import load_option
-from accelbench.domain.bench import BenchConfig, DatasetKind, Endpoint, EndpointKind
-from accelbench.domain.run import RunStatus
+from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.errors import UserInputError
-from accelbench.redact import redact_url
 
 STOP_MESSAGE = (
     "Stopping after this level: the probes so far are stored (resume with --resume). Ctrl-C again to abort."
@@ -137,20 +138,26 @@ def capacity(
 ) -> None:
     """Capacity at an SLO, measured: the highest concurrency (or request rate) meeting the targets."""
     with user_errors():
-        from accelbench.bench.capacity import price, run_capacity
-        from accelbench.bench.tokenizer import load_tokenizer
-        from accelbench.domain.capacity import parse_slo
+        from accelbench import services
 
-        kind = {"concurrency": "concurrency", "rate": "request_rate", "request_rate": "request_rate"}.get(
-            load
+        capacity_spec = services.capacity_spec(
+            load=load,
+            slo=slo,
+            percentile=percentile,
+            attainment=attainment,
+            endpoint=endpoint_kind,
+            dataset=dataset,
+            dataset_path=dataset_path,
+            input_len=input_len,
+            output_len=output_len,
+            burstiness=burstiness,
+            start=start,
+            max_load=max_load,
+            max_probes=max_probes,
+            ignore_eos=ignore_eos,
+            timeout_s=timeout,
+            seed=seed,
         )
-        if kind is None:
-            raise UserInputError(f"Unknown --load {load!r}.", hint="Use concurrency or rate.")
-        if max_load < 1:
-            raise UserInputError(f"--max-load {max_load:g} is below 1.", hint="Give --max-load 1 or more.")
-        target = parse_slo(slo, percentile=percentile, attainment=attainment) if slo else None
-        if slo is None and not 0 < percentile < 100:
-            raise UserInputError(f"Percentile {percentile:g} is outside (0, 100).")
         if dataset != DatasetKind.random and not dataset_path:
             raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")
         headers = parse_headers(header)
@@ -158,97 +165,38 @@ def capacity(
         endpoint = Endpoint(
             base_url=base_url, served_model=served, tokenizer=tokenizer, api_key=api_key, headers=headers
         )
-        base = BenchConfig(
-            endpoint=endpoint_kind,
-            dataset=dataset,
-            dataset_path=dataset_path,
-            input_len=input_len,
-            output_len=output_len,
-            burstiness=burstiness,
-            ignore_eos=ignore_eos,
-            timeout_s=timeout,
-            seed=seed,
-            label=label,
-            scrape_metrics=False,
-        )
-        from accelbench.services.plan import capacity_plan
-
-        hourly, predicted = capacity_plan(instance, tokenizer or served, input_len, output_len, target, kind)
-        first = start if start is not None else (predicted or 1.0)
         repo = None
-        run_id = None
         if store or resume:
             from accelbench.store import get_store
 
             repo = get_store()
-            if resume:
-                run_id = repo.get_run(resume).id
-            else:
-                run_id = repo.create_run(
-                    kind="capacity",
-                    status=RunStatus.benchmarking,
-                    label=label,
-                    served_model=served,
-                    model=tokenizer or served,
-                    base_url=redact_url(base_url),
-                    instance_type=instance,
-                    spec={
-                        "capacity": {
-                            "load": kind,
-                            "slo": target.model_dump(mode="json") if target else None,
-                            "start": first,
-                            "max_load": max_load,
-                            "max_probes": max_probes,
-                            "bench": json.loads(base.model_dump_json()),
-                        },
-                        "endpoint": endpoint.record(),
-                    },
-                ).id
-        tok = load_tokenizer(endpoint)
         cancel = threading.Event()
         try:
             with graceful_interrupt(cancel, STOP_MESSAGE):
-                result = run_capacity(
+                outcome = services.measure_capacity(
+                    repo,
                     endpoint,
-                    base,
-                    load=kind,  # type: ignore[arg-type]
-                    slo=target,
-                    start=first,
-                    max_load=max_load,
-                    max_probes=max_probes,
-                    tokenizer=tok,
-                    store=repo,
-                    run_id=run_id,
+                    capacity_spec,
+                    instance=instance,
+                    model_ref=tokenizer or served,
+                    label=label,
+                    resume=resume,
                     progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),
                     cancel=cancel,
                 )
-        except KeyboardInterrupt:
-            if repo is not None and run_id is not None:
-                repo.set_status(run_id, RunStatus.cancelled, error="interrupted; resume with --resume")
+        except KeyboardInterrupt as exc:
+            run_id = getattr(exc, "run_id", None)
+            if run_id is not None:
                 err_console.print(f"Interrupted: resume with accelbench capacity ... --resume {run_id}")
             raise typer.Exit(130) from None
-        except Exception as exc:  # the run must not stay "benchmarking": say why it stopped, keep the probes
-            if repo is not None and run_id is not None:
-                repo.set_status(run_id, RunStatus.failed, error=f"{type(exc).__name__}: {exc}"[:500])
-            raise
-        result = price(result, hourly)
-        if predicted is not None:
-            result = result.model_copy(update={"predicted_max_load": predicted})
-            if result.max_load:
-                err = (predicted - result.max_load) / result.max_load * 100
-                result.notes.append(
-                    f"The planner predicted {predicted:g} ({err:+.0f}% against the measured)."
-                )
-        if repo is not None and run_id is not None:
-            repo.merge_run_extra(run_id, capacity=result.model_dump(mode="json"))
-            repo.set_status(run_id, RunStatus.completed)
+        result, run_id = outcome.result, outcome.run_id
     if fmt == OutputFormat.json:
         data = result.model_dump(mode="json")
         data["run_id"] = run_id
         print_json(data)
     else:
         render(result, run_id)
-    if target is not None and result.max_load is None:
+    if result.slo is not None and result.max_load is None:
         raise typer.Exit(3)
 
 

@@ -164,7 +164,7 @@ def register(app: typer.Typer) -> None:
             None, "--shard", help="Shard index; default from the Job's completion index."
         ),
     ) -> None:
-        """Run one shard of an in-cluster sweep and print its results (framed) to stdout."""
+        """Run one shard of an in-cluster sweep (or the whole capacity search) and print its results, framed."""
         from accelbench.deploy.incluster import run_shard
         from accelbench.deploy.manifests import LoadgenConfig
 

@@ -1,8 +1,8 @@
 """CLI commands: ``accelbench run SPEC.yaml``, ``accelbench rerun RUN_ID`` and ``accelbench demo``.
 
-- ``run`` reads a strict YAML run spec (model, engine and version, target, engine settings, sweep matrix;
-  unknown or duplicated keys are errors) and executes it: deploy -> wait ready -> sweep -> store -> report
-  files -> teardown.
+- ``run`` reads a strict YAML run spec (model, engine and version, target, engine settings, sweep matrix or a
+  ``capacity:`` search; unknown or duplicated keys are errors) and executes it: deploy -> wait ready -> sweep
+  (or the capacity search) -> store -> report files -> teardown.
 - ``rerun`` repeats a stored run from its recorded spec as a new run and shows the new figures beside the
   old ones, with the differences (figures and what changed: engine version, command, machine).
 - ``demo`` is the README's main job: the vLLM CPU engine (installed if missing), SmolLM2-135M-Instruct
@@ -156,7 +156,13 @@ def print_run(
     if fmt == OutputFormat.json:
         print_json(data)
         return
-    if data["cells"]:
+    capacity = (run.extra or {}).get("capacity") or {}
+    if capacity.get("load"):  # a capacity search: its probes and answer, not a sweep's cells
+        from accelbench.cli.capacity import render
+        from accelbench.domain.capacity import CapacityResult
+
+        render(CapacityResult.model_validate(capacity), None)
+    elif data["cells"]:
         print_cells_table([run.id], title=title)
     check = run.extra.get("answer_check") or {}
     if check:
@@ -193,6 +199,9 @@ def print_run(
 
 def _exit_for(run: RunInfo) -> None:
     if run.status == RunStatus.completed:
+        capacity = (run.extra or {}).get("capacity") or {}
+        if capacity.get("slo") and capacity.get("load") and capacity.get("max_load") is None:
+            raise typer.Exit(3)  # as `accelbench capacity`: the search ran, no level met the SLO
         return
     raise typer.Exit(130 if run.status in (RunStatus.interrupted, RunStatus.cancelled) else 1)
 
@@ -221,7 +230,8 @@ def run_cmd(
     ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Deploy the spec's engine and model, sweep the matrix, store and report, tear down."""
+    """Deploy the spec's engine and model, sweep the matrix (or search its capacity), store and report, tear
+    down."""
     with user_errors():
         spec = load_run_spec(spec_file)
         updates: dict[str, Any] = {}
@@ -275,6 +285,9 @@ def _print_dry_run(plan: Any, fmt: OutputFormat) -> None:
         console.print(f"  {k}={v}", highlight=False)
     for w in plan.warnings:
         console.print(f"[yellow]Warning:[/] {w}", highlight=False)
+    if plan.capacity is not None:
+        _print_capacity_plan(plan)
+        return
     rows = [
         (
             c.input_len,
@@ -293,6 +306,26 @@ def _print_dry_run(plan: Any, fmt: OutputFormat) -> None:
         if plan.predicted_cost_usd is not None:
             line += f", ${plan.predicted_cost_usd:.2f} at ${plan.hourly_usd:.3f}/h"
     console.print(line + ".", highlight=False)
+    for note in plan.prediction_notes:
+        console.print(f"  ({note})", highlight=False)
+
+
+def _print_capacity_plan(plan: Any) -> None:
+    """A dry run's capacity search: what it judges, where it starts, how far it may go."""
+    c = plan.capacity
+    unit = "users" if c.load == "concurrency" else "requests/s"
+    what = f"at {c.slo}" if c.slo else "without an SLO: the knee, where adding load stops adding throughput"
+    console.print(f"Capacity search ({c.load}) {what}.", highlight=False)
+    console.print(f"  first level: {c.start:g} {unit} (from {c.start_from})", highlight=False)
+    if c.predicted_max_load is not None:
+        console.print(f"  the planner's capacity: {c.predicted_max_load:g} {unit}", highlight=False)
+    console.print(
+        f"  up to {c.max_load:g} {unit}, at most {c.max_probes} levels, {c.requests_per_level} requests "
+        f"judged per level, {c.requests_at_most} requests at most",
+        highlight=False,
+    )
+    if plan.hourly_usd is not None:
+        console.print(f"  priced at ${plan.hourly_usd:.3f}/h", highlight=False)
     for note in plan.prediction_notes:
         console.print(f"  ({note})", highlight=False)
 

@@ -204,7 +204,7 @@ def show_run(
                 env.add_row(k, v)
             console.print(Panel(env, title="Environment", expand=False))
         capacity = (run.extra or {}).get("capacity")
-        if run.kind == "capacity" and capacity and capacity.get("load"):
+        if capacity and capacity.get("load"):  # `capacity`, or a run spec's capacity: section
             from accelbench.cli.capacity import render as render_capacity
             from accelbench.domain.capacity import CapacityResult
 

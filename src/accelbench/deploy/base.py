@@ -13,7 +13,8 @@ nothing is deployed or torn down); ``kubernetes`` and ``ec2`` live in their own 
 
 A target supplies the hooks of the one run lifecycle (``deploy.orchestrator.execute_run``): ``deploy``,
 ``wait_ready``, ``measure`` (default: the local load generator against the endpoint; Kubernetes runs its own
-in the cluster), ``teardown`` (through ``release``, which never raises), ``run_fields`` and ``held`` (what the
+in the cluster), ``measure_capacity`` (a spec's capacity search instead of the sweep; default: the search from
+this machine, ``deploy.capacity``; Kubernetes runs it in the cluster), ``teardown`` (through ``release``, which never raises), ``run_fields`` and ``held`` (what the
 run records and what it cost), ``record`` (a summary stored after teardown) and two capabilities the lifecycle
 reads: ``measured_from_here`` (the answer check and the engine probe can reach the endpoint) and
 ``engine_on_this_host`` (the environment capture and the ISA trace read this machine).
@@ -42,6 +43,7 @@ from accelbench.registry import Registry
 
 if TYPE_CHECKING:
     from accelbench.bench.sweep import SweepEvent, SweepOutcome
+    from accelbench.domain.capacity import CapacityResult, CapacitySpec
     from accelbench.domain.catalog import InstanceType
     from accelbench.domain.run import SweepSpec
     from accelbench.store.repo import Store
@@ -241,6 +243,39 @@ class Target(ABC):
         return run_sweep(
             store, run_id, endpoint, sweep, cancel=self.cancel, progress=events.sweep, finish_run=False
         )
+
+    def measure_capacity(
+        self,
+        store: Store,
+        run_id: str,
+        endpoint: Endpoint,
+        capacity: CapacitySpec,
+        *,
+        start: float,
+        events: Progress,
+    ) -> CapacityResult:
+        """Search for the highest load meeting ``capacity``'s SLO (or the knee), starting at ``start``; each
+        probe stored as a cell, the probes in the run's ``extra["capacity"]``; the lifecycle prices the answer
+        and sets the final status. Default: the search from this machine against ``endpoint``. A cancel stops
+        it after the level in flight (``DeployCancelled``; the levels measured stay stored)."""
+        from accelbench.deploy.capacity import search_endpoint
+
+        def progress(message: str) -> None:  # a level starts (a phase), or its verdict (indented: a line)
+            (events.line if message.startswith(" ") else events.phase)(message.strip())
+
+        try:
+            result = search_endpoint(
+                store, run_id, endpoint, capacity, start=start, label=run_id, progress=progress,
+                cancel=self.cancel,
+            )  # fmt: skip
+        except KeyboardInterrupt as exc:  # the search's own stop on cancel; Ctrl-C twice and signals go on
+            if isinstance(exc, TerminatedBySignal) or not self.cancel.is_set():
+                raise
+            raise DeployCancelled(
+                "Cancelled during the capacity search; the levels measured so far are stored."
+            ) from None
+        self.check_alive()  # an engine that died mid-search fails every level: that is no capacity
+        return result
 
     def run_fields(self) -> dict[str, Any]:
         """Run columns this target knows after ``deploy`` beyond the deployed engine's (the instance and its

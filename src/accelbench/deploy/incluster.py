@@ -7,6 +7,9 @@ prompt seed of its own (shards sharing prompts would flatter the server's prefix
 the shards meet at a barrier served by shard 0 and all start at the same wall-clock instant, so the server
 sees the whole cell's load at once.
 
+A capacity search (``LoadgenConfig.capacity``) runs in one pod: ``run_capacity_search`` is the search of
+``bench.capacity`` with this pod's benchmarks, and every probe travels with its summary.
+
 Results leave the pod through its log: gzip-compressed JSON, base64, in framed lines, with a SHA-256 so a
 truncated log is detected rather than half-read. The Kubernetes target reads each shard's log and
 ``merge_shards`` joins the shards of a cell into one ``BenchmarkSummary`` (records re-based onto a common
@@ -30,6 +33,7 @@ from typing import Any
 
 from accelbench.deploy.manifests.loadgen import LoadgenConfig
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.capacity import CapacityResult, Probe
 from accelbench.domain.run import CellStatus, SweepSpec
 from accelbench.errors import AccelbenchError, EngineError
 
@@ -200,7 +204,8 @@ def run_shard(
     bench: Callable[[Endpoint, BenchConfig], BenchmarkSummary] | None = None,
     out: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run this shard's part of every cell and print the framed results; returns the payload."""
+    """Run this shard's part of every cell (or, with ``config.capacity``, the whole capacity search) and
+    print the framed results; returns the payload."""
     from accelbench.bench.sweep import cell_config, sweep_keys
 
     endpoint = Endpoint(base_url=config.base_url, served_model=config.served_model)
@@ -211,6 +216,9 @@ def run_shard(
 
         def bench(ep: Endpoint, cfg: BenchConfig) -> BenchmarkSummary:
             return run_benchmark(ep, cfg, tokenizer=tokenizer)
+
+    if config.capacity is not None:
+        return run_capacity_search(config, endpoint, bench=bench, out=out)
 
     own_barrier: Barrier | None = None
     if barrier is None and config.shards > 1:
@@ -255,6 +263,77 @@ def run_shard(
     for line in encode_results(shard, payload):
         out(line)
     return payload
+
+
+def run_capacity_search(
+    config: LoadgenConfig,
+    endpoint: Endpoint,
+    *,
+    bench: Callable[[Endpoint, BenchConfig], BenchmarkSummary],
+    out: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The capacity search in the cluster (one pod): the same search, level configs and judging as the search
+    from this machine (``bench.capacity``); every probe travels with its ``BenchmarkSummary`` in the framed
+    payload (``capacity.probes``, in the order measured) and the answer in ``capacity.result``, for the
+    Kubernetes target to store exactly as a search from here stores them."""
+    from accelbench.bench.capacity import judge, level_config, search
+
+    cap = config.capacity
+    assert cap is not None
+    base = cap.bench_config(label=config.run_id)
+    slo = cap.target()
+    measured: list[dict[str, Any]] = []
+
+    def measure(level: float, repeat: int) -> Probe:
+        cfg = level_config(base, load=cap.load, level=level, slo=slo)
+        again = " (again)" if repeat > 1 else ""
+        out(f"accelbench loadgen: {cap.load} {level:g}{again}: {cfg.num_prompts} requests")
+        summary = bench(endpoint, cfg)
+        probe = judge(summary, level=level, load=cap.load, slo=slo, repeat=repeat)
+        measured.append({"probe": probe.model_dump(mode="json"), "summary": summary.model_dump(mode="json")})
+        out(f"accelbench loadgen: {cap.load} {level:g}{again}: {probe.why or 'measured'}")
+        return probe
+
+    result = None
+    error = None
+    try:
+        result = search(
+            measure,
+            load=cap.load,
+            slo=slo,
+            start=config.capacity_start or cap.start or 1.0,
+            max_load=cap.max_load,
+            max_probes=cap.max_probes,
+        )
+    except (AccelbenchError, OSError) as exc:
+        error = f"capacity search: {exc}"
+    payload = {
+        "run_id": config.run_id,
+        "shard": 0,
+        "shards": 1,
+        "cells": [],
+        "capacity": {
+            "result": result.model_dump(mode="json") if result is not None else None,
+            "probes": measured,
+        },
+        "error": error,
+    }
+    for line in encode_results(0, payload):
+        out(line)
+    return payload
+
+
+def decode_capacity(payload: dict[str, Any]) -> tuple[CapacityResult, list[tuple[Probe, BenchmarkSummary]]]:
+    """The answer and the (probe, summary) pairs, in the order measured, of a capacity search's payload."""
+    section = payload.get("capacity") or {}
+    if not section.get("result"):
+        raise EngineError("The load generator's results hold no capacity search.")
+    result = CapacityResult.model_validate(section["result"])
+    measured = [
+        (Probe.model_validate(item["probe"]), BenchmarkSummary.model_validate(item["summary"]))
+        for item in section.get("probes") or []
+    ]
+    return result, measured
 
 
 def _bench_start(summary: BenchmarkSummary) -> float:

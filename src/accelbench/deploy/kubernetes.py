@@ -6,6 +6,9 @@ What this target does in the run lifecycle (``deploy.orchestrator.execute_run``)
     image pull errors, crash loops) -> load-generator Job (N shards) -> read each shard's results from its
     log -> merge shards per cell -> store -> cost (hourly price x how long the node was held) -> teardown
 
+A capacity search (a spec's ``capacity:`` section, ``measure_capacity``) runs in one load-generator pod, which
+measures each level and chooses the next; its probes and their summaries come back through the pod's log.
+
 Teardown always runs: on success, on any failure, and on cancel (the cancel event is checked at every
 poll). Everything the target created is deleted, in reverse order, and a deletion that fails is reported
 in the run instead of being swallowed.
@@ -41,6 +44,7 @@ from accelbench.errors import EngineError, UserInputError
 
 if TYPE_CHECKING:
     from accelbench.bench.sweep import SweepOutcome
+    from accelbench.domain.capacity import CapacityResult, CapacitySpec
     from accelbench.store.repo import Store
 
 log = logging.getLogger(__name__)
@@ -399,8 +403,15 @@ class KubernetesDeployTarget(Target):
         self.torn_down = not self.teardown_errors
 
     # ---- the in-cluster benchmark ---------------------------------------------------------------------
-    def run_loadgen(self) -> list[dict[str, Any]]:
-        """Create the load-generator objects, wait for the Job, return each shard's decoded payload."""
+    def run_loadgen(
+        self, config_update: dict[str, Any] | None = None, *, what: str = "the sweep"
+    ) -> list[dict[str, Any]]:
+        """Create the load-generator objects, wait for the Job, return each shard's decoded payload.
+        ``config_update`` changes the pods' config (``LoadgenConfig``) before it is created."""
+        import json
+
+        from accelbench.deploy.manifests import LoadgenConfig
+
         assert self.bundle is not None
         lg = [
             o
@@ -408,13 +419,18 @@ class KubernetesDeployTarget(Target):
             if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "loadgen"
         ]
         for obj in lg:
+            if config_update and obj["kind"] == "ConfigMap" and "loadgen.json" in obj.get("data", {}):
+                config = LoadgenConfig.model_validate_json(obj["data"]["loadgen.json"])
+                config = LoadgenConfig.model_validate({**config.model_dump(), **config_update})
+                text = json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True)
+                obj = {**obj, "data": {**obj["data"], "loadgen.json": text}}
             self._create(obj)
         job = next(o for o in lg if o["kind"] == "Job")
         name = job["metadata"]["name"]
         shards = job["spec"]["completions"]
         batch = self.api[2]
         deadline = time.monotonic() + self.config.loadgen_timeout_s + 120
-        self.progress.phase(f"Load generator: {shards} pod(s) running the sweep in the cluster")
+        self.progress.phase(f"Load generator: {shards} pod(s) running {what} in the cluster")
         while True:
             self._check_cancel()
             st = batch.read_namespaced_job(name, self.namespace).status
@@ -495,6 +511,29 @@ class KubernetesDeployTarget(Target):
         if not merged:
             outcome.status, outcome.error = RunStatus.failed, "The load generator returned no results."
         return outcome
+
+    def measure_capacity(
+        self,
+        store: Store,
+        run_id: str,
+        endpoint: Endpoint,
+        capacity: CapacitySpec,
+        *,
+        start: float,
+        events: Progress,
+    ) -> CapacityResult:
+        """The capacity search in the cluster: one load-generator pod runs it from ``start``; its probes, each
+        with its summary, come back through the pod's log and are stored as a search from here stores them."""
+        from accelbench.deploy.capacity import store_probes
+        from accelbench.deploy.incluster import decode_capacity
+
+        (payload,) = self.run_loadgen({"capacity_start": start}, what="the capacity search")
+        result, measured = decode_capacity(payload)
+        store_probes(store, run_id, input_len=capacity.input_len, load=capacity.load, measured=measured)
+        self.cells_stored = len(measured)
+        for probe, _ in measured:
+            events.line(f"{capacity.load} {probe.level:g}: {probe.why or 'measured'}")
+        return result
 
     def run_fields(self) -> dict[str, Any]:
         fields = super().run_fields()

@@ -3,9 +3,10 @@ path of ``accelbench run``, ``accelbench demo``, ``accelbench rerun`` and the AP
 
     pending -> deploying -> benchmarking -> completed | failed | cancelled | interrupted
 
-deploy -> wait ready -> answer check -> environment capture -> measure (each cell stored as it finishes) ->
-teardown, always (on success, failure, cancel, Ctrl-C and SIGTERM) -> final status (``settle``) -> cost from
-the time the resource was held -> ISA trace -> report files.
+deploy -> wait ready -> answer check -> environment capture -> measure (each cell stored as it finishes; a
+spec with a ``capacity:`` section: the capacity search, each probe a cell, the answer priced in
+``extra["capacity"]``) -> teardown, always (on success, failure, cancel, Ctrl-C and SIGTERM) -> final status
+(``settle``) -> cost from the time the resource was held -> ISA trace -> report files.
 
 What is the lifecycle's and what is the target's:
 
@@ -13,9 +14,9 @@ What is the lifecycle's and what is the target's:
   (``KeyboardInterrupt``; ``TerminatedBySignal`` is one), teardown through ``Target.release`` (which never
   raises: problems are recorded), the final-status policy (``deploy.base.settle``), the cost, the report
   files and the checks (``deploy.checks``), each made where the target allows it;
-- a target (``deploy.base.Target``) supplies ``deploy``, ``wait_ready``, ``measure`` (the local load
-  generator by default; Kubernetes runs its own in the cluster), ``teardown``, ``run_fields``, ``held``,
-  ``record`` and ``explain``.
+- a target (``deploy.base.Target``) supplies ``deploy``, ``wait_ready``, ``measure`` and
+  ``measure_capacity`` (the local load generator by default; Kubernetes runs its own in the cluster),
+  ``teardown``, ``run_fields``, ``held``, ``record`` and ``explain``.
 
 Events: every phase, log line and sweep event goes to one ``Progress`` (``events``: the CLI's display, a
 test's recorder) and, as plain dicts, to ``progress`` (the API worker stores them on the run).
@@ -136,12 +137,15 @@ def execute_run(
         record_environment(store, run.id, target, endpoint)
         store.set_status(run.id, RunStatus.benchmarking)
         log_start = target.log_size()
-        observer.phase(
-            f"Sweeping {len(spec.sweep.input_lens)} input length(s) x {len(spec.sweep.concurrency)} "
-            f"concurrency level(s) x {spec.sweep.repeats} repeat(s)"
-        )
-        outcome = target.measure(store, run.id, endpoint, spec.sweep, events=observer)
-        status, error = outcome.status, outcome.error
+        if spec.capacity is not None:
+            status, error = _measure_capacity(store, run, spec, target, endpoint, observer)
+        else:
+            observer.phase(
+                f"Sweeping {len(spec.sweep.input_lens)} input length(s) x {len(spec.sweep.concurrency)} "
+                f"concurrency level(s) x {spec.sweep.repeats} repeat(s)"
+            )
+            outcome = target.measure(store, run.id, endpoint, spec.sweep, events=observer)
+            status, error = outcome.status, outcome.error
         if status != RunStatus.completed and cancel.is_set():
             status = cancel_status
     except DeployCancelled as exc:
@@ -180,6 +184,31 @@ def execute_run(
     if interrupted is not None:
         raise interrupted
     return final
+
+
+def _measure_capacity(
+    store: Store, run: RunInfo, spec: RunSpec, target: Target, endpoint: Any, observer: Progress
+) -> tuple[RunStatus, str | None]:
+    """A spec's capacity search in place of the sweep: from the plan kept at submission (the first level, the
+    price, the planner's capacity), through the target's ``measure_capacity``, priced and set beside the
+    prediction (``deploy.capacity.finish``) in the run's ``extra["capacity"]``."""
+    from accelbench.deploy.capacity import finish, stored_plan
+
+    capacity = spec.capacity
+    assert capacity is not None
+    plan = stored_plan(run.extra or {}, capacity, spec.instance_type)
+    slo = capacity.target()
+    observer.phase(
+        f"Searching for the capacity {'at ' + slo.label() if slo else '(the knee: no SLO)'}: {capacity.load} "
+        f"from {plan.start:g} ({plan.start_from}) up to {capacity.max_load:g}, at most {capacity.max_probes} "
+        "levels"
+    )
+    result = target.measure_capacity(store, run.id, endpoint, capacity, start=plan.start, events=observer)
+    result = finish(result, plan)
+    store.merge_run_extra(run.id, capacity=result.model_dump(mode="json"))
+    if not result.probes:
+        return RunStatus.failed, "The capacity search measured no level."
+    return RunStatus.completed, None
 
 
 def _record_held(store: Store, run_id: str, target: Target, held_s: float) -> None:

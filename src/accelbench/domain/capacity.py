@@ -134,12 +134,17 @@ class CapacitySpec(LoadSettings):
         text = ",".join(f"{k}:{ms}" for k, ms in v.items())
         try:
             return parse_slo(text).targets
-        except UserInputError as exc:
-            raise ValueError(f"{exc.message} {exc.hint or ''}".strip()) from None
+        except UserInputError as exc:  # the CLI's hint names its flag; a spec names the metrics
+            raise ValueError(
+                f"{exc.message.rstrip('.')}: give targets in milliseconds by metric, e.g. "
+                "{tpot: 50, ttft: 1000} (metrics: ttft, tpot, itl, e2el)"
+            ) from None
 
     @model_validator(mode="after")
     def _search_sets_the_load(self) -> CapacitySpec:
-        given = self.model_fields_set & {"request_rate", "duration_s", "goodput"}
+        # by value, not by the fields set: a stored spec (every field dumped) must load again
+        unset = {"request_rate": math.inf, "duration_s": None, "goodput": None}
+        given = {k for k, default in unset.items() if getattr(self, k) != default}
         if given:
             raise ValueError(
                 f"{', '.join(sorted(given))} cannot be set in a capacity search: the search sets each level's "

@@ -251,8 +251,9 @@ class RunSpec(StrictModel):
         return self
 
     def public_dict(self) -> dict[str, Any]:
-        """The spec as stored: secrets removed."""
-        return self.model_dump(mode="json", exclude={"hf_token"})
+        """The spec as stored: secrets removed (and a capacity search's unused sweep, so it loads again)."""
+        exclude = {"hf_token", "sweep"} if self.capacity is not None else {"hf_token"}
+        return self.model_dump(mode="json", exclude=exclude)
 
 
 class DryRunCell(StrictModel):
@@ -265,6 +266,24 @@ class DryRunCell(StrictModel):
     predicted_s: float | None = Field(
         default=None, description="Predicted seconds per repeat (requests / predicted requests per second)."
     )
+
+
+class DryRunCapacity(StrictModel):
+    """What a capacity search will do (a run spec's ``capacity:`` section), in place of sweep cells."""
+
+    load: str = Field(description="concurrency (closed loop) or request_rate.")
+    slo: str | None = Field(default=None, description="The targets it judges; None: it looks for the knee.")
+    start: float = Field(description="The first level measured.")
+    start_from: str = Field(
+        description="Where the first level comes from (the spec, the planner, the default)."
+    )
+    max_load: float = Field(description="The highest level it will try.")
+    max_probes: int = Field(description="The most levels it measures (re-measures included).")
+    requests_per_level: int = Field(description="Requests judged at each level (steady state).")
+    requests_at_most: int = Field(
+        description="Requests it can send at most: max_probes levels at max_load (warm-ups excluded)."
+    )
+    predicted_max_load: float | None = Field(default=None, description="The planner's capacity at the SLO.")
 
 
 class DryRun(StrictModel):
@@ -281,7 +300,10 @@ class DryRun(StrictModel):
     argv: list[str] = Field(description="The exact engine command (container targets: its arguments).")
     env: dict[str, str] = Field(description="The engine's environment (secret-looking values masked).")
     warnings: list[str] = Field(default_factory=list, description="What the guards and the planner warn of.")
-    cells: list[DryRunCell] = Field(description="The sweep's cells, in order.")
+    cells: list[DryRunCell] = Field(description="The sweep's cells, in order (none for a capacity search).")
+    capacity: DryRunCapacity | None = Field(
+        default=None, description="What the capacity search will do, for a spec with a capacity: section."
+    )
     requests: int = Field(description="Requests over the whole sweep (warm-ups excluded).")
     predicted_duration_s: float | None = Field(
         default=None,

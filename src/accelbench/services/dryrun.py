@@ -1,7 +1,7 @@
-"""A run's dry run: what it would deploy and measure (runtime, image, exact argv, masked environment, cells)
-and what the planner predicts the load will take and cost, after the preflight every submitted run passes;
-nothing is stored or started. ``accelbench run SPEC --dry-run``, ``POST /api/v1/runs?dry_run=true`` and the
-Run page's Preview all answer this."""
+"""A run's dry run: what it would deploy and measure (runtime, image, exact argv, masked environment, cells, or
+what a capacity search will do) and what the planner predicts the load will take and cost, after the preflight
+every submitted run passes; nothing is stored or started. ``accelbench run SPEC --dry-run``,
+``POST /api/v1/runs?dry_run=true`` and the Run page's Preview all answer this."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from accelbench.domain.catalog import InstanceType
-from accelbench.domain.run import DryRun, DryRunCell, RunSpec
+from accelbench.domain.run import DryRun, DryRunCapacity, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
 from accelbench.services.runs import load_model, preflight, tier_of
@@ -40,6 +40,25 @@ def dry_run(spec: RunSpec) -> DryRun:
         else:
             argv = runtime.serve_args(params)
             image = runtime.default_image(version, arch=params.arch)
+    if spec.capacity is not None:
+        capacity, hourly, notes = plan_search(spec)
+        return DryRun(
+            model=spec.model,
+            runtime=runtime.name,
+            engine_version=version,
+            target=spec.target.kind,
+            instance_type=spec.instance_type,
+            accelerator_type=tier_of(checked.instance).value,
+            image=image,
+            argv=argv,
+            env=env,
+            warnings=checked.warnings,
+            cells=[],
+            capacity=capacity,
+            requests=capacity.requests_at_most,
+            hourly_usd=hourly,
+            prediction_notes=notes,
+        )
     sweep = spec.sweep
     cells = [
         DryRunCell(
@@ -66,6 +85,40 @@ def dry_run(spec: RunSpec) -> DryRun:
         predicted_cost_usd=prediction.cost_usd,
         prediction_notes=prediction.notes,
     )
+
+
+def plan_search(spec: RunSpec) -> tuple[DryRunCapacity, float | None, list[str]]:
+    """What a spec's capacity search will do: its load and SLO, the first level and where it comes from (the
+    spec, the planner's predicted capacity, else 1), how far and how many levels it may go, the requests each
+    level judges and the most it can send; with the instance's hourly price and what is not predicted."""
+    from accelbench.bench.capacity import level_config, requests_for
+    from accelbench.services.capacity import plan_for_run
+
+    capacity = spec.capacity
+    plan = plan_for_run(spec)
+    assert capacity is not None and plan is not None
+    slo = capacity.target()
+    top = level_config(capacity.bench_config(), load=capacity.load, level=capacity.max_load, slo=slo)
+    search = DryRunCapacity(
+        load=capacity.load,
+        slo=slo.label() if slo else None,
+        start=plan.start,
+        start_from=plan.start_from,
+        max_load=capacity.max_load,
+        max_probes=capacity.max_probes,
+        requests_per_level=requests_for(slo.percentile if slo else 90.0),
+        requests_at_most=capacity.max_probes * top.num_prompts,
+        predicted_max_load=plan.predicted_max_load,
+    )
+    notes = [
+        "a capacity search's duration depends on where the boundary lies: not predicted",
+        "a closed loop also sends each level's first wave (its concurrency) and warm-ups, which are not judged"
+        if capacity.load == "concurrency"
+        else f"each rate level runs at least 10 s (rate x 10 s requests when that is more than "
+        f"{search.requests_per_level})",
+        *plan.notes,
+    ]
+    return search, plan.hourly_usd, notes
 
 
 @dataclass

@@ -44,5 +44,7 @@ def confine_spec(spec: RunSpec) -> None:
     """Every path a run spec from a remote caller names: the model, the dataset, an endpoint's tokenizer."""
     confine(spec.model, "model")
     confine(spec.sweep.dataset_path, "sweep.dataset_path")
+    if spec.capacity is not None:
+        confine(spec.capacity.dataset_path, "capacity.dataset_path")
     if isinstance(spec.target, EndpointTarget):
         confine(spec.target.tokenizer, "target.tokenizer")

@@ -1,6 +1,7 @@
 """Runs as use cases: resolve a spec (instance, default runtime), check it before anything is stored or
-started (guards, the planner's fit), submit it for the worker, export its manifests. The CLI, the API, the
-pages and the worker call these; nothing here imports typer or FastAPI.
+started (guards, the planner's fit, a capacity search's limits), export its manifests; storing and submitting
+a checked run is ``services.submit``. The CLI, the API, the pages and the worker call these; nothing here
+imports typer or FastAPI.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
@@ -22,14 +23,6 @@ if TYPE_CHECKING:
     from accelbench.deploy.manifests import Bundle, ExportOptions
 
 log = logging.getLogger("accelbench.services")
-
-
-class RunNotifier(Protocol):
-    """What submitting a run needs of the process that executes runs (the API's worker)."""
-
-    def keep_secrets(self, run_id: str, secrets: dict[str, str]) -> None: ...
-
-    def notify(self) -> None: ...
 
 
 @contextmanager
@@ -141,30 +134,53 @@ def check_local_model(spec: RunSpec) -> None:
         ) from None
 
 
+def measured_lengths(spec: RunSpec) -> tuple[str, list[int], int]:
+    """(the spec's section, its input lengths, its output length): what the run will send, a sweep's matrix
+    or a capacity search's one length."""
+    if spec.capacity is not None:
+        return "capacity.input_len", [spec.capacity.input_len], spec.capacity.output_len
+    return "sweep.input_lens", list(spec.sweep.input_lens), spec.sweep.output_len
+
+
 def check_context(
     spec: RunSpec, *, deployment_context: int | None, model_context: int | None, where: str
 ) -> None:
-    """Every request of the sweep (input + output tokens) must fit the context the engine will be started
-    with and the model's own, or every request of that cell would fail after a long deployment."""
-    out = spec.sweep.output_len
+    """Every request of the sweep or the capacity search (input + output tokens) must fit the context the
+    engine will be started with and the model's own, or every request would fail after a long deployment."""
+    key, input_lens, out = measured_lengths(spec)
     limits = []
     if deployment_context is not None:
         limits.append((deployment_context, f"the context the engine is started with ({where})"))
     if model_context is not None:
         limits.append((model_context, f"the model's own context ({spec.model})"))
     for limit, what in limits:
-        too_long = [n for n in spec.sweep.input_lens if n + out > limit]
+        too_long = [n for n in input_lens if n + out > limit]
         if too_long:
             from accelbench.errors import GuardError
 
             longest = max(too_long)
             raise GuardError(
-                f"sweep.input_lens {', '.join(map(str, too_long))} + output_len {out} = {longest + out} tokens "
+                f"{key} {', '.join(map(str, too_long))} + output_len {out} = {longest + out} tokens "
                 f"at most, which is more than {limit}, {what}.",
-                hint=f"Lower sweep.input_lens to at most {limit - out} (or output_len), or raise "
+                hint=f"Lower {key} to at most {limit - out} (or output_len), or raise "
                 "engine.settings.max_model_len"
                 + (f" (the model allows {model_context})." if model_context else "."),
             )
+
+
+def check_capacity(spec: RunSpec) -> None:
+    """A capacity search decides each level from the one before, so its load comes from one load generator:
+    the in-cluster one cannot be split over several pods."""
+    from accelbench.domain.run import KubernetesTarget
+
+    target = spec.target
+    if spec.capacity is not None and isinstance(target, KubernetesTarget) and target.loadgen_shards > 1:
+        raise UserInputError(
+            f"target.loadgen_shards is {target.loadgen_shards}, but a capacity search runs its load generator "
+            "in one pod: each level is chosen from the one measured before it, which shards cannot share.",
+            hint="Remove loadgen_shards (or set it to 1) for a capacity search; a sweep can split its load "
+            "over several pods.",
+        )
 
 
 def _deployment_context(runtime_name: str, params: Any, model_context: int | None) -> int | None:
@@ -295,8 +311,9 @@ class CheckedRun:
 def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
     """Everything that can be checked before anything is stored, installed or started, on every path (CLI
     ``run``/``rerun``/``demo``, the API, the Run page): the instance, the runtime (the tier's default when the
-    spec names none), the model, the guards, the planner's fit, every request within its context. A refusal
-    raises ``UserInputError``/``GuardError`` saying what to change."""
+    spec names none), the model, the guards, the planner's fit, every request within its context, a capacity
+    search's one load generator. A refusal raises ``UserInputError``/``GuardError`` saying what to change."""
+    check_capacity(spec)
     instance = resolve_instance(spec)
     if instance is not None:
         spec = spec.model_copy(update={"instance_type": instance.name})  # the catalog's spelling
@@ -313,41 +330,6 @@ def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
     if spec.target.kind == "local":
         check_local_model(spec)
     return CheckedRun(spec=spec, instance=instance, warnings=warnings, params=params)
-
-
-def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = None) -> RunInfo:
-    """Store a checked run as pending, with its tier and its guard warnings."""
-    from accelbench.deploy.orchestrator import create_run
-
-    instance = checked.instance
-    run = create_run(store, checked.spec, extra={**(extra or {}), "guard_warnings": checked.warnings})
-    return store.update_run(
-        run.id,
-        accelerator_type=tier_of(instance).value,
-        accelerator_name=instance.accelerator_name if instance else None,
-        accelerator_count=instance.accelerator_count if instance else None,
-    )
-
-
-def submit_run(
-    store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
-) -> RunInfo:
-    """Preflight and store a run as pending; the worker executes it. Nothing is stored on refusal."""
-    if spec.hf_token and worker is None:
-        raise UserInputError(
-            "This server runs without a worker, so a secret sent with the run (hf_token) could not reach "
-            "the process that executes it: secrets are never stored.",
-            hint="Send the run to a server started with its worker, or give the engine HF_TOKEN in its "
-            "own environment.",
-        )
-    checked = preflight(spec)
-    run = store_run(store, checked, {"submitted_by": actor})
-    if worker is not None:
-        if spec.hf_token:
-            worker.keep_secrets(run.id, {"hf_token": spec.hf_token})
-        worker.notify()
-    log.info("run %s queued (%s on %s) by %s", run.id, spec.model, run.instance_type or "local", actor)
-    return run
 
 
 def export_bundle(spec: RunSpec, options: ExportOptions, *, k8s_version: str) -> Bundle:

@@ -4,7 +4,7 @@ Each of the Job's N pods runs ``accelbench loadgen`` (the project's own image, s
 same config and its completion index as shard number: every sweep cell's concurrency, prompt count and
 request rate are split over the shards, and before each cell the shards meet at a barrier served by shard 0
 (reached by its stable DNS name ``<job>-0.<service>``), so all shards send the cell's load at the same
-moment. Each pod prints its results (per-request records included) to its log, framed and compressed;
+moment. A capacity search (``capacity``) runs in one pod, which chooses each level from the one before. Each pod prints its results (per-request records included) to its log, framed and compressed;
 the Kubernetes target reads the logs and merges the shards into one result per cell.
 
 The pods have no tolerations, so they run on the cluster's general nodes, never on the tainted benchmark
@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from accelbench.domain.base import StrictModel
+from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.run import SweepSpec
 
 CONFIG_PATH = "/etc/accelbench/loadgen.json"
@@ -36,6 +37,21 @@ class LoadgenConfig(StrictModel):
     barrier_host: str | None = Field(default=None, description="Shard 0's DNS name (None with one shard).")
     barrier_port: int = Field(default=BARRIER_PORT, description="Port of the barrier served by shard 0.")
     barrier_timeout_s: float = Field(default=900.0, gt=0, description="Longest wait for the other shards.")
+    capacity: CapacitySpec | None = Field(
+        default=None, description="A capacity search to run instead of the sweep (one shard only)."
+    )
+    capacity_start: float | None = Field(
+        default=None, gt=0, description="The search's first level (the planner's, set when the run starts)."
+    )
+
+    @model_validator(mode="after")
+    def _one_searcher(self) -> LoadgenConfig:
+        if self.capacity is not None and self.shards > 1:
+            raise ValueError(
+                "a capacity search runs in one load-generator pod (each level follows from the one before); "
+                "set loadgen_shards to 1"
+            )
+        return self
 
 
 class LoadgenResources(StrictModel):

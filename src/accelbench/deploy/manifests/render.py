@@ -224,12 +224,19 @@ def render_bundle(
     if options.karpenter is not None:
         objects += karpenter_objects(options.karpenter, instance)
     objects += [engine_deployment(plan), engine_service(plan)]
+    if spec.capacity is not None and options.loadgen_shards > 1:
+        raise UserInputError(
+            f"{options.loadgen_shards} load-generator shards were asked for, but a capacity search runs its "
+            "load generator in one pod: each level is chosen from the one measured before it.",
+            hint="Use one shard (loadgen_shards: 1, --shards 1) for a capacity search.",
+        )
     config = LoadgenConfig(
         run_id=options.run_id,
         base_url=plan.service_url,
         served_model=facts.served_name,
         sweep=spec.sweep,
         shards=options.loadgen_shards,
+        capacity=spec.capacity,
     )
     lg = loadgen_objects(
         name=name,
@@ -354,7 +361,8 @@ def load_model_facts(spec: RunSpec) -> tuple[ModelFacts, Any]:
 
 def recommend_for(spec: RunSpec, model_spec: Any, instance: InstanceType) -> Any:
     """The planner's recommendation, asked with what the spec already fixed (quantization, context, KV
-    dtype) and the sweep's lengths, so the settings it fills in fit the benchmark that will run."""
+    dtype) and the sweep's (or the capacity search's) lengths, so the settings it fills in fit the benchmark
+    that will run."""
     from accelbench.plan.recommend import recommend
 
     s = spec.engine.settings
@@ -364,8 +372,8 @@ def recommend_for(spec: RunSpec, model_spec: Any, instance: InstanceType) -> Any
         quantization=s.quantization,
         max_model_len=s.max_model_len,
         kv_cache_dtype=s.kv_cache_dtype,
-        input_len=max(spec.sweep.input_lens),
-        output_len=spec.sweep.output_len,
+        input_len=spec.capacity.input_len if spec.capacity else max(spec.sweep.input_lens),
+        output_len=spec.capacity.output_len if spec.capacity else spec.sweep.output_len,
     )
 
 

@@ -1,0 +1,267 @@
+"""Capacity at an SLO, measured, as a use case: the highest load a server sustains within latency targets (or,
+without targets, the knee), priced and set beside the planner's prediction.
+
+One set of rules for every shell: ``capacity_spec`` turns the flags of ``accelbench capacity`` into the
+``CapacitySpec`` a run spec's ``capacity:`` section is (the same validation, in flag names); ``plan_capacity``
+asks the planner once (``services.plan.capacity_plan``: the hourly price, the predicted capacity, so the first
+level); ``measure_capacity`` is ``accelbench capacity``'s use case: create (or resume) the run of kind
+``capacity``, search the endpoint with cancel and progress, price the answer, attach the prediction and its
+error (``deploy.capacity.finish``), store it in ``extra["capacity"]`` and set the final status (failed with
+the reason when the search raises). A run spec's search runs in the run lifecycle
+(``deploy.orchestrator.execute_run`` -> ``Target.measure_capacity``) with the plan made here at submission
+(``services.submit.store_run`` keeps it in ``extra["capacity_plan"]``) and the same finishing step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from accelbench.domain.bench import Endpoint
+from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, parse_slo
+from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.redact import redact_url
+from accelbench.store import Store
+
+if TYPE_CHECKING:
+    from accelbench.deploy.capacity import CapacityPlan
+
+log = logging.getLogger("accelbench.services")
+
+#: how a load kind may be spelled (the CLI's ``--load rate`` is a run spec's ``load: request_rate``)
+LOAD_SPELLINGS: dict[str, LoadKind] = {
+    "concurrency": "concurrency",
+    "rate": "request_rate",
+    "request_rate": "request_rate",
+}
+#: CapacitySpec field -> the flag of ``accelbench capacity`` (for messages in the caller's words)
+CLI_FLAGS = {
+    "load": "--load",
+    "input_len": "--input-len",
+    "output_len": "--output-len",
+    "percentile": "--percentile",
+    "attainment": "--attainment",
+    "start": "--start",
+    "max_load": "--max-load",
+    "max_probes": "--max-probes",
+    "burstiness": "--burstiness",
+    "timeout_s": "--timeout",
+    "dataset_path": "--dataset-path",
+}
+
+
+def load_kind(text: str, *, what: str = "--load") -> LoadKind:
+    kind = LOAD_SPELLINGS.get(text.strip().lower())
+    if kind is None:
+        raise UserInputError(f"Unknown {what} {text!r}.", hint="Use concurrency or rate.")
+    return kind
+
+
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _say(error: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    """One validation error in the caller's words (its flag or key)."""
+    field = ".".join(str(x) for x in error.get("loc", ())) or "capacity"
+    what = names.get(field, field)
+    v, ctx, kind = error.get("input"), error.get("ctx") or {}, error.get("type")
+    if kind == "greater_than_equal":
+        return f"{what} {_num(v)} is below {_num(ctx.get('ge'))}."
+    if kind == "less_than_equal":
+        return f"{what} {_num(v)} is above {_num(ctx.get('le'))}."
+    if kind == "greater_than":
+        return f"{what} {_num(v)} must be above {_num(ctx.get('gt'))}."
+    if kind == "less_than":
+        return f"{what} {_num(v)} must be below {_num(ctx.get('lt'))}."
+    return f"{what}: {str(error.get('msg', '')).removeprefix('Value error, ')}"
+
+
+def capacity_spec(
+    *,
+    load: str = "concurrency",
+    slo: str | None = None,
+    percentile: float = 90.0,
+    attainment: float = 0.95,
+    names: Mapping[str, str] = CLI_FLAGS,
+    **fields: Any,
+) -> CapacitySpec:
+    """A ``CapacitySpec`` from flags (``slo`` as ``tpot:50,ttft:1000``; ``load`` as concurrency or rate),
+    validated by the same model a run spec's ``capacity:`` section is; a refusal names the flag."""
+    kind = load_kind(load, what=names.get("load", "load"))
+    if not 0 < percentile < 100:
+        raise UserInputError(
+            f"Percentile {percentile:g} is outside (0, 100).", hint="Give e.g. --percentile 90 or 99."
+        )
+    targets = parse_slo(slo, percentile=percentile, attainment=attainment).targets if slo else None
+    try:
+        return CapacitySpec(load=kind, slo=targets, percentile=percentile, attainment=attainment, **fields)
+    except ValidationError as exc:
+        errors = exc.errors()
+        raise UserInputError(
+            " ".join(_say(e, names) for e in errors),
+            hint="Give --max-load 1 or more." if any(e["loc"] == ("max_load",) for e in errors) else None,
+        ) from None
+
+
+def capacity_instance(spec: RunSpec) -> str | None:
+    """The instance a run spec's capacity is priced and predicted on: its instance type, else this machine
+    for a local run ("local"), else none (an endpoint somewhere else)."""
+    if spec.instance_type:
+        return spec.instance_type
+    return "local" if spec.target.kind == "local" else None
+
+
+def plan_capacity(
+    capacity: CapacitySpec, *, instance: str | None, model_ref: str, strict: bool = True
+) -> CapacityPlan:
+    """The planner's side of a search: the instance's hourly price, its predicted capacity at the SLO and so
+    the first level (the spec's ``start``, else the prediction, else 1). The prediction is advice: a planner
+    failure is a note, not a refusal; an unknown instance is refused unless ``strict`` is False."""
+    from accelbench.deploy.capacity import CapacityPlan, first_level
+    from accelbench.services.plan import capacity_plan
+
+    notes: list[str] = []
+    hourly = predicted = None
+    try:
+        hourly, predicted = capacity_plan(
+            instance, model_ref, capacity.input_len, capacity.output_len, capacity.target(), capacity.load
+        )
+    except AccelbenchError as exc:
+        if strict:
+            raise
+        notes.append(f"no prediction: {exc.message}")
+    except Exception as exc:  # the planner is advice: it never stops a measurement
+        log.warning("capacity: no prediction for %s on %s", model_ref, instance, exc_info=True)
+        notes.append(f"no prediction: {type(exc).__name__}: {exc}")
+    start, where = first_level(capacity, predicted)
+    return CapacityPlan(
+        instance=instance,
+        hourly_usd=hourly,
+        predicted_max_load=predicted,
+        start=start,
+        start_from=where,
+        notes=notes,
+    )
+
+
+def plan_for_run(spec: RunSpec) -> CapacityPlan | None:
+    """The plan of a run spec's capacity search (None for a sweep), as a submitted run keeps it."""
+    if spec.capacity is None:
+        return None
+    return plan_capacity(spec.capacity, instance=capacity_instance(spec), model_ref=spec.model, strict=False)
+
+
+class CapacityInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or ``cancel``) stopped a search: the probes so far are stored with ``run_id`` (None unstored)."""
+
+    def __init__(self, run_id: str | None) -> None:
+        super().__init__("interrupted")
+        self.run_id = run_id
+
+
+@dataclass
+class CapacityOutcome:
+    """A finished search: the stored run (None with ``--no-store``) and the answer."""
+
+    run_id: str | None
+    result: CapacityResult
+
+
+def open_capacity_run(
+    store: Store,
+    capacity: CapacitySpec,
+    plan: CapacityPlan,
+    *,
+    endpoint: Endpoint,
+    model_ref: str,
+    label: str | None = None,
+    resume: str | None = None,
+) -> tuple[str, CapacityPlan]:
+    """The run a search stores its probes in: a new run of kind ``capacity`` (its spec the ``capacity:``
+    section, the plan in its extra), or ``resume``'s, which keeps the plan it started with (so the search
+    asks for the levels it asked for before, and replays them from the store)."""
+    from accelbench.deploy.capacity import CapacityPlan
+
+    if resume:
+        run = store.get_run(resume)
+        if run.kind != "capacity" and not (run.extra or {}).get("capacity"):
+            raise UserInputError(
+                f"Run {run.id} is a {run.kind} run, not a capacity search.",
+                hint="Resume a run made by `accelbench capacity` (see `accelbench runs list`).",
+            )
+        stored = (run.extra or {}).get("capacity_plan")
+        if isinstance(stored, dict):
+            plan = CapacityPlan.model_validate(stored)
+        store.set_status(run.id, RunStatus.benchmarking)
+        return run.id, plan
+    run = store.create_run(
+        kind="capacity",
+        status=RunStatus.benchmarking,
+        label=label,
+        served_model=endpoint.served_model,
+        model=model_ref,
+        base_url=redact_url(endpoint.base_url),
+        instance_type=plan.instance,
+        spec={"capacity": capacity.model_dump(mode="json"), "endpoint": endpoint.record()},
+        extra={"capacity_plan": plan.model_dump(mode="json")},
+    )
+    return run.id, plan
+
+
+def measure_capacity(
+    store: Store | None,
+    endpoint: Endpoint,
+    capacity: CapacitySpec,
+    *,
+    instance: str | None,
+    model_ref: str,
+    label: str | None = None,
+    resume: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    tokenizer: Any = None,
+) -> CapacityOutcome:
+    """``accelbench capacity``: search ``endpoint`` (already running) for its capacity. With a store, every
+    probe is a cell of a run of kind ``capacity`` (``resume``: continue that run), the answer its
+    ``extra["capacity"]`` and the status completed; Ctrl-C or ``cancel`` leaves it cancelled with the probes
+    so far (``CapacityInterrupted``, a ``KeyboardInterrupt``, is raised), any other failure failed with the reason (re-raised)."""
+    from accelbench.deploy.capacity import finish, search_endpoint
+
+    plan = plan_capacity(capacity, instance=instance, model_ref=model_ref)
+    run_id = None
+    if store is not None:
+        run_id, plan = open_capacity_run(
+            store, capacity, plan, endpoint=endpoint, model_ref=model_ref, label=label, resume=resume
+        )
+    try:
+        result = search_endpoint(
+            store,
+            run_id,
+            endpoint,
+            capacity,
+            start=plan.start,
+            label=label,
+            tokenizer=tokenizer,
+            progress=progress,
+            cancel=cancel,
+        )
+    except KeyboardInterrupt:
+        if store is not None and run_id is not None:
+            store.set_status(run_id, RunStatus.cancelled, error="interrupted; resume with --resume")
+        raise CapacityInterrupted(run_id) from None
+    except Exception as exc:  # the run must not stay "benchmarking": say why it stopped, keep the probes
+        if store is not None and run_id is not None:
+            store.set_status(run_id, RunStatus.failed, error=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    result = finish(result, plan)
+    if store is not None and run_id is not None:
+        store.merge_run_extra(run_id, capacity=result.model_dump(mode="json"))
+        store.set_status(run_id, RunStatus.completed)
+    return CapacityOutcome(run_id=run_id, result=result)
