@@ -40,19 +40,22 @@ def dry_run(spec: RunSpec) -> DryRun:
         else:
             argv = runtime.serve_args(params)
             image = runtime.default_image(version, arch=params.arch)
+    what = {
+        "model": spec.model,
+        "runtime": runtime.name,
+        "engine_version": version,
+        "target": spec.target.kind,
+        "instance_type": spec.instance_type,
+        "accelerator_type": tier_of(checked.instance).value,
+        "image": image,
+        "argv": argv,
+        "env": env,
+        "warnings": checked.warnings,
+    }
     if spec.capacity is not None:
         capacity, hourly, notes = plan_search(spec)
         return DryRun(
-            model=spec.model,
-            runtime=runtime.name,
-            engine_version=version,
-            target=spec.target.kind,
-            instance_type=spec.instance_type,
-            accelerator_type=tier_of(checked.instance).value,
-            image=image,
-            argv=argv,
-            env=env,
-            warnings=checked.warnings,
+            **what,
             cells=[],
             capacity=capacity,
             requests=capacity.requests_at_most,
@@ -68,16 +71,7 @@ def dry_run(spec: RunSpec) -> DryRun:
     ]
     prediction = predict_sweep(spec, checked.instance, runtime.name, cells)
     return DryRun(
-        model=spec.model,
-        runtime=runtime.name,
-        engine_version=version,
-        target=spec.target.kind,
-        instance_type=spec.instance_type,
-        accelerator_type=tier_of(checked.instance).value,
-        image=image,
-        argv=argv,
-        env=env,
-        warnings=checked.warnings,
+        **what,
         cells=prediction.cells,
         requests=sum(c.requests * c.repeats for c in cells),
         predicted_duration_s=prediction.duration_s,
