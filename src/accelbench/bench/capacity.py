@@ -212,6 +212,15 @@ def search(
     def budget() -> bool:
         return len(asked) < max_probes
 
+    def verdict(level: float) -> bool:
+        """Re-measure ``level``; a split verdict gets a third measurement (budget allowing): the majority."""
+        first, again = probe(level), probe(level, 2)
+        if met(first) == met(again):
+            return met(again)
+        if not budget():
+            return False  # undecided: not counted as sustained
+        return met(probe(level, 3))
+
     if slo is None:  # the knee: grow until throughput stops growing (or the server falls behind)
         level = level_of(start)
         last = None
@@ -261,14 +270,15 @@ def search(
                 hi = mid
         if not confirm or lo is None or not budget():
             break
-        # re-measure either side of the boundary; a flip moves the boundary and the bisection goes on
-        again = probe(lo, 2)
-        if not met(again):
+        # re-measure either side of the boundary; when the two measurements of a level disagree, a third
+        # decides (a level near the boundary is as often noise as not); a flip moves the boundary and the
+        # bisection goes on
+        if not verdict(lo):
             hi, lo = lo, max((p.level for p in probes if met(p) and p.level < lo), default=None)
             if lo is None:
                 break
             continue
-        if hi is not None and budget() and met(probe(hi, 2)):
+        if hi is not None and budget() and verdict(hi):
             lo, hi = hi, min((p.level for p in probes if not met(p) and p.level > hi), default=None)
             if hi is None:
                 break

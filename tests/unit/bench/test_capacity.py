@@ -91,6 +91,20 @@ def test_search_logic_on_a_known_curve_and_resume() -> None:
     ).usd_per_million_output_tokens == (pytest.approx(10.0))
 
 
+@pytest.mark.parametrize(("third", "capacity"), [(False, 1), (True, 2)])
+def test_a_level_whose_two_measurements_disagree_is_decided_by_a_third(third: bool, capacity: float) -> None:
+    """Level 2 sits on the boundary: it misses once and meets once, as noise near an SLO does on a real engine;
+    a third measurement decides, and the answer never rests on the one lucky measurement."""
+    verdicts = {(1.0, 1): True, (1.0, 2): True, (2.0, 1): False, (2.0, 2): True, (2.0, 3): third}
+
+    def measure(level: float, repeat: int) -> Probe:
+        return Probe(level=level, repeat=repeat, met=verdicts.get((level, repeat), False))
+
+    r = search(measure, load="concurrency", slo=parse_slo("tpot:10"), start=2, max_load=64)
+    assert r.max_load == capacity
+    assert {(p.level, p.repeat) for p in r.probes} >= {(2.0, 1), (2.0, 2), (2.0, 3)}
+
+
 def test_knee_of_a_saturating_curve() -> None:
     pts = [(c, min(c, 16) * 10.0) for c in (1, 2, 4, 8, 16, 32, 64)]
     assert knee(pts) == 16
