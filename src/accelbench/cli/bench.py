@@ -76,8 +76,8 @@ def parse_headers(items: list[str]) -> dict[str, str]:
     return out
 
 
-def first_served_model(base_url: str, headers: dict[str, str], api_key: str | None) -> str:
-    """The first model the server lists at /v1/models (what vLLM's client does without --model)."""
+def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -> list[dict[str, Any]]:
+    """What the server lists at /v1/models (id, and for vLLM the model's ``root``: where it was loaded from)."""
     hdrs = dict(headers)
     if api_key:
         hdrs["Authorization"] = f"Bearer {api_key}"
@@ -91,7 +91,26 @@ def first_served_model(base_url: str, headers: dict[str, str], api_key: str | No
         ) from None
     if not data:
         raise UserInputError(f"{url} lists no model (HTTP {r.status_code}).", hint="Give --model NAME.")
-    return str(data[0]["id"])
+    return [d for d in data if isinstance(d, dict) and d.get("id")]
+
+
+def first_served_model(base_url: str, headers: dict[str, str], api_key: str | None) -> str:
+    """The first model the server lists at /v1/models (what vLLM's client does without --model)."""
+    return str(served_models(base_url, headers, api_key)[0]["id"])
+
+
+def served_model_root(base_url: str, headers: dict[str, str], api_key: str | None, served: str) -> str | None:
+    """The directory the server loaded ``served`` from, when it says (vLLM's ``root``) and it exists here: what
+    the planner reads the architecture from when the served name is an alias."""
+    try:
+        listed = served_models(base_url, headers, api_key)
+    except UserInputError:
+        return None
+    for d in listed:
+        root = d.get("root")
+        if d["id"] == served and isinstance(root, str) and Path(root).is_dir():
+            return root
+    return None
 
 
 def _fmt(v: float, digits: int = 2) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from accelbench.cli.bench import first_served_model, parse_headers
+from accelbench.cli.bench import first_served_model, parse_headers, served_model_root
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -60,11 +60,12 @@ def render(result: Any, run_id: str | None) -> None:
             p.why,
         )
     console.print(t)
-    unit = "users" if result.load == "concurrency" else "requests/s"
+    from accelbench.report.capacity import load_phrase
+
     if result.slo is not None:
         if result.max_load is not None:
             line = (
-                f"[bold green]Capacity at {result.slo.label()}:[/] {result.max_load:g} {unit}, "
+                f"[bold green]Capacity at {result.slo.label()}:[/] {load_phrase(result.load, result.max_load)}, "
                 f"{_f(result.output_tokens_per_s_at_max)} output tokens/s"
             )
             if result.usd_per_million_output_tokens is not None:
@@ -75,7 +76,9 @@ def render(result: Any, run_id: str | None) -> None:
                 f"[bold red]No level meets {result.slo.label()}:[/] {result.reason}", highlight=False
             )
     if result.knee is not None:
-        console.print(f"Knee (throughput stops growing): {result.knee:g} {unit}", highlight=False)
+        console.print(
+            f"Knee (throughput stops growing): {load_phrase(result.load, result.knee)}", highlight=False
+        )
     for n in result.notes:
         console.print(f"  - {n}", highlight=False)
     if run_id:
@@ -178,7 +181,7 @@ def capacity(
                     endpoint,
                     capacity_spec,
                     instance=instance,
-                    model_ref=tokenizer or served,
+                    model_ref=tokenizer or served_model_root(base_url, headers, api_key, served) or served,
                     label=label,
                     resume=resume,
                     progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),

@@ -118,6 +118,17 @@ def capacity_instance(spec: RunSpec) -> str | None:
     return "local" if spec.target.kind == "local" else None
 
 
+def readable_model(model_ref: str) -> bool:
+    """Whether the planner can read ``model_ref``'s architecture offline."""
+    from accelbench.modelspec import load_model_spec
+
+    try:
+        load_model_spec(model_ref, allow_network=False)
+    except (AccelbenchError, OSError, ValueError):
+        return False
+    return True
+
+
 def plan_capacity(
     capacity: CapacitySpec, *, instance: str | None, model_ref: str, strict: bool = True
 ) -> CapacityPlan:
@@ -129,6 +140,11 @@ def plan_capacity(
 
     notes: list[str] = []
     hourly = predicted = None
+    if instance and capacity.target() is not None and not readable_model(model_ref):
+        notes.append(
+            f"no prediction: the planner cannot read the model {model_ref!r} here (not a preset, a prepared "
+            "model or a local directory); give --tokenizer DIR with the model's config.json"
+        )
     try:
         hourly, predicted = capacity_plan(
             instance, model_ref, capacity.input_len, capacity.output_len, capacity.target(), capacity.load
