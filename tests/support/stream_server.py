@@ -249,8 +249,10 @@ class StreamServer:
         idle_timeout_s: float | None = None,
         drop_after_idle_s: float | None = None,
         engine: Any = None,
+        model_root: str | None = None,
     ) -> None:
         self.script = script or Script()
+        self.model_root = model_root  # what /v1/models says the model was loaded from (vLLM's "root")
         # a ``BatchingEngine`` (tests/support/batching_engine.py): tokens come when its steps produce them,
         # instead of at the script's fixed times
         self.engine = engine
@@ -353,8 +355,10 @@ class StreamServer:
         elif method == "GET" and path == "/metrics" and self.metrics_enabled:
             conn.send_simple(200, self.metrics_text().encode(), "text/plain; version=0.0.4")
         elif method == "GET" and path == "/v1/models":
-            conn.send_json(200, {"object": "list", "data": [{"id": self.model, "object": "model",
-                                                              "max_model_len": 8192}]})  # fmt: skip
+            listed = {"id": self.model, "object": "model", "max_model_len": 8192}
+            if self.model_root is not None:
+                listed["root"] = self.model_root
+            conn.send_json(200, {"object": "list", "data": [listed]})
         elif method == "GET" and path == "/health":
             conn.send_simple(200, b"", "text/plain")
         elif method == "GET" and path == "/_fixture/records":

@@ -87,3 +87,30 @@ def test_a_search_that_fails_leaves_its_run_failed_with_the_reason(server, monke
     assert res.exit_code != 0
     (run,) = [r for r in get_store().list_runs(limit=50)[0] if r.label == "breaks"]
     assert run.status.value == "failed" and "the server went away" in (run.error or "")
+
+
+def test_the_planner_reads_the_model_the_server_loaded_when_the_served_name_is_an_alias(
+    tmp_path: Path,
+) -> None:
+    """vLLM lists where an aliased model was loaded from (``root``): the planner reads that directory; a root that
+    is not a directory here (another machine's path) is not used."""
+    from accelbench.cli.bench import served_model_root
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    with StreamServer(Script(), model="alias", model_root=str(model_dir), record=False) as server:
+        assert served_model_root(server.base_url, {}, None, "alias") == str(model_dir)
+        assert served_model_root(server.base_url, {}, None, "other") is None
+    with StreamServer(Script(), model="alias", model_root=str(tmp_path / "absent"), record=False) as server:
+        assert served_model_root(server.base_url, {}, None, "alias") is None
+
+
+def test_no_prediction_says_why_when_the_model_cannot_be_read() -> None:
+    from accelbench.domain.capacity import CapacitySpec
+    from accelbench.services.capacity import plan_capacity
+
+    plan = plan_capacity(
+        CapacitySpec(slo={"tpot": 50}), instance="g6.xlarge", model_ref="an-alias-nobody-knows", strict=False
+    )
+    assert plan.predicted_max_load is None and plan.hourly_usd
+    assert any("cannot read the model 'an-alias-nobody-knows'" in n for n in plan.notes)
