@@ -212,7 +212,10 @@ def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
         status=RunStatus.benchmarking,
         label=config.label,
         served_model=endpoint.served_model,
-        model=endpoint.tokenizer or endpoint.served_model,
+        # the model's own name or directory (an aliased served name is not one the planner can read)
+        model=endpoint.tokenizer
+        or served_model_root(endpoint.base_url, endpoint.headers, endpoint.api_key, endpoint.served_model)
+        or endpoint.served_model,
         base_url=redact_url(endpoint.base_url),
         spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
     )

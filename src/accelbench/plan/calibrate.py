@@ -143,6 +143,8 @@ def _hardware_of(run: RunInfo, catalog: Catalog) -> tuple[InstanceType, Accelera
             return "a local GPU run without a catalog instance type (the planner needs the GPU's specs)"
         inst, spec = local_machine(env)
         return inst, spec, local_cpu_name(env)
+    if run.instance_type == LOCAL_INSTANCE:
+        return "a run on this machine ('local') without a captured environment (the CPU it ran on is unknown)"
     if run.instance_type:
         return f"instance type {run.instance_type!r} is not in the catalog"
     return "no instance type and no captured environment"

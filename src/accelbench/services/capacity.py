@@ -228,6 +228,14 @@ def open_capacity_run(
         spec={"capacity": capacity.model_dump(mode="json"), "endpoint": endpoint.record()},
         extra={"capacity_plan": plan.model_dump(mode="json")},
     )
+    from accelbench.plan.hardware import is_local
+
+    if is_local(
+        plan.instance
+    ):  # the server runs on this machine: describe it, so calibration can use the run
+        from accelbench.telemetry.host import capture_environment
+
+        store.update_run(run.id, environment=capture_environment())
     return run.id, plan
 
 

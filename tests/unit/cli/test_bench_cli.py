@@ -231,3 +231,19 @@ def test_credentials_in_the_server_url_are_never_stored(
     [cell] = store.get_results(run.id)
     stored = run.model_dump_json() + store.get_summary(cell.id).model_dump_json()
     assert "sekrit" not in stored and "bench:***@" in (run.base_url or "")
+
+
+def test_an_aliased_served_model_is_stored_as_the_directory_the_server_loaded(
+    tok_dir: Path, store: Store
+) -> None:
+    """vLLM serves --served-model-name aliases and lists the model's directory as ``root``: the run stores that
+    (a name the planner and calibration can read), and the alias as the served model."""
+    with StreamServer(
+        Script(ttft_ms=1, itl_ms=1), tokenizer_dir=tok_dir, model="alias", model_root=str(tok_dir)
+    ) as s:
+        argv = ["bench", "--base-url", s.base_url, "--input-len", "48", "--output-len", "4", "--num-prompts", "2",
+                "--format", "json"]  # fmt: skip
+        result = runner.invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    run = store.get_run(json.loads(result.stdout)["run_id"])
+    assert run.model == str(tok_dir) and run.served_model == "alias"

@@ -114,3 +114,15 @@ def test_no_prediction_says_why_when_the_model_cannot_be_read() -> None:
     )
     assert plan.predicted_max_load is None and plan.hourly_usd
     assert any("cannot read the model 'an-alias-nobody-knows'" in n for n in plan.notes)
+
+
+def test_a_search_on_this_machine_stores_its_environment_for_calibration(server) -> None:
+    """--instance local: the server runs here, so the run describes this machine (calibration needs the CPU)."""
+    s, tok = server
+    args = ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer", str(tok),
+            "--input-len", "64", "--output-len", "6", "--slo", "tpot:5", "--percentile", "50", "--attainment", "0.5",
+            "--start", "1", "--instance", "local", "--format", "json"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 3, res.output  # 5 ms is below the engine's 14 ms step: nothing meets it
+    run = get_store().get_run(json.loads(res.stdout)["run_id"])
+    assert run.instance_type == "local" and (run.environment or {}).get("cpu", {}).get("logical_cpus")
