@@ -12,22 +12,28 @@ it against the server's own count (``PromptTokenCheck``).
 
 How a random prompt is made exact: token ids are drawn from a pool of ordinary word tokens of the tokenizer,
 decoded to text, and the text re-counted the way the server counts it; ids are added or removed by the
-difference until the count is exact (usually one or two rounds; a round works on all prompts at once).
+difference until the count is exact (usually one or two rounds; a round works on a chunk of prompts at once).
 
 No accidental shared prefix: every prompt starts (after the deliberate ``prefix_len`` tokens and what the chat
-template puts in front of every message) with a different token, and the finished set is checked: no two prompts
-share more leading tokens than all of them share. Warmup prompts are drawn the same way and are distinct from the
-measured ones, so warming up does not fill the prefix cache with them.
+template puts in front of every message) with a different token, and each prompt is checked as it is made: one
+whose first own token another prompt already has (a merge on re-tokenizing) is drawn afresh. Warmup prompts are
+drawn the same way and are distinct from the measured ones, so warming up does not fill the prefix cache with them.
+
+Prompts are made lazily (``open_dataset`` -> ``PromptSource.stream``): a benchmark takes them as it sends, a
+small look-ahead ahead of the sender, so a cell of any size holds only that look-ahead in memory and a cancel
+stops the tokenizer work too. Every prompt has its own seeded generator (the seed and its index), so the prompts
+do not depend on how many are made at once; ``build_dataset`` makes them all, the same ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +83,8 @@ class Prompt:
 
 @dataclass
 class Dataset:
-    """Prompts for the measured requests and for the warmup, plus notes for the result."""
+    """Prompts for the measured requests and for the warmup, plus notes for the result (all made up front:
+    ``build_dataset``; a benchmark takes them one by one from a ``PromptSource`` instead)."""
 
     prompts: list[Prompt]
     warmups: list[Prompt] = field(default_factory=list)
@@ -85,24 +92,76 @@ class Dataset:
     shared_prefix_tokens: int = 0  # tokens every prompt shares (deliberate prefix + chat template front)
 
 
-DatasetBuilder = Callable[[BenchConfig, "Tokenizer | None", int], Dataset]
+#: A function the source calls between prompts (and between rounds of tokenizer work): True means stop.
+StopFn = Callable[[], bool]
+#: Prompts a source makes per round of tokenizer work (one batch call); a stop is seen between rounds.
+PROMPT_CHUNK = 16
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class PromptSource:
+    """The prompts of one benchmark, made lazily: ``stream()`` yields the ``num_warmups`` warmup prompts, then
+    the ``count`` measured ones, each made (tokenizer work included) only when the consumer asks for it, at
+    most ``chunk`` at a time. What is known before any prompt is made (the counts, the shared prefix) is here
+    up front; ``notes`` may grow while prompts are made (read them once the stream is done). The prompts
+    depend on the config's seed only: the same for any chunk size, consumer speed or look-ahead."""
+
+    count: int
+    num_warmups: int
+    make: Callable[[int, StopFn], Iterator[Prompt]]  # (chunk, stop) -> warmups then measured prompts
+    notes: list[str] = field(default_factory=list)
+    shared_prefix_tokens: int = 0
+    made: int = 0  # prompts made so far (handed to the consumer)
+
+    @property
+    def total(self) -> int:
+        return self.count + self.num_warmups
+
+    def stream(self, *, chunk: int = PROMPT_CHUNK, stop: StopFn | None = None) -> Iterator[Prompt]:
+        """Warmups then measured prompts; ends early (without making the rest) once ``stop()`` is true."""
+        halt = stop or _never
+        for p in self.make(max(1, chunk), halt):
+            if halt():
+                return
+            self.made += 1
+            yield p
+
+
+DatasetBuilder = Callable[[BenchConfig, "Tokenizer | None", int, int], PromptSource]
 DATASETS: Registry[DatasetBuilder] = Registry("dataset")
+
+
+def open_dataset(
+    config: BenchConfig, tokenizer: Tokenizer | None, *, count: int | None = None, warmups: int | None = None
+) -> PromptSource:
+    """The lazy prompts for ``config``: ``count`` (default ``num_prompts``) measured ones and ``warmups``
+    (default ``num_warmups``) more, all distinct. What can be checked without making every prompt (a
+    tokenizer for the random dataset, the file, an input length the template leaves room for) is checked
+    here, before the first prompt is made."""
+    n = config.num_prompts if count is None else count
+    w = config.num_warmups if warmups is None else warmups
+    builder = DATASETS.get(DatasetKind(config.dataset).value)
+    return builder(config, tokenizer, n, w)
 
 
 def build_dataset(
     config: BenchConfig, tokenizer: Tokenizer | None, *, count: int | None = None, warmups: int | None = None
 ) -> Dataset:
-    """Prompts for ``config``: ``count`` (default ``num_prompts``) measured ones and ``warmups`` (default
-    ``num_warmups``) more, all distinct. The random dataset needs a tokenizer; the file datasets use one, when
-    given, to know each prompt's token count."""
-    n = config.num_prompts if count is None else count
-    w = config.num_warmups if warmups is None else warmups
-    builder = DATASETS.get(DatasetKind(config.dataset).value)
-    ds = builder(config, tokenizer, n + w)
-    if w:
-        ds.warmups = ds.prompts[n:]
-        ds.prompts = ds.prompts[:n]
-    return ds
+    """Every prompt of ``open_dataset`` made at once (the same prompts a benchmark sends, for the same seed).
+    The random dataset needs a tokenizer; the file datasets use one, when given, to know each prompt's token
+    count."""
+    source = open_dataset(config, tokenizer, count=count, warmups=warmups)
+    made = list(source.stream())
+    return Dataset(
+        prompts=made[source.num_warmups :],
+        warmups=made[: source.num_warmups],
+        notes=source.notes,
+        shared_prefix_tokens=source.shared_prefix_tokens,
+    )
 
 
 # ------------------------------------------------------------------------------------------------- random
@@ -143,24 +202,6 @@ def token_pool(tokenizer: Tokenizer) -> np.ndarray:
     pool = np.array(keep, dtype=np.int64)
     _pools[tokenizer] = pool
     return pool
-
-
-def _distinct_starts(rng: np.random.Generator, pool: np.ndarray, count: int) -> list[list[int]]:
-    """``count`` distinct first-token tuples (one token when the pool is big enough, else pairs, ...)."""
-    p = len(pool)
-    k = 1
-    while p**k < count * 4:
-        k += 1
-    seen: set[tuple[int, ...]] = set()
-    out: list[list[int]] = []
-    if k == 1:
-        return [[int(x)] for x in rng.permutation(pool)[:count]]
-    while len(out) < count:
-        t = tuple(int(x) for x in rng.choice(pool, size=k))
-        if t not in seen:
-            seen.add(t)
-            out.append(list(t))
-    return out
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -207,25 +248,61 @@ def _random_seed(config: BenchConfig) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
 
 
+class _Starts:
+    """The distinct first own token(s) of prompt ``g`` (0..total-1), without holding one per prompt: one
+    token from a seeded permutation of the pool when the pool is big enough, else a ``k``-token tuple, the
+    base-``len(pool)`` digits of a seeded bijection of ``g`` (an affine map modulo ``len(pool) ** k``)."""
+
+    def __init__(self, rng: np.random.Generator, pool: np.ndarray, total: int) -> None:
+        self.pool = pool
+        p = len(pool)
+        self.k = 1
+        while p**self.k < total * 4:
+            self.k += 1
+        self.order = rng.permutation(p)
+        self.space = p**self.k
+        self.a = int(rng.integers(1, 2**62)) % self.space or 1
+        while math.gcd(self.a, self.space) != 1:
+            self.a += 1
+        self.b = int(rng.integers(0, 2**62)) % self.space
+
+    def __call__(self, g: int) -> list[int]:
+        p = len(self.pool)
+        if self.k == 1:
+            return [int(self.pool[self.order[g]])]
+        v = (self.a * g + self.b) % self.space
+        out = []
+        for _ in range(self.k):
+            v, d = divmod(v, p)
+            out.append(int(self.pool[self.order[d]]))
+        return out
+
+
 @DATASETS.register("random")
-def random_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int) -> Dataset:
-    """``count`` prompts of exactly ``config.input_len`` server-counted tokens (see the module docstring)."""
+def random_dataset(
+    config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int
+) -> PromptSource:
+    """``count`` (+ ``warmups``) prompts of exactly ``config.input_len`` server-counted tokens (see the module
+    docstring), made lazily: prompt ``g`` has its own seeded generator (the config's seed and ``g``), so it is
+    the same whichever prompts were made before it and however many are made at once."""
     if tokenizer is None:
         raise UserInputError(
             "The random dataset needs a tokenizer to make prompts of an exact token count.",
             hint="Give --tokenizer DIR, or use a server that has /tokenize.",
         )
+    tok: Tokenizer = tokenizer
     endpoint = EndpointKind(config.endpoint)
     target = config.input_len
-    rng = np.random.default_rng(_random_seed(config))
-    pool = token_pool(tokenizer)
-    overhead = tokenizer.count_prompt("", endpoint)
+    seed = _random_seed(config)
+    rng = np.random.default_rng(seed)
+    pool = token_pool(tok)
+    overhead = tok.count_prompt("", endpoint)
     prefix_text = ""
     sep = ""
     if config.prefix_len:
-        prefix_text = _exact_prefix(tokenizer, pool, config.prefix_len, rng)
+        prefix_text = _exact_prefix(tok, pool, config.prefix_len, rng)
         sep = "\n"  # keeps the first own token from merging with the prefix's last one
-    fixed = tokenizer.count_prompt(prefix_text + sep, endpoint) if prefix_text else overhead
+    fixed = tok.count_prompt(prefix_text + sep, endpoint) if prefix_text else overhead
     room = target - fixed
     if room < 1:
         what = "the chat template" if endpoint == EndpointKind.chat else "the special tokens"
@@ -236,79 +313,122 @@ def random_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int)
             hint=f"Use --input-len {fixed + 1} or more"
             + (", or a shorter --prefix-len." if config.prefix_len else "."),
         )
-    starts = _distinct_starts(rng, pool, count)
-    ids: list[list[int]] = []
-    for s in starts:
-        body = s[:room] + [int(x) for x in rng.choice(pool, size=max(0, room - len(s)))]
-        ids.append(body)
-    texts: list[str] = [""] * count
-    exact: list[bool] = [False] * count
-    token_lists: list[list[int]] = [[] for _ in range(count)]
-    for rnd in range(MAX_FIT_ROUNDS):
-        todo = [i for i in range(count) if not exact[i]]
-        if not todo:
-            break
-        decoded = tokenizer.decode_batch([ids[i] for i in todo])
-        cand = [prefix_text + sep + d for d in decoded]
-        counted = tokenizer.prompt_token_ids_batch(cand, endpoint)
-        for i, text, toks in zip(todo, cand, counted, strict=True):
-            diff = target - len(toks)
-            if diff == 0:
-                texts[i], token_lists[i], exact[i] = text, toks, True
-                continue
-            cur = ids[i]
-            if diff > 0:
-                cur = cur + [int(x) for x in rng.choice(pool, size=diff)]
-            else:
-                cur = cur[: max(1, len(cur) + diff)]
-            if rnd >= MAX_FIT_ROUNDS // 2 and len(cur) > 1:
-                cur[-1] = int(rng.choice(pool))  # break a merge that flips back and forth
-            ids[i] = cur
-    if not all(exact):
-        bad = exact.count(False)
-        raise UserInputError(
-            f"{bad} of {count} random prompts could not be made exactly {target} tokens long with "
-            f"{tokenizer.name}.",
-            hint="Try another --seed or --input-len; please report the tokenizer.",
-        )
-    # No two prompts may share more leading tokens than all of them share (the deliberate part).
-    for _ in range(5):
-        everyone, pair_max = shared_prefix_report(token_lists)
-        if pair_max <= everyone or count < 2:
-            break
-        order = sorted(range(count), key=lambda i: tuple(token_lists[i]))
-        for j in range(count - 1):
-            a, b = order[j], order[j + 1]
-            if _common_prefix(token_lists[a], token_lists[b]) > everyone:
-                redo = b
-                fresh = [int(x) for x in rng.choice(pool, size=room)]
-                for _r in range(MAX_FIT_ROUNDS):
-                    text = prefix_text + sep + tokenizer.decode(fresh)
-                    toks = tokenizer.prompt_token_ids(text, endpoint)
-                    diff = target - len(toks)
-                    if diff == 0:
-                        texts[redo], token_lists[redo] = text, toks
-                        break
-                    fresh = (
-                        fresh + [int(x) for x in rng.choice(pool, size=diff)]
-                        if diff > 0
-                        else fresh[: max(1, len(fresh) + diff)]
-                    )
-    everyone, pair_max = shared_prefix_report(token_lists)
+    total = count + warmups
+    starts = _Starts(rng, pool, max(total, 1))
+    # The front every prompt shares (special tokens, the deliberate prefix, what the chat template puts before
+    # the message): the most leading tokens two one-token probes share.
+    probes = tok.prompt_token_ids_batch(
+        [prefix_text + sep + t for t in tok.decode_batch([[int(pool[i])] for i in range(min(4, len(pool)))])],
+        endpoint,
+    )
+    front_ids = max(
+        ((a, _common_prefix(a, b)) for j, a in enumerate(probes) for b in probes[j + 1 :]),
+        key=lambda x: x[1],
+    )
+    front_toks, front = front_ids[0][: front_ids[1]], front_ids[1]
+    k = starts.k
     notes: list[str] = []
-    if count >= 2 and pair_max > everyone:
-        notes.append(f"Some random prompts share {pair_max} leading tokens (all share {everyone}).")
-    if endpoint == EndpointKind.chat and count >= 2:
-        template_front = everyone - (config.prefix_len + 1 if config.prefix_len else 0)
+    if total >= 2 and k > 1:
+        notes.append(
+            f"The tokenizer has {len(pool)} word tokens for {total} prompts: prompts may share up to {k - 1} "
+            f"leading token{'s' if k > 2 else ''} after the common front."
+        )
+    if endpoint == EndpointKind.chat and total >= 2:
+        template_front = front - (config.prefix_len + 1 if config.prefix_len else 0)
         if template_front > 0:
             notes.append(
                 f"The chat template puts the same {template_front} tokens in front of every prompt "
                 "(a server with prefix caching may reuse them)."
             )
-    return Dataset(
-        prompts=[Prompt(t, target) for t in texts],
+    seen: set[tuple[int, ...]] = set()  # the first own token(s) of every prompt made: no accidental sharing
+    noted = False
+
+    def fit(batch: list[tuple[list[int], np.random.Generator]], stop: StopFn) -> list[tuple[str, list[int]]]:
+        """Each (ids, generator) made exactly ``target`` tokens: decode, re-count, add or remove the difference."""
+        ids = [b[0] for b in batch]
+        done: list[tuple[str, list[int]] | None] = [None] * len(batch)
+        for rnd in range(MAX_FIT_ROUNDS):
+            todo = [i for i in range(len(batch)) if done[i] is None]
+            if not todo or stop():
+                break
+            decoded = tok.decode_batch([ids[i] for i in todo])
+            cand = [prefix_text + sep + d for d in decoded]
+            counted = tok.prompt_token_ids_batch(cand, endpoint)
+            for i, text, toks in zip(todo, cand, counted, strict=True):
+                diff = target - len(toks)
+                if diff == 0:
+                    done[i] = (text, toks)
+                    continue
+                g_rng = batch[i][1]
+                cur = ids[i]
+                if diff > 0:
+                    cur = cur + [int(x) for x in g_rng.choice(pool, size=diff)]
+                else:
+                    cur = cur[: max(1, len(cur) + diff)]
+                if rnd >= MAX_FIT_ROUNDS // 2 and len(cur) > 1:
+                    cur[-1] = int(g_rng.choice(pool))  # break a merge that flips back and forth
+                ids[i] = cur
+        if stop():
+            return []
+        if any(d is None for d in done):
+            raise UserInputError(
+                f"{sum(d is None for d in done)} random prompts could not be made exactly {target} tokens long "
+                f"with {tok.name}.",
+                hint="Try another --seed or --input-len; please report the tokenizer.",
+            )
+        return [d for d in done if d is not None]
+
+    def key(toks: list[int]) -> tuple[int, ...] | None:
+        """The prompt's first own token(s); None when its front differs from every other prompt's (a merge)."""
+        if total < 2:
+            return ()
+        if _common_prefix(toks, front_toks) < front:
+            return None
+        return tuple(toks[front : front + k])
+
+    def make(chunk: int, stop: StopFn) -> Iterator[Prompt]:
+        nonlocal noted
+        # warmups first (they are sent first): prompts count..total-1, then the measured 0..count-1
+        order = list(range(count, total)) + list(range(count))
+        for at in range(0, len(order), chunk):
+            if stop():
+                return
+            batch = []
+            for g in order[at : at + chunk]:
+                g_rng = np.random.default_rng([seed, g])
+                s = starts(g)
+                batch.append(
+                    (s[:room] + [int(x) for x in g_rng.choice(pool, size=max(0, room - len(s)))], g_rng)
+                )
+            fitted = fit(batch, stop)
+            if not fitted:
+                return
+            for (text, toks), (_ids, g_rng) in zip(fitted, batch, strict=True):
+                kk = key(toks)
+                for _ in range(5):  # an accidental shared start (a merge): draw this prompt afresh
+                    if kk is not None and kk not in seen:
+                        break
+                    redone = fit([([int(x) for x in g_rng.choice(pool, size=room)], g_rng)], stop)
+                    if not redone:
+                        return
+                    text, toks = redone[0]
+                    kk = key(toks)
+                if kk is None or kk in seen:
+                    if not noted:
+                        notes.append(
+                            f"Some random prompts share more than the {front} leading tokens all share."
+                        )
+                        noted = True
+                else:
+                    seen.add(kk)
+                yield Prompt(text, target)
+
+    return PromptSource(
+        count=count,
+        num_warmups=warmups,
+        make=make,
         notes=notes,
-        shared_prefix_tokens=everyone if count >= 2 else 0,
+        shared_prefix_tokens=front if total >= 2 else 0,
     )
 
 
@@ -325,28 +445,38 @@ def _need_path(config: BenchConfig) -> Path:
 
 
 def _sample(
-    texts: list[str], config: BenchConfig, count: int, tokenizer: Tokenizer | None, what: str
-) -> Dataset:
-    """Shuffle with the seed, take ``count`` (cycling when the file has fewer), count tokens when possible."""
+    texts: list[str], config: BenchConfig, count: int, warmups: int, tokenizer: Tokenizer | None, what: str
+) -> PromptSource:
+    """Shuffle with the seed, take ``count`` + ``warmups`` (cycling when the file has fewer; the warmups are
+    the last ones), count tokens when possible, a chunk at a time as the prompts are asked for."""
     rng = random.Random(config.seed)
     order = list(range(len(texts)))
     rng.shuffle(order)
+    total = count + warmups
     notes: list[str] = []
-    picked = [texts[order[i % len(order)]] for i in range(count)]
-    if count > len(texts):
+    if total > len(texts):
         notes.append(
-            f"The {what} has {len(texts)} usable prompts; {count} were needed, so prompts repeat "
+            f"The {what} has {len(texts)} usable prompts; {total} were needed, so prompts repeat "
             "(a server with prefix caching will reuse them)."
         )
-    lens: list[int | None] = [None] * count
-    if tokenizer is not None:
-        counted = tokenizer.prompt_token_ids_batch(picked, EndpointKind(config.endpoint))
-        lens = [len(c) for c in counted]
-    return Dataset(prompts=[Prompt(t, n) for t, n in zip(picked, lens, strict=True)], notes=notes)
+    endpoint = EndpointKind(config.endpoint)
+
+    def make(chunk: int, stop: StopFn) -> Iterator[Prompt]:
+        picks = list(range(count, total)) + list(range(count))  # warmups first: they are sent first
+        for at in range(0, len(picks), chunk):
+            if stop():
+                return
+            picked = [texts[order[i % len(order)]] for i in picks[at : at + chunk]]
+            lens: list[int | None] = [None] * len(picked)
+            if tokenizer is not None:
+                lens = [len(c) for c in tokenizer.prompt_token_ids_batch(picked, endpoint)]
+            yield from (Prompt(t, n) for t, n in zip(picked, lens, strict=True))
+
+    return PromptSource(count=count, num_warmups=warmups, make=make, notes=notes)
 
 
 @DATASETS.register("jsonl")
-def jsonl_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int) -> Dataset:
+def jsonl_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int) -> PromptSource:
     """One JSON object per line with a ``prompt`` string (vLLM's custom dataset); other keys are ignored."""
     path = _need_path(config)
     texts: list[str] = []
@@ -366,7 +496,7 @@ def jsonl_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int) 
                 texts.append(row["prompt"])
     if not texts:
         raise UserInputError(f"{path} has no prompts.")
-    return _sample(texts, config, count, tokenizer, "jsonl file")
+    return _sample(texts, config, count, warmups, tokenizer, "jsonl file")
 
 
 #: ShareGPT pruning of ``vllm bench serve`` (kept so results stay comparable): prompts of 4..1024 tokens,
@@ -377,7 +507,9 @@ SHAREGPT_MAX_TOTAL = 2048
 
 
 @DATASETS.register("sharegpt")
-def sharegpt_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int) -> Dataset:
+def sharegpt_dataset(
+    config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int
+) -> PromptSource:
     """The usual ShareGPT file: a JSON list of ``{"conversations": [{"from": ..., "value": ...}, ...]}``; the
     first turn of every conversation with at least two turns is a prompt."""
     path = _need_path(config)
@@ -414,6 +546,6 @@ def sharegpt_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: in
         if not kept:
             raise UserInputError(f"No prompt of {path} is within vLLM's ShareGPT length limits.")
         texts = kept
-    ds = _sample(texts, config, count, tokenizer, "ShareGPT file")
+    ds = _sample(texts, config, count, warmups, tokenizer, "ShareGPT file")
     ds.notes = notes + ds.notes
     return ds

@@ -3,8 +3,10 @@
 ``arun_benchmark`` (and its blocking twin ``run_benchmark``) does, in order:
 
 1. loads a tokenizer unless one is given (a sweep loads it once and passes it to every call);
-2. builds the prompts (``datasets``) and renders every request to bytes, and computes every send time from the
-   seed (``schedule``), all before the first request, so nothing but sending and timestamping happens later;
+2. computes every send time from the seed (``schedule``) and starts making the prompts (``datasets``): a
+   producer thread makes each prompt and renders its request to bytes at most ``lookahead`` requests ahead of
+   the sender (the first ``lookahead`` before the first request), so the event loop does nothing but send and
+   timestamp, a cell of any size holds only the look-ahead in memory, and a cancel stops the prompt making too;
 3. sends the warmup requests (distinct prompts, results discarded);
 4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample;
 5. sends the measured requests. With an infinite rate, ``max_concurrency`` workers take the next prompt as soon
@@ -24,16 +26,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
 
 from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, parse_stream
-from accelbench.bench.datasets import Dataset, Prompt, build_dataset
+from accelbench.bench.datasets import PromptSource, open_dataset
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.schedule import send_times
 from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
@@ -65,6 +68,14 @@ CANCELLED = "cancelled"
 PRECONNECT_MAX = 256
 _pc = time.perf_counter
 
+#: Requests made ahead of the sender: twice the concurrency, within these bounds.
+LOOKAHEAD_MIN = 16
+LOOKAHEAD_MAX = 512
+#: Prompts the producer makes per round of tokenizer work (a stop is seen between rounds).
+PROMPT_CHUNK = 8
+#: How long the end of a run waits for the producer to finish the prompt it is making.
+PRODUCER_JOIN_S = 30.0
+
 PATHS = {EndpointKind.chat: "/v1/chat/completions", EndpointKind.completions: "/v1/completions"}
 
 
@@ -91,6 +102,87 @@ def request_body(config: BenchConfig, model: str, text: str) -> bytes:
     return orjson.dumps(body)
 
 
+def lookahead(config: BenchConfig) -> int:
+    """Requests made ahead of the sender (see ``LOOKAHEAD_MIN``/``LOOKAHEAD_MAX``). A burst (every request at
+    once, no concurrency limit) has them all made before the clock starts: sent as they are made, it would be
+    paced by the tokenizer, not a burst (the per-cell prompt-token cap bounds it; cancel still stops the making)."""
+    if config.max_concurrency is None and math.isinf(config.request_rate):
+        return max(LOOKAHEAD_MIN, config.num_prompts)
+    want = 2 * config.max_concurrency if config.max_concurrency else LOOKAHEAD_MAX
+    return max(LOOKAHEAD_MIN, min(LOOKAHEAD_MAX, want))
+
+
+_Item = tuple[int | None, bytes]  # (expected prompt tokens, the rendered request)
+
+
+class _Feed:
+    """Requests made by a producer thread from ``items``, at most ``lookahead`` ahead of the consumers; ``get``
+    hands them out in order and answers None once there are no more (the end, a stop, or an error of the
+    producer: ``error``)."""
+
+    def __init__(self, items: Callable[[Callable[[], bool]], Iterator[_Item]], lookahead: int) -> None:
+        self._items = items
+        self._slots = threading.Semaphore(lookahead)
+        self._halt = threading.Event()
+        self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="accelbench-prompts", daemon=True)
+        self.ended = False
+        self.error: BaseException | None = None
+        self.delivered = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _put(self, item: _Item | None) -> None:
+        if item is None:
+            self.ended = True
+        self._queue.put_nowait(item)
+
+    def _run(self) -> None:
+        try:
+            items = self._items(self._halt.is_set)
+            while True:
+                while not self._slots.acquire(timeout=0.05):  # a free place first, then the next request
+                    if self._halt.is_set():
+                        return
+                if self._halt.is_set():
+                    return
+                item = next(items, None)
+                if item is None or self._halt.is_set():
+                    return
+                self._loop.call_soon_threadsafe(self._put, item)
+        except BaseException as exc:  # handed to the runner, which decides what it means
+            self.error = exc
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+                self._loop.call_soon_threadsafe(self._put, None)
+
+    async def get(self) -> _Item | None:
+        item = await self._queue.get()
+        if item is None:
+            self._queue.put_nowait(None)  # every later get answers None too
+            return None
+        self._slots.release()
+        self.delivered += 1
+        return item
+
+    async def fill(self, k: int, stop: _Stop) -> None:
+        """Wait until ``k`` requests are ready (or the producer ended, or a stop)."""
+        while self._queue.qsize() < k and not self.ended and not stop.flag:
+            await asyncio.sleep(0.005)
+
+    def halt(self) -> None:
+        """Stop making requests (the one being made is finished first); wakes every ``get``."""
+        self._halt.set()
+        self._queue.put_nowait(None)
+
+    async def aclose(self) -> None:
+        self._halt.set()
+        if self._thread.is_alive():
+            await _to_thread(self._thread.join, PRODUCER_JOIN_S)
+
+
 class _Collector:
     """Holds each request's outcome; parses right away only once the raw-bytes budget is used up."""
 
@@ -104,6 +196,7 @@ class _Collector:
         self.sent = [False] * n
         self.eligible = [0.0] * n
         self.scheduled = [0.0] * n
+        self.prompt_len: list[int | None] = [None] * n
         self.done = 0
 
     def add(self, i: int, raw: RawResponse) -> None:
@@ -143,7 +236,8 @@ class _Stop:
 
 async def _send_all(
     client: StreamClient,
-    requests: Sequence[bytes],
+    feed: _Feed,
+    n: int,
     offsets: Sequence[float],
     max_concurrency: int | None,
     col: _Collector,
@@ -151,9 +245,8 @@ async def _send_all(
     t0: float,
     interruptible: list[asyncio.Task[Any]],
 ) -> None:
-    """Send ``requests`` by the plan and collect the outcomes into ``col``. A task that only waits to send
-    (the dispatcher of a finite rate) is put in ``interruptible`` so a cancel can wake it."""
-    n = len(requests)
+    """Send ``n`` requests from ``feed`` by the plan and collect the outcomes into ``col``. A task that only
+    waits to send (the dispatcher of a finite rate) is put in ``interruptible`` so a cancel can wake it."""
     if n == 0:
         return
     if all(o == 0.0 for o in offsets):
@@ -165,17 +258,23 @@ async def _send_all(
             nonlocal next_i
             send = client.send
             while True:
-                i = next_i
+                if next_i >= n or stop.should_stop(_pc()):
+                    return
+                item = await feed.get()
+                if item is None:
+                    return
+                i = next_i  # taken right after the item, without a pause: item k is request k
                 if i >= n:
                     return
+                next_i = i + 1
                 now = _pc()
                 if stop.should_stop(now):
                     return
-                next_i = i + 1
+                col.prompt_len[i] = item[0]
                 col.eligible[i] = now
                 col.scheduled[i] = t0
                 col.sent[i] = True
-                col.add(i, await send(requests[i]))
+                col.add(i, await send(item[1]))
 
         await asyncio.gather(*(worker() for _ in range(workers)))
         return
@@ -183,9 +282,9 @@ async def _send_all(
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     tasks: set[asyncio.Task[None]] = set()
 
-    async def one(i: int) -> None:
+    async def one(i: int, data: bytes) -> None:
         try:
-            col.add(i, await client.send(requests[i]))
+            col.add(i, await client.send(data))
         finally:
             if sem is not None:
                 sem.release()
@@ -194,6 +293,9 @@ async def _send_all(
 
     async def dispatch() -> None:
         for i in range(n):
+            item = await feed.get()  # made ahead: ready long before it is due, unless making prompts is slow
+            if item is None:
+                return
             due = t0 + offsets[i]
             delay = due - _pc()
             if delay > 0:
@@ -213,10 +315,11 @@ async def _send_all(
                 if sem is not None:
                     sem.release()
                 return
+            col.prompt_len[i] = item[0]
             col.eligible[i] = eligible
             col.scheduled[i] = due
             col.sent[i] = True
-            task = loop.create_task(one(i))
+            task = loop.create_task(one(i, item[1]))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -233,15 +336,21 @@ async def _send_all(
             await asyncio.gather(*list(tasks), return_exceptions=True)
 
 
-async def _warmup(client: StreamClient, requests: Sequence[bytes], concurrency: int) -> list[RawResponse]:
-    it = iter(requests)
+async def _warmup(client: StreamClient, feed: _Feed, count: int, concurrency: int) -> list[RawResponse]:
+    """Send the first ``count`` requests of ``feed`` (the warmups) with ``concurrency`` workers."""
     out: list[RawResponse] = []
+    taken = 0
 
     async def worker() -> None:
-        for data in it:
-            out.append(await client.send(data))
+        nonlocal taken
+        while taken < count:
+            taken += 1  # claimed before waiting: exactly ``count`` items are taken, the warmups
+            item = await feed.get()
+            if item is None:
+                return
+            out.append(await client.send(item[1]))
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(requests))))))
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, count)))))
     return out
 
 
@@ -275,18 +384,26 @@ async def arun_benchmark(
             if DatasetKind(config.dataset) == DatasetKind.random:
                 raise
             notes.append(f"No tokenizer ({exc.message}); output tokens come from the server's usage.")
-    dataset: Dataset = await _to_thread(build_dataset, config, tokenizer)
-    notes.extend(dataset.notes)
-    prompts: list[Prompt] = dataset.prompts
+    # what can be checked without making every prompt is checked here, before anything is sent
+    source: PromptSource = await _to_thread(open_dataset, config, tokenizer)
+    n, n_warm = source.count, source.num_warmups
 
     client = StreamClient(
         root, headers=endpoint.headers, api_key=endpoint.api_key, timeout_s=config.timeout_s
     )
     path = PATHS[kind]
-    requests = [client.render(path, request_body(config, endpoint.served_model, p.text)) for p in prompts]
-    warm = [client.render(path, request_body(config, endpoint.served_model, p.text)) for p in dataset.warmups]
-    offsets = send_times(len(requests), config.request_rate, config.burstiness, config.seed)
-    col = _Collector(len(requests), kind == EndpointKind.chat, RAW_BUDGET_BYTES)
+    model = endpoint.served_model
+
+    def rendered(halt: Callable[[], bool]) -> Iterator[_Item]:
+        def stopped() -> bool:
+            return halt() or (cancel is not None and cancel.is_set())
+
+        for p in source.stream(chunk=PROMPT_CHUNK, stop=stopped):
+            yield p.prompt_len, client.render(path, request_body(config, model, p.text))
+
+    feed = _Feed(rendered, lookahead(config))
+    offsets = send_times(n, config.request_rate, config.burstiness, config.seed)
+    col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES)
     do_scrape = config.scrape_metrics if scrape is None else scrape
     scraper = (
         PrometheusScraper(
@@ -309,6 +426,7 @@ async def arun_benchmark(
         while not cancel.is_set():
             await asyncio.sleep(0.05)
         stop.flag = stop.cancelled = True
+        feed.halt()
         client.abort_all(CANCELLED)
         for t in interruptible:
             t.cancel()
@@ -316,7 +434,7 @@ async def arun_benchmark(
     async def tick() -> None:
         assert progress is not None
         while True:
-            progress(col.done, len(requests))
+            progress(col.done, n)
             await asyncio.sleep(0.2)
 
     interruptible: list[asyncio.Task[Any]] = []  # tasks a cancel may interrupt (warmup, dispatcher)
@@ -331,8 +449,14 @@ async def arun_benchmark(
     try:
         if cancel is not None:
             background.append(loop.create_task(watch_cancel()))
-        if warm and not stop.flag:
-            warm_task = loop.create_task(_warmup(client, warm, config.max_concurrency or len(warm)))
+        if not stop.flag:
+            feed.start()
+            # the first requests are made before the first is sent (a user error in them raises here)
+            await feed.fill(min(lookahead(config), n + n_warm), stop)
+            if feed.error is not None and feed.delivered == 0 and not stop.flag:
+                raise feed.error
+        if n_warm and not stop.flag:
+            warm_task = loop.create_task(_warmup(client, feed, n_warm, config.max_concurrency or n_warm))
             interruptible.append(warm_task)
             await asyncio.wait([warm_task])
             if not warm_task.cancelled():
@@ -343,9 +467,8 @@ async def arun_benchmark(
                     notes.append(f"Every warmup request failed (first: {reason}).")
             interruptible.clear()
         if not stop.flag:
-            await client.preconnect(
-                min(config.max_concurrency or len(requests), len(requests), PRECONNECT_MAX)
-            )
+            await feed.fill(min(lookahead(config), n), stop)  # refilled while the warmups ran
+            await client.preconnect(min(config.max_concurrency or n, n, PRECONNECT_MAX))
         if scraper is not None:
             await scraper.start(_pc())
         if progress is not None:
@@ -355,8 +478,10 @@ async def arun_benchmark(
         if config.duration_s is not None:
             stop.deadline = t0 + config.duration_s
         if not stop.flag:
-            await _send_all(client, requests, offsets, config.max_concurrency, col, stop, t0, interruptible)
+            await _send_all(client, feed, n, offsets, config.max_concurrency, col, stop, t0, interruptible)
     finally:
+        feed.halt()
+        await feed.aclose()
         for t in background:
             t.cancel()
         for t in background:
@@ -369,14 +494,19 @@ async def arun_benchmark(
         gc.unfreeze()
         gc.set_threshold(*gc_threshold)
     if progress is not None:
-        progress(col.done, len(requests))
+        progress(col.done, n)
+    if feed.error is not None and not stop.cancelled:
+        if not isinstance(feed.error, AccelbenchError):
+            raise feed.error
+        notes.append(f"Making the prompts failed after {feed.delivered} of {n + n_warm}: {feed.error}")
+    notes.extend(source.notes)  # complete now: the producer has stopped
     try:
         return await _to_thread(
             _summarize,
             endpoint,
             config,
             tokenizer,
-            prompts,
+            n,
             col,
             offsets,
             t0,
@@ -395,7 +525,7 @@ def _summarize(
     endpoint: Endpoint,
     config: BenchConfig,
     tokenizer: Tokenizer | None,
-    prompts: list[Prompt],
+    n: int,
     col: _Collector,
     offsets: Sequence[float],
     t0: float,
@@ -405,7 +535,7 @@ def _summarize(
     notes: list[str],
     date: datetime,
 ) -> BenchmarkSummary:
-    sent = [i for i in range(len(prompts)) if col.sent[i]]
+    sent = [i for i in range(n) if col.sent[i]]
     parsed: dict[int, ParsedStream] = {}
     for i in sent:
         if col.raw[i] is None and col.parsed[i] is None:
@@ -435,7 +565,7 @@ def _summarize(
         records.append(
             RequestRecord(
                 index=i,
-                prompt_len=prompts[i].prompt_len or 0,
+                prompt_len=col.prompt_len[i] or 0,
                 server_prompt_tokens=p.prompt_tokens,
                 max_tokens=config.output_len,
                 output_tokens=out_tokens,
@@ -483,7 +613,7 @@ def _summarize(
             "chunks (TPOT and token throughput may be off)."
         )
     n_sent = len(sent)
-    interrupted = stop.cancelled or n_sent < len(prompts)
+    interrupted = stop.cancelled or n_sent < n
     if stop.cancelled:
         notes.append(
             f"Cancelled: {n_sent} of {config.num_prompts} requests were sent; unfinished ones are failed."
@@ -493,7 +623,7 @@ def _summarize(
             f"--duration {config.duration_s:g} s reached: {n_sent} of {config.num_prompts} requests were sent."
         )
         interrupted = False  # stopping at the duration is what was asked for
-    elif n_sent < len(prompts):
+    elif n_sent < n:
         notes.append(f"Only {n_sent} of {config.num_prompts} requests were sent.")
     if m.failed:
         top = next(iter(m.errors.items()))

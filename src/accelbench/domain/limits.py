@@ -21,8 +21,8 @@ MAX_PROMPTS = 100_000  # requests in one benchmark (one sweep cell)
 MAX_WARMUPS = 1_000
 MAX_LEVELS = 64  # values in a sweep's input_lens or concurrency list
 MAX_SWEEP_REQUESTS = 1_000_000  # every request of a sweep: cells x repeats x prompts, plus the warm-ups
-#: prompt tokens one benchmark (one sweep cell) builds up front: prompts x input length (about 4 bytes of text
-#: per token: 200 MB at most)
+#: prompt tokens one benchmark (one sweep cell) sends: prompts x input length (about 4 bytes of text per token:
+#: 200 MB at most, which a burst, every prompt made before the clock starts, may hold at once)
 MAX_CELL_PROMPT_TOKENS = 50_000_000
 MAX_TIMEOUT_S = 86_400.0  # one request may take a day, not longer
 
