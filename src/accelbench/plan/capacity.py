@@ -41,7 +41,7 @@ tighter SLO or a higher percentile (each misses wherever the looser one does) ne
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -180,6 +180,20 @@ def _within(value: float, target_ms: float | None) -> bool:
     return target_ms is None or value * 1000 <= target_ms * (1 + 1e-9)
 
 
+def _share_quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of a large sample drawn in equal shares from ``values`` (each value 1/n of it), as numpy's
+    linear interpolation takes it: inside a share, that share's value; on the boundary between shares k and
+    k + 1 (q x n = k), the point (N - 1) q falls 1 - q of the way from the last of one to the first of the
+    next (halfway at p50)."""
+    v = sorted(values)
+    n = len(v)
+    x = q * n
+    k = round(x)
+    if 1 <= k < n and abs(x - k) < 1e-9:
+        return v[k - 1] + (1 - q) * (v[k] - v[k - 1])
+    return v[min(n - 1, max(0, math.ceil(x - 1e-9) - 1))]
+
+
 def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: Prediction) -> _Population:
     """Closed-loop waves: request k of a wave of B has its own TTFT; the first one's decode stalls."""
     b = pred.batch
@@ -197,9 +211,6 @@ def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: 
     def e2e(k: int) -> float:
         return ttft(k) + dt * tpot[min(k, 2)]
 
-    def rank(q: float) -> int:  # the request at the q-th quantile, 1-based
-        return min(b, max(1, math.ceil(q * b - 1e-9)))
-
     def last_within(limit: float, of: Callable[[int], float]) -> int:
         """The highest k in 2..B with of(k) <= limit (of grows with k), or 1 when none."""
         if of(2) > limit:
@@ -214,23 +225,15 @@ def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: 
         return lo
 
     def quantile(metric: str, q: float) -> float:
-        r = rank(q)
+        # every wave has one request of each rank k = 1..B, so a level's requests are those B values in equal
+        # shares, and its percentile is theirs as the measurement takes it (numpy's linear interpolation: at
+        # p50 of a 2-user loop, halfway between the stalled first request and the other)
         if metric == "ttft":
-            return ttft(r)
+            return _share_quantile([ttft(k) for k in range(1, b + 1)], q)
         if metric in ("tpot", "itl"):
             values = tpot if metric == "tpot" else itl
-            lower, upper = sorted((values[1], values[2]))
-            # B - 1 requests at the rest's value, one at the first's
-            n_lower = b - 1 if values[2] <= values[1] else 1
-            return lower if r <= n_lower else upper
-        # e2el: the first request's value merged into the others' (which grow with k)
-        first = e2e(1)
-        below = last_within(first, e2e) - 1  # the others with E2E <= the first's
-        if r - 1 < below:
-            return e2e(r + 1)
-        if r - 1 == below:
-            return first
-        return e2e(r)
+            return _share_quantile([values[1]] + [values[2]] * (b - 1), q)
+        return _share_quantile([e2e(k) for k in range(1, b + 1)], q)
 
     def share(targets: Mapping[str, float]) -> float:
         def meets(k: int) -> bool:
