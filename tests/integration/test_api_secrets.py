@@ -45,7 +45,8 @@ def test_hf_token_reaches_only_the_worker(store: Store, caplog: pytest.LogCaptur
         run_id = r.json()["id"]
         assert secret not in r.text
         wait_for(lambda: api.store.get_run(run_id).status.value == "completed")
-        assert ex.kwargs[0]["secrets"] == {"hf_token": secret}  # the executor got it, in memory
+        # the executor got them, in memory: hf_token and the engine's secret variable (stored masked)
+        assert ex.kwargs[0]["secrets"] == {"hf_token": secret, "env:HF_TOKEN": "from-env-setting"}
         responses = [
             api.client.get(f"/api/v1/runs/{run_id}").text,
             api.client.get("/api/v1/runs").text,
@@ -60,7 +61,7 @@ def test_hf_token_reaches_only_the_worker(store: Store, caplog: pytest.LogCaptur
     # A token-like value in the engine environment is masked in what the API shows.
     assert detail["run"]["spec"]["engine"]["settings"]["env"]["HF_TOKEN"] == "***"
     assert "from-env-setting" not in responses[0]
-    assert secret not in database_text(store)
+    assert secret not in database_text(store) and "from-env-setting" not in database_text(store)
     if not store.is_postgres:
         assert secret.encode() not in sqlite_bytes(store)  # the file itself, WAL included
     assert secret not in caplog.text

@@ -228,7 +228,10 @@ class RunWorker:
         self._wake.set()
 
     def keep_secrets(self, run_id: str, secrets: Mapping[str, str]) -> None:
-        """Secrets given with a run live only in this process's memory until the run has executed."""
+        """Secrets given with a run (``RunSpec.secrets``: ``hf_token``, ``arg:N``, ``env:NAME``) live only in
+        this process's memory until the run has executed; the executor puts them back in the stored spec,
+        whose copies are masked. A run whose secrets this worker does not hold (the service restarted) fails
+        before anything is deployed."""
         if secrets:
             with self._state_lock:
                 self._secrets[run_id] = dict(secrets)
@@ -321,6 +324,8 @@ class RunWorker:
                 self._user_cancelled.discard(run_id)
             self.runs_done += 1
             secrets.clear()
+            with self._state_lock:  # secrets handed over while the run already executed: never used, dropped
+                self._secrets.pop(run_id, None)
 
     def _call_executor(self, run_id: str, cancel: threading.Event, secrets: dict[str, str]) -> None:
         self.executor(

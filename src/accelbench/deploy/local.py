@@ -49,7 +49,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec
 from accelbench.errors import EngineError, GuardError
-from accelbench.redact import redact
+from accelbench.redact import redact, redact_argv
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
 
@@ -292,7 +292,7 @@ class LocalProcessTarget(Target):
             f"Starting {self.deployed.runtime} {self.deployed.engine_version} on {self.deployed.base_url}"
         )
         self._log_fh = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        self._log_fh.write(f"# accelbench: starting {' '.join(self._argv)}\n".encode())
+        self._log_fh.write(f"# accelbench: starting {' '.join(redact_argv(self._argv))}\n".encode())
         self._log_fh.flush()
         with _LIVE_LOCK:
             _LIVE.add(self)

@@ -46,7 +46,7 @@ from accelbench.deploy.base import (
 from accelbench.deploy.checks import answer_check, engine_error, isa_trace, record_environment
 from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
-from accelbench.domain.run import LocalTarget, RunSpec, RunStatus
+from accelbench.domain.run import LocalTarget, RunSpec, RunStatus, secret_slot_name
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact, redact_url
 from accelbench.store.repo import Store
@@ -68,10 +68,24 @@ def load_spec(run: RunInfo, *, hf_token: str | None = None) -> RunSpec:
     return spec
 
 
+# Secrets given with a run (hf_token, the engine's secret extra_args and env) never reach the store: the stored
+# spec carries the masked placeholder, and the values wait here, in this process's memory, until the run
+# executes (``accelbench run`` executes in the process that stored it; the API hands them to its worker).
+_kept_secrets: dict[str, dict[str, str]] = {}
+_kept_lock = threading.Lock()
+
+
+def take_secrets(run_id: str) -> dict[str, str]:
+    """The secrets ``create_run`` kept in this process for ``run_id``, handed over once (then forgotten)."""
+    with _kept_lock:
+        return _kept_secrets.pop(run_id, {})
+
+
 def create_run(store: Store, spec: RunSpec, *, extra: dict[str, Any] | None = None) -> RunInfo:
-    """Store ``spec`` as a pending run (what POST /api/v1/runs does after preflight)."""
+    """Store ``spec`` as a pending run (what POST /api/v1/runs does after preflight), its secrets masked; their
+    values are kept in this process's memory for ``execute_run`` (or ``take_secrets``)."""
     settings = spec.engine.settings
-    return store.create_run(
+    run = store.create_run(
         kind="run",
         status=RunStatus.pending,
         label=spec.label,
@@ -87,6 +101,28 @@ def create_run(store: Store, spec: RunSpec, *, extra: dict[str, Any] | None = No
         spec=spec.public_dict(),
         extra=extra or {},
     )
+    secrets = spec.secrets()
+    if secrets:
+        with _kept_lock:
+            _kept_secrets[run.id] = secrets
+    return run
+
+
+def restore_secrets(run: RunInfo, spec: RunSpec, secrets: dict[str, str]) -> RunSpec:
+    """The stored spec with its secrets put back, before anything is deployed. A placeholder whose value is
+    gone (the process it was submitted to restarted before the run started) is a refusal: the engine never
+    starts with the placeholder."""
+    missing = [slot for slot in spec.secret_placeholders() if slot not in secrets]
+    if missing:
+        names = ", ".join(secret_slot_name(slot) for slot in missing)
+        raise UserInputError(
+            f"Run {run.id} cannot start: its spec was stored with the secret{'s' if len(missing) > 1 else ''} "
+            f"{names} masked (secrets are never stored), and the value{'s are' if len(missing) > 1 else ' is'} "
+            "gone: they are kept only in the memory of the process the run was submitted to, which restarted "
+            "(or ran without a worker) before the run started.",
+            hint="Submit the run again with the secret values.",
+        )
+    return spec.with_secrets(secrets) if secrets else spec
 
 
 def execute_run(
@@ -108,12 +144,23 @@ def execute_run(
     ends as ``cancel_status`` (the CLI passes ``interrupted``: a person stopped it). Ctrl-C and SIGTERM end it
     ``interrupted`` and are re-raised once the run is recorded. ``events`` receives every phase, log line and
     sweep event; ``progress`` the same as plain dicts. ``fix`` decides whether to apply an automatic fix to a
-    known start-up failure. ``secrets`` holds what the API kept in memory (``hf_token``). ``target_factory``
+    known start-up failure. ``secrets`` holds what the API kept in memory (``hf_token``, ``arg:N``,
+    ``env:NAME``: ``RunSpec.secrets``), with what ``create_run`` kept in this process; they are put back in
+    the spec before anything is deployed, and a run whose secrets are gone fails at once. ``target_factory``
     replaces the target class (tests inject clients); ``clock`` times what the run held, for its cost."""
     cancel = cancel or threading.Event()
-    hf_token = (secrets or {}).get("hf_token")
+    secrets = {**take_secrets(run_id), **(secrets or {})}
+    hf_token = secrets.get("hf_token")
     run = store.get_run(run_id)
     spec = load_spec(run, hf_token=hf_token)
+    try:
+        spec = restore_secrets(run, spec, secrets)
+    except UserInputError as exc:
+        log.warning("run %s: %s", run.id, exc.message)
+        store.update_run(run.id, progress={**run.progress, "phase": RunStatus.failed.value})
+        return store.set_status(run.id, RunStatus.failed, error=str(exc))
+    finally:
+        secrets.clear()
     observer = EventProgress(progress, events)
     factory = target_factory or get_target_class(spec.target.kind)
     target = factory(spec.target, progress=observer, cancel=cancel, run_id=run.id, hf_token=hf_token, fix=fix)

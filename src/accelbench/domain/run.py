@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -24,6 +25,7 @@ from accelbench.domain.limits import (
     MAX_WARMUPS,
 )
 from accelbench.domain.quant import check_quantization
+from accelbench.redact import MASK, redact, redact_argv
 
 
 class RunStatus(enum.StrEnum):
@@ -154,6 +156,25 @@ class EngineSettings(StrictModel):
     def _known_quantization(cls, v: str | None) -> str | None:
         return check_quantization(v)
 
+    def secret_slots(self) -> dict[str, tuple[str, str]]:
+        """Where the one redaction rule (``accelbench.redact``) masks something in ``extra_args`` and ``env``:
+        ``arg:N`` (``extra_args[N]``: the value after ``--api-key``, ``--api-key=X``, a secret header, a URL's
+        password) and ``env:NAME`` (``HF_TOKEN``, ``*_KEY``, ``*_SECRET``, ...), each with its value and its
+        masked form. A value that is already the masked form (the placeholder a stored spec carries) is a
+        slot too: whatever it holds, the rule would mask it."""
+        slots: dict[str, tuple[str, str]] = {}
+        args = list(self.extra_args)
+        probe = [a.replace(MASK, "x") for a in args]  # a placeholder stands for some value: try one
+        masked, probed = redact_argv(args), redact_argv(probe)
+        for i, arg in enumerate(args):
+            if probed[i] != probe[i]:
+                slots[f"arg:{i}"] = (arg, masked[i])
+        for name, value in self.env.items():
+            tried = value.replace(MASK, "x")
+            if redact({name: tried})[name] != tried:
+                slots[f"env:{name}"] = (value, redact({name: value})[name])
+        return slots
+
 
 class EngineSpec(StrictModel):
     name: str = Field(
@@ -251,9 +272,66 @@ class RunSpec(StrictModel):
         return self
 
     def public_dict(self) -> dict[str, Any]:
-        """The spec as stored: secrets removed (and a capacity search's unused sweep, so it loads again)."""
+        """The spec as stored: ``hf_token`` removed, every secret in the engine's ``extra_args`` and ``env``
+        replaced by the masked placeholder (``secrets()`` holds the values, which never reach the store or the
+        run files), and a capacity search's unused sweep left out, so it loads again."""
         exclude = {"hf_token", "sweep"} if self.capacity is not None else {"hf_token"}
-        return self.model_dump(mode="json", exclude=exclude)
+        data = self.model_dump(mode="json", exclude=exclude)
+        settings = data["engine"]["settings"]
+        for slot, (_value, masked) in self.engine.settings.secret_slots().items():
+            kind, _, where = slot.partition(":")
+            if kind == "arg":
+                settings["extra_args"][int(where)] = masked
+            else:
+                settings["env"][where] = masked
+        return data
+
+    def secrets(self) -> dict[str, str]:
+        """Every secret this spec carries, by where it goes back: ``hf_token``, ``arg:N``, ``env:NAME``
+        (placeholders left out: they hold no secret). What submitting a run keeps in memory."""
+        found = {
+            slot: value
+            for slot, (value, masked) in self.engine.settings.secret_slots().items()
+            if value != masked
+        }
+        if self.hf_token:
+            found["hf_token"] = self.hf_token
+        return found
+
+    def secret_placeholders(self) -> list[str]:
+        """The slots that hold the masked placeholder in place of a secret (a spec read back from the store)."""
+        return [
+            slot for slot, (value, masked) in self.engine.settings.secret_slots().items() if value == masked
+        ]
+
+    def with_secrets(self, secrets: Mapping[str, str]) -> RunSpec:
+        """This spec with ``secrets`` (as ``secrets()`` gives them) put back in their slots."""
+        settings = self.engine.settings
+        args, env = list(settings.extra_args), dict(settings.env)
+        for slot, value in secrets.items():
+            kind, _, where = slot.partition(":")
+            if kind == "arg" and where.isdigit() and int(where) < len(args):
+                args[int(where)] = value
+            elif kind == "env" and where in env:
+                env[where] = value
+        engine = self.engine.model_copy(
+            update={"settings": settings.model_copy(update={"extra_args": args, "env": env})}
+        )
+        update: dict[str, Any] = {"engine": engine}
+        if secrets.get("hf_token"):
+            update["hf_token"] = secrets["hf_token"]
+        return self.model_copy(update=update)
+
+
+def secret_slot_name(slot: str) -> str:
+    """Where a secret slot is in a run spec, for people: ``engine.settings.extra_args[3]``,
+    ``engine.settings.env.HF_TOKEN``, ``hf_token``."""
+    kind, _, where = slot.partition(":")
+    if kind == "arg":
+        return f"engine.settings.extra_args[{where}]"
+    if kind == "env":
+        return f"engine.settings.env.{where}"
+    return slot
 
 
 class DryRunCell(StrictModel):

@@ -2,6 +2,11 @@
 search, the planner's plan: the price, the predicted capacity and the first level), and the worker told.
 ``accelbench run``, ``rerun``, ``demo`` and ``POST /api/v1/runs`` store runs through here.
 
+Secrets given with a run (``hf_token``; in the engine's ``extra_args`` and ``env`` whatever the one redaction
+rule masks) are stored as the masked placeholder; their values stay in memory: in the process that stored the
+run (``accelbench run`` executes it there) or, through ``RunNotifier.keep_secrets``, with the API's worker. A
+spec that carries the placeholder itself (a stored run's spec sent back) is refused: its secrets are gone.
+
 Its own module because the capacity plan comes from ``services.capacity`` (which asks ``services.plan``, which
 reads models through ``services.runs``): ``services.runs`` keeps the checks, this module the storing.
 """
@@ -12,8 +17,9 @@ import logging
 from typing import Any, Protocol
 
 from accelbench.domain.results import RunInfo
-from accelbench.domain.run import RunSpec
+from accelbench.domain.run import RunSpec, secret_slot_name
 from accelbench.errors import UserInputError
+from accelbench.redact import MASK
 from accelbench.services.capacity import plan_for_run
 from accelbench.services.runs import CheckedRun, preflight, tier_of
 from accelbench.store import Store
@@ -32,26 +38,42 @@ class RunNotifier(Protocol):
 def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = None) -> RunInfo:
     """Store a checked run as pending, with its tier and its guard warnings; a capacity search also keeps
     the planner's plan (``extra["capacity_plan"]``), which the run lifecycle starts the search from."""
-    from accelbench.deploy.orchestrator import create_run
+    from accelbench.deploy.orchestrator import create_run, take_secrets
 
+    placeholders = checked.spec.secret_placeholders()
+    if placeholders:  # a stored run's spec (rerun, or one read from the API) sent back: its secrets are gone
+        names = ", ".join(secret_slot_name(slot) for slot in placeholders)
+        raise UserInputError(
+            f"The spec holds the masked placeholder {MASK} in place of a secret ({names}): secrets are never "
+            "stored, so a stored run's spec does not carry them.",
+            hint="Give the secret values in the spec (or through the engine's own environment) and submit it "
+            "again.",
+        )
     instance = checked.instance
     extra = {**(extra or {}), "guard_warnings": checked.warnings}
     plan = plan_for_run(checked.spec)
     if plan is not None:
         extra["capacity_plan"] = plan.model_dump(mode="json")
-    run = create_run(store, checked.spec, extra=extra)
-    return store.update_run(
-        run.id,
-        accelerator_type=tier_of(instance).value,
-        accelerator_name=instance.accelerator_name if instance else None,
-        accelerator_count=instance.accelerator_count if instance else None,
-    )
+    run = create_run(store, checked.spec, extra=extra)  # secrets masked, their values kept in this process
+    try:
+        return store.update_run(
+            run.id,
+            accelerator_type=tier_of(instance).value,
+            accelerator_name=instance.accelerator_name if instance else None,
+            accelerator_count=instance.accelerator_count if instance else None,
+        )
+    except BaseException:
+        take_secrets(run.id).clear()  # the caller never learns the run's id: nothing may wait for it
+        raise
 
 
 def submit_run(
     store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
 ) -> RunInfo:
-    """Preflight and store a run as pending; the worker executes it. Nothing is stored on refusal."""
+    """Preflight and store a run as pending; the worker executes it. Nothing is stored on refusal. The run's
+    secrets are stored masked; their values reach the worker through ``keep_secrets``, in memory only."""
+    from accelbench.deploy.orchestrator import take_secrets
+
     if spec.hf_token and worker is None:
         raise UserInputError(
             "This server runs without a worker, so a secret sent with the run (hf_token) could not reach "
@@ -61,9 +83,14 @@ def submit_run(
         )
     checked = preflight(spec)
     run = store_run(store, checked, {"submitted_by": actor})
+    # the secrets (hf_token, the engine's secret arguments and variables) go to the worker in memory; without
+    # one here they are dropped, and whichever worker takes the run fails it, saying to submit it again
+    secrets = take_secrets(run.id)
     if worker is not None:
-        if spec.hf_token:
-            worker.keep_secrets(run.id, {"hf_token": spec.hf_token})
+        worker.keep_secrets(run.id, secrets)
         worker.notify()
+    elif secrets:
+        log.warning("run %s: no worker in this process, so its engine secrets cannot reach one", run.id)
+    secrets.clear()
     log.info("run %s queued (%s on %s) by %s", run.id, spec.model, run.instance_type or "local", actor)
     return run

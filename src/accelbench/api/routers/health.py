@@ -1,39 +1,124 @@
-"""Health: is the service up, can it reach its store, is the worker running. Always open (probes)."""
+"""Health: is the service up, can it read and write its store, is the worker running. Always open (probes).
+
+The store is probed with a read (``SELECT 1``) and a write that is rolled back: the one row of
+``alembic_version`` updated to itself inside a write transaction (SQLite: ``BEGIN IMMEDIATE``, the write lock
+taken; PostgreSQL: short lock and statement timeouts), so a read-only file, mount, URI or database, or a
+store whose write lock cannot be had, shows as ``writable: false`` while reads still work. Nothing is changed.
+The answer is kept for ``PROBE_TTL_S``: load balancers asking many times a second cost one probe.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from accelbench import __version__
 from accelbench.api.deps import SettingsDep, StoreDep, WorkerDep
+from accelbench.redact import redact_url
 
 router = APIRouter(tags=["health"])
+
+#: how long one probe of the store answers for, seconds
+PROBE_TTL_S = 2.0
+#: how long the write probe waits for the store's write lock, milliseconds
+PROBE_LOCK_WAIT_MS = 3000
 
 
 class Health(BaseModel):
     status: str = Field(
-        description="ok, or degraded when the store cannot be reached, or the run worker has stopped, cannot "
-        "write to the store or has runs whose final status is not yet written."
+        description="ok, or degraded when the store cannot be read or written, or the run worker has stopped, "
+        "cannot write to the store or has runs whose final status is not yet written."
     )
     version: str
-    database: dict[str, Any] = Field(description="dialect and whether a query succeeded.")
+    database: dict[str, Any] = Field(
+        description="dialect; ok: a read succeeded; writable: a write (rolled back) succeeded; error: why "
+        "not, in one line (null when both succeeded)."
+    )
     worker: dict[str, Any] | None = Field(description="The run worker of this process; null when disabled.")
     auth: dict[str, Any] = Field(description="Whether a token is configured and reads need one.")
 
 
-@router.get("/health", response_model=Health, summary="Service health")
-def health(request: Request, store: StoreDep, settings: SettingsDep, worker: WorkerDep) -> Health:
-    db: dict[str, Any] = {"dialect": store.engine.dialect.name, "ok": True}
+def _reason(exc: BaseException) -> str:
+    """The driver's first line, e.g. ``OperationalError: attempt to write a readonly database``."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    first = redact_url(lines[0])[:200] if lines else ""
+    return f"{type(orig).__name__}: {first}" if first else type(orig).__name__
+
+
+def _write_probe(engine: Engine) -> None:
+    """A write in a transaction that is rolled back; raises when the store does not take it."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            raw.execute(f"PRAGMA busy_timeout={PROBE_LOCK_WAIT_MS}")
+            try:
+                if raw.in_transaction:
+                    raw.rollback()
+                raw.execute("BEGIN IMMEDIATE")  # the write lock; the UPDATE then writes a page of the file
+                try:
+                    raw.execute("UPDATE alembic_version SET version_num = version_num")
+                finally:
+                    raw.rollback()
+            finally:
+                raw.execute("PRAGMA busy_timeout=30000")  # the store's own (store/db.py)
+            return
+        with conn.begin() as tx:
+            conn.execute(text(f"SET LOCAL lock_timeout = '{PROBE_LOCK_WAIT_MS}ms'"))
+            conn.execute(text(f"SET LOCAL statement_timeout = '{PROBE_LOCK_WAIT_MS + 2000}ms'"))
+            conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            tx.rollback()
+
+
+def probe_store(engine: Engine) -> dict[str, Any]:
+    """``{ok, writable, error}`` for one engine, probed now."""
     try:
-        with store.engine.connect() as conn:
+        with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
-        db.update(ok=False, error=type(exc).__name__)
-    ok = db["ok"] and (worker is None or worker.healthy)
+        return {"ok": False, "writable": False, "error": _reason(exc)}
+    try:
+        _write_probe(engine)
+    except Exception as exc:
+        return {"ok": True, "writable": False, "error": _reason(exc)}
+    return {"ok": True, "writable": True, "error": None}
+
+
+class ProbeCache:
+    """The last probe of each engine, answered again for ``PROBE_TTL_S``; one probe at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[int, tuple[float, dict[str, Any]]] = {}
+
+    def get(self, engine: Engine) -> dict[str, Any]:
+        with self._lock:
+            hit = self._last.get(id(engine))
+            if hit is not None and time.monotonic() - hit[0] < PROBE_TTL_S:
+                return dict(hit[1])
+            result = probe_store(engine)
+            self._last[id(engine)] = (time.monotonic(), result)
+            return dict(result)
+
+
+def _cache(request: Request) -> ProbeCache:
+    state = request.app.state
+    cache: ProbeCache | None = getattr(state, "store_probe", None)
+    if cache is None:
+        cache = state.store_probe = ProbeCache()
+    return cache
+
+
+@router.get("/health", response_model=Health, summary="Service health")
+def health(request: Request, store: StoreDep, settings: SettingsDep, worker: WorkerDep) -> Health:
+    db: dict[str, Any] = {"dialect": store.engine.dialect.name, **_cache(request).get(store.engine)}
+    ok = db["ok"] and db["writable"] and (worker is None or worker.healthy)
     return Health(
         status="ok" if ok else "degraded",
         version=__version__,
