@@ -37,6 +37,13 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
 
+        @event.listens_for(engine, "handle_error")
+        def _reopen_after_read_only(ctx):  # type: ignore[no-untyped-def]
+            # a connection opened while the file or its filesystem was read-only stays read-only for good:
+            # dropping the pool on this error lets the next session reopen it writable once it is again
+            if "readonly database" in str(ctx.original_exception):
+                ctx.is_disconnect = True
+
         return engine
     return create_engine(url, pool_pre_ping=True)
 
@@ -109,7 +116,14 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
     if not database or database == ":memory:":
         yield  # PostgreSQL locks inside the transaction; an in-memory SQLite database has one process
         return
-    with open(f"{database}.migrate.lock", "a") as fh:
+    try:
+        fh = open(f"{database}.migrate.lock", "a")  # noqa: SIM115 - closed below
+    except OSError:
+        # a read-only directory or filesystem: nobody can migrate this store, so there is nothing to
+        # serialise; a store that needs a migration is then refused by the migration itself, in one line
+        yield
+        return
+    with fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -157,7 +157,19 @@ def public_run(run: RunInfo) -> RunInfo:
     response_model=RunCreated | DryRun,
     summary="Queue a run (stored pending; the worker executes it), or preview it with dry_run=true",
     responses={
-        202: {"model": RunCreated, "description": "Queued: stored pending, the worker executes it."},
+        202: {
+            "model": RunCreated,
+            "description": "Queued: stored pending, the worker executes it.",
+            # OpenAPI links: what a client (and schemathesis' state machine) can do with the new run's id
+            "links": {
+                name: {"operationId": op, "parameters": {"run_id": "$response.body#/id"}}
+                for name, op in {
+                    "GetRun": "get_run_api_v1_runs__run_id__get",
+                    "CancelRun": "cancel_run_api_v1_runs__run_id__cancel_post",
+                    "DeleteRun": "delete_run_api_v1_runs__run_id__delete",
+                }.items()
+            },
+        },
         200: {"model": DryRun, "description": "dry_run=true: what would be deployed; nothing stored."},
     },
 )
