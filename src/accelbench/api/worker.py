@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from accelbench.domain.run import RunStatus
-from accelbench.errors import AccelbenchError, ConflictError
+from accelbench.errors import AccelbenchError, ConflictError, StoreError
 from accelbench.store import Store
 from accelbench.store.owner import (
     in_flight_runs,
@@ -86,8 +86,15 @@ class WorkerLock:
     def acquire(self) -> None:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+        except OSError as exc:  # a read-only or full filesystem: one line, not a traceback
+            raise StoreError(
+                f"The SQLite store's directory cannot be written ({exc.strerror or exc}): a run worker cannot "
+                "run on it.",
+                hint="Make the store writable again, or start with `accelbench serve --no-worker` to serve reads.",
+            ) from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
