@@ -42,7 +42,19 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 def render(result: Any, run_id: str | None) -> None:
     t = Table(title=f"Capacity probes ({result.load})", header_style="bold")
-    for c in ("level", "#", "requests", "TTFT", "TPOT", "ITL", "E2EL", "attain", "out tok/s", "met", "why"):
+    for c in (
+        "level",
+        "#",
+        "requests",
+        "TTFT",
+        "TPOT",
+        "max ITL",
+        "E2EL",
+        "attain",
+        "out tok/s",
+        "met",
+        "why",
+    ):
         t.add_column(c, justify="left" if c in ("met", "why") else "right")
     for p in sorted(result.probes, key=lambda p: (p.level, p.repeat)):
         pc = p.percentiles
@@ -105,7 +117,8 @@ def capacity(
     slo: str | None = typer.Option(
         None,
         "--slo",
-        help="Targets in ms, e.g. tpot:50,ttft:1000 (also e2el, itl); none: find the knee instead.",
+        help="Targets in ms, e.g. tpot:50,ttft:1000 (also e2el, and itl: a request's longest gap between "
+        "tokens); none: find the knee instead.",
     ),
     percentile: float = typer.Option(
         90.0, "--percentile", help="Percentile the targets are judged at (0-100)."

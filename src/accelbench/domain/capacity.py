@@ -22,7 +22,9 @@ LoadKind = Literal["concurrency", "request_rate"]
 class CapacitySLO(StrictModel):
     """Latency targets (ms) judged at one percentile, and the share of requests that must meet all of them."""
 
-    targets: dict[str, float] = Field(description="metric -> ms: ttft, tpot, itl, e2el.")
+    targets: dict[str, float] = Field(
+        description="metric -> ms: ttft, tpot, e2el, and itl (a request's longest gap between tokens)."
+    )
     percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
     attainment: float = Field(
         default=0.95, gt=0, le=1, description="Share of requests that must meet every target (goodput)."

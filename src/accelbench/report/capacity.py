@@ -102,6 +102,56 @@ def _hardware_names(runs: Sequence[tuple[RunInfo, ComparedRun]]) -> list[str]:
     ]
 
 
+def capacity_run(
+    run: RunInfo, res: CapacityResult, *, name: str, hardware: str, hourly_usd: float | None
+) -> CapacityRun:
+    """One run's search as the views show it, priced at ``hourly_usd``."""
+    error = None
+    if res.predicted_max_load is not None and res.max_load:
+        error = (res.predicted_max_load / res.max_load - 1.0) * 100.0
+    return CapacityRun(
+        run_id=run.id,
+        name=name,
+        hardware=hardware,
+        instance_type=run.instance_type,
+        engine=run.engine,
+        engine_version=run.engine_version,
+        load=res.load,
+        slo=res.slo,
+        slo_label=slo_label(res.slo),
+        finished=finished(run, res),
+        max_load=res.max_load,
+        reason=res.reason,
+        output_tokens_per_s_at_max=res.output_tokens_per_s_at_max,
+        total_tokens_per_s_at_max=res.total_tokens_per_s_at_max,
+        requests_per_s_at_max=res.requests_per_s_at_max,
+        hourly_usd=hourly_usd,
+        usd_per_million_output_tokens=cost_per_million(hourly_usd, res.output_tokens_per_s_at_max),
+        usd_per_million_total_tokens=cost_per_million(hourly_usd, res.total_tokens_per_s_at_max),
+        predicted_max_load=res.predicted_max_load,
+        prediction_error_pct=error,
+        knee=res.knee,
+        probes=res.probes,
+        notes=res.notes,
+    )
+
+
+def markdown_section(run: RunInfo, name: str) -> str | None:
+    """A run's capacity answer, its prediction and its probes, for the run's own ``results.md`` (None: the run
+    is not a capacity search)."""
+    from accelbench.report.tables import markdown_table
+
+    res, _ = capacity_result(run)
+    if res is None:
+        return None
+    c = capacity_run(run, res, name=name, hardware=run.instance_type or name, hourly_usd=res.hourly_usd)
+    lines = [f"## Capacity at the SLO ({name})" if name else "## Capacity at the SLO", "", answer_sentence(c)]
+    if c.predicted_max_load is not None:
+        lines += ["", prediction_sentence(c)]
+    lines += ["", markdown_table(probe_columns(c), probe_rows(c))]
+    return "\n".join(lines) + "\n"
+
+
 def build_capacity(
     runs: Sequence[RunData], compared: Sequence[ComparedRun], *, on_demand: bool
 ) -> tuple[list[CapacityRun], list[str]]:
@@ -120,37 +170,9 @@ def build_capacity(
         hourly = cr.price.usd_per_hour if cr.price is not None else None
         if hourly is None and on_demand:
             hourly = res.hourly_usd  # the price the search itself was given
-        done = finished(run, res)
-        error = None
-        if res.predicted_max_load is not None and res.max_load:
-            error = (res.predicted_max_load / res.max_load - 1.0) * 100.0
-        out.append(
-            CapacityRun(
-                run_id=run.id,
-                name=cr.name,
-                hardware=hardware,
-                instance_type=run.instance_type,
-                engine=run.engine,
-                engine_version=run.engine_version,
-                load=res.load,
-                slo=res.slo,
-                slo_label=slo_label(res.slo),
-                finished=done,
-                max_load=res.max_load,
-                reason=res.reason,
-                output_tokens_per_s_at_max=res.output_tokens_per_s_at_max,
-                total_tokens_per_s_at_max=res.total_tokens_per_s_at_max,
-                requests_per_s_at_max=res.requests_per_s_at_max,
-                hourly_usd=hourly,
-                usd_per_million_output_tokens=cost_per_million(hourly, res.output_tokens_per_s_at_max),
-                usd_per_million_total_tokens=cost_per_million(hourly, res.total_tokens_per_s_at_max),
-                predicted_max_load=res.predicted_max_load,
-                prediction_error_pct=error,
-                knee=res.knee,
-                probes=res.probes,
-                notes=res.notes,
-            )
-        )
+        c = capacity_run(run, res, name=cr.name, hardware=hardware, hourly_usd=hourly)
+        out.append(c)
+        done = c.finished
         if not done:
             notes.append(
                 f"{cr.name}'s capacity search has not finished (status {run.status.value}): "
@@ -246,7 +268,7 @@ def percentile_of(c: CapacityRun) -> float:
 
 def probe_columns(c: CapacityRun) -> list[str]:
     q = f"p{percentile_of(c):g}"
-    cols = ["level", "#", "requests", f"TTFT {q} ms", f"TPOT {q} ms", f"ITL {q} ms", f"E2EL {q} ms"]
+    cols = ["level", "#", "requests", f"TTFT {q} ms", f"TPOT {q} ms", f"max ITL {q} ms", f"E2EL {q} ms"]
     cols += ["attainment", "out tok/s", "total tok/s", "req/s"]
     if c.load == "request_rate":
         cols.append("sent req/s")

@@ -122,6 +122,12 @@ def render_markdown(
             lines += ["", "Environment:", ""]
             lines += [f"- {k}: {v}" if k != "Command" else f"- {k}: `{v}`" for k, v in env]
         parts.append("\n".join(lines) + "\n")
+    from accelbench.report.capacity import markdown_section
+
+    for run in runs:  # a capacity search's answer before its cells (the probes)
+        section = markdown_section(run, names[run.id] if multi else "")
+        if section:
+            parts.append(section)
     rng = has_repeats(cells)
     parts.append("## Results\n")
     if cells:

@@ -456,3 +456,16 @@ def test_the_compare_page_block() -> None:
     assert single is not None
     assert any(t.get("name") == "max load: 24 users" for t in single["chart"]["data"])
     assert TPOT_50.label() == "p90 tpot <= 50 ms"  # the domain's own spelling stays as it was
+
+
+def test_a_capacity_runs_own_results_md_carries_its_answer_and_probes() -> None:
+    """The run directory's results.md (written when a run ends) says the capacity, the prediction and the
+    probes; a sweep's has no such section."""
+    from accelbench.report.sweep_outputs import render_markdown as results_md
+
+    g6 = _g6()
+    text = results_md([g6.run], [])
+    assert "## Capacity at the SLO" in text
+    assert "sustains 24 users" in text and "The planner predicted 20 users" in text
+    assert text.count("| yes |") + text.count("| no |") == len(g6.run.extra["capacity"]["probes"])
+    assert "## Capacity at the SLO" not in results_md([_sweep_run().run], [])
