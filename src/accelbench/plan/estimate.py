@@ -169,6 +169,19 @@ class PerfSetup:
     engine: str
 
 
+def _factors(
+    instance: InstanceType,
+    engine: str,
+    calibrations: CalibrationSet | None,
+    factors: EfficiencyFactors | None,
+) -> tuple[EfficiencyFactors, CalibrationRef | None]:
+    """The factors a prediction uses and the calibration they came from: ``factors`` when given, else the
+    engine's on this accelerator, calibrated when a calibration applies."""
+    if factors is not None:
+        return factors, None
+    return factors_for(instance.accelerator_type, accelerator_name(instance), engine, calibrations)
+
+
 def perf_setup(
     model: ModelSpec,
     instance: InstanceType | str,
@@ -190,9 +203,7 @@ def perf_setup(
     instance, spec, catalog = resolve_hardware(instance, spec, catalog)
     kind = instance.accelerator_type
     eng = normalize_engine(engine, kind)
-    f, ref = factors_for(kind, accelerator_name(instance), eng, calibrations)
-    if factors is not None:
-        f, ref = factors, None
+    f, ref = _factors(instance, eng, calibrations, factors)
     rec = _recommendation(
         model,
         instance,
@@ -310,9 +321,7 @@ def estimate(
     kind = instance.accelerator_type
     engine = normalize_engine(engine, kind)
     accel = accelerator_name(instance)
-    f, ref = factors_for(kind, accel, engine, calibrations)
-    if factors is not None:
-        f, ref = factors, None
+    f, ref = _factors(instance, engine, calibrations, factors)
     need = input_len + output_len
     rec = recommendation
     if rec is None or (
