@@ -149,7 +149,7 @@ def finish(result: CapacityResult, plan: CapacityPlan) -> CapacityResult:
     predicted = plan.predicted_max_load
     if predicted is not None:
         update["predicted_max_load"] = predicted
-        if out.max_load:
-            err = (predicted - out.max_load) / out.max_load * 100
+        err = out.model_copy(update={"predicted_max_load": predicted}).prediction_error()
+        if err is not None:
             notes.append(f"The planner predicted {predicted:g} ({err:+.0f}% against the measured).")
     return out.model_copy(update=update)

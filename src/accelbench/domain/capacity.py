@@ -107,6 +107,12 @@ class CapacityResult(StrictModel):
     predicted_max_load: float | None = Field(default=None, description="The planner's capacity for the SLO.")
     notes: list[str] = Field(default_factory=list)
 
+    def prediction_error(self) -> float | None:
+        """(predicted / measured - 1) x 100: positive when the planner said more; None unless both are known."""
+        if self.predicted_max_load is None or not self.max_load:
+            return None
+        return (self.predicted_max_load / self.max_load - 1.0) * 100.0
+
 
 class CapacitySpec(LoadSettings):
     """A run spec's ``capacity:`` section: search for the highest load meeting ``slo`` (or the knee without

@@ -106,9 +106,6 @@ def capacity_run(
     run: RunInfo, res: CapacityResult, *, name: str, hardware: str, hourly_usd: float | None
 ) -> CapacityRun:
     """One run's search as the views show it, priced at ``hourly_usd``."""
-    error = None
-    if res.predicted_max_load is not None and res.max_load:
-        error = (res.predicted_max_load / res.max_load - 1.0) * 100.0
     return CapacityRun(
         run_id=run.id,
         name=name,
@@ -129,7 +126,7 @@ def capacity_run(
         usd_per_million_output_tokens=cost_per_million(hourly_usd, res.output_tokens_per_s_at_max),
         usd_per_million_total_tokens=cost_per_million(hourly_usd, res.total_tokens_per_s_at_max),
         predicted_max_load=res.predicted_max_load,
-        prediction_error_pct=error,
+        prediction_error_pct=res.prediction_error(),
         knee=res.knee,
         probes=res.probes,
         notes=res.notes,

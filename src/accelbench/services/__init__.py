@@ -3,13 +3,16 @@
 The shells parse input, call one function here and render its answer; this package imports no typer and no
 FastAPI. ``runs`` (resolve and check a run, export its manifests), ``submit`` (store a checked run, submit it
 for the worker), ``dryrun`` (what a run would do, and its predicted duration and cost), ``capacity`` (capacity
-at an SLO: flags into a capacity spec, the planner's plan, the search against an endpoint, priced and stored),
+at an SLO: flags into a capacity spec, the planner's plan, the search against an endpoint, priced and stored;
+a stored answer read back),
 ``plan`` (presets, model specs, recommend, estimate, memory breakdown), ``results`` (aggregates, findings,
 compare, report).
 """
 
 from accelbench.services.capacity import (
     CapacityOutcome,
+    RunCapacity,
+    capacity_answer,
     capacity_spec,
     measure_capacity,
     plan_capacity,
@@ -50,8 +53,10 @@ from accelbench.services.submit import store_run, submit_run
 __all__ = [
     "CapacityOutcome",
     "CheckedRun",
+    "RunCapacity",
     "aggregate",
     "as_input_error",
+    "capacity_answer",
     "capacity_spec",
     "check_guards",
     "compare_csv",

@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, parse_slo
+from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
-from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.redact import redact_url
 from accelbench.store import Store
 
@@ -289,3 +290,57 @@ def measure_capacity(
         store.merge_run_extra(run_id, capacity=result.model_dump(mode="json"))
         store.set_status(run_id, RunStatus.completed)
     return CapacityOutcome(run_id=run_id, result=result)
+
+
+# ------------------------------------------------------------------------------------ reading an answer
+class RunCapacity(CapacityResult):
+    """A run's capacity answer: the highest load meeting its SLO (or, without one, the knee), every probe
+    measured, the throughput and price per million tokens there, and the planner's prediction beside it."""
+
+    run_id: str = Field(description="The run id.")
+    status: RunStatus = Field(description="The run's status.")
+    complete: bool = Field(
+        description="True once the search has answered; False while it runs, or when it stopped before "
+        "answering: the probes so far, no max_load."
+    )
+    prediction_error_pct: float | None = Field(
+        default=None,
+        description="(predicted_max_load - max_load) / max_load x 100, when both are known.",
+    )
+
+
+def capacity_answer(run: RunInfo) -> RunCapacity | None:
+    """The capacity answer stored in a run's ``extra["capacity"]`` (whatever the run's kind), read as the
+    report reads it (``report.capacity``); None when the run is no capacity search. Before the search answers
+    (queued, running, or stopped) only its probes so far are stored, or none: the load kind and SLO then come
+    from the run's spec, ``complete`` is False, and a run that stopped says so in ``reason``."""
+    from accelbench.report.capacity import capacity_result, finished
+
+    extra = run.extra or {}
+    if not isinstance(extra.get("capacity"), dict) and isinstance((run.spec or {}).get("capacity"), dict):
+        # a capacity search that has measured nothing yet (pending, or stopped before its first level)
+        run = run.model_copy(update={"extra": {**extra, "capacity": {"probes": []}}})
+    result, unreadable = capacity_result(run)
+    if result is None:
+        if unreadable is None:
+            return None
+        raise NotFoundError(
+            f"Run {run.id}'s stored capacity answer cannot be read.",
+            hint="It was written by another version of accelbench, or damaged; run the search again.",
+        )
+    complete = finished(run, result)
+    if not complete and run.status.finished and result.reason is None:
+        result = result.model_copy(
+            update={
+                "reason": f"The search stopped ({run.status.value}) before it answered; "
+                f"{len(result.probes)} probe(s) were measured."
+            }
+        )
+    error = result.prediction_error()
+    return RunCapacity(
+        **result.model_dump(),
+        run_id=run.id,
+        status=run.status,
+        complete=complete,
+        prediction_error_pct=round(error, 1) if error is not None else None,
+    )

@@ -209,11 +209,11 @@ def capacity_view(run: RunInfo) -> dict[str, Any] | None:
     the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
     per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
     probe table. None for a run without a capacity answer."""
-    from accelbench.api.routers.runs import run_capacity
     from accelbench.report.capacity import fmt_level, fmt_usd_per_million, load_phrase, slo_label
+    from accelbench.services.capacity import capacity_answer
 
     try:
-        cap = run_capacity(run)
+        cap = capacity_answer(run)
     except AccelbenchError as exc:
         return {"error": exc.message}
     if cap is None:

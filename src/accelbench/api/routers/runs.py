@@ -24,7 +24,6 @@ from accelbench.api.auth import Principal, require_read, require_write
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.bench import TelemetrySample
-from accelbench.domain.capacity import CapacityResult
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus
@@ -82,61 +81,6 @@ class Cancelled(BaseModel):
     id: str
     status: RunStatus
     signalled: bool = Field(description="True when a running run was told to stop by this server's worker.")
-
-
-class RunCapacity(CapacityResult):
-    """A run's capacity answer: the highest load meeting its SLO (or, without one, the knee), every probe
-    measured, the throughput and price per million tokens there, and the planner's prediction beside it."""
-
-    run_id: str = Field(description="The run id.")
-    status: RunStatus = Field(description="The run's status.")
-    complete: bool = Field(
-        description="True once the search has answered; False while it runs, or when it stopped before "
-        "answering: the probes so far, no max_load."
-    )
-    prediction_error_pct: float | None = Field(
-        default=None,
-        description="(predicted_max_load - max_load) / max_load x 100, when both are known.",
-    )
-
-
-def run_capacity(run: RunInfo) -> RunCapacity | None:
-    """The capacity answer stored in a run's ``extra["capacity"]`` (whatever the run's kind), read as the
-    report reads it (``report.capacity``); None when the run is no capacity search. Before the search answers
-    (queued, running, or stopped) only its probes so far are stored, or none: the load kind and SLO then come
-    from the run's spec, ``complete`` is False, and a run that stopped says so in ``reason``."""
-    from accelbench.report.capacity import capacity_result, finished
-
-    extra = run.extra or {}
-    if not isinstance(extra.get("capacity"), dict) and isinstance((run.spec or {}).get("capacity"), dict):
-        # a capacity search that has measured nothing yet (pending, or stopped before its first level)
-        run = run.model_copy(update={"extra": {**extra, "capacity": {"probes": []}}})
-    result, unreadable = capacity_result(run)
-    if result is None:
-        if unreadable is None:
-            return None
-        raise NotFoundError(
-            f"Run {run.id}'s stored capacity answer cannot be read.",
-            hint="It was written by another version of accelbench, or damaged; run the search again.",
-        )
-    complete = finished(run, result)
-    if not complete and run.status.finished and result.reason is None:
-        result = result.model_copy(
-            update={
-                "reason": f"The search stopped ({run.status.value}) before it answered; "
-                f"{len(result.probes)} probe(s) were measured."
-            }
-        )
-    error = None
-    if result.predicted_max_load is not None and result.max_load:
-        error = round((result.predicted_max_load / result.max_load - 1.0) * 100.0, 1)
-    return RunCapacity(
-        **result.model_dump(),
-        run_id=run.id,
-        status=run.status,
-        complete=complete,
-        prediction_error_pct=error,
-    )
 
 
 def public_run(run: RunInfo) -> RunInfo:
@@ -251,12 +195,14 @@ def get_run(
 
 @router.get(
     "/{run_id}/capacity",
-    response_model=RunCapacity,
+    response_model=service.RunCapacity,
     summary="A run's capacity at its SLO: max load, knee, every probe, price, the planner's prediction",
 )
-def get_run_capacity(run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)) -> RunCapacity:
+def get_run_capacity(
+    run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)
+) -> service.RunCapacity:
     run = store.get_run(run_id)
-    answer = run_capacity(run)
+    answer = service.capacity_answer(run)
     if answer is None:
         raise NotFoundError(
             f"Run {run.id} has no capacity answer: it is not a capacity search.",
