@@ -299,6 +299,14 @@ class EfficiencyFactors(StrictModel):
         description="The same for 8-bit weight-only kernels (FP8 on GPUs without FP8 units, W8A16): a "
         "conversion per weight, no unpacking.",
     )
+    dot_kernel_efficiency: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.5,
+        description="Matrix rate of llama.cpp's per-row integer dot-product kernels relative to its repacked "
+        "GEMM kernels (weights interleaved for I8MM / VNNI tiles): quantised weights as downloaded, on builds "
+        "that do not repack them at load.",
+    )
     request_serial_ms: float = Field(
         default=0.0,
         ge=0,

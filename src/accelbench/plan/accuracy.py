@@ -236,6 +236,9 @@ def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[Public
         perf, _, _ = predict_for(
             model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
         )
+        if str(_get(row, "kernel") or "").lower() == "dot":
+            # a llama.cpp build that ran the weights as downloaded, with its per-row dot-product kernels
+            perf.dot_kernel = True
         if load == "batch" and _get(row, "max_num_seqs") is None:
             # a static-batch benchmark (Neuron's tables) compiles and runs exactly that batch
             perf.batch_limit = int(level or 1)
@@ -432,6 +435,7 @@ FIT_EXTRA = (
     "weight_only_efficiency",
     "allreduce_latency_us",
     "request_serial_ms",
+    "dot_kernel_efficiency",
 )
 
 
@@ -442,6 +446,7 @@ PHYSICAL_BOUNDS = {
     "kv_read_efficiency": (0.2, 1.0),
     "compute_efficiency": (0.05, 0.9),
     "weight_only_efficiency": (0.1, 1.0),
+    "dot_kernel_efficiency": (0.05, 1.0),
     # engine and interconnect costs within what engines and NCCL measure (an all-reduce of a small message
     # takes microseconds to tens of them; an HTTP request's own cost is milliseconds, not seconds)
     "allreduce_latency_us": (2.0, 80.0),

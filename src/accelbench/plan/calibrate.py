@@ -66,6 +66,7 @@ BOUNDS = {
     "layer_floor_us": (0.1, 2000.0),
     "kv_read_efficiency": (0.1, 1.2),
     "weight_only_efficiency": (0.05, 1.2),
+    "dot_kernel_efficiency": (0.05, 1.2),
     "allreduce_latency_us": (0.5, 500.0),
     "request_serial_ms": (0.01, 100.0),
 }

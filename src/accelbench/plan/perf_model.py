@@ -161,6 +161,10 @@ class PerfModel:
     # weight-only formats (W4A16, AWQ/GPTQ, FP8 on GPUs without FP8 units, W8A16): the matrix units run in
     # 16 bits on weights dequantised on the fly, which costs compute once the batch is large
     weight_only: bool = False
+    # llama.cpp's per-row dot-product kernels (weights not repacked for its GEMM kernels): older builds, or
+    # layouts a build does not repack; the planner's own estimates assume a build that repacks (the default
+    # since late 2024 on Arm and x86), the public rows of older builds say so
+    dot_kernel: bool = False
     weight_bits: float = 16.0
     # Neuron compiles static shapes: the decode graph runs the compiled batch (max_num_seqs) whatever the
     # number of live sequences, and the context is padded to a power-of-two bucket
@@ -196,6 +200,8 @@ class PerfModel:
             # 4-bit weights are unpacked and scaled per group; 8-bit ones (FP8 on GPUs without FP8 units,
             # W8A16) only converted: the dequantising costs differ
             fl *= f.weight_only_efficiency if self.weight_bits <= 4.5 else f.fp8_weight_only_efficiency
+        if self.dot_kernel:
+            fl *= f.dot_kernel_efficiency
         return fl
 
     def decode_step(
@@ -226,6 +232,9 @@ class PerfModel:
         bw = self.bw_peak * f.bandwidth_efficiency
         # prefill runs large tiles of rows, over which a weight-only kernel's dequantising is amortised
         fl = self.flops_peak * f.compute_efficiency
+        if self.dot_kernel:
+            # one row of weights against one token at a time: no reuse across the prompt's tokens
+            fl *= f.dot_kernel_efficiency
         tokens = length * sequences
         flops = sequences * (
             length * self.prefill_flops_per_token + self.head_flops + self.attn_coef * length * length / 2

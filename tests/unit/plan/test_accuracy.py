@@ -12,7 +12,7 @@ from accelbench.plan import accuracy as acc
 from accelbench.plan import estimate
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import MIN_POINTS, error_sentence, typical_error
-from accelbench.plan.public_data import load_public_measurements
+from accelbench.plan.public_data import PublicMeasurement, load_public_measurements
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +125,24 @@ def test_cpu_rows_run_with_their_threads_and_llamacpp_multiplies_in_int8() -> No
     assert by["cpp-t2"].bw_peak < by["cpp-t8"].bw_peak
     assert not by["cpp-t8"].weight_only and by["vllm-t8"].weight_only
     assert by["cpp-t8"].flops_peak == pytest.approx(2 * by["vllm-t8"].flops_peak)
+
+
+def test_a_llamacpp_row_run_with_dot_product_kernels_is_predicted_slower_where_compute_decides() -> None:
+    """The same Q4_0 weights run as downloaded (per-row dot products, ``kernel: dot``) prefill at the dot
+    kernels' share of the repacked GEMM rate; decode at 2 threads slows too, since it is compute-bound there."""
+    row = _row(catalog_instance="c7g.2xlarge", precision="int4", input_len=16, output_len=64, load="batch")
+    row |= {"batch": 1, "concurrency": None, "engine": "llama.cpp", "units": 2}
+    pts, skipped = acc.public_points([row | {"id": "gemm"}, row | {"id": "dot", "kernel": "dot"}])
+    assert not skipped
+    by = {p.id: p.perf for p in pts}
+    assert by["dot"].dot_kernel and not by["gemm"].dot_kernel
+    f = default_factors("cpu", "llamacpp")
+    assert f.dot_kernel_efficiency < 1
+    gemm_prefill, _ = by["gemm"].prefill(f, 16)
+    dot_prefill, _ = by["dot"].prefill(f, 16)
+    assert dot_prefill == pytest.approx(gemm_prefill / f.dot_kernel_efficiency, rel=0.25)
+    assert by["dot"].decode_step(f, 1, 32)[0] > by["gemm"].decode_step(f, 1, 32)[0]
+    with pytest.raises(ValueError, match="kernel"):
+        PublicMeasurement.model_validate(
+            row | {"id": "x", "kernel": "gemv", "quote": "q", "lengths": "fixed"}
+        )
