@@ -144,12 +144,14 @@ def test_like_wildcards_in_ids_and_filters_match_only_themselves(store: Store) -
     """`/runs/_` resolved to any run (and with one run stored, DELETE removed it); a label filter of "%"
     matched every run."""
     a = store.create_run(kind="bench", label="cpu run", model="m_1")
-    store.create_run(kind="bench", label="50% load", model="m21")
+    b = store.create_run(kind="bench", label="50% load", model="m21")
     with pytest.raises(NotFoundError):
         store.resolve_run_id("_")
     with pytest.raises(NotFoundError):
         store.resolve_run_id("%")
-    assert store.resolve_run_id(a.id[:10]) == a.id
+    # the shortest prefix of a's id that b's does not share (both ids start with the same date)
+    shared = next(i for i, (x, y) in enumerate(zip(a.id, b.id, strict=False)) if x != y)
+    assert store.resolve_run_id(a.id[: shared + 1]) == a.id
     assert [r.label for r in store.list_runs(label="%")[0]] == ["50% load"]
     assert [r.label for r in store.list_runs(label="_")[0]] == []
     assert [r.model for r in store.list_runs(model="m_")[0]] == ["m_1"]
