@@ -383,6 +383,9 @@ def weight_format_from(rec: Recommendation, model: ModelSpec) -> WeightFormat:
         return native_format(model)
     if s.quantization in ("fp8", "int8", "int4"):
         return online_format(s.quantization)
+    if s.engine == "llamacpp" and s.checkpoint_quantization is None and s.weight_format in ("int8", "int4"):
+        # a GGUF file quantized so: llama.cpp has no quantization flag, the file's format is what runs
+        return online_format(s.weight_format)
     return native_format(model, "fp16" if s.weight_format == "fp16" else None)
 
 

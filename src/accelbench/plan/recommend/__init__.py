@@ -32,6 +32,7 @@ from accelbench.plan.hardware import hardware_for
 from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
 from accelbench.plan.recommend.gpu import recommend_gpu
+from accelbench.plan.recommend.llamacpp import recommend_llamacpp
 from accelbench.plan.recommend.neuron import recommend_neuron
 
 if TYPE_CHECKING:
@@ -164,6 +165,8 @@ def recommend(
         rec = recommend_gpu(ctx)
     elif kind == AcceleratorType.neuron:
         rec = recommend_neuron(ctx)
+    elif ctx.engine == "llamacpp":
+        rec = recommend_llamacpp(ctx)
     else:
         rec = recommend_cpu(ctx)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
