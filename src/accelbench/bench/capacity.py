@@ -333,8 +333,7 @@ def level_config(
             update={
                 "max_concurrency": c,
                 "request_rate": math.inf,
-                # whole conversations when each is several turns
-                "num_prompts": math.ceil((need + c) / base.turns) * base.turns,
+                "num_prompts": need + c,
                 "num_warmups": max(base.num_warmups, min(c, 16)),
             }
         )

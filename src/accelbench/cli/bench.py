@@ -30,7 +30,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
+from accelbench.cli.load_flags import load_option
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -278,17 +278,6 @@ def bench(
     ),
     output_len: int = load_option("output_len"),
     prefix_len: int = load_option("prefix_len"),
-    prefix_groups: int = load_option("prefix_groups"),
-    turns: int = load_option("turns"),
-    think_time: float = load_option("think_time_s"),
-    time_scale: float = load_option("time_scale"),
-    trace_format: str = load_option("trace_format"),
-    tools: str | None = load_option("tools"),
-    metrics_definition: str = load_option("metrics_definition"),
-    self_test: bool = load_option("self_test"),
-    input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
-    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
-    stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
@@ -335,20 +324,6 @@ def bench(
                 f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?"
             )
         slo = parse_goodput(list(goodput) + extra)
-        workload = workload_values(
-            {
-                "prefix_groups": prefix_groups,
-                "turns": turns,
-                "think_time_s": think_time,
-                "time_scale": time_scale,
-                "trace_format": trace_format,
-                "tools": tools,
-                "metrics_definition": metrics_definition,
-                "self_test": self_test,
-            },
-            input_dist,
-            output_dist,
-        )
         headers = parse_headers(header)
         if request_rate <= 0 or burstiness <= 0:
             raise UserInputError("--request-rate and --burstiness must be positive (inf is allowed).")
@@ -380,8 +355,6 @@ def bench(
                 label=label,
                 scrape_metrics=scrape,
                 scrape_interval_s=scrape_interval,
-                stages=parse_stages(stages),
-                **workload,
             )
         except ValueError as exc:
             raise UserInputError(f"Invalid settings: {exc}") from None
@@ -407,17 +380,8 @@ def bench(
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        cert = None
-        if config.self_test:
-            from accelbench.bench.selftest import client_self_test
-
-            cert = client_self_test(config)
         with graceful_interrupt(cancel, BENCH_STOP_MESSAGE), progress:
             summary = run_benchmark(endpoint, config, progress=on_progress, cancel=cancel)
-        if cert is not None:
-            from accelbench.bench.selftest import certify
-
-            summary = certify(summary, cert)
         saved = None
         if save_result is not None:
             from accelbench.bench.results_io import write_result

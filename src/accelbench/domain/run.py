@@ -65,10 +65,7 @@ class SweepSpec(LoadSettings):
     )
     repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
     prompts_per_concurrency: int = Field(
-        default=10,
-        ge=1,
-        le=MAX_PROMPTS,
-        description="num_prompts = concurrency x this (x turns for conversations), per cell.",
+        default=10, ge=1, le=MAX_PROMPTS, description="num_prompts = concurrency x this, per cell."
     )
     # A sweep warms the server up once, before its first cell; the first cell of a cold server would
     # otherwise carry the start-up cost (graph capture, allocator growth, page faults).
@@ -93,11 +90,6 @@ class SweepSpec(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> SweepSpec:
-        if self.stages:
-            raise ValueError(
-                "stages are a load plan for one benchmark (accelbench bench); a sweep sets each cell's "
-                "concurrency itself: remove stages"
-            )
         per_cell = [c * self.prompts_per_concurrency for c in self.concurrency]
         if max(per_cell) > MAX_PROMPTS:
             raise ValueError(
