@@ -369,19 +369,26 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
         default_input_len=in_len,
         default_output_len=out_len,
     )
+    return host_fit(ctx, settings, memory, adv)
+
+
+def host_fit(
+    ctx: Ctx, settings: ServingSettings, memory: MemoryBudget, bandwidth: BandwidthAdvisory
+) -> Recommendation:
+    """A CPU recommendation that fits in host RAM (vLLM CPU's and llama.cpp's alike)."""
     return Recommendation(
-        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, max_len)),
+        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, settings.max_model_len)),
         settings=settings,
         memory=memory,
-        bandwidth=adv,
+        bandwidth=bandwidth,
         reasons=ctx.reasons,
         warnings=ctx.warnings,
         attempts=[
             Attempt(
-                weight_format=fmt.name,
+                weight_format=settings.weight_format,
                 fits=True,
-                tensor_parallel_size=tp,
-                max_model_len=max_len,
+                tensor_parallel_size=settings.tensor_parallel_size,
+                max_model_len=settings.max_model_len,
                 reason="host RAM",
             )
         ],

@@ -4,7 +4,6 @@ and a KV cache of exactly the context (n_ctx) allocated at start, not vLLM's VLL
 from __future__ import annotations
 
 from accelbench.domain.plan import (
-    Attempt,
     MemoryBudget,
     Recommendation,
     RefusalCode,
@@ -22,8 +21,8 @@ from accelbench.plan.memory import (
     round_down_length,
     weight_bytes,
 )
-from accelbench.plan.recommend.common import Ctx, base_fields, fmt_gib, gib, params_b, refuse, verdict_for
-from accelbench.plan.recommend.cpu import bandwidth_advisory
+from accelbench.plan.recommend.common import Ctx, fmt_gib, gib, params_b, refuse
+from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit
 
 # llama.cpp's default physical batch (n_ubatch): the compute buffer holds this many rows of attention scores
 # and logits in f32
@@ -251,20 +250,4 @@ def recommend_llamacpp(ctx: Ctx) -> Recommendation:
         default_input_len=in_len,
         default_output_len=out_len,
     )
-    return Recommendation(
-        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, n_ctx)),
-        settings=settings,
-        memory=memory,
-        bandwidth=adv,
-        reasons=ctx.reasons,
-        warnings=ctx.warnings,
-        attempts=[
-            Attempt(
-                weight_format=fmt.name,
-                fits=True,
-                tensor_parallel_size=1,
-                max_model_len=n_ctx,
-                reason="host RAM",
-            )
-        ],
-    )
+    return host_fit(ctx, settings, memory, adv)
