@@ -79,6 +79,8 @@ class Prompt:
 
     text: str
     prompt_len: int | None = None
+    max_tokens: int | None = None  # this request's output length; None = the config's output_len
+    group: int | None = None  # shared-prefix group
 
 
 @dataclass
@@ -116,6 +118,10 @@ class PromptSource:
     notes: list[str] = field(default_factory=list)
     shared_prefix_tokens: int = 0
     made: int = 0  # prompts made so far (handed to the consumer)
+    #: send times of the measured prompts, seconds from the start (a trace's); None = from the config's rate
+    offsets: list[float] | None = None
+    #: the prefix-cache hit ratio the prompts should give a server that caches every shared block (None: unknown)
+    expected_prefix_hit_rate: float | None = None
 
     @property
     def total(self) -> int:

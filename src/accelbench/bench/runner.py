@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -85,14 +85,14 @@ def server_root(base_url: str) -> str:
     return root[:-3] if root.endswith("/v1") else root
 
 
-def request_body(config: BenchConfig, model: str, text: str) -> bytes:
+def request_body(config: BenchConfig, model: str, text: str, max_tokens: int | None = None) -> bytes:
     """The JSON body of one streaming request (``max_tokens`` for both endpoints: every server knows it)."""
     body: dict[str, Any] = {"model": model}
     if EndpointKind(config.endpoint) == EndpointKind.chat:
         body["messages"] = [{"role": "user", "content": text}]
     else:
         body["prompt"] = text
-    body["max_tokens"] = config.output_len
+    body["max_tokens"] = max_tokens or config.output_len
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     if config.ignore_eos:
@@ -112,7 +112,11 @@ def lookahead(config: BenchConfig) -> int:
     return max(LOOKAHEAD_MIN, min(LOOKAHEAD_MAX, want))
 
 
-_Item = tuple[int | None, bytes]  # (expected prompt tokens, the rendered request)
+class _Item(NamedTuple):
+    prompt_len: int | None  # expected prompt tokens
+    data: bytes  # the rendered request
+    max_tokens: int | None = None
+    group: int | None = None
 
 
 class _Feed:
@@ -197,7 +201,16 @@ class _Collector:
         self.eligible = [0.0] * n
         self.scheduled = [0.0] * n
         self.prompt_len: list[int | None] = [None] * n
+        self.max_tokens: list[int | None] = [None] * n
+        self.group: list[int | None] = [None] * n
         self.done = 0
+
+    def take(self, i: int, item: _Item) -> None:
+        """What a request carries besides its bytes, noted when it is sent."""
+        self.prompt_len[i] = item.prompt_len
+        self.max_tokens[i] = item.max_tokens
+        self.group[i] = item.group
+        self.sent[i] = True
 
     def add(self, i: int, raw: RawResponse) -> None:
         self.times[i] = (raw.start, raw.end)
@@ -270,11 +283,10 @@ async def _send_all(
                 now = _pc()
                 if stop.should_stop(now):
                     return
-                col.prompt_len[i] = item[0]
+                col.take(i, item)
                 col.eligible[i] = now
                 col.scheduled[i] = t0
-                col.sent[i] = True
-                col.add(i, await send(item[1]))
+                col.add(i, await send(item.data))
 
         await asyncio.gather(*(worker() for _ in range(workers)))
         return
@@ -315,11 +327,10 @@ async def _send_all(
                 if sem is not None:
                     sem.release()
                 return
-            col.prompt_len[i] = item[0]
+            col.take(i, item)
             col.eligible[i] = eligible
             col.scheduled[i] = due
-            col.sent[i] = True
-            task = loop.create_task(one(i, item[1]))
+            task = loop.create_task(one(i, item.data))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
@@ -348,7 +359,7 @@ async def _warmup(client: StreamClient, feed: _Feed, count: int, concurrency: in
             item = await feed.get()
             if item is None:
                 return
-            out.append(await client.send(item[1]))
+            out.append(await client.send(item.data))
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, count)))))
     return out
@@ -399,10 +410,19 @@ async def arun_benchmark(
             return halt() or (cancel is not None and cancel.is_set())
 
         for p in source.stream(chunk=PROMPT_CHUNK, stop=stopped):
-            yield p.prompt_len, client.render(path, request_body(config, model, p.text))
+            yield _Item(
+                p.prompt_len,
+                client.render(path, request_body(config, model, p.text, p.max_tokens)),
+                p.max_tokens,
+                p.group,
+            )
 
     feed = _Feed(rendered, lookahead(config))
-    offsets = send_times(n, config.request_rate, config.burstiness, config.seed)
+    offsets = (
+        source.offsets
+        if source.offsets is not None
+        else send_times(n, config.request_rate, config.burstiness, config.seed)
+    )
     col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES)
     do_scrape = config.scrape_metrics if scrape is None else scrape
     scraper = (
@@ -565,9 +585,10 @@ def _summarize(
         records.append(
             RequestRecord(
                 index=i,
+                prefix_group=col.group[i],
                 prompt_len=col.prompt_len[i] or 0,
                 server_prompt_tokens=p.prompt_tokens,
-                max_tokens=config.output_len,
+                max_tokens=col.max_tokens[i] or config.output_len,
                 output_tokens=out_tokens,
                 output_tokens_source=source,
                 planned_send_s=col.eligible[i] - t0,

@@ -20,6 +20,7 @@ from accelbench.domain.limits import (
     MAX_PROMPTS,
     MAX_TIMEOUT_S,
     MAX_TOKENS,
+    MAX_TURNS,
     MAX_WARMUPS,
 )
 from accelbench.redact import MASK, is_secret_name, redact_url
@@ -34,6 +35,31 @@ class DatasetKind(enum.StrEnum):
     random = "random"
     jsonl = "jsonl"
     sharegpt = "sharegpt"
+    trace = "trace"
+
+
+class LengthDist(StrictModel):
+    """How one length (input or output tokens) varies between requests around the cell's length (the mean).
+    fixed: every request exactly the mean; uniform: mean x [1 - range_ratio, 1 + range_ratio] (vLLM's random
+    dataset); normal: mean and std; lognormal: mean and sigma of the log. Draws are rounded and kept inside
+    [min, max]."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field(default="fixed")
+    range_ratio: float = Field(default=0.5, ge=0, lt=1, description="uniform: half-width over the mean.")
+    std: float | None = Field(
+        default=None, gt=0, description="normal: standard deviation, tokens (default mean/4)."
+    )
+    sigma: float = Field(default=0.5, gt=0, le=3, description="lognormal: standard deviation of log(length).")
+    min: int = Field(default=1, ge=1, description="Shortest length drawn, tokens.")
+    max: int | None = Field(
+        default=None, ge=1, description="Longest length drawn, tokens (default: no bound)."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LengthDist:
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is more than max {self.max}; give min <= max")
+        return self
 
 
 class Endpoint(StrictModel):
@@ -112,6 +138,60 @@ class LoadSettings(StrictModel):
     temperature: float | None = Field(
         default=None, ge=0, description="Sampling temperature sent with requests (server default if unset)."
     )
+    # ---- workload shapes (issue 15)
+    input_dist: LengthDist = Field(
+        default_factory=LengthDist, description="How input lengths vary around input_len (random dataset)."
+    )
+    output_dist: LengthDist = Field(
+        default_factory=LengthDist, description="How max_tokens varies around output_len (every dataset)."
+    )
+    prefix_groups: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PROMPTS,
+        description="Groups of prompts sharing a prefix: prompt i has group i mod prefix_groups's prefix_len-token "
+        "prefix, so the expected prefix-cache hit ratio is known.",
+    )
+    turns: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_TURNS,
+        description="Turns per conversation: each turn sends the whole history (with the answers) plus a new "
+        "user message of input_len tokens; max_concurrency counts conversations; num_prompts counts turns.",
+    )
+    think_time_s: float = Field(
+        default=0.0, ge=0, le=3600, description="Seconds between an answer and the conversation's next turn."
+    )
+    time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="Trace dataset: multiplies the trace's timestamps (0.5 = twice as fast).",
+    )
+    trace_format: Literal["auto", "mooncake", "burstgpt"] = Field(
+        default="auto",
+        description="Trace dataset: mooncake (JSONL: timestamp ms, input_length, output_length, hash_ids) or "
+        "burstgpt (CSV: Timestamp s, Request tokens, Response tokens); auto by the file's extension.",
+    )
+    tools: str | None = Field(
+        default=None,
+        description='Tool definitions sent with each chat request: "builtin" (two small functions) or a JSON file '
+        "of OpenAI tools; tool-call deltas count as output.",
+    )
+    metrics_definition: Literal["accelbench", "vllm"] = Field(
+        default="accelbench",
+        description="accelbench: TTFT at the first chunk carrying text, one ITL gap per text chunk; vllm: chunk "
+        "for chunk as `vllm bench serve` computes them.",
+    )
+
+    @model_validator(mode="after")
+    def _workload(self) -> LoadSettings:
+        if self.turns > 1 and EndpointKind(self.endpoint) != EndpointKind.chat:
+            raise ValueError("turns > 1 needs the chat endpoint (a conversation is a list of messages)")
+        if self.tools is not None and EndpointKind(self.endpoint) != EndpointKind.chat:
+            raise ValueError("tools need the chat endpoint")
+        if DatasetKind(self.dataset) == DatasetKind.trace and not self.dataset_path:
+            raise ValueError("the trace dataset needs its file: give dataset_path")
+        return self
 
 
 class BenchConfig(LoadSettings):
@@ -130,6 +210,11 @@ class BenchConfig(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> BenchConfig:
+        if self.turns > 1 and self.num_prompts % self.turns:
+            raise ValueError(
+                f"num_prompts {self.num_prompts} is not a whole number of {self.turns}-turn conversations; give "
+                f"a multiple of {self.turns}"
+            )
         tokens = self.num_prompts * self.input_len
         if tokens > MAX_CELL_PROMPT_TOKENS:
             raise ValueError(
@@ -148,6 +233,9 @@ class RequestRecord(StrictModel):
     """One request as the client saw it. Times in seconds, relative to the benchmark start."""
 
     index: int
+    session: int | None = Field(default=None, description="Multi-turn: the conversation it belongs to.")
+    turn: int | None = Field(default=None, description="Multi-turn: its turn in the conversation, from 1.")
+    prefix_group: int | None = Field(default=None, description="Shared prefixes: its prefix group.")
     prompt_len: int = Field(description="Input tokens as counted by the client's tokenizer.")
     server_prompt_tokens: int | None = Field(
         default=None, description="usage.prompt_tokens reported by the server."

@@ -19,6 +19,7 @@ MAX_TOKENS = 1_048_576  # input, output and shared-prefix tokens per request: th
 MAX_CONCURRENCY = 4096  # requests in flight at once (engines cap their batch far lower: vLLM 256-1024)
 MAX_PROMPTS = 100_000  # requests in one benchmark (one sweep cell)
 MAX_WARMUPS = 1_000
+MAX_TURNS = 100  # turns of one multi-turn conversation
 MAX_LEVELS = 64  # values in a sweep's input_lens or concurrency list
 MAX_SWEEP_REQUESTS = 1_000_000  # every request of a sweep: cells x repeats x prompts, plus the warm-ups
 #: prompt tokens one benchmark (one sweep cell) sends: prompts x input length (about 4 bytes of text per token:

@@ -188,9 +188,9 @@ def test_the_runner_sends_the_eager_prompts_in_order_and_counts_right(
     sent: list[str] = []
     real = runner_mod.request_body
 
-    def recording(cfg: BenchConfig, model: str, text: str) -> bytes:
+    def recording(cfg: BenchConfig, model: str, text: str, max_tokens: int | None = None) -> bytes:
         sent.append(text)
-        return real(cfg, model, text)
+        return real(cfg, model, text, max_tokens)
 
     monkeypatch.setattr(runner_mod, "request_body", recording)
     with StreamServer(Script(ttft_ms=1, itl_ms=1), tokenizer_dir=tok_dir) as server:
