@@ -12,7 +12,8 @@ byte it sends, and when, is under the test's control:
   recorded, so tests compare the client's figures against what really happened.
 - Fault injection: HTTP errors with a JSON body, hanging (a timeout), cutting the connection mid-stream, a
   malformed JSON line, SSE comments and blank keep-alives, a role-only first chunk, a usage chunk with or
-  without ``choices``, several tokens per chunk, no usage at all, CRLF line endings, an error event.
+  without ``choices``, several tokens per chunk, no usage at all, CRLF line endings, an error event, reasoning
+  deltas before the content (with or without ``completion_tokens_details.reasoning_tokens``), tool-call deltas.
 - A zero-delay mode: the whole response is rendered once per shape and written with one ``transport.write``.
 
 A request's behaviour is the server's default ``Script`` updated by a directive anywhere in the prompt:
@@ -78,6 +79,15 @@ class Script:
     error_event_after: int | None = None  # send this many text chunks, then an in-stream error event
     empty_chunks: bool = False  # after every text chunk, a chunk whose content is "" (not text)
     finish_chunk: bool = False  # a final chunk with finish_reason and no text (after the last text chunk)
+    # chat: this many reasoning deltas (one token each) before the content; they take the first slots of the
+    # ttft_ms/itl_ms schedule, and the content's chunks come answer_gap_ms later than the schedule says
+    reasoning_chunks: int = 0
+    reasoning_key: str = "reasoning_content"  # or "reasoning" (vLLM's newer name)
+    answer_gap_ms: float = 0.0
+    reasoning_usage: bool = True  # usage carries completion_tokens_details.reasoning_tokens (when reasoning)
+    # chat: this many tool-call deltas (one token each) after the content, on the same schedule; the first one
+    # names the function, each carries a piece of its arguments
+    tool_call_chunks: int = 0
 
     def updated(self, changes: dict[str, Any]) -> Script:
         known = {f.name for f in dataclasses.fields(self)}
@@ -109,6 +119,10 @@ class RequestLog:
 
     def text_times(self) -> list[float]:
         return [c.t for c in self.chunks if c.kind == "text"]
+
+    def times_of(self, kind: str) -> list[float]:
+        """Write times (before the write) of the chunks of one kind: role, reasoning, text, tool, usage, ..."""
+        return [c.t for c in self.chunks if c.kind == kind]
 
     def text_windows(self) -> list[tuple[float, float]]:
         """(before, after) the write of every text chunk: when the process was descheduled around a write, the
@@ -520,7 +534,8 @@ class StreamServer:
 
     # One SSE event, rendered the way vLLM renders it (same keys, similar size).
     def _event(self, chat: bool, *, text: str | None = None, role: bool = False, finish: str | None = None,
-               usage: dict[str, int] | None = None, choices: bool = True) -> bytes:  # fmt: skip
+               usage: dict[str, Any] | None = None, choices: bool = True,
+               delta_extra: dict[str, Any] | None = None) -> bytes:  # fmt: skip
         obj: dict[str, Any] = {
             "id": "chatcmpl-fixture0123456789abcdef" if chat else "cmpl-fixture0123456789abcdef",
             "object": "chat.completion.chunk" if chat else "text_completion",
@@ -534,6 +549,8 @@ class StreamServer:
                     delta["role"] = "assistant"
                 if text is not None:
                     delta["content"] = text
+                if delta_extra:
+                    delta.update(delta_extra)
                 obj["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
             else:
                 obj["choices"] = [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
@@ -552,8 +569,11 @@ class StreamServer:
             out.append(("role", self._event(chat, text="", role=True), 0))
         k = max(1, script.tokens_per_chunk)
         i = 0
-        usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n_tokens,
-                 "completion_tokens": n_tokens}  # fmt: skip
+        usage = self._usage(chat, script, n_tokens, prompt_tokens)
+        if chat:
+            for j in range(script.reasoning_chunks):
+                word = {script.reasoning_key: f" think{j}"}
+                out.append(("reasoning", self._event(chat, delta_extra=word), 1))
         while i < n_tokens:
             n = min(k, n_tokens - i)
             words = "".join(WORDS[(i + j) % len(WORDS)] for j in range(n))
@@ -564,6 +584,13 @@ class StreamServer:
             if script.empty_chunks and not last:
                 out.append(("empty", self._event(chat, text=""), 0))
             i += n
+        if chat:
+            for j in range(script.tool_call_chunks):
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": f'"a{j}"'}}
+                if j == 0:
+                    call.update(id="call_fixture", type="function")
+                    call["function"]["name"] = "lookup"
+                out.append(("tool", self._event(chat, delta_extra={"tool_calls": [call]}), 1))
         if script.finish_chunk:
             out.append(("finish", self._event(chat, text="", finish="length"), 0))
         if include_usage and script.usage == "separate":
@@ -577,6 +604,16 @@ class StreamServer:
         if script.crlf:
             out = [(kind, data.replace(b"\n", b"\r\n"), n) for kind, data, n in out]
         return out
+
+    @staticmethod
+    def _usage(chat: bool, script: Script, n_tokens: int, prompt_tokens: int) -> dict[str, Any]:
+        """The usage of a response: content tokens plus the reasoning and tool-call ones (chat)."""
+        extra = script.reasoning_chunks + script.tool_call_chunks if chat else 0
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n_tokens + extra,
+                                 "completion_tokens": n_tokens + extra}  # fmt: skip
+        if chat and script.reasoning_chunks and script.reasoning_usage:
+            usage["completion_tokens_details"] = {"reasoning_tokens": script.reasoning_chunks}
+        return usage
 
     def _zero_delay(self, conn: _Conn, chat: bool, n_tokens: int, script: Script, include_usage: bool,
                     prompt_tokens: int) -> None:  # fmt: skip
@@ -592,8 +629,7 @@ class StreamServer:
         head, tail, has_usage = pre
         self.counters["generation_tokens"] += n_tokens
         if has_usage:
-            usage = self._event(chat, usage={"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens
-                                             + n_tokens, "completion_tokens": n_tokens}, choices=False)  # fmt: skip
+            usage = self._event(chat, usage=self._usage(chat, script, n_tokens, prompt_tokens), choices=False)
             conn.transport.write(head + _chunk(usage) + tail)
         else:
             conn.transport.write(head + tail)
@@ -616,7 +652,7 @@ class StreamServer:
                     continue
                 if kind == "role":
                     await _sleep_until(loop, t0 + script.role_ms / 1000)  # type: ignore[operator]
-                if kind == "text":
+                if kind in _TIMED:
                     if script.hang_after is not None and text_index >= script.hang_after:
                         await asyncio.Event().wait()
                     if script.cut_after is not None and text_index >= script.cut_after:
@@ -637,7 +673,8 @@ class StreamServer:
                         for _ in range(ntok):  # the engine's steps, one token each
                             await produced.__anext__()
                     else:
-                        due = t0 + (script.ttft_ms + text_index * script.itl_ms) / 1000
+                        gap = script.answer_gap_ms if text_index >= script.reasoning_chunks > 0 else 0.0
+                        due = t0 + (script.ttft_ms + text_index * script.itl_ms + gap) / 1000
                         await _sleep_until(loop, due)
                     text_index += 1
                     if role_pending is not None:
@@ -650,7 +687,7 @@ class StreamServer:
                 before = time.perf_counter()
                 write(_chunk(data))
                 log.chunks.append(ChunkRecord(before, kind, ntok, time.perf_counter()))
-                if kind == "text":
+                if kind in _TIMED:
                     self.counters["generation_tokens"] += ntok
             write(_LAST_CHUNK)
         finally:
@@ -658,6 +695,9 @@ class StreamServer:
             conn.busy = False
             conn.task = None
         conn.done_response()
+
+
+_TIMED = ("reasoning", "text", "tool")  # the chunks that carry generated tokens, on the script's schedule
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, due: float) -> None:

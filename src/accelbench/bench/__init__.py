@@ -13,6 +13,7 @@ Usable as a library::
 A sweep loads the tokenizer once (``load_tokenizer``) and passes it to every ``run_benchmark`` call.
 """
 
+from accelbench.bench import trace as _trace  # noqa: F401  (registers the trace dataset)
 from accelbench.bench.datasets import DATASETS, Dataset, Prompt, build_dataset
 from accelbench.bench.runner import arun_benchmark, run_benchmark
 from accelbench.bench.tokenizer import LocalTokenizer, ServerTokenizer, Tokenizer, load_tokenizer

@@ -333,7 +333,8 @@ def level_config(
             update={
                 "max_concurrency": c,
                 "request_rate": math.inf,
-                "num_prompts": need + c,
+                # whole conversations when each is several turns
+                "num_prompts": math.ceil((need + c) / base.turns) * base.turns,
                 "num_warmups": max(base.num_warmups, min(c, 16)),
             }
         )

@@ -8,15 +8,32 @@ read, only this: take ``time.perf_counter()``, feed the parser, note how many bo
 SSE events, JSON decoding and text assembly happen after the stream has ended (``parse_stream``), so they never
 delay the timestamp of another stream's read.
 
-Timing rules (the same everywhere in accelbench):
+Timing rules, definition ``"accelbench"`` (the default, ``LoadSettings.metrics_definition``):
 - a request's start is taken right before its bytes are written to the socket;
 - every SSE event is timestamped with the read that completed it; events that arrived in one read share its
   timestamp (they arrived together);
 - an event "carries generated text" when its first choice has non-empty text (``delta.content``,
-  ``delta.reasoning_content``/``delta.reasoning``, tool-call arguments; ``text`` for completions). A role-only
-  first chunk, empty-text chunks and the usage chunk carry none;
-- TTFT ends at the first text-carrying event, E2EL at the last one, and there is one ITL gap per text-carrying
-  event after the first: a chunk carrying several tokens counts as one gap.
+  ``delta.reasoning_content``/``delta.reasoning``, tool-call deltas; ``text`` for completions). A role-only
+  chunk (``{"role": "assistant"}``, with or without ``content: ""``), however early, empty-text chunks and the
+  usage chunk carry none;
+- TTFT (time to first token) ends at the first text-carrying event, E2EL at the last one, and there is one ITL
+  gap per text-carrying event after the first: a chunk carrying several tokens counts as one gap.
+
+Definition ``"vllm"``: TTFT, ITL and E2EL chunk for chunk as ``vllm bench serve`` computes them
+(``async_request_openai_chat_completions``/``async_request_openai_completions`` in vLLM's
+``vllm/benchmarks/lib/endpoint_request_func.py``): every event whose ``choices`` list is non-empty counts,
+whatever it carries (a role-only first chunk, an empty text, a finish-only chunk, a usage chunk that still has a
+choice); the first one ends TTFT, each later one adds one ITL gap from the previous one, and E2EL ends at the
+last one (a usage-only event with ``choices: []`` does not count). vLLM times each event when its client has
+decoded it; here events of one read share that read's timestamp. TPOT is ``(E2EL - TTFT) / (output_tokens - 1)``
+in both definitions (``RequestRecord.tpot_s``).
+
+In both definitions:
+- TTFO (time to first output) ends at the first event carrying visible answer text: ``delta.content`` for chat,
+  ``text`` for completions. Reasoning deltas and tool-call deltas do not end it (a response of tool calls
+  only has no TTFO); a role-only chunk does not either.
+- Reasoning text is ``delta.reasoning_content``/``delta.reasoning``; answer text is everything else generated
+  (content and tool-call arguments). ``ParsedStream`` keeps both and counts the chunks carrying each.
 
 The pool keeps one keep-alive connection per concurrent request (callers bound concurrency), retries a request
 once when a reused idle connection turns out to be closed before any response byte, and fails a request with a
@@ -389,7 +406,8 @@ class StreamClient:
 # ------------------------------------------------------------------------------------------ parsing
 @dataclass(slots=True)
 class ParsedStream:
-    """The timing and content of one streamed response. Times in seconds from the request's start."""
+    """The timing and content of one streamed response. Times in seconds from the request's start; which events
+    end TTFT and E2EL and which make ITL gaps depends on the definition (see the module docstring)."""
 
     ttft: float | None = None
     latency: float | None = None
@@ -400,6 +418,12 @@ class ParsedStream:
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     error: str | None = None
+    ttfo: float | None = None  # to the first event with answer content (never a reasoning or tool-call delta)
+    reasoning_text: str = ""  # delta.reasoning_content / delta.reasoning
+    answer_text: str = ""  # the rest of the generated text: content and tool-call arguments
+    reasoning_chunks: int = 0  # events carrying reasoning text
+    answer_chunks: int = 0  # events carrying content or tool-call deltas
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
 
     @property
     def success(self) -> bool:
@@ -451,20 +475,25 @@ def _event_payload(ev: bytes) -> bytes | None:
     return b"\n".join(data)
 
 
-def _delta_text(delta: dict[str, Any]) -> str | None:
-    """Generated output in a chat delta: content, reasoning, tool-call arguments (the slow, general case)."""
-    parts = None
-    for key in ("content", "reasoning_content", "reasoning"):
+def _delta_parts(delta: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(content, reasoning, tool-call arguments) of a chat delta, each None when absent (the slow, general
+    case). A tool call is generated output even with empty arguments (then its text is one space)."""
+    content = delta.get("content")
+    if not (content and isinstance(content, str)):
+        content = None
+    reasoning = None
+    for key in ("reasoning_content", "reasoning"):
         v = delta.get(key)
         if v and isinstance(v, str):
-            parts = v if parts is None else parts + v
+            reasoning = v if reasoning is None else reasoning + v
+    tools = None
     calls = delta.get("tool_calls")
     if calls and isinstance(calls, list):
         args = "".join(
             str((c.get("function") or {}).get("arguments") or "") for c in calls if isinstance(c, dict)
         )
-        parts = (parts or "") + (args or " ")  # a tool call is generated output even with empty arguments
-    return parts
+        tools = args or " "
+    return content, reasoning, tools
 
 
 def _split_events(raw: RawResponse) -> tuple[list[bytes], list[float]]:
@@ -526,8 +555,16 @@ def _decode_events(payloads: list[bytes], out: ParsedStream) -> list[Any]:
     return objs
 
 
-def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
-    """Turn the reads of one response into TTFT/ITL/E2EL, text and usage (see the module's timing rules)."""
+DEFINITIONS = ("accelbench", "vllm")
+
+
+def parse_stream(raw: RawResponse, *, chat: bool, definition: str = "accelbench") -> ParsedStream:
+    """Turn the reads of one response into TTFT/TTFO/ITL/E2EL, text and usage. ``definition``: ``"accelbench"``
+    (text-carrying events) or ``"vllm"`` (every event with choices, as ``vllm bench serve``); see the module's
+    timing rules."""
+    if definition not in DEFINITIONS:
+        raise ValueError(f"unknown metrics definition {definition!r} (expected one of {DEFINITIONS})")
+    vllm = definition == "vllm"
     out = ParsedStream()
     if raw.status and raw.status != 200:
         out.error = error_message(raw.status, raw.body)
@@ -537,8 +574,12 @@ def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
     objs = _decode_events(payloads, out)
     start = raw.start
     first: float | None = None
+    first_content: float | None = None
     last = 0.0
     texts: list[str] = []
+    answers: list[str] = []
+    reasonings: list[str] = []
+    answer_chunks = 0
     itl = out.itl
     k = 0
     try:
@@ -546,24 +587,39 @@ def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
             choices = obj.get("choices")
             if choices:
                 c0 = choices[0]
+                reasoning = tools = None
                 if chat:
                     delta = c0.get("delta")
                     if not delta:
-                        txt = None
+                        content = None
                     else:
-                        txt = delta.get("content")
-                        if len(delta) > 1 or not txt:
-                            txt = _delta_text(delta)
+                        content = delta.get("content")
+                        if len(delta) > 1 or not content:
+                            content, reasoning, tools = _delta_parts(delta)
                 else:
-                    txt = c0.get("text")
-                if txt:
+                    content = c0.get("text")
+                if vllm or content or reasoning or tools:
                     t = ptimes[k]
                     if first is None:
                         first = t
                     else:
                         itl.append(t - last)
                     last = t
-                    texts.append(txt)
+                if content and reasoning is None and tools is None:  # the common chunk: content only
+                    if first_content is None:
+                        first_content = ptimes[k]
+                    texts.append(content)
+                    answers.append(content)
+                    answer_chunks += 1
+                elif content or reasoning or tools:
+                    if content and first_content is None:
+                        first_content = ptimes[k]
+                    texts.append((content or "") + (reasoning or "") + (tools or ""))
+                    if reasoning:
+                        reasonings.append(reasoning)
+                    if content or tools:
+                        answers.append((content or "") + (tools or ""))
+                        answer_chunks += 1
             usage = obj.get("usage")
             if usage:
                 ct = usage.get("completion_tokens")
@@ -572,6 +628,11 @@ def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
                     out.completion_tokens = ct
                 if isinstance(pt, int):
                     out.prompt_tokens = pt
+                details = usage.get("completion_tokens_details")
+                if details and isinstance(details, dict):
+                    rt = details.get("reasoning_tokens")
+                    if isinstance(rt, int):
+                        out.reasoning_tokens = rt
             if "error" in obj or (not choices and obj.get("object") == "error"):
                 msg = _message_of(obj) or "error event in the stream"
                 if obj.get("error") or obj.get("object") == "error":
@@ -582,8 +643,17 @@ def parse_stream(raw: RawResponse, *, chat: bool) -> ParsedStream:
         out.error = f"malformed event {k + 1} in stream (not an OpenAI chunk): {snippet!r}"
     if first is not None:
         out.ttft = first - start
+    if first_content is not None:
+        out.ttfo = first_content - start
     out.text_chunks = len(texts)
     out.text = "".join(t if isinstance(t, str) else str(t) for t in texts)
+    out.reasoning_chunks = len(reasonings)
+    out.answer_chunks = answer_chunks
+    if reasonings:
+        out.reasoning_text = "".join(reasonings)
+        out.answer_text = "".join(t if isinstance(t, str) else str(t) for t in answers)
+    else:
+        out.answer_text = out.text
     if out.ttft is not None:
         out.latency = last - start
     if raw.error is not None:

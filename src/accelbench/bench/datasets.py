@@ -23,6 +23,17 @@ Prompts are made lazily (``open_dataset`` -> ``PromptSource.stream``): a benchma
 small look-ahead ahead of the sender, so a cell of any size holds only that look-ahead in memory and a cancel
 stops the tokenizer work too. Every prompt has its own seeded generator (the seed and its index), so the prompts
 do not depend on how many are made at once; ``build_dataset`` makes them all, the same ones.
+
+Workload shapes (issue 15): ``input_dist`` draws each random prompt's exact length around ``input_len`` and
+``output_dist`` each request's ``max_tokens`` around ``output_len`` (every dataset), from separate seeded
+streams (``length_rng``), so a config with fixed lengths makes exactly the prompts it made before; the lengths
+are drawn up front (measured and warmup prompts from streams of their own), so the notes give their realised
+mean/min/max before the first prompt is made. ``prefix_groups`` G with ``prefix_len`` S: measured prompt i
+belongs to group i mod G and starts with its group's own S-token prefix (the groups' prefixes differ from their
+first token); warmup w belongs to group w mod G too, so the warmups warm the prefix cache for the groups they
+cover. ``PromptSource.expected_prefix_hit_rate`` is then the share of the measured prompt tokens a server that
+caches every full ``PREFIX_CACHE_BLOCK``-token block of what it has seen would find cached (see
+``expected_hit_rate``). ``tools`` are loaded and checked when the dataset is opened (``PromptSource.tools``).
 """
 
 from __future__ import annotations
@@ -41,7 +52,9 @@ from typing import Any
 import numpy as np
 
 from accelbench.bench.tokenizer import Tokenizer
-from accelbench.domain.bench import BenchConfig, DatasetKind, EndpointKind
+from accelbench.bench.tools import load_tools, tool_names
+from accelbench.domain.bench import BenchConfig, DatasetKind, EndpointKind, LengthDist
+from accelbench.domain.limits import MAX_TOKENS
 from accelbench.errors import UserInputError
 from accelbench.registry import Registry
 
@@ -92,6 +105,8 @@ class Dataset:
     warmups: list[Prompt] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     shared_prefix_tokens: int = 0  # tokens every prompt shares (deliberate prefix + chat template front)
+    group_prefix_tokens: list[int] = field(default_factory=list)  # per prefix group: tokens its prompts share
+    expected_prefix_hit_rate: float | None = None  # see PromptSource
 
 
 #: A function the source calls between prompts (and between rounds of tokenizer work): True means stop.
@@ -122,6 +137,10 @@ class PromptSource:
     offsets: list[float] | None = None
     #: the prefix-cache hit ratio the prompts should give a server that caches every shared block (None: unknown)
     expected_prefix_hit_rate: float | None = None
+    #: per prefix group (random dataset): the leading tokens every prompt of the group shares
+    group_prefix_tokens: list[int] = field(default_factory=list)
+    #: the OpenAI tools every chat request carries (``config.tools`` loaded and checked); None: no tools
+    tools: list[dict[str, Any]] | None = None
 
     @property
     def total(self) -> int:
@@ -150,8 +169,19 @@ def open_dataset(
     here, before the first prompt is made."""
     n = config.num_prompts if count is None else count
     w = config.num_warmups if warmups is None else warmups
+    tools = load_tools(config.tools) if config.tools is not None else None
     builder = DATASETS.get(DatasetKind(config.dataset).value)
-    return builder(config, tokenizer, n, w)
+    source = builder(config, tokenizer, n, w)
+    if tools is not None:
+        source.tools = tools
+        names = tool_names(tools)
+        source.notes.append(
+            f"Every chat request carries {len(tools)} tool{'s' if len(tools) != 1 else ''} "
+            f"({', '.join(names[:8])}{', ...' if len(names) > 8 else ''}) with tool_choice auto; the server's "
+            "chat template renders their definitions into the prompt, so its prompt tokens include them and "
+            "the client's count does not."
+        )
+    return source
 
 
 def build_dataset(
@@ -167,7 +197,90 @@ def build_dataset(
         warmups=made[: source.num_warmups],
         notes=source.notes,
         shared_prefix_tokens=source.shared_prefix_tokens,
+        group_prefix_tokens=source.group_prefix_tokens,
+        expected_prefix_hit_rate=source.expected_prefix_hit_rate,
     )
+
+
+# ---------------------------------------------------------------------------------------- workload shapes
+#: Tokens per KV-cache block of the server's prefix cache: vLLM's default ``--block-size`` (16 on GPUs). A prefix
+#: cache reuses whole blocks only, so a prompt can hit at most floor(shared tokens / block) * block tokens.
+PREFIX_CACHE_BLOCK = 16
+
+
+def length_rng(config: BenchConfig, what: str, part: str) -> np.random.Generator:
+    """A generator for the ``what`` lengths ("input", "output") of the ``part`` prompts ("measured",
+    "warmup"): from the config's seed and the cell's shape, and a stream apart from the prompts' own."""
+    key = (
+        f"{config.seed}|{config.input_len}|{config.output_len}|{config.prefix_len}|{config.num_prompts}|"
+        f"{config.max_concurrency}|{what}|{part}"
+    )
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
+
+
+def draw_lengths(dist: LengthDist, mean: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` lengths around ``mean`` as ``dist`` says (``LengthDist``), rounded and kept inside [min, max]
+    (and at most ``MAX_TOKENS``); fixed: ``mean`` every time, whatever min and max say."""
+    if dist.kind == "fixed" or n <= 0:
+        return np.full(max(0, n), mean, dtype=np.int64)
+    if dist.kind == "uniform":
+        x = rng.uniform(mean * (1 - dist.range_ratio), mean * (1 + dist.range_ratio), size=n)
+    elif dist.kind == "normal":
+        x = rng.normal(mean, dist.std if dist.std is not None else mean / 4, size=n)
+    else:  # lognormal with the given mean: mu = ln(mean) - sigma^2 / 2
+        x = rng.lognormal(math.log(mean) - dist.sigma**2 / 2, dist.sigma, size=n)
+    hi = min(dist.max if dist.max is not None else MAX_TOKENS, MAX_TOKENS)
+    return np.clip(np.rint(x), dist.min, hi).astype(np.int64)
+
+
+def length_note(what: str, dist: LengthDist, mean: int, drawn: np.ndarray) -> str:
+    """The realised spread of drawn lengths, for the dataset notes."""
+    bounds = f", kept in [{dist.min}, {dist.max if dist.max is not None else 'no bound'}]"
+    return (
+        f"{what} vary ({dist.kind} around {mean}{bounds}): mean {float(drawn.mean()):.1f}, min {int(drawn.min())}, "
+        f"max {int(drawn.max())} over the {len(drawn)} measured prompts."
+    )
+
+
+def output_lengths(config: BenchConfig, count: int, warmups: int) -> tuple[list[int] | None, list[str]]:
+    """Per-prompt ``max_tokens`` from ``output_dist`` (index g: the measured prompts 0..count-1, then the
+    warmups) and the note on them; (None, []) when the output length is fixed (the config's ``output_len``)."""
+    dist = config.output_dist
+    if dist.kind == "fixed":
+        return None, []
+    measured = draw_lengths(dist, config.output_len, count, length_rng(config, "output", "measured"))
+    warm = draw_lengths(dist, config.output_len, warmups, length_rng(config, "output", "warmup"))
+    notes = [length_note("Output lengths (max_tokens)", dist, config.output_len, measured)] if count else []
+    return [int(x) for x in measured] + [int(x) for x in warm], notes
+
+
+def expected_hit_rate(
+    lengths: Sequence[int],
+    groups: int,
+    group_shared: Sequence[int],
+    common: int,
+    warm_groups: int,
+    block: int = PREFIX_CACHE_BLOCK,
+) -> float | None:
+    """The share of the measured prompt tokens (``lengths``, in sending order; prompt i in group i mod
+    ``groups``) a server caching every full ``block`` of what it has seen finds cached: a prompt whose group has
+    been seen before (an earlier prompt, or one of the first ``warm_groups`` groups a warmup covered) hits
+    floor(``group_shared[group]`` / block) * block tokens; the first of a group after any other prompt
+    (warmups included) hits the blocks of the ``common`` tokens all groups share (the template front); the
+    very first prompt hits nothing. None without prompts."""
+    total = sum(lengths)
+    if total <= 0:
+        return None
+    seen = set(range(min(warm_groups, groups)))
+    anything = warm_groups > 0
+    hits = 0
+    for i, n in enumerate(lengths):
+        g = i % groups
+        shared = group_shared[g] if g in seen else (common if anything else 0)
+        hits += min((shared // block) * block, max(0, n - 1))
+        seen.add(g)
+        anything = True
+    return hits / total
 
 
 # ------------------------------------------------------------------------------------------------- random
@@ -230,9 +343,14 @@ def shared_prefix_report(token_lists: Sequence[Sequence[int]]) -> tuple[int, int
     return everyone, pair_max
 
 
-def _exact_prefix(tokenizer: Tokenizer, pool: np.ndarray, length: int, rng: np.random.Generator) -> str:
-    """Text that encodes (without special tokens) to exactly ``length`` tokens: the deliberate shared prefix."""
+def _exact_prefix(
+    tokenizer: Tokenizer, pool: np.ndarray, length: int, rng: np.random.Generator, first: int | None = None
+) -> str:
+    """Text that encodes (without special tokens) to exactly ``length`` tokens: the deliberate shared prefix
+    (``first``: the id it starts with, so the prefixes of prefix groups differ from their first token)."""
     ids = [int(x) for x in rng.choice(pool, size=length)]
+    if first is not None:
+        ids[0] = first
     for _ in range(MAX_FIT_ROUNDS):
         text = tokenizer.decode(ids)
         got = len(tokenizer.encode(text, add_special_tokens=False))
@@ -289,8 +407,10 @@ def random_dataset(
     config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int
 ) -> PromptSource:
     """``count`` (+ ``warmups``) prompts of exactly ``config.input_len`` server-counted tokens (see the module
-    docstring), made lazily: prompt ``g`` has its own seeded generator (the config's seed and ``g``), so it is
-    the same whichever prompts were made before it and however many are made at once."""
+    docstring; with ``input_dist``, each exactly its own drawn length), made lazily: prompt ``g`` has its own
+    seeded generator (the config's seed and ``g``), so it is the same whichever prompts were made before it and
+    however many are made at once. With ``prefix_len`` S and ``prefix_groups`` G, measured prompt i (warmup w)
+    starts with group i mod G's (w mod G's) own S-token prefix."""
     if tokenizer is None:
         raise UserInputError(
             "The random dataset needs a tokenizer to make prompts of an exact token count.",
@@ -303,12 +423,37 @@ def random_dataset(
     rng = np.random.default_rng(seed)
     pool = token_pool(tok)
     overhead = tok.count_prompt("", endpoint)
-    prefix_text = ""
+    n_groups = config.prefix_groups if config.prefix_len else 1
+    if config.prefix_len and n_groups > max(count, 1):
+        raise UserInputError(
+            f"--prefix-groups {n_groups} is more than the {count} prompts: some groups would have no prompt.",
+            hint=f"Use --prefix-groups {max(count, 1)} or fewer, or more --num-prompts.",
+        )
+    if n_groups > len(pool) - 1:
+        raise UserInputError(
+            f"--prefix-groups {n_groups} needs as many distinct first tokens; the tokenizer {tok.name} has "
+            f"{len(pool)} word tokens.",
+            hint=f"Use --prefix-groups {len(pool) - 1} or fewer.",
+        )
+    prefixes = [""]
     sep = ""
     if config.prefix_len:
-        prefix_text = _exact_prefix(tok, pool, config.prefix_len, rng)
+        prefixes = [_exact_prefix(tok, pool, config.prefix_len, rng)]
         sep = "\n"  # keeps the first own token from merging with the prefix's last one
-    fixed = tok.count_prompt(prefix_text + sep, endpoint) if prefix_text else overhead
+    if n_groups > 1:
+        # the other groups' prefixes: their own generators, each starting with a token no other group starts with
+        order = np.random.default_rng([seed, 1]).permutation(len(pool))
+        firsts = {tok.encode(prefixes[0])[0]}
+        cand = (int(pool[i]) for i in order if int(pool[i]) not in firsts)
+        prefixes += [
+            _exact_prefix(tok, pool, config.prefix_len, np.random.default_rng([seed, 1, j]), first=next(cand))
+            for j in range(1, n_groups)
+        ]
+    if n_groups == 1:
+        fixed_of = [tok.count_prompt(prefixes[0] + sep, endpoint) if prefixes[0] else overhead]
+    else:
+        fixed_of = [len(t) for t in tok.prompt_token_ids_batch([p + sep for p in prefixes], endpoint)]
+    fixed = max(fixed_of)
     room = target - fixed
     if room < 1:
         what = "the chat template" if endpoint == EndpointKind.chat else "the special tokens"
@@ -320,37 +465,93 @@ def random_dataset(
             + (", or a shorter --prefix-len." if config.prefix_len else "."),
         )
     total = count + warmups
-    starts = _Starts(rng, pool, max(total, 1))
-    # The front every prompt shares (special tokens, the deliberate prefix, what the chat template puts before
-    # the message): the most leading tokens two one-token probes share.
-    probes = tok.prompt_token_ids_batch(
-        [prefix_text + sep + t for t in tok.decode_batch([[int(pool[i])] for i in range(min(4, len(pool)))])],
-        endpoint,
-    )
-    front_ids = max(
-        ((a, _common_prefix(a, b)) for j, a in enumerate(probes) for b in probes[j + 1 :]),
-        key=lambda x: x[1],
-    )
-    front_toks, front = front_ids[0][: front_ids[1]], front_ids[1]
-    k = starts.k
+
+    def group_of(g: int) -> int:
+        return (g if g < count else g - count) % n_groups
+
+    # every prompt's exact length: input_len, or drawn (measured and warmups from streams of their own)
     notes: list[str] = []
+    dist = config.input_dist
+    lengths = np.concatenate(
+        [
+            draw_lengths(dist, target, count, length_rng(config, "input", "measured")),
+            draw_lengths(dist, target, warmups, length_rng(config, "input", "warmup")),
+        ]
+    )
+    if dist.kind != "fixed" and total:
+        floor_of = np.array([fixed_of[group_of(g)] + 1 for g in range(total)], dtype=np.int64)
+        short = lengths < floor_of
+        if short.any():
+            lengths = np.maximum(lengths, floor_of)
+            what = "chat template" if endpoint == EndpointKind.chat else "special tokens"
+            notes.append(
+                f"{int(short.sum())} drawn input lengths were too short for the {what}"
+                + (" and the prefix" if config.prefix_len else "")
+                + f" and were made the shortest possible ({int(floor_of.min())} tokens"
+                + (f" to {int(floor_of.max())}" if floor_of.max() != floor_of.min() else "")
+                + ")."
+            )
+        if count:
+            notes.insert(0, length_note("Input lengths", dist, target, lengths[:count]))
+    max_tokens, out_notes = output_lengths(config, count, warmups)
+    notes += out_notes
+
+    starts = _Starts(rng, pool, max(total, 1))
+    # The front every prompt of a group shares (special tokens, the group's prefix, what the chat template puts
+    # before the message): the most leading tokens two one-token probes share.
+    probe_words = tok.decode_batch([[int(pool[i])] for i in range(min(4, len(pool)))])
+    probes = tok.prompt_token_ids_batch([p + sep + t for p in prefixes for t in probe_words], endpoint)
+    fronts: list[list[int]] = []
+    for j in range(n_groups):
+        mine = probes[j * len(probe_words) : (j + 1) * len(probe_words)]
+        best = max(
+            ((a, _common_prefix(a, b)) for i, a in enumerate(mine) for b in mine[i + 1 :]),
+            key=lambda x: x[1],
+        )
+        fronts.append(best[0][: best[1]])
+    front_lens = [len(f) for f in fronts]
+    common, pair_max = shared_prefix_report(fronts) if n_groups > 1 else (front_lens[0], front_lens[0])
+    if n_groups > 1 and pair_max > common:
+        raise UserInputError(
+            f"Two of the {n_groups} group prefixes share their first tokens with {tok.name}.",
+            hint="Try another --seed or --prefix-groups.",
+        )
+    k = starts.k
     if total >= 2 and k > 1:
         notes.append(
             f"The tokenizer has {len(pool)} word tokens for {total} prompts: prompts may share up to {k - 1} "
             f"leading token{'s' if k > 2 else ''} after the common front."
         )
     if endpoint == EndpointKind.chat and total >= 2:
-        template_front = front - (config.prefix_len + 1 if config.prefix_len else 0)
+        template_front = (
+            front_lens[0] - (config.prefix_len + 1 if config.prefix_len else 0) if n_groups == 1 else common
+        )
         if template_front > 0:
             notes.append(
                 f"The chat template puts the same {template_front} tokens in front of every prompt "
                 "(a server with prefix caching may reuse them)."
             )
+    hit_rate = expected_hit_rate(
+        [int(x) for x in lengths[:count]], n_groups, front_lens, common, min(warmups, n_groups)
+    )
+    if config.prefix_len:
+        per, extra = divmod(count, n_groups)
+        shared = f"{min(front_lens)}" + (f"..{max(front_lens)}" if max(front_lens) != min(front_lens) else "")
+        notes.append(
+            f"Shared prefixes: {n_groups} group{'s' if n_groups > 1 else ''} (measured prompt i in group i mod "
+            f"{n_groups}) of {per}{f'..{per + 1}' if extra else ''} prompts, each group with its own "
+            f"{config.prefix_len}-token prefix ({shared} leading tokens shared within a group, template front "
+            f"included); warmups use the group prefixes too ({min(warmups, n_groups)} of {n_groups} groups warm). "
+            f"Expected prefix-cache hit rate {hit_rate or 0.0:.1%} of the measured prompt tokens (a server "
+            f"caching every full {PREFIX_CACHE_BLOCK}-token block)."
+        )
     seen: set[tuple[int, ...]] = set()  # the first own token(s) of every prompt made: no accidental sharing
     noted = False
 
-    def fit(batch: list[tuple[list[int], np.random.Generator]], stop: StopFn) -> list[tuple[str, list[int]]]:
-        """Each (ids, generator) made exactly ``target`` tokens: decode, re-count, add or remove the difference."""
+    Job = tuple[list[int], np.random.Generator, int, int]  # ids, generator, exact length, group
+
+    def fit(batch: list[Job], stop: StopFn) -> list[tuple[str, list[int]]]:
+        """Each job's ids made exactly its length in tokens: decode, re-count, add or remove the difference."""
         ids = [b[0] for b in batch]
         done: list[tuple[str, list[int]] | None] = [None] * len(batch)
         for rnd in range(MAX_FIT_ROUNDS):
@@ -358,10 +559,10 @@ def random_dataset(
             if not todo or stop():
                 break
             decoded = tok.decode_batch([ids[i] for i in todo])
-            cand = [prefix_text + sep + d for d in decoded]
+            cand = [prefixes[batch[i][3]] + sep + d for i, d in zip(todo, decoded, strict=True)]
             counted = tok.prompt_token_ids_batch(cand, endpoint)
             for i, text, toks in zip(todo, cand, counted, strict=True):
-                diff = target - len(toks)
+                diff = batch[i][2] - len(toks)
                 if diff == 0:
                     done[i] = (text, toks)
                     continue
@@ -377,18 +578,20 @@ def random_dataset(
         if stop():
             return []
         if any(d is None for d in done):
+            bad = sorted({batch[i][2] for i, d in enumerate(done) if d is None})
             raise UserInputError(
-                f"{sum(d is None for d in done)} random prompts could not be made exactly {target} tokens long "
-                f"with {tok.name}.",
+                f"{sum(d is None for d in done)} random prompts could not be made exactly "
+                f"{', '.join(map(str, bad[:5]))} tokens long with {tok.name}.",
                 hint="Try another --seed or --input-len; please report the tokenizer.",
             )
         return [d for d in done if d is not None]
 
-    def key(toks: list[int]) -> tuple[int, ...] | None:
-        """The prompt's first own token(s); None when its front differs from every other prompt's (a merge)."""
+    def key(toks: list[int], j: int) -> tuple[int, ...] | None:
+        """The prompt's first own token(s); None when its front differs from its group's (a merge)."""
         if total < 2:
             return ()
-        if _common_prefix(toks, front_toks) < front:
+        front = front_lens[j]
+        if _common_prefix(toks, fronts[j]) < front:
             return None
         return tuple(toks[front : front + k])
 
@@ -399,42 +602,55 @@ def random_dataset(
         for at in range(0, len(order), chunk):
             if stop():
                 return
-            batch = []
-            for g in order[at : at + chunk]:
+            batch: list[Job] = []
+            gs = order[at : at + chunk]
+            for g in gs:
                 g_rng = np.random.default_rng([seed, g])
+                j = group_of(g)
+                n = int(lengths[g])
+                own = n - fixed_of[j]
                 s = starts(g)
                 batch.append(
-                    (s[:room] + [int(x) for x in g_rng.choice(pool, size=max(0, room - len(s)))], g_rng)
+                    (s[:own] + [int(x) for x in g_rng.choice(pool, size=max(0, own - len(s)))], g_rng, n, j)
                 )
             fitted = fit(batch, stop)
             if not fitted:
                 return
-            for (text, toks), (_ids, g_rng) in zip(fitted, batch, strict=True):
-                kk = key(toks)
+            for (text, toks), (_ids, g_rng, n, j), g in zip(fitted, batch, gs, strict=True):
+                kk = key(toks, j)
                 for _ in range(5):  # an accidental shared start (a merge): draw this prompt afresh
                     if kk is not None and kk not in seen:
                         break
-                    redone = fit([([int(x) for x in g_rng.choice(pool, size=room)], g_rng)], stop)
+                    own = n - fixed_of[j]
+                    redone = fit([([int(x) for x in g_rng.choice(pool, size=own)], g_rng, n, j)], stop)
                     if not redone:
                         return
                     text, toks = redone[0]
-                    kk = key(toks)
+                    kk = key(toks, j)
                 if kk is None or kk in seen:
                     if not noted:
                         notes.append(
-                            f"Some random prompts share more than the {front} leading tokens all share."
+                            f"Some random prompts share more than the {front_lens[j]} leading tokens all "
+                            f"{'of their group ' if n_groups > 1 else ''}share."
                         )
                         noted = True
                 else:
                     seen.add(kk)
-                yield Prompt(text, target)
+                yield Prompt(
+                    text,
+                    n,
+                    max_tokens=max_tokens[g] if max_tokens is not None else None,
+                    group=j if config.prefix_len else None,
+                )
 
     return PromptSource(
         count=count,
         num_warmups=warmups,
         make=make,
         notes=notes,
-        shared_prefix_tokens=front if total >= 2 else 0,
+        shared_prefix_tokens=(front_lens[0] if n_groups == 1 else common) if total >= 2 else 0,
+        expected_prefix_hit_rate=hit_rate,
+        group_prefix_tokens=front_lens if total >= 2 else [],
     )
 
 
@@ -466,6 +682,8 @@ def _sample(
             "(a server with prefix caching will reuse them)."
         )
     endpoint = EndpointKind(config.endpoint)
+    max_tokens, out_notes = output_lengths(config, count, warmups)
+    notes += out_notes
 
     def make(chunk: int, stop: StopFn) -> Iterator[Prompt]:
         picks = list(range(count, total)) + list(range(count))  # warmups first: they are sent first
@@ -476,7 +694,12 @@ def _sample(
             lens: list[int | None] = [None] * len(picked)
             if tokenizer is not None:
                 lens = [len(c) for c in tokenizer.prompt_token_ids_batch(picked, endpoint)]
-            yield from (Prompt(t, n) for t, n in zip(picked, lens, strict=True))
+            outs: Sequence[int | None] = (
+                [max_tokens[i] for i in picks[at : at + chunk]]
+                if max_tokens is not None
+                else [None] * len(picked)
+            )
+            yield from (Prompt(t, n, max_tokens=m) for t, n, m in zip(picked, lens, outs, strict=True))
 
     return PromptSource(count=count, num_warmups=warmups, make=make, notes=notes)
 

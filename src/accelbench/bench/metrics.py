@@ -1,9 +1,12 @@
-"""Summary statistics of a benchmark, defined exactly as ``vllm bench serve`` defines them.
+"""Summary statistics of a benchmark, computed as ``vllm bench serve`` computes them.
 
 - Only successful requests enter the latency statistics and token totals; failed ones are counted with their
   reason.
-- TTFT, E2EL and ITL come from the client (see ``bench.client`` for what ends each); TPOT of a request is
-  ``(E2EL - TTFT) / (output_tokens - 1)`` and exists only when it produced more than one token.
+- TTFT, TTFO, E2EL and ITL come from the client (see ``bench.client`` for what ends each under each
+  ``metrics_definition``); TPOT of a request is ``(E2EL - TTFT) / (output_tokens - 1)`` and exists only when it
+  produced more than one token.
+- TTFO statistics cover the successful requests that produced answer content (not the tool-call-only ones).
+- Reasoning and answer token totals add up the requests' split (``RequestRecord.token_split_source``).
 - ITL statistics pool the gaps of all requests.
 - Statistics are in milliseconds: mean, median, standard deviation (numpy's population ``std``), min, max and the
   50/90/95/99th percentiles with numpy's default linear interpolation. An empty metric is all zeros with
@@ -123,6 +126,8 @@ def compute_metrics(
     itls = [gap for r in ok for gap in r.itl_s]
     m.total_input_tokens = sum(input_tokens(r) for r in ok)
     m.total_output_tokens = sum(r.output_tokens for r in ok)
+    m.total_reasoning_tokens = sum(r.reasoning_tokens for r in ok)
+    m.total_answer_tokens = sum(r.answer_tokens for r in ok)
     dur = duration_s if duration_s > 0 else float("nan")
     if duration_s > 0:
         m.request_throughput = m.completed / dur
@@ -142,6 +147,7 @@ def compute_metrics(
         m.request_goodput = good / dur if duration_s > 0 else 0.0
     m.max_output_tokens_per_s, m.max_concurrent_requests = peak_rates(records)
     m.ttft_ms = stats_ms(ttfts)
+    m.ttfo_ms = stats_ms([t for r in ok if (t := r.ttfo_s) is not None])
     m.tpot_ms = stats_ms(tpots)
     m.itl_ms = stats_ms(itls)
     m.e2el_ms = stats_ms(e2els)

@@ -46,7 +46,19 @@ EXTRA_REQUEST_FIELDS = (
     "planned_send_s",
     "queue_s",
     "success",
+    # issue 15's: absent from older files (the record's defaults then apply)
+    "session",
+    "turn",
+    "prefix_group",
+    "ttfo_s",
+    "reasoning_tokens",
+    "answer_tokens",
+    "reasoning_chunks",
+    "answer_chunks",
+    "token_split_source",
 )
+#: the fields every file of this format has
+REQUIRED_REQUEST_FIELDS = EXTRA_REQUEST_FIELDS[: EXTRA_REQUEST_FIELDS.index("success") + 1]
 _BACKENDS = {EndpointKind.chat: "openai-chat", EndpointKind.completions: "openai"}
 
 
@@ -193,6 +205,11 @@ def _from_accelbench(data: dict[str, Any], source: str) -> BenchmarkSummary:
                 success=extra["success"][i],
                 error=arrays["errors"][i] or "",
                 generated_text=texts[i] or "",
+                **{
+                    f: extra[f][i]
+                    for f in EXTRA_REQUEST_FIELDS
+                    if f not in REQUIRED_REQUEST_FIELDS and f in extra
+                },
             )
         )
     body["requests"] = records

@@ -40,7 +40,9 @@ from accelbench.bench.datasets import PromptSource, open_dataset
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.schedule import send_times
 from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
+from accelbench.bench.turns import turn_metrics
 from accelbench.domain.bench import (
+    ITL_COUNTING,
     BenchConfig,
     BenchmarkSummary,
     DatasetKind,
@@ -85,11 +87,27 @@ def server_root(base_url: str) -> str:
     return root[:-3] if root.endswith("/v1") else root
 
 
-def request_body(config: BenchConfig, model: str, text: str, max_tokens: int | None = None) -> bytes:
-    """The JSON body of one streaming request (``max_tokens`` for both endpoints: every server knows it)."""
+def request_body(
+    config: BenchConfig,
+    model: str,
+    text: str,
+    max_tokens: int | None = None,
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+) -> bytes:
+    """The JSON body of one streaming request (``max_tokens`` for both endpoints: every server knows it). A
+    chat request carries ``tools`` (the opened dataset's, ``PromptSource.tools``; when not given, those of
+    ``config.tools``, loaded once per process) with ``tool_choice`` auto."""
     body: dict[str, Any] = {"model": model}
     if EndpointKind(config.endpoint) == EndpointKind.chat:
         body["messages"] = [{"role": "user", "content": text}]
+        if tools is None and config.tools is not None:
+            from accelbench.bench.tools import cached_tools  # here: this function's edit stays self-contained
+
+            tools = cached_tools(config.tools)
+        if tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = "auto"
     else:
         body["prompt"] = text
     body["max_tokens"] = max_tokens or config.output_len
@@ -106,7 +124,11 @@ def lookahead(config: BenchConfig) -> int:
     """Requests made ahead of the sender (see ``LOOKAHEAD_MIN``/``LOOKAHEAD_MAX``). A burst (every request at
     once, no concurrency limit) has them all made before the clock starts: sent as they are made, it would be
     paced by the tokenizer, not a burst (the per-cell prompt-token cap bounds it; cancel still stops the making)."""
-    if config.max_concurrency is None and math.isinf(config.request_rate):
+    if (
+        config.max_concurrency is None
+        and math.isinf(config.request_rate)
+        and DatasetKind(config.dataset) != DatasetKind.trace  # a trace has its own send times
+    ):
         return max(LOOKAHEAD_MIN, config.num_prompts)
     want = 2 * config.max_concurrency if config.max_concurrency else LOOKAHEAD_MAX
     return max(LOOKAHEAD_MIN, min(LOOKAHEAD_MAX, want))
@@ -117,6 +139,7 @@ class _Item(NamedTuple):
     data: bytes  # the rendered request
     max_tokens: int | None = None
     group: int | None = None
+    text: str | None = None  # the prompt (a conversation's new user message)
 
 
 class _Feed:
@@ -190,8 +213,10 @@ class _Feed:
 class _Collector:
     """Holds each request's outcome; parses right away only once the raw-bytes budget is used up."""
 
-    def __init__(self, n: int, chat: bool, budget: int) -> None:
+    def __init__(self, n: int, chat: bool, budget: int, definition: str = "accelbench") -> None:
         self.chat = chat
+        self.definition = definition  # LoadSettings.metrics_definition, passed to parse_stream
+        self._split: dict[int, tuple[int, int]] | None = None  # tokenizer counts of reasoning/answer text
         self.budget = budget
         self.held = 0
         self.raw: list[RawResponse | None] = [None] * n
@@ -218,7 +243,7 @@ class _Collector:
             self.raw[i] = raw
             self.held += raw.body_len
         else:
-            self.parsed[i] = parse_stream(raw, chat=self.chat)
+            self.parsed[i] = parse_stream(raw, chat=self.chat, definition=self.definition)
         self.done += 1
 
     def result(self, i: int) -> ParsedStream:
@@ -226,9 +251,53 @@ class _Collector:
         if p is None:
             raw = self.raw[i]
             assert raw is not None
-            p = parse_stream(raw, chat=self.chat)
+            p = parse_stream(raw, chat=self.chat, definition=self.definition)
             self.raw[i] = None
         return p
+
+    def token_split(
+        self,
+        i: int,
+        parsed: dict[int, ParsedStream],
+        tokenizer: Tokenizer | None,
+        output_tokens: int,
+        output_source: str,
+    ) -> dict[str, Any]:
+        """RequestRecord's reasoning/answer fields of request ``i``: from usage.completion_tokens_details when
+        the server sent it, else the tokenizer on the reasoning and the answer text separately (all requests
+        in one batch, on the first call), else the chunks of each. Without reasoning the answer is the whole
+        output."""
+        p = parsed[i]
+        fields: dict[str, Any] = {
+            "ttfo_s": p.ttfo,
+            "reasoning_chunks": p.reasoning_chunks,
+            "answer_chunks": p.answer_chunks,
+        }
+        if not p.success:
+            return fields
+        if p.reasoning_tokens is not None and p.completion_tokens is not None:
+            r, a, src = p.reasoning_tokens, max(0, p.completion_tokens - p.reasoning_tokens), "usage"
+        elif p.reasoning_chunks == 0:
+            r, a, src = 0, output_tokens, output_source
+        elif tokenizer is not None:
+            if self._split is None:
+                need = [
+                    j
+                    for j, q in parsed.items()
+                    if q.success
+                    and q.reasoning_chunks
+                    and (q.reasoning_tokens is None or q.completion_tokens is None)
+                ]
+                counts = tokenizer.count_output(
+                    [t for j in need for t in (parsed[j].reasoning_text, parsed[j].answer_text)]
+                )
+                self._split = {j: (counts[2 * x], counts[2 * x + 1]) for x, j in enumerate(need)}
+            r, a = self._split[i]
+            src = "tokenizer"
+        else:
+            r, a, src = p.reasoning_chunks, p.answer_chunks, "chunks"
+        fields.update(reasoning_tokens=r, answer_tokens=a, token_split_source=src)
+        return fields
 
 
 class _Stop:
@@ -347,6 +416,73 @@ async def _send_all(
             await asyncio.gather(*list(tasks), return_exceptions=True)
 
 
+async def _send_sessions(
+    client: StreamClient,
+    feed: _Feed,
+    n: int,
+    config: BenchConfig,
+    body: Callable[[list[dict[str, str]], int | None], bytes],
+    col: _Collector,
+    stop: _Stop,
+    interruptible: list[asyncio.Task[Any]],
+) -> None:
+    """Multi-turn conversations: ``max_concurrency`` of them at a time (all at once when unset), each sending
+    its turns in order, every turn the whole conversation (the answers included) plus a new user message, with
+    ``think_time_s`` between an answer and the next turn. Request ``s * turns + k`` is turn ``k + 1`` of
+    conversation ``s``; a conversation's user messages are the feed's next ``turns`` prompts, taken together,
+    so a rerun sends the same conversations. A failed turn ends its conversation (the rest are not sent)."""
+    turns = config.turns
+    sessions = n // turns
+    if sessions == 0:
+        return
+    take = asyncio.Lock()
+    next_s = 0
+
+    async def conversation() -> None:
+        nonlocal next_s
+        while True:
+            async with take:
+                if next_s >= sessions or stop.should_stop(_pc()):
+                    return
+                s = next_s
+                next_s += 1
+                items = [await feed.get() for _ in range(turns)]
+            history: list[dict[str, str]] = []
+            for k, item in enumerate(items):
+                if item is None or stop.should_stop(_pc()):
+                    return
+                i = s * turns + k
+                history.append({"role": "user", "content": item.text or ""})
+                data = body(history, item.max_tokens)
+                # only the first turn's prompt has the length the client made; later ones add the history
+                col.take(i, item if k == 0 else item._replace(prompt_len=None))
+                now = _pc()
+                col.eligible[i] = col.scheduled[i] = now
+                raw = await client.send(data)
+                col.add(i, raw)
+                answer = parse_stream(raw, chat=True)  # the answer goes into the next turn
+                if not answer.success:
+                    return
+                history.append({"role": "assistant", "content": answer.answer_text})
+                if config.think_time_s and k < turns - 1:
+                    await asyncio.sleep(config.think_time_s)
+
+    workers = min(config.max_concurrency or sessions, sessions)
+
+    async def every_conversation() -> None:
+        await asyncio.gather(*(conversation() for _ in range(workers)))
+
+    task = asyncio.get_running_loop().create_task(every_conversation())
+    interruptible.append(task)
+    try:
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    finally:
+        if not task.done():
+            task.cancel()
+
+
 async def _warmup(client: StreamClient, feed: _Feed, count: int, concurrency: int) -> list[RawResponse]:
     """Send the first ``count`` requests of ``feed`` (the warmups) with ``concurrency`` workers."""
     out: list[RawResponse] = []
@@ -392,7 +528,7 @@ async def arun_benchmark(
         try:
             tokenizer = await _to_thread(load_tokenizer, endpoint)
         except AccelbenchError as exc:
-            if DatasetKind(config.dataset) == DatasetKind.random:
+            if DatasetKind(config.dataset) in (DatasetKind.random, DatasetKind.trace):
                 raise
             notes.append(f"No tokenizer ({exc.message}); output tokens come from the server's usage.")
     # what can be checked without making every prompt is checked here, before anything is sent
@@ -409,12 +545,15 @@ async def arun_benchmark(
         def stopped() -> bool:
             return halt() or (cancel is not None and cancel.is_set())
 
+        # the tools the dataset loaded and checked once; passed only when there are some
+        with_tools: dict[str, Any] = {"tools": source.tools} if source.tools is not None else {}
         for p in source.stream(chunk=PROMPT_CHUNK, stop=stopped):
             yield _Item(
                 p.prompt_len,
-                client.render(path, request_body(config, model, p.text, p.max_tokens)),
+                client.render(path, request_body(config, model, p.text, p.max_tokens, **with_tools)),
                 p.max_tokens,
                 p.group,
+                p.text,
             )
 
     feed = _Feed(rendered, lookahead(config))
@@ -423,7 +562,7 @@ async def arun_benchmark(
         if source.offsets is not None
         else send_times(n, config.request_rate, config.burstiness, config.seed)
     )
-    col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES)
+    col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES, config.metrics_definition)
     do_scrape = config.scrape_metrics if scrape is None else scrape
     scraper = (
         PrometheusScraper(
@@ -498,7 +637,19 @@ async def arun_benchmark(
         if config.duration_s is not None:
             stop.deadline = t0 + config.duration_s
         if not stop.flag:
-            await _send_all(client, feed, n, offsets, config.max_concurrency, col, stop, t0, interruptible)
+            if config.turns > 1:
+
+                def body(messages: list[dict[str, str]], max_tokens: int | None) -> bytes:
+                    # the single-turn body (every setting the same), its messages the conversation so far
+                    one = orjson.loads(request_body(config, model, "", max_tokens))
+                    one["messages"] = messages
+                    return client.render(path, orjson.dumps(one))
+
+                await _send_sessions(client, feed, n, config, body, col, stop, interruptible)
+            else:
+                await _send_all(
+                    client, feed, n, offsets, config.max_concurrency, col, stop, t0, interruptible
+                )
     finally:
         feed.halt()
         await feed.aclose()
@@ -535,6 +686,7 @@ async def arun_benchmark(
             scraper,
             notes,
             date,
+            source.expected_prefix_hit_rate,
         )
     finally:
         if own_tokenizer and isinstance(tokenizer, ServerTokenizer):
@@ -554,6 +706,7 @@ def _summarize(
     scraper: PrometheusScraper | None,
     notes: list[str],
     date: datetime,
+    expected_hit: float | None = None,
 ) -> BenchmarkSummary:
     sent = [i for i in range(n) if col.sent[i]]
     parsed: dict[int, ParsedStream] = {}
@@ -600,8 +753,13 @@ def _summarize(
                 success=p.success,
                 error=p.error or "",
                 generated_text=p.text,
+                **col.token_split(i, parsed, tokenizer, out_tokens, source),
             )
         )
+    if config.turns > 1:
+        for r in records:
+            r.session, r.turn = divmod(r.index, config.turns)
+            r.turn += 1
     ends = [col.times[i][1] for i in sent]
     starts = [col.times[i][0] for i in sent]
     first = min(starts) if starts else t0
@@ -637,15 +795,15 @@ def _summarize(
     interrupted = stop.cancelled or n_sent < n
     if stop.cancelled:
         notes.append(
-            f"Cancelled: {n_sent} of {config.num_prompts} requests were sent; unfinished ones are failed."
+            f"Cancelled: {n_sent} of {n} requests were sent; unfinished ones are failed."
         )
     elif stop.duration_hit:
         notes.append(
-            f"--duration {config.duration_s:g} s reached: {n_sent} of {config.num_prompts} requests were sent."
+            f"--duration {config.duration_s:g} s reached: {n_sent} of {n} requests were sent."
         )
         interrupted = False  # stopping at the duration is what was asked for
     elif n_sent < n:
-        notes.append(f"Only {n_sent} of {config.num_prompts} requests were sent.")
+        notes.append(f"Only {n_sent} of {n} requests were sent.")
     if m.failed:
         top = next(iter(m.errors.items()))
         notes.append(
@@ -661,6 +819,17 @@ def _summarize(
                 "--no-scrape or a longer --scrape-interval."
             )
         samples = [s.model_copy(update={"t_s": s.wall - wall0}) for s in scraper.samples]
+        measured_hit = telemetry.derived.get("prefix_cache_hit_rate")
+        if config.prefix_len and expected_hit is not None and measured_hit is not None:
+            notes.append(
+                f"Prefix cache: the server found {measured_hit:.1%} of the prompt tokens cached; these prompts "
+                f"should give {expected_hit:.1%} to a server that keeps every shared block"
+                + (
+                    " (lower: blocks were evicted, or prefix caching is off)."
+                    if measured_hit < expected_hit - 0.05
+                    else "."
+                )
+            )
     else:
         telemetry = TelemetrySummary(available=False, error="scraping was turned off")
         samples = []
@@ -674,13 +843,16 @@ def _summarize(
         started_at=wall0 + (first - t0),
         finished_at=wall0 + (last - t0),
         duration_s=duration,
-        num_prompts=config.num_prompts,
+        num_prompts=n,  # a trace shorter than num_prompts replays what it has
         **dict(m),
         telemetry=telemetry,
         telemetry_samples=samples,
         requests=records,
         notes=notes,
         interrupted=interrupted,
+        itl_counting=ITL_COUNTING[config.metrics_definition],
+        expected_prefix_hit_rate=expected_hit,
+        per_turn=turn_metrics(records),
     )
 
 

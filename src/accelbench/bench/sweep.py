@@ -80,7 +80,7 @@ def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warm
     return BenchConfig(
         **load,
         input_len=key.input_len,
-        num_prompts=key.concurrency * spec.prompts_per_concurrency,
+        num_prompts=key.concurrency * spec.prompts_per_concurrency * spec.turns,  # conversations x turns
         max_concurrency=key.concurrency,
         label=label,
     )

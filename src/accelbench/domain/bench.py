@@ -157,7 +157,8 @@ class LoadSettings(StrictModel):
         ge=1,
         le=MAX_TURNS,
         description="Turns per conversation: each turn sends the whole history (with the answers) plus a new "
-        "user message of input_len tokens; max_concurrency counts conversations; num_prompts counts turns.",
+        "user message (the first turn's prompt is input_len tokens); max_concurrency counts conversations; "
+        "num_prompts counts turns (a sweep's prompts_per_concurrency counts conversations).",
     )
     think_time_s: float = Field(
         default=0.0, ge=0, le=3600, description="Seconds between an answer and the conversation's next turn."
@@ -185,6 +186,11 @@ class LoadSettings(StrictModel):
 
     @model_validator(mode="after")
     def _workload(self) -> LoadSettings:
+        if self.turns > 1 and not math.isinf(self.request_rate):
+            raise ValueError(
+                "turns > 1 paces conversations by max_concurrency and think_time_s; a request rate does not "
+                "apply: leave request_rate at inf"
+            )
         if self.turns > 1 and EndpointKind(self.endpoint) != EndpointKind.chat:
             raise ValueError("turns > 1 needs the chat endpoint (a conversation is a list of messages)")
         if self.tools is not None and EndpointKind(self.endpoint) != EndpointKind.chat:
@@ -253,14 +259,49 @@ class RequestRecord(StrictModel):
         description="Time it waited for a concurrency slot after its scheduled time (vLLM's client queue time).",
     )
     start_s: float = Field(default=0.0, description="When it was actually sent.")
-    ttft_s: float = 0.0
-    itl_s: list[float] = Field(
-        default_factory=list, description="Gaps between consecutive text-carrying chunks."
+    ttft_s: float = Field(
+        default=0.0,
+        description="Time to first token: sent -> first chunk carrying generated text (content, reasoning or "
+        "a tool-call delta; a role-only chunk does not count). With metrics_definition 'vllm': sent -> first "
+        "chunk with a non-empty choices list, whatever it carries.",
     )
-    latency_s: float = Field(default=0.0, description="End-to-end latency: sent -> last text-carrying chunk.")
+    itl_s: list[float] = Field(
+        default_factory=list,
+        description="Gaps between consecutive text-carrying chunks (metrics_definition 'vllm': between "
+        "consecutive chunks with choices).",
+    )
+    latency_s: float = Field(
+        default=0.0,
+        description="End-to-end latency: sent -> last text-carrying chunk (metrics_definition 'vllm': last "
+        "chunk with choices).",
+    )
     success: bool = False
     error: str = ""
     generated_text: str = ""
+    ttfo_s: float | None = Field(
+        default=None,
+        description="Time to first output: sent -> first chunk carrying answer content (delta.content for "
+        "chat, text for completions); reasoning and tool-call deltas do not count. The same in both metrics "
+        "definitions; None when no content came (e.g. tool calls only).",
+    )
+    reasoning_tokens: int = Field(
+        default=0,
+        description="Output tokens of reasoning (delta.reasoning_content / delta.reasoning); see "
+        "token_split_source.",
+    )
+    answer_tokens: int = Field(
+        default=0,
+        description="Output tokens that are not reasoning: content and tool-call arguments.",
+    )
+    reasoning_chunks: int = Field(default=0, description="Chunks carrying reasoning text.")
+    answer_chunks: int = Field(default=0, description="Chunks carrying content or tool-call deltas.")
+    token_split_source: Literal["usage", "tokenizer", "chunks", "none"] = Field(
+        default="none",
+        description="Where reasoning_tokens/answer_tokens came from: usage (completion_tokens_details."
+        "reasoning_tokens; answer = completion_tokens minus it), tokenizer (reasoning and answer text counted "
+        "separately), chunks (chunks of each). Without reasoning, answer_tokens is output_tokens and this is "
+        "output_tokens_source.",
+    )
 
     @property
     def scheduling_lag_s(self) -> float:
@@ -323,7 +364,7 @@ class PromptTokenCheck(StrictModel):
 
 class SummaryMetrics(StrictModel):
     """The figures computed from a benchmark's request records (``bench.metrics.compute_metrics``), with the
-    definitions of ``vllm bench serve``."""
+    statistics of ``vllm bench serve``; TTFT/ITL/E2EL per request follow ``metrics_definition``."""
 
     completed: int = Field(default=0, description="Requests that finished successfully.")
     failed: int = Field(default=0, description="Requests that failed (each record says why).")
@@ -338,7 +379,20 @@ class SummaryMetrics(StrictModel):
     total_token_throughput: float = Field(default=0.0, description="Input + output tokens per second.")
     max_output_tokens_per_s: float = Field(default=0.0, description="Peak output tokens in any one second.")
     max_concurrent_requests: int = Field(default=0, description="Most requests in flight at once.")
-    ttft_ms: MetricStats = Field(default_factory=MetricStats, description="Time to first token.")
+    ttft_ms: MetricStats = Field(
+        default_factory=MetricStats,
+        description="Time to first token (the first generated text, reasoning included; see "
+        "RequestRecord.ttft_s for each metrics definition).",
+    )
+    ttfo_ms: MetricStats = Field(
+        default_factory=MetricStats,
+        description="Time to first output (the first answer content; reasoning and tool calls excluded), over "
+        "the successful requests that produced content.",
+    )
+    total_reasoning_tokens: int = Field(default=0, description="Reasoning tokens of the successful requests.")
+    total_answer_tokens: int = Field(
+        default=0, description="Answer (non-reasoning) output tokens of the successful requests."
+    )
     tpot_ms: MetricStats = Field(
         default_factory=MetricStats, description="Time per output token after the first."
     )
@@ -351,6 +405,27 @@ class SummaryMetrics(StrictModel):
         default="none", description="Where output-token counts came from."
     )
     prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
+
+
+class TurnMetrics(StrictModel):
+    """One turn index of multi-turn conversations: its requests' figures (turn 1 is every conversation's first
+    request; later turns carry the history, so their prompts and TTFT grow)."""
+
+    turn: int = Field(ge=1, description="Turn index, from 1.")
+    completed: int = Field(default=0, description="Requests of this turn that finished successfully.")
+    failed: int = Field(default=0, description="Requests of this turn that failed.")
+    mean_prompt_tokens: float = Field(
+        default=0.0, description="Mean prompt tokens (server's count when given)."
+    )
+    ttft_ms: MetricStats = Field(default_factory=MetricStats)
+    tpot_ms: MetricStats = Field(default_factory=MetricStats)
+    e2el_ms: MetricStats = Field(default_factory=MetricStats)
+
+
+ITL_COUNTING = {
+    "accelbench": "one gap per text-carrying SSE chunk; a chunk carrying several tokens counts as one gap",
+    "vllm": "vllm bench serve's: one gap per SSE chunk with choices after the first (empty ones included)",
+}
 
 
 class BenchmarkSummary(SummaryMetrics):
@@ -367,10 +442,18 @@ class BenchmarkSummary(SummaryMetrics):
     duration_s: float = 0.0
     num_prompts: int = 0
     itl_counting: str = Field(
-        default="one gap per text-carrying SSE chunk; a chunk carrying several tokens counts as one gap",
-        description="How ITL was counted.",
+        default=ITL_COUNTING["accelbench"], description="How ITL was counted (by metrics_definition)."
+    )
+    per_turn: list[TurnMetrics] = Field(
+        default_factory=list, description="Multi-turn runs: the figures of each turn index (empty otherwise)."
     )
     telemetry: TelemetrySummary = Field(default_factory=TelemetrySummary)
+    expected_prefix_hit_rate: float | None = Field(
+        default=None,
+        description="The prefix-cache hit ratio the prompts should give a server that caches every full shared "
+        "block (16-token blocks; warmups warm the groups they cover), to compare with "
+        "telemetry.derived.prefix_cache_hit_rate; None when the dataset cannot say.",
+    )
     telemetry_samples: list[TelemetrySample] = Field(default_factory=list)
     requests: list[RequestRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="Caveats, e.g. the client could not keep up.")

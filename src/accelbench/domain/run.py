@@ -65,7 +65,10 @@ class SweepSpec(LoadSettings):
     )
     repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
     prompts_per_concurrency: int = Field(
-        default=10, ge=1, le=MAX_PROMPTS, description="num_prompts = concurrency x this, per cell."
+        default=10,
+        ge=1,
+        le=MAX_PROMPTS,
+        description="num_prompts = concurrency x this (x turns for conversations), per cell.",
     )
     # A sweep warms the server up once, before its first cell; the first cell of a cold server would
     # otherwise carry the start-up cost (graph capture, allocator growth, page faults).

@@ -212,8 +212,8 @@ def test_sharegpt_not_a_list(tmp_path: Path) -> None:
         build_dataset(BenchConfig(dataset="sharegpt", dataset_path=str(path), num_prompts=1), None)
 
 
-def test_dataset_registry_has_the_three_and_suggests() -> None:
-    assert DATASETS.names() == ["jsonl", "random", "sharegpt"]
+def test_dataset_registry_has_the_four_and_suggests() -> None:
+    assert DATASETS.names() == ["jsonl", "random", "sharegpt", "trace"]
     with pytest.raises(NotFoundError, match="Did you mean 'random'"):
         DATASETS.get("randon")
 
