@@ -30,7 +30,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import load_option
+from accelbench.cli.load_flags import dist_option, load_option, workload_values
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -278,6 +278,15 @@ def bench(
     ),
     output_len: int = load_option("output_len"),
     prefix_len: int = load_option("prefix_len"),
+    prefix_groups: int = load_option("prefix_groups"),
+    turns: int = load_option("turns"),
+    think_time: float = load_option("think_time_s"),
+    time_scale: float = load_option("time_scale"),
+    trace_format: str = load_option("trace_format"),
+    tools: str | None = load_option("tools"),
+    metrics_definition: str = load_option("metrics_definition"),
+    input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
+    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
@@ -324,6 +333,19 @@ def bench(
                 f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?"
             )
         slo = parse_goodput(list(goodput) + extra)
+        workload = workload_values(
+            {
+                "prefix_groups": prefix_groups,
+                "turns": turns,
+                "think_time_s": think_time,
+                "time_scale": time_scale,
+                "trace_format": trace_format,
+                "tools": tools,
+                "metrics_definition": metrics_definition,
+            },
+            input_dist,
+            output_dist,
+        )
         headers = parse_headers(header)
         if request_rate <= 0 or burstiness <= 0:
             raise UserInputError("--request-rate and --burstiness must be positive (inf is allowed).")
@@ -355,6 +377,7 @@ def bench(
                 label=label,
                 scrape_metrics=scrape,
                 scrape_interval_s=scrape_interval,
+                **workload,
             )
         except ValueError as exc:
             raise UserInputError(f"Invalid settings: {exc}") from None

@@ -27,7 +27,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import load_option
+from accelbench.cli.load_flags import dist_option, load_option, workload_values
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.errors import UserInputError
 
@@ -114,6 +114,16 @@ def capacity(
         128, "--input-len", min=1, help="Prompt tokens per request (random dataset)."
     ),
     output_len: int = load_option("output_len"),
+    prefix_len: int = load_option("prefix_len"),
+    prefix_groups: int = load_option("prefix_groups"),
+    turns: int = load_option("turns"),
+    think_time: float = load_option("think_time_s"),
+    time_scale: float = load_option("time_scale"),
+    trace_format: str = load_option("trace_format"),
+    tools: str | None = load_option("tools"),
+    metrics_definition: str = load_option("metrics_definition"),
+    input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
+    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
     slo: str | None = typer.Option(
         None,
         "--slo",
@@ -173,6 +183,20 @@ def capacity(
             ignore_eos=ignore_eos,
             timeout_s=timeout,
             seed=seed,
+            prefix_len=prefix_len,
+            **workload_values(
+                {
+                    "prefix_groups": prefix_groups,
+                    "turns": turns,
+                    "think_time_s": think_time,
+                    "time_scale": time_scale,
+                    "trace_format": trace_format,
+                    "tools": tools,
+                    "metrics_definition": metrics_definition,
+                },
+                input_dist,
+                output_dist,
+            ),
         )
         if dataset != DatasetKind.random and not dataset_path:
             raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")

@@ -16,9 +16,10 @@ from typing import Any
 
 import annotated_types
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from accelbench.domain.bench import LoadSettings
+from accelbench.domain.bench import LengthDist, LoadSettings
+from accelbench.errors import UserInputError
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
 LOAD_FLAGS: dict[str, tuple[str, ...]] = {
@@ -36,12 +37,79 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "temperature": ("--temperature",),
     "scrape_metrics": ("--scrape/--no-scrape",),
     "scrape_interval_s": ("--scrape-interval",),
+    "prefix_groups": ("--prefix-groups",),
+    "turns": ("--turns",),
+    "think_time_s": ("--think-time",),
+    "time_scale": ("--time-scale",),
+    "trace_format": ("--trace-format",),
+    "tools": ("--tools",),
+    "metrics_definition": ("--metrics-definition",),
 }
+#: the workload fields above (issue 15's), which every load command passes through as they are
+WORKLOAD_FIELDS = (
+    "prefix_groups",
+    "turns",
+    "think_time_s",
+    "time_scale",
+    "trace_format",
+    "tools",
+    "metrics_definition",
+)
 #: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
 NOT_SHARED = {
     "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
     "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
+    "input_dist": "--input-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
+    "output_dist": "--output-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
 }
+
+DIST_HELP = (
+    "How {what} lengths vary around {around}: fixed, uniform[:range_ratio=R], normal[:std=TOKENS] or "
+    "lognormal[:sigma=S], each optionally with min=N,max=N (e.g. normal:std=64,min=16,max=2048)."
+)
+
+
+def dist_option(flag: str, what: str, around: str) -> Any:
+    return typer.Option(None, flag, help=DIST_HELP.format(what=what, around=around))
+
+
+def parse_dist(text: str | None, flag: str) -> LengthDist | None:
+    """``--input-dist``/``--output-dist``: KIND[:KEY=VALUE,...] into a ``LengthDist`` (None when not given)."""
+    if text is None:
+        return None
+    kind, _, rest = text.strip().partition(":")
+    fields: dict[str, Any] = {"kind": kind.strip().lower()}
+    for part in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise UserInputError(
+                f"{flag} {text!r}: {part!r} is not KEY=VALUE.",
+                hint=DIST_HELP.format(what="the", around="the mean"),
+            )
+        fields[key.strip()] = value.strip()
+    try:
+        return LengthDist.model_validate(fields)
+    except ValidationError as exc:
+        say = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+        raise UserInputError(
+            f"{flag} {text!r}: {say}.", hint=DIST_HELP.format(what="the", around="the mean")
+        ) from None
+
+
+def workload_values(
+    values: dict[str, Any], input_dist: str | None, output_dist: str | None
+) -> dict[str, Any]:
+    """The workload fields of a command's flags (``values``: field -> flag value), the distributions parsed;
+    fields left None are left out (the model's or the spec file's default applies)."""
+    out = {f: values[f] for f in WORKLOAD_FIELDS if values.get(f) is not None}
+    for name, text, flag in (
+        ("input_dist", input_dist, "--input-dist"),
+        ("output_dist", output_dist, "--output-dist"),
+    ):
+        dist = parse_dist(text, flag)
+        if dist is not None:
+            out[name] = dist
+    return out
 
 
 def bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:

@@ -42,7 +42,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import load_option
+from accelbench.cli.load_flags import dist_option, load_option, workload_values
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
@@ -214,6 +214,17 @@ def sweep(
     dataset: DatasetKind | None = load_option("dataset", model=SweepSpec, unset=True),
     dataset_path: str | None = load_option("dataset_path", model=SweepSpec, unset=True),
     prefix_len: int | None = load_option("prefix_len", model=SweepSpec, unset=True),
+    prefix_groups: int | None = load_option("prefix_groups", model=SweepSpec, unset=True),
+    turns: int | None = load_option("turns", model=SweepSpec, unset=True),
+    think_time: float | None = load_option("think_time_s", model=SweepSpec, unset=True),
+    time_scale: float | None = load_option("time_scale", model=SweepSpec, unset=True),
+    trace_format: str | None = load_option("trace_format", model=SweepSpec, unset=True),
+    tools: str | None = load_option("tools", model=SweepSpec, unset=True),
+    metrics_definition: str | None = load_option("metrics_definition", model=SweepSpec, unset=True),
+    input_dist: str | None = dist_option(
+        "--input-dist", "input", "each cell's input length (random dataset)"
+    ),
+    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
     request_rate: float | None = load_option("request_rate", model=SweepSpec, unset=True),
     burstiness: float | None = load_option("burstiness", model=SweepSpec, unset=True),
     num_warmups: int | None = load_option("num_warmups", model=SweepSpec, unset=True),
@@ -258,6 +269,19 @@ def sweep(
             "temperature": temperature,
             "scrape_metrics": False if no_metrics else scrape,
             "scrape_interval_s": scrape_interval,
+            **workload_values(
+                {
+                    "prefix_groups": prefix_groups,
+                    "turns": turns,
+                    "think_time_s": think_time,
+                    "time_scale": time_scale,
+                    "trace_format": trace_format,
+                    "tools": tools,
+                    "metrics_definition": metrics_definition,
+                },
+                input_dist,
+                output_dist,
+            ),
         }
         file_label: str | None = None
         server: dict[str, Any] = {}

@@ -319,7 +319,9 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         ("output_len", "output_len"), ("prefix_len", "prefix_len"), ("request_rate", "request_rate"),
         ("burstiness", "burstiness"), ("num_warmups", "num_warmups"), ("ignore_eos", "ignore_eos"),
         ("timeout", "timeout"), ("seed", "seed"), ("temperature", "temperature"), ("scrape", "scrape"),
-        ("scrape_interval", "scrape_interval"),
+        ("scrape_interval", "scrape_interval"), ("prefix_groups", "prefix_groups"), ("turns", "turns"),
+        ("think_time", "think_time"), ("time_scale", "time_scale"), ("trace_format", "trace_format"),
+        ("tools", "tools"), ("metrics_definition", "metrics_definition"),
     ], strict=True)}  # fmt: skip
     assert set(LoadSettings.model_fields) == set(LOAD_FLAGS) | set(NOT_SHARED)  # a new field needs a flag
     for field, (b_name, s_name) in by_field.items():
@@ -334,6 +336,7 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         assert fallback is None or sw.help.endswith(f"(default {shown_default(fallback)})."), field
         low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
         assert b.min == low, field
-    for name in ("--header", "--api-key", "--base-url", "--model", "--tokenizer", "--goodput", "--label"):
+    for name in ("--header", "--api-key", "--base-url", "--model", "--tokenizer", "--goodput", "--label",
+                 "--input-dist", "--output-dist"):  # fmt: skip
         assert name in [o for p in bench.values() for o in p.opts], name
         assert name in [o for p in sweep.values() for o in p.opts], name
