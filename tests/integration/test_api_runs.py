@@ -387,6 +387,10 @@ def test_paths_from_api_callers_stay_inside_the_models_and_datasets_directories(
     for params in ({}, {"dry_run": "true"}):
         r = post(api, body, params=params)
         assert r.status_code == 400 and "sweep.dataset_path" in r.text, r.text
+    tools = outside / "tools.json"
+    tools.write_text('[{"type": "function", "function": {"name": "hunter2"}}]')
+    r = post(api, {**body, "sweep": {"tools": str(tools)}}, params={"dry_run": "true"})
+    assert r.status_code == 400 and "sweep.tools" in r.text, r.text  # a tools file is read like a dataset
     r = api.client.get("/api/v1/estimate", params={"model": str(outside), "instance_type": "g6.2xlarge"})
     assert r.status_code == 400
     assert api.store.list_runs()[1] == 0

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
+from accelbench.bench import stages as stages_mod
 from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, parse_stream
 from accelbench.bench.datasets import PromptSource, open_dataset
 from accelbench.bench.metrics import compute_metrics
@@ -48,6 +49,7 @@ from accelbench.domain.bench import (
     DatasetKind,
     Endpoint,
     EndpointKind,
+    LoadStage,
     RequestRecord,
     TelemetrySummary,
 )
@@ -128,6 +130,7 @@ def lookahead(config: BenchConfig) -> int:
         config.max_concurrency is None
         and math.isinf(config.request_rate)
         and DatasetKind(config.dataset) != DatasetKind.trace  # a trace has its own send times
+        and not config.stages  # so has a load plan
     ):
         return max(LOOKAHEAD_MIN, config.num_prompts)
     want = 2 * config.max_concurrency if config.max_concurrency else LOOKAHEAD_MAX
@@ -416,6 +419,58 @@ async def _send_all(
             await asyncio.gather(*list(tasks), return_exceptions=True)
 
 
+async def _send_staged(
+    client: StreamClient,
+    feed: _Feed,
+    n: int,
+    stages: Sequence[LoadStage],
+    col: _Collector,
+    stop: _Stop,
+    t0: float,
+) -> None:
+    """A concurrency load plan: send while fewer requests are in flight than the plan allows now, else wait for
+    a completion or the next change of the allowed level; stop at the plan's end (``stop.deadline``)."""
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+    freed = asyncio.Event()
+    in_flight = 0
+
+    async def one(i: int, data: bytes) -> None:
+        nonlocal in_flight
+        try:
+            col.add(i, await client.send(data))
+        finally:
+            in_flight -= 1
+            freed.set()
+
+    i = 0
+    try:
+        while i < n:
+            now = _pc()
+            if stop.should_stop(now):
+                break
+            cap, change = stages_mod.allowed(stages, now - t0)
+            if in_flight < cap:
+                item = await feed.get()
+                if item is None:
+                    break
+                col.take(i, item)
+                col.eligible[i] = col.scheduled[i] = _pc()
+                in_flight += 1
+                task = loop.create_task(one(i, item.data))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                i += 1
+                continue
+            freed.clear()
+            wait = max(0.0, min(t0 + change, stop.deadline or math.inf) - _pc())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(freed.wait(), timeout=wait)
+    finally:
+        while tasks:
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+
+
 async def _send_sessions(
     client: StreamClient,
     feed: _Feed,
@@ -557,11 +612,16 @@ async def arun_benchmark(
             )
 
     feed = _Feed(rendered, lookahead(config))
-    offsets = (
-        source.offsets
-        if source.offsets is not None
-        else send_times(n, config.request_rate, config.burstiness, config.seed)
-    )
+    stages = config.stages or []
+    rate_plan = bool(stages) and stages[0].request_rate is not None
+    if rate_plan:
+        offsets = stages_mod.rate_offsets(stages, config.burstiness, config.seed, n)
+    elif stages:
+        offsets = [0.0] * n  # a closed loop: sent as the plan lets in-flight requests through
+    elif source.offsets is not None:
+        offsets = source.offsets
+    else:
+        offsets = send_times(n, config.request_rate, config.burstiness, config.seed)
     col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES, config.metrics_definition)
     do_scrape = config.scrape_metrics if scrape is None else scrape
     scraper = (
@@ -636,6 +696,8 @@ async def arun_benchmark(
         wall0 = time.time()
         if config.duration_s is not None:
             stop.deadline = t0 + config.duration_s
+        if stages:
+            stop.deadline = t0 + stages_mod.stage_starts(stages)[-1]
         if not stop.flag:
             if config.turns > 1:
 
@@ -646,9 +708,19 @@ async def arun_benchmark(
                     return client.render(path, orjson.dumps(one))
 
                 await _send_sessions(client, feed, n, config, body, col, stop, interruptible)
+            elif stages and not rate_plan:
+                await _send_staged(client, feed, n, stages, col, stop, t0)
             else:
                 await _send_all(
-                    client, feed, n, offsets, config.max_concurrency, col, stop, t0, interruptible
+                    client,
+                    feed,
+                    min(n, len(offsets)),
+                    offsets,
+                    config.max_concurrency,
+                    col,
+                    stop,
+                    t0,
+                    interruptible,
                 )
     finally:
         feed.halt()
@@ -756,6 +828,9 @@ def _summarize(
                 **col.token_split(i, parsed, tokenizer, out_tokens, source),
             )
         )
+    if config.stages:
+        for r in records:
+            r.stage = stages_mod.stage_of(config.stages, r.planned_send_s)  # when the plan let it go
     if config.turns > 1:
         for r in records:
             r.session, r.turn = divmod(r.index, config.turns)
@@ -794,13 +869,23 @@ def _summarize(
     n_sent = len(sent)
     interrupted = stop.cancelled or n_sent < n
     if stop.cancelled:
+        notes.append(f"Cancelled: {n_sent} of {n} requests were sent; unfinished ones are failed.")
+    elif config.stages:
+        end = stages_mod.stage_starts(config.stages)[-1]
         notes.append(
-            f"Cancelled: {n_sent} of {n} requests were sent; unfinished ones are failed."
+            f"Load plan: {len(config.stages)} stage(s) over {end:g} s ("
+            + "; ".join(stages_mod.describe(st) + f" for {st.duration_s:g} s" for st in config.stages)
+            + f"); {n_sent} requests sent"
+            + (
+                f", all {n} that num_prompts allows, so the plan ran out of requests early"
+                if n_sent >= n
+                else ""
+            )
+            + "."
         )
+        interrupted = False  # the plan's end is what was asked for
     elif stop.duration_hit:
-        notes.append(
-            f"--duration {config.duration_s:g} s reached: {n_sent} of {n} requests were sent."
-        )
+        notes.append(f"--duration {config.duration_s:g} s reached: {n_sent} of {n} requests were sent.")
         interrupted = False  # stopping at the duration is what was asked for
     elif n_sent < n:
         notes.append(f"Only {n_sent} of {n} requests were sent.")
@@ -853,6 +938,7 @@ def _summarize(
         itl_counting=ITL_COUNTING[config.metrics_definition],
         expected_prefix_hit_rate=expected_hit,
         per_turn=turn_metrics(records),
+        per_stage=stages_mod.stage_metrics(config.stages, records) if config.stages else [],
     )
 
 

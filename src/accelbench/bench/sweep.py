@@ -313,6 +313,7 @@ def run_sweep(
     engine to tear down and files to write); the outcome carries the status it would have set.
     """
     from accelbench.bench import load_tokenizer, run_benchmark
+    from accelbench.bench.selftest import certify, client_self_test
 
     run = store.get_run(run_id)
     if resume:
@@ -348,6 +349,11 @@ def run_sweep(
             if DatasetKind(spec.dataset) == DatasetKind.random:
                 check_served_context(endpoint, (k.input_len for k in todo), spec.output_len)
             preflight(spec, todo, tokenizer)
+            cert = None
+            if spec.self_test:
+                # once, at the heaviest cell: a client that keeps up there keeps up everywhere
+                heaviest = max(todo, key=lambda k: (k.concurrency, -k.input_len))
+                cert = client_self_test(cell_config(spec, heaviest))
             warmups = spec.num_warmups
             for key in todo:
                 if cancel.is_set():
@@ -362,6 +368,8 @@ def run_sweep(
                 summary = run_benchmark(
                     endpoint, config, tokenizer=tokenizer, progress=prog.on_request, cancel=cancel
                 )
+                if cert is not None:
+                    summary = certify(summary, cert)
                 warmups = 0  # once per sweep, before the first cell that runs
                 gone = server_alive(endpoint) if summary.failed else None
                 cell_status = judge_cell(summary, cancelled=cancel.is_set(), server_gone=gone is not None)

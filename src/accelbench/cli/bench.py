@@ -30,7 +30,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import dist_option, load_option, workload_values
+from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -285,8 +285,10 @@ def bench(
     trace_format: str = load_option("trace_format"),
     tools: str | None = load_option("tools"),
     metrics_definition: str = load_option("metrics_definition"),
+    self_test: bool = load_option("self_test"),
     input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
     output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
+    stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
@@ -342,6 +344,7 @@ def bench(
                 "trace_format": trace_format,
                 "tools": tools,
                 "metrics_definition": metrics_definition,
+                "self_test": self_test,
             },
             input_dist,
             output_dist,
@@ -377,6 +380,7 @@ def bench(
                 label=label,
                 scrape_metrics=scrape,
                 scrape_interval_s=scrape_interval,
+                stages=parse_stages(stages),
                 **workload,
             )
         except ValueError as exc:
@@ -403,8 +407,17 @@ def bench(
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
+        cert = None
+        if config.self_test:
+            from accelbench.bench.selftest import client_self_test
+
+            cert = client_self_test(config)
         with graceful_interrupt(cancel, BENCH_STOP_MESSAGE), progress:
             summary = run_benchmark(endpoint, config, progress=on_progress, cancel=cancel)
+        if cert is not None:
+            from accelbench.bench.selftest import certify
+
+            summary = certify(summary, cert)
         saved = None
         if save_result is not None:
             from accelbench.bench.results_io import write_result

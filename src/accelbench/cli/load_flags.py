@@ -11,6 +11,7 @@ its config, with the same error either way.
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import Any
 
@@ -18,7 +19,7 @@ import annotated_types
 import typer
 from pydantic import BaseModel, ValidationError
 
-from accelbench.domain.bench import LengthDist, LoadSettings
+from accelbench.domain.bench import LengthDist, LoadSettings, LoadStage
 from accelbench.errors import UserInputError
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
@@ -44,6 +45,7 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "trace_format": ("--trace-format",),
     "tools": ("--tools",),
     "metrics_definition": ("--metrics-definition",),
+    "self_test": ("--self-test/--no-self-test",),
 }
 #: the workload fields above (issue 15's), which every load command passes through as they are
 WORKLOAD_FIELDS = (
@@ -54,11 +56,13 @@ WORKLOAD_FIELDS = (
     "trace_format",
     "tools",
     "metrics_definition",
+    "self_test",
 )
 #: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
 NOT_SHARED = {
     "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
     "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
+    "stages": "bench only (a sweep and a capacity search set the load themselves): --stages, parse_stages (here)",
     "input_dist": "--input-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
     "output_dist": "--output-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
 }
@@ -94,6 +98,34 @@ def parse_dist(text: str | None, flag: str) -> LengthDist | None:
         raise UserInputError(
             f"{flag} {text!r}: {say}.", hint=DIST_HELP.format(what="the", around="the mean")
         ) from None
+
+
+STAGES_HELP = (
+    "A load plan instead of one load: comma-separated stages c=CONCURRENCY:SECONDS or r=RATE:SECONDS, each "
+    "optionally /RAMP_SECONDS (e.g. c=1:30,c=4:60/20,c=8:60); num_prompts caps the requests."
+)
+
+
+def parse_stages(text: str | None) -> list[LoadStage] | None:
+    """``--stages``: c=N:SECONDS[/RAMP] or r=RATE:SECONDS[/RAMP], comma-separated."""
+    if not text:
+        return None
+    out: list[LoadStage] = []
+    for k, part in enumerate(filter(None, (x.strip() for x in text.split(",")))):
+        m = re.fullmatch(r"([cr])=([0-9.]+):([0-9.]+)(?:/([0-9.]+))?", part)
+        if m is None:
+            raise UserInputError(
+                f"--stages: stage {k + 1} {part!r} is not c=N:SECONDS or r=RATE:SECONDS.", hint=STAGES_HELP
+            )
+        kind, level, duration, ramp = m.groups()
+        fields: dict[str, Any] = {"duration_s": duration, "ramp_up_s": ramp or 0}
+        fields["concurrency" if kind == "c" else "request_rate"] = level
+        try:
+            out.append(LoadStage.model_validate(fields))
+        except ValidationError as exc:
+            say = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'stage'}: {e['msg']}" for e in exc.errors())
+            raise UserInputError(f"--stages: stage {k + 1} {part!r}: {say}.", hint=STAGES_HELP) from None
+    return out
 
 
 def workload_values(

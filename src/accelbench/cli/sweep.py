@@ -221,6 +221,7 @@ def sweep(
     trace_format: str | None = load_option("trace_format", model=SweepSpec, unset=True),
     tools: str | None = load_option("tools", model=SweepSpec, unset=True),
     metrics_definition: str | None = load_option("metrics_definition", model=SweepSpec, unset=True),
+    self_test: bool | None = load_option("self_test", model=SweepSpec, unset=True),
     input_dist: str | None = dist_option(
         "--input-dist", "input", "each cell's input length (random dataset)"
     ),
@@ -278,6 +279,7 @@ def sweep(
                     "trace_format": trace_format,
                     "tools": tools,
                     "metrics_definition": metrics_definition,
+                    "self_test": self_test,
                 },
                 input_dist,
                 output_dist,

@@ -62,6 +62,31 @@ class LengthDist(StrictModel):
         return self
 
 
+class LoadStage(StrictModel):
+    """One stage of a load plan: a closed loop of ``concurrency`` in-flight requests or Poisson arrivals at
+    ``request_rate``, for ``duration_s``; ``ramp_up_s`` raises the load linearly from none to the stage's over
+    its first seconds (concurrency one slot at a time, rate as a time-varying Poisson rate)."""
+
+    duration_s: float = Field(gt=0, le=24 * 3600, description="Seconds the stage lasts.")
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY, description="In-flight requests.")
+    request_rate: float | None = Field(default=None, gt=0, description="Requests per second (Poisson).")
+    ramp_up_s: float = Field(
+        default=0.0, ge=0, description="Seconds over which the load rises to the stage's."
+    )
+
+    @model_validator(mode="after")
+    def _one_load(self) -> LoadStage:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise ValueError("a stage has either concurrency or request_rate (one of them)")
+        if self.ramp_up_s > self.duration_s:
+            raise ValueError(f"ramp_up_s {self.ramp_up_s:g} is longer than the stage's {self.duration_s:g} s")
+        return self
+
+    @property
+    def level(self) -> float:
+        return float(self.concurrency if self.concurrency is not None else self.request_rate or 0.0)
+
+
 class Endpoint(StrictModel):
     """What the benchmark sees of a deployment: where to send, which served model name, how to tokenize."""
 
@@ -178,6 +203,17 @@ class LoadSettings(StrictModel):
         description='Tool definitions sent with each chat request: "builtin" (two small functions) or a JSON file '
         "of OpenAI tools; tool-call deltas count as output.",
     )
+    stages: list[LoadStage] | None = Field(
+        default=None,
+        max_length=100,
+        description="A load plan: stages run back to back in one benchmark, all of concurrency or all of rate "
+        "(each with its duration and ramp-up); the result has figures per stage. num_prompts caps the requests.",
+    )
+    self_test: bool = Field(
+        default=False,
+        description="Before measuring, drive a zero-delay loopback server at this load with the same client for "
+        "about a second; the result carries that certificate and says whether the client had headroom.",
+    )
     metrics_definition: Literal["accelbench", "vllm"] = Field(
         default="accelbench",
         description="accelbench: TTFT at the first chunk carrying text, one ITL gap per text chunk; vllm: chunk "
@@ -195,6 +231,14 @@ class LoadSettings(StrictModel):
             raise ValueError("turns > 1 needs the chat endpoint (a conversation is a list of messages)")
         if self.tools is not None and EndpointKind(self.endpoint) != EndpointKind.chat:
             raise ValueError("tools need the chat endpoint")
+        if self.stages:
+            kinds = {st.concurrency is None for st in self.stages}
+            if len(kinds) > 1:
+                raise ValueError("stages are all of concurrency or all of request_rate, not both")
+            if self.turns > 1 or DatasetKind(self.dataset) == DatasetKind.trace:
+                raise ValueError("stages set the load themselves: not with turns > 1 or a trace")
+            if self.duration_s is not None or not math.isinf(self.request_rate):
+                raise ValueError("stages set the load and the time: leave duration_s and request_rate unset")
         if DatasetKind(self.dataset) == DatasetKind.trace and not self.dataset_path:
             raise ValueError("the trace dataset needs its file: give dataset_path")
         return self
@@ -216,6 +260,8 @@ class BenchConfig(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> BenchConfig:
+        if self.stages and self.max_concurrency is not None:
+            raise ValueError("stages set the load themselves: leave max_concurrency unset")
         if self.turns > 1 and self.num_prompts % self.turns:
             raise ValueError(
                 f"num_prompts {self.num_prompts} is not a whole number of {self.turns}-turn conversations; give "
@@ -242,6 +288,7 @@ class RequestRecord(StrictModel):
     session: int | None = Field(default=None, description="Multi-turn: the conversation it belongs to.")
     turn: int | None = Field(default=None, description="Multi-turn: its turn in the conversation, from 1.")
     prefix_group: int | None = Field(default=None, description="Shared prefixes: its prefix group.")
+    stage: int | None = Field(default=None, description="Load plans: the stage it was sent in.")
     prompt_len: int = Field(description="Input tokens as counted by the client's tokenizer.")
     server_prompt_tokens: int | None = Field(
         default=None, description="usage.prompt_tokens reported by the server."
@@ -407,6 +454,27 @@ class SummaryMetrics(StrictModel):
     prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
 
 
+class StageMetrics(StrictModel):
+    """One stage of a load plan: the requests sent during it (a request belongs to the stage it was sent in)."""
+
+    stage: int = Field(ge=0, description="Stage index, from 0.")
+    load: str = Field(description="concurrency N or rate R/s (ramped over S s).")
+    start_s: float = Field(description="When the stage began, seconds from the benchmark start.")
+    duration_s: float = Field(description="The stage's planned duration.")
+    sent: int = Field(default=0, description="Requests sent during the stage.")
+    completed: int = Field(default=0)
+    failed: int = Field(default=0)
+    request_throughput: float = Field(
+        default=0.0, description="Completions of its requests per second of stage."
+    )
+    output_throughput: float = Field(
+        default=0.0, description="Output tokens of its requests per second of stage."
+    )
+    ttft_ms: MetricStats = Field(default_factory=MetricStats)
+    tpot_ms: MetricStats = Field(default_factory=MetricStats)
+    e2el_ms: MetricStats = Field(default_factory=MetricStats)
+
+
 class TurnMetrics(StrictModel):
     """One turn index of multi-turn conversations: its requests' figures (turn 1 is every conversation's first
     request; later turns carry the history, so their prompts and TTFT grow)."""
@@ -420,6 +488,107 @@ class TurnMetrics(StrictModel):
     ttft_ms: MetricStats = Field(default_factory=MetricStats)
     tpot_ms: MetricStats = Field(default_factory=MetricStats)
     e2el_ms: MetricStats = Field(default_factory=MetricStats)
+
+
+class ClientCertificate(StrictModel):
+    """What the load generator sustained against a zero-delay loopback server at a run's load
+    (``accelbench.bench.selftest.client_self_test``): the most this client, on these cores, can measure.
+
+    In a closed loop (``request_rate`` infinite) the client ran flat out, so the rates it reached are its ceiling
+    (``capacity_* == *_per_s``). At a finite rate it only had to keep the schedule: the rates are the offered
+    load, the lag says whether it kept up, and the ceiling is estimated from the CPU it spent,
+    ``1e6 / process_cpu_us_per_chunk`` chunks/s for one event loop (the loopback server's CPU included, so an
+    underestimate)."""
+
+    requests_per_s: float = Field(ge=0, description="Completed requests per second.")
+    chunks_per_s: float = Field(ge=0, description="Text-carrying SSE chunks parsed per second.")
+    lag_p50_ms: float | None = Field(
+        default=None, description="Median scheduling lag (actual minus planned send) at a finite rate, ms."
+    )
+    lag_p99_ms: float | None = Field(default=None, description="99th percentile scheduling lag, ms.")
+    cpu_us_per_chunk: float = Field(
+        ge=0, description="CPU time of the client's event-loop thread per chunk, microseconds."
+    )
+    process_cpu_us_per_chunk: float = Field(
+        default=0.0, ge=0, description="CPU time of the whole process (client and loopback server) per chunk."
+    )
+    capacity_chunks_per_s: float = Field(
+        default=0.0, ge=0, description="The chunk rate the client can sustain (measured or CPU-estimated)."
+    )
+    capacity_requests_per_s: float = Field(
+        default=0.0, ge=0, description="The request rate the client can sustain at this output length."
+    )
+    completed: int = Field(default=0, ge=0, description="Requests completed in the measurement.")
+    failed: int = Field(default=0, ge=0, description="Requests that failed (should be 0).")
+    concurrency: int | None = Field(default=None, description="Requests in flight at most.")
+    request_rate: float = Field(
+        default=math.inf, description="Planned requests per second; inf = closed loop."
+    )
+    output_len: int = Field(default=0, ge=0, description="Tokens (one per chunk) per response.")
+    duration_s: float = Field(default=0.0, ge=0, description="Wall time of the measurement.")
+    cores: list[int] = Field(default_factory=list, description="CPUs the client was allowed to run on.")
+
+    def headroom(self, observed_chunks_per_s: float) -> float:
+        """How many times a run's chunk rate the client can sustain (inf for a run that needed none)."""
+        if observed_chunks_per_s <= 0:
+            return math.inf
+        return self.capacity_chunks_per_s / observed_chunks_per_s
+
+    def verdict(
+        self,
+        observed_chunks_per_s: float,
+        observed_requests_per_s: float,
+        *,
+        margin: float = 3.0,
+        max_lag_ms: float = 10.0,
+    ) -> tuple[bool, str]:
+        """(ok, one sentence): whether the client can sustain at least ``margin`` times the chunk and request
+        rates the finished run needed (and, at a finite rate, kept its schedule to ``max_lag_ms`` at p99), with
+        the figures; when not, by how much it was short."""
+        h_chunks = self.headroom(observed_chunks_per_s)
+        h_req = (
+            math.inf
+            if observed_requests_per_s <= 0
+            else self.capacity_requests_per_s / observed_requests_per_s
+        )
+        where = f" on {len(self.cores)} core{'s' if len(self.cores) != 1 else ''}" if self.cores else ""
+        can = (
+            f"the client can sustain {self.capacity_chunks_per_s:,.0f} chunks/s and "
+            f"{self.capacity_requests_per_s:,.1f} requests/s{where}"
+        )
+        needed = f"the {observed_chunks_per_s:,.0f} chunks/s and {observed_requests_per_s:,.1f} requests/s the run needed"
+        if self.lag_p99_ms is not None and self.lag_p99_ms > max_lag_ms:
+            return False, (
+                f"The client could not keep its own schedule against a zero-delay server: p99 scheduling lag "
+                f"{self.lag_p99_ms:,.1f} ms (p50 {self.lag_p50_ms or 0:,.1f} ms) at {self.request_rate:g} requests/s, "
+                f"over {max_lag_ms:g} ms; measured latencies include the load generator's own delay."
+            )
+        if h_chunks >= margin and h_req >= margin:
+            return (
+                True,
+                f"The client had headroom: {can}, {min(h_chunks, h_req):,.1f}x {needed} (>= {margin:g}x).",
+            )
+        if h_chunks <= h_req:
+            gap = margin * observed_chunks_per_s - self.capacity_chunks_per_s
+            short = f"{h_chunks:,.1f}x the chunk rate, {gap:,.0f} chunks/s short of {margin:g}x"
+        else:
+            gap = margin * observed_requests_per_s - self.capacity_requests_per_s
+            short = f"{h_req:,.1f}x the request rate, {gap:,.1f} requests/s short of {margin:g}x"
+        return False, (
+            f"The client had too little headroom: {can}, only {short} {needed}; measured latencies may include "
+            "the load generator's own delay."
+        )
+
+
+class CoreOverlap(StrictModel):
+    """The CPUs the load generator may run on against those the engine is bound to."""
+
+    client_cpus: list[int] = Field(default_factory=list)
+    engine_cpus: list[int] | None = Field(default=None, description="None: the engine's binding is unknown.")
+    shared: int | None = Field(
+        default=None, description="CPUs in both sets; None when the engine's are unknown."
+    )
+    sentence: str = ""
 
 
 ITL_COUNTING = {
@@ -443,6 +612,17 @@ class BenchmarkSummary(SummaryMetrics):
     num_prompts: int = 0
     itl_counting: str = Field(
         default=ITL_COUNTING["accelbench"], description="How ITL was counted (by metrics_definition)."
+    )
+    client_certificate: ClientCertificate | None = Field(
+        default=None,
+        description="The client's loopback self-test before the run (self_test): what it sustained at this load.",
+    )
+    client_verdict: str | None = Field(
+        default=None,
+        description="Whether the client had headroom for what this run needed, with the figures.",
+    )
+    per_stage: list[StageMetrics] = Field(
+        default_factory=list, description="Load plans: the figures of each stage (empty otherwise)."
     )
     per_turn: list[TurnMetrics] = Field(
         default_factory=list, description="Multi-turn runs: the figures of each turn index (empty otherwise)."

@@ -158,6 +158,8 @@ class CapacitySpec(LoadSettings):
                 f"{', '.join(sorted(given))} cannot be set in a capacity search: the search sets each level's "
                 "load and judges it against slo; remove them"
             )
+        if self.stages:
+            raise ValueError("stages cannot be set in a capacity search: the search sets each level's load")
         if self.turns > 1 and self.load == "request_rate":
             raise ValueError(
                 "turns > 1 searches concurrency (conversations at once), not a request rate: give load concurrency"

@@ -93,6 +93,11 @@ class SweepSpec(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> SweepSpec:
+        if self.stages:
+            raise ValueError(
+                "stages are a load plan for one benchmark (accelbench bench); a sweep sets each cell's "
+                "concurrency itself: remove stages"
+            )
         per_cell = [c * self.prompts_per_concurrency for c in self.concurrency]
         if max(per_cell) > MAX_PROMPTS:
             raise ValueError(

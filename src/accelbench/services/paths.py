@@ -41,10 +41,15 @@ def confine(value: str | None, what: str) -> None:
 
 
 def confine_spec(spec: RunSpec) -> None:
-    """Every path a run spec from a remote caller names: the model, the dataset, an endpoint's tokenizer."""
+    """Every path a run spec from a remote caller names: the model, the dataset, a tools file, an endpoint's
+    tokenizer."""
     confine(spec.model, "model")
     confine(spec.sweep.dataset_path, "sweep.dataset_path")
+    if spec.sweep.tools not in (None, "builtin"):
+        confine(spec.sweep.tools, "sweep.tools")  # a tools file is read like a dataset
     if spec.capacity is not None:
         confine(spec.capacity.dataset_path, "capacity.dataset_path")
+        if spec.capacity.tools not in (None, "builtin"):
+            confine(spec.capacity.tools, "capacity.tools")
     if isinstance(spec.target, EndpointTarget):
         confine(spec.target.tokenizer, "target.tokenizer")

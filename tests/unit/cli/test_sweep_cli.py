@@ -321,7 +321,7 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         ("timeout", "timeout"), ("seed", "seed"), ("temperature", "temperature"), ("scrape", "scrape"),
         ("scrape_interval", "scrape_interval"), ("prefix_groups", "prefix_groups"), ("turns", "turns"),
         ("think_time", "think_time"), ("time_scale", "time_scale"), ("trace_format", "trace_format"),
-        ("tools", "tools"), ("metrics_definition", "metrics_definition"),
+        ("tools", "tools"), ("metrics_definition", "metrics_definition"), ("self_test", "self_test"),
     ], strict=True)}  # fmt: skip
     assert set(LoadSettings.model_fields) == set(LOAD_FLAGS) | set(NOT_SHARED)  # a new field needs a flag
     for field, (b_name, s_name) in by_field.items():
