@@ -33,6 +33,13 @@ from typing import Any, Literal
 
 import httpx
 
+from accelbench.bench.selftest import (
+    allowed_cpus,
+    core_overlap,
+    engine_cpus_from_bind,
+    isolate_client,
+    set_process_affinity,
+)
 from accelbench.deploy.base import (
     TARGETS,
     DeployCancelled,
@@ -199,6 +206,8 @@ class LocalProcessTarget(Target):
         self._restarts = 0
         self._lock = threading.Lock()
         self.torn_down = False
+        self._client_cpus_before: set[int] | None = None  # this process's cores before the engine took some
+        self.proc_settings_threads: int | None = None
 
     # ---- deploy -------------------------------------------------------------------------------------
 
@@ -237,6 +246,7 @@ class LocalProcessTarget(Target):
         port = self.config.port or free_port(self.config.host)
         params, engine, model = self.serve_params(spec, port=port)
         runtime = get_runtime(spec.engine.name)
+        self.proc_settings_threads = params.settings.threads
         self.runtime = runtime
         argv = runtime.command(params, python=engine.python)
         runtime_env = runtime.env(params)
@@ -299,6 +309,8 @@ class LocalProcessTarget(Target):
         self.torn_down = False
         self._started_mono = time.monotonic()
         self._started_uptime = uptime()  # the kernel log's clock, to find a trap line of this engine
+        if self._client_cpus_before is not None:
+            set_process_affinity(self._client_cpus_before)  # a restart: the engine inherits every core again
         self.proc = subprocess.Popen(
             self._argv,
             stdout=self._log_fh,
@@ -310,9 +322,29 @@ class LocalProcessTarget(Target):
         )
         self.pgid = self.proc.pid
         self._watch = ParentWatch.start(self.proc.pid)  # stops the engine even if accelbench is SIGKILLed
+        self._place_client()
         self.exit_code = None
         self.deployed.pid = self.proc.pid
         self.deployed.started_at = time.time()
+
+    def _place_client(self) -> None:
+        """Keep the load generator (this process) off the cores the engine binds when some are free, and record
+        how many they share either way: on a CPU engine, shared cores put the client's work into the
+        latencies. The engine was started first, so it keeps the cores it asked for."""
+        assert self.deployed is not None
+        bind = self._env.get("VLLM_CPU_OMP_THREADS_BIND")
+        threads = self.proc_settings_threads
+        cpus = os.cpu_count() or 1
+        if bind is None and self.deployed.runtime != "vllm-cpu":
+            bind = "all" if threads is None else None  # llama.cpp: its threads run anywhere
+        engine_cpus = engine_cpus_from_bind(bind, threads, cpus)
+        before = allowed_cpus()
+        moved = isolate_client(engine_cpus) if engine_cpus else None
+        if moved is not None:
+            self._client_cpus_before = before
+        overlap = core_overlap(engine_cpus)
+        self.deployed.extra["core_overlap"] = overlap.model_dump()
+        self.progress.phase(overlap.sentence[:1].upper() + overlap.sentence[1:])
 
     # ---- readiness -----------------------------------------------------------------------------------
 
@@ -504,5 +536,10 @@ class LocalProcessTarget(Target):
             return
         self._stop_process()
         self.torn_down = True
+        if self._client_cpus_before is not None:
+            set_process_affinity(
+                self._client_cpus_before
+            )  # the engine is gone: its cores are the client's again
+            self._client_cpus_before = None
         with _LIVE_LOCK:
             _LIVE.discard(self)

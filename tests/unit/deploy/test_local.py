@@ -316,3 +316,34 @@ def test_kill_process_tree_finds_members_whose_leader_is_gone(pid_dir: Path, tmp
     assert alive_pids(pid_dir)
     proctree.kill_process_tree(leader, grace_s=1, pgid=leader.pid)
     assert alive_pids(pid_dir) == []
+
+
+def test_the_load_generator_leaves_the_engines_cores_and_the_overlap_is_recorded(hf_model_dir: Path) -> None:
+    """An engine bound to CPU 0 (VLLM_CPU_OMP_THREADS_BIND): this process, the load generator, moves to the other
+    cores while the engine runs and gets them back at teardown; an engine on every core shares them all, which
+    the run records."""
+    before = os.sched_getaffinity(0)
+    bound = spec_for(hf_model_dir)
+    bound.engine.settings.env["VLLM_CPU_OMP_THREADS_BIND"] = "0"
+    try:
+        with LocalProcessTarget(bound.target) as target:  # type: ignore[arg-type]
+            target.deploy(bound)
+            target.wait_ready()
+            assert target.deployed is not None
+            overlap = target.deployed.extra["core_overlap"]
+            assert overlap["engine_cpus"] == [0]
+            if len(before) >= 2 and 0 in before:
+                assert os.sched_getaffinity(0) == before - {0} and overlap["shared"] == 0
+            else:  # nothing free to move to: said, not changed
+                assert os.sched_getaffinity(0) == before
+        assert os.sched_getaffinity(0) == before
+        everywhere = spec_for(hf_model_dir)
+        with LocalProcessTarget(everywhere.target) as target:  # type: ignore[arg-type]
+            target.deploy(everywhere)
+            target.wait_ready()
+            assert target.deployed is not None
+            shared = target.deployed.extra["core_overlap"]
+            assert shared["shared"] == len(before) and "share" in shared["sentence"]
+            assert os.sched_getaffinity(0) == before
+    finally:
+        os.sched_setaffinity(0, before)
