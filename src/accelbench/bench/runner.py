@@ -520,7 +520,10 @@ async def _send_sessions(
                     return
                 history.append({"role": "assistant", "content": answer.answer_text})
                 if config.think_time_s and k < turns - 1:
+                    due = _pc() + config.think_time_s
                     await asyncio.sleep(config.think_time_s)
+                    while _pc() < due:  # the loop's timers may fire a little early
+                        await asyncio.sleep(0)
 
     workers = min(config.max_concurrency or sessions, sessions)
 
