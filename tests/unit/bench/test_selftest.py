@@ -213,7 +213,8 @@ def test_isolate_client_restricts_to_the_free_cpus() -> None:
 
 
 def test_a_run_carries_the_certificate_and_a_note_when_the_client_was_short(
-    tok_dir, cert_c4: ClientCertificate  # type: ignore[no-untyped-def]
+    tok_dir,
+    cert_c4: ClientCertificate,  # type: ignore[no-untyped-def]
 ) -> None:
     from accelbench.bench import run_benchmark
     from accelbench.bench.selftest import certify
@@ -224,13 +225,20 @@ def test_a_run_carries_the_certificate_and_a_note_when_the_client_was_short(
     config = BenchConfig(input_len=40, output_len=8, num_prompts=8, max_concurrency=4, self_test=True)
     with StreamServer(Script(ttft_ms=2, itl_ms=2), tokenizer_dir=tok_dir) as server:
         summary = run_benchmark(
-            Endpoint(base_url=server.base_url, served_model=server.model), config, tokenizer=LocalTokenizer(tok_dir)
+            Endpoint(base_url=server.base_url, served_model=server.model),
+            config,
+            tokenizer=LocalTokenizer(tok_dir),
         )
     ok = certify(summary, cert_c4)
     assert ok.client_certificate == cert_c4 and ok.client_verdict
     # a client that sustained a tenth of what the run needed gets the shortfall in the notes
     short = cert_c4.model_copy(
-        update={"capacity_chunks_per_s": 1.0, "capacity_requests_per_s": 0.1, "chunks_per_s": 1.0, "requests_per_s": 0.1}
+        update={
+            "capacity_chunks_per_s": 1.0,
+            "capacity_requests_per_s": 0.1,
+            "chunks_per_s": 1.0,
+            "requests_per_s": 0.1,
+        }
     )
     bad = certify(summary, short)
     assert bad.client_verdict is not None and "too little headroom" in bad.client_verdict
