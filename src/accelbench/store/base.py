@@ -15,7 +15,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from accelbench.errors import NotFoundError, StoreError, UserInputError
-from accelbench.store.db import make_engine, upgrade_schema
+from accelbench.store.db import drop_failed_cursors, make_engine, upgrade_schema
 from accelbench.store.models import (
     RunRow,
 )
@@ -77,6 +77,7 @@ class StoreBase:
             with self._sessions() as s, s.begin():
                 yield s
         except OperationalError as exc:
+            drop_failed_cursors(exc)
             first = str(exc.orig or exc).strip().splitlines()[0]
             where = self.engine.url.render_as_string(hide_password=True)
             raise StoreError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,28 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def drop_failed_cursors(exc: BaseException) -> None:
+    """Clear the finished frames of a failed statement's traceback (and of the exceptions chained to it).
+
+    Those frames hold the DB-API cursor, and the cursor its connection. On SQLite a connection closed while a
+    cursor lives stays open (a zombie) until the cursor is collected, and exception tracebacks sit in reference
+    cycles that only the garbage collector frees, at a time nobody knows. A zombie that was opened while the
+    store's filesystem was read-only keeps SQLite's shared-memory index of the file read-only for the whole
+    process, so every new connection fails "attempt to write a readonly database" long after the filesystem is
+    writable again. Clearing the frames frees the cursors at once; the traceback's lines stay readable."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+        orig = getattr(e, "orig", None)
+        todo.extend([e.__cause__, e.__context__, orig if isinstance(orig, BaseException) else None])
 
 
 #: the PostgreSQL advisory lock every accelbench process takes while it migrates (an arbitrary constant)

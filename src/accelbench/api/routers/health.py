@@ -15,11 +15,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from accelbench import __version__
 from accelbench.api.deps import SettingsDep, StoreDep, WorkerDep
 from accelbench.redact import redact_url
+from accelbench.store.db import drop_failed_cursors
 
 router = APIRouter(tags=["health"])
 
@@ -54,26 +55,38 @@ def _reason(exc: BaseException) -> str:
 def _write_probe(engine: Engine) -> None:
     """A write in a transaction that is rolled back; raises when the store does not take it."""
     with engine.connect() as conn:
-        if engine.dialect.name == "sqlite":
-            raw = conn.connection.driver_connection
-            assert raw is not None
-            raw.execute(f"PRAGMA busy_timeout={PROBE_LOCK_WAIT_MS}")
+        try:
+            _write_in(engine, conn)
+        except Exception as exc:
+            # the raw driver's error bypasses the engine's own handling: a connection that could not write is
+            # not put back for others (on SQLite it may hold the file's read-only index; store/db.py)
+            conn.invalidate()
+            drop_failed_cursors(exc)
+            raise
+
+
+def _write_in(engine: Engine, conn: Connection) -> None:
+    """The probe's write on one connection: SQLite takes the write lock, PostgreSQL waits briefly for it."""
+    if engine.dialect.name == "sqlite":
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        raw.execute(f"PRAGMA busy_timeout={PROBE_LOCK_WAIT_MS}")
+        try:
+            if raw.in_transaction:
+                raw.rollback()
+            raw.execute("BEGIN IMMEDIATE")  # the write lock; the UPDATE then writes a page of the file
             try:
-                if raw.in_transaction:
-                    raw.rollback()
-                raw.execute("BEGIN IMMEDIATE")  # the write lock; the UPDATE then writes a page of the file
-                try:
-                    raw.execute("UPDATE alembic_version SET version_num = version_num")
-                finally:
-                    raw.rollback()
+                raw.execute("UPDATE alembic_version SET version_num = version_num")
             finally:
-                raw.execute("PRAGMA busy_timeout=30000")  # the store's own (store/db.py)
-            return
-        with conn.begin() as tx:
-            conn.execute(text(f"SET LOCAL lock_timeout = '{PROBE_LOCK_WAIT_MS}ms'"))
-            conn.execute(text(f"SET LOCAL statement_timeout = '{PROBE_LOCK_WAIT_MS + 2000}ms'"))
-            conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
-            tx.rollback()
+                raw.rollback()
+        finally:
+            raw.execute("PRAGMA busy_timeout=30000")  # the store's own (store/db.py)
+        return
+    with conn.begin() as tx:
+        conn.execute(text(f"SET LOCAL lock_timeout = '{PROBE_LOCK_WAIT_MS}ms'"))
+        conn.execute(text(f"SET LOCAL statement_timeout = '{PROBE_LOCK_WAIT_MS + 2000}ms'"))
+        conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+        tx.rollback()
 
 
 def probe_store(engine: Engine) -> dict[str, Any]:
