@@ -40,6 +40,16 @@ def test_post_queues_a_pending_run(api) -> None:
     assert detail["run"]["status"] == "pending" and detail["results"] == [] and detail["findings"] == []
 
 
+def test_a_run_spec_carries_a_load_plan_and_a_wrong_axis_is_a_400_that_says_what_to_change(api) -> None:
+    plan = [{"duration_s": 30, "concurrency": 1}, {"duration_s": 60, "concurrency": 4, "ramp_up_s": 20}]
+    r = post(api, {"model": SMALL, "engine": LOCAL, "sweep": {"input_lens": [128], "stages": plan}})
+    assert r.status_code == 202, r.text
+    sweep = api.store.get_run(r.json()["id"]).spec["sweep"]
+    assert sweep["concurrency"] == [4] and [st["ramp_up_s"] for st in sweep["stages"]] == [0.0, 20.0]
+    bad = post(api, {"model": SMALL, "engine": LOCAL, "sweep": {"stages": plan, "concurrency": [1, 2]}})
+    assert bad.status_code in (400, 422) and "leave concurrency unset or give [4]" in bad.text, bad.text
+
+
 @pytest.mark.parametrize(
     ("instance", "engine", "tier"),
     [("g6.2xlarge", "vllm", "gpu"), ("inf2.8xlarge", "vllm-neuron", "neuron"), ("m8i.2xlarge", "vllm-cpu", "cpu"),

@@ -897,6 +897,15 @@ def _summarize(
         notes.append(
             f"{m.failed} request{'s' if m.failed != 1 else ''} failed; most common reason ({top[1]}x): {top[0]}"
         )
+    if config.stages and len(records) >= n:
+        plan_end = stages_mod.stage_starts(config.stages)[-1]
+        last_sent = max((r.start_s for r in records), default=0.0)
+        if last_sent < plan_end - 1.0:
+            notes.append(
+                f"The load plan stopped after {n} requests, {last_sent:.0f} s into its {plan_end:.0f} s: the "
+                "request cap ended it (num_prompts; in a sweep, concurrency x prompts_per_concurrency); raise it "
+                "to run the whole plan."
+            )
     if scraper is not None:
         telemetry = scraper.summary()
         scrape_ms = telemetry.derived.get("scrape_ms_mean", 0.0)

@@ -73,7 +73,8 @@ def cell_seed(base_seed: int, key: CellKey) -> int:
 
 def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warmups: int = 0) -> BenchConfig:
     """The BenchConfig of one (cell, repeat): the spec's load settings, ``num_prompts = concurrency x
-    prompts_per_concurrency``, ``max_concurrency = concurrency``, its own seed, warmups only when asked."""
+    prompts_per_concurrency``, ``max_concurrency = concurrency`` (none for a concurrency load plan, whose peak
+    is the cell's concurrency), its own seed, warmups only when asked."""
     load = {name: getattr(spec, name) for name in LoadSettings.model_fields}
     load["seed"] = cell_seed(spec.seed, key)
     load["num_warmups"] = warmups
@@ -81,7 +82,8 @@ def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warm
         **load,
         input_len=key.input_len,
         num_prompts=key.concurrency * spec.prompts_per_concurrency * spec.turns,  # conversations x turns
-        max_concurrency=key.concurrency,
+        # a concurrency plan sets the requests in flight itself; a rate plan or rate is capped by the level
+        max_concurrency=None if spec.stages and spec.stages[0].concurrency is not None else key.concurrency,
         label=label,
     )
 

@@ -62,7 +62,7 @@ WORKLOAD_FIELDS = (
 NOT_SHARED = {
     "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
     "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
-    "stages": "bench only (a sweep and a capacity search set the load themselves): --stages, parse_stages (here)",
+    "stages": "bench and sweep (a capacity search sets each level's load itself): --stages, parse_stages (here)",
     "input_dist": "--input-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
     "output_dist": "--output-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
 }

@@ -42,7 +42,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import dist_option, load_option, workload_values
+from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
@@ -71,12 +71,20 @@ def parse_int_list(text: str, what: str) -> list[int]:
     return values
 
 
+SWEEP_STAGES_HELP = (
+    STAGES_HELP
+    + " In a sweep every cell runs the plan: concurrency stages replace --concurrency (the plan's "
+    "peak is the cell's level); with rate stages each --concurrency level caps the requests in flight. A cell ends at the plan's end or "
+    "after concurrency x --prompts-per-concurrency requests."
+)
+
+
 def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
     """``base`` with the flags the user gave; validation errors name the flag's setting."""
     given = {k: v for k, v in overrides.items() if v is not None}
     if not given:
         return base
-    data = base.model_dump()
+    data = base.model_dump(exclude_unset=True)  # a default left unset may follow other settings (stages)
     data.update(given)
     try:
         return SweepSpec.model_validate(data)
@@ -226,6 +234,7 @@ def sweep(
         "--input-dist", "input", "each cell's input length (random dataset)"
     ),
     output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
+    stages: str | None = typer.Option(None, "--stages", help=SWEEP_STAGES_HELP),
     request_rate: float | None = load_option("request_rate", model=SweepSpec, unset=True),
     burstiness: float | None = load_option("burstiness", model=SweepSpec, unset=True),
     num_warmups: int | None = load_option("num_warmups", model=SweepSpec, unset=True),
@@ -270,6 +279,7 @@ def sweep(
             "temperature": temperature,
             "scrape_metrics": False if no_metrics else scrape,
             "scrape_interval_s": scrape_interval,
+            "stages": parse_stages(stages),
             **workload_values(
                 {
                     "prefix_groups": prefix_groups,

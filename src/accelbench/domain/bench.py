@@ -207,7 +207,9 @@ class LoadSettings(StrictModel):
         default=None,
         max_length=100,
         description="A load plan: stages run back to back in one benchmark, all of concurrency or all of rate "
-        "(each with its duration and ramp-up); the result has figures per stage. num_prompts caps the requests.",
+        "(each with its duration and ramp-up); the result has figures per stage. num_prompts caps the requests. "
+        "In a sweep every cell runs the plan: concurrency stages replace the concurrency axis (one level, the "
+        "plan's peak); with rate stages each concurrency level caps the requests in flight.",
     )
     self_test: bool = Field(
         default=False,
@@ -260,8 +262,11 @@ class BenchConfig(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> BenchConfig:
-        if self.stages and self.max_concurrency is not None:
-            raise ValueError("stages set the load themselves: leave max_concurrency unset")
+        if self.stages and self.max_concurrency is not None and self.stages[0].concurrency is not None:
+            raise ValueError(
+                "concurrency stages set the requests in flight themselves: leave max_concurrency unset (with "
+                "rate stages it caps the requests in flight)"
+            )
         if self.turns > 1 and self.num_prompts % self.turns:
             raise ValueError(
                 f"num_prompts {self.num_prompts} is not a whole number of {self.turns}-turn conversations; give "

@@ -93,11 +93,16 @@ class SweepSpec(LoadSettings):
 
     @model_validator(mode="after")
     def _bounded(self) -> SweepSpec:
-        if self.stages:
-            raise ValueError(
-                "stages are a load plan for one benchmark (accelbench bench); a sweep sets each cell's "
-                "concurrency itself: remove stages"
-            )
+        if self.stages and self.stages[0].concurrency is not None:
+            # a concurrency plan is the cell's load: the axis has one level, the plan's peak (the cell's key)
+            peak = max(st.concurrency or 0 for st in self.stages)
+            if "concurrency" not in self.model_fields_set:
+                self.concurrency = [peak]
+            elif self.concurrency != [peak]:
+                raise ValueError(
+                    f"concurrency stages set each cell's requests in flight (peak {peak}): leave concurrency "
+                    f"unset or give [{peak}]; to cap a plan at several levels use rate stages"
+                )
         per_cell = [c * self.prompts_per_concurrency for c in self.concurrency]
         if max(per_cell) > MAX_PROMPTS:
             raise ValueError(

@@ -269,3 +269,61 @@ def test_a_resume_owns_the_run_refuses_a_second_one_and_clears_the_stale_error(
     assert seen == [process_owner()]
     final = store.get_run(run.id)
     assert final.status == RunStatus.completed and final.error is None
+
+
+def test_a_sweep_runs_a_load_plan_in_every_cell_and_stores_each_stage(
+    store: Store, server: StreamServer, tokenizer_dir: Path
+) -> None:
+    """Concurrency stages replace the concurrency axis: one cell per input length, keyed by the plan's peak, each
+    with its figures per stage, and the stored spec loads again as the same sweep."""
+    plan = [{"duration_s": 0.6, "concurrency": 1}, {"duration_s": 0.6, "concurrency": 3}]
+    spec = SweepSpec(
+        input_lens=[48, 80], stages=plan, prompts_per_concurrency=500, output_len=4, num_warmups=0
+    )
+    assert spec.concurrency == [3] and [tuple(k) for k in sweep_keys(spec)] == [(48, 3, 0), (80, 3, 0)]
+    assert cell_config(spec, sweep_keys(spec)[0]).max_concurrency is None  # the plan sets what is in flight
+    ep = endpoint(server.base_url, tokenizer_dir)
+    run = create_sweep_run(store, ep, spec, label="plan", environment={"command": "test"})
+    outcome = run_sweep(store, run.id, ep, spec)
+    assert outcome.status == RunStatus.completed and outcome.cells_done == 2
+    for r in store.get_results(run.id):
+        summary = store.get_summary(r.id)
+        assert [s.load for s in summary.per_stage] == ["concurrency 1", "concurrency 3"]
+        assert all(s.completed > 0 for s in summary.per_stage)
+        assert not any("request cap" in n for n in summary.notes)  # 1,500 requests outlast 1.2 s
+    from accelbench.bench.sweep import stored_sweep_spec
+
+    assert stored_sweep_spec(store.get_run(run.id)) == spec
+
+
+def test_a_rate_plan_in_a_sweep_is_capped_by_each_level_and_says_when_the_cap_ended_it(
+    store: Store, server: StreamServer, tokenizer_dir: Path
+) -> None:
+    plan = [{"duration_s": 1.0, "request_rate": 20}, {"duration_s": 1.0, "request_rate": 40}]
+    spec = SweepSpec(input_lens=[48], concurrency=[1, 2], stages=plan, prompts_per_concurrency=4, output_len=4,
+                     num_warmups=0)  # fmt: skip
+    assert [cell_config(spec, k).max_concurrency for k in sweep_keys(spec)] == [1, 2]
+    ep = endpoint(server.base_url, tokenizer_dir)
+    run = create_sweep_run(store, ep, spec, label="rate plan", environment={"command": "test"})
+    assert run_sweep(store, run.id, ep, spec).status == RunStatus.completed
+    for r in store.get_results(run.id):
+        summary = store.get_summary(r.id)
+        assert summary.num_prompts == 4 * r.concurrency  # the cap, well before the plan's 60 arrivals
+        assert any("request cap ended it" in n for n in summary.notes), summary.notes
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"stages": [{"duration_s": 1, "concurrency": 2}], "concurrency": [1, 2]},
+            "leave concurrency unset or give",
+        ),
+        ({"stages": [{"duration_s": 1, "concurrency": 2}], "turns": 2}, "not with turns > 1"),
+    ],
+)
+def test_plans_a_sweep_cannot_run_are_refused_saying_what_to_change(fields, message) -> None:  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        SweepSpec(**fields)

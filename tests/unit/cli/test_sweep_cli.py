@@ -340,3 +340,23 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
                  "--input-dist", "--output-dist"):  # fmt: skip
         assert name in [o for p in bench.values() for o in p.opts], name
         assert name in [o for p in sweep.values() for o in p.opts], name
+
+
+def test_sweep_takes_a_load_plan_and_stores_it_with_the_run(
+    store: Store, server: StreamServer, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    args = ["sweep", "--base-url", server.base_url, "--tokenizer", str(tokenizer_dir), "--input-lens", "48",
+            "--output-len", "4", "--num-warmups", "0", "--prompts-per-concurrency", "300",
+            "--stages", "c=1:0.5,c=2:0.5", "--out", str(tmp_path / "o"), "--format", "json"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [(c["input_len"], c["concurrency"]) for c in data["cells"]] == [
+        (48, 2)
+    ]  # keyed by the plan's peak
+    run = store.get_run(data["run_id"])
+    assert [st["concurrency"] for st in run.spec["sweep"]["stages"]] == [1, 2]
+    (result,) = store.get_results(run.id)
+    assert len(store.get_summary(result.id).per_stage) == 2
+    bad = runner.invoke(app, [*args[:-4], "--concurrency", "1,4"])
+    assert bad.exit_code == 1 and "leave concurrency unset or give [2]" in bad.output
