@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from accelbench.errors import NotFoundError
@@ -17,16 +17,26 @@ from accelbench.errors import NotFoundError
 T = TypeVar("T")
 
 
-def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str], what: str) -> NotFoundError:
-    """Build the error for an unknown name, with the closest matches and the full list when short."""
-    choices = sorted(choices)
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+def close_matches(name: str, choices: Iterable[str]) -> list[str]:
+    """The (at most three, distinct) known names closest to ``name``: by spelling, else by containment."""
+    known = sorted(set(choices))
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     if not close:
         lowered = name.lower()
-        close = [c for c in choices if lowered and (lowered in c.lower() or c.lower() in lowered)][:3]
-    msg = f"Unknown {what} {name!r}."
-    if close:
-        msg += " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+        close = [c for c in known if lowered and (lowered in c.lower() or c.lower() in lowered)][:3]
+    return close
+
+
+def suggestion(name: str, choices: Iterable[str]) -> str:
+    """The sentence " Did you mean 'a' or 'b'?" for the closest names; empty when none is close."""
+    close = close_matches(name, choices)
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
+def did_you_mean(name: str, choices: Iterable[str], what: str) -> NotFoundError:
+    """Build the error for an unknown name, with the closest matches and the full list when short."""
+    choices = sorted(set(choices))
+    msg = f"Unknown {what} {name!r}." + suggestion(name, choices)
     hint = "Known: " + ", ".join(choices) if len(choices) <= 30 else None
     return NotFoundError(msg, hint=hint)
 

@@ -224,7 +224,59 @@ def _num(v: Any, default: float = 0.0) -> float:
     return float(v)
 
 
+#: the per-request arrays of a vLLM result that hold numbers (``itls``: a list of numbers per request)
+_VLLM_ARRAYS = ("ttfts", "latencies", "start_times", "input_lens", "output_lens", "queue_times", "itls")
+_VLLM_COUNTS = (
+    "completed",
+    "failed",
+    "num_prompts",
+    "total_input_tokens",
+    "total_output_tokens",
+    "max_concurrency",
+)
+_VLLM_NUMBERS = ("duration", "request_rate", "burstiness")
+
+
+def _is_number(v: Any, *, integer: bool = False) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, float)):
+        return not integer or float(v).is_integer()
+    if isinstance(v, str):
+        try:
+            int(v) if integer else float(v)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _check_vllm_numbers(data: dict[str, Any], source: str) -> None:
+    """Refuse a field (or one request's entry) that should be a number and is not, naming the field and the
+    request, before anything is converted."""
+    stat_keys = [f"{k}_{m}_ms" for m in METRICS for k in ("mean", "median", "std", *PERCENTILE_KEYS)]
+    for key in (*_VLLM_COUNTS, *_VLLM_NUMBERS, *stat_keys):
+        if not _is_number(data.get(key), integer=key in _VLLM_COUNTS):
+            what = "a whole number" if key in _VLLM_COUNTS else "a number"
+            raise UserInputError(f"{source}: field {key!r} is {data[key]!r}, not {what}.")
+    for key in _VLLM_ARRAYS:
+        values = data.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            raise UserInputError(
+                f"{source}: field {key!r} is {values!r}, not a list (one entry per request)."
+            )
+        for i, v in enumerate(values):
+            for x in v if key == "itls" and isinstance(v, list) else [v]:
+                if not _is_number(x):
+                    raise UserInputError(f"{source}: field {key!r}, request {i}: {x!r} is not a number.")
+
+
 def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
+    _check_vllm_numbers(data, source)
     backend = str(data.get("backend") or data.get("endpoint_type") or "")
     kind = EndpointKind.chat if "chat" in backend else EndpointKind.completions
     notes = [f"Imported from a vllm bench serve result ({source}); its dataset and seed are not recorded."]
@@ -271,7 +323,8 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
             "The file has no per-request arrays (saved without --save-detailed): statistics are vLLM's own."
         )
     completed = int(data.get("completed") or 0)
-    ok_in = [r.prompt_len for r in records if r.success]
+    # the asked length is the completed requests' (or, when none completed, every request's)
+    ok_in = [r.prompt_len for r in records if r.success] or [r.prompt_len for r in records if r.prompt_len]
     ok_out = [r.output_tokens for r in records if r.success]
     if ok_in:
         input_len = int(statistics.median(ok_in))

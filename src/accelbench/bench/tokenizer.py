@@ -32,6 +32,11 @@ from accelbench.errors import UserInputError
 #: Text of a special token (``<|im_start|>``, ``<s>``, ``</s>``).
 _MARKER = re.compile(r"^<[^<>\s]+>$")
 
+
+class ServerUnreachable(UserInputError):
+    """The server could not be reached (connection refused or timed out, no such host): not a tokenizer problem."""
+
+
 #: Stands in for the user's text when the chat template is rendered once and reused (see ``LocalTokenizer``).
 _PLACEHOLDER = "\x00ACCELBENCH_PROMPT\x00"
 
@@ -278,6 +283,11 @@ class ServerTokenizer(Tokenizer):
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
             r = self._client.post(self.base + path, json=body)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ServerUnreachable(
+                f"Cannot reach the server at {self.base} ({exc or type(exc).__name__}).",
+                hint="Is it running, and are --base-url and the port right?",
+            ) from None
         except httpx.HTTPError as exc:
             raise UserInputError(f"{self.base}{path} failed: {exc}") from None
         if r.status_code != 200:
@@ -344,6 +354,9 @@ def load_tokenizer(endpoint: Endpoint, source: str | Path | None = None) -> Toke
         probe = tok.encode("hello world", add_special_tokens=False)
         if not probe:  # e.g. llama.cpp's /tokenize, which wants {"content": ...}, answers with no tokens
             raise UserInputError("its /tokenize returned no tokens for 'hello world' (not vLLM's API)")
+    except ServerUnreachable:
+        tok.close()
+        raise
     except UserInputError as exc:
         tok.close()
         raise UserInputError(

@@ -85,6 +85,11 @@ def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -
     try:
         r = httpx.get(url, headers=hdrs, timeout=30)
         data = r.json().get("data") if r.status_code == 200 else None
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise UserInputError(
+            f"Cannot reach the server at {base_url} ({exc or type(exc).__name__}).",
+            hint="Is it running, and are --base-url and the port right?",
+        ) from None
     except (httpx.HTTPError, ValueError) as exc:
         raise UserInputError(
             f"Cannot ask {url} for the served model: {exc}", hint="Give --model NAME."

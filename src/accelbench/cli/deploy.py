@@ -130,6 +130,7 @@ def register(app: typer.Typer) -> None:
                     "env": plan.env,
                     "ready_timeout_s": bundle.ready_timeout_s,
                     "warnings": bundle.warnings,
+                    "planner_notes": bundle.planner_notes,
                     "validated_against": f"Kubernetes {k8s_version} (strict)",
                 }
             )
@@ -147,6 +148,8 @@ def register(app: typer.Typer) -> None:
                 ],
             )
         )
+        for note in bundle.planner_notes:
+            console.print(f"Planner: {note}", highlight=False)
         for w in bundle.warnings:
             err_console.print(f"[yellow]Warning:[/] {w}", highlight=False)
         for f in files:

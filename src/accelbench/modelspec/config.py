@@ -254,7 +254,7 @@ def spec_from_config(
     if missing:
         raise UserInputError(
             f"{ref}: config.json lacks {', '.join(missing)}; cannot size the model.",
-            hint="Give the model's original config.json (or a preset name: `accelbench model presets`).",
+            hint="Give the model's original config.json (or a preset name: `accelbench model list`).",
         )
     hidden, layers, heads, vocab = int(hidden), int(layers), int(heads), int(vocab)
     kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads) or heads)

@@ -155,7 +155,7 @@ def fetch_from_hub(repo_id: str, revision: str | None = None, timeout: float = H
     if (target / "config.json").is_file():
         return target
     alternatives = (
-        "Give a local directory with config.json, a .gguf file, a preset name (`accelbench model presets`), "
+        "Give a local directory with config.json, a .gguf file, a preset name (`accelbench model list`), "
         "or download the model into the Hugging Face cache first."
     )
     if not network_allowed():

@@ -32,6 +32,7 @@ from accelbench.plan.memory import (
     weight_bytes,
 )
 from accelbench.plan.recommend import accelerator_name, recommend, resolve_instance
+from accelbench.plan.recommend.common import KV_PLAN_SHARE, sequences_fit
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -111,7 +112,11 @@ def memory_breakdown(
     b_unit = blocks  # every rank keeps the block tables
     kv_unit = usable - w_unit - m_unit - overhead - b_unit
     per_seq = seq_kv_bytes_per_rank(model, max_len, tp, kv_bytes)
-    seqs_at_max = int(kv_unit / per_seq) if per_seq > 0 and kv_unit > 0 else 0
+    # the planner's own count (the rule its reasons state), not a second one
+    if rec.fits and rec.settings is not None:
+        seqs_at_max = rec.settings.concurrency_at_max_len
+    else:
+        seqs_at_max = sequences_fit(kv_unit, per_seq, 0) if kv_unit > 0 else 0
     items = [
         BreakdownItem(
             name="weights",
@@ -153,7 +158,8 @@ def memory_breakdown(
             gib_total=_g(max(kv_unit, 0.0) * tp),
             detail=(
                 f"{kv_label} KV, {model.kv_bytes_per_token(kv_bytes):,} B per token for the whole model; "
-                f"holds {seqs_at_max} sequence(s) of {max_len:,} tokens"
+                f"holds {seqs_at_max} sequence(s) of {max_len:,} tokens (counting {KV_PLAN_SHARE:.0%} of it, "
+                "the planner's margin)"
                 if kv_unit > 0
                 else f"no room: weights and overhead exceed the usable memory by {_g(-kv_unit)} GiB per unit"
             ),

@@ -146,6 +146,20 @@ def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> WeightBytes:
     return WeightBytes(lin + other * 2.0 + meta, lin, other * 2.0, meta, False)
 
 
+def decode_read_bytes(model: ModelSpec, wb: WeightBytes) -> tuple[float, float]:
+    """(dense, routed-expert) weight bytes a decode step reads: every weight but the routed experts (of which
+    a step touches those its tokens pick) and, for an untied input embedding, one row of the table rather
+    than the table. The performance model and the CPU bandwidth floor both read this, so they agree."""
+    p = model.parameters
+    linear_total = max(p.decoder_linear, 1)
+    expert = wb.linear * p.routed_experts / linear_total if p.routed_experts else 0.0
+    embed_bytes = 0.0
+    if not model.tie_word_embeddings:
+        per = (wb.other / max(p.total - p.decoder_linear, 1)) if p.total > p.decoder_linear else 2.0
+        embed_bytes = p.embedding * per
+    return max(wb.total - expert - embed_bytes, 0.0), expert
+
+
 def activation_intermediate(model: ModelSpec) -> int:
     inter = model.intermediate_size or int(3.5 * model.hidden_size)
     if model.moe is not None:

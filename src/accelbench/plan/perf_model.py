@@ -37,6 +37,7 @@ from accelbench.domain.plan import (
 from accelbench.plan.hardware import Hardware, efficiency_data
 from accelbench.plan.memory import (
     WeightFormat,
+    decode_read_bytes,
     kv_rank_ratio,
     native_format,
     online_format,
@@ -404,14 +405,7 @@ def build_perf_model(
 ) -> PerfModel:
     p = model.parameters
     wb = weight_bytes(model, fmt)
-    linear_total = max(p.decoder_linear, 1)
-    expert = wb.linear * p.routed_experts / linear_total if p.routed_experts else 0.0
-    embed_bytes = 0.0
-    if not model.tie_word_embeddings:
-        # A decode step reads one row of the input table, not the table.
-        per = (wb.other / max(p.total - p.decoder_linear, 1)) if p.total > p.decoder_linear else 2.0
-        embed_bytes = p.embedding * per
-    dense = max(wb.total - expert - embed_bytes, 0.0)
+    dense, expert = decode_read_bytes(model, wb)  # a decode step reads one row of the input table
     if hw.kind == AcceleratorType.cpu:
         bw = hw.unit_bandwidth_gbps * 1e9 / tp
         flops = hw.tflops_for(fmt.math) * 1e12 / tp

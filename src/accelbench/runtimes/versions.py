@@ -29,7 +29,20 @@ LOADGEN_KEY = "loadgen"
 LOADGEN_REPOSITORY = "accelbench/accelbench"
 LOADGEN_IMAGE_ENV = "ACCELBENCH_LOADGEN_IMAGE"
 
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$")
+#: a version or image tag: a digit first (or "v" and a digit), e.g. 0.32.0, v0.9.1, 0.9.1-neuronx-py310-sdk2.25.0
+_VERSION_RE = re.compile(r"^v?[0-9][A-Za-z0-9._+\-]{0,126}$")
+
+
+def check_version(key: str, value: str) -> str:
+    """The stripped value, or a refusal that says what a version looks like."""
+    value = value.strip()
+    if not _VERSION_RE.match(value):
+        raise UserInputError(
+            f"Version {value!r} for {key} is not a version or image tag: a version starts with a digit "
+            "(or 'v' and a digit) and uses letters, digits, '.', '-', '_', '+' (at most 128 characters), "
+            "e.g. 0.32.0, v0.9.1 or 0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04."
+        )
+    return value
 
 
 class ToolVersion(StrictModel):
@@ -118,10 +131,7 @@ def set_tool_version(
     value = (value or "").strip()
     if not value:
         return False  # empty = keep what is there (the seed platform's rule, kept)
-    if not _VERSION_RE.match(value):
-        raise UserInputError(
-            f"Version {value!r} for {key} is not a version or image tag: use letters, digits, '.', '-', '_', '+'."
-        )
+    value = check_version(key, value)
     return store.set_tool_version(key, value, actor=actor, source=source)
 
 

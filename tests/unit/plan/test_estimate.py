@@ -375,3 +375,21 @@ def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
     assert four.ttft_ms == pytest.approx(one.ttft_ms + 3 * one.e2e_ms, rel=1e-6)
     vllm = estimate(model, "m8i.2xlarge", input_len=128, output_len=32, concurrency=4, factors=F)
     assert vllm.output_tokens_per_s > 2 * four.output_tokens_per_s  # continuous batching does batch
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "vllm-cpu"])
+@pytest.mark.parametrize(
+    ("name", "instance"),
+    [("llama-3.1-8b-instruct", "c7i.4xlarge"), ("qwen2.5-7b-instruct", "c8g.4xlarge"),
+     ("mistral-7b-instruct-v0.3", "c7i.4xlarge"), ("mixtral-8x7b-instruct-v0.1", "r7i.8xlarge"),
+     ("qwen2.5-0.5b-instruct", "c7i.2xlarge")],
+)  # fmt: skip
+def test_the_bandwidth_floor_is_never_above_the_predicted_tpot(name: str, instance: str, engine: str) -> None:
+    """The floor reads the bytes the prediction reads (one row of an untied embedding, not the table; the KV
+    of the prompt, the smallest context a step sees): "TPOT cannot go below" never exceeds the TPOT beside it
+    (issue 16: 376.69 ms typical beside a 390.4 ms floor, llama.cpp on an untied-embedding model)."""
+    e = estimate(m(name), instance, input_len=512, output_len=128, concurrency=1, engine=engine)
+    assert e.feasible and e.tpot_ms is not None and e.recommendation is not None
+    adv = e.recommendation.bandwidth
+    assert adv is not None and adv.tpot_floor_ms <= e.tpot_ms
+    assert f"cannot go below {adv.tpot_floor_ms:.1f} ms" in adv.message

@@ -65,3 +65,20 @@ def test_cpu_instances_are_refused_with_a_pointer_to_recommend() -> None:
     assert "CPU instance" in err.value.message
     assert err.value.hint and "accelbench recommend" in err.value.hint
     assert err.value.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("name", "instance"),
+    [("llama-3.1-70b-instruct", "p4d.24xlarge"), ("mixtral-8x7b-instruct-v0.1", "g6.12xlarge"),
+     ("qwen2.5-32b-instruct", "p4d.24xlarge"), ("llama-3.1-8b-instruct", "g6.xlarge")],
+)  # fmt: skip
+def test_the_table_and_the_reasons_count_the_same_sequences(name: str, instance: str) -> None:
+    """One rule for "sequences that fit at max_model_len": the kv_cache row says what the reasons say (issue
+    16: the table said 7, the reasons 6, on llama-3.1-70b / p4d.24xlarge)."""
+    b = memory_breakdown(load_model_spec(name), instance)
+    rec = recommend(load_model_spec(name), instance, suggest_alternatives=False)
+    assert rec.settings is not None
+    n = rec.settings.concurrency_at_max_len
+    (kv,) = [i for i in b.items if i.name == "kv_cache"]
+    assert f"holds {n} sequence(s) of {b.max_model_len:,} tokens" in kv.detail
+    assert any(f"; {n:,} at the full {b.max_model_len:,} tokens" in r for r in b.reasons)

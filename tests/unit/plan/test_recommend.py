@@ -465,3 +465,13 @@ def test_recommendation_json_has_fits_settings_reasons() -> None:
     ):
         assert key in data["settings"]
     assert data["reasons"] and isinstance(data["warnings"], list)
+
+
+def test_the_cheapest_instances_that_fit_are_listed_by_price() -> None:
+    r = recommend(m("llama-3.1-70b-instruct"), "g6.xlarge")
+    assert not r.fits and len(r.alternatives) >= 2
+    prices = [a.hourly_usd if a.hourly_usd is not None else math.inf for a in r.alternatives]
+    assert prices == sorted(prices)
+    assert r.refusal is not None
+    (line,) = [w for w in r.refusal.way_forward if w.startswith("Cheapest instances that fit")]
+    assert line.index(r.alternatives[0].instance) < line.index(r.alternatives[1].instance)

@@ -12,7 +12,6 @@ from accelbench.api.auth import Principal, require_read, require_write
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.base import StrictModel
-from accelbench.errors import UserInputError
 
 router = APIRouter(prefix="/config", tags=["config"], responses=ERROR_RESPONSES)
 
@@ -86,11 +85,8 @@ def put_tool_versions(
     for key, value in body.versions.items():
         if key not in known:
             raise as_input_error(did_you_mean(key, list(known), "tool"), "versions")
-        if value.strip() and not tv._VERSION_RE.match(value.strip()):
-            raise UserInputError(
-                f"Version {value.strip()!r} for {key} is not a version or image tag: use letters, digits, "
-                "'.', '-', '_', '+' (at most 128 characters)."
-            )
+        if value.strip():
+            tv.check_version(key, value)
     changed = [
         key
         for key, value in body.versions.items()

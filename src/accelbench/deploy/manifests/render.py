@@ -88,6 +88,8 @@ class Bundle:
     objects: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     ready_timeout_s: int = 0
+    # why the planner filled the settings the spec left open (max_model_len, max_num_seqs), for which lengths
+    planner_notes: list[str] = field(default_factory=list)
     loadgen: LoadgenConfig | None = None
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
@@ -255,7 +257,32 @@ def render_bundle(
         warnings=warnings,
         ready_timeout_s=ready_timeout_s(instance.accelerator_type, facts.size_gib),
         loadgen=stored_config,
+        planner_notes=planner_notes(spec, recommendation, instance),
     )
+
+
+def planner_notes(spec: RunSpec, recommendation: Any | None, instance: InstanceType) -> list[str]:
+    """The planner's reasons for the context and batch limit it chose where the spec left them open, and the
+    `accelbench recommend` command that gives the same values: the planner is asked with the benchmark's
+    lengths, so its max_num_seqs can differ from a plain `recommend` (which assumes longer requests)."""
+    if recommendation is None or not getattr(recommendation, "fits", False):
+        return []
+    s = spec.engine.settings
+    wanted = [] if s.max_model_len else ["Max model len"]
+    wanted += [] if s.max_num_seqs else ["max_num_seqs "]
+    notes = [r for r in getattr(recommendation, "reasons", []) if any(r.startswith(w) for w in wanted)]
+    if notes:
+        in_len = spec.capacity.input_len if spec.capacity else max(spec.sweep.input_lens)
+        out_len = spec.capacity.output_len if spec.capacity else spec.sweep.output_len
+        flags = [("--quantization", s.quantization), ("--max-model-len", s.max_model_len),
+                 ("--kv-cache-dtype", s.kv_cache_dtype)]  # fmt: skip
+        given = "".join(f" {flag} {value}" for flag, value in flags if value)
+        notes.append(
+            f"Asked for the benchmark's requests ({in_len:,} + {out_len:,} tokens): `accelbench recommend "
+            f"--model {spec.model} --instance {instance.name}{given} --input-len {in_len} --output-len "
+            f"{out_len}` gives the same settings."
+        )
+    return notes
 
 
 def validate_objects(objects: list[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> None:

@@ -141,7 +141,7 @@ def recommend(
             [
                 "Serve embedding or classification models with an engine's pooling mode "
                 "(e.g. vLLM --task embed / classify); accelbench does not size those.",
-                "Pick a generative model (a ...ForCausalLM checkpoint or a preset: `accelbench model presets`).",
+                "Pick a generative model (a ...ForCausalLM checkpoint or a preset: `accelbench model list`).",
             ],
         )
         return rec
@@ -185,8 +185,8 @@ def find_alternatives(
     catalog: Catalog | None = None,
     limit: int = 4,
 ) -> list[Alternative]:
-    """Cheapest catalog instances that fit: the cheapest native and quantized ones of ``kind`` first, then the
-    cheapest native one of every other kind."""
+    """Cheapest catalog instances that fit: the cheapest native and quantized ones of ``kind`` and the cheapest
+    native one of every other kind, in order of price."""
     if catalog is None:
         from accelbench.catalog import get_catalog
 
@@ -239,6 +239,8 @@ def find_alternatives(
     for other in AcceleratorType:
         if other != kind:
             take(functools.partial(_native_of, other))
+    # chosen one per kind and format, shown cheapest first (an unknown price last)
+    picked.sort(key=lambda a: a.hourly_usd if a.hourly_usd is not None else math.inf)
     return picked[:limit]
 
 

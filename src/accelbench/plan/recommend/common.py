@@ -37,6 +37,9 @@ CPU_KV_MIN = 4  # GiB: the seed's floor, used to judge whether a W8A8 / W4A8 alt
 GPU_MAX_NUM_SEQS = 256  # vLLM's default on most GPUs; KV capacity lowers it
 CPU_MAX_NUM_SEQS = 64  # seed clamp: CPU throughput saturates early, larger batches only raise TPOT
 NEURON_MAX_NUM_SEQS = 64
+#: the share of the KV budget the planner counts sequences in (a margin): max_num_seqs, the sequences that
+#: fit at the full length, and the memory breakdown's "holds N sequences" all use it
+KV_PLAN_SHARE = 0.9
 NEURON_ARCHITECTURES = ("llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi", "phi3")
 CPU_FAMILY_NAMES = {
     "9g": "Graviton5",
@@ -246,7 +249,7 @@ def fit_units(
                 continue
             budget = usable_per_unit - wb / tp - overhead_per_unit
             want = USEFUL_SEQS * seq_kv_bytes_per_rank(ctx.model, useful, tp, kv_bytes)
-            if budget > 0 and budget * 0.9 >= want:
+            if budget > 0 and budget * KV_PLAN_SHARE >= want:
                 tokens = max_seq_tokens(ctx.model, budget, tp, kv_bytes)
                 return Fit(tp, wb, overhead_per_unit, budget, tokens), ""
     tried: list[str] = []
@@ -272,6 +275,11 @@ def fit_units(
     else:
         why = "; ".join(tried) or "no valid tensor-parallel degree"
     return None, why
+
+
+def sequences_fit(kv_budget: float, per_seq: float, cap: int) -> int:
+    """Sequences of ``per_seq`` KV bytes the planner counts in ``kv_budget`` (its ``KV_PLAN_SHARE``)."""
+    return int(KV_PLAN_SHARE * kv_budget / per_seq) if per_seq > 0 else cap
 
 
 def context_and_batch(
@@ -303,7 +311,7 @@ def context_and_batch(
 
     def conc(length: int) -> int:
         per_seq = seq_kv_bytes_per_rank(model, length, fit.tp, kv_bytes)
-        return int(0.9 * fit.budget_per_unit / per_seq) if per_seq > 0 else seq_cap
+        return sequences_fit(fit.budget_per_unit, per_seq, seq_cap)
 
     c_max = conc(max_len)
     if requested is None and c_max < 4:
@@ -321,7 +329,7 @@ def context_and_batch(
     out_len = ctx.output_len or d_out
     typical = min(in_len + out_len, max_len)
     per_typical = seq_kv_bytes_per_rank(model, typical, fit.tp, kv_bytes)
-    capacity = int(0.9 * fit.budget_per_unit / per_typical) if per_typical > 0 else seq_cap
+    capacity = sequences_fit(fit.budget_per_unit, per_typical, seq_cap)
     if ctx.max_num_seqs is not None:
         max_num_seqs = ctx.max_num_seqs
         reasons.append(
@@ -340,6 +348,20 @@ def context_and_batch(
             f"{out_len:,} tokens (capped at {seq_cap}); {max(c_max, 0):,} at the full {max_len:,} tokens."
         )
     return max_len, max_num_seqs, max(0, c_max), in_len, out_len, reasons
+
+
+def verdict_sentence(verdict: str, *, max_len: int | None, model_max: int, asked: int | None = None) -> str:
+    """A verdict (``fits``/``clamped``/``clamps``/``refused``/``infeasible``) in words a person reads."""
+    target = min(asked or model_max, model_max)
+    whose = "asked for" if asked and asked < model_max else "the model supports"
+    if verdict == "fits":
+        return f"fits, with the full context ({target:,} tokens, as {whose})"
+    if verdict in ("clamped", "clamps") and max_len is not None:
+        return (
+            f"fits only with a shorter context: max_model_len {max_len:,} tokens, not the {target:,} {whose} "
+            "(a longer context leaves too little memory for the KV cache)"
+        )
+    return "does not fit: the weights, the engine's overhead and the smallest KV cache exceed the memory"
 
 
 def verdict_for(ctx: Ctx, max_len: int) -> Verdict:

@@ -19,6 +19,8 @@ from accelbench.errors import UserInputError
 from accelbench.plan.hardware import Hardware, default_factors
 from accelbench.plan.memory import (
     GIB,
+    WeightBytes,
+    decode_read_bytes,
     host_allocatable_share,
     max_seq_tokens,
     native_format,
@@ -49,13 +51,19 @@ CPU_QUANT = {"int8": "W8A8", "int4": "W4A8"}
 def bandwidth_advisory(
     model: ModelSpec,
     hw: Hardware,
-    weights: float,
+    weights: WeightBytes,
     kv_tokens: int,
     factors: EfficiencyFactors,
 ) -> BandwidthAdvisory:
-    """Bytes one decode step reads at batch 1 over what the CPU can stream: a floor under TPOT."""
-    active_share = model.parameters.active / model.parameters.total if model.parameters.total else 1.0
-    per_step = weights * active_share + model.kv_bytes_for_tokens(kv_tokens, 2)
+    """Bytes one decode step reads at batch 1 over what the CPU can stream: a floor under TPOT.
+
+    The bytes are the performance model's (``decode_read_bytes``: one row of an untied input embedding, not
+    the table; the routed experts one token picks), and ``kv_tokens`` the smallest context a decode step
+    sees (the prompt), so the floor never exceeds the predicted TPOT."""
+    dense, expert = decode_read_bytes(model, weights)
+    moe = model.moe
+    touched = moe.experts_per_token / moe.num_experts if moe is not None and moe.num_experts else 1.0
+    per_step = dense + expert * touched + model.kv_bytes_for_tokens(kv_tokens, 2)
     achievable = factors.bandwidth_efficiency * min(hw.socket_bandwidth_gbps, hw.cores_bandwidth_gbps)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
     limited = "cores" if hw.cores_bandwidth_gbps < hw.socket_bandwidth_gbps else "socket"
@@ -175,7 +183,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     # ---- the dense-model ceiling: speed, not memory
     size_params = model.parameters.active if model.is_moe else model.parameters.total
     if not fmt.quantized and size_params > CPU_DENSE_CEILING:
-        adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
+        adv = bandwidth_advisory(model, hw, wb, 1024, factors)
         alts = []
         for qq in ("int8", "int4"):
             b = weight_bytes(model, online_format(qq)).total
@@ -281,7 +289,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
                     "Or choose a CPU instance with more memory.",
                 ],
             )
-    adv = bandwidth_advisory(model, hw, wb.total, 1024, factors)
+    adv = bandwidth_advisory(model, hw, wb, 1024, factors)
     if kv_space < 1 and ctx.kv_cache_space_gib is None:
         return refuse(
             ctx,
@@ -332,7 +340,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
     # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
     ctx.reasons += more
-    adv = bandwidth_advisory(model, hw, wb.total, in_len + out_len, factors)
+    adv = bandwidth_advisory(model, hw, wb, in_len, factors)
     ctx.warnings.append(adv.message)
     used = wb.total + overhead * tp + kv_bytes_budget * tp
     memory = MemoryBudget(

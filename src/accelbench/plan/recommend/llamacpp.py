@@ -216,7 +216,7 @@ def recommend_llamacpp(ctx: Ctx) -> Recommendation:
     ctx.reasons.append("One request decodes at a time (llama-cpp-python's server); the others queue.")
     d_in, d_out = default_lengths(n_ctx)
     in_len, out_len = ctx.input_len or d_in, ctx.output_len or d_out
-    adv = bandwidth_advisory(model, hw, wb.total, in_len + out_len, factors)
+    adv = bandwidth_advisory(model, hw, wb, in_len, factors)
     ctx.warnings.append(adv.message)
     used = wb.total + buffers + kv_bytes
     memory = MemoryBudget(
