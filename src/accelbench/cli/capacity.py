@@ -15,7 +15,6 @@ import threading
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from accelbench.cli.bench import first_served_model, parse_headers, served_model_root
 from accelbench.cli.common import (
@@ -28,6 +27,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import dist_option, load_option, workload_values
+from accelbench.cli.render import Col, print_table
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.errors import UserInputError
 
@@ -41,37 +41,28 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 
 def render(result: Any, run_id: str | None) -> None:
-    t = Table(title=f"Capacity probes ({result.load})", header_style="bold")
-    for c in (
-        "level",
-        "#",
-        "requests",
-        "TTFT",
-        "TPOT",
-        "max ITL",
-        "E2EL",
-        "attain",
-        "out tok/s",
-        "met",
-        "why",
-    ):
-        t.add_column(c, justify="left" if c in ("met", "why") else "right")
+    pri = {"level": 0, "#": 2, "requests": 3, "TTFT": 1, "TPOT": 0, "max ITL": 3, "E2EL": 3, "attain": 1}
+    pri |= {"out tok/s": 1, "met": 0, "why": 2}
+    cols = [Col(c, pri[c], num=c not in ("met", "why")) for c in pri]
+    rows = []
     for p in sorted(result.probes, key=lambda p: (p.level, p.repeat)):
         pc = p.percentiles
-        t.add_row(
-            f"{p.level:g}",
-            str(p.repeat),
-            str(p.requests),
-            _f(pc.get("ttft")),
-            _f(pc.get("tpot"), 2),
-            _f(pc.get("itl"), 2),
-            _f(pc.get("e2el")),
-            "-" if p.attainment is None else f"{p.attainment:.0%}",
-            _f(p.output_tokens_per_s),
-            "-" if p.met is None else ("yes" if p.met else "no"),
-            p.why,
+        rows.append(
+            [
+                f"{p.level:g}",
+                str(p.repeat),
+                str(p.requests),
+                _f(pc.get("ttft")),
+                _f(pc.get("tpot"), 2),
+                _f(pc.get("itl"), 2),
+                _f(pc.get("e2el")),
+                "-" if p.attainment is None else f"{p.attainment:.0%}",
+                _f(p.output_tokens_per_s),
+                "-" if p.met is None else ("yes" if p.met else "no"),
+                p.why,
+            ]
         )
-    console.print(t)
+    print_table(cols, rows, title=f"Capacity probes ({result.load})", formats="json")
     from accelbench.report.capacity import load_phrase
 
     if result.slo is not None:

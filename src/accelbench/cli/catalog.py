@@ -25,6 +25,7 @@ from accelbench.catalog import (
 )
 from accelbench.catalog.pricing import SNAPSHOT_REGION
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact_url
@@ -110,39 +111,37 @@ def list_instances(
         if fmt == OutputFormat.json:
             print_json([instance_row(i, prices.get(i.name)) for i in rows])
             return
-        table = Table(title=f"{len(rows)} instance types", header_style="bold")
-        for col in (
-            "name",
-            "tier",
-            "accelerator",
-            "vCPU",
-            "cores",
-            "memory GiB",
-            "serving GiB",
-            "NUMA",
-            "arch",
-            "USD/h",
-        ):
-            table.add_column(
-                col,
-                justify="right" if col in ("vCPU", "cores", "NUMA", "USD/h") else "left",
-                no_wrap=col in ("name", "USD/h"),
-            )
+        # name and price matter most; the memory the engine may use, then the accelerator next
+        cols = [
+            Col("name", 0, whole=True),
+            Col("tier", 3),
+            Col("accelerator", 2),
+            Col("vCPU", 2, num=True),
+            Col("cores", 4, num=True),
+            Col("memory GiB", 3, num=True),
+            Col("serving GiB", 1, num=True),
+            Col("NUMA", 4, num=True),
+            Col("arch", 4),
+            Col("USD/h", 0, num=True),
+        ]
+        table_rows = []
         for i in rows:
             p = prices.get(i.name)
-            table.add_row(
-                i.name,
-                i.accelerator_type.value,
-                _accel_text(i),
-                str(i.vcpus),
-                str(i.cores),
-                _fmt_num(i.memory_gib),
-                _fmt_num(serving_memory_gib(i)),
-                str(i.numa_nodes),
-                i.arch,
-                _fmt_num(p.usd_per_hour) if p else "-",
+            table_rows.append(
+                [
+                    i.name,
+                    i.accelerator_type.value,
+                    _accel_text(i),
+                    str(i.vcpus),
+                    str(i.cores),
+                    _fmt_num(i.memory_gib),
+                    _fmt_num(serving_memory_gib(i)),
+                    str(i.numa_nodes),
+                    i.arch,
+                    _fmt_num(p.usd_per_hour) if p else "-",
+                ]
             )
-        console.print(table)
+        print_table(cols, table_rows, title=f"{len(rows)} instance types", formats="json")
         if not rows:
             err_console.print("No instance type matches these filters.")
 
@@ -212,7 +211,7 @@ def _render_show(
 ) -> None:
     t = Table(title=inst.name, show_header=False)
     t.add_column("field", style="bold")
-    t.add_column("value")
+    t.add_column("value", overflow="fold")
     t.add_row("family", inst.family)
     t.add_row("tier", inst.accelerator_type.value)
     t.add_row("accelerator", _accel_text(inst))
@@ -235,7 +234,7 @@ def _render_show(
     console.print(t)
     s = Table(title=f"{spec.name} spec", show_header=False)
     s.add_column("field", style="bold")
-    s.add_column("value")
+    s.add_column("value", overflow="fold")
     for k, v in _spec_rows(spec):
         s.add_row(k, v)
     console.print(s)
@@ -243,16 +242,21 @@ def _render_show(
         console.print(
             f"  source: {src.title} {src.url or ''} (accessed {src.accessed or '?'})", highlight=False
         )
-    p = Table(title=f"prices in {region}", header_style="bold")
-    for col in ("tier", "USD/h", "date", "source"):
-        p.add_column(col)
+    price_rows = []
     for tier in PriceTier:
         price = prices.get(tier)
         if price is None:
-            p.add_row(tier.value, "-", "-", "unknown (run `accelbench catalog refresh-prices`)")
+            price_rows.append([tier.value, "-", "-", "unknown (run `accelbench catalog refresh-prices`)"])
         else:
-            p.add_row(tier.value, _fmt_num(price.usd_per_hour, 6), price.effective_date, price.source)
-    console.print(p)
+            price_rows.append(
+                [tier.value, _fmt_num(price.usd_per_hour, 6), price.effective_date, price.source]
+            )
+    print_table(
+        [Col("tier", 0), Col("USD/h", 0, num=True), Col("date", 0, whole=True), Col("source", 0)],
+        price_rows,
+        title=f"prices in {region}",
+        formats="json",
+    )
 
 
 @catalog_app.command("refresh-prices")
@@ -300,16 +304,23 @@ def refresh_prices_cmd(
         if fmt == OutputFormat.json:
             print_json([r.as_dict() for r in reports])
             return
-        table = Table(title="refreshed prices (USD/h)", header_style="bold")
-        for col in ("region", "instance", "on_demand", "reserved_1yr", "reserved_3yr"):
-            table.add_column(col)
+        refreshed = []
         for rep in reports:
             by: dict[str, dict[PriceTier, float]] = {}
             for pr in rep.prices:
                 by.setdefault(pr.instance_type, {})[pr.tier] = pr.usd_per_hour
             for name, tiers in by.items():
-                table.add_row(rep.region, name, *(_fmt_num(tiers.get(t), 6) for t in PriceTier))
-        console.print(table)
+                refreshed.append([rep.region, name, *(_fmt_num(tiers.get(t), 6) for t in PriceTier)])
+        print_table(
+            [Col("region", 1), Col("instance", 0, whole=True)]
+            + [
+                Col(c, 0 if c == "on_demand" else 1, num=True)
+                for c in ("on_demand", "reserved_1yr", "reserved_3yr")
+            ],
+            refreshed,
+            title="refreshed prices (USD/h)",
+            formats="json",
+        )
 
 
 _SKIPPED_SHOWN = 40
@@ -358,18 +369,17 @@ def refresh_instances_cmd(
         if fmt == OutputFormat.json:
             print_json(rep.as_dict())
             return
-        table = Table(title=f"instance types from {rep.endpoint}", header_style="bold")
-        for col in (
-            "status",
-            "instance",
-            "accelerator",
-            "vCPU",
-            "cores x threads",
-            "memory GiB",
-            "NUMA",
-            "changes",
-        ):
-            table.add_column(col, justify="right" if col in ("vCPU", "memory GiB", "NUMA") else "left")
+        cols = [
+            Col("status", 0),
+            Col("instance", 0, whole=True),
+            Col("accelerator", 2),
+            Col("vCPU", 1, num=True),
+            Col("cores x threads", 3),
+            Col("memory GiB", 1, num=True),
+            Col("NUMA", 3, num=True),
+            Col("changes", 0),
+        ]
+        found = []
         for row in rep.rows:
             if row.status == "unchanged":
                 continue
@@ -377,19 +387,21 @@ def refresh_instances_cmd(
             note = "; ".join(row.changes) or "-"
             if row.shadowed_by_user_file:
                 note += " (a hand-written catalog row of this name takes precedence)"
-            table.add_row(
-                row.status,
-                i.name,
-                _accel_text(i),
-                str(i.vcpus),
-                _topology_text(i),
-                _fmt_num(i.memory_gib),
-                str(i.numa_nodes),
-                note,
+            found.append(
+                [
+                    row.status,
+                    i.name,
+                    _accel_text(i),
+                    str(i.vcpus),
+                    _topology_text(i),
+                    _fmt_num(i.memory_gib),
+                    str(i.numa_nodes),
+                    note,
+                ]
             )
         for sk in rep.skipped[:_SKIPPED_SHOWN]:
-            table.add_row("skipped", sk.name, "-", "-", "-", "-", "-", sk.reason)
-        console.print(table)
+            found.append(["skipped", sk.name, "-", "-", "-", "-", "-", sk.reason])
+        print_table(cols, found, title=f"instance types from {rep.endpoint}", formats="json")
         if len(rep.skipped) > _SKIPPED_SHOWN:
             err_console.print(
                 f"... and {len(rep.skipped) - _SKIPPED_SHOWN} more skipped (--format json lists them all).",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import signal
 import sys
 import threading
@@ -21,16 +20,12 @@ from typing import Any, NoReturn
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
 from rich.table import Table
 
+from accelbench.cli.render import Col, console, err_console, fit_table
 from accelbench.errors import AccelbenchError
 
-# Piped or logged output (CI, `| tee`) is not a terminal; rich would then wrap tables at 80 columns and cut
-# figures. Without a terminal and without COLUMNS, print wide instead.
-_PIPED_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-console = Console(width=_PIPED_WIDTH)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else 200)
+__all__ = ["console", "err_console"]
 
 
 class OutputFormat(enum.StrEnum):
@@ -71,12 +66,18 @@ def emit(data: Any, fmt: OutputFormat, render_table: Callable[[], None]) -> None
 
 
 def simple_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
-    table = Table(title=title, header_style="bold")
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    return table
+    """A table of text that fits the console (`cli/render.py`): every column is kept, numbers stay whole, text
+    folds. Where some columns matter less, use ``render.print_table`` with priorities instead."""
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    cols = [Col(c, priority=0, num=_numeric(cells, i)) for i, c in enumerate(columns)]
+    return fit_table(cols, cells, title=title)[0]
+
+
+def _numeric(rows: Sequence[Sequence[str]], i: int) -> bool:
+    values = [r[i] for r in rows if i < len(r) and r[i] not in ("", "-")]
+    return bool(values) and all(
+        v.replace(",", "").replace(".", "").replace("%", "").lstrip("+-$").isdigit() for v in values
+    )
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:

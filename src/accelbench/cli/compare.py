@@ -19,12 +19,12 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.render import Col, print_table
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.catalog import PriceTier
-from accelbench.domain.run import RunStatus
+from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import UserInputError
 
 import_app = typer.Typer(
@@ -53,90 +53,108 @@ def _x(v: float | None) -> str:
     return "" if v is None else f"{v:.2f}x"
 
 
+# which columns matter most when the terminal is narrow (cli/render.py): 0 is always shown, higher drops first;
+# a column not named here (added later) gets 3
+_CELL_PRIORITY = {
+    "input": 0, "conc": 0, "run": 0, "TPOT p50 ms": 0, "out tok/s": 0,
+    "TTFT p50 ms": 1, "tok/s vs base": 1, "$/1M out tok": 1,
+    "TPOT vs base": 2, "total tok/s": 2, "ok": 2,
+    "E2E p50 ms": 3, "req/s": 3, "ITL p50 ms": 4,
+}  # fmt: skip
+_CAPACITY_PRIORITY = {
+    "run": 0, "max load": 0, "instance": 1, "out tok/s at max": 1, "$/1M output": 1,
+    "engine": 2, "SLO": 2, "$/1M total": 2, "load": 3, "predicted": 3, "knee": 3,
+}  # fmt: skip
+_CAPACITY_NUMBERS = {"out tok/s at max", "$/1M output", "$/1M total"}
+
+
 def render_comparison(cmp: Any, out: Console) -> None:
     """The human form of a comparison: runs, capacity at the SLO (capacity searches), side-by-side cells,
     ratios, findings, notes."""
     from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
     from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, fmt_usd, side_by_side_rows
 
-    runs = Table(title="Runs compared", header_style="bold", title_justify="left")
-    for col in ("", "run id", "model", "engine", "instance / machine", "price"):
-        runs.add_column(col, overflow="fold")
+    run_cols = [Col("", 0), Col("run id", 0), Col("model", 1), Col("engine", 2), Col("instance / machine", 1)]
+    run_rows = []
     for r in cmp.runs:
-        runs.add_row(
-            "base" if r.id == cmp.baseline else "",
-            f"{r.name}\n{r.id}" if r.name != r.id else r.id,
-            r.model or "",
-            " ".join(x for x in (r.engine, r.engine_version) if x),
-            r.instance_type or (f"local: {r.machine}" if r.machine else "local"),
-            f"{fmt_usd(r.price.usd_per_hour)}/h {TIER_LABELS[r.price.tier]}" if r.price else "none",
+        run_rows.append(
+            [
+                "base" if r.id == cmp.baseline else "",
+                f"{r.name}\n{r.id}" if r.name != r.id else r.id,
+                r.model or "",
+                " ".join(x for x in (r.engine, r.engine_version) if x),
+                r.instance_type or (f"local: {r.machine}" if r.machine else "local"),
+                f"{fmt_usd(r.price.usd_per_hour)}/h {TIER_LABELS[r.price.tier]}" if r.price else "none",
+            ]
         )
-    out.print(runs)
+    print_table([*run_cols, Col("price", 1)], run_rows, out=out, title="Runs compared", title_justify="left")
 
     if cmp.capacity:
-        cap = Table(
+        print_table(
+            [
+                Col(
+                    c,
+                    _CAPACITY_PRIORITY.get(c, 3),
+                    num=c in _CAPACITY_NUMBERS,
+                    justify="right" if i >= 5 else None,
+                )
+                for i, c in enumerate(CAPACITY_COLUMNS)
+            ],
+            capacity_rows(cmp.capacity),
+            out=out,
             title=f"Capacity at the SLO (highest load meeting it; cost at {TIER_LABELS[cmp.tier]} prices)",
-            header_style="bold",
             title_justify="left",
         )
-        for i, col in enumerate(CAPACITY_COLUMNS):
-            cap.add_column(col, justify="right" if i >= 5 else "left", overflow="fold")
-        for row in capacity_rows(cmp.capacity):
-            cap.add_row(*row)
-        out.print(cap)
 
-    table = Table(
+    cell_rows = side_by_side_rows(cmp)
+    print_table(
+        [Col(c, _CELL_PRIORITY.get(c, 3), num=c != "run") for c in SIDE_BY_SIDE_COLUMNS],
+        cell_rows,
+        out=out,
+        sections=[n for n in range(1, len(cell_rows)) if cell_rows[n][:2] != cell_rows[n - 1][:2]],
         title="Cells (mean of repeat medians; 'vs base' = run / baseline)",
-        header_style="bold",
         title_justify="left",
     )
-    for i, col in enumerate(SIDE_BY_SIDE_COLUMNS):
-        table.add_column(col, justify="left" if i == 2 else "right", overflow="fold")
-    prev = None
-    for row in side_by_side_rows(cmp):
-        key = (row[0], row[1])
-        if prev is not None and key != prev:
-            table.add_section()
-        table.add_row(*row)
-        prev = key
-    out.print(table)
 
     if cmp.pairs:
-        ratios = Table(
-            title="Ratios per input length (B against A, the baseline)",
-            header_style="bold",
-            title_justify="left",
-        )
-        for col in (
-            "input",
-            "A / B",
-            "conc",
-            "decode speed-up A/B",
-            "total tok/s A/B per conc",
-            "gap",
-            "TPOT growth A | B",
-            "TTFT growth A | B",
-            "tok/s 1 req A | B",
-            "agg out tok/s A | B",
-        ):
-            ratios.add_column(col, overflow="fold")
+        ratio_cols = [
+            Col("input", 0, num=True, justify="left"),
+            Col("A / B", 0),
+            Col("conc", 1, whole=True),
+            Col("decode speed-up A/B", 0, whole=True),
+            Col("total tok/s A/B per conc", 1),
+            Col("gap", 2),
+            Col("TPOT growth A | B", 2),
+            Col("TTFT growth A | B", 3),
+            Col("tok/s 1 req A | B", 3),
+            Col("agg out tok/s A | B", 3),
+        ]
+        ratio_rows = []
         for p in cmp.pairs:
             a, b = cmp.run(p.a).name, cmp.run(p.b).name
             ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
             ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
-            ratios.add_row(
-                str(p.input_len),
-                f"{a} / {b}",
-                f"{p.lowest_concurrency}→{p.highest_concurrency}",
-                _x(p.decode_speedup_a_over_b),
-                ", ".join(f"c{g.concurrency}: {g.ratio_a_over_b:.2f}x" for g in p.throughput_gaps),
-                p.throughput_gap_trend or "",
-                f"{_pct(ga.growth_pct if ga else None)} | {_pct(gb.growth_pct if gb else None)}",
-                f"{_pct(ta.growth_pct if ta else None)} | {_pct(tb.growth_pct if tb else None)}",
-                f"{p.a_scaling.per_request_output_tps or 0:,.1f} | {p.b_scaling.per_request_output_tps or 0:,.1f}",
-                f"{p.a_scaling.aggregate_output_tps or 0:,.1f} | {p.b_scaling.aggregate_output_tps or 0:,.1f}",
+            ratio_rows.append(
+                [
+                    str(p.input_len),
+                    f"{a} / {b}",
+                    f"{p.lowest_concurrency}→{p.highest_concurrency}",
+                    _x(p.decode_speedup_a_over_b),
+                    ", ".join(f"c{g.concurrency}: {g.ratio_a_over_b:.2f}x" for g in p.throughput_gaps),
+                    p.throughput_gap_trend or "",
+                    f"{_pct(ga.growth_pct if ga else None)} | {_pct(gb.growth_pct if gb else None)}",
+                    f"{_pct(ta.growth_pct if ta else None)} | {_pct(tb.growth_pct if tb else None)}",
+                    f"{p.a_scaling.per_request_output_tps or 0:,.1f} | {p.b_scaling.per_request_output_tps or 0:,.1f}",
+                    f"{p.a_scaling.aggregate_output_tps or 0:,.1f} | {p.b_scaling.aggregate_output_tps or 0:,.1f}",
+                ]
             )
-        out.print(ratios)
+        print_table(
+            ratio_cols,
+            ratio_rows,
+            out=out,
+            title="Ratios per input length (B against A, the baseline)",
+            title_justify="left",
+        )
 
     out.print("[bold]Findings[/]")
     for f in cmp.findings:
@@ -270,6 +288,17 @@ def group_input_lengths(lengths: list[int], tolerance: float) -> dict[int, int]:
     return mapping
 
 
+def _import_failure(failed: list[tuple[Path, BenchmarkSummary]]) -> str:
+    """Why files have no completed request: the most frequent error reason the files record."""
+    reasons: dict[str, int] = defaultdict(int)
+    for _f, s in failed:
+        for reason, n in s.errors.items():
+            reasons[reason] += n
+    requests = sum(s.failed for _f, s in failed)
+    top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else "no error reason recorded"
+    return f"{requests} requests failed, most often: {top}"
+
+
 def import_vllm_bench(
     files: list[Path] = typer.Argument(
         ..., help="`vllm bench serve --save-result` JSON files (one per cell and repeat)."
@@ -346,10 +375,17 @@ def import_vllm_bench(
                 dates.append(datetime.fromisoformat(s.date))
             except ValueError:
                 continue
+        # A file with no completed request is a failed cell (compared by nothing); no completed request in
+        # any file is a failed run, stored with the reason the files give.
+        failed_files = [(f, s) for f, s in loaded if s.completed == 0]
+        error = None
+        if len(failed_files) == len(loaded):
+            error = f"no request completed in any file: {_import_failure(failed_files)}"
         store = get_store()
         run = store.create_run(
             kind="import",
-            status=RunStatus.completed,
+            status=RunStatus.failed if error else RunStatus.completed,
+            error=error,
             label=label.strip(),
             model=models[0] if models else None,
             served_model=models[0] if models else None,
@@ -370,7 +406,10 @@ def import_vllm_bench(
             # repeats in the order they were measured
             group.sort(key=lambda fs: (fs[1].date, fs[0].name))
             for repeat, (_f, s) in enumerate(group):
-                store.save_result(run.id, input_len=input_len, concurrency=conc, repeat=repeat, summary=s)
+                status = CellStatus.completed if s.completed else CellStatus.failed
+                store.save_result(
+                    run.id, input_len=input_len, concurrency=conc, repeat=repeat, summary=s, status=status
+                )
         if fmt == OutputFormat.json:
             print_json({"run_id": run.id})
             return
@@ -378,6 +417,15 @@ def import_vllm_bench(
         err_console.print(
             f"Imported {len(loaded)} results into run {run.id} ({label}): {shape}.", highlight=False
         )
+        if error:
+            err_console.print(f"[red]Stored as failed[/]: {error}", highlight=False)
+        elif failed_files:
+            names = ", ".join(f.name for f, _ in failed_files)
+            err_console.print(
+                f"[yellow]No request completed in {names}[/] ({_import_failure(failed_files)}); "
+                "those cells are marked failed and left out of comparisons.",
+                highlight=False,
+            )
         for n in notes:
             err_console.print(f"  grouped {n}", highlight=False)
         typer.echo(run.id)

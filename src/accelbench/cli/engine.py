@@ -14,12 +14,11 @@ from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
-    console,
     emit,
     err_console,
-    simple_table,
     user_errors,
 )
+from accelbench.cli.render import Col, print_table
 from accelbench.deploy import engines as eng
 from accelbench.deploy import execstack
 from accelbench.errors import NotFoundError
@@ -131,12 +130,13 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
                 )
                 for i in infos
             ]
-            console.print(
-                simple_table(
-                    "Installed engines",
-                    ["engine", "version", "packages", "python", "build", "size", "installed", "path"],
-                    rows,
-                )
+            heads = ("engine", "version", "packages", "python", "build", "size", "installed", "path")
+            pri = (0, 0, 2, 3, 3, 1, 2, 1)
+            print_table(
+                [Col(h, p, whole=h in ("version", "size")) for h, p in zip(heads, pri, strict=True)],
+                rows,
+                title="Installed engines",
+                formats="json",
             )
 
         emit(infos, fmt, table)

@@ -13,10 +13,13 @@ from functools import cache
 from typing import Any
 
 import typer
+from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from accelbench import __version__
+from accelbench.cli.render import install_help_fit
 from accelbench.errors import AccelbenchError
+from accelbench.registry import suggestion
 
 # Top-level command -> module under accelbench.cli that registers it. Order is the order in --help.
 COMMANDS: dict[str, str] = {
@@ -68,6 +71,19 @@ class LazyGroup(TyperGroup):
             return None
         return module_commands(module).get(cmd_name)
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command names the closest ones (the commands are not loaded, so typer cannot)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            if args and "Did you mean" not in exc.message:
+                hint = suggestion(args[0], COMMANDS)
+                if hint:
+                    exc.message = exc.message.rstrip(".") + "." + hint
+            raise
+
+
+install_help_fit()  # flag names stay whole in --help at any width (cli/render.py)
 
 app = typer.Typer(
     name="accelbench",

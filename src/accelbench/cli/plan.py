@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import (
     CalibrationReport,
@@ -75,16 +76,23 @@ def _usd(v: float | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------- recommend
-def _render_recommendation(rec: Recommendation) -> None:
+def _render_recommendation(rec: Recommendation, *, model_max: int, asked: int | None = None) -> None:
+    from accelbench.plan.recommend.common import verdict_sentence
+
     colour = "green" if rec.fits else "red"
     title = f"{rec.model} on {rec.instance} ({rec.accelerator_type.value}: {rec.accelerator_name})"
     console.print(f"[bold]{title}[/]")
-    console.print(f"[bold {colour}]{'FITS' if rec.fits else 'REFUSED'}[/] ({rec.verdict.value})")
+    if rec.fits:
+        max_len = rec.settings.max_model_len if rec.settings is not None else None
+        said = verdict_sentence(rec.verdict.value, max_len=max_len, model_max=model_max, asked=asked)
+        console.print(f"[bold {colour}]FITS[/]{said.removeprefix('fits')}", highlight=False)
+    else:
+        console.print(f"[bold {colour}]REFUSED[/]")
     if rec.settings is not None:
         s = rec.settings
         t = Table(title="Settings", header_style="bold", show_header=False)
         t.add_column("setting")
-        t.add_column("value")
+        t.add_column("value", overflow="fold")
         rows: list[tuple[str, Any]] = [
             ("engine", s.engine),
             ("tensor_parallel_size", s.tensor_parallel_size),
@@ -186,27 +194,29 @@ def recommend_cmd(
     if fmt == OutputFormat.json:
         print_json(rec)
     else:
-        _render_recommendation(rec)
+        _render_recommendation(rec, model_max=spec.max_position_embeddings, asked=max_model_len)
     if not rec.fits:
         raise typer.Exit(REFUSED_EXIT)
 
 
 # --------------------------------------------------------------------------------------------- breakdown
-def _render_breakdown(b: MemoryBreakdown) -> None:
+def _render_breakdown(b: MemoryBreakdown, *, model_max: int, asked: int | None = None) -> None:
+    from accelbench.plan.recommend.common import verdict_sentence
+
     console.print(
         f"[bold]{b.model} on {b.instance}[/]: {b.units} x {b.unit.replace('_', ' ')} of {b.unit_memory_gib:g} GiB "
         f"(usable {b.usable_gib_per_unit:,.2f} GiB each at {b.utilization:.0%}); weights {b.weight_format}, "
         f"KV {b.kv_cache_dtype}, max_model_len {b.max_model_len:,}, {b.concurrency} sequences",
         highlight=False,
     )
-    t = Table(header_style="bold")
-    for col in ("item", "GiB per unit", "GiB total", "how"):
-        t.add_column(col, overflow="fold")
-    for it in b.items:
-        t.add_row(it.name, f"{it.gib_per_unit:,.3f}", f"{it.gib_total:,.3f}", it.detail)
-    console.print(t)
+    print_table(
+        [Col("item", 0), Col("GiB per unit", 0, num=True), Col("GiB total", 0, num=True), Col("how", 0)],
+        [[it.name, f"{it.gib_per_unit:,.3f}", f"{it.gib_total:,.3f}", it.detail] for it in b.items],
+        formats="json",
+    )
     colour = {"fits": "green", "clamps": "yellow", "infeasible": "red"}[b.verdict]
-    console.print(f"Verdict: [bold {colour}]{b.verdict}[/]")
+    said = verdict_sentence(b.verdict, max_len=b.max_model_len, model_max=model_max, asked=asked)
+    console.print(f"Verdict: [bold {colour}]{said}[/]", highlight=False)
     for r in b.reasons:
         console.print(f"  - {r}", highlight=False)
 
@@ -224,8 +234,9 @@ def memory_breakdown_cmd(
         from accelbench.modelspec import load_model_spec
         from accelbench.plan import memory_breakdown
 
+        spec = load_model_spec(model)
         b = memory_breakdown(
-            load_model_spec(model),
+            spec,
             instance,
             quantization=quantization,
             max_model_len=max_model_len,
@@ -234,7 +245,7 @@ def memory_breakdown_cmd(
     if fmt == OutputFormat.json:
         print_json(b)
     else:
-        _render_breakdown(b)
+        _render_breakdown(b, model_max=spec.max_position_embeddings, asked=max_model_len)
     if b.verdict == "infeasible":
         raise typer.Exit(REFUSED_EXIT)
 
@@ -255,7 +266,7 @@ def _render_estimate(e: Estimate) -> None:
         return
     t = Table(show_header=False, header_style="bold")
     t.add_column("metric")
-    t.add_column("value")
+    t.add_column("value", overflow="fold")
     t.add_row(
         "settings",
         f"TP {e.tensor_parallel_size}, {e.weight_format}, max_model_len {e.max_model_len:,}, batch {e.batch}",
@@ -297,36 +308,45 @@ def _render_estimate(e: Estimate) -> None:
 
 
 def _render_alternatives(e: Estimate) -> None:
-    t = Table(title=f"Settings weighed (goal: {e.goal or 'given'})", header_style="bold")
-    for c in (
-        "",
-        "TP",
-        "weights",
-        "max seqs",
-        "batch",
-        "TTFT ms",
-        "TPOT ms",
-        "out tok/s",
-        "$/1M out",
-        "SLO",
-        "why",
-    ):
-        t.add_column(c, justify="left" if c in ("weights", "why") else "right")
+    cols = [
+        Col("", 0, whole=True),
+        Col("TP", 1, num=True),
+        Col("weights", 1),
+        Col("max seqs", 0, num=True),
+        Col("batch", 2, num=True),
+        Col("TTFT ms", 1, num=True),
+        Col("TPOT ms", 0, num=True),
+        Col("out tok/s", 0, num=True),
+        Col("$/1M out", 0, num=True),
+        Col("SLO", 1, whole=True),
+        Col("why", 2),
+    ]
+    rows = []
     for a in e.alternatives:
-        t.add_row(
-            "*" if a.chosen else "",
-            str(a.tensor_parallel_size or "-"),
-            a.weight_format or "-",
-            str(a.max_num_seqs or "-"),
-            str(a.batch or "-"),
-            _num(a.ttft_ms, 0),
-            _num(a.tpot_ms, 2),
-            _num(a.output_tokens_per_s, 1),
-            _usd(a.usd_per_million_output_tokens),
-            "-" if a.slo_met is None else ("yes" if a.slo_met else "no"),
-            a.why if not a.feasible else a.why.split(";")[0],
+        rows.append(
+            [
+                "*" if a.chosen else "",
+                str(a.tensor_parallel_size or "-"),
+                a.weight_format or "-",
+                str(a.max_num_seqs or "-"),
+                str(a.batch or "-"),
+                _num(a.ttft_ms, 0),
+                _num(a.tpot_ms, 2),
+                _num(a.output_tokens_per_s, 1),
+                _usd(a.usd_per_million_output_tokens),
+                "-" if a.slo_met is None else ("yes" if a.slo_met else "no"),
+                a.why if not a.feasible else a.why.split(";")[0],
+            ]
         )
-    console.print(t)
+    print_table(cols, rows, title=f"Settings weighed (goal: {e.goal or 'given'})", formats="json")
+
+
+# which estimate columns matter most on a narrow terminal (cli/render.py): 0 always shown, higher drops first
+_ESTIMATE_PRIORITY = {
+    "#": 0, "instance": 0, "TPOT ms": 0, "out tok/s": 0, "$/1M out": 0, "SLO": 0,
+    "accelerator": 1, "TTFT ms": 1, "$/h": 1, "max C": 1,
+    "weights": 2, "TP": 2, "E2E ms": 2, "$/req": 3, "tot tok/s": 3,
+}  # fmt: skip
 
 
 def _render_table(tab: EstimateTable, show: int) -> None:
@@ -336,7 +356,6 @@ def _render_table(tab: EstimateTable, show: int) -> None:
         + (f", SLO {tab.slo.label()}" if tab.slo else ""),
         highlight=False,
     )
-    t = Table(header_style="bold")
     cols = [
         "#",
         "instance",
@@ -354,8 +373,7 @@ def _render_table(tab: EstimateTable, show: int) -> None:
     ]
     if tab.slo:
         cols += ["SLO", "max C"]
-    for c in cols:
-        t.add_column(c, justify="right" if c not in ("instance", "accelerator", "weights") else "left")
+    rows = []
     feasible = [r for r in tab.rows if r.feasible]
     for i, r in enumerate(feasible[:show], start=1):
         accel = (
@@ -380,8 +398,20 @@ def _render_table(tab: EstimateTable, show: int) -> None:
         ]
         if tab.slo:
             row += ["yes" if r.slo_met else "no", str(r.max_concurrency_meeting_slo)]
-        t.add_row(*row)
-    console.print(t)
+        rows.append(row)
+    print_table(
+        [
+            Col(
+                c,
+                _ESTIMATE_PRIORITY.get(c, 3),
+                num=c not in ("instance", "accelerator", "weights", "SLO"),
+                whole=c == "instance",
+            )
+            for c in cols
+        ],
+        rows,
+        formats="json",
+    )
     s = tab.summary
     console.print(
         f"{s.feasible_native} fit natively, {s.feasible_quantized} only with quantization, {s.infeasible} do not fit. "
@@ -515,40 +545,33 @@ def _render_calibration(rep: CalibrationReport) -> None:
             + (f"; saved as calibration {g.saved_id}" if g.saved_id else " (dry run: not saved)"),
             highlight=False,
         )
-        t = Table(header_style="bold")
-        for col in (
-            "run",
-            "input",
-            "C",
-            "out",
-            "TPOT meas",
-            "TPOT before",
-            "err",
-            "TPOT after",
-            "err",
-            "TTFT meas",
-            "TTFT after",
-            "tok/s meas",
-            "tok/s after",
-        ):
-            t.add_column(col, justify="left" if col == "run" else "right")
+        pri = (0, 0, 0, 2, 0, 1, 1, 0, 0, 2, 2, 3, 3)
+        heads = ["run", "input", "C", "out", "TPOT meas", "TPOT before", "err", "TPOT after", "err"]
+        heads += ["TTFT meas", "TTFT after", "tok/s meas", "tok/s after"]
+        cal_rows = []
         for c in g.cells:
-            t.add_row(
-                c.run_id,
-                str(c.input_len),
-                f"{c.request_rate:.4g}/s" if c.request_rate is not None else str(c.concurrency),
-                str(c.output_len),
-                _num(c.measured_tpot_ms, 2),
-                _num(c.predicted_tpot_ms, 2),
-                _pct(c.tpot_error_pct),
-                _num(c.fitted_tpot_ms, 2),
-                _pct(c.fitted_tpot_error_pct),
-                _num(c.measured_ttft_ms, 0),
-                _num(c.fitted_ttft_ms, 0),
-                _num(c.measured_output_tps, 1),
-                _num(c.fitted_output_tps, 1),
+            cal_rows.append(
+                [
+                    c.run_id,
+                    str(c.input_len),
+                    f"{c.request_rate:.4g}/s" if c.request_rate is not None else str(c.concurrency),
+                    str(c.output_len),
+                    _num(c.measured_tpot_ms, 2),
+                    _num(c.predicted_tpot_ms, 2),
+                    _pct(c.tpot_error_pct),
+                    _num(c.fitted_tpot_ms, 2),
+                    _pct(c.fitted_tpot_error_pct),
+                    _num(c.measured_ttft_ms, 0),
+                    _num(c.fitted_ttft_ms, 0),
+                    _num(c.measured_output_tps, 1),
+                    _num(c.fitted_output_tps, 1),
+                ]
             )
-        console.print(t)
+        print_table(
+            [Col(h, p, num=h != "run", whole=h == "run") for h, p in zip(heads, pri, strict=True)],
+            cal_rows,
+            formats="json",
+        )
         if g.capacity:
             _render_capacity_checks(g.capacity)
         eb, ea = g.error_before, g.error_after

@@ -413,20 +413,21 @@ def rerun(
             _exit_for(final)
             return
         print_run(store, final, fmt=fmt, out=out)
-        from rich.table import Table
+        from accelbench.cli.render import Col, cell_priority, print_table
 
-        table = Table(title=f"{old.id} → {final.id} (medians; change in %)", header_style="bold")
-        table.add_column("Input", justify="right")
-        table.add_column("Conc.", justify="right")
-        for m in METRICS:
-            table.add_column(m.header, justify="right")
-        for row in rows:
-            table.add_row(
-                str(row["input_len"]),
-                str(row["concurrency"]),
-                *(_fmt_delta(row[m.key]["old"], row[m.key]["new"], m.digits) for m in METRICS),
-            )
-        console.print(table)
+        print_table(
+            [Col(h, cell_priority(h), num=True) for h in ("Input", "Conc.", *(m.header for m in METRICS))],
+            [
+                [
+                    str(row["input_len"]),
+                    str(row["concurrency"]),
+                    *(_fmt_delta(row[m.key]["old"], row[m.key]["new"], m.digits) for m in METRICS),
+                ]
+                for row in rows
+            ],
+            title=f"{old.id} → {final.id} (medians; change in %)",
+            formats="json",
+        )
         if diffs:
             err_console.print("Recorded differences:", highlight=False)
             for what, a, b in diffs:

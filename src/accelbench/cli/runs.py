@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.render import Col, cell_priority, print_cells, print_table
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
@@ -107,32 +108,35 @@ def list_runs(
         if not runs:
             err_console.print("No runs stored yet." if total == 0 else "No run matches.")
             return
-        table = Table(header_style="bold")
-        for col, justify in (
-            ("ID", "left"),
-            ("Kind", "left"),
-            ("Status", "left"),
-            ("Label", "left"),
-            ("Model", "left"),
-            ("Created (UTC)", "left"),
-            ("Cells", "right"),
-            ("Completed", "right"),
-            ("Failed", "right"),
-        ):
-            table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-        for r in runs:
-            table.add_row(
-                r.id,
-                r.kind,
-                _status_text(r.status),
-                r.label or "",
-                r.served_model or r.model or "",
-                r.created_at.strftime("%Y-%m-%d %H:%M"),
-                _progress_text(r),
-                str(r.completed_requests),
-                f"[red]{r.failed_requests}[/]" if r.failed_requests else "0",
-            )
-        console.print(table)
+        cols = [
+            Col("ID", 0, whole=True),
+            Col("Kind", 3),
+            Col("Status", 0),
+            Col("Label", 1),
+            Col("Model", 2),
+            Col("Created (UTC)", 2),
+            Col("Cells", 1, num=True),
+            Col("Completed", 3, num=True),
+            Col("Failed", 2, num=True),
+        ]
+        print_table(
+            cols,
+            [
+                [
+                    r.id,
+                    r.kind,
+                    _status_text(r.status),
+                    r.label or "",
+                    r.served_model or r.model or "",
+                    r.created_at.strftime("%Y-%m-%d %H:%M"),
+                    _progress_text(r),
+                    str(r.completed_requests),
+                    f"[red]{r.failed_requests}[/]" if r.failed_requests else "0",
+                ]
+                for r in runs
+            ],
+            formats="json",
+        )
         if total > len(runs):
             err_console.print(f"{len(runs)} of {total} runs shown; --limit shows more.")
 
@@ -212,15 +216,15 @@ def show_run(
         if not cells:
             console.print("No results stored for this run.")
             return
-        table = Table(title="Cells (mean of repeat medians; min-max over repeats)", header_style="bold")
-        for h in table_headers():
-            table.add_column(h, justify="right")
-        for row in table_rows(cells):
-            table.add_row(*row)
-        console.print(table)
+        print_cells(
+            table_headers(),
+            table_rows(cells),
+            table_rows(cells, with_range=False),
+            title="Cells (mean of repeat medians; min-max over repeats)",
+            plain_title="Cells (mean of repeat medians)",
+        )
         if repeats:
-            rep = Table(title="Repeats", header_style="bold")
-            for h in (
+            rep_headers = (
                 "Input",
                 "Conc.",
                 "Repeat",
@@ -232,28 +236,34 @@ def show_run(
                 "Out tok/s",
                 "Completed",
                 "Failed",
-            ):
-                rep.add_column(h, justify="right")
+            )
+            rep_rows = []
             for r in results:
-                rep.add_row(
-                    str(r.input_len),
-                    str(r.concurrency),
-                    str(r.repeat),
-                    r.status.value,
-                    *(
-                        "-" if v is None else f"{v:,.2f}"
-                        for v in (
-                            r.ttft_p50_ms,
-                            r.tpot_p50_ms,
-                            r.itl_p50_ms,
-                            r.e2el_p50_ms,
-                            r.output_throughput,
-                        )
-                    ),
-                    str(r.completed),
-                    str(r.failed),
+                rep_rows.append(
+                    [
+                        str(r.input_len),
+                        str(r.concurrency),
+                        str(r.repeat),
+                        r.status.value,
+                        *(
+                            "-" if v is None else f"{v:,.2f}"
+                            for v in (
+                                r.ttft_p50_ms,
+                                r.tpot_p50_ms,
+                                r.itl_p50_ms,
+                                r.e2el_p50_ms,
+                                r.output_throughput,
+                            )
+                        ),
+                        str(r.completed),
+                        str(r.failed),
+                    ]
                 )
-            console.print(rep)
+            print_table(
+                [Col(h, cell_priority(h) if h != "Status" else 2, num=h != "Status") for h in rep_headers],
+                rep_rows,
+                title="Repeats",
+            )
 
 
 @runs_app.command("delete")

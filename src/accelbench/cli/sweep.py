@@ -18,7 +18,6 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from accelbench.bench.context import check_served_context
 from accelbench.bench.spec import describe_validation_error, load_sweep_file
@@ -35,7 +34,6 @@ from accelbench.cli.bench import first_served_model, parse_goodput
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
-    console,
     err_console,
     graceful_interrupt,
     parse_kv_list,
@@ -43,6 +41,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
+from accelbench.cli.render import print_cells
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
@@ -183,12 +182,12 @@ def print_cells_table(run_ids: list[str], title: str | None = None) -> None:
     cells = aggregate_results(results)
     multi = len(runs) > 1
     names = {r.id: r.label or r.id for r in runs}
-    table = Table(title=title, header_style="bold")
-    for i, h in enumerate(table_headers(with_run=multi)):
-        table.add_column(h, justify="left" if multi and i == 0 else "right")
-    for row in table_rows(cells, with_range=has_repeats(cells), with_run=multi, run_names=names):
-        table.add_row(*row)
-    console.print(table)
+    print_cells(
+        table_headers(with_run=multi),
+        table_rows(cells, with_range=has_repeats(cells), with_run=multi, run_names=names),
+        table_rows(cells, with_range=False, with_run=multi, run_names=names),
+        title=title,
+    )
 
 
 def sweep(
