@@ -8,7 +8,8 @@
    the sender (the first ``lookahead`` before the first request), so the event loop does nothing but send and
    timestamp, a cell of any size holds only the look-ahead in memory, and a cancel stops the prompt making too;
 3. sends the warmup requests (distinct prompts, results discarded);
-4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample;
+4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample, and, when the engine runs on
+   this machine, sampling its devices on a background thread (``telemetry.devices``: CPU, GPUs, Neuron);
 5. sends the measured requests. With an infinite rate, ``max_concurrency`` workers take the next prompt as soon
    as they are free; with a finite rate a dispatcher releases each request at its planned time and a semaphore
    bounds concurrency. Raw responses are kept and parsed after the run (a memory budget switches to parsing
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
 
+import httpx
 import orjson
 
 from accelbench.bench import stages as stages_mod
@@ -53,8 +55,10 @@ from accelbench.domain.bench import (
     RequestRecord,
     TelemetrySummary,
 )
+from accelbench.domain.device import DeviceTelemetry
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact_url
+from accelbench.telemetry.devices import DeviceMonitor, collectors_for
 from accelbench.telemetry.prometheus import PrometheusScraper
 
 ProgressFn = Callable[[int, int], None]
@@ -563,6 +567,29 @@ async def _to_thread(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0"}
+
+
+def engine_is_local(endpoint: Endpoint) -> bool:
+    """Whether the engine runs on this machine: a local target gave its pids, or the URL is a loopback one."""
+    if endpoint.engine_pids:
+        return True
+    host = httpx.URL(endpoint.base_url).host
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def device_monitor(endpoint: Endpoint, config: BenchConfig) -> DeviceMonitor:
+    """The monitor of this machine's devices (whatever is present), with the engine's cgroups when its pids
+    are known; it samples every ``scrape_interval_s``."""
+    collectors, missing = collectors_for(None, pids=endpoint.engine_pids)
+    if not endpoint.engine_pids:
+        missing.append(
+            "cgroup: the engine's process ids are not known (not started by accelbench), so its own "
+            "CPU time and memory are not measured"
+        )
+    return DeviceMonitor(collectors, interval_s=config.scrape_interval_s, missing=missing)
+
+
 async def arun_benchmark(
     endpoint: Endpoint,
     config: BenchConfig,
@@ -571,10 +598,12 @@ async def arun_benchmark(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
     scrape: bool | None = None,
+    devices: bool | None = None,
 ) -> BenchmarkSummary:
     """Run one benchmark and return its summary (see the module docstring). Errors a user can fix before
     anything is sent (no tokenizer, a bad dataset file, an input length the template cannot fit) raise
-    ``AccelbenchError``; failures of requests never raise."""
+    ``AccelbenchError``; failures of requests never raise. ``devices`` samples this machine's devices (None:
+    when the engine runs here, ``engine_is_local``)."""
     date = datetime.now(UTC)
     root = server_root(endpoint.base_url)
     endpoint = endpoint.model_copy(update={"base_url": root})
@@ -639,6 +668,9 @@ async def arun_benchmark(
         if do_scrape
         else None
     )
+    do_devices = engine_is_local(endpoint) if devices is None else devices
+    monitor: DeviceMonitor | None = None
+    device_tel: DeviceTelemetry | None = None
     stop = _Stop(None)
     loop = asyncio.get_running_loop()
     background: list[asyncio.Task[None]] = []
@@ -693,10 +725,16 @@ async def arun_benchmark(
             await client.preconnect(min(config.max_concurrency or n, n, PRECONNECT_MAX))
         if scraper is not None:
             await scraper.start(_pc())
+        if do_devices and not stop.flag:
+            # the collectors' probes and the baseline sample block (files, NVML): off the event loop
+            monitor = await _to_thread(device_monitor, endpoint, config)
+            await _to_thread(monitor.start, _pc())
         if progress is not None:
             background.append(loop.create_task(tick()))
         t0 = _pc()
         wall0 = time.time()
+        if monitor is not None:
+            monitor.restart_clock(t0)
         if config.duration_s is not None:
             stop.deadline = t0 + config.duration_s
         if stages:
@@ -736,6 +774,13 @@ async def arun_benchmark(
         if scraper is not None:
             with contextlib.suppress(Exception):
                 await scraper.stop()
+        if monitor is not None:
+            try:
+                device_tel = await _to_thread(monitor.stop)
+            except Exception as exc:  # never lose a benchmark to its telemetry
+                device_tel = DeviceTelemetry(
+                    missing=[f"device telemetry failed: {type(exc).__name__}: {exc}"]
+                )
         await client.aclose()
         gc.unfreeze()
         gc.set_threshold(*gc_threshold)
@@ -762,6 +807,7 @@ async def arun_benchmark(
             notes,
             date,
             source.expected_prefix_hit_rate,
+            device_tel,
         )
     finally:
         if own_tokenizer and isinstance(tokenizer, ServerTokenizer):
@@ -782,6 +828,7 @@ def _summarize(
     notes: list[str],
     date: datetime,
     expected_hit: float | None = None,
+    device_tel: DeviceTelemetry | None = None,
 ) -> BenchmarkSummary:
     sent = [i for i in range(n) if col.sent[i]]
     parsed: dict[int, ParsedStream] = {}
@@ -930,6 +977,8 @@ def _summarize(
     else:
         telemetry = TelemetrySummary(available=False, error="scraping was turned off")
         samples = []
+    if device_tel is not None:
+        notes.extend(device_notes(device_tel, m.total_output_tokens))
     return BenchmarkSummary(
         label=config.label,
         date=date.isoformat(timespec="seconds"),
@@ -944,6 +993,7 @@ def _summarize(
         **dict(m),
         telemetry=telemetry,
         telemetry_samples=samples,
+        device_telemetry=device_tel,
         requests=records,
         notes=notes,
         interrupted=interrupted,
@@ -952,6 +1002,34 @@ def _summarize(
         per_turn=turn_metrics(records),
         per_stage=stages_mod.stage_metrics(config.stages, records) if config.stages else [],
     )
+
+
+def device_notes(tel: DeviceTelemetry, output_tokens: int) -> list[str]:
+    """What the devices did, in one line per device, and the energy per token where it is known."""
+    out: list[str] = []
+    for d in tel.devices:
+        parts = []
+        if d.util_mean_pct is not None:
+            parts.append(f"utilisation mean {d.util_mean_pct:.0f}% (peak {d.util_peak_pct:.0f}%)")
+        if d.memory_used_peak_bytes is not None:
+            parts.append(f"memory peak {d.memory_used_peak_bytes / 2**30:.1f} GiB")
+        if d.power_mean_w is not None:
+            parts.append(f"power mean {d.power_mean_w:.0f} W")
+        if d.energy_j is not None:
+            parts.append(f"{d.energy_j:.0f} J")
+        if parts:
+            out.append(f"Device {d.device}: " + ", ".join(parts) + f" over {d.samples} samples.")
+    tpj = tel.tokens_per_joule(output_tokens)
+    jpt = tel.joules_per_output_token(output_tokens)
+    if tpj is not None and jpt is not None:
+        out.append(
+            f"Energy: {tel.energy_j:.0f} J, {tpj:.3g} output tokens per joule ({jpt:.3g} J per output token)."
+        )
+    elif tel.available:
+        out.append("Energy per token: unknown (no power or energy source for the devices that served).")
+    if tel.missing:
+        out.append("Device telemetry lacks: " + "; ".join(tel.missing) + ".")
+    return out
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -995,11 +1073,18 @@ def run_benchmark(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
     scrape: bool | None = None,
+    devices: bool | None = None,
 ) -> BenchmarkSummary:
     """Blocking ``arun_benchmark`` on its own event loop (uvloop when available)."""
     result: BenchmarkSummary = run_blocking(
         lambda: arun_benchmark(
-            endpoint, config, tokenizer=tokenizer, progress=progress, cancel=cancel, scrape=scrape
+            endpoint,
+            config,
+            tokenizer=tokenizer,
+            progress=progress,
+            cancel=cancel,
+            scrape=scrape,
+            devices=devices,
         )
     )
     return result

@@ -289,12 +289,23 @@ class LocalProcessTarget(Target):
         )
         self._tokenizer = model.tokenizer
         self._start()
-        return Endpoint(base_url=base_url, served_model=params.served_model_name, tokenizer=model.tokenizer)
+        return Endpoint(
+            base_url=base_url,
+            served_model=params.served_model_name,
+            tokenizer=model.tokenizer,
+            engine_pids=self._engine_pids(),
+        )
+
+    def _engine_pids(self) -> list[int]:
+        """The engine's process (its workers share its cgroup): the benchmark reads that cgroup's CPU and memory."""
+        return [self.proc.pid] if self.proc is not None else []
 
     @property
     def endpoint(self) -> Endpoint:
         ep = super().endpoint
-        return ep.model_copy(update={"tokenizer": getattr(self, "_tokenizer", None)})
+        return ep.model_copy(
+            update={"tokenizer": getattr(self, "_tokenizer", None), "engine_pids": self._engine_pids()}
+        )
 
     def _start(self) -> None:
         assert self.log_path is not None and self.deployed is not None

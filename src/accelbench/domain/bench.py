@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from accelbench.domain.base import StrictModel
+from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.limits import (
     MAX_CELL_PROMPT_TOKENS,
     MAX_CONCURRENCY,
@@ -101,6 +102,11 @@ class Endpoint(StrictModel):
     api_key: str | None = Field(default=None, description="Bearer token for the server.", repr=False)
     headers: dict[str, str] = Field(
         default_factory=dict, description="Extra HTTP headers sent with every request."
+    )
+    engine_pids: list[int] = Field(
+        default_factory=list,
+        description="Process ids of an engine running on this machine (a local target): the benchmark samples "
+        "this machine's devices and the CPU time and memory of these processes' cgroups. Empty otherwise.",
     )
 
     def record(self) -> dict[str, Any]:
@@ -220,6 +226,13 @@ class LoadSettings(StrictModel):
         default="accelbench",
         description="accelbench: TTFT at the first chunk carrying text, one ITL gap per text chunk; vllm: chunk "
         "for chunk as `vllm bench serve` computes them.",
+    )
+    max_error_rate: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="The share of failed requests (0-1) above which a cell is judged failed: the command names the "
+        "cell, its failed share and the most common reason, and exits 1; 1 accepts any number of failures.",
     )
 
     @model_validator(mode="after")
@@ -640,6 +653,12 @@ class BenchmarkSummary(SummaryMetrics):
         "telemetry.derived.prefix_cache_hit_rate; None when the dataset cannot say.",
     )
     telemetry_samples: list[TelemetrySample] = Field(default_factory=list)
+    device_telemetry: DeviceTelemetry | None = Field(
+        default=None,
+        description="What this machine's devices (CPU, GPUs, Neuron) did during the benchmark, sampled when the "
+        "engine ran here: samples, a summary per device, energy, and the sources that were absent; None when the "
+        "engine was elsewhere or sampling was off (and in results stored before it existed).",
+    )
     requests: list[RequestRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="Caveats, e.g. the client could not keep up.")
     interrupted: bool = Field(

@@ -196,6 +196,94 @@ def _telemetry_figure(
     return max(values) if part == "peaks" else sum(values) / len(values)
 
 
+def _primary_devices(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The device summaries of the devices that served (accelerators, else the CPU), from a stored summary."""
+    tel = summary.get("device_telemetry") or {}
+    devices = [d for d in tel.get("devices") or [] if isinstance(d, dict)]
+    accel = [d for d in devices if d.get("kind") in ("gpu", "neuron")]
+    return accel or [d for d in devices if d.get("kind") == "cpu"]
+
+
+def device_figures(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The compare columns from the repeats' device telemetry: utilisation (mean of the repeats' means, highest
+    peak; several accelerators averaged), memory in GiB (summed over the accelerators), the kind described,
+    energy per repeat, and tokens per joule over the repeats. Missing figures are absent from the answer."""
+    util_avg: list[float] = []
+    util_peak: list[float] = []
+    mem_avg: list[float] = []
+    mem_peak: list[float] = []
+    energy: list[float] = []
+    tokens = 0
+    kinds: set[str] = set()
+    energy_known = bool(summaries)
+    for s in summaries:
+        devs = _primary_devices(s)
+        if not devs:
+            energy_known = False
+            continue
+        kinds.update(str(d.get("kind")) for d in devs)
+        u = [float(d["util_mean_pct"]) for d in devs if d.get("util_mean_pct") is not None]
+        if u:
+            util_avg.append(sum(u) / len(u))
+        p = [float(d["util_peak_pct"]) for d in devs if d.get("util_peak_pct") is not None]
+        if p:
+            util_peak.append(max(p))
+        m = [float(d["memory_used_mean_bytes"]) for d in devs if d.get("memory_used_mean_bytes") is not None]
+        if m:
+            mem_avg.append(sum(m) / 2**30)
+        mp = [float(d["memory_used_peak_bytes"]) for d in devs if d.get("memory_used_peak_bytes") is not None]
+        if mp:
+            mem_peak.append(sum(mp) / 2**30)
+        e = [d.get("energy_j") for d in devs]
+        if any(x is None for x in e):
+            energy_known = False
+        else:
+            energy.append(sum(float(x) for x in e if x is not None))
+            tokens += int(s.get("total_output_tokens") or 0)
+    out: dict[str, Any] = {}
+    if kinds:
+        out["kind"] = "/".join(sorted(kinds))
+    if util_avg:
+        out["util_avg"] = sum(util_avg) / len(util_avg)
+    if util_peak:
+        out["util_peak"] = max(util_peak)
+    if mem_avg:
+        out["mem_avg"] = sum(mem_avg) / len(mem_avg)
+    if mem_peak:
+        out["mem_peak"] = max(mem_peak)
+    if energy_known and energy:
+        total = sum(energy)
+        out["energy_j"] = total / len(energy)
+        if total > 0 and tokens > 0:
+            out["tokens_per_joule"] = tokens / total
+            out["joules_per_output_token"] = total / tokens
+    return out
+
+
+def device_note(data: RunData, name: str) -> str | None:
+    """Why a run's accelerator or energy columns are blank, from what its results recorded; None when filled."""
+    summaries = [r.summary for r in data.results if r.status != CellStatus.failed and r.completed > 0]
+    if not summaries:
+        return None
+    tels = [s.get("device_telemetry") for s in summaries]
+    if all(not t for t in tels):
+        return (
+            f"{name}: no device telemetry (the engine was not on the measuring machine, or the results predate "
+            "it); accelerator utilisation, memory and energy are blank unless the server's /metrics carried them."
+        )
+    missing: list[str] = []
+    for t in tels:
+        for m in (t or {}).get("missing") or []:
+            if m not in missing:
+                missing.append(m)
+    figs = device_figures(summaries)
+    if "energy_j" in figs:
+        return None
+    lacking = [m for m in missing if m.split(":")[0] in ("RAPL", "NVML", "DCGM", "Neuron")]
+    reason = "; ".join(lacking) if lacking else "no power or energy source for the devices that served"
+    return f"{name}: energy and tokens per joule are blank: {reason}."
+
+
 def _m(agg: MetricAggregate | None) -> float | None:
     return agg.mean if agg is not None else None
 
@@ -217,6 +305,7 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
         tpot, total = c.tpot_p50_ms, c.total_token_throughput
         out_tps, rps, total_tps = _m(c.output_throughput), _m(c.request_throughput), _m(total)
         summaries = [r.summary for r in by_cell[key] if r.status != CellStatus.failed and r.completed > 0]
+        dev = device_figures(summaries)
         done = c.completed + c.failed
         cells.append(
             CellResult(
@@ -251,10 +340,24 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
                 successful=c.completed,
                 failed=c.failed,
                 success_rate=(c.completed / done) if done else None,
-                accelerator_util_avg_pct=_telemetry_figure(summaries, _UTIL_KEYS, "means"),
-                accelerator_util_peak_pct=_telemetry_figure(summaries, _UTIL_KEYS, "peaks"),
-                accelerator_memory_avg_gib=_telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "means"),
-                accelerator_memory_peak_gib=_telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "peaks"),
+                # the devices' own telemetry first; the server's /metrics gauges where it was not collected
+                accelerator_util_avg_pct=dev.get(
+                    "util_avg", _telemetry_figure(summaries, _UTIL_KEYS, "means")
+                ),
+                accelerator_util_peak_pct=dev.get(
+                    "util_peak", _telemetry_figure(summaries, _UTIL_KEYS, "peaks")
+                ),
+                accelerator_memory_avg_gib=dev.get(
+                    "mem_avg", _telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "means")
+                ),
+                accelerator_memory_peak_gib=dev.get(
+                    "mem_peak", _telemetry_figure(summaries, ACCEL_MEMORY_KEYS, "peaks")
+                ),
+                accelerator_telemetry=dev.get("kind")
+                or ("metrics" if _telemetry_figure(summaries, _UTIL_KEYS, "means") is not None else None),
+                energy_j=dev.get("energy_j"),
+                tokens_per_joule=dev.get("tokens_per_joule"),
+                joules_per_output_token=dev.get("joules_per_output_token"),
                 hourly_usd=hourly,
                 cost_per_request_usd=cost_per_request(hourly, rps),
                 cost_per_1m_tokens_usd=cost_per_1m_tokens(hourly, out_tps),
@@ -495,6 +598,9 @@ def build_comparison(
         if cr.price_note:
             notes.append(cr.price_note)
         notes.extend(d.extra_notes)
+        dnote = device_note(d, cr.name)
+        if dnote:
+            notes.append(dnote)
     capacity, capacity_notes = build_capacity(runs, compared, on_demand=tier == PriceTier.on_demand)
     notes.extend(capacity_notes)
     # a request-rate search stores every rate under concurrency 0: that cell mixes rates, no ratio rests on it

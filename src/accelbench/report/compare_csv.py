@@ -2,7 +2,9 @@
 
 Blank means "no value", never zero: throughput per accelerator is blank when the run has no accelerator
 (a CPU instance, count 0) or an unknown count; accelerator utilisation and memory are blank when they were
-not collected; cost columns are blank when the run has no price (a local machine has no instance type).
+not collected (``accelerator_telemetry`` says what they describe: gpu, neuron, cpu for the host's CPU and memory
+on a CPU run, or metrics for the server's /metrics), energy and tokens per joule when no power source was
+there; a note says why for each run; cost columns are blank when the run has no price (a local machine has no instance type).
 Numbers are written unrounded (10 significant digits) so a spreadsheet can recompute every ratio.
 
 When some of the runs compared are capacity searches, ``CAPACITY_COLUMNS`` follow (after every column above,
@@ -59,6 +61,10 @@ COLUMNS: tuple[str, ...] = (
     "hourly_usd",
     "cost_per_request_usd",
     "cost_per_1m_tokens_usd",
+    "accelerator_telemetry",
+    "energy_j",
+    "tokens_per_joule",
+    "joules_per_output_token",
 )
 
 # Appended when the comparison holds a capacity search.
@@ -113,7 +119,7 @@ def comment_lines(cmp: Comparison) -> list[str]:
     )
     lines.append(
         "# blank = no value: no price (no instance type), no accelerators (per-accelerator throughput), "
-        "not collected (utilisation, memory)"
+        "not collected (utilisation, memory, energy: the notes say why)"
     )
     if cmp.capacity:
         lines.append(
@@ -200,6 +206,10 @@ def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
         _num(cell.hourly_usd),
         _num(cell.cost_per_request_usd),
         _num(cell.cost_per_1m_tokens_usd),
+        cell.accelerator_telemetry or "",
+        _num(cell.energy_j),
+        _num(cell.tokens_per_joule),
+        _num(cell.joules_per_output_token),
     ]
 
 

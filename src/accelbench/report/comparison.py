@@ -125,6 +125,20 @@ class CellResult(StrictModel):
     accelerator_util_peak_pct: float | None = Field(default=None, description="None when not collected.")
     accelerator_memory_avg_gib: float | None = Field(default=None, description="None when not collected.")
     accelerator_memory_peak_gib: float | None = Field(default=None, description="None when not collected.")
+    accelerator_telemetry: str | None = Field(
+        default=None,
+        description="What the utilisation and memory columns describe: gpu, neuron, cpu (the host's CPU and "
+        "memory, a CPU run) from the device telemetry, or metrics (the server's /metrics); None when not collected.",
+    )
+    energy_j: float | None = Field(
+        default=None, description="Energy of the serving devices per repeat (mean); None when unknown."
+    )
+    tokens_per_joule: float | None = Field(
+        default=None, description="Output tokens per joule over the repeats; None when the energy is unknown."
+    )
+    joules_per_output_token: float | None = Field(
+        default=None, description="Joules per output token over the repeats; None when the energy is unknown."
+    )
     hourly_usd: float | None = Field(default=None, description="Price used; None without an instance type.")
     cost_per_request_usd: float | None = Field(default=None, description="hourly / req/s / 3600.")
     cost_per_1m_tokens_usd: float | None = Field(

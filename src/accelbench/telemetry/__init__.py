@@ -1,2 +1,2 @@
 """What the machine and the server said while a run happened: host environment (``host``), the server's
-Prometheus metrics, and which CPU kernels ran."""
+Prometheus metrics, what the devices did (``devices``: CPU, NVIDIA GPUs, AWS Neuron) and which CPU kernels ran."""

@@ -18,6 +18,7 @@ EXPECTED_COLUMNS = [
     "successful", "failed", "success_rate",
     "accelerator_util_avg_pct", "accelerator_util_peak_pct", "accelerator_memory_avg_gib",
     "accelerator_memory_peak_gib", "hourly_usd", "cost_per_request_usd", "cost_per_1m_tokens_usd",
+    "accelerator_telemetry", "energy_j", "tokens_per_joule", "joules_per_output_token",
 ]  # fmt: skip
 
 
