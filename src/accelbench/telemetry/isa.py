@@ -50,12 +50,15 @@ class IsaClass(enum.StrEnum):
     sve = "Arm SVE"
     neon = "Arm NEON/ACL"
     reference = "reference"
+    unreported = "ISA not reported (oneDNN ukernel)"
     other = "other"
 
 
 def classify_impl(impl: str) -> IsaClass:
     """The ISA class of a oneDNN implementation name (``brg_matmul:avx512_core_amx`` -> AMX)."""
-    s = impl.lower()
+    s = impl.lower().strip()
+    if not s:  # oneDNN's ukernels (brgemm called by vLLM's own kernels) leave the implementation empty
+        return IsaClass.unreported
     if "amx" in s:
         return IsaClass.amx
     if re.search(r"avx512_core_(bf16|fp16)|avx10_\d+_512_(bf16|fp16)", s):
@@ -108,6 +111,16 @@ class IsaTraceReport(StrictModel):
     )
     amx_executions: int = Field(default=0, description="Executions of AMX kernels.")
     fallback_executions: int = Field(default=0, description="Executions of reference (non-JIT) kernels.")
+    fallbacks: dict[str, int] = Field(
+        default_factory=dict,
+        description="Executions that ran below AMX, by kind: 'AVX-512 without AMX' (AVX-512, VNNI, BF16), "
+        "'AVX2' (AVX2, SSE4.1) and 'reference' (non-JIT); each stated, zeros included.",
+    )
+    unreported_executions: int = Field(
+        default=0,
+        description="oneDNN ukernel executions whose implementation field is empty: oneDNN does not say "
+        "which ISA they ran on.",
+    )
     verdict: str = Field(default="", description="One sentence: which kernels ran, AMX or not.")
     notes: list[str] = Field(default_factory=list, description="Caveats (tracing slows the engine, scope).")
 
@@ -197,6 +210,11 @@ def parse_trace(
     total = sum(counts.values())
     amx = by_isa.get(IsaClass.amx.value, 0)
     fallback = by_isa.get(IsaClass.reference.value, 0)
+    below = {
+        "AVX-512 without AMX": sum(by_isa.get(c.value, 0) for c in FALLBACK_512),
+        "AVX2": by_isa.get(IsaClass.avx2.value, 0) + by_isa.get(IsaClass.sse41.value, 0),
+        "reference": fallback,
+    }
     report = IsaTraceReport(
         available=total > 0,
         window=window,
@@ -209,10 +227,16 @@ def parse_trace(
         kernels=kernels,
         amx_executions=amx,
         fallback_executions=fallback,
+        fallbacks=below,
+        unreported_executions=by_isa.get(IsaClass.unreported.value, 0),
         notes=[TIMING_NOTE, SCOPE_NOTE],
     )
     report.verdict = verdict(report)
     return report
+
+
+#: the AVX-512 classes that are a fallback where AMX exists
+FALLBACK_512 = (IsaClass.avx512_bf16, IsaClass.avx512_vnni, IsaClass.avx512)
 
 
 def _n(x: int) -> str:
@@ -246,8 +270,17 @@ def verdict(r: IsaTraceReport) -> str:
         else:
             why = ""
         s = f"No AMX kernels ran{why}; {top_txt} of {_n(r.total_executions)} oneDNN executions"
-    if r.fallback_executions:
-        s += f"; {_n(r.fallback_executions)} executions used reference (non-JIT) implementations"
+    if r.fallbacks:
+        kinds = ", ".join(f"{_n(v)} {k}" for k, v in r.fallbacks.items()) + " (non-JIT)"
+        if r.cpu_has_amx is False:  # nothing fell back: there is no AMX to fall back from
+            s += "; the kernels by kind: " + kinds.replace(" without AMX", "")
+        else:
+            s += "; fallbacks below AMX: " + kinds
+    if r.unreported_executions:
+        s += (
+            f"; {_n(r.unreported_executions)} oneDNN ukernel executions whose ISA oneDNN does not report (their "
+            "implementation field is empty)"
+        )
     return s + "."
 
 

@@ -59,7 +59,7 @@ def test_no_amx_on_this_kind_of_machine_is_said_plainly() -> None:
     assert r.cpu_isa == "Intel AVX-512 with Intel DL Boost and bfloat16 support"
     assert r.onednn_version == "3.9.1"
     assert r.verdict.startswith("No AMX kernels ran (this CPU has no AMX); 2,000 brg_matmul:avx512_core_bf16")
-    assert "3 executions used reference" in r.verdict
+    assert "the kernels by kind: 2,000 AVX-512, 0 AVX2, 3 reference (non-JIT)" in r.verdict
     assert r.kernels[0].total_ms == pytest.approx(40.0)
     text = format_report(r)
     assert "not comparable" in text and "brg_matmul:avx512_core_bf16" in text
@@ -110,3 +110,17 @@ def test_window_of_a_log_file(tmp_path: Path) -> None:
     assert r.total_executions == 30 and r.window == "benchmark"
     assert r.cpu_isa is not None  # the header before the window is still read
     assert parse_log(log, cpu_has_amx=False).total_executions == 139
+
+
+def test_the_verdict_states_every_fallback_as_a_number_and_names_unreported_ukernels() -> None:
+    """An AMX host: AMX matmuls, a few AVX-512 and AVX2 kernels below AMX, and oneDNN ukernel brgemm executions
+    (called by vLLM's own kernels) whose implementation field is empty, so oneDNN does not say their ISA."""
+    lines = [exec_line("matmul", "brg_matmul:avx10_1_512_amx")] * 500
+    lines += [exec_line("matmul", "brg_matmul:avx512_core_bf16")] * 7 + [exec_line("reorder", "jit:avx2")] * 4
+    lines += [exec_line("brgemm", "")] * 1200
+    r = parse_trace(lines, cpu_has_amx=True)
+    assert r.fallbacks == {"AVX-512 without AMX": 7, "AVX2": 4, "reference": 0}
+    assert r.unreported_executions == 1200 and r.by_isa["ISA not reported (oneDNN ukernel)"] == 1200
+    assert "other" not in r.by_isa
+    assert "fallbacks below AMX: 7 AVX-512 without AMX, 4 AVX2, 0 reference (non-JIT)" in r.verdict
+    assert "1,200 oneDNN ukernel executions whose ISA oneDNN does not report" in r.verdict
