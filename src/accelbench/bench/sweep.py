@@ -130,6 +130,8 @@ class SweepOutcome:
     partial: list[CellKey] = field(default_factory=list)
     failed: list[CellKey] = field(default_factory=list)
     missing: list[CellKey] = field(default_factory=list)
+    #: one line per cell judged failed in this call: the cell, its failed share, the most common reason
+    reasons: list[str] = field(default_factory=list)
 
     @property
     def cells_done(self) -> int:
@@ -148,6 +150,7 @@ class SweepOutcome:
             "partial": [k.as_dict() for k in self.partial],
             "failed": [k.as_dict() for k in self.failed],
             "missing": [k.as_dict() for k in self.missing],
+            "reasons": list(self.reasons),
         }
 
 
@@ -394,6 +397,7 @@ def run_sweep(
                     outcome.partial.append(key)
                 elif cell_status == CellStatus.failed:
                     outcome.failed.append(key)
+                    outcome.reasons.append(failure_line(key, summary))
                 prog.requests_done = summary.completed + summary.failed
                 prog.write(force=True)
                 prog.emit("cell_done", status=cell_status, summary=summary)
@@ -424,7 +428,36 @@ def judge_cell(summary: BenchmarkSummary, *, cancelled: bool, server_gone: bool)
         if ended == 0:
             return None
         return CellStatus.partial if summary.completed else CellStatus.failed
-    return CellStatus.completed if summary.completed else CellStatus.failed
+    if not summary.completed:
+        return CellStatus.failed
+    return CellStatus.failed if too_many_failed(summary) else CellStatus.completed
+
+
+def failure_text(failed: int, ended: int, errors: dict[str, int]) -> str:
+    """``3 of 9 requests failed (33%); most common reason (3x): HTTP 400: ...``"""
+    line = f"{failed} of {ended} requests failed ({failed / ended if ended else 0:.0%})"
+    top = max(errors.items(), key=lambda kv: kv[1], default=None)
+    if top is not None:
+        line += f"; most common reason ({top[1]}x): {top[0]}"
+    return line
+
+
+def too_many_failed(summary: BenchmarkSummary) -> bool:
+    """More of its ended requests failed than the config's ``max_error_rate`` allows."""
+    ended = summary.completed + summary.failed
+    return bool(ended) and summary.failed / ended > summary.config.max_error_rate
+
+
+def failure_line(key: CellKey | None, summary: BenchmarkSummary) -> str:
+    """``input 128, concurrency 4, repeat 1: 3 of 9 requests failed (33%, more than --max-error-rate 5%);
+    most common reason (3x): ...``: what the console says of a cell judged failed."""
+    ended = summary.completed + summary.failed
+    text = failure_text(summary.failed, ended, summary.errors)
+    if summary.completed and too_many_failed(summary):
+        text = text.replace("%)", f"%, more than --max-error-rate {summary.config.max_error_rate:.0%})", 1)
+    if summary.failed == 0:
+        text = "no request completed"
+    return f"{key}: {text}" if key is not None else text
 
 
 def _finish(
@@ -443,7 +476,9 @@ def _finish(
     if status == RunStatus.completed and outcome.missing:
         # every cell ran, but some ended failed: the run did not produce the full matrix
         status = RunStatus.failed
-        error = error or f"{len(outcome.missing)} of {len(keys)} cell repeats did not complete"
+        error = error or f"{len(outcome.missing)} of {len(keys)} cell repeats did not complete" + (
+            f"; {outcome.reasons[0]}" if outcome.reasons else ""
+        )
     outcome.status, outcome.error = status, error
     prog.done = len(keys) - len(outcome.missing)
     prog.key = None

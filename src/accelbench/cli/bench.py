@@ -194,14 +194,16 @@ def bench_outcome(
     """(cell status, run status, error) of one benchmark, by the sweep's rule (``judge_cell``): requests that
     failed against a server that no longer answers make the cell partial (or failed, if none completed) and
     the run failed, however many finished first."""
-    from accelbench.bench.sweep import judge_cell, server_alive
+    from accelbench.bench.sweep import failure_line, judge_cell, server_alive
 
     gone = server_alive(endpoint) if summary.failed else None
     cell = judge_cell(summary, cancelled=cancelled, server_gone=gone is not None)
     if cell is None or summary.completed == 0:
-        return CellStatus.failed, RunStatus.failed, next(iter(summary.errors), "no request completed")
+        return CellStatus.failed, RunStatus.failed, failure_line(None, summary)
     if gone is not None:
         return cell, RunStatus.failed, f"the server at {endpoint.base_url} stopped answering: {gone}"
+    if cell == CellStatus.failed:  # more failed than --max-error-rate allows
+        return cell, RunStatus.failed, failure_line(None, summary)
     if cell == CellStatus.partial or summary.interrupted:
         return CellStatus.partial, RunStatus.interrupted, None
     return cell, RunStatus.completed, None
@@ -291,6 +293,7 @@ def bench(
     tools: str | None = load_option("tools"),
     metrics_definition: str = load_option("metrics_definition"),
     self_test: bool = load_option("self_test"),
+    max_error_rate: float = load_option("max_error_rate"),
     input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
     output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
     stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
@@ -350,6 +353,7 @@ def bench(
                 "tools": tools,
                 "metrics_definition": metrics_definition,
                 "self_test": self_test,
+                "max_error_rate": max_error_rate,
             },
             input_dist,
             output_dist,

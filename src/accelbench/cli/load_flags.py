@@ -46,6 +46,7 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "tools": ("--tools",),
     "metrics_definition": ("--metrics-definition",),
     "self_test": ("--self-test/--no-self-test",),
+    "max_error_rate": ("--max-error-rate",),
 }
 #: the workload fields above (issue 15's), which every load command passes through as they are
 WORKLOAD_FIELDS = (
@@ -57,6 +58,7 @@ WORKLOAD_FIELDS = (
     "tools",
     "metrics_definition",
     "self_test",
+    "max_error_rate",
 )
 #: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
 NOT_SHARED = {

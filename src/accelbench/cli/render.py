@@ -345,3 +345,39 @@ def print_cells(
     out.print(table)
     if dropped:
         out.print(dropped_note(dropped, out.width), highlight=False)
+
+
+def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None = None) -> None:
+    """Each cell's failed requests with the most common reason, then the notes its figures carry (prompt-token
+    mismatch, client lag, scrape cost, ...), read by ``report/failures.py``; nothing when there are none."""
+    from accelbench.report.failures import cell_failures, cell_warnings
+
+    out = out or console
+    failures = cell_failures(results)
+    if failures:
+        print_table(
+            [
+                Col("Input", 1, num=True),
+                Col("Conc.", 1, num=True),
+                Col("Failed", 0, num=True),
+                Col("Share", 2, num=True),
+                Col("Most common reason", 0),
+            ],
+            [
+                [
+                    str(f.input_len),
+                    str(f.concurrency),
+                    f"{f.failed}/{f.ended}",
+                    f"{f.share:.0%}",
+                    Text(f"({f.reason_count}x) {f.reason}" if f.reason else "-"),
+                ]
+                for f in failures
+            ],
+            out=out,
+            title="Failures",
+        )
+    warnings = cell_warnings(results)
+    if warnings:
+        out.print("[bold]Warnings[/]")
+        for w in warnings:
+            out.print(Text(f"- {w.cell}: {w.text}"), overflow="fold")

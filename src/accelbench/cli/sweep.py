@@ -229,6 +229,7 @@ def sweep(
     tools: str | None = load_option("tools", model=SweepSpec, unset=True),
     metrics_definition: str | None = load_option("metrics_definition", model=SweepSpec, unset=True),
     self_test: bool | None = load_option("self_test", model=SweepSpec, unset=True),
+    max_error_rate: float | None = load_option("max_error_rate", model=SweepSpec, unset=True),
     input_dist: str | None = dist_option(
         "--input-dist", "input", "each cell's input length (random dataset)"
     ),
@@ -289,6 +290,7 @@ def sweep(
                     "tools": tools,
                     "metrics_definition": metrics_definition,
                     "self_test": self_test,
+                    "max_error_rate": max_error_rate,
                 },
                 input_dist,
                 output_dist,
@@ -396,13 +398,18 @@ def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: Output
         )
         return
     print_cells_table([outcome.run_id], title=f"Sweep {outcome.run_id} (mean of repeat medians)")
+    from accelbench.cli.render import print_failures_and_warnings
+
+    print_failures_and_warnings(store.get_results(outcome.run_id))
     colour = {"completed": "green", "interrupted": "yellow"}.get(outcome.status.value, "red")
     line = f"[{colour}]{outcome.status.value}[/]: {outcome.cells_done}/{outcome.cells_total} cell repeats complete"
     if outcome.skipped:
         line += f" ({len(outcome.skipped)} from before)"
     err_console.print(line, highlight=False)
     if outcome.error:
-        err_console.print(f"Reason: {outcome.error}", highlight=False)
+        err_console.print(f"Reason: {outcome.error}", highlight=False, markup=False)
+    for reason in outcome.reasons[1:6]:
+        err_console.print(f"Failed cell {reason}", highlight=False, markup=False)
     if outcome.missing:
         err_console.print(
             f"Missing: {', '.join(str(k) for k in outcome.missing[:6])}"

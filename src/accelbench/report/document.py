@@ -84,6 +84,10 @@ class ReportData:
     telemetry: list[TelemetrySeries] = field(default_factory=list)
     predictions: list[Prediction] = field(default_factory=list)
     prediction_notes: list[str] = field(default_factory=list)
+    #: (run name, cell, line): each cell's failed requests and most common reason (report/failures.py)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (run name, cell, note): what each cell's figures should be read with
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def run_names(self) -> dict[str, str]:
@@ -131,8 +135,11 @@ def build_report(
     prediction_notes: Sequence[str] = (),
 ) -> ReportData:
     """A report from runs already loaded (tests build them from known numbers)."""
+    from accelbench.report.failures import cell_failures, cell_warnings
+
     comparison = build_comparison(runs, tier=tier)
     aggregates = aggregate_results([r for d in runs for r in d.results])
+    names = {r.id: r.name for r in comparison.runs}
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -140,6 +147,12 @@ def build_report(
         telemetry=list(telemetry),
         predictions=list(predictions),
         prediction_notes=list(prediction_notes),
+        failures=[
+            (names.get(d.run.id, d.run.id), f.cell, f.text()) for d in runs for f in cell_failures(d.results)
+        ],
+        warnings=[
+            (names.get(d.run.id, d.run.id), w.cell, w.text) for d in runs for w in cell_warnings(d.results)
+        ],
     )
 
 

@@ -613,6 +613,8 @@ def render_html(data: ReportData) -> str:
         prediction_columns=PREDICTION_COLUMNS,
         prediction_rows=prediction_rows(data),
         prediction_notes=data.prediction_notes,
+        failures=data.failures,
+        warnings=data.warnings,
         notes=cmp.notes,
         capacity=capacity_context(data),
         plotly_js=Markup(plotly_js()),

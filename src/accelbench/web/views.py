@@ -344,6 +344,7 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
     from accelbench import services as service
     from accelbench.api.routers.runs import public_run
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
+    from accelbench.report.failures import any_completed, cell_failures, cell_warnings
     from accelbench.report.tables import METRICS, has_repeats, table_headers, table_rows
     from accelbench.telemetry.host import describe_environment
 
@@ -398,6 +399,19 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
         "in_flight": not run.status.finished,
         "progress": run.progress,
         "capacity": capacity_view(run),
+        "failures": [
+            {
+                "cell": f.cell,
+                "failed": f.failed,
+                "ended": f.ended,
+                "share": f"{f.share:.0%}",
+                "reason": f.reason,
+                "count": f.reason_count,
+            }
+            for f in cell_failures(results)
+        ],
+        "warnings": [{"cell": w.cell, "text": w.text} for w in cell_warnings(results)],
+        "charted": any_completed(results),
     }
 
 

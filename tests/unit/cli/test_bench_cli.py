@@ -109,7 +109,8 @@ def test_all_requests_failing_exits_1_and_stores_a_failed_run(tok_dir: Path, sto
     data = json.loads(result.stdout)
     assert data["summary"]["errors"] == {"HTTP 503: warming up": 6}
     run = store.get_run(data["run_id"])
-    assert run.status == RunStatus.failed and run.error == "HTTP 503: warming up"
+    assert run.status == RunStatus.failed
+    assert run.error == "6 of 6 requests failed (100%); most common reason (6x): HTTP 503: warming up"
 
 
 @pytest.mark.parametrize(

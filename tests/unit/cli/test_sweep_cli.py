@@ -324,6 +324,7 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         ("scrape_interval", "scrape_interval"), ("prefix_groups", "prefix_groups"), ("turns", "turns"),
         ("think_time", "think_time"), ("time_scale", "time_scale"), ("trace_format", "trace_format"),
         ("tools", "tools"), ("metrics_definition", "metrics_definition"), ("self_test", "self_test"),
+        ("max_error_rate", "max_error_rate"),
     ], strict=True)}  # fmt: skip
     assert set(LoadSettings.model_fields) == set(LOAD_FLAGS) | set(NOT_SHARED)  # a new field needs a flag
     for field, (b_name, s_name) in by_field.items():

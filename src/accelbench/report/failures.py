@@ -1,0 +1,100 @@
+"""Why cells failed and what their figures should be read with, from stored results: the one reading that
+``runs show``, ``bench``/``sweep``'s console, the result page and the HTML report share.
+
+A cell's failures are summed over its repeats (the request counts and the ``errors`` reason -> count of each
+stored summary); its warnings are the notes its summaries carry (prompt-token mismatch, client lag and the
+client certificate, scrape cost, ...) once each, the failure note left out (the failure line says it)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.bench.sweep import failure_text
+from accelbench.domain.results import ResultInfo
+
+#: the runner's own note on failed requests (bench/runner.py ``_summarize``), which the failure line replaces
+_FAILURE_NOTE = "failed; most common reason ("
+
+
+@dataclass(frozen=True)
+class CellFailures:
+    """One cell's failed requests over its repeats, with the most common reason."""
+
+    input_len: int
+    concurrency: int
+    failed: int
+    ended: int
+    reason: str | None
+    reason_count: int
+
+    @property
+    def share(self) -> float:
+        return self.failed / self.ended if self.ended else 0.0
+
+    @property
+    def cell(self) -> str:
+        return f"input {self.input_len}, concurrency {self.concurrency}"
+
+    def text(self) -> str:
+        """``3 of 9 requests failed (33%); most common reason (3x): HTTP 400: ...``"""
+        return failure_text(self.failed, self.ended, {self.reason: self.reason_count} if self.reason else {})
+
+
+@dataclass(frozen=True)
+class CellWarning:
+    input_len: int
+    concurrency: int
+    text: str
+
+    @property
+    def cell(self) -> str:
+        return f"input {self.input_len}, concurrency {self.concurrency}"
+
+
+def _key(r: ResultInfo) -> tuple[int, int]:
+    return (r.input_len, r.concurrency)
+
+
+def cell_failures(results: Iterable[ResultInfo]) -> list[CellFailures]:
+    """The cells with at least one failed request, in input-length then concurrency order."""
+    failed: Counter[tuple[int, int]] = Counter()
+    ended: Counter[tuple[int, int]] = Counter()
+    reasons: dict[tuple[int, int], Counter[str]] = {}
+    for r in results:
+        k = _key(r)
+        failed[k] += r.failed
+        ended[k] += r.completed + r.failed
+        errors: Any = (r.summary or {}).get("errors") or {}
+        if isinstance(errors, Mapping):
+            reasons.setdefault(k, Counter()).update({str(m): int(n) for m, n in errors.items()})
+    out = []
+    for k in sorted(failed):
+        if not failed[k]:
+            continue
+        top = reasons.get(k, Counter()).most_common(1)
+        reason, count = top[0] if top else (None, 0)
+        out.append(CellFailures(k[0], k[1], failed[k], ended[k], reason, count))
+    return out
+
+
+def cell_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
+    """Each cell's notes, once each (repeats repeat them), the failure note left out."""
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
+        for note in (r.summary or {}).get("notes") or []:
+            text = str(note)
+            k = (r.input_len, r.concurrency, text)
+            if _FAILURE_NOTE in text or k in seen:
+                continue
+            seen.add(k)
+            out.append(CellWarning(r.input_len, r.concurrency, text))
+    return out
+
+
+def any_completed(results: Iterable[ResultInfo]) -> bool:
+    """Whether any request of any cell completed (else there is nothing to chart)."""
+    return any(r.completed for r in results)
