@@ -199,6 +199,11 @@ class _Connection(asyncio.Protocol):
         self.fut = fut
         resp.start = _pc()
         assert self.transport is not None
+        if self.transport.is_closing():
+            # the peer closed it and connection_lost has not run yet: writing would raise (uvloop); a pooled
+            # connection is retried on a new one, as when the close arrives after the write
+            self._fail(_RetryableClose("the server closed an idle keep-alive connection"))
+            return fut
         self.transport.write(data)
         return fut
 
