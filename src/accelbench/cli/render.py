@@ -381,3 +381,55 @@ def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None =
         out.print("[bold]Warnings[/]")
         for w in warnings:
             out.print(Text(f"- {w.cell}: {w.text}"), overflow="fold")
+
+
+def print_device_telemetry(results: Sequence[Any], *, out: Console | None = None) -> None:
+    """Each cell's devices (utilisation mean/peak, peak memory, mean power, energy and output tokens per joule),
+    then, once, the sources this machine lacked; nothing when no cell has device telemetry."""
+    from accelbench.report.failures import cell_devices
+
+    out = out or console
+    cells = cell_devices(results)
+    if not cells:
+        return
+    rows = []
+    missing: list[str] = []
+    for c in cells:
+        tel = c.telemetry
+        missing.extend(m for m in tel.missing if m not in missing)
+        tpj = tel.tokens_per_joule(c.output_tokens)
+        for d in tel.devices:
+            mem = d.memory_used_peak_bytes
+            rows.append(
+                [
+                    str(c.input_len),
+                    str(c.concurrency),
+                    d.device,
+                    "-" if d.util_mean_pct is None else f"{d.util_mean_pct:.0f}%",
+                    "-" if d.util_peak_pct is None else f"{d.util_peak_pct:.0f}%",
+                    "-" if mem is None else f"{mem / 2**30:.2f} GiB",
+                    "-" if d.power_mean_w is None else f"{d.power_mean_w:.1f} W",
+                    "-" if d.energy_j is None else f"{d.energy_j:,.1f} J",
+                    "-" if tpj is None else f"{tpj:.2f}",
+                ]
+            )
+    print_table(
+        [
+            Col("Input", 1, num=True),
+            Col("Conc.", 1, num=True),
+            Col("Device", 0),
+            Col("Util mean", 0, num=True),
+            Col("Util peak", 2, num=True),
+            Col("Mem peak", 1, num=True),
+            Col("Power", 2, num=True),
+            Col("Energy", 1, num=True),
+            Col("Tok/J", 1, num=True),
+        ],
+        rows,
+        out=out,
+        title="Devices (first repeat of each cell)",
+    )
+    if missing:
+        out.print("[bold]Not measured on this machine[/]")
+        for m in missing:
+            out.print(Text(f"- {m}"), overflow="fold")

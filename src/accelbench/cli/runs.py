@@ -15,7 +15,14 @@ from rich.panel import Panel
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
-from accelbench.cli.render import Col, cell_priority, print_cells, print_failures_and_warnings, print_table
+from accelbench.cli.render import (
+    Col,
+    cell_priority,
+    print_cells,
+    print_device_telemetry,
+    print_failures_and_warnings,
+    print_table,
+)
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
@@ -224,6 +231,7 @@ def show_run(
             plain_title="Cells (mean of repeat medians)",
         )
         print_failures_and_warnings(results)
+        print_device_telemetry(results)
         if repeats:
             rep_headers = (
                 "Input",

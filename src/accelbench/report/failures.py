@@ -98,3 +98,34 @@ def cell_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
 def any_completed(results: Iterable[ResultInfo]) -> bool:
     """Whether any request of any cell completed (else there is nothing to chart)."""
     return any(r.completed for r in results)
+
+
+@dataclass(frozen=True)
+class CellDevices:
+    """What one cell's devices did (the first repeat that has device telemetry), read from its stored summary."""
+
+    input_len: int
+    concurrency: int
+    repeat: int
+    telemetry: Any  # DeviceTelemetry
+    output_tokens: int
+
+    @property
+    def cell(self) -> str:
+        return f"input {self.input_len}, concurrency {self.concurrency}"
+
+
+def cell_devices(results: Iterable[ResultInfo]) -> list[CellDevices]:
+    """Each cell's device telemetry (its first repeat with some), in input-length then concurrency order."""
+    from accelbench.domain.device import DeviceTelemetry
+
+    out: dict[tuple[int, int], CellDevices] = {}
+    for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
+        data = (r.summary or {}).get("device_telemetry")
+        if not data or _key(r) in out:
+            continue
+        tel = DeviceTelemetry.model_validate(data)
+        out[_key(r)] = CellDevices(
+            r.input_len, r.concurrency, r.repeat, tel, int((r.summary or {}).get("total_output_tokens") or 0)
+        )
+    return list(out.values())

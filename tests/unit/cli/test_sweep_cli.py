@@ -363,3 +363,26 @@ def test_sweep_takes_a_load_plan_and_stores_it_with_the_run(
     assert len(store.get_summary(result.id).per_stage) == 2
     bad = runner.invoke(app, [*args[:-4], "--concurrency", "1,4"])
     assert bad.exit_code == 1 and "leave concurrency unset or give [2]" in bad.output
+
+
+def test_runs_show_has_each_cells_device_telemetry_of_a_server_on_this_machine(
+    store: Store, server: StreamServer, tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """The fixture server listens on loopback, so the sweep samples this machine's CPU during every cell; runs show
+    prints each cell's utilisation and memory and, once, what was not measured (the engine's own cgroup: a
+    server given by URL has no process ids)."""
+    res = runner.invoke(app, sweep_args(server, tokenizer_dir, "--repeats", "1", "--out", str(tmp_path / "o"),
+                                        "--format", "json"))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    run_id = json.loads(res.stdout)["run_id"]
+    results = store.get_results(run_id)
+    tel = [store.get_summary(r.id).device_telemetry for r in results]
+    assert all(t is not None and t.available and t.devices for t in tel)
+    shown = runner.invoke(app, ["runs", "show", run_id])
+    assert shown.exit_code == 0, shown.output
+    text = shown.stdout
+    assert "Devices (first repeat of each cell)" in text and "Not measured on this machine" in text
+    assert "process ids are not known" in text
+    cpu = tel[0].device("cpu")
+    assert cpu is not None and cpu.util_mean_pct is not None
+    assert f"{cpu.util_mean_pct:.0f}%" in text
