@@ -12,7 +12,10 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
+import httpx
+
 from accelbench.domain.device import DeviceSample
+from accelbench.redact import redact_url
 
 
 class DeviceCollector(ABC):
@@ -45,3 +48,52 @@ class DeviceCollector(ABC):
 
 
 __all__ = ["DeviceCollector"]
+
+
+class ExporterCollector(DeviceCollector):
+    """A Prometheus exporter read over HTTP (a cluster's DCGM or neuron-monitor exporter): probed once when
+    built (it must answer and carry one of ``markers``), then scraped and parsed by ``parse`` at every sample."""
+
+    #: the source's name in messages, e.g. "DCGM"
+    label = ""
+    #: series names one of which an answering exporter of this kind carries
+    markers: tuple[str, ...] = ()
+    #: what the markers are, for the message when none is there
+    carries = ""
+
+    def __init__(self, url: str, *, timeout_s: float = 2.0, client: httpx.Client | None = None) -> None:
+        super().__init__()
+        self.url = url
+        self._client = client or httpx.Client(timeout=timeout_s)
+        shown = redact_url(url)
+        try:
+            first = self._client.get(url)
+            first.raise_for_status()
+        except Exception as exc:
+            self.missing.append(
+                f"{self.label}: the exporter at {shown} did not answer ({type(exc).__name__}: {exc})"
+            )
+            return
+        if not any(m in first.text for m in self.markers):
+            self.missing.append(f"{self.label}: {shown} answers but carries no {self.carries} series")
+            return
+        self.available = True
+        self.sources.append(f"{self.name}:{shown}")
+
+    @abstractmethod
+    def parse(self, text: str, t_s: float) -> list[DeviceSample]: ...
+
+    def sample(self, t_s: float | None = None) -> list[DeviceSample]:
+        if not self.available:
+            return []
+        t = self._now(t_s)
+        try:
+            r = self._client.get(self.url)
+            r.raise_for_status()
+            return self.parse(r.text, t)
+        except Exception as exc:
+            self._note(f"{self.label}: a scrape of {redact_url(self.url)} failed ({type(exc).__name__})")
+            return []
+
+    def close(self) -> None:
+        self._client.close()

@@ -22,12 +22,10 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.domain.device import DeviceKind, DeviceSample
-from accelbench.redact import redact_url
-from accelbench.telemetry.devices.base import DeviceCollector
+from accelbench.telemetry.devices.base import DeviceCollector, ExporterCollector
 
 
 def _num(v: Any) -> float | None:
@@ -196,44 +194,16 @@ class NeuronMonitorCollector(DeviceCollector):
             self._proc = None
 
 
-class NeuronExporterCollector(DeviceCollector):
+class NeuronExporterCollector(ExporterCollector):
     """The neuron-monitor Prometheus exporter (a cluster's Neuron nodes), read over HTTP."""
 
     name = "neuron-exporter"
+    label = "Neuron"
+    markers = ("neuroncore_utilization_ratio", "runtime_memory_used_bytes")
+    carries = "neuron-monitor"
 
-    def __init__(self, url: str, *, timeout_s: float = 2.0, client: httpx.Client | None = None) -> None:
-        super().__init__()
-        self.url = url
-        self._client = client or httpx.Client(timeout=timeout_s)
-        shown = redact_url(url)
-        try:
-            r = self._client.get(url)
-            r.raise_for_status()
-        except Exception as exc:
-            self.missing.append(
-                f"Neuron: the exporter at {shown} did not answer ({type(exc).__name__}: {exc})"
-            )
-            return
-        if "neuroncore_utilization_ratio" not in r.text and "runtime_memory_used_bytes" not in r.text:
-            self.missing.append(f"Neuron: {shown} answers but carries no neuron-monitor series")
-            return
-        self.available = True
-        self.sources.append(f"neuron-exporter:{shown}")
-
-    def sample(self, t_s: float | None = None) -> list[DeviceSample]:
-        if not self.available:
-            return []
-        t = self._now(t_s)
-        try:
-            r = self._client.get(self.url)
-            r.raise_for_status()
-            return parse_neuron_exporter(r.text, t)
-        except Exception as exc:
-            self._note(f"Neuron: a scrape of the exporter failed ({type(exc).__name__})")
-            return []
-
-    def close(self) -> None:
-        self._client.close()
+    def parse(self, text: str, t_s: float) -> list[DeviceSample]:
+        return parse_neuron_exporter(text, t_s)
 
 
 __all__ = [

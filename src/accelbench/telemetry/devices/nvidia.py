@@ -20,8 +20,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.domain.device import DeviceKind, DeviceSample
-from accelbench.redact import redact_url
-from accelbench.telemetry.devices.base import DeviceCollector
+from accelbench.telemetry.devices.base import DeviceCollector, ExporterCollector
 
 #: NVML's clocks-event (throttle) reason bits -> names (nvmlClocksThrottleReason*; DCGM uses the same bits)
 THROTTLE_REASONS: dict[int, str] = {
@@ -245,43 +244,20 @@ def parse_dcgm(text: str, t_s: float, energy0_mj: dict[str, float]) -> list[Devi
     return out
 
 
-class DcgmCollector(DeviceCollector):
+class DcgmCollector(ExporterCollector):
     """A DCGM exporter's ``/metrics`` (a cluster's GPUs), read over HTTP."""
 
     name = "dcgm"
+    label = "DCGM"
+    markers = ("DCGM_FI_",)
+    carries = "DCGM_FI_"
 
     def __init__(self, url: str, *, timeout_s: float = 2.0, client: httpx.Client | None = None) -> None:
-        super().__init__()
-        self.url = url
         self._energy0: dict[str, float] = {}
-        self._client = client or httpx.Client(timeout=timeout_s)
-        shown = redact_url(url)
-        try:
-            first = self._client.get(url)
-            first.raise_for_status()
-        except Exception as exc:
-            self.missing.append(f"DCGM: the exporter at {shown} did not answer ({type(exc).__name__}: {exc})")
-            return
-        if "DCGM_FI_" not in first.text:
-            self.missing.append(f"DCGM: {shown} answers but carries no DCGM_FI_ series")
-            return
-        self.available = True
-        self.sources.append(f"dcgm:{shown}")
+        super().__init__(url, timeout_s=timeout_s, client=client)
 
-    def sample(self, t_s: float | None = None) -> list[DeviceSample]:
-        if not self.available:
-            return []
-        t = self._now(t_s)
-        try:
-            r = self._client.get(self.url)
-            r.raise_for_status()
-            return parse_dcgm(r.text, t, self._energy0)
-        except Exception as exc:
-            self._note(f"DCGM: a scrape of {redact_url(self.url)} failed ({type(exc).__name__})")
-            return []
-
-    def close(self) -> None:
-        self._client.close()
+    def parse(self, text: str, t_s: float) -> list[DeviceSample]:
+        return parse_dcgm(text, t_s, self._energy0)
 
 
 __all__ = [
