@@ -23,6 +23,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from accelbench.report.formatting import MISSING, fmt_num
+
 # Piped or logged output (CI, `| tee`) is not a terminal; rich would then wrap tables at 80 columns and cut
 # figures. Without a terminal and without COLUMNS, print wide instead. The width is read at each print, so
 # COLUMNS set after import (tests, a resized terminal) counts. Tables fit it by `cli/render.py`'s rule.
@@ -383,6 +385,12 @@ def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None =
             out.print(Text(f"- {w.cell}: {w.text}"), overflow="fold")
 
 
+def _with_unit(value: float | None, digits: int, unit: str) -> str:
+    """``fmt_num`` with a unit after it; the missing mark alone when there is no value."""
+    text = fmt_num(value, digits)
+    return text if text == MISSING else text + unit
+
+
 def print_device_telemetry(results: Sequence[Any], *, out: Console | None = None) -> None:
     """Each cell's devices (utilisation mean/peak, peak memory, mean power, energy and output tokens per joule),
     then, once, the sources this machine lacked; nothing when no cell has device telemetry."""
@@ -405,12 +413,12 @@ def print_device_telemetry(results: Sequence[Any], *, out: Console | None = None
                     str(c.input_len),
                     str(c.concurrency),
                     d.device,
-                    "-" if d.util_mean_pct is None else f"{d.util_mean_pct:.0f}%",
-                    "-" if d.util_peak_pct is None else f"{d.util_peak_pct:.0f}%",
-                    "-" if mem is None else f"{mem / 2**30:.2f} GiB",
-                    "-" if d.power_mean_w is None else f"{d.power_mean_w:.1f} W",
-                    "-" if d.energy_j is None else f"{d.energy_j:,.1f} J",
-                    "-" if tpj is None else f"{tpj:.2f}",
+                    _with_unit(d.util_mean_pct, 0, "%"),
+                    _with_unit(d.util_peak_pct, 0, "%"),
+                    _with_unit(None if mem is None else mem / 2**30, 2, " GiB"),
+                    _with_unit(d.power_mean_w, 1, " W"),
+                    _with_unit(d.energy_j, 1, " J"),
+                    fmt_num(tpj, 2),
                 ]
             )
     print_table(

@@ -32,6 +32,20 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _neuron_sample(
+    t_s: float, cores: dict[int, float], device_mem: float | None, extra: dict[str, float]
+) -> DeviceSample:
+    """The one sample both sources give: device ``neuron``, the mean NeuronCore utilisation, device memory."""
+    return DeviceSample(
+        t_s=t_s,
+        device="neuron",
+        kind=DeviceKind.neuron,
+        util_pct=sum(cores.values()) / len(cores) if cores else None,
+        memory_used_bytes=device_mem,
+        extra=extra,
+    )
+
+
 def parse_neuron_report(report: Mapping[str, Any], t_s: float) -> list[DeviceSample]:
     """One sample (device ``neuron``) from one neuron-monitor JSON report; none when no runtime is running."""
     cores: dict[int, float] = {}
@@ -65,16 +79,7 @@ def parse_neuron_report(report: Mapping[str, Any], t_s: float) -> list[DeviceSam
     if _num(mi.get("memory_used_bytes")) is not None:
         extra["host_memory_used_bytes"] = float(mi["memory_used_bytes"])
     extra["ecc_events"] = ecc
-    return [
-        DeviceSample(
-            t_s=t_s,
-            device="neuron",
-            kind=DeviceKind.neuron,
-            util_pct=sum(cores.values()) / len(cores) if cores else None,
-            memory_used_bytes=device_mem if have_mem else None,
-            extra=extra,
-        )
-    ]
+    return [_neuron_sample(t_s, cores, device_mem if have_mem else None, extra)]
 
 
 def parse_neuron_exporter(text: str, t_s: float) -> list[DeviceSample]:
@@ -114,16 +119,7 @@ def parse_neuron_exporter(text: str, t_s: float) -> list[DeviceSample]:
         extra["runtime_host_memory_bytes"] = host_mem
     if host_total is not None:
         extra["host_memory_total_bytes"] = host_total
-    return [
-        DeviceSample(
-            t_s=t_s,
-            device="neuron",
-            kind=DeviceKind.neuron,
-            util_pct=sum(cores.values()) / len(cores) if cores else None,
-            memory_used_bytes=device_mem,
-            extra=extra,
-        )
-    ]
+    return [_neuron_sample(t_s, cores, device_mem, extra)]
 
 
 class NeuronMonitorCollector(DeviceCollector):
