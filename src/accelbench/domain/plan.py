@@ -428,7 +428,11 @@ class EstimateRow(StrictModel):
     usd_per_request: float | None = Field(default=None, description="hourly / (requests/s x 3600).")
     calibrated: bool = Field(default=False, description="Whether a measured calibration was applied.")
     has_benchmark_data: bool = Field(
-        default=False, description="Whether the store has runs on this instance."
+        default=False, description="Whether the store has measured runs of this model on this instance."
+    )
+    measured_other_models: list[str] = Field(
+        default_factory=list,
+        description="Other models the store measured on this instance (their runs say nothing of this model).",
     )
     slo_met: bool | None = Field(default=None, description="Whether the SLO is met at this concurrency.")
     max_concurrency_meeting_slo: int | None = Field(

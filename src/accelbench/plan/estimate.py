@@ -22,6 +22,7 @@ from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet, factors_for
 from accelbench.plan.choose import GOALS, choose, option_of, setting_options
 from accelbench.plan.hardware import Hardware, hardware_for
+from accelbench.plan.measured import MeasuredRuns, attribution, attribution_note
 from accelbench.plan.measured_error import error_sentence, typical_error
 from accelbench.plan.memory import (
     GIB,
@@ -265,7 +266,7 @@ def estimate(
     prices: Mapping[str, Any] | None = None,
     slo: SLO | None = None,
     recommendation: Recommendation | None = None,
-    benchmarked: set[str] | None = None,
+    measured_runs: MeasuredRuns | None = None,
     arrivals: str = "bursts",
     engine_defaults: bool = False,
     goal: str | None = None,
@@ -281,7 +282,9 @@ def estimate(
     with their predictions. Without a goal the planner's fit (the smallest TP that holds the model) is used.
     ``calibrations``
     (default: none) supplies fitted factors by (accelerator, engine); ``factors`` overrides both;
-    ``prices`` maps instance names to prices (default: the catalog snapshot). ``arrivals``: "bursts"
+    ``prices`` maps instance names to prices (default: the catalog snapshot). ``measured_runs`` (instance ->
+    the names of each stored run measured there) marks the row measured only where this model was
+    (``plan/measured.py``). ``arrivals``: "bursts"
     (users re-send at once with fixed lengths, as ``accelbench sweep`` measures) or "steady" (spread out).
     """
     if arrivals not in ("bursts", "steady"):
@@ -313,7 +316,7 @@ def estimate(
                 "factors": factors,
                 "prices": prices,
                 "slo": slo,
-                "benchmarked": benchmarked,
+                "measured_runs": measured_runs,
                 "arrivals": arrivals,
                 "engine_defaults": engine_defaults,
             },
@@ -342,6 +345,7 @@ def estimate(
             engine=engine,
         )
     hourly, price_source = _hourly(instance, prices)
+    found = attribution(model, instance.name, measured_runs)
     base: dict[str, Any] = {
         "model": model.name,
         "instance": instance.name,
@@ -356,7 +360,8 @@ def estimate(
         "hourly_usd": hourly,
         "price_source": price_source,
         "recommendation": rec,
-        "has_benchmark_data": bool(benchmarked and instance.name in benchmarked),
+        "has_benchmark_data": found.measured,
+        "measured_other_models": found.other_models,
     }
     if not rec.fits or rec.settings is None or rec.memory is None:
         reason = rec.refusal.reason if rec.refusal else "does not fit"
@@ -397,6 +402,8 @@ def estimate(
         notes.append(
             f"Uncalibrated: starting efficiency factors for {kind.value} / {engine} (cited in the data file)."
         )
+    if (said := attribution_note(model, instance.name, found)) is not None:
+        notes.append(said)
     notes.append(
         "Arrivals: bursts (users re-send at once with fixed lengths, as `accelbench sweep` measures)."
         if arrivals == "bursts"

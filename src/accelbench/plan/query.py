@@ -1,11 +1,11 @@
 """The planner's entry for a question: an ``EstimateQuery`` (what was asked: model, instance or filters,
 traffic, the settings fixed, the goal) and a ``PlanContext`` (what the caller knows: active calibrations,
-prices, instances with measured runs, the catalog). ``services.plan`` builds the context from a store; the
+prices, the models measured on each instance, the catalog). ``services.plan`` builds the context from a store; the
 planner never opens one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,8 @@ class PlanContext:
 
     calibrations: CalibrationSet | None = None
     prices: Mapping[str, Any] | None = None  # instance -> price (stored prices win over the snapshot)
-    benchmarked: set[str] = field(default_factory=set)  # instance types with stored runs
+    # instance type -> the names of each stored run measured there (plan/measured.py says which are this model)
+    measured_runs: Mapping[str, Sequence[Sequence[str]]] = field(default_factory=dict)
     catalog: Catalog | None = None
 
 
@@ -43,7 +44,7 @@ def answer(
         "slo": parse_slo(query.slo) if query.slo else None,
         "calibrations": ctx.calibrations,
         "prices": ctx.prices,
-        "benchmarked": ctx.benchmarked,
+        "measured_runs": ctx.measured_runs,
         "arrivals": query.arrivals,
         "engine": query.engine,
         "engine_settings": query.engine_settings(),

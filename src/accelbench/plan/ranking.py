@@ -22,6 +22,7 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
+from accelbench.plan.measured import MeasuredRuns
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -61,7 +62,7 @@ def estimate_catalog(
     catalog: Catalog | None = None,
     calibrations: CalibrationSet | None = None,
     prices: Mapping[str, Any] | None = None,
-    benchmarked: set[str] | None = None,
+    measured_runs: MeasuredRuns | None = None,
     limit: int | None = None,
     include_infeasible: bool = True,
     arrivals: str = "bursts",
@@ -73,8 +74,8 @@ def estimate_catalog(
     """Estimates for every catalog instance matching the filters, ranked by cost per 1M output tokens.
 
     ``accelerator`` (or ``accelerator_type``) keeps one tier; ``instance_type`` keeps one instance.
-    ``prices`` (stored prices, which win over the snapshot), ``calibrations`` and ``benchmarked`` (instances
-    with stored runs) come from the caller's context (``services.plan.plan_context`` builds them from a
+    ``prices`` (stored prices, which win over the snapshot), ``calibrations`` and ``measured_runs`` (the
+    stored runs' models by instance: a row is measured only where this model was) come from the caller's context (``services.plan.plan_context`` builds them from a
     store; the planner never opens one). ``engine_settings``/``engine`` fix settings on every row; ``goal``
     chooses the open ones per row (``plan/choose.py``) and ``alternatives`` lists them. With ``slo``, each row also gets the highest concurrency meeting it, and the summary names the
     cheapest instance that meets it (cost per 1M output tokens at that concurrency).
@@ -129,7 +130,7 @@ def estimate_catalog(
             calibrations=calibrations,
             prices=prices,
             slo=slo,
-            benchmarked=benchmarked,
+            measured_runs=measured_runs,
             arrivals=arrivals,
             engine=_engine_for(engine, inst),
             engine_settings=engine_settings,

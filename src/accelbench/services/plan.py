@@ -81,8 +81,8 @@ def plan_context(
     store: Store | None, *, use_calibrations: bool = True, region: str | None = None
 ) -> PlanContext:
     """What the planner takes from a store, in three queries so a catalog-wide estimate stays fast: the
-    active calibrations, the best known prices (stored ones win over the snapshot) and the instance types
-    with stored runs. No store: the snapshot prices and the cited factors."""
+    active calibrations, the best known prices (stored ones win over the snapshot) and the models measured
+    on each instance type (an instance is measured for an estimate only where its model was). No store: the snapshot prices and the cited factors."""
     from accelbench.catalog import price_map
     from accelbench.plan.query import PlanContext
 
@@ -92,13 +92,13 @@ def plan_context(
     return PlanContext(
         calibrations=calibrations(store) if use_calibrations else None,
         prices=prices,
-        benchmarked=store.benchmarked_instance_types(),
+        measured_runs=store.measured_models(),
     )
 
 
 def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
-    ranked catalog, with the store's calibrations, prices and benchmarked instances when there is a store."""
+    ranked catalog, with the store's calibrations, prices and measured runs when there is a store."""
     from accelbench.plan.query import answer
 
     return answer(

@@ -197,12 +197,27 @@ class RunStore(StoreBase):
             counts = self._request_counts(s, [r.id for r in rows])
             return [self._run_info(s, r, counts.get(r.id)) for r in rows], total
 
-    def benchmarked_instance_types(self) -> set[str]:
-        """Instance types that have at least one stored run (one DISTINCT query, for the estimate table)."""
+    def measured_models(self) -> dict[str, list[tuple[str, ...]]]:
+        """Instance type -> the names of each model measured on it (one query, for the estimate table): per
+        run that measured something (completed, or with a cell of completed requests), its model and the
+        name it was served under. Which of them is the model being estimated is the planner's rule
+        (``plan/measured.py``)."""
+        measured = or_(
+            RunRow.status == RunStatus.completed.value,
+            RunRow.id.in_(select(ResultRow.run_id).where(ResultRow.completed > 0)),
+        )
+        q = (
+            select(RunRow.instance_type, RunRow.model, RunRow.served_model)
+            .where(RunRow.instance_type.is_not(None), measured)
+            .distinct()
+        )
+        out: dict[str, list[tuple[str, ...]]] = {}
         with self.session() as s:
-            return set(
-                s.scalars(select(RunRow.instance_type).where(RunRow.instance_type.is_not(None)).distinct())
-            )
+            for instance, model, served in s.execute(q):
+                names = tuple(n for n in (model, served) if n)
+                if names:
+                    out.setdefault(str(instance), []).append(names)
+        return out
 
     def delete_run(self, ref: str) -> str:
         run_id = self.resolve_run_id(ref)
