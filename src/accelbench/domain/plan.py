@@ -512,7 +512,7 @@ class EstimateSummary(StrictModel):
 
 
 class EstimateTable(StrictModel):
-    """Estimates over the catalog: feasible rows ranked by cost per 1M output tokens, then the rest."""
+    """Estimates over the catalog: feasible rows (meeting the SLO first) ranked by cost, then the rest."""
 
     model: str = Field(description="Model name.")
     input_len: int = Field(description="Input tokens per request.")
@@ -523,7 +523,8 @@ class EstimateTable(StrictModel):
     )
     slo: SLO | None = Field(default=None, description="The SLO searched for, if any.")
     rows: list[EstimateRow] = Field(
-        description="Feasible rows ranked by cost per 1M output tokens, then the infeasible ones."
+        description="Feasible rows (with an SLO, the ones meeting it first) ranked by cost per 1M output "
+        "tokens, then $/h; then the infeasible ones."
     )
     summary: EstimateSummary = Field(description="Counts and picks.")
     calibrations_used: list[CalibrationRef] = Field(

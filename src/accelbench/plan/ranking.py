@@ -1,5 +1,5 @@
-"""The catalog ranked: every matching instance estimated, cheapest per 1M output tokens first, and the
-instance that meets an SLO at the least cost."""
+"""The catalog ranked: every matching instance estimated, cheapest per 1M output tokens first (with an SLO,
+the instances that meet it first), and the instance that meets an SLO at the least cost."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ def _engine_for(engine: str | None, inst: InstanceType) -> str | None:
     return e if e in names or e == "vllm" else None
 
 
+def rank_key(r: EstimateRow) -> tuple[bool, float, float, float]:
+    """The order of feasible rows: with an SLO the ones that meet it first (``slo_met``: at the asked
+    concurrency), then by cost: $ per 1M output tokens, then $/h, then TPOT; without one, by cost alone."""
+    return (
+        r.slo_met is False,
+        r.usd_per_million_output_tokens if r.usd_per_million_output_tokens is not None else math.inf,
+        r.hourly_usd if r.hourly_usd is not None else math.inf,
+        r.tpot_ms if r.tpot_ms is not None else math.inf,
+    )
+
+
 def _row(e: Estimate) -> EstimateRow:
     return EstimateRow(**{k: getattr(e, k) for k in EstimateRow.model_fields})
 
@@ -71,7 +82,8 @@ def estimate_catalog(
     goal: str | None = None,
     alternatives: bool = False,
 ) -> EstimateTable:
-    """Estimates for every catalog instance matching the filters, ranked by cost per 1M output tokens.
+    """Estimates for every catalog instance matching the filters, ranked by ``rank_key``: with an SLO the
+    rows that meet it first, then by cost per 1M output tokens and $/h; the infeasible rows last.
 
     ``accelerator`` (or ``accelerator_type``) keeps one tier; ``instance_type`` keeps one instance.
     ``prices`` (stored prices, which win over the snapshot), ``calibrations`` and ``measured_runs`` (the
@@ -143,12 +155,7 @@ def estimate_catalog(
             rows.append(_row(est))
     feasible = [r for r in rows if r.feasible]
     infeasible = [r for r in rows if not r.feasible]
-    feasible.sort(
-        key=lambda r: (
-            r.usd_per_million_output_tokens if r.usd_per_million_output_tokens is not None else math.inf,
-            r.tpot_ms or math.inf,
-        )
-    )
+    feasible.sort(key=rank_key)
     infeasible.sort(key=lambda r: (r.accelerator_type.value, r.hourly_usd or math.inf))
     summary = EstimateSummary(
         feasible_native=sum(1 for r in feasible if not r.quantization_required),

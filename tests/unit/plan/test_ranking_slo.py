@@ -1,0 +1,39 @@
+"""The ranked catalog answers the user's question (issue 16): with an SLO the rows that meet it come first, then
+by cost ($ per 1M output tokens, then $/h); without one by cost; the rows that do not fit last."""
+
+from __future__ import annotations
+
+import math
+
+from accelbench.domain.plan import SLO
+from accelbench.plan import estimate_catalog
+
+M = "llama-3.1-8b-instruct"
+
+
+def _cost(r) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    usd = r.usd_per_million_output_tokens
+    return (usd if usd is not None else math.inf, r.hourly_usd if r.hourly_usd is not None else math.inf)
+
+
+def test_with_an_slo_the_rows_meeting_it_come_first_each_part_by_cost() -> None:
+    slo = SLO(tpot_ms=30)
+    tab = estimate_catalog(M, input_len=512, output_len=128, concurrency=8, slo=slo, accelerator="gpu")
+    verdicts = [r.slo_met for r in tab.rows if r.feasible]
+    met = verdicts.count(True)
+    assert 0 < met < len(verdicts), "the case needs rows on both sides of the SLO"
+    assert verdicts == [True] * met + [False] * (len(verdicts) - met)
+    feasible = [r for r in tab.rows if r.feasible]
+    for part in (feasible[:met], feasible[met:]):
+        assert [_cost(r) for r in part] == sorted(_cost(r) for r in part)
+    # the cheapest row overall misses the SLO here, so a cost-only rank would have put a failing row first
+    cheapest = min(feasible, key=_cost)
+    assert cheapest.slo_met is False and tab.rows[0].slo_met is True
+    assert all(not r.feasible for r in tab.rows[len(feasible) :])
+
+
+def test_without_an_slo_rows_are_ranked_by_cost() -> None:
+    tab = estimate_catalog(M, input_len=512, output_len=128, concurrency=8, accelerator="gpu")
+    feasible = [r for r in tab.rows if r.feasible]
+    assert all(r.slo_met is None for r in feasible)
+    assert [_cost(r) for r in feasible] == sorted(_cost(r) for r in feasible)
