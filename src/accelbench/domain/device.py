@@ -46,6 +46,14 @@ class DeviceSample(StrictModel):
     throttle_reasons: list[str] = Field(
         default_factory=list, description="Why the clocks were held down at this reading (decoded names)."
     )
+    memory_read_gbps: float | None = Field(
+        default=None,
+        description="Memory read bandwidth since the previous reading, GB/s (1e9 bytes): a CPU's memory "
+        "controllers' CAS reads, where uncore counters are readable.",
+    )
+    memory_write_gbps: float | None = Field(
+        default=None, description="Memory write bandwidth since the previous reading, GB/s (1e9 bytes)."
+    )
     extra: dict[str, float] = Field(
         default_factory=dict,
         description="Tier-specific figures: sm_active_pct, tensor_active_pct (GPU); neuroncore<N>_util_pct (Neuron); "
@@ -66,6 +74,9 @@ class DeviceSummary(StrictModel):
     memory_used_peak_bytes: float | None = None
     memory_total_bytes: float | None = None
     power_mean_w: float | None = None
+    memory_read_mean_gbps: float | None = None
+    memory_read_peak_gbps: float | None = None
+    memory_write_mean_gbps: float | None = None
     energy_j: float | None = Field(
         default=None,
         description="Energy over the window: the energy counter's increase, else the power readings integrated "
@@ -85,6 +96,8 @@ def summarise_device(samples: Sequence[DeviceSample]) -> DeviceSummary:
     mem = [s.memory_used_bytes for s in rows if s.memory_used_bytes is not None]
     total = [s.memory_total_bytes for s in rows if s.memory_total_bytes is not None]
     power = [s.power_w for s in rows if s.power_w is not None]
+    reads = [s.memory_read_gbps for s in rows if s.memory_read_gbps is not None]
+    writes = [s.memory_write_gbps for s in rows if s.memory_write_gbps is not None]
     window = rows[-1].t_s - first.t_s
     energy: float | None = None
     with_e = [s for s in rows if s.energy_j is not None]
@@ -111,6 +124,9 @@ def summarise_device(samples: Sequence[DeviceSample]) -> DeviceSummary:
         memory_used_peak_bytes=max(mem) if mem else None,
         memory_total_bytes=max(total) if total else None,
         power_mean_w=power_mean,
+        memory_read_mean_gbps=_mean(reads),
+        memory_read_peak_gbps=max(reads) if reads else None,
+        memory_write_mean_gbps=_mean(writes),
         energy_j=energy,
     )
 
@@ -124,6 +140,11 @@ class DeviceTelemetry(StrictModel):
         default_factory=list, description="One sentence per absent source: which, and why it is absent."
     )
     interval_s: float | None = Field(default=None, description="Seconds between samples asked for.")
+    zero_wall: float | None = Field(
+        default=None,
+        description="Unix time of t_s = 0 (the benchmark's start), to put the samples on a wall clock; None in "
+        "results stored before it was recorded.",
+    )
     samples: list[DeviceSample] = Field(default_factory=list)
     devices: list[DeviceSummary] = Field(default_factory=list, description="One summary per device.")
 
@@ -135,6 +156,7 @@ class DeviceTelemetry(StrictModel):
         sources: Sequence[str] = (),
         missing: Sequence[str] = (),
         interval_s: float | None = None,
+        zero_wall: float | None = None,
     ) -> DeviceTelemetry:
         """Samples plus their per-device summaries (devices in order of first appearance)."""
         by_device: dict[str, list[DeviceSample]] = defaultdict(list)
@@ -145,6 +167,7 @@ class DeviceTelemetry(StrictModel):
             sources=list(sources),
             missing=list(missing),
             interval_s=interval_s,
+            zero_wall=zero_wall,
             samples=list(samples),
             devices=[summarise_device(rows) for rows in by_device.values()],
         )

@@ -66,6 +66,32 @@ def collectors_for(
     return chosen, missing
 
 
+def _wall_of(t_perf: float) -> float:
+    """The Unix time of a perf-counter reading (the two clocks read back to back)."""
+    return time.time() - (time.perf_counter() - t_perf)
+
+
+def exporter_collectors(
+    *, dcgm_url: str | None = None, neuron_url: str | None = None
+) -> tuple[list[DeviceCollector], list[str]]:
+    """The collectors of a remote node's exporters only (no CPU: this machine is not the engine's), as an
+    in-cluster load generator reads them; one sentence per exporter that does not answer."""
+    chosen: list[DeviceCollector] = []
+    missing: list[str] = []
+    candidates: list[DeviceCollector] = []
+    if dcgm_url:
+        candidates.append(DcgmCollector(dcgm_url))
+    if neuron_url:
+        candidates.append(NeuronExporterCollector(neuron_url))
+    for c in candidates:
+        missing.extend(c.missing)
+        if c.available:
+            chosen.append(c)
+        else:
+            c.close()
+    return chosen, missing
+
+
 class DeviceMonitor:
     """Samples ``collectors`` every ``interval_s`` on a background thread between ``start`` and ``stop``."""
 
@@ -77,6 +103,7 @@ class DeviceMonitor:
         self.missing = list(missing)
         self._readings: list[list[DeviceSample]] = []
         self._t0 = 0.0
+        self._zero_wall: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -104,6 +131,7 @@ class DeviceMonitor:
     def start(self, t0: float) -> None:
         """Take the baseline sample now and keep sampling; times are seconds after ``t0`` (perf counter)."""
         self._t0 = t0
+        self._zero_wall = _wall_of(t0)
         if not self.collectors:
             return
         self._sample_all()
@@ -115,6 +143,7 @@ class DeviceMonitor:
         with self._lock:
             shift = t0 - self._t0
             self._t0 = t0
+            self._zero_wall = _wall_of(t0)
             self._readings = [
                 [s.model_copy(update={"t_s": s.t_s - shift}) for s in r] for r in self._readings
             ]
@@ -138,7 +167,9 @@ class DeviceMonitor:
             missing.extend(e for e in c.errors if e not in missing)
             c.close()
         samples = self.samples
-        return DeviceTelemetry.build(samples, sources=sources, missing=missing, interval_s=self.interval_s)
+        return DeviceTelemetry.build(
+            samples, sources=sources, missing=missing, interval_s=self.interval_s, zero_wall=self._zero_wall
+        )
 
 
 __all__ = [
@@ -150,4 +181,5 @@ __all__ = [
     "NeuronMonitorCollector",
     "NvmlCollector",
     "collectors_for",
+    "exporter_collectors",
 ]

@@ -14,20 +14,46 @@ Every path hangs off ``root`` (``/`` on a live machine), so tests run against re
 - Engine cgroups: from ``/proc/PID/cgroup`` of each engine pid; cgroup v2 ``cpu.stat`` ``usage_usec`` and
   ``memory.current`` (under ``/sys/fs/cgroup`` or, on a hybrid host, ``/sys/fs/cgroup/unified``), else v1
   ``cpuacct.usage`` and ``memory.usage_in_bytes``. Distinct cgroups are added once.
-- Memory bandwidth needs system-wide uncore counters (an IMC PMU and ``perf_event_paranoid`` <= 0); what is
-  lacking is said in ``missing``.
+- Memory bandwidth: the DRAM read and write counts of the memory-controller PMUs (``uncore_imc*``'s
+  ``cas_count_read``/``cas_count_write``, or ``data_read``/``data_write`` of the free-running ones; an AMD
+  ``amd_df``/``amd_umc`` PMU whose ``events/`` names them), counted system-wide by ``perf stat -a -I`` on its
+  own process and turned into GB/s per sample. It needs such a PMU, ``perf_event_paranoid`` <= 0 (or
+  CAP_PERFMON) and the perf binary; one sentence in ``missing`` says which of these is lacking.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import shutil
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.domain.device import DeviceKind, DeviceSample
 from accelbench.telemetry.devices.base import DeviceCollector
 
 _RAPL_ZONE = re.compile(r"^intel-rapl:\d+$")
+#: the memory-controller PMUs whose DRAM traffic counters give the memory bandwidth: Intel's per-channel IMC
+#: (and its free-running counters), AMD's data fabric and (Linux 6.4+) unified memory controllers
+BANDWIDTH_PMUS = ("uncore_imc*", "amd_df*", "amd_umc*")
+#: event names (files under a PMU's events/) counting DRAM reads and writes, in the order they are preferred
+READ_EVENTS = ("cas_count_read", "data_read", "umc_cas_cmd.rd", "dram_read")
+WRITE_EVENTS = ("cas_count_write", "data_write", "umc_cas_cmd.wr", "dram_write")
+#: how often perf prints its counts (ms); a sample adds up the intervals printed since the one before
+PERF_INTERVAL_MS = 250
+_UNITS = {
+    "": 1.0,
+    "B": 1.0,
+    "Bytes": 1.0,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+}
 
 
 def _read(path: Path) -> str | None:
@@ -71,6 +97,155 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
+def _may_perfmon(proc: Path) -> bool:
+    """Whether this process holds CAP_PERFMON (bit 38) or CAP_SYS_ADMIN (bit 21), which lift
+    perf_event_paranoid for system-wide counters (``CapEff`` of ``/proc/self/status``)."""
+    m = re.search(r"^CapEff:\s*([0-9a-fA-F]+)", _read(proc / "self/status") or "", flags=re.M)
+    if not m:
+        return False
+    caps = int(m.group(1), 16)
+    return bool(caps & (1 << 38) or caps & (1 << 21))
+
+
+def imc_events(pmu: Path) -> list[tuple[str, str]]:
+    """A memory-controller PMU's DRAM read and write events as ``(perf event, "read"|"write")``: the first of
+    ``READ_EVENTS`` and of ``WRITE_EVENTS`` its ``events/`` directory names; empty without both. perf scales
+    the counts by the event's ``.scale`` file and prints them in its ``.unit`` (MiB for the IMC's)."""
+    out: list[tuple[str, str]] = []
+    for kind, names in (("read", READ_EVENTS), ("write", WRITE_EVENTS)):
+        name = next((n for n in names if (pmu / "events" / n).is_file()), None)
+        if name is None:
+            return []
+        out.append((f"{pmu.name}/{name}/", kind))
+    return out
+
+
+def parse_perf_interval(line: str) -> tuple[float, str, float | None] | None:
+    """One line of ``perf stat -x , -I MS`` (``time,count,unit,event,...``) -> (time s, event, bytes); the
+    bytes are None for ``<not counted>`` or ``<not supported>``; None for a line that is no count."""
+    parts = line.strip().split(",")
+    if len(parts) < 4 or not parts[0].strip() or parts[0].lstrip().startswith("#"):
+        return None
+    try:
+        t = float(parts[0])
+    except ValueError:
+        return None
+    count, unit, event = parts[1].strip(), parts[2].strip(), parts[3].strip()
+    if count.startswith("<"):
+        return t, event, None
+    try:
+        value = float(count)
+    except ValueError:
+        return None
+    return t, event, value * _UNITS.get(unit, 1.0)
+
+
+@dataclass
+class PerfStat:
+    """``perf stat -a -x , -I PERF_INTERVAL_MS`` counting the DRAM events, read on a thread. ``take`` gives the
+    read and write GB/s over the intervals printed since the last ``take``; an interval in which one of a
+    kind's events was not counted is left out of that kind (a partial sum would understate it)."""
+
+    perf: str
+    events: list[tuple[str, str]]
+    interval_ms: int = PERF_INTERVAL_MS
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_t: float = 0.0  # perf's clock: seconds since it started
+    _pending_t: float | None = None
+    _pending_rows: int = 0
+    _cur: dict[str, float] = field(default_factory=dict)  # the open interval's bytes by kind
+    _cur_bad: set[str] = field(default_factory=set)  # kinds with an uncounted event in the open interval
+    _acc_bytes: dict[str, float] = field(default_factory=dict)  # completed intervals since the last take
+    _acc_s: dict[str, float] = field(default_factory=dict)
+    intervals: int = 0  # intervals read so far
+    _tail: list[str] = field(default_factory=list)
+    _proc: subprocess.Popen[str] | None = None
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self._kind = dict(self.events)
+        argv = [self.perf, "stat", "-a", "-x", ",", "-I", str(self.interval_ms)]
+        argv += ["-e", ",".join(e for e, _ in self.events)]
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        except OSError as exc:
+            self._tail.append(f"{self.perf} could not be started ({exc})")
+            return
+        self._thread = threading.Thread(target=self._read, name="accelbench-perf", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        for line in self._proc.stderr:
+            row = parse_perf_interval(line)
+            if row is None:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    with self._lock:
+                        self._tail = [*self._tail[-4:], line.strip()]
+                continue
+            t, event, b = row
+            kind = self._kind.get(event)
+            with self._lock:
+                if self._pending_t is not None and t != self._pending_t:
+                    self._close_interval()
+                self._pending_t = t
+                self._pending_rows += 1
+                if kind is not None:
+                    if b is None:
+                        self._cur_bad.add(kind)
+                    else:
+                        self._cur[kind] = self._cur.get(kind, 0.0) + b
+                if self._pending_rows >= len(self.events):  # every event of this interval is in
+                    self._close_interval()
+
+    def _close_interval(self) -> None:
+        # the counts printed at _pending_t cover (_last_t, _pending_t]
+        assert self._pending_t is not None
+        dt = self._pending_t - self._last_t
+        for kind in set(self._kind.values()) - self._cur_bad:
+            if kind in self._cur and dt > 0:
+                self._acc_bytes[kind] = self._acc_bytes.get(kind, 0.0) + self._cur[kind]
+                self._acc_s[kind] = self._acc_s.get(kind, 0.0) + dt
+        self._last_t, self._pending_t, self._pending_rows = self._pending_t, None, 0
+        self._cur, self._cur_bad = {}, set()
+        self.intervals += 1
+
+    def take(self) -> tuple[float | None, float | None]:
+        """(read GB/s, write GB/s) over the intervals completed since the last call; None for a kind without
+        one."""
+        with self._lock:
+            acc, secs = self._acc_bytes, self._acc_s
+            self._acc_bytes, self._acc_s = {}, {}
+        read, write = (acc[k] / secs[k] / 1e9 if secs.get(k) else None for k in ("read", "write"))
+        return read, write
+
+    def failure(self) -> str | None:
+        """Why perf stopped, when it did (its last lines)."""
+        if self._proc is None:
+            return "; ".join(self._tail) or "perf did not start"
+        code = self._proc.poll()
+        if code is None:
+            return None
+        with self._lock:
+            tail = "; ".join(self._tail[-2:])
+        return f"perf stat exited with status {code}" + (f" ({tail})" if tail else "")
+
+    def close(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+            try:
+                self._proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+
+
 @dataclass
 class _Zone:
     path: Path
@@ -96,10 +271,18 @@ class CpuCollector(DeviceCollector):
     name = "cpu"
 
     def __init__(
-        self, root: Path = Path("/"), *, pids: list[int] | None = None, self_pid: int | None = None
+        self,
+        root: Path = Path("/"),
+        *,
+        pids: list[int] | None = None,
+        self_pid: int | None = None,
+        perf: str | None = "auto",
     ) -> None:
+        """``perf``: the perf binary that reads the uncore counters ("auto": the one on PATH when ``root`` is
+        this machine's, none for a recorded tree)."""
         super().__init__()
         self.root = root
+        self._perf: PerfStat | None = None
         self.proc = root / "proc"
         self.sys = root / "sys"
         self._prev_stat: dict[str, tuple[int, int]] | None = None
@@ -124,7 +307,9 @@ class CpuCollector(DeviceCollector):
                 self.missing.append("CPU frequency: neither cpufreq nor /proc/cpuinfo's 'cpu MHz' is there")
         self._zones = self._find_rapl()
         self._cgroups = self._find_cgroups(pids or [], self_pid)
-        self._memory_bandwidth()
+        if perf == "auto":
+            perf = shutil.which("perf") if root == Path("/") else None
+        self._memory_bandwidth(perf)
 
     # ---- discovery -------------------------------------------------------------------------------------
     def _find_rapl(self) -> list[_Zone]:
@@ -234,24 +419,58 @@ class CpuCollector(DeviceCollector):
                     )
         return groups
 
-    def _memory_bandwidth(self) -> None:
+    def _memory_bandwidth(self, perf: str | None) -> None:
         pmus = self.sys / "bus/event_source/devices"
-        imc = sorted(p.name for p in pmus.glob("uncore_imc*")) if pmus.is_dir() else []
+        present = sorted(
+            (d for pattern in BANDWIDTH_PMUS for d in (pmus.glob(pattern) if pmus.is_dir() else [])),
+            key=lambda d: d.name,
+        )
+        counted: list[tuple[str, str]] = []  # (event as perf names it, "read"/"write")
+        unnamed: list[str] = []
+        for d in present:
+            found = imc_events(d)
+            if found:
+                counted.extend(found)
+            else:
+                unnamed.append(d.name)
+        why: list[str] = []
+        if not present:
+            why.append(
+                "no uncore memory-controller PMU is exposed to this machine (/sys/bus/event_source/devices has no "
+                "uncore_imc*, amd_df or amd_umc*: a VM hides them)"
+            )
+        elif not counted:
+            why.append(
+                f"{', '.join(unnamed)} name no DRAM read/write events in sysfs (cas_count_read/write, "
+                "data_read/write), and accelbench reads only events the kernel names"
+            )
         paranoid = _int(self.proc / "sys/kernel/perf_event_paranoid")
-        if not imc:
-            self.missing.append(
-                "memory bandwidth: no uncore IMC PMU under /sys/bus/event_source/devices (a VM exposes none, and "
-                "AMD hosts have no uncore_imc), so the bandwidth the engine pulls is not measured"
+        if (paranoid is None or paranoid > 0) and not _may_perfmon(self.proc):
+            why.append(
+                f"perf_event_paranoid={paranoid if paranoid is not None else 'unreadable'} (system-wide uncore "
+                "counters need 0 or less, or CAP_PERFMON)"
             )
-        elif paranoid is None or paranoid > 0:
-            self.missing.append(
-                f"memory bandwidth: perf_event_paranoid is {paranoid}; system-wide uncore counters need 0 or less "
-                "(or CAP_PERFMON)"
-            )
-        else:
-            self.missing.append(
-                f"memory bandwidth: the IMC PMUs are there ({', '.join(imc)}) but accelbench does not read them yet"
-            )
+        if perf is None:
+            why.append("no perf binary (install linux-perf / linux-tools)")
+        if why:
+            self.missing.append("memory bandwidth: not measured: " + "; ".join(why))
+            return
+        assert perf is not None
+        self._perf = PerfStat(perf, counted)
+        self.sources.append("cpu:perf-uncore")
+
+    def close(self) -> None:
+        if self._perf is not None:
+            self._perf.close()
+            self._perf = None
+
+    def _bandwidth(self) -> tuple[float | None, float | None]:
+        if self._perf is None:
+            return None, None
+        failed = self._perf.failure()
+        if failed:
+            self._note(f"memory bandwidth: {failed}")
+        return self._perf.take()
 
     # ---- sampling --------------------------------------------------------------------------------------
     def _freq_mhz(self) -> float | None:
@@ -344,6 +563,7 @@ class CpuCollector(DeviceCollector):
         total_b = mem.get("MemTotal")
         used_b = total_b - mem["MemAvailable"] if total_b is not None and "MemAvailable" in mem else None
         energy, per_zone = self._rapl()
+        read_gbps, write_gbps = self._bandwidth()
         extra.update(per_zone)
         extra.update(self._cgroup_figures(dt))
         power: float | None = None
@@ -361,6 +581,8 @@ class CpuCollector(DeviceCollector):
                 power_w=power,
                 energy_j=energy,
                 clock_mhz=self._freq_mhz(),
+                memory_read_gbps=read_gbps,
+                memory_write_gbps=write_gbps,
                 extra=extra,
             )
         ]
@@ -368,4 +590,11 @@ class CpuCollector(DeviceCollector):
     _prev_energy: float | None = None
 
 
-__all__ = ["CpuCollector", "parse_meminfo", "parse_proc_stat"]
+__all__ = [
+    "CpuCollector",
+    "PerfStat",
+    "imc_events",
+    "parse_meminfo",
+    "parse_perf_interval",
+    "parse_proc_stat",
+]
