@@ -34,7 +34,7 @@ _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$"), "podlog", True),
     (
         re.compile(
-            r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>services|configmaps|secrets|pods|events)(?:/(?P<name>[^/]+))?$"
+            r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>services|configmaps|secrets|pods|events|serviceaccounts)(?:/(?P<name>[^/]+))?$"
         ),
         "core",
         True,
@@ -49,6 +49,13 @@ _ROUTES = [
         "batch",
         True,
     ),
+    (
+        re.compile(
+            r"^/apis/rbac.authorization.k8s.io/v1/namespaces/(?P<ns>[^/]+)/(?P<res>roles|rolebindings)(?:/(?P<name>[^/]+))?$"
+        ),
+        "rbac",
+        True,
+    ),
 ]
 
 _KINDS = {
@@ -60,6 +67,9 @@ _KINDS = {
     "deployments": "Deployment",
     "jobs": "Job",
     "namespaces": "Namespace",
+    "serviceaccounts": "ServiceAccount",
+    "roles": "Role",
+    "rolebindings": "RoleBinding",
 }
 
 
@@ -79,6 +89,11 @@ class FakeCluster:
     requests: list[tuple[str, str]] = field(default_factory=list)
     reads: dict[tuple[str, str, str], int] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    #: the node a running engine pod is on, and its IP
+    engine_node: str = "ip-10-0-1-23.ec2.internal"
+    engine_ip: str = "10.0.1.40"
+    #: list requests answered 403 Forbidden, by namespace (a caller without the rights there)
+    forbidden_namespaces: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for ns in self.existing_namespaces:
@@ -97,6 +112,24 @@ class FakeCluster:
 
     def deleted(self, res: str) -> list[str]:
         return [p.rsplit("/", 1)[-1] for m, p in self.requests if m == "DELETE" and f"/{res}/" in p]
+
+    def add_pod(
+        self, ns: str, name: str, labels: dict[str, str], *, node: str, ip: str | None, phase: str = "Running"
+    ) -> None:
+        """A pod another controller made (a DaemonSet's): on ``node``, with ``ip`` once running."""
+        self.objects.setdefault(
+            ("namespaces", "", ns), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+        status: dict[str, Any] = {"phase": phase}
+        if ip:
+            status["podIP"] = ip
+        self.objects[("pods", ns, name)] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "exporter", "image": "x"}]},
+            "status": status,
+        }
 
     # -- controllers --------------------------------------------------------------------------------------
     def _meta(self, obj: dict[str, Any], ns: str) -> None:
@@ -154,8 +187,10 @@ class FakeCluster:
             obj["status"] = {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}
             for (r, s, pname), pod in self.objects.items():
                 if r == "pods" and s == ns and pname.startswith(name + "-"):
+                    pod["spec"] = {**pod["spec"], "nodeName": self.engine_node}
                     pod["status"] = {
                         "phase": "Running",
+                        "podIP": self.engine_ip,
                         "conditions": [{"type": "Ready", "status": "True"}],
                         "containerStatuses": [
                             {
@@ -260,6 +295,14 @@ class FakeCluster:
             self.objects[(res, ns, obj_name)] = obj
             self._on_create(res, ns, obj)
             return 201, obj, "application/json"
+        if method == "GET" and name is None and ns in self.forbidden_namespaces:
+            return (
+                403,
+                _status(
+                    403, "Forbidden", f'{res} is forbidden: cannot list resource "{res}" in namespace "{ns}"'
+                ),
+                "application/json",
+            )
         if method == "GET" and name is None:
             items = [o for (r, s, _), o in self.objects.items() if r == res and s == ns]
             for sel in query.get("labelSelector", []):
@@ -273,6 +316,8 @@ class FakeCluster:
                 k, v = sel.split("=", 1)
                 if k == "involvedObject.name":
                     items = [o for o in items if o.get("involvedObject", {}).get("name") == v]
+                if k == "spec.nodeName":
+                    items = [o for o in items if o.get("spec", {}).get("nodeName") == v]
             return (
                 200,
                 {"apiVersion": "v1", "kind": f"{kind}List", "metadata": {}, "items": items},

@@ -10,6 +10,14 @@ sees the whole cell's load at once.
 A capacity search (``LoadgenConfig.capacity``) runs in one pod: ``run_capacity_search`` is the search of
 ``bench.capacity`` with this pod's benchmarks, and every probe travels with its summary.
 
+Device telemetry (``LoadgenConfig.telemetry``, see ``deploy/manifests/telemetry.py``): shard 0 samples the
+engine node's exporter (a DCGM exporter, neuron-monitor's Prometheus exporter; a sidecar through the engine's
+Service or the node's DaemonSet pod, ``find_node_exporter``) during each cell with the collectors and the
+``DeviceMonitor`` a local run uses, and ``with_devices`` stores the ``DeviceTelemetry`` of the cell's window in
+its summary, so runs show, compare and the report read it as they read a local run's. What cannot be read (no
+exporter on the node, one that does not answer, the engine's CPU on another node) is said once per cell among the
+absent sources, never an error.
+
 Results leave the pod through its log: gzip-compressed JSON, base64, in framed lines, with a SHA-256 so a
 truncated log is detected rather than half-read. The Kubernetes target reads each shard's log and
 ``merge_shards`` joins the shards of a cell into one ``BenchmarkSummary`` (records re-based onto a common
@@ -32,8 +40,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from accelbench.deploy.manifests.loadgen import LoadgenConfig
+from accelbench.deploy.manifests.telemetry import LoadgenTelemetry, selector_dict
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import CapacityResult, Probe
+from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.run import CellStatus, SweepSpec
 from accelbench.errors import AccelbenchError, EngineError
 
@@ -188,6 +198,164 @@ def decode_results(log: str) -> dict[str, Any]:
     return payload
 
 
+# --------------------------------------------------------------------------------- device telemetry
+def _api_reason(exc: Exception) -> str:
+    status = getattr(exc, "status", None)
+    reason = getattr(exc, "reason", None)
+    return f"{status} {reason}" if status else f"{type(exc).__name__}: {exc}"
+
+
+def engine_node(core: Any, telemetry: LoadgenTelemetry) -> tuple[str | None, str | None]:
+    """(the node the engine pod runs on, None) or (None, why it is not known)."""
+    selector = ",".join(f"{k}={v}" for k, v in telemetry.engine_selector.items())
+    try:
+        pods = core.list_namespaced_pod(telemetry.engine_namespace, label_selector=selector).items or []
+    except Exception as exc:
+        return (
+            None,
+            f"cannot list the engine's pods in namespace {telemetry.engine_namespace} ({_api_reason(exc)})",
+        )
+    for pod in pods:
+        node = pod.spec.node_name if pod.spec is not None else None
+        if node:
+            return node, None
+    return None, f"no engine pod labelled {selector} is on a node yet"
+
+
+def find_node_exporter(core: Any, telemetry: LoadgenTelemetry, node: str | None = None) -> LoadgenTelemetry:
+    """The node exporter on the engine's node, found by label: ``telemetry`` with its ``url`` (the pod's IP and
+    port) or, when there is none, with one sentence in ``missing`` saying why. ``core`` is a ``CoreV1Api``."""
+    kind = telemetry.kind
+    if telemetry.mode != "node" or kind is None or not telemetry.namespace or not telemetry.selector:
+        return telemetry
+    label = kind.label
+    if node is None:
+        node, why = engine_node(core, telemetry)
+        if node is None:
+            return telemetry.model_copy(update={"missing": [f"{label}: {why}"]})
+    ns, sel = telemetry.namespace, telemetry.selector
+    try:
+        pods = (
+            core.list_namespaced_pod(ns, label_selector=sel, field_selector=f"spec.nodeName={node}").items
+            or []
+        )
+    except Exception as exc:
+        return telemetry.model_copy(
+            update={
+                "engine_node": node,
+                "missing": [
+                    f"{label}: cannot list pods labelled {sel} in namespace {ns} ({_api_reason(exc)})"
+                ],
+            }
+        )
+    want = selector_dict(sel)
+    on_node = [
+        p
+        for p in pods
+        if p.spec is not None
+        and p.spec.node_name == node
+        and all((p.metadata.labels or {}).get(k) == v for k, v in want.items())
+    ]
+    running = [p for p in on_node if p.status is not None and p.status.phase == "Running" and p.status.pod_ip]
+    if not running:
+        if on_node:
+            phase = on_node[0].status.phase if on_node[0].status is not None else "unknown"
+            why = f"the pod labelled {sel} on node {node} (namespace {ns}) is {phase}, not running"
+        else:
+            why = f"no pod labelled {sel} on node {node} (namespace {ns})"
+        return telemetry.model_copy(update={"engine_node": node, "missing": [f"{label}: {why}"]})
+    ip = running[0].status.pod_ip
+    host = f"[{ip}]" if ":" in ip else ip
+    return telemetry.model_copy(
+        update={"engine_node": node, "url": f"http://{host}:{telemetry.port}/metrics", "missing": []}
+    )
+
+
+def discover_in_pod(telemetry: LoadgenTelemetry) -> LoadgenTelemetry:
+    """A bundle applied with kubectl: the load generator finds the node exporter itself, with its
+    ServiceAccount (the manifests grant it list pods). A lookup that cannot run is said, never raised."""
+    if telemetry.mode != "node" or telemetry.url or telemetry.missing:
+        return telemetry
+    label = telemetry.kind.label if telemetry.kind else "device exporter"
+    try:
+        from kubernetes import client as k8s
+        from kubernetes import config as kconfig
+
+        kconfig.load_incluster_config()
+        core = k8s.CoreV1Api(k8s.ApiClient())
+    except Exception as exc:
+        return telemetry.model_copy(
+            update={"missing": [f"{label}: no Kubernetes API from this pod to find it ({_api_reason(exc)})"]}
+        )
+    return find_node_exporter(core, telemetry)
+
+
+def cpu_absent(telemetry: LoadgenTelemetry) -> str:
+    where = f"on node {telemetry.engine_node}" if telemetry.engine_node else "on its own node"
+    return (
+        f"cpu: the engine runs {where} and the load generator in a pod elsewhere (the benchmark node is "
+        "reserved for the engine), so the engine's cgroups and its node's CPU and host memory are not read"
+    )
+
+
+def device_sources(telemetry: LoadgenTelemetry | None) -> tuple[dict[str, str], list[str]] | None:
+    """(exporter URLs by kind, absent sources) for the monitor of each cell; None: no device telemetry."""
+    if telemetry is None or (telemetry.mode == "off" and telemetry.kind is not None):
+        return None
+    missing = list(telemetry.missing)
+    urls: dict[str, str] = {}
+    if telemetry.url and telemetry.exporter:
+        urls[f"{telemetry.exporter}_url"] = telemetry.url
+    elif telemetry.mode == "node" and telemetry.kind is not None and not missing:
+        missing.append(f"{telemetry.kind.label}: its address was not found")
+    missing.append(cpu_absent(telemetry))
+    return urls, missing
+
+
+def window_of(tel: DeviceTelemetry, summary: BenchmarkSummary, wall0: float) -> DeviceTelemetry:
+    """``tel`` (sampled from wall time ``wall0`` on) moved onto the benchmark's clock (``t_s`` 0 at its first
+    send, as a local run's) and cut to its window: the last reading at or before the start to the first at or
+    after the end, so warmups and prompt making are left out."""
+    zero = _bench_start(summary)
+    shift = zero - (tel.zero_wall if tel.zero_wall is not None else wall0)
+    rows = [s.model_copy(update={"t_s": s.t_s - shift}) for s in tel.samples]
+    times = sorted({s.t_s for s in rows})
+    if times:
+        end = summary.finished_at - zero
+        lo = max((t for t in times if t <= 0), default=times[0])
+        hi = min((t for t in times if t >= end), default=times[-1])
+        rows = [s for s in rows if lo <= s.t_s <= hi]
+    return DeviceTelemetry.build(
+        rows, sources=tel.sources, missing=tel.missing, interval_s=tel.interval_s, zero_wall=zero
+    )
+
+
+def with_devices(
+    bench: Callable[[Endpoint, BenchConfig], BenchmarkSummary], sources: tuple[dict[str, str], list[str]]
+) -> Callable[[Endpoint, BenchConfig], BenchmarkSummary]:
+    """``bench`` with the exporters sampled while it runs (every ``scrape_interval_s``), their telemetry and its
+    notes stored in the summary as a local run stores them."""
+    from accelbench.bench.runner import device_notes
+    from accelbench.telemetry.devices import DeviceMonitor, exporter_collectors
+
+    urls, missing = sources
+
+    def run(endpoint: Endpoint, cfg: BenchConfig) -> BenchmarkSummary:
+        collectors, absent = exporter_collectors(**urls)
+        monitor = DeviceMonitor(collectors, interval_s=cfg.scrape_interval_s, missing=[*missing, *absent])
+        wall0 = time.time()
+        monitor.start(time.perf_counter())
+        try:
+            summary = bench(endpoint, cfg)
+        finally:
+            tel = monitor.stop()
+        tel = window_of(tel, summary, wall0)
+        notes = [*summary.notes, *device_notes(tel, summary.total_output_tokens)]
+        return summary.model_copy(update={"device_telemetry": tel, "notes": notes})
+
+    return run
+
+
 # ------------------------------------------------------------------------------------------ running
 @dataclass
 class ShardCell:
@@ -215,8 +383,16 @@ def run_shard(
         tokenizer = load_tokenizer(endpoint)
 
         def bench(ep: Endpoint, cfg: BenchConfig) -> BenchmarkSummary:
-            return run_benchmark(ep, cfg, tokenizer=tokenizer)
+            # this pod is not the engine's machine: its own devices are never the engine's
+            return run_benchmark(ep, cfg, tokenizer=tokenizer, devices=False)
 
+    if shard == 0 and config.telemetry is not None:
+        telemetry = discover_in_pod(config.telemetry)
+        sources = device_sources(telemetry)
+        if sources is not None:
+            urls = ", ".join(sources[0].values()) or "none"
+            out(f"accelbench loadgen shard 0: device telemetry from {urls}")
+            bench = with_devices(bench, sources)
     if config.capacity is not None:
         return run_capacity_search(config, endpoint, bench=bench, out=out)
 
@@ -349,10 +525,12 @@ def merge_shards(
 
     Records are moved onto one clock (the earliest shard's), the statistics recomputed over all of them
     with the same function a local benchmark uses, and throughput divided by the span from the first send
-    of any shard to the last completion of any shard. Telemetry is shard 0's (the only one that scrapes).
+    of any shard to the last completion of any shard. Telemetry is shard 0's (the only one that scrapes and
+    reads the device exporters), moved onto the merged clock, its notes said again over every shard's tokens.
     """
 
     from accelbench.bench.metrics import compute_metrics
+    from accelbench.bench.runner import device_notes
     from accelbench.bench.sweep import cell_config, sweep_keys
 
     by_key: dict[tuple[int, int, int], list[BenchmarkSummary]] = {}
@@ -389,10 +567,22 @@ def merge_shards(
         duration = max(0.0, finished - started)
         m = compute_metrics(records, duration, config.goodput)
         metric_values = dict(m)
-        notes = [n for p in parts for n in p.notes]
+        first = parts[0]
+        devices = first.device_telemetry
+        own = set(device_notes(devices, first.total_output_tokens)) if devices is not None else set()
+        notes = [n for p in parts for n in p.notes if n not in own]
+        if devices is not None:
+            shift = _bench_start(first) - zero
+            devices = DeviceTelemetry.build(
+                [s.model_copy(update={"t_s": s.t_s + shift}) for s in devices.samples],
+                sources=devices.sources,
+                missing=devices.missing,
+                interval_s=devices.interval_s,
+                zero_wall=zero,
+            )
+            notes += device_notes(devices, int(metric_values.get("total_output_tokens") or 0))
         if len(parts) > 1:
             notes.append(f"Load generated by {len(parts)} in-cluster shards that started each cell together.")
-        first = parts[0]
         summary = BenchmarkSummary(
             label=first.label,
             date=first.date,
@@ -406,6 +596,7 @@ def merge_shards(
             num_prompts=sum(p.num_prompts for p in parts),
             telemetry=first.telemetry,
             telemetry_samples=first.telemetry_samples,
+            device_telemetry=devices,
             requests=records,
             notes=list(dict.fromkeys(notes)),
             interrupted=any(p.interrupted for p in parts),

@@ -3,8 +3,15 @@
 What this target does in the run lifecycle (``deploy.orchestrator.execute_run``)::
 
     render + validate manifests -> Deployment + Service -> wait ready (per-tier timeout, early failure on
-    image pull errors, crash loops) -> load-generator Job (N shards) -> read each shard's results from its
-    log -> merge shards per cell -> store -> cost (hourly price x how long the node was held) -> teardown
+    image pull errors, crash loops) -> find the device exporter on the engine's node -> load-generator Job
+    (N shards) -> read each shard's results from its log -> merge shards per cell -> store -> cost (hourly
+    price x how long the node was held) -> teardown
+
+Device telemetry (``KubernetesTarget.telemetry``, ``deploy/manifests/telemetry.py``): with ``auto`` the target
+asks the cluster before rendering whether it runs the tier's node exporter (node mode) or not (a sidecar in the
+engine pod); in node mode, once the engine is ready, its node's exporter pod is found by label
+(``incluster.find_node_exporter``) and its address, or the sentence saying why there is none, goes into the
+load generator's config. The run's record keeps where telemetry came from (``record()["device_telemetry"]``).
 
 A capacity search (a spec's ``capacity:`` section, ``measure_capacity``) runs in one load-generator pod, which
 measures each level and chooses the next; its probes and their summaries come back through the pod's log.
@@ -35,9 +42,10 @@ from accelbench.deploy.base import (
     Progress,
     Target,
 )
-from accelbench.deploy.incluster import decode_results, merge_shards
+from accelbench.deploy.incluster import decode_results, find_node_exporter, merge_shards
 from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
+from accelbench.deploy.manifests.telemetry import EXPORTERS, LoadgenTelemetry
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError, UserInputError
@@ -61,16 +69,22 @@ _MODELS: dict[str, Any] = {
     "ConfigMap": k8s.V1ConfigMap,
     "Job": k8s.V1Job,
     "Secret": k8s.V1Secret,
+    "ServiceAccount": k8s.V1ServiceAccount,
+    "Role": k8s.V1Role,
+    "RoleBinding": k8s.V1RoleBinding,
 }
 
 
-#: kind -> (index into the (core, apps, batch) clients, the client method suffix)
+#: kind -> (index into the (core, apps, batch, rbac) clients, the client method suffix)
 _CRUD = {
     "Deployment": (1, "namespaced_deployment"),
     "Service": (0, "namespaced_service"),
     "ConfigMap": (0, "namespaced_config_map"),
     "Job": (2, "namespaced_job"),
     "Secret": (0, "namespaced_secret"),
+    "ServiceAccount": (0, "namespaced_service_account"),
+    "Role": (3, "namespaced_role"),
+    "RoleBinding": (3, "namespaced_role_binding"),
 }
 
 
@@ -134,17 +148,27 @@ class KubernetesDeployTarget(Target):
         self.loadgen_poll_s = loadgen_poll_s
         self.k8s_version = k8s_version
         self.bundle: Bundle | None = None
-        self.created: list[tuple[str, str]] = []  # (kind, name), in creation order
+        self.created: list[tuple[str, str, str]] = []  # (kind, name, namespace), in creation order
         self.cells_stored = 0
         self.torn_down = False
-        self._clients: tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api] | None = None
+        #: where the load generator reads device telemetry (found at deploy time), for the run's record
+        self.device_telemetry: LoadgenTelemetry | None = None
+        self.telemetry_notes: list[str] = []
+        self._clients: (
+            tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api, k8s.RbacAuthorizationV1Api] | None
+        ) = None
 
     # ---- clients ------------------------------------------------------------------------------------
     @property
-    def api(self) -> tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api]:
+    def api(self) -> tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api, k8s.RbacAuthorizationV1Api]:
         if self._clients is None:
             api_client = self._api_client or load_api_client(self.config)
-            self._clients = (k8s.CoreV1Api(api_client), k8s.AppsV1Api(api_client), k8s.BatchV1Api(api_client))
+            self._clients = (
+                k8s.CoreV1Api(api_client),
+                k8s.AppsV1Api(api_client),
+                k8s.BatchV1Api(api_client),
+                k8s.RbacAuthorizationV1Api(api_client),
+            )
         return self._clients
 
     @property
@@ -181,10 +205,60 @@ class KubernetesDeployTarget(Target):
             loadgen_timeout_s=self.config.loadgen_timeout_s,
             hf_token_secret=f"{name}-hf" if self.hf_token else None,
             run_id=self.run_id,
+            telemetry=self.config.telemetry,
+            cluster_has_exporter=self._cluster_has_exporter(),
         )
         bundle = plan_bundle(spec, options=options, tool_versions=self.tool_versions, instance=self.instance)
         validate_objects(bundle.objects, self.k8s_version)
         return bundle
+
+    def _cluster_has_exporter(self) -> bool | None:
+        """Whether the cluster runs the tier's node exporter (a pod with its label in its namespace), asked only
+        when the mode is auto; a cluster that cannot be asked gets the sidecar, and says why."""
+        tel = self.config.telemetry
+        kind = EXPORTERS.get(self.instance.accelerator_type) if self.instance is not None else None
+        if tel.mode != "auto" or kind is None:
+            return None
+        ns, sel = tel.namespace or kind.namespace, tel.selector or kind.selector
+        try:
+            pods = self.api[0].list_namespaced_pod(ns, label_selector=sel, limit=1)
+        except ApiException as exc:
+            self.telemetry_notes.append(
+                f"telemetry auto: cannot look for a {kind.label} (pods labelled {sel} in {ns}: "
+                f"{_api_error(exc)}); the engine pod carries its own"
+            )
+            return False
+        found = bool(pods.items)
+        self.telemetry_notes.append(
+            f"telemetry auto: {'the cluster runs' if found else 'no'} {kind.label} (pods labelled {sel} in {ns})"
+            + ("; reading the one on the engine's node" if found else "; the engine pod carries its own")
+        )
+        return found
+
+    def find_exporter(self) -> LoadgenTelemetry | None:
+        """Node mode: the exporter on the engine's node, found by label now (the engine is ready, so its node is
+        known), for the load generator's config; its absence is a sentence, never an error."""
+        assert self.bundle is not None and self.bundle.loadgen is not None
+        tel = self.bundle.loadgen.telemetry
+        if tel is None or tel.mode != "node":
+            self.device_telemetry = tel
+            return tel
+        pods = self._engine_pods()
+        node = next((p.spec.node_name for p in pods if p.spec is not None and p.spec.node_name), None)
+        self.device_telemetry = (
+            find_node_exporter(self.api[0], tel, node)
+            if node
+            else tel.model_copy(
+                update={
+                    "missing": [f"{tel.kind.label if tel.kind else 'exporter'}: the engine pod has no node"]
+                }
+            )
+        )
+        for line in self.device_telemetry.missing:
+            self.progress.line(f"device telemetry: {line}")
+        if self.device_telemetry.url:
+            self.progress.line(f"device telemetry: {self.device_telemetry.url} on node {node}")
+        return self.device_telemetry
 
     # ---- create / delete ------------------------------------------------------------------------------
     def _method(self, verb: str, kind: str) -> Callable[..., Any]:
@@ -194,25 +268,26 @@ class KubernetesDeployTarget(Target):
 
     def _create(self, obj: dict[str, Any]) -> None:
         kind, name = obj["kind"], obj["metadata"]["name"]
+        namespace = obj["metadata"].get("namespace") or self.namespace
         body = _MODELS[kind].from_dict(obj)
         create = self._method("create", kind)
         try:
-            create(self.namespace, body)
+            create(namespace, body)
         except ApiException as exc:
             raise EngineError(
-                f"Kubernetes refused to create {kind} {self.namespace}/{name}: {_api_error(exc)}",
+                f"Kubernetes refused to create {kind} {namespace}/{name}: {_api_error(exc)}",
                 hint="Check the namespace exists and your credentials may create this kind there.",
             ) from exc
-        self.created.append((kind, name))
+        self.created.append((kind, name, namespace))
 
-    def _delete(self, kind: str, name: str) -> None:
+    def _delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         # Background propagation: a Job's pods and a Deployment's ReplicaSet go with it
         opts = k8s.V1DeleteOptions(propagation_policy="Background")
         delete = self._method("delete", kind)
         try:
             # the response (the deleted object or a Status, depending on the kind) is not needed: do not
             # let the client deserialize it
-            delete(name, self.namespace, body=opts, _preload_content=False)
+            delete(name, namespace or self.namespace, body=opts, _preload_content=False)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -392,14 +467,14 @@ class KubernetesDeployTarget(Target):
         """Delete what this target created, newest first; never raises (failures are recorded)."""
         if self.torn_down:
             return
-        for kind, name in reversed(self.created):
+        for kind, name, namespace in reversed(self.created):
             try:
-                self._delete(kind, name)
+                self._delete(kind, name, namespace)
             except Exception as exc:  # keep deleting the rest; report what stayed behind
-                msg = f"left behind: {kind} {self.namespace}/{name}: {exc}"
+                msg = f"left behind: {kind} {namespace}/{name}: {exc}"
                 log.warning("teardown: %s", msg)
                 self.teardown_errors.append(msg)
-        self.created = [c for c in self.created if any(c[1] in e for e in self.teardown_errors)]
+        self.created = [c for c in self.created if any(f"{c[2]}/{c[1]}" in e for e in self.teardown_errors)]
         self.torn_down = not self.teardown_errors
 
     # ---- the in-cluster benchmark ---------------------------------------------------------------------
@@ -424,6 +499,16 @@ class KubernetesDeployTarget(Target):
                 config = LoadgenConfig.model_validate({**config.model_dump(), **config_update})
                 text = json.dumps(config.model_dump(mode="json"), indent=2, sort_keys=True)
                 obj = {**obj, "data": {**obj["data"], "loadgen.json": text}}
+            if obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["namespace"] != self.namespace:
+                # the load generator's own lookup in the exporter's namespace: not needed when the address was
+                # found from here, so a refusal (no rights there) is said, not fatal
+                try:
+                    self._create(obj)
+                except EngineError as exc:
+                    self.telemetry_notes.append(
+                        f"{exc.message} (the exporter's address found from here is used)"
+                    )
+                continue
             self._create(obj)
         job = next(o for o in lg if o["kind"] == "Job")
         name = job["metadata"]["name"]
@@ -485,7 +570,7 @@ class KubernetesDeployTarget(Target):
         """Run the sweep in the cluster, merge the shards, store one result per (cell, repeat)."""
         from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
 
-        payloads = self.run_loadgen()
+        payloads = self.run_loadgen(self._telemetry_update())
         merged = merge_shards(sweep, payloads)
         total = len(merged)
         events.sweep(SweepEvent(kind="start", cells_total=total, cells_done=0))
@@ -527,13 +612,18 @@ class KubernetesDeployTarget(Target):
         from accelbench.deploy.capacity import store_probes
         from accelbench.deploy.incluster import decode_capacity
 
-        (payload,) = self.run_loadgen({"capacity_start": start}, what="the capacity search")
+        update = {"capacity_start": start, **(self._telemetry_update() or {})}
+        (payload,) = self.run_loadgen(update, what="the capacity search")
         result, measured = decode_capacity(payload)
         store_probes(store, run_id, input_len=capacity.input_len, load=capacity.load, measured=measured)
         self.cells_stored = len(measured)
         for probe, _ in measured:
             events.line(f"{capacity.load} {probe.level:g}: {probe.why or 'measured'}")
         return result
+
+    def _telemetry_update(self) -> dict[str, Any] | None:
+        tel = self.find_exporter() if self.bundle is not None and self.bundle.loadgen is not None else None
+        return {"telemetry": tel.model_dump(mode="json")} if tel is not None else None
 
     def run_fields(self) -> dict[str, Any]:
         fields = super().run_fields()
@@ -543,7 +633,24 @@ class KubernetesDeployTarget(Target):
         return fields
 
     def record(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "torn_down": self.torn_down, "cells_stored": self.cells_stored}
+        record: dict[str, Any] = {
+            "namespace": self.namespace,
+            "torn_down": self.torn_down,
+            "cells_stored": self.cells_stored,
+        }
+        tel = self.device_telemetry or (
+            self.bundle.loadgen.telemetry if self.bundle and self.bundle.loadgen else None
+        )
+        if tel is not None:
+            record["device_telemetry"] = {
+                "mode": tel.mode,
+                "exporter": tel.exporter,
+                "url": tel.url,
+                "node": tel.engine_node,
+                "missing": tel.missing,
+                "notes": self.telemetry_notes,
+            }
+        return record
 
     def explain(self, exc: Exception) -> str | None:
         return f"Kubernetes API error: {_api_error(exc)}" if isinstance(exc, ApiException) else None

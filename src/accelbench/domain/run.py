@@ -213,8 +213,57 @@ class EndpointTarget(StrictModel):
     tokenizer: str | None = None
 
 
+class KubernetesTelemetry(StrictModel):
+    """Where a Kubernetes run reads its accelerators' telemetry (a DCGM exporter on GPU nodes, neuron-monitor's
+    Prometheus exporter on Neuron nodes). In a spec either a mode alone (``telemetry: sidecar``) or a mapping."""
+
+    mode: Literal["auto", "node", "sidecar", "off"] = Field(
+        default="auto",
+        description="node: the exporter the node already runs (a DaemonSet's pod on the engine's node, found by "
+        "label); sidecar: an exporter container in the engine pod; off: none; auto (default): node when the "
+        "cluster runs such an exporter, else sidecar (an exported bundle, which cannot ask the cluster: sidecar).",
+    )
+    namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        description="Namespace of the node exporter's pods; default by tier: gpu-operator (the GPU Operator's "
+        "DCGM exporter), neuron-monitor (AWS's neuron-monitor DaemonSet).",
+    )
+    selector: str | None = Field(
+        default=None,
+        max_length=MAX_NAME_CHARS,
+        description="Label selector of the node exporter's pods; default by tier: app=nvidia-dcgm-exporter, "
+        "app=neuron-monitor.",
+    )
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="The node exporter's port; default by tier: 9400, 8000."
+    )
+    image: str | None = Field(
+        default=None, max_length=MAX_NAME_CHARS, description="The sidecar's image; default by tier."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_alone(cls, data: Any) -> Any:
+        return {"mode": data} if isinstance(data, str) else data
+
+    @field_validator("selector")
+    @classmethod
+    def _selector(cls, v: str | None) -> str | None:
+        if v is not None and not all(p.count("=") == 1 and all(p.split("=")) for p in v.split(",")):
+            raise ValueError(
+                f"selector {v!r} must be label=value pairs separated by commas, e.g. app=dcgm-exporter"
+            )
+        return v
+
+
 class KubernetesTarget(StrictModel):
     kind: Literal["kubernetes"] = "kubernetes"
+    telemetry: KubernetesTelemetry = Field(
+        default_factory=KubernetesTelemetry,
+        description="Accelerator telemetry: auto | node | sidecar | off, or a mapping with namespace, selector, "
+        "port and image.",
+    )
     namespace: str = "accelbench"
     kubeconfig: str | None = Field(default=None, description="Path; default in-cluster or ~/.kube/config.")
     context: str | None = None

@@ -149,7 +149,8 @@ def _env(plan: EnginePlan) -> list[dict[str, Any]]:
     return env
 
 
-def engine_deployment(plan: EnginePlan) -> dict[str, Any]:
+def engine_deployment(plan: EnginePlan, *, sidecar: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``sidecar``: a device exporter container beside the engine (``telemetry.sidecar_container``)."""
     size = plan.size
     container: dict[str, Any] = {
         "name": "engine",
@@ -175,7 +176,7 @@ def engine_deployment(plan: EnginePlan) -> dict[str, Any]:
         # VLLM_PORT itself and fails on "tcp://..." when a service happens to be named "vllm".
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
-        "containers": [container],
+        "containers": [container, *([sidecar] if sidecar else [])],
         "volumes": [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{size.shm_mib}Mi"}},
             {"name": "cache", "emptyDir": {"sizeLimit": f"{size.cache_gib}Gi"}},
@@ -207,7 +208,8 @@ def engine_deployment(plan: EnginePlan) -> dict[str, Any]:
     }
 
 
-def engine_service(plan: EnginePlan) -> dict[str, Any]:
+def engine_service(plan: EnginePlan, *, extra_ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``extra_ports``: the Service's ports onto a sidecar (a device exporter's metrics)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -215,6 +217,9 @@ def engine_service(plan: EnginePlan) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": plan.selector(),
-            "ports": [{"name": "http", "port": plan.port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [
+                {"name": "http", "port": plan.port, "targetPort": "http", "protocol": "TCP"},
+                *(extra_ports or []),
+            ],
         },
     }

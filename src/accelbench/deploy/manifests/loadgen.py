@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from accelbench.deploy.manifests.telemetry import LoadgenTelemetry, rbac_objects
 from accelbench.domain.base import StrictModel
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.run import SweepSpec
@@ -42,6 +43,9 @@ class LoadgenConfig(StrictModel):
     )
     capacity_start: float | None = Field(
         default=None, gt=0, description="The search's first level (the planner's, set when the run starts)."
+    )
+    telemetry: LoadgenTelemetry | None = Field(
+        default=None, description="Where shard 0 reads the engine's device telemetry (None: nowhere)."
     )
 
     @model_validator(mode="after")
@@ -105,6 +109,18 @@ def loadgen_objects(
             "ports": [{"name": "barrier", "port": config.barrier_port, "targetPort": config.barrier_port}],
         },
     }
+    # node telemetry: a ServiceAccount that may list pods (to find the exporter on the engine's node); else no
+    # API token in the pods at all
+    rbac = (
+        rbac_objects(name=name, namespace=namespace, telemetry=config.telemetry, labels=pod_labels)
+        if config.telemetry is not None
+        else []
+    )
+    pod_identity: dict[str, Any] = (
+        {"serviceAccountName": rbac[0]["metadata"]["name"]}
+        if rbac
+        else {"automountServiceAccountToken": False}
+    )
     container = {
         "name": "loadgen",
         "image": image,
@@ -157,8 +173,9 @@ def loadgen_objects(
                     "enableServiceLinks": False,
                     "containers": [container],
                     "volumes": [{"name": "config", "configMap": {"name": cm_name}}],
+                    **pod_identity,
                 },
             },
         },
     }
-    return [configmap, service, job]
+    return [configmap, service, *rbac, job]

@@ -24,9 +24,10 @@ from accelbench.deploy.manifests.engine import EnginePlan, engine_deployment, en
 from accelbench.deploy.manifests.karpenter import KarpenterOptions, karpenter_objects
 from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources, loadgen_objects
 from accelbench.deploy.manifests.sizing import ready_timeout_s
+from accelbench.deploy.manifests.telemetry import loadgen_telemetry, service_port, sidecar_container
 from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import InstanceType
-from accelbench.domain.run import RunSpec
+from accelbench.domain.run import KubernetesTarget, KubernetesTelemetry, RunSpec
 from accelbench.errors import GuardError, UserInputError
 from accelbench.runtimes.base import Runtime, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.guards import check
@@ -72,6 +73,15 @@ class ExportOptions(StrictModel):
     )
     run_id: str = Field(
         default="export", description="Run id written into the load-generator config and labels."
+    )
+    telemetry: KubernetesTelemetry | None = Field(
+        default=None,
+        description="Device telemetry (node exporter, sidecar, off); default the spec's Kubernetes target's.",
+    )
+    cluster_has_exporter: bool | None = Field(
+        default=None,
+        description="Whether the cluster runs the tier's node exporter (asked by the Kubernetes target); resolves "
+        "telemetry auto (unknown: sidecar).",
     )
     force: bool = Field(
         default=False,
@@ -225,7 +235,26 @@ def render_bundle(
     objects: list[dict[str, Any]] = []
     if options.karpenter is not None:
         objects += karpenter_objects(options.karpenter, instance)
-    objects += [engine_deployment(plan), engine_service(plan)]
+    telemetry = options.telemetry or (
+        spec.target.telemetry if isinstance(spec.target, KubernetesTarget) else KubernetesTelemetry()
+    )
+    device_telemetry = loadgen_telemetry(
+        telemetry,
+        instance.accelerator_type,
+        service_host=f"{plan.name}.{plan.namespace}.svc.cluster.local",
+        engine_namespace=plan.namespace,
+        engine_selector=plan.selector(),
+        cluster_has_exporter=options.cluster_has_exporter,
+    )
+    if device_telemetry.mode == "sidecar":
+        tier = instance.accelerator_type
+        sidecar = sidecar_container(tier, telemetry.image)
+        objects += [
+            engine_deployment(plan, sidecar=sidecar),
+            engine_service(plan, extra_ports=[service_port(tier)]),
+        ]
+    else:
+        objects += [engine_deployment(plan), engine_service(plan)]
     if spec.capacity is not None and options.loadgen_shards > 1:
         raise UserInputError(
             f"{options.loadgen_shards} load-generator shards were asked for, but a capacity search runs its "
@@ -239,6 +268,7 @@ def render_bundle(
         sweep=spec.sweep,
         shards=options.loadgen_shards,
         capacity=spec.capacity,
+        telemetry=device_telemetry,
     )
     lg = loadgen_objects(
         name=name,
@@ -336,6 +366,16 @@ def bundle_files(bundle: Bundle) -> dict[str, str]:
         "ready_timeout_s": bundle.ready_timeout_s,
         "warnings": bundle.warnings,
     }
+    tel = bundle.loadgen.telemetry if bundle.loadgen is not None else None
+    if tel is not None:
+        summary["device_telemetry"] = {
+            "mode": tel.mode,
+            "exporter": tel.exporter,
+            "url": tel.url,
+            "namespace": tel.namespace,
+            "selector": tel.selector,
+            "port": tel.port,
+        }
     files["plan.json"] = json.dumps(summary, indent=2) + "\n"
     return files
 
