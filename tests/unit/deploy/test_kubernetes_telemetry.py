@@ -38,6 +38,8 @@ from accelbench.domain.run import (
     RunStatus,
     SweepSpec,
 )
+from accelbench.report.compare import device_figures
+from accelbench.report.failures import cell_devices
 from accelbench.services.specs import load_run_spec
 from accelbench.store.repo import Store
 from tests.support.fake_kube import FakeCluster, FakeKubeServer
@@ -71,13 +73,15 @@ def loadgen_pod(b: Bundle) -> dict[str, Any]:
 def test_every_tier_and_mode_validates(instance: str, mode: str) -> None:
     b = bundle(instance, mode)
     validate_objects(b.objects, "1.33")  # strict: an unknown field in a sidecar or a Role fails here
-    assert b.loadgen is not None and b.loadgen.telemetry is not None
+    assert b.loadgen is not None
     tel = b.loadgen.telemetry
     tier = b.engine.tier
     expected = (
         "off" if tier == AcceleratorType.cpu or mode == "off" else ("sidecar" if mode == "auto" else mode)
     )
-    assert tel.mode == expected
+    # off: nothing read and nothing claimed; a CPU tier: nothing to read, which its results say
+    assert (tel is None) == (mode == "off")
+    assert tel is None or tel.mode == expected
     kinds = [o["kind"] for o in b.objects]
     sidecars = set(containers(b)) - {"engine"}
     if expected == "node":
@@ -461,6 +465,12 @@ def test_a_gpu_run_reads_the_nodes_dcgm_exporter(store: Store) -> None:
             sum(m.startswith("cpu: the engine runs on node " + cluster.engine_node) for m in tel.missing) == 1
         )
     assert exporter.requests == 3 * len(results)
+    # the readers a local run's results go through take them unchanged: runs show's Devices table, the compare
+    cells = cell_devices(results)
+    assert [(c.input_len, c.concurrency) for c in cells] == [(128, 1), (128, 4)]
+    figures = device_figures([r.summary for r in results if r.concurrency == 4])
+    assert figures["kind"] == "gpu" and figures["energy_j"] == pytest.approx(100.0)
+    assert figures["tokens_per_joule"] == pytest.approx(8 * 8 / 100.0)  # 8 requests x 8 output tokens
 
 
 def test_a_config_without_telemetry_settings_claims_nothing() -> None:

@@ -246,7 +246,7 @@ def render_bundle(
         engine_selector=plan.selector(),
         cluster_has_exporter=options.cluster_has_exporter,
     )
-    if device_telemetry.mode == "sidecar":
+    if device_telemetry is not None and device_telemetry.mode == "sidecar":
         tier = instance.accelerator_type
         sidecar = sidecar_container(tier, telemetry.image)
         objects += [

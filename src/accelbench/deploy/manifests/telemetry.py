@@ -131,8 +131,11 @@ def loadgen_telemetry(
     engine_namespace: str,
     engine_selector: dict[str, str],
     cluster_has_exporter: bool | None = None,
-) -> LoadgenTelemetry:
-    """The load generator's telemetry settings for a rendered bundle."""
+) -> LoadgenTelemetry | None:
+    """The load generator's telemetry settings for a rendered bundle; None when the spec turns it off (nothing
+    read, nothing said)."""
+    if telemetry.mode == "off":
+        return None
     mode = resolve_mode(telemetry, tier, cluster_has_exporter)
     kind = EXPORTERS.get(tier)
     out = LoadgenTelemetry(
