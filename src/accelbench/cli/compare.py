@@ -1,8 +1,10 @@
 """CLI commands: ``accelbench compare``, ``accelbench report`` and ``accelbench import vllm-bench``.
 
-- ``compare RUN RUN...`` sets two or more stored runs side by side: the table, the ratios per input length,
-  the findings and cost (``--format table|json|csv``, ``--tier``, ``--out FILE``); when some are capacity
-  searches, their capacity at the SLO and its cost per 1M tokens first.
+- ``compare RUN RUN...`` sets two or more stored runs side by side against a baseline (the first named, or
+  ``--baseline RUN``): the table at the chosen latency percentiles (``--percentiles``, p50/p90/p99 by default),
+  each run against the baseline per input length, the findings and cost (``--format table|json|csv``,
+  ``--tier``, ``--out FILE``); when some are capacity searches, their capacity at the SLO and its cost per 1M
+  tokens first.
 - ``report RUN... --out DIR`` writes ``report.html`` (self-contained, works offline), ``report.md`` and its
   PNG charts; one run is enough.
 - ``import vllm-bench FILE... --label NAME`` reads ``vllm bench serve --save-result`` JSON files (one per cell
@@ -14,6 +16,7 @@ from __future__ import annotations
 import enum
 import io
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,9 @@ from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import UserInputError
+from accelbench.report.comparison import LATENCY_METRICS
+from accelbench.report.percentiles import DEFAULT, label
+from accelbench.report.side_by_side import RATIO_COLUMNS
 
 import_app = typer.Typer(
     help="Bring results measured elsewhere into the store (they then compare like any run).",
@@ -45,21 +51,24 @@ TierOption = typer.Option(
 
 
 # ----------------------------------------------------------------------------------------- compare
-def _pct(v: float | None) -> str:
-    return "" if v is None else f"{v:+.0f}%"
-
-
-def _x(v: float | None) -> str:
-    return "" if v is None else f"{v:.2f}x"
-
-
 # which columns matter most when the terminal is narrow (cli/render.py): 0 is always shown, higher drops first;
-# a column not named here (added later) gets 3
+# a column not named here (added later) gets 3. Latency tails (every percentile after the first chosen) drop
+# first: TTFT's and TPOT's after ITL's and E2E's.
 _CELL_PRIORITY = {
-    "input": 0, "conc": 0, "run": 0, "TPOT p50 ms": 0, "out tok/s": 0,
-    "TTFT p50 ms": 1, "tok/s vs base": 1, "$/1M out tok": 1,
-    "TPOT vs base": 2, "total tok/s": 2, "ok": 2,
-    "E2E p50 ms": 3, "req/s": 3, "ITL p50 ms": 4,
+    "input": 0, "conc": 0, "run": 0, "TPOT": 0, "out tok/s": 0,
+    "TTFT": 1, "throughput vs baseline": 1, "decode speed vs baseline": 1, "$/1M out tok": 1,
+    "total tok/s": 2, "ok": 2, "E2E": 3, "req/s": 3, "ITL": 4,
+}  # fmt: skip
+_TAIL_PRIORITY = {"TTFT": 5, "TPOT": 5, "ITL": 6, "E2E": 6}
+_PAIR_PRIORITY = {
+    "input": 0, "run": 0, "decode speed vs baseline (lowest conc)": 0, "baseline": 1, "conc": 1,
+    "throughput lead from low to high load": 1, "total tok/s vs baseline, per conc": 2,
+    "TPOT growth run | baseline": 3, "TTFT growth run | baseline": 3,
+    "out tok/s of 1 request run | baseline": 4, "aggregate out tok/s run | baseline": 4,
+}  # fmt: skip
+_PAIR_WHOLE = {
+    "input", "conc", "decode speed vs baseline (lowest conc)", "TPOT growth run | baseline",
+    "TTFT growth run | baseline", "out tok/s of 1 request run | baseline", "aggregate out tok/s run | baseline",
 }  # fmt: skip
 _CAPACITY_PRIORITY = {
     "run": 0, "max load": 0, "instance": 1, "out tok/s at max": 1, "$/1M output": 1,
@@ -68,18 +77,52 @@ _CAPACITY_PRIORITY = {
 _CAPACITY_NUMBERS = {"out tok/s at max", "$/1M output", "$/1M total"}
 
 
-def render_comparison(cmp: Any, out: Console) -> None:
-    """The human form of a comparison: runs, capacity at the SLO (capacity searches), side-by-side cells,
-    ratios, findings, notes."""
-    from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
-    from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, fmt_usd, side_by_side_rows
+def cell_columns(percentiles: Sequence[int]) -> list[Col]:
+    """The side-by-side table's columns with their priorities: a latency column at the first percentile chosen
+    takes its metric's priority, the tails after it drop first."""
+    from accelbench.report.side_by_side import latency_header, side_by_side_columns
 
+    first = {latency_header(name, percentiles[0]): name for _m, name in LATENCY_METRICS}
+    tails = {latency_header(name, p): name for _m, name in LATENCY_METRICS for p in percentiles[1:]}
+    cols = []
+    for c in side_by_side_columns(percentiles):
+        if c in first:
+            priority = _CELL_PRIORITY[first[c]]
+        elif c in tails:
+            priority = _TAIL_PRIORITY[tails[c]]
+        else:
+            priority = _CELL_PRIORITY.get(c, 3)
+        cols.append(Col(c, priority, num=c not in ("run", *RATIO_COLUMNS), whole=c in RATIO_COLUMNS))
+    return cols
+
+
+def baseline_line(cmp: Any, *, chosen: bool = False) -> str:
+    """Which run is the baseline and how it was chosen, said once above the tables."""
+    base = cmp.run(cmp.baseline)
+    name = base.name if base.name == base.id else f"{base.name} ({base.id})"
+    how = "chosen with --baseline" if chosen else "the first run named (--baseline RUN picks another)"
+    return (
+        f'Baseline: {name}, {how}. Every ratio sets a run against it: "2.50x faster" means faster than the '
+        "baseline."
+    )
+
+
+def render_comparison(
+    cmp: Any, out: Console, percentiles: Sequence[int] = DEFAULT, *, baseline_chosen: bool = False
+) -> None:
+    """The human form of a comparison: the baseline, runs, capacity at the SLO (capacity searches), side-by-side
+    cells at the chosen latency percentiles, each run against the baseline, findings, notes."""
+    from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
+    from accelbench.report.compare import TIER_LABELS, fmt_usd, side_by_side_rows
+    from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows
+
+    out.print(baseline_line(cmp, chosen=baseline_chosen), highlight=False)
     run_cols = [Col("", 0), Col("run id", 0), Col("model", 1), Col("engine", 2), Col("instance / machine", 1)]
     run_rows = []
     for r in cmp.runs:
         run_rows.append(
             [
-                "base" if r.id == cmp.baseline else "",
+                "baseline" if r.id == cmp.baseline else "",
                 f"{r.name}\n{r.id}" if r.name != r.id else r.id,
                 r.model or "",
                 " ".join(x for x in (r.engine, r.engine_version) if x),
@@ -106,53 +149,27 @@ def render_comparison(cmp: Any, out: Console) -> None:
             title_justify="left",
         )
 
-    cell_rows = side_by_side_rows(cmp)
+    cell_rows = side_by_side_rows(cmp, percentiles)
+    shown = "/".join(label(p) for p in percentiles)
     print_table(
-        [Col(c, _CELL_PRIORITY.get(c, 3), num=c != "run") for c in SIDE_BY_SIDE_COLUMNS],
+        cell_columns(percentiles),
         cell_rows,
         out=out,
         sections=[n for n in range(1, len(cell_rows)) if cell_rows[n][:2] != cell_rows[n - 1][:2]],
-        title="Cells (mean of repeat medians; 'vs base' = run / baseline)",
+        title=f"Cells (mean of the repeats' figures; latency {shown} ms, --percentiles to choose; "
+        "'vs baseline': each run against the baseline at the same cell)",
         title_justify="left",
     )
 
     if cmp.pairs:
-        ratio_cols = [
-            Col("input", 0, num=True, justify="left"),
-            Col("A / B", 0),
-            Col("conc", 1, whole=True),
-            Col("decode speed-up A/B", 0, whole=True),
-            Col("total tok/s A/B per conc", 1),
-            Col("gap", 2),
-            Col("TPOT growth A | B", 2),
-            Col("TTFT growth A | B", 3),
-            Col("tok/s 1 req A | B", 3),
-            Col("agg out tok/s A | B", 3),
-        ]
-        ratio_rows = []
-        for p in cmp.pairs:
-            a, b = cmp.run(p.a).name, cmp.run(p.b).name
-            ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
-            ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
-            ratio_rows.append(
-                [
-                    str(p.input_len),
-                    f"{a} / {b}",
-                    f"{p.lowest_concurrency}→{p.highest_concurrency}",
-                    _x(p.decode_speedup_a_over_b),
-                    ", ".join(f"c{g.concurrency}: {g.ratio_a_over_b:.2f}x" for g in p.throughput_gaps),
-                    p.throughput_gap_trend or "",
-                    f"{_pct(ga.growth_pct if ga else None)} | {_pct(gb.growth_pct if gb else None)}",
-                    f"{_pct(ta.growth_pct if ta else None)} | {_pct(tb.growth_pct if tb else None)}",
-                    f"{p.a_scaling.per_request_output_tps or 0:,.1f} | {p.b_scaling.per_request_output_tps or 0:,.1f}",
-                    f"{p.a_scaling.aggregate_output_tps or 0:,.1f} | {p.b_scaling.aggregate_output_tps or 0:,.1f}",
-                ]
-            )
         print_table(
-            ratio_cols,
-            ratio_rows,
+            [
+                Col(c, _PAIR_PRIORITY.get(c, 3), num=c == "input", whole=c in _PAIR_WHOLE, justify="left")
+                for c in PAIR_COLUMNS
+            ],
+            pair_rows(cmp),
             out=out,
-            title="Ratios per input length (B against A, the baseline)",
+            title="Each run against the baseline, per input length (over the concurrencies both measured)",
             title_justify="left",
         )
 
@@ -167,7 +184,20 @@ def render_comparison(cmp: Any, out: Console) -> None:
 
 def compare_command(
     runs: list[str] = typer.Argument(
-        ..., help="Two or more run ids (or unambiguous prefixes); the first is the baseline."
+        ...,
+        help="Two or more run ids (or unambiguous prefixes); the first is the baseline unless --baseline names "
+        "another.",
+    ),
+    baseline: str | None = typer.Option(
+        None,
+        "--baseline",
+        help="The run every other is set against (one of RUNS, id or prefix); default: the first named.",
+    ),
+    percentiles: str | None = typer.Option(
+        None,
+        "--percentiles",
+        help="Latency percentiles the table shows, comma-separated, from 50, 90, 95, 99 (default 50,90,99, or "
+        "ACCELBENCH_PERCENTILES); json and csv keep every stored one.",
     ),
     fmt: CompareFormat = typer.Option(
         CompareFormat.table,
@@ -178,14 +208,17 @@ def compare_command(
     tier: PriceTier = TierOption,
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Compare two or more runs: cells matched on (input length, concurrency), ratios, findings and cost; capacity
-    searches among them by their capacity at the SLO and its cost per 1M tokens."""
+    """Compare two or more runs against a baseline (the first named, or --baseline): cells matched on (input
+    length, concurrency), ratios, findings and cost; capacity searches among them by their capacity at the SLO
+    and its cost per 1M tokens."""
     from accelbench.report.compare import compare_runs, comparison_json
     from accelbench.report.compare_csv import write_compare_csv
+    from accelbench.report.percentiles import parse_percentiles
     from accelbench.store import get_store
 
     with user_errors():
-        cmp = compare_runs(get_store(), runs, tier=tier, min_runs=2)
+        chosen = parse_percentiles(percentiles)
+        cmp = compare_runs(get_store(), runs, tier=tier, min_runs=2, baseline=baseline)
         if fmt == CompareFormat.csv:
             text = write_compare_csv(cmp)
         elif fmt == CompareFormat.json:
@@ -197,10 +230,15 @@ def compare_command(
             text = json.dumps(comparison_json(cmp), indent=2, allow_nan=False) + "\n"
         else:
             if out is None:
-                render_comparison(cmp, console)
+                render_comparison(cmp, console, chosen, baseline_chosen=baseline is not None)
                 return
             buf = io.StringIO()
-            render_comparison(cmp, Console(file=buf, width=160, force_terminal=False, color_system=None))
+            render_comparison(
+                cmp,
+                Console(file=buf, width=160, force_terminal=False, color_system=None),
+                chosen,
+                baseline_chosen=baseline is not None,
+            )
             text = buf.getvalue()
         if out is None:
             typer.echo(text, nl=False)

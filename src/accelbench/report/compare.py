@@ -16,7 +16,10 @@ Cost: cost per request = hourly / requests per s / 3600; cost per 1M tokens = ho
 1e6, where "tokens" are output tokens (what a user is served; the total-token variant is carried as well).
 A run without an instance type (a local machine) has no price: its cost fields are None, never invented.
 
-The first run given is the baseline: every other run is compared with it.
+The baseline is the first run given, or the one chosen (``compare --baseline RUN``, the Compare page's picker):
+every other run is compared with it, and every ratio shown to a person is said against it as a factor of at
+least 1 with its direction in words (``report/comparison.py`` ``versus``). The latency percentiles a cell holds
+are p50, p90 (from the stored summaries), p95 and p99.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from accelbench import __version__
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.domain.run import CellStatus
+from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.report.capacity import build_capacity
 from accelbench.report.comparison import (
@@ -52,6 +55,7 @@ from accelbench.report.comparison import (
     lead,
 )
 from accelbench.report.findings import generate_findings
+from accelbench.report.percentiles import value as percentile_value
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
 from accelbench.report.tables import MetricAggregate, aggregate_results
 
@@ -71,6 +75,7 @@ __all__ = [
     "RunData",
     "RunScaling",
     "ThroughputGap",
+    "baseline_first",
     "build_comparison",
     "compare_runs",
     "comparison_json",
@@ -78,6 +83,7 @@ __all__ = [
     "fmt_usd",
     "lead",
     "load_runs",
+    "not_comparable",
     "side_by_side_rows",
 ]
 
@@ -115,6 +121,35 @@ def load_runs(
         price, note = resolve_price(run, tier, store)
         out.append(RunData(run=run, results=results, price=price, price_note=note))
     return out
+
+
+def baseline_first(store: Store, refs: Sequence[str], baseline: str | None = None) -> list[str]:
+    """The runs' ids in the order they are compared: the baseline first (``baseline`` when given, else the
+    first run named), the others in the order named. Raises UserInputError when ``baseline`` is not one of
+    ``refs``."""
+    ids = [store.get_run(ref).id for ref in refs]
+    if baseline is None or not baseline.strip():
+        return ids
+    base = store.get_run(baseline.strip()).id
+    if base not in ids:
+        raise UserInputError(
+            f"The baseline {base} is not one of the runs compared ({', '.join(ids)}).",
+            hint="Pick the baseline among the runs compared; without one, the first run named is the baseline.",
+        )
+    return [base, *(i for i in ids if i != base)]
+
+
+def not_comparable(run: RunInfo) -> str | None:
+    """Why a run is not offered for comparison (it did not complete, or completed no request), else None."""
+    if run.status != RunStatus.completed:
+        if run.status == RunStatus.failed:
+            return "failed" + (f": {run.error}" if run.error else "")
+        if run.status.finished:
+            return f"{run.status.value} before it completed"
+        return f"still {run.status.value}: it can be compared once it has completed"
+    if run.completed_requests == 0:
+        return "completed no request: nothing to compare"
+    return None
 
 
 def resolve_price(
@@ -288,6 +323,20 @@ def _m(agg: MetricAggregate | None) -> float | None:
     return agg.mean if agg is not None else None
 
 
+# where a stored summary keeps each latency metric's statistics (a ``MetricStats``)
+_SUMMARY_STATS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2el_ms"}
+
+
+def _summary_percentile(used: Sequence[ResultInfo], metric: str, p: int) -> float | None:
+    """The mean over the repeats used of one percentile a result keeps only in its summary (p90): the same
+    mean of repeats as every other figure of the cell; None when no repeat recorded it."""
+    values = [
+        v for r in used if (v := percentile_value(r.summary.get(_SUMMARY_STATS[metric]), p)) is not None
+    ]
+    agg = MetricAggregate.of(values)
+    return agg.mean if agg is not None else None
+
+
 def aggregate_cells(data: RunData) -> list[CellResult]:
     """One CellResult per (input_len, concurrency) of the run, from ``report.tables.aggregate_results``
     (the mean of the repeats' medians; which repeats count is decided there), with cost and telemetry."""
@@ -306,6 +355,8 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
         out_tps, rps, total_tps = _m(c.output_throughput), _m(c.request_throughput), _m(total)
         summaries = [r.summary for r in by_cell[key] if r.status != CellStatus.failed and r.completed > 0]
         dev = device_figures(summaries)
+        # the repeats the aggregate's figures rest on (report/tables.py decides: completed ones, else partial)
+        used = [r for r in by_cell[key] if r.status == c.status] if c.status != CellStatus.failed else []
         done = c.completed + c.failed
         cells.append(
             CellResult(
@@ -317,15 +368,19 @@ def aggregate_cells(data: RunData) -> list[CellResult]:
                 result_ids=[r.id for r in by_cell[key]],
                 status=c.status.value,
                 ttft_p50_ms=_m(c.ttft_p50_ms),
+                ttft_p90_ms=_summary_percentile(used, "ttft", 90),
                 ttft_p95_ms=_m(c.ttft_p95_ms),
                 ttft_p99_ms=_m(c.ttft_p99_ms),
                 tpot_p50_ms=_m(tpot),
+                tpot_p90_ms=_summary_percentile(used, "tpot", 90),
                 tpot_p95_ms=_m(c.tpot_p95_ms),
                 tpot_p99_ms=_m(c.tpot_p99_ms),
                 itl_p50_ms=_m(c.itl_p50_ms),
+                itl_p90_ms=_summary_percentile(used, "itl", 90),
                 itl_p95_ms=_m(c.itl_p95_ms),
                 itl_p99_ms=_m(c.itl_p99_ms),
                 e2e_p50_ms=_m(c.e2el_p50_ms),
+                e2e_p90_ms=_summary_percentile(used, "e2e", 90),
                 e2e_p95_ms=_m(c.e2el_p95_ms),
                 e2e_p99_ms=_m(c.e2el_p99_ms),
                 tpot_p50_min_ms=tpot.min if tpot else None,
@@ -684,6 +739,10 @@ def compare_runs(
     *,
     tier: PriceTier = PriceTier.on_demand,
     min_runs: int = 2,
+    baseline: str | None = None,
 ) -> Comparison:
-    """Load the runs from the store and compare them (``min_runs=1`` for a single-run report)."""
+    """Load the runs from the store and compare them (``min_runs=1`` for a single-run report): every run
+    against the baseline, ``baseline`` when given (one of ``refs``), else the first run named."""
+    if baseline is not None and len(refs) >= min_runs:
+        refs = baseline_first(store, refs, baseline)
     return build_comparison(load_runs(store, refs, tier=tier, min_runs=min_runs), tier=tier)

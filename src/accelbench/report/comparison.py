@@ -32,6 +32,15 @@ ACCEL_MEMORY_KEYS: tuple[tuple[str, float], ...] = (
     ("neuron_memory_used_bytes", 1.0 / 2**30),
 )
 
+#: the latency metrics a cell holds (its ``<metric>_p<N>_ms`` fields), with the names the tables give them
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2e"]
+LATENCY_METRICS: tuple[tuple[LatencyMetric, str], ...] = (
+    ("ttft", "TTFT"),
+    ("tpot", "TPOT"),
+    ("itl", "ITL"),
+    ("e2e", "E2E"),
+)
+
 TIER_LABELS: dict[PriceTier, str] = {
     PriceTier.on_demand: "on-demand",
     PriceTier.reserved_1yr: "1-year reserved",
@@ -97,15 +106,19 @@ class CellResult(StrictModel):
     result_ids: list[int] = Field(default_factory=list, description="Stored results of the cell.")
     status: str = Field(description="completed, partial (some repeat interrupted) or failed (no metrics).")
     ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
     ttft_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
     tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
     itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
     itl_p95_ms: float | None = None
     itl_p99_ms: float | None = None
     e2e_p50_ms: float | None = None
+    e2e_p90_ms: float | None = None
     e2e_p95_ms: float | None = None
     e2e_p99_ms: float | None = None
     tpot_p50_min_ms: float | None = Field(default=None, description="Lowest repeat median TPOT.")
@@ -147,6 +160,12 @@ class CellResult(StrictModel):
     cost_per_1m_total_tokens_usd: float | None = Field(
         default=None, description="hourly / total tok/s / 3600 x 1e6 (input and output tokens)."
     )
+
+    def latency(self, metric: LatencyMetric, p: int) -> float | None:
+        """One latency percentile of the cell (the mean over its repeats), e.g. ``latency("tpot", 99)``; None
+        when it was not measured (or the percentile is not one a cell holds: 50, 90, 95, 99)."""
+        value = getattr(self, f"{metric}_p{p}_ms", None)
+        return None if value is None else float(value)
 
 
 class Growth(StrictModel):
@@ -343,6 +362,103 @@ class RunData:
 def lead(ratio: float) -> float:
     """The leader's advantage of an A/B ratio: 0.5 and 2.0 are both a 2.0x lead."""
     return max(ratio, 1.0 / ratio)
+
+
+# ------------------------------------------------------------------------------- how ratios are said
+# One way everywhere (the CLI, the compare page, the report, the findings): a run is set against the baseline
+# with a factor of at least 1 and the direction in words ("2.50x faster", "1.30x slower"), never a ratio below 1
+# beside its inverse. The JSON keeps the plain ratios (``decode_speedup_a_over_b``, ``ratio_a_over_b``).
+ON_PAR = "on par"
+
+#: how a throughput lead moves from the lowest to the highest concurrency (``PairRatios.throughput_gap_trend``),
+#: in words
+TREND_WORDS: dict[str, str] = {
+    "widens": "grows",
+    "narrows": "shrinks",
+    "holds": "holds",
+    "reverses": "changes hands",
+}
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One run's figure against the baseline's: ``factor`` >= 1 and the direction in words."""
+
+    factor: float
+    better: bool | None  # None: on par at the digits shown
+    word: str
+    digits: int = 2
+
+    def __str__(self) -> str:
+        return ON_PAR if self.better is None else f"{self.factor:.{self.digits}f}x {self.word}"
+
+
+def versus(
+    value: float | None,
+    baseline: float | None,
+    *,
+    higher_is_better: bool,
+    better: str,
+    worse: str,
+    digits: int = 2,
+) -> Versus | None:
+    """``value`` (the run's) against ``baseline`` (the baseline run's) as a factor >= 1 and a word: TPOT 10 ms
+    against 25 ms, lower being better, is ``2.50x faster``; 25 against 10 is ``2.50x slower``. A factor that
+    rounds to 1 at ``digits`` is "on par". None without both figures (or with one that is not positive)."""
+    if value is None or baseline is None or value <= 0 or baseline <= 0:
+        return None
+    ratio = value / baseline
+    factor = lead(ratio)
+    if round(factor, digits) <= 1.0:
+        return Versus(factor=factor, better=None, word=ON_PAR, digits=digits)
+    is_better = (ratio > 1.0) == higher_is_better
+    return Versus(factor=factor, better=is_better, word=better if is_better else worse, digits=digits)
+
+
+def decode_versus(tpot: float | None, baseline_tpot: float | None, digits: int = 2) -> Versus | None:
+    """Decode speed from TPOT (lower is faster): "2.50x faster" / "1.30x slower" than the baseline."""
+    return versus(tpot, baseline_tpot, higher_is_better=False, better="faster", worse="slower", digits=digits)
+
+
+def throughput_versus(tok_s: float | None, baseline_tok_s: float | None, digits: int = 2) -> Versus | None:
+    """Throughput (higher is better): "2.50x higher" / "1.30x lower" than the baseline."""
+    return versus(tok_s, baseline_tok_s, higher_is_better=True, better="higher", worse="lower", digits=digits)
+
+
+def cost_versus(usd: float | None, baseline_usd: float | None, digits: int = 2) -> Versus | None:
+    """Cost (lower is better): "2.50x cheaper" / "1.30x more expensive" than the baseline."""
+    return versus(
+        usd, baseline_usd, higher_is_better=False, better="cheaper", worse="more expensive", digits=digits
+    )
+
+
+def advantage_phrase(p: PairRatios, baseline: str, run: str) -> str:
+    """How the total-throughput advantage moves from the lowest to the highest concurrency both runs measured,
+    with its figures, e.g. "gpu ahead; its lead grows from 2.0x (c1) to 4.1x (c16)". One decimal, as
+    ``throughput_gap_trend`` is judged. Empty with fewer than two concurrencies."""
+    gaps = p.throughput_gaps
+    if p.throughput_gap_trend is None or len(gaps) < 2:
+        return ""
+    first, last = gaps[0], gaps[-1]
+    lo, hi = f"c{first.concurrency}", f"c{last.concurrency}"
+    lo_x, hi_x = f"{lead(first.ratio_a_over_b):.1f}x", f"{lead(last.ratio_a_over_b):.1f}x"
+
+    def ahead(ratio: float) -> str:
+        return baseline if ratio >= 1.0 else run
+
+    if p.throughput_gap_trend == "reverses":
+        return (
+            f"lead changes hands: {ahead(first.ratio_a_over_b)} ahead {lo_x} ({lo}), "
+            f"{ahead(last.ratio_a_over_b)} ahead {hi_x} ({hi})"
+        )
+    if p.throughput_gap_trend == "holds":
+        if round(lead(first.ratio_a_over_b), 1) <= 1.0:
+            return f"{ON_PAR} from {lo} to {hi}"
+        return f"{ahead(first.ratio_a_over_b)} ahead; its lead holds at {hi_x} from {lo} to {hi}"
+    # the leader is the one ahead where the lead is larger: at the end if it grows, at the start if it shrinks
+    ref = last if p.throughput_gap_trend == "widens" else first
+    word = TREND_WORDS[p.throughput_gap_trend]
+    return f"{ahead(ref.ratio_a_over_b)} ahead; its lead {word} from {lo_x} ({lo}) to {hi_x} ({hi})"
 
 
 __all__ = [

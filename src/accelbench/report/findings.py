@@ -4,7 +4,9 @@ Each ``Finding`` carries its sentence and the unrounded figures the sentence quo
 and the prose always agree. Sentences round as the tables do: ratios to one decimal ("3.1x"), times to
 0.1 ms, throughputs to 0.1 tok/s, growth to whole percents, dollars to a few significant digits.
 
-With two or more runs, every run is set against the first (the baseline) at each input length; with one
+With two or more runs, every run is set against the baseline (the first run given, or the one chosen) at each
+input length, in sentences that name the baseline and state each ratio as a factor of at least 1 with its
+direction in words ("B decodes 2.5x faster than the baseline A"); with one
 run, the findings describe how that run scales with concurrency. Capacity searches among the runs come
 first: per SLO and load, the highest load each run sustains and what 1M output tokens cost there ("At p90
 TPOT <= 50 ms, g6.2xlarge sustains 24 users at $0.41/1M output tokens; m8i.2xlarge 3 users at $2.10/1M."),
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 from accelbench.report.capacity import error_phrase, fmt_usd_per_million, load_phrase
 from accelbench.report.comparison import (
+    ON_PAR,
     TIER_LABELS,
+    TREND_WORDS,
     CapacityRun,
     CellResult,
     Comparison,
@@ -23,8 +27,12 @@ from accelbench.report.comparison import (
     Growth,
     PairRatios,
     RunScaling,
+    Versus,
+    cost_versus,
+    decode_versus,
     fmt_usd,
     lead,
+    throughput_versus,
 )
 
 __all__ = ["Finding", "generate_findings"]
@@ -66,34 +74,35 @@ def _growth_figures(prefix: str, g: Growth) -> dict[str, float | int | str | Non
 
 
 # ------------------------------------------------------------------------------------ pairs
+# Each sentence sets the run (B) against the baseline (A) and says so: a factor of at least 1 with the direction
+# in words ("B decodes 2.5x faster than the baseline A"), never a ratio below 1 (report/comparison.py versus).
 def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
     a, b = cmp.run(p.a).name, cmp.run(p.b).name
+    base = f"the baseline {a}"
     il, lo, hi = p.input_len, p.lowest_concurrency, p.highest_concurrency
     runs = [p.a, p.b]
     out: list[Finding] = []
 
-    if p.decode_speedup_a_over_b is not None and p.tpot_a_ms is not None and p.tpot_b_ms is not None:
+    decode = decode_versus(p.tpot_b_ms, p.tpot_a_ms, digits=1)
+    if p.decode_speedup_a_over_b is not None and decode is not None:
+        assert p.tpot_a_ms is not None and p.tpot_b_ms is not None
         s = p.decode_speedup_a_over_b
         figures: dict[str, float | int | str | None] = {
             "concurrency": lo,
             "tpot_a_ms": p.tpot_a_ms,
             "tpot_b_ms": p.tpot_b_ms,
             "decode_speedup_a_over_b": s,
+            "baseline": p.a,
+            "factor": decode.factor,
+            "direction": decode.word,
         }
-        if round(lead(s), 1) <= 1.0:
-            text = (
-                f"At input {il}, decode speed is on par on {a} and {b} at concurrency {lo} "
-                f"(TPOT {fms(p.tpot_a_ms)} vs {fms(p.tpot_b_ms)})."
-            )
+        tpots = f"(TPOT {fms(p.tpot_b_ms)} vs {fms(p.tpot_a_ms)})"
+        if decode.better is None:
+            text = f"At input {il} and concurrency {lo}, {b} decodes as fast as {base} {tpots}."
         else:
-            fast, slow = (a, b) if s > 1 else (b, a)
-            t_fast, t_slow = (p.tpot_a_ms, p.tpot_b_ms) if s > 1 else (p.tpot_b_ms, p.tpot_a_ms)
             figures["faster"] = p.a if s > 1 else p.b
             figures["speedup"] = lead(s)
-            text = (
-                f"At input {il}, decode is {fx(lead(s))} faster on {fast} than on {slow} at concurrency {lo} "
-                f"(TPOT {fms(t_fast)} vs {fms(t_slow)})."
-            )
+            text = f"At input {il} and concurrency {lo}, {b} decodes {decode} than {base} {tpots}."
         out.append(Finding(kind="decode_speedup", text=text, input_len=il, runs=runs, figures=figures))
 
     ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
@@ -102,8 +111,8 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
             Finding(
                 kind="tpot_growth",
                 text=(
-                    f"At input {il}, under load (concurrency {lo} → {hi}) {a}'s TPOT {growth_phrase(ga)} "
-                    f"while {b}'s {growth_phrase(gb)}."
+                    f"At input {il}, under load (concurrency {lo} → {hi}) {b}'s TPOT {growth_phrase(gb)} "
+                    f"while {base}'s {growth_phrase(ga)}."
                 ),
                 input_len=il,
                 runs=runs,
@@ -121,15 +130,17 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
 
     ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
     if ta is not None and tb is not None:
-        va, pa, spa = _growth_parts(ta)
         vb, pb, spb = _growth_parts(tb)
-        second = f"{pb} on {b} {spb}" if vb == va and pb else f"{vb}{' ' + pb if pb else ''} on {b} {spb}"
+        va, pa, spa = _growth_parts(ta)
+        second = (
+            f"{pa} on {base} {spa}" if va == vb and pa else f"{va}{' ' + pa if pa else ''} on {base} {spa}"
+        )
         out.append(
             Finding(
                 kind="ttft_growth",
                 text=(
-                    f"At input {il}, from concurrency {lo} to {hi} TTFT {va}{' ' + pa if pa else ''} on {a} "
-                    f"{spa} and {second}."
+                    f"At input {il}, from concurrency {lo} to {hi} TTFT {vb}{' ' + pb if pb else ''} on {b} "
+                    f"{spb} and {second}."
                 ),
                 input_len=il,
                 runs=runs,
@@ -147,8 +158,8 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
         # per request, end to end (its TTFT included): the speed one user sees, not the decode rate alone
         who = "one request gets" if lo == 1 else "each request gets"
         text = (
-            f"At input {il} and concurrency {lo}, {who} {ftps(sa.per_request_output_tps)} of output end to end "
-            f"on {a} vs {ftps(sb.per_request_output_tps)} on {b}"
+            f"At input {il} and concurrency {lo}, {who} {ftps(sb.per_request_output_tps)} of output end to end "
+            f"on {b} vs {ftps(sa.per_request_output_tps)} on {base}"
         )
         figures = {
             "low_concurrency": lo,
@@ -157,8 +168,8 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
         }
         if hi != lo and sa.aggregate_output_tps is not None and sb.aggregate_output_tps is not None:
             text += (
-                f"; at concurrency {hi} {a} delivers {ftps(sa.aggregate_output_tps)} of output in aggregate "
-                f"vs {ftps(sb.aggregate_output_tps)} on {b}"
+                f"; at concurrency {hi} {b} delivers {ftps(sb.aggregate_output_tps)} of output in aggregate "
+                f"vs {ftps(sa.aggregate_output_tps)} on {a}"
             )
             figures.update(
                 high_concurrency=hi,
@@ -183,6 +194,7 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
 def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
     il, gaps = p.input_len, p.throughput_gaps
     first, last = gaps[0], gaps[-1]
+    base = f"the baseline {a}"
     figures: dict[str, float | int | str | None] = {
         "from_concurrency": first.concurrency,
         "to_concurrency": last.concurrency,
@@ -193,58 +205,47 @@ def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
         "trend": p.throughput_gap_trend,
         "lead_low": lead(first.ratio_a_over_b),
         "lead_high": lead(last.ratio_a_over_b),
+        "baseline": p.a,
     }
+    # B against the baseline at each end, one decimal, as the trend is judged
+    v_lo = throughput_versus(first.b_tok_s, first.a_tok_s, digits=1)
+    v_hi = throughput_versus(last.b_tok_s, last.a_tok_s, digits=1)
+    assert v_lo is not None and v_hi is not None  # a gap is stored only with both throughputs
+    figures["direction_low"], figures["direction_high"] = v_lo.word, v_hi.word
+    tps = f"({ftps(last.b_tok_s)} vs {ftps(last.a_tok_s)}"
 
-    def who(ratio: float) -> tuple[str, str]:
-        return (a, b) if ratio >= 1.0 else (b, a)
+    def than(v: Versus) -> str:
+        return f"on par with that of {base}" if v.better is None else f"{v} than that of {base}"
 
-    if p.throughput_gap_trend is None:
-        leader, other = who(last.ratio_a_over_b)
-        r = lead(last.ratio_a_over_b)
-        x, y = (last.a_tok_s, last.b_tok_s) if leader == a else (last.b_tok_s, last.a_tok_s)
-        if round(r, 1) <= 1.0:
-            text = (
-                f"At input {il} and concurrency {last.concurrency}, total throughput is on par on {a} and {b} "
-                f"({ftps(last.a_tok_s)} vs {ftps(last.b_tok_s)})."
-            )
-        else:
-            text = (
-                f"At input {il} and concurrency {last.concurrency}, {leader} delivers {fx(r)} the total "
-                f"throughput of {other} ({ftps(x)} vs {ftps(y)})."
-            )
-    elif p.throughput_gap_trend == "reverses":
-        l_lo, _ = who(first.ratio_a_over_b)
-        l_hi, _ = who(last.ratio_a_over_b)
+    def at_end(v: Versus) -> str:
+        return ON_PAR if v.better is None else str(v)
+
+    def leader(ratio: float) -> str:
+        return a if ratio >= 1.0 else b
+
+    trend = p.throughput_gap_trend
+    if trend is None:
+        text = f"At input {il} and concurrency {last.concurrency}, {b}'s total throughput is {than(v_hi)} {tps})."
+    elif trend == "reverses":
         text = (
-            f"At input {il}, the total-throughput lead reverses: {l_lo} is ahead {fx(lead(first.ratio_a_over_b))} "
-            f"at concurrency {first.concurrency}, {l_hi} is ahead {fx(lead(last.ratio_a_over_b))} at "
-            f"concurrency {last.concurrency}."
+            f"At input {il}, the total-throughput lead changes hands under load: {b}'s total throughput is "
+            f"{than(v_lo)} at concurrency {first.concurrency} and {at_end(v_hi)} at concurrency "
+            f"{last.concurrency} {tps} at {last.concurrency})."
+        )
+    elif trend == "holds" and v_lo.better is None:
+        text = (
+            f"At input {il}, {b}'s total throughput stays on par with that of {base} from concurrency "
+            f"{first.concurrency} to {last.concurrency} {tps} at {last.concurrency})."
         )
     else:
-        # The leader named is the one ahead where the lead is larger (at the end if it widens, the start
-        # if it narrows), so a lead that shrinks to parity is still attributed correctly.
-        ref = last if p.throughput_gap_trend == "widens" else first
-        leader, other = who(ref.ratio_a_over_b)
-        lo_s, hi_s = fx(lead(first.ratio_a_over_b)), fx(lead(last.ratio_a_over_b))
-        x, y = (last.a_tok_s, last.b_tok_s) if leader == a else (last.b_tok_s, last.a_tok_s)
-        if p.throughput_gap_trend == "holds":
-            if round(lead(first.ratio_a_over_b), 1) <= 1.0:
-                text = (
-                    f"At input {il}, total throughput stays on par on {a} and {b} from concurrency "
-                    f"{first.concurrency} to {last.concurrency} ({ftps(last.a_tok_s)} vs "
-                    f"{ftps(last.b_tok_s)} at {last.concurrency})."
-                )
-            else:
-                text = (
-                    f"At input {il}, {leader}'s total-throughput lead over {other} holds at {hi_s} from "
-                    f"concurrency {first.concurrency} to {last.concurrency} ({ftps(x)} vs {ftps(y)})."
-                )
-        else:
-            text = (
-                f"At input {il}, {leader}'s total-throughput lead over {other} {p.throughput_gap_trend} "
-                f"from {lo_s} at concurrency {first.concurrency} to {hi_s} at concurrency {last.concurrency} "
-                f"({ftps(x)} vs {ftps(y)})."
-            )
+        # the leader is the one ahead where the lead is larger: at the end if it grows, at the start if it
+        # shrinks, so a lead that shrinks to parity is still attributed correctly
+        ref = last if trend == "widens" else first
+        text = (
+            f"At input {il}, {b}'s total throughput is {than(v_lo)} at concurrency {first.concurrency} and "
+            f"{at_end(v_hi)} at concurrency {last.concurrency}: {leader(ref.ratio_a_over_b)}'s lead "
+            f"{TREND_WORDS[trend]} under load {tps} at {last.concurrency})."
+        )
     return Finding(kind="throughput_gap", text=text, input_len=il, runs=[p.a, p.b], figures=figures)
 
 
@@ -259,18 +260,22 @@ def _cost_pair_finding(cmp: Comparison, ca: CellResult, cb: CellResult, a: str, 
         "cost_per_1m_tokens_b_usd": y,
         "hourly_a_usd": ca.hourly_usd,
         "hourly_b_usd": cb.hourly_usd,
+        "baseline": ca.run_id,
     }
     head = f"At input {ca.input_len} and concurrency {ca.concurrency}, at {tier} prices"
-    if round(lead(x / y), 1) <= 1.0:
-        text = f"{head}, 1M output tokens cost about the same on {a} ({fmt_usd(x)}) and {b} ({fmt_usd(y)})."
-    else:
-        cheap, dear = (a, b) if x < y else (b, a)
-        c_cheap, c_dear = min(x, y), max(x, y)
-        figures["cheaper"] = ca.run_id if x < y else cb.run_id
-        figures["cost_ratio"] = c_dear / c_cheap
+    v = cost_versus(y, x, digits=1)
+    assert v is not None
+    figures["direction"] = v.word
+    if v.better is None:
         text = (
-            f"{head}, {cheap} serves 1M output tokens for {fmt_usd(c_cheap)} vs {fmt_usd(c_dear)} on {dear} "
-            f"({fx(c_dear / c_cheap)} cheaper)."
+            f"{head}, 1M output tokens cost about the same on {b} ({fmt_usd(y)}) as on the baseline {a} "
+            f"({fmt_usd(x)})."
+        )
+    else:
+        figures["cheaper"] = ca.run_id if x < y else cb.run_id
+        figures["cost_ratio"] = max(x, y) / min(x, y)
+        text = (
+            f"{head}, {b} serves 1M output tokens for {fmt_usd(y)}: {v} than the baseline {a} ({fmt_usd(x)})."
         )
     return Finding(
         kind="cost", text=text, input_len=ca.input_len, runs=[ca.run_id, cb.run_id], figures=figures

@@ -1,32 +1,65 @@
-"""The side-by-side table of a comparison (the CLI's ``compare``, the pages, report.md) and its JSON form."""
+"""The tables of a comparison (the CLI's ``compare``, the compare page, report.html and report.md) and its JSON
+form: the side-by-side cells (the chosen latency percentiles, throughput, cost, and each run against the
+baseline at the same cell) and, per input length, each run against the baseline (``pair_rows``).
+
+Every ratio is said one way (``report/comparison.py`` ``versus``): a factor of at least 1 with the direction in
+words, "2.50x faster" / "1.30x slower", in a column whose header says what it compares ("decode speed vs
+baseline"); the baseline's own rows say "baseline"."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from accelbench.report.comparison import Comparison, fmt_num, fmt_usd
+from accelbench.report.comparison import (
+    LATENCY_METRICS,
+    Comparison,
+    Growth,
+    advantage_phrase,
+    decode_versus,
+    fmt_num,
+    fmt_usd,
+    throughput_versus,
+)
+from accelbench.report.percentiles import DEFAULT, label
 
 # ------------------------------------------------------------------------------ side-by-side table
-SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = (
-    "input",
-    "conc",
-    "run",
-    "TTFT p50 ms",
-    "TPOT p50 ms",
-    "ITL p50 ms",
-    "E2E p50 ms",
-    "out tok/s",
-    "total tok/s",
-    "req/s",
-    "ok",
-    "$/1M out tok",
-    "TPOT vs base",
-    "tok/s vs base",
-)
+#: the side-by-side table's ratio columns (always its last two: a single run's table leaves them out)
+RATIO_COLUMNS: tuple[str, ...] = ("decode speed vs baseline", "throughput vs baseline")
+BASELINE_MARK = "baseline"
 
 
-def side_by_side_rows(comparison: Comparison) -> list[list[str]]:
-    """Rows of the side-by-side table: per cell, one row per run, ratios against the baseline run."""
+def latency_header(name: str, p: int) -> str:
+    """The column of one latency percentile: ``TPOT p99 ms``."""
+    return f"{name} {label(p)} ms"
+
+
+def side_by_side_columns(percentiles: Sequence[int] = DEFAULT) -> tuple[str, ...]:
+    """The side-by-side table's columns: each latency metric at each chosen percentile (p50/p90/p99 by
+    default, ``report/percentiles.py``), throughput, requests, cost, then the two ratio columns."""
+    latencies = [latency_header(name, p) for _metric, name in LATENCY_METRICS for p in percentiles]
+    return (
+        "input",
+        "conc",
+        "run",
+        *latencies,
+        "out tok/s",
+        "total tok/s",
+        "req/s",
+        "ok",
+        "$/1M out tok",
+        *RATIO_COLUMNS,
+    )
+
+
+#: the columns at the default percentiles
+SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = side_by_side_columns(DEFAULT)
+
+
+def side_by_side_rows(comparison: Comparison, percentiles: Sequence[int] = DEFAULT) -> list[list[str]]:
+    """Rows of the side-by-side table (``side_by_side_columns(percentiles)``): per cell, one row per run; the
+    ratio columns set each run against the baseline's figure at the same cell ("2.50x faster"), the baseline's
+    rows say "baseline"."""
     rows: list[list[str]] = []
     keys = sorted({(c.input_len, c.concurrency) for c in comparison.cells})
     for input_len, conc in keys:
@@ -35,31 +68,86 @@ def side_by_side_rows(comparison: Comparison) -> list[list[str]]:
             c = comparison.cell(run.id, input_len, conc)
             if c is None:
                 continue
-            tpot_vs = tput_vs = ""
-            if run.id != comparison.baseline and base is not None and base.repeats and c.repeats:
-                if c.tpot_p50_ms and base.tpot_p50_ms:
-                    tpot_vs = f"{c.tpot_p50_ms / base.tpot_p50_ms:.2f}x"
-                if c.total_throughput and base.total_throughput:
-                    tput_vs = f"{c.total_throughput / base.total_throughput:.2f}x"
-            ok = f"{c.successful}/{c.successful + c.failed}"
+            decode = tput = ""
+            if run.id == comparison.baseline:
+                if len(comparison.runs) > 1:
+                    decode = tput = BASELINE_MARK
+            elif base is not None and base.repeats and c.repeats:
+                decode = str(decode_versus(c.tpot_p50_ms, base.tpot_p50_ms) or "")
+                tput = str(throughput_versus(c.total_throughput, base.total_throughput) or "")
+            latencies = [
+                fmt_num(c.latency(metric, p)) for metric, _name in LATENCY_METRICS for p in percentiles
+            ]
             rows.append(
                 [
                     str(input_len),
                     str(conc),
                     run.name,
-                    fmt_num(c.ttft_p50_ms),
-                    fmt_num(c.tpot_p50_ms),
-                    fmt_num(c.itl_p50_ms),
-                    fmt_num(c.e2e_p50_ms),
+                    *latencies,
                     fmt_num(c.output_throughput),
                     fmt_num(c.total_throughput),
                     fmt_num(c.request_throughput, 2),
-                    ok,
+                    f"{c.successful}/{c.successful + c.failed}",
                     fmt_usd(c.cost_per_1m_tokens_usd),
-                    tpot_vs,
-                    tput_vs,
+                    decode,
+                    tput,
                 ]
             )
+    return rows
+
+
+# ------------------------------------------------------------------------------ each run against the baseline
+PAIR_COLUMNS: tuple[str, ...] = (
+    "input",
+    "run",
+    "baseline",
+    "conc",
+    "decode speed vs baseline (lowest conc)",
+    "total tok/s vs baseline, per conc",
+    "throughput lead from low to high load",
+    "TPOT growth run | baseline",
+    "TTFT growth run | baseline",
+    "out tok/s of 1 request run | baseline",
+    "aggregate out tok/s run | baseline",
+)
+
+
+def _pct(g: Growth | None) -> str:
+    return "-" if g is None else f"{g.growth_pct:+.0f}%"
+
+
+def _tps(v: float | None) -> str:
+    return fmt_num(v)
+
+
+def pair_rows(comparison: Comparison) -> list[list[str]]:
+    """One row per run and input length (``PAIR_COLUMNS``): the run against the baseline over the concurrencies
+    both measured: decode speed at the lowest, total throughput at each, how the throughput lead moves under
+    load (``advantage_phrase``), and each run's own TPOT and TTFT growth and per-request and aggregate speed."""
+    rows: list[list[str]] = []
+    for p in comparison.pairs:
+        a, b = comparison.run(p.a).name, comparison.run(p.b).name
+        sa, sb = p.a_scaling, p.b_scaling
+        rows.append(
+            [
+                str(p.input_len),
+                b,
+                a,
+                f"{p.lowest_concurrency}→{p.highest_concurrency}"
+                if p.highest_concurrency != p.lowest_concurrency
+                else str(p.lowest_concurrency),
+                str(decode_versus(p.tpot_b_ms, p.tpot_a_ms) or "-"),
+                ", ".join(
+                    f"c{g.concurrency}: {throughput_versus(g.b_tok_s, g.a_tok_s)}" for g in p.throughput_gaps
+                )
+                or "-",
+                advantage_phrase(p, a, b) or "-",
+                f"{_pct(sb.tpot_growth)} | {_pct(sa.tpot_growth)}",
+                f"{_pct(sb.ttft_growth)} | {_pct(sa.ttft_growth)}",
+                f"{_tps(sb.per_request_output_tps)} | {_tps(sa.per_request_output_tps)}",
+                f"{_tps(sb.aggregate_output_tps)} | {_tps(sa.aggregate_output_tps)}",
+            ]
+        )
     return rows
 
 

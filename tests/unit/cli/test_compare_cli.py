@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,10 @@ def test_compare_json_carries_ratios_findings_and_cost(store: Store) -> None:
     assert [f["text"] for f in data["findings"]] == [f.text for f in expected.findings]
     decode = next(f for f in data["findings"] if f["kind"] == "decode_speedup")
     assert decode["figures"]["decode_speedup_a_over_b"] == pytest.approx(pair["decode_speedup_a_over_b"])
-    assert f"{pair['decode_speedup_a_over_b']:.1f}x faster on gpu than on cpu" in decode["text"]
+    # the baseline (gpu) decodes faster: the sentence says how the other run stands against it, a factor >= 1
+    assert (
+        f"cpu decodes {pair['decode_speedup_a_over_b']:.1f}x slower than the baseline gpu" in decode["text"]
+    )
     # cost: catalog price for g6.xlarge, blank for the local run
     g4 = next(c for c in data["cells"] if c["run_id"] == gpu and c["concurrency"] == 4)
     assert g4["hourly_usd"] == G6_XLARGE_ON_DEMAND
@@ -73,10 +77,62 @@ def test_compare_table(store: Store) -> None:
     gpu, cpu = seed(store)
     res = runner.invoke(app, ["compare", gpu, cpu])
     assert res.exit_code == 0, res.output
-    assert "Runs compared" in res.stdout and "Findings" in res.stdout
-    assert "faster on gpu than on cpu" in res.stdout
-    assert "Ratios per input length" in res.stdout
-    assert "Capacity at the SLO" not in res.stdout
+    out = res.stdout
+    assert "Runs compared" in out and "Findings" in out
+    assert f"Baseline: gpu ({gpu}), the first run named (--baseline RUN picks another)." in out
+    assert "cpu decodes 3.0x slower than the baseline gpu" in out
+    assert "Each run against the baseline, per input length" in out
+    assert "Capacity at the SLO" not in out
+    # p50/p90/p99 by default, the ratio columns say what they compare, and no ratio below 1 is printed
+    for header in ("TTFT p50 ms", "TTFT p90 ms", "TPOT p99 ms", "decode speed", "throughput"):
+        assert header in out, header
+    assert re.search(r"\b\d\.\d\dx slower\b", out) and not re.search(r"\b0\.\d+x", out)
+
+
+def test_compare_baseline_flag_and_percentiles(store: Store) -> None:
+    gpu, cpu = seed(store)
+    res = runner.invoke(app, ["compare", gpu, cpu, "--baseline", cpu[:12], "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["baseline"] == cpu and [r["id"] for r in data["runs"]] == [cpu, gpu]
+    (pair,) = data["pairs"]
+    assert (pair["a"], pair["b"]) == (cpu, gpu)
+
+    res = runner.invoke(app, ["compare", gpu, cpu, "--baseline", cpu, "--percentiles", "50,95"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert f"Baseline: cpu ({cpu}), chosen with --baseline." in out
+    assert "gpu decodes 3.0x faster than the baseline cpu" in out
+    assert "TPOT p95 ms" in out and "TPOT p90 ms" not in out and "TPOT p99 ms" not in out
+    cpu_rows = [line for line in out.splitlines() if "│ cpu " in line and "ms" not in line]
+    # the baseline's own cell rows say so in both ratio columns; gpu's rows say how it stands against cpu
+    assert [line.count("│ baseline") for line in cpu_rows][:3] == [1, 2, 2]  # the runs table, then two cells
+    assert all("faster" in line for line in out.splitlines() if "│ gpu " in line and "higher" in line)
+
+
+def test_compare_baseline_not_among_the_runs_and_bad_percentiles(store: Store) -> None:
+    gpu, cpu = seed(store)
+    other = store.create_run(kind="sweep", label="other", model="smol")
+    res = runner.invoke(app, ["compare", gpu, cpu, "--baseline", other.id])
+    assert res.exit_code == 1
+    said = " ".join(res.output.split())
+    assert f"The baseline {other.id} is not one of the runs compared ({gpu}, {cpu})." in said
+    res = runner.invoke(app, ["compare", gpu, cpu, "--percentiles", "50,42"])
+    assert res.exit_code == 1
+    said = " ".join(res.output.split())
+    assert "Percentile '42' is not one accelbench stores." in said and "50, 90, 95, 99" in said
+
+
+def test_compare_at_80_columns_drops_the_tails_first_and_names_them(store: Store) -> None:
+    gpu, cpu = seed(store)
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(app, ["compare", gpu, cpu])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    note = " ".join(out.split("Not shown at 80 columns:", 1)[1].split("--format", 1)[0].split())
+    for tail in ("TTFT p90 ms", "TTFT p99 ms", "TPOT p90 ms", "TPOT p99 ms"):
+        assert tail in note, tail
+    header = out.split("Not shown at 80 columns:", 1)[0]
+    assert "TPOT p50" in header and "TTFT p50" in header  # the medians stay
 
 
 def seed_capacity(store: Store) -> tuple[str, str, str]:
@@ -237,9 +293,9 @@ def test_report_writes_html_markdown_and_pngs(store: Store, tmp_path: Path) -> N
         assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
     assert "![Median TPOT vs concurrency](tpot_vs_concurrency.png)" in md
-    assert "faster on gpu than on cpu" in md
+    assert "cpu decodes 3.0x slower than the baseline gpu" in md
     html = (out / "report.html").read_text()
-    assert "faster on gpu than on cpu" in html and 'id="chart-tpot"' in html
+    assert "cpu decodes 3.0x slower than the baseline gpu" in html and 'id="chart-tpot"' in html
 
 
 def test_report_single_run_prints_paths(store: Store, tmp_path: Path) -> None:

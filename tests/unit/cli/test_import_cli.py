@@ -74,7 +74,7 @@ def test_imported_runs_compare(store: Store) -> None:
     assert data["matched"] == [[42, 1], [42, 4], [85, 1], [85, 4]]
     assert all(p["decode_speedup_a_over_b"] == pytest.approx(1.0) for p in data["pairs"])
     assert (
-        "At input 42, decode speed is on par on first and second at concurrency 1"
+        "At input 42 and concurrency 1, second decodes as fast as the baseline first"
         in data["findings"][0]["text"]
     )
 

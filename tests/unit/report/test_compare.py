@@ -24,6 +24,7 @@ from accelbench.report.compare import (
     resolve_price,
     side_by_side_rows,
 )
+from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, side_by_side_columns
 from accelbench.store.repo import Store
 from tests.support.report_data import make_result, make_run, run_data
 
@@ -364,13 +365,35 @@ def test_side_by_side_rows_ratios_against_baseline() -> None:
     (a, ra), (b, rb) = two_runs()
     cmp = build_comparison([run_data(a, ra, price=PRICE_A), run_data(b, rb)])
     rows = side_by_side_rows(cmp)
-    assert len(rows) == 6
-    assert rows[0][:3] == ["128", "1", "A"] and rows[0][-2:] == ["", ""]
+    cols = list(SIDE_BY_SIDE_COLUMNS)
+    assert len(rows) == 6 and all(len(r) == len(cols) for r in rows)
+    assert rows[0][:3] == ["128", "1", "A"] and rows[0][-2:] == ["baseline", "baseline"]
     assert rows[1][:3] == ["128", "1", "B"]
-    assert rows[1][4] == "27.9"
-    assert rows[1][-2:] == ["3.10x", "0.50x"]
+    assert rows[1][cols.index("TPOT p50 ms")] == "27.9"
+    assert rows[1][cols.index("TPOT p99 ms")] == "55.8"  # p99 = 2 x p50 in the builder
+    assert rows[1][cols.index("TPOT p90 ms")] == "-"  # the builder's results keep no p90
+    # B's TPOT is 3.1x A's and its throughput half: said as a factor >= 1 with the direction
+    assert cols[-2:] == ["decode speed vs baseline", "throughput vs baseline"]
+    assert rows[1][-2:] == ["3.10x slower", "2.00x lower"]
     # A priced (3.6 $/h at 100 output tok/s = $10.00 per 1M), B local: blank
-    assert rows[0][11] == "$10.00" and rows[1][11] == "-"  # one rule for a missing value everywhere
+    cost = cols.index("$/1M out tok")
+    assert rows[0][cost] == "$10.00" and rows[1][cost] == "-"  # one rule for a missing value everywhere
+
+
+def test_side_by_side_at_chosen_percentiles() -> None:
+    (a, ra), (b, rb) = two_runs()
+    cmp = build_comparison([run_data(b, rb), run_data(a, ra)])
+    cols = side_by_side_columns((50, 95))
+    assert [c for c in cols if c.endswith(" ms")] == [
+        "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms",
+        "ITL p50 ms", "ITL p95 ms", "E2E p50 ms", "E2E p95 ms",
+    ]  # fmt: skip
+    rows = side_by_side_rows(cmp, (50, 95))
+    assert all(len(r) == len(cols) for r in rows)
+    # B is the baseline now: A's row says how A stands against B
+    a_row = next(r for r in rows if r[2] == "A")
+    assert a_row[cols.index("TPOT p95 ms")] == "13.5"  # p95 = 1.5 x 9.0
+    assert a_row[-2:] == ["3.10x faster", "2.00x higher"]
 
 
 def test_local_run_has_no_price_and_blank_cost() -> None:

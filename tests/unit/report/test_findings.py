@@ -25,15 +25,15 @@ def test_a_faster_gap_widens_tpot_and_ttft_grow() -> None:
     (a, ra), (b, rb) = two_runs()
     cmp = build_comparison([run_data(a, ra, price=PRICE_A), run_data(b, rb)])
     assert texts(cmp) == [
-        "At input 128, decode is 3.1x faster on A than on B at concurrency 1 (TPOT 9.0 ms vs 27.9 ms).",
-        "At input 128, under load (concurrency 1 → 16) A's TPOT grows 12% (9.0 → 10.1 ms) while B's grows 33% "
-        "(27.9 → 37.1 ms).",
-        "At input 128, A's total-throughput lead over B widens from 2.0x at concurrency 1 to 4.1x at concurrency "
-        "16 (2,460.0 tok/s vs 600.0 tok/s).",
-        "At input 128, from concurrency 1 to 16 TTFT grows 40% on A (50.0 → 70.0 ms) and 250% on B "
-        "(120.0 → 420.0 ms).",
-        "At input 128 and concurrency 1, one request gets 100.0 tok/s of output end to end on A vs 50.0 tok/s on B; at concurrency "
-        "16 A delivers 1,230.0 tok/s of output in aggregate vs 300.0 tok/s on B.",
+        "At input 128 and concurrency 1, B decodes 3.1x slower than the baseline A (TPOT 27.9 ms vs 9.0 ms).",
+        "At input 128, under load (concurrency 1 → 16) B's TPOT grows 33% (27.9 → 37.1 ms) while the baseline A's "
+        "grows 12% (9.0 → 10.1 ms).",
+        "At input 128, B's total throughput is 2.0x lower than that of the baseline A at concurrency 1 and 4.1x "
+        "lower at concurrency 16: A's lead grows under load (600.0 tok/s vs 2,460.0 tok/s at 16).",
+        "At input 128, from concurrency 1 to 16 TTFT grows 250% on B (120.0 → 420.0 ms) and 40% on the baseline A "
+        "(50.0 → 70.0 ms).",
+        "At input 128 and concurrency 1, one request gets 50.0 tok/s of output end to end on B vs 100.0 tok/s on "
+        "the baseline A; at concurrency 16 B delivers 300.0 tok/s of output in aggregate vs 1,230.0 tok/s on A.",
         "Cost is compared only where a price is known: B ran on a machine without an instance type, so no price "
         "applies.",
     ]
@@ -41,6 +41,8 @@ def test_a_faster_gap_widens_tpot_and_ttft_grow() -> None:
     assert decode.kind == "decode_speedup" and decode.input_len == 128 and decode.runs == ["run-a", "run-b"]
     assert decode.figures["decode_speedup_a_over_b"] == pytest.approx(27.9 / 9.0)
     assert decode.figures["faster"] == "run-a"
+    assert decode.figures["baseline"] == "run-a" and decode.figures["direction"] == "slower"
+    assert decode.figures["factor"] == pytest.approx(27.9 / 9.0)
     assert decode.figures["tpot_a_ms"] == 9.0 and decode.figures["tpot_b_ms"] == 27.9
     gap = cmp.findings[2]
     assert gap.figures["trend"] == "widens"
@@ -65,18 +67,20 @@ def test_b_faster_gap_narrows_tpot_falls_and_cost() -> None:
     ]
     cmp = build_comparison([run_data(a, ra, price=price(1.0)), run_data(b, rb, price=price(4.0))])
     assert texts(cmp) == [
-        "At input 512, decode is 3.0x faster on gpu-b than on cpu-a at concurrency 1 (TPOT 10.0 ms vs 30.0 ms).",
-        "At input 512, under load (concurrency 1 → 8) cpu-a's TPOT falls 3% (30.0 → 29.0 ms) while gpu-b's "
-        "grows 20% (10.0 → 12.0 ms).",
-        "At input 512, gpu-b's total-throughput lead over cpu-a narrows from 4.0x at concurrency 1 to 2.5x at "
-        "concurrency 8 (1,500.0 tok/s vs 600.0 tok/s).",
-        "At input 512, from concurrency 1 to 8 TTFT falls 1% on cpu-a (400.0 → 396.0 ms) and grows 50% on "
-        "gpu-b (100.0 → 150.0 ms).",
-        "At input 512 and concurrency 1, one request gets 33.3 tok/s of output end to end on cpu-a vs 100.0 tok/s on gpu-b; at "
-        "concurrency 8 cpu-a delivers 200.0 tok/s of output in aggregate vs 750.0 tok/s on gpu-b.",
+        "At input 512 and concurrency 1, gpu-b decodes 3.0x faster than the baseline cpu-a (TPOT 10.0 ms vs "
+        "30.0 ms).",
+        "At input 512, under load (concurrency 1 → 8) gpu-b's TPOT grows 20% (10.0 → 12.0 ms) while the baseline "
+        "cpu-a's falls 3% (30.0 → 29.0 ms).",
+        "At input 512, gpu-b's total throughput is 4.0x higher than that of the baseline cpu-a at concurrency 1 "
+        "and 2.5x higher at concurrency 8: gpu-b's lead shrinks under load (1,500.0 tok/s vs 600.0 tok/s at 8).",
+        "At input 512, from concurrency 1 to 8 TTFT grows 50% on gpu-b (100.0 → 150.0 ms) and falls 1% on the "
+        "baseline cpu-a (400.0 → 396.0 ms).",
+        "At input 512 and concurrency 1, one request gets 100.0 tok/s of output end to end on gpu-b vs 33.3 tok/s "
+        "on the baseline cpu-a; at concurrency 8 gpu-b delivers 750.0 tok/s of output in aggregate vs 200.0 tok/s "
+        "on cpu-a.",
         # 1.00 $/h / 200 tok/s / 3600 x 1e6 = $1.39; 4.00 $/h / 750 tok/s = $1.48
-        "At input 512 and concurrency 8, at on-demand prices, cpu-a serves 1M output tokens for $1.39 vs $1.48 "
-        "on gpu-b (1.1x cheaper).",
+        "At input 512 and concurrency 8, at on-demand prices, gpu-b serves 1M output tokens for $1.48: 1.1x more "
+        "expensive than the baseline cpu-a ($1.39).",
     ]
     cost = cmp.findings[-1]
     assert cost.figures["cost_per_1m_tokens_a_usd"] == pytest.approx(1.0 / 200 / 3600 * 1e6)
@@ -99,15 +103,15 @@ def test_parity_and_gap_that_holds() -> None:
     t = texts(cmp)
     assert (
         t[0]
-        == "At input 128, decode speed is on par on v1 and v2 at concurrency 1 (TPOT 20.0 ms vs 20.4 ms)."
+        == "At input 128 and concurrency 1, v2 decodes as fast as the baseline v1 (TPOT 20.4 ms vs 20.0 ms)."
     )
     assert t[2] == (
-        "At input 128, total throughput stays on par on v1 and v2 from concurrency 1 to 4 (300.0 tok/s vs "
-        "302.0 tok/s at 4)."
+        "At input 128, v2's total throughput stays on par with that of the baseline v1 from concurrency 1 to 4 "
+        "(302.0 tok/s vs 300.0 tok/s at 4)."
     )
     assert t[3] == (
-        "At input 128, from concurrency 1 to 4 TTFT stays flat on v1 (100.0 → 100.0 ms) and stays flat on v2 "
-        "(100.0 → 100.0 ms)."
+        "At input 128, from concurrency 1 to 4 TTFT stays flat on v2 (100.0 → 100.0 ms) and stays flat on the "
+        "baseline v1 (100.0 → 100.0 ms)."
     )
     assert (
         t[-1] == "No cost figures: v1 and v2 ran on machines without an instance type, so no price applies."
@@ -121,8 +125,8 @@ def test_lead_that_holds() -> None:
     cmp = build_comparison([run_data(a, ra), run_data(b, rb)])
     gap = next(f for f in cmp.findings if f.kind == "throughput_gap")
     assert gap.text == (
-        "At input 128, A's total-throughput lead over B holds at 2.0x from concurrency 1 to 4 "
-        "(610.0 tok/s vs 300.0 tok/s)."
+        "At input 128, B's total throughput is 2.0x lower than that of the baseline A at concurrency 1 and 2.0x "
+        "lower at concurrency 4: A's lead holds under load (300.0 tok/s vs 610.0 tok/s at 4)."
     )
 
 
@@ -139,12 +143,13 @@ def test_lead_reverses_and_failures() -> None:
     cmp = build_comparison([run_data(a, ra), run_data(b, rb)])
     t = texts(cmp)
     assert t[1] == (
-        "At input 128, under load (concurrency 1 → 4) v1's TPOT grows 200% (10.0 → 30.0 ms) while v2's grows 5% "
-        "(20.0 → 21.0 ms)."
+        "At input 128, under load (concurrency 1 → 4) v2's TPOT grows 5% (20.0 → 21.0 ms) while the baseline v1's "
+        "grows 200% (10.0 → 30.0 ms)."
     )
     assert t[2] == (
-        "At input 128, the total-throughput lead reverses: v1 is ahead 2.0x at concurrency 1, v2 is ahead 2.0x at "
-        "concurrency 4."
+        "At input 128, the total-throughput lead changes hands under load: v2's total throughput is 2.0x lower "
+        "than that of the baseline v1 at concurrency 1 and 2.0x higher at concurrency 4 (600.0 tok/s vs 300.0 "
+        "tok/s at 4)."
     )
     assert "v2 failed 2 of 22 requests (9.1%), all at input 128, concurrency 4." in t
 
@@ -159,12 +164,12 @@ def test_single_concurrency_gap_and_each_request() -> None:
     )
     t = texts(cmp)
     assert (
-        "At input 128 and concurrency 4, v2 delivers 3.0x the total throughput of v1 (900.0 tok/s vs 300.0 tok/s)."
-        in t
+        "At input 128 and concurrency 4, v2's total throughput is 3.0x higher than that of the baseline v1 "
+        "(900.0 tok/s vs 300.0 tok/s)." in t
     )
     assert (
-        "At input 128 and concurrency 4, each request gets 37.5 tok/s of output end to end on v1 vs 112.5 tok/s on v2."
-        in t
+        "At input 128 and concurrency 4, each request gets 112.5 tok/s of output end to end on v2 vs 37.5 tok/s on "
+        "the baseline v1." in t
     )
     assert not any(f.kind in ("tpot_growth", "ttft_growth") for f in cmp.findings)
 

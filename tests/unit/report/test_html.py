@@ -116,14 +116,14 @@ def test_sections_findings_tables_and_embedded_json(tmp_path: Path) -> None:
         assert f'<section id="{section}">' in html
     for f in data.comparison.findings:
         assert f.text.replace("'", "&#39;") in html
-    assert "At input 128, decode is" in html
+    assert " decodes " in html and "than the baseline" in html
     embedded = re.search(r'<script type="application/json" id="comparison-data">(.*?)</script>', html, re.S)
     assert embedded is not None
     assert json.loads(embedded.group(1)) == data.comparison.model_dump(mode="json")
     # results: 2 runs x 2 input lengths x 3 concurrencies
     table = html[html.index('id="results-table"') : html.index("</table>", html.index('id="results-table"'))]
     assert table.count("<tr") == 1 + 12
-    assert "TPOT vs base" in table
+    assert "decode speed vs baseline" in table
     # predicted vs measured: measured 10 over predicted 8 = +25%
     assert "+25%" in html
 
@@ -211,7 +211,7 @@ def test_telemetry_series_matches_prefixed_and_labelled_gauges() -> None:
 
 def test_single_run_has_no_ratio_columns() -> None:
     html = render_html(_report(single=True))
-    assert "TPOT vs base" not in html
+    assert "decode speed vs baseline" not in html
     assert "(baseline)" not in html
     assert "gpu&#39;s TPOT grows" in html
 
