@@ -14,6 +14,7 @@ from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.catalog import PriceTier
 from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
 from accelbench.report.tables import CellAggregate, aggregate_results
+from accelbench.report.timeline import RunTimeline, run_timeline
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
@@ -52,6 +53,8 @@ class TelemetrySeries:
     run_id: str
     t_s: list[float] = field(default_factory=list)
     values: dict[str, list[float | None]] = field(default_factory=dict)
+    #: Unix time of t_s = 0 (the first scrape), the zero of the run's device chart too (report/timeline.py)
+    origin_wall: float | None = None
 
     def has(self, key: str) -> bool:
         return any(v is not None for v in self.values.get(key, []))
@@ -88,6 +91,8 @@ class ReportData:
     failures: list[tuple[str, str, str]] = field(default_factory=list)
     #: (run name, cell, note): what each cell's figures should be read with
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    #: each run's cells and device samples on one axis, and its cells' device rows (report/timeline.py)
+    devices: list[RunTimeline] = field(default_factory=list)
 
     @property
     def run_names(self) -> dict[str, str]:
@@ -116,7 +121,7 @@ def telemetry_series(run_id: str, samples: Sequence[TelemetrySample]) -> Telemet
     series = TelemetrySeries(run_id=run_id, values={key: [] for key, *_ in TELEMETRY_GAUGES})
     if not ordered:
         return series
-    t0 = ordered[0].wall
+    t0 = series.origin_wall = ordered[0].wall
     for s in ordered:
         series.t_s.append(s.wall - t0)
         for key, _title, names, scale in TELEMETRY_GAUGES:
@@ -140,6 +145,7 @@ def build_report(
     comparison = build_comparison(runs, tier=tier)
     aggregates = aggregate_results([r for d in runs for r in d.results])
     names = {r.id: r.name for r in comparison.runs}
+    origins = {s.run_id: s.origin_wall for s in telemetry}
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -153,6 +159,7 @@ def build_report(
         warnings=[
             (names.get(d.run.id, d.run.id), w.cell, w.text) for d in runs for w in cell_warnings(d.results)
         ],
+        devices=[run_timeline(d.run.id, d.results, origin_wall=origins.get(d.run.id)) for d in runs],
     )
 
 

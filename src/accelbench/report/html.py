@@ -47,6 +47,7 @@ from accelbench.report.compare import (
 )
 from accelbench.report.document import TELEMETRY_GAUGES, CellLatencies, ReportData
 from accelbench.report.plots import build_series
+from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
 
 # Charts of a metric against concurrency: (div id, title, CellAggregate metric, y-axis title).
 CONCURRENCY_CHARTS: tuple[tuple[str, str, str, str], ...] = (
@@ -209,9 +210,118 @@ def telemetry_figure(data: ReportData) -> go.Figure | None:
             )
     fig.update_xaxes(title_text="seconds since the run's first scrape", row=len(TELEMETRY_GAUGES), col=1)
     fig.update_yaxes(rangemode="tozero")
+    if len(series) == 1:  # one run: its cells on the same axis (each run has its own clock)
+        timeline = next((t for t in data.devices if t.run_id == series[0].run_id), None)
+        if timeline is not None:
+            add_cell_bands(fig, timeline.cells)
     fig = _layout(fig, "Server telemetry over time", height=640)
     fig.update_layout(margin={"t": 40})
     return fig
+
+
+# ------------------------------------------------------------------------------------------ devices
+_BANDS = ("rgba(31,119,180,0.08)", "rgba(255,127,14,0.08)")
+
+
+def add_cell_bands(fig: go.Figure, cells: Sequence[CellWindow]) -> None:
+    """Each cell's window (first send to last completion) as a shaded band across every panel, its edges
+    dotted, its label ("in 256 / c 4 / r1") written down its left edge at the top."""
+    for i, c in enumerate(cells):
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=c.start_s,
+            x1=c.end_s,
+            y0=0,
+            y1=1,
+            fillcolor=_BANDS[i % len(_BANDS)],
+            line={"color": "rgba(0,0,0,0.35)", "width": 1, "dash": "dot"},
+            layer="below",
+            name=c.label,
+        )
+        fig.add_annotation(
+            x=c.start_s,
+            xref="x",
+            y=1,
+            yref="paper",
+            text=c.label,
+            showarrow=False,
+            textangle=-90,
+            xanchor="left",
+            yanchor="top",
+            font={"size": 10, "color": "#555"},
+        )
+
+
+def device_figure(timeline: RunTimeline) -> go.Figure | None:
+    """One run's devices over the whole run: a panel per series some sample gave (utilisation, memory used,
+    power, memory bandwidth; a series no device gave has no panel, never a line at zero), one line per device,
+    every cell's window marked. None without device samples."""
+    panels = [(name, title) for name, title in DEVICE_SERIES if timeline.has(name)]
+    if not panels or not timeline.has_devices:
+        return None
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.07,
+        subplot_titles=[title for _, title in panels],
+    )
+    for di, d in enumerate(timeline.devices):
+        shown = False
+        for row, (name, title) in enumerate(panels, start=1):
+            if not d.has(name):
+                continue
+            x, y = d.points(name)
+            unit = title.rsplit("(", 1)[-1].rstrip(")")
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    name=d.device,
+                    legendgroup=d.device,
+                    showlegend=not shown,
+                    mode="lines+markers",
+                    marker={"size": 4},
+                    line={"color": _color(di)},
+                    hovertemplate=f"t=%{{x:.1f}} s<br>%{{y:,.2f}} {unit}<extra>%{{fullData.name}}</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            shown = True
+    fig.update_yaxes(rangemode="tozero")
+    if panels[0][0] == "util_pct":
+        fig.update_yaxes(range=[0, 105], row=1, col=1)
+    fig.update_xaxes(title_text="seconds into the run", row=len(panels), col=1)
+    add_cell_bands(fig, timeline.cells)
+    fig = _layout(fig, "Device telemetry over the run", height=180 + 190 * len(panels))
+    fig.update_layout(margin={"t": 40})
+    return fig
+
+
+def device_context(data: ReportData) -> list[dict[str, Any]]:
+    """The report's Device telemetry section: per run, its chart (cells marked), its cells' device rows and
+    the sources its machine lacked; a run without device telemetry says why it has none."""
+    out: list[dict[str, Any]] = []
+    names = data.run_names
+    for i, t in enumerate(data.devices, start=1):
+        fig = device_figure(t)
+        div_id = f"chart-devices-{i}"
+        out.append(
+            {
+                "run_id": t.run_id,
+                "name": names.get(t.run_id, t.run_id),
+                "chart_id": div_id,
+                "chart": figure_html(fig, div_id) if fig is not None else None,
+                "columns": DEVICE_COLUMNS,
+                "rows": device_table(t),
+                "sources": t.sources,
+                "missing": t.missing,
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------------ capacity
@@ -450,6 +560,25 @@ def capacity_page(cmp: Comparison) -> dict[str, Any] | None:
     }
 
 
+def compare_charts(data: ReportData) -> list[dict[str, Any]]:
+    """The compare page's charts, the report's own figures (TPOT, throughput and TTFT against concurrency, the
+    per-request latency CDFs) as plotly JSON (data and layout) for the page's script: id, title, figure."""
+    out: list[dict[str, Any]] = []
+    for div_id, title, metric, ytitle in CONCURRENCY_CHARTS:
+        fig = concurrency_figure(data, metric, title, ytitle)
+        out.append({"id": div_id, "title": title, "figure": json.loads(fig.to_json())})
+    cdf = cdf_figure(data)
+    if cdf is not None:
+        out.append(
+            {
+                "id": "chart-cdf",
+                "title": "Per-request latency CDFs (successful requests, all repeats)",
+                "figure": json.loads(cdf.to_json()),
+            }
+        )
+    return out
+
+
 def figure_html(fig: go.Figure, div_id: str) -> Markup:
     """The figure as a <div> plus the script that draws it; plotly.js itself is embedded once elsewhere."""
     html = pio.to_html(
@@ -617,6 +746,7 @@ def render_html(data: ReportData) -> str:
         warnings=data.warnings,
         notes=cmp.notes,
         capacity=capacity_context(data),
+        devices=device_context(data),
         plotly_js=Markup(plotly_js()),
         data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("<", "\\u003c")),
     )
