@@ -369,26 +369,43 @@ def compare_page(
     request: Request,
     runs: list[str] = Query([], max_length=20),
     tier: PriceTier = Query(PriceTier.on_demand),
+    baseline: str | None = Query(None, max_length=100),
+    percentiles: str | None = Query(None, max_length=40),
 ) -> Response:
+    """Compare runs: only comparable runs are offered (the others listed with why), in the order ticked; the
+    baseline is picked among them (default: the first ticked)."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
+    from accelbench.report.compare import not_comparable
+    from accelbench.report.percentiles import parse_percentiles
+
     store = _store(request)
     comparison = None
     error: AccelbenchError | None = None
-    chosen = [r for r in runs if r]
-    if len(chosen) >= 2:
-        try:
-            comparison = views.comparison_view(store, chosen, tier)
-        except AccelbenchError as exc:
-            error = exc
-    elif chosen:
-        error = AccelbenchError("Pick at least two runs to compare.")
-    candidates, _ = store.list_runs(limit=200)
+    chosen = list(dict.fromkeys(r for r in runs if r))
+    chosen_pcts: tuple[int, ...] = (50, 90, 99)
+    try:
+        chosen_pcts = parse_percentiles(percentiles)
+        if len(chosen) >= 2:
+            comparison = views.comparison_view(store, chosen, tier, baseline or None, chosen_pcts)
+        elif chosen:
+            raise AccelbenchError(
+                "Pick at least two runs to compare.",
+                hint="Tick two or more completed runs; the first one ticked is the baseline unless you pick another.",
+            )
+    except AccelbenchError as exc:
+        error = exc
+    listed, _ = store.list_runs(limit=200)
+    offered = [r for r in listed if not_comparable(r) is None]
+    withheld = [(r, why) for r in listed if (why := not_comparable(r)) is not None]
     return render(
         request,
         "compare.html",
-        candidates=candidates,
+        candidates=offered,
+        withheld=withheld,
         chosen=chosen,
+        baseline=comparison["baseline"].id if comparison else (baseline or (chosen[0] if chosen else None)),
+        percentiles=",".join(str(p) for p in chosen_pcts),
         tier=tier.value,
         tiers=[t.value for t in PriceTier],
         comparison=comparison,

@@ -416,15 +416,44 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- compare
-def comparison_view(store: Store, run_ids: Sequence[str], tier: PriceTier) -> dict[str, Any]:
-    from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, compare_runs, side_by_side_rows
-    from accelbench.report.html import capacity_page
+def comparison_view(
+    store: Store,
+    run_ids: Sequence[str],
+    tier: PriceTier,
+    baseline: str | None = None,
+    percentiles: Sequence[int] = (50, 90, 99),
+) -> dict[str, Any]:
+    """The Compare page's comparison: the runs against the baseline (``baseline``, else the first ticked), the
+    side-by-side table at the chosen percentiles, each run against the baseline, the report's charts, findings,
+    notes and capacity. A run that cannot be compared (``not_comparable``) is refused saying why."""
+    from accelbench.errors import UserInputError
+    from accelbench.report.compare import baseline_first, not_comparable
+    from accelbench.report.document import load_report
+    from accelbench.report.html import capacity_page, compare_charts
+    from accelbench.report.side_by_side import (
+        PAIR_COLUMNS,
+        pair_rows,
+        side_by_side_columns,
+        side_by_side_rows,
+    )
 
-    cmp = compare_runs(store, list(run_ids), tier=tier)
+    order = baseline_first(store, run_ids, baseline)
+    for run_id in order:
+        why = not_comparable(store.get_run(run_id))
+        if why:
+            raise UserInputError(
+                f"Run {run_id} cannot be compared: {why}.", hint="Pick completed runs that have results."
+            )
+    data = load_report(store, order, tier=tier)
+    cmp = data.comparison
     return {
         "runs": cmp.runs,
-        "columns": SIDE_BY_SIDE_COLUMNS,
-        "rows": side_by_side_rows(cmp),
+        "baseline": cmp.run(cmp.baseline),
+        "columns": side_by_side_columns(percentiles),
+        "rows": side_by_side_rows(cmp, percentiles),
+        "pair_columns": PAIR_COLUMNS,
+        "pair_rows": pair_rows(cmp),
+        "charts": compare_charts(data),
         "findings": [f.text for f in cmp.findings],
         "notes": cmp.notes,
         "capacity": capacity_page(cmp),
