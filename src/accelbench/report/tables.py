@@ -55,6 +55,10 @@ METRICS: tuple[MetricColumn, ...] = (
 EXTRA_METRICS: tuple[MetricColumn, ...] = (
     MetricColumn("request_throughput", "Req/s", 3, True),
     MetricColumn("request_goodput", "Goodput req/s", 3, True),
+    MetricColumn("ttft_p90_ms", "TTFT p90 (ms)", 1, False),
+    MetricColumn("tpot_p90_ms", "TPOT p90 (ms)", 2, False),
+    MetricColumn("itl_p90_ms", "ITL p90 (ms)", 2, False),
+    MetricColumn("e2el_p90_ms", "E2E p90 (ms)", 1, False),
     MetricColumn("ttft_p95_ms", "TTFT p95 (ms)", 1, False),
     MetricColumn("tpot_p95_ms", "TPOT p95 (ms)", 2, False),
     MetricColumn("itl_p95_ms", "ITL p95 (ms)", 2, False),
@@ -117,6 +121,10 @@ class CellAggregate(StrictModel):
     total_token_throughput: MetricAggregate | None = None
     request_throughput: MetricAggregate | None = None
     request_goodput: MetricAggregate | None = None
+    ttft_p90_ms: MetricAggregate | None = None
+    tpot_p90_ms: MetricAggregate | None = None
+    itl_p90_ms: MetricAggregate | None = None
+    e2el_p90_ms: MetricAggregate | None = None
     ttft_p95_ms: MetricAggregate | None = None
     tpot_p95_ms: MetricAggregate | None = None
     itl_p95_ms: MetricAggregate | None = None
@@ -139,6 +147,53 @@ class CellAggregate(StrictModel):
 
 
 _METRIC_KEYS = {m.key for m in ALL_METRICS}
+_BY_KEY = {m.key: m for m in ALL_METRICS}
+
+#: the latency metrics a per-cell table shows, as (key prefix, header name, digits)
+LATENCIES: tuple[tuple[str, str, int], ...] = (
+    ("ttft", "TTFT", 1),
+    ("tpot", "TPOT", 2),
+    ("itl", "ITL", 2),
+    ("e2el", "E2E", 1),
+)
+#: the throughput columns that follow the latencies in a per-cell table
+THROUGHPUTS: tuple[MetricColumn, ...] = tuple(
+    m for m in METRICS if m.key in ("output_throughput", "total_token_throughput")
+)
+
+
+def latency_columns(
+    percentiles: Sequence[int], metrics: Sequence[str] = ("ttft", "tpot", "itl", "e2el")
+) -> list[MetricColumn]:
+    """The columns of ``metrics`` at each chosen percentile (``report/percentiles.py`` chooses them), metric by
+    metric: TTFT p50, TTFT p90, TTFT p99, TPOT p50, ..."""
+    from accelbench.report.percentiles import STORED
+
+    out = []
+    for key, _name, _digits in LATENCIES:
+        if key not in metrics:
+            continue
+        for p in percentiles:
+            if p not in STORED:
+                raise KeyError(f"percentile {p} is not stored; stored: {STORED}")
+            out.append(_BY_KEY[f"{key}_p{p}_ms"])
+    return out
+
+
+def percentile_columns(percentiles: Sequence[int]) -> list[MetricColumn]:
+    """A per-cell table's metric columns: every latency at the chosen percentiles, then output and total tok/s."""
+    return [*latency_columns(percentiles), *THROUGHPUTS]
+
+
+def result_value(r: ResultInfo, key: str) -> float | None:
+    """One metric of one stored (cell, repeat): a ``ResultInfo`` column, else (p90) its summary's statistics."""
+    if key in ResultInfo.model_fields:
+        v = getattr(r, key)
+        return None if v is None else float(v)
+    metric, _, rest = key.partition("_p")
+    from accelbench.report.percentiles import value
+
+    return value((r.summary or {}).get(f"{metric}_ms"), int(rest.removesuffix("_ms")))
 
 
 def aggregate_results(results: Iterable[ResultInfo]) -> list[CellAggregate]:
@@ -166,7 +221,10 @@ def aggregate_results(results: Iterable[ResultInfo]) -> list[CellAggregate]:
             status = CellStatus.partial
         else:
             status = CellStatus.failed
-        metrics = {m.key: MetricAggregate.of([getattr(r, m.key) for r in used]) for m in ALL_METRICS}
+        metrics = {
+            m.key: MetricAggregate.of([v for r in used if (v := result_value(r, m.key)) is not None])
+            for m in ALL_METRICS
+        }
         output_lens = {r.output_len for r in reps if r.output_len is not None}
         cells.append(
             CellAggregate(
