@@ -310,17 +310,22 @@ def install_help_fit() -> None:
 
 # --- the cells table (runs show, sweep, sweep-plot) --------------------------------------------------------
 
-# a cells-table header -> its priority, by the first word in it that is named here (later columns get 3)
-_CELL_WORDS = {"run": 0, "input": 0, "conc.": 0, "tpot": 0, "output": 0, "ttft": 1, "failed": 1, "e2e": 2}
-_CELL_WORDS |= {"total": 2, "completed": 2, "itl": 3}
+# a cells-table header -> its priority, by the first word in it that is named here (later columns get 3); a tail
+# drops before its median: p95/p99 two steps later, p90 three
+_CELL_WORDS = {"run": 0, "input": 0, "conc.": 0, "tpot": 0, "output": 0, "ttft": 1, "failed": 1, "total": 1}
+_CELL_WORDS |= {"slo": 1, "goodput": 2, "top": 2, "e2e": 3, "completed": 3, "itl": 4}
+_TAIL_STEPS = {"p90": 3, "p95": 2, "p99": 2}
+# cells-table columns that hold text (folded), not figures
+_CELL_TEXT = {"run", "failed", "slo met", "top failure reason"}
 
 
 def cell_priority(header: str) -> int:
+    """A cells-table column's priority by its header (0 is never dropped; higher numbers drop first)."""
     words = header.lower().split()
-    p50 = "p50" in words or not any(w.startswith("p") and w[1:].isdigit() for w in words)
+    step = max((_TAIL_STEPS.get(w, 0) for w in words), default=0)
     for w in words:
         if w in _CELL_WORDS:
-            return _CELL_WORDS[w] if p50 else 3
+            return _CELL_WORDS[w] + step
     return 3
 
 
@@ -336,7 +341,7 @@ def print_cells(
     """The per-cell table: min-max ranges when they fit, else the medians alone (said in the note)."""
     out = out or console
     cols = [
-        Col(h, cell_priority(h), num=h.lower() not in ("run", "failed"), whole=h.lower() == "failed")
+        Col(h, cell_priority(h), num=h.lower() not in _CELL_TEXT, whole=h.lower() in ("failed", "slo met"))
         for h in headers
     ]
     table, dropped = fit_table(cols, with_range, out=out, title=title)

@@ -1,18 +1,23 @@
 """CLI commands: ``accelbench runs list|show|delete`` over the results store.
 
-``list`` shows each run with its id, status and request counts; ``show`` prints one run's spec, environment
-and per-cell table (the same aggregation as every report); ``delete`` removes a run with its results,
+``list`` shows each run with its id, status and request counts; ``show`` prints one run's headline (the best
+configuration, the SLO verdict, cost and failures: report/headline.py), spec, environment and per-cell table
+(latency percentiles chosen by report/percentiles.py, SLO attainment and goodput, the top failure reason: the same
+aggregation as every report); ``delete`` removes a run with its results,
 per-request records and telemetry, after confirmation.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import typer
 import yaml
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.render import (
@@ -26,7 +31,10 @@ from accelbench.cli.render import (
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
-from accelbench.report.tables import aggregate_results, table_headers, table_rows
+from accelbench.report.compare import compare_runs
+from accelbench.report.headline import CellSLO, Headline, cell_table, given_slo, headline_for, slo_note
+from accelbench.report.percentiles import parse_percentiles
+from accelbench.report.tables import aggregate_results
 from accelbench.store import get_store
 from accelbench.store.owner import recover_dead_owners
 from accelbench.telemetry.host import describe_environment
@@ -148,28 +156,77 @@ def list_runs(
             err_console.print(f"{len(runs)} of {total} runs shown; --limit shows more.")
 
 
+PercentilesOption = typer.Option(
+    None,
+    "--percentiles",
+    help="Latency percentiles to show, comma-separated, of 50, 90, 95, 99 (default 50,90,99, or "
+    "ACCELBENCH_PERCENTILES).",
+)
+SloOption = typer.Option(
+    None,
+    "--slo",
+    help="Judge every cell against these targets in ms, e.g. ttft:2000,tpot:100 (ttft, tpot, itl, e2el); "
+    "default: the run's own SLO (a capacity search's, or its spec's), if any.",
+)
+SloPercentileOption = typer.Option(
+    90.0, "--slo-percentile", help="Percentile the --slo targets are judged at (0-100)."
+)
+SloAttainmentOption = typer.Option(
+    0.95, "--slo-attainment", help="Share of requests that must meet every --slo target, 0-1."
+)
+
+
+def print_headline(headline: Headline) -> None:
+    """The answer first: the headline's title in bold, then its sentences."""
+    lines = [Text(headline.title, style="bold")]
+    lines += [Text(f"- {line}") for line in headline.lines]
+    console.print(Panel(Group(*lines), title="Headline", expand=False), overflow="fold")
+
+
 @runs_app.command("show")
 def show_run(
     run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
     repeats: bool = typer.Option(False, "--repeats", help="Also list every repeat of every cell."),
+    percentiles: str | None = PercentilesOption,
+    slo: str | None = SloOption,
+    slo_percentile: float = SloPercentileOption,
+    slo_attainment: float = SloAttainmentOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Show one run: its spec, environment and per-cell results."""
+    """Show one run: the headline (best configuration, SLO, cost, failures), its spec, environment and per-cell
+    results with latency tails, SLO attainment and goodput, and each cell's top failure reason."""
     with user_errors():
+        chosen = parse_percentiles(percentiles)
+        given = given_slo(slo, percentile=slo_percentile, attainment=slo_attainment)
         store = get_store()
         recover_dead_owners(store)
         run = store.get_run(run_id)
         results = store.get_results(run.id)
         cells = aggregate_results(results)
+        headline = choice = None
+        evaluation: dict[Any, CellSLO] = {}
+        if results:
+            cmp = compare_runs(store, [run.id], min_runs=1)
+            headline, slos, evaluation = headline_for(store, cmp, cells, results, [run], given=given)
+            choice = slos.get(run.id)
         if fmt == OutputFormat.json:
             print_json(
                 {
                     "run": run.model_dump(mode="json"),
+                    "headline": headline.as_dict() if headline is not None else None,
+                    "slo": (
+                        {"source": choice.source, **choice.slo.model_dump(mode="json")}
+                        if choice is not None
+                        else None
+                    ),
                     "cells": [c.model_dump(mode="json") for c in cells],
+                    "cells_slo": [asdict(e) for e in evaluation.values()],
                     "results": [r.model_dump(mode="json", exclude={"summary"}) for r in results],
                 }
             )
             return
+        if headline is not None:
+            print_headline(headline)
         head = Table.grid(padding=(0, 2))
         head.add_column(style="bold")
         head.add_column(overflow="fold")
@@ -223,13 +280,19 @@ def show_run(
         if not cells:
             console.print("No results stored for this run.")
             return
+        ev = evaluation if choice is not None else None
+        headers, ranged = cell_table(cells, results, chosen, slo=ev)
+        _, bare = cell_table(cells, results, chosen, slo=ev, with_range=False)
         print_cells(
-            table_headers(),
-            table_rows(cells),
-            table_rows(cells, with_range=False),
-            title="Cells (mean of repeat medians; min-max over repeats)",
-            plain_title="Cells (mean of repeat medians)",
+            headers,
+            ranged,
+            bare,
+            title="Cells (mean over repeats of each repeat's percentiles; min-max over repeats)",
+            plain_title="Cells (mean over repeats of each repeat's percentiles)",
         )
+        note = slo_note(choice, ev)
+        if note:
+            console.print(Text(note, style="dim"), overflow="fold")
         print_failures_and_warnings(results)
         print_device_telemetry(results)
         if repeats:

@@ -101,8 +101,14 @@ def test_show_json_and_table(store: Store) -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "cpu-baseline" in out and "AMD EPYC" in out and "AVX512-BF16" in out
-    assert "210.0 (200.0-220.0)" in out
     assert "input_lens" in out  # the spec
+    # the tails by default (p50/p90/p99 of each latency): make_summary's p90 is 1.1 x p50, p99 1.25 x
+    assert "TTFT p90 (ms)" in out and "TTFT p99 (ms)" in out and "TTFT p95" not in out
+    assert "231.0" in out and "262.5" in out
+    # with one percentile the min-max over repeats fits
+    res = runner.invoke(app, ["runs", "show", done, "--percentiles", "50"])
+    assert res.exit_code == 0, res.output
+    assert "210.0 (200.0-220.0)" in res.stdout and "p90" not in res.stdout
 
 
 def test_show_unknown_run(store: Store) -> None:
