@@ -15,6 +15,8 @@ It behaves like an engine as far as process handling goes: prints a start-up log
 - ``--isa-kernel start|request``: run the kernel of the toy compiled package (``toy_isa_pkg``, installed in the
   engine's environment) at start-up or on each chat request; built with AMX, it dies of SIGILL there. The
   package's build report is printed at start-up in llama.cpp's ``system_info`` layout.
+- ``--segv-amx-build``: print a ``system_info`` line of a build with AMX at start-up and die of a real SIGSEGV on
+  the first chat request (where a kernel line of a general protection fault says whether it was AMX's).
 
 Each child writes its pid to ``--pid-dir`` so the tests can check that every one of them is gone.
 """
@@ -75,7 +77,10 @@ def main() -> int:
     ap.add_argument("--pid-dir", default=None)
     ap.add_argument("--isa-kernel", choices=("start", "request"), default=None)
     ap.add_argument("--sigill-at", choices=("start", "request"), default=None)
+    ap.add_argument("--segv-amx-build", action="store_true")
     args = ap.parse_args()
+    if args.segv_amx_build:
+        print("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |", flush=True)
     if args.sigill_at == "start":
         _illegal_instruction()
     kernel = None
@@ -136,6 +141,9 @@ def main() -> int:
                 kernel()
             if args.sigill_at == "request":
                 _illegal_instruction()
+            if args.segv_amx_build:
+                print("toy engine: segmentation fault", flush=True)
+                os.kill(os.getpid(), signal.SIGSEGV)
             msg = {"role": "assistant", "content": args.answer}
             self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]})
 

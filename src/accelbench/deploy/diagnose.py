@@ -52,6 +52,21 @@ def _f(
     return KnownFailure(key, re.compile(pattern, re.IGNORECASE), title, fix, action, signals)
 
 
+#: Not found in a log: the local target names it when an engine built with AMX is killed by SIGSEGV and the
+#: kernel logged a general protection fault for it (``isa_fault.find_tile_fault``). Same fix as SIGILL's.
+AMX_TILE_FAULT = _f(
+    "amx-tile-fault",
+    r"(?!x)x",  # never matches a log line
+    "The engine was killed by a general protection fault in its AMX code: this CPU advertises AMX, but the "
+    "hypervisor does not let the guest configure AMX tiles (ggml's ldtilecfg faults).",
+    "rebuild it without AMX: `accelbench engine install ENGINE --without-isa amx`; for llama.cpp the install "
+    "serves one request and rebuilds by itself without AMX when this happens.",
+    action="rebuild-isa",
+)
+
+#: The failures an engine rebuild without an instruction-set group can cure.
+REBUILD_ISA_KEYS: frozenset[str] = frozenset({"illegal-instruction", "amx-tile-fault"})
+
 # Start-up failures of engine servers. Order matters: the first match wins, so specific ones come first.
 STARTUP_FAILURES: tuple[KnownFailure, ...] = (
     _f(

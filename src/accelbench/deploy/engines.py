@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from accelbench.deploy.base import NO_PROGRESS, Progress
-from accelbench.deploy.diagnose import STARTUP_FAILURES, diagnose
+from accelbench.deploy.diagnose import REBUILD_ISA_KEYS, STARTUP_FAILURES, diagnose
 from accelbench.deploy.engine_store import (
     ENGINES,
     LOG_NAME,
@@ -489,7 +489,8 @@ def _rebuild(
 def _serve_or_rebuild(
     recipe: EngineRecipe, info: EngineInstall, model_ref: str, progress: Progress
 ) -> EngineInstall:
-    """Serve one request; rebuild without the failing instruction set while the engine dies of SIGILL.
+    """Serve one request; rebuild without the failing instruction set while the engine dies of SIGILL (or of
+    a general protection fault in its AMX code: ``isa_fault.find_tile_fault``).
 
     An engine that cannot serve here is not left marked installed."""
     root = Path(info.path)
@@ -511,10 +512,10 @@ def _serve_or_rebuild(
         except EngineError as exc:
             fault: IsaFault | None = getattr(exc, "isa_fault", None)
             diag = getattr(exc, "diagnosis", None)
-            if fault is None or diag is None or diag.key != "illegal-instruction" or recipe.build_env is None:
+            if fault is None or diag is None or diag.key not in REBUILD_ISA_KEYS or recipe.build_env is None:
                 raise not_served(exc) from exc
             if info.build is not None and info.build.rebuilds >= MAX_REBUILDS:
-                raise not_served(exc, f"Still an illegal instruction after {MAX_REBUILDS} rebuilds.") from exc
+                raise not_served(exc, f"Still {fault.what} after {MAX_REBUILDS} rebuilds.") from exc
             compiled = compiled_groups(_check_log(root))
             off = set(info.build.without_isa) if info.build else set()
             enabled = (
@@ -524,8 +525,8 @@ def _serve_or_rebuild(
             if drop is None:
                 raise not_served(exc, "No instruction-set group is left to turn off.") from exc
             reason = (
-                f"The {'native ' if info.build and info.build.native else ''}build was killed by an illegal "
-                f"instruction on its first request ({fault.describe()}), so it was rebuilt without "
+                f"The {'native ' if info.build and info.build.native else ''}build was killed by "
+                f"{fault.what} on its first request ({fault.describe()}), so it was rebuilt without "
                 f"{GROUP_LABELS[drop]}."
             )
             progress.phase(reason + " Rebuilding (pip's cached wheel is not used).")

@@ -12,6 +12,15 @@ oneDNN, which configures them per call, runs AMX on the same machine. What can b
 - what the engine says it was built with: llama.cpp prints ``system_info: ... | AVX512 = 1 | AMX_INT8 = 1 |``
   when it loads a model.
 
+The same AMX build can die the other way on another hypervisor: ggml's ``ldtilecfg`` raises a general
+protection fault, so the engine is killed by SIGSEGV (``-11``) and the kernel logs ``traps: python[4242]
+general protection fault ip:7f2a... sp:... error:0`` (the `` in libggml-cpu.so[...]`` part is often missing:
+the kernel prints it only when it can take the faulting process's memory-map lock). Seen on an Intel Xeon with
+AMX whose ``/proc/cpuinfo`` lists ``amx_tile``; under gdb the faulting instruction is ``ldtilecfg`` in
+``ggml_backend_amx_mul_mat``. ``find_tile_fault`` tells such a death from an ordinary crash: it counts only for
+a build that reports AMX, with a general-protection line of the kernel for it (or, when the kernel log cannot
+be read, on a CPU that runs under a hypervisor), and it names AMX as the group to drop.
+
 ISA *groups* are the unit a rebuild turns off, by the names used here: ``amx``, ``avx512_bf16``,
 ``avx512_vnni``, ``avx512_vbmi``, ``avx512``, ``avx_vnni``, ``avx2``, ``avx``. Turning a group off turns off
 every group that needs it (no AMX without AVX-512). When the instruction cannot be named, the newest group the
@@ -177,8 +186,17 @@ _TRAP = re.compile(
 _IN_LIB = re.compile(r"\bin (?P<lib>[^\s\[]+)\[(?:(?P<off>[0-9a-f]+),)?(?P<start>[0-9a-f]+)\+[0-9a-f]+\]")
 
 
-def parse_kernel_trap(line: str) -> KernelTrap | None:
-    m = _TRAP.search(line)
+GP_FAULT = re.compile(
+    r"(?:\[\s*(?P<t>\d+\.\d+)\])?.*?(?P<comm>[^\s\[]+)\[(?P<tid>\d+)\]:?\s+general protection fault\s+"
+    r"ip:(?P<ip>[0-9a-f]+)(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+
+
+def parse_kernel_trap(line: str, kind: re.Pattern[str] = _TRAP) -> KernelTrap | None:
+    """One trap line of the kernel log: ``trap invalid opcode`` by default, or with ``kind=GP_FAULT`` a
+    ``general protection fault``."""
+    m = kind.search(line)
     if not m:
         return None
     ip = int(m["ip"], 16)
@@ -226,12 +244,15 @@ def kernel_log() -> list[str] | None:
     return res.stdout.splitlines()
 
 
-def kernel_traps(since_uptime: float | None, lines: Sequence[str] | None = None) -> list[KernelTrap] | None:
-    """``trap invalid opcode`` lines logged at or after ``since_uptime``; None when the log is unreadable."""
+def kernel_traps(
+    since_uptime: float | None, lines: Sequence[str] | None = None, kind: re.Pattern[str] = _TRAP
+) -> list[KernelTrap] | None:
+    """``trap invalid opcode`` lines (or those of ``kind``) logged at or after ``since_uptime``; None when the
+    log is unreadable."""
     text = kernel_log() if lines is None else list(lines)
     if text is None:
         return None
-    traps = [t for ln in text if (t := parse_kernel_trap(ln))]
+    traps = [t for ln in text if (t := parse_kernel_trap(ln, kind))]
     if since_uptime is not None:
         traps = [t for t in traps if t.uptime_s is None or t.uptime_s >= since_uptime - 1.0]
     return traps
@@ -317,7 +338,7 @@ def _find_library(name: str, roots: Sequence[Path]) -> Path | None:
 
 @dataclass(frozen=True)
 class IsaFault:
-    """What is known about one death by SIGILL."""
+    """What is known about one death by SIGILL, or by a general protection fault in an AMX build."""
 
     source: str  # "kernel log" or "exit status"
     library: str | None = None
@@ -325,9 +346,25 @@ class IsaFault:
     group: str | None = None
     kernel_line: str | None = None
     kernel_log: str = "read"  # "read", "unreadable" or "no trap line"
+    kind: str = "illegal instruction"  # or "general protection fault"
+
+    @property
+    def what(self) -> str:
+        """The death with its article: ``an illegal instruction`` or ``a general protection fault``."""
+        return ("an " if self.kind[0] in "aeiou" else "a ") + self.kind
 
     def describe(self) -> str:
         """One phrase: ``tileloadd, an AMX instruction, in libggml-cpu.so`` or what could be known."""
+        if self.kind == "general protection fault" and not self.instruction:
+            basis = (
+                "the kernel logged a general protection fault"
+                if self.kernel_line
+                else "the kernel log cannot be read here, and this CPU runs under a hypervisor"
+            )
+            return (
+                f"a general protection fault in a build with AMX ({basis}; ggml's AMX tile configuration, "
+                "ldtilecfg, faults this way where the hypervisor does not give the guest AMX tile state)"
+            )
         parts = []
         if self.instruction:
             parts.append(self.instruction.split()[0])
@@ -362,6 +399,47 @@ def find_isa_fault(since_uptime: float | None, search: Sequence[Path] = ()) -> I
         instruction=instr,
         group=isa_of_instruction(instr) if instr else None,
         kernel_line=trap.line,
+    )
+
+
+def find_tile_fault(
+    since_uptime: float | None,
+    compiled: Sequence[str] | None,
+    search: Sequence[Path] = (),
+    *,
+    cpu_flags: Iterable[str] = (),
+    lines: Sequence[str] | None = None,
+) -> IsaFault | None:
+    """An engine killed by SIGSEGV: the AMX tile fault it is when it is one, else None (an ordinary crash).
+
+    It is one only for a build that reports AMX (``compiled``, from its ``system_info`` line) and only with
+    the kernel's ``general protection fault`` line logged since the engine started; when the kernel log cannot
+    be read, on a CPU whose flags say it runs under a hypervisor (where the fault has been seen). A named
+    instruction that is not AMX's means it is not one."""
+    if not compiled or "amx" not in compiled:
+        return None
+    traps = kernel_traps(since_uptime, lines, kind=GP_FAULT)
+    if traps is None:
+        if "hypervisor" not in {f.lower() for f in cpu_flags}:
+            return None
+        return IsaFault(
+            source="exit status", group="amx", kernel_log="unreadable", kind="general protection fault"
+        )
+    if not traps:
+        return None
+    trap = traps[-1]
+    instr = None
+    if trap.library and (lib := _find_library(trap.library, search)):
+        instr = instruction_at(lib, trap)
+    if instr is not None and isa_of_instruction(instr) != "amx":
+        return None
+    return IsaFault(
+        source="kernel log",
+        library=trap.library,
+        instruction=instr,
+        group="amx",
+        kernel_line=trap.line,
+        kind="general protection fault",
     )
 
 

@@ -48,8 +48,16 @@ from accelbench.deploy.base import (
     Target,
     TerminatedBySignal,
 )
-from accelbench.deploy.diagnose import Diagnosis, diagnose
-from accelbench.deploy.isa_fault import IsaFault, describe_exit, find_isa_fault, uptime
+from accelbench.deploy.diagnose import AMX_TILE_FAULT, Diagnosis, diagnose
+from accelbench.deploy.isa_fault import (
+    IsaFault,
+    compiled_groups,
+    describe_exit,
+    find_isa_fault,
+    find_tile_fault,
+    killed_by,
+    uptime,
+)
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType
@@ -59,6 +67,7 @@ from accelbench.errors import EngineError, GuardError
 from accelbench.redact import redact, redact_argv
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
+from accelbench.telemetry.host import cpu_info
 
 LOG_TAIL = 30
 #: variables of accelbench's own environment that would leak into the engine's interpreter
@@ -473,12 +482,20 @@ class LocalProcessTarget(Target):
         quoted = "\n".join("  " + ln for ln in lines[-LOG_TAIL:]) or "  (the log is empty)"
         msg = f"The engine ({name}) {what}. Last lines of its log ({self.log_path}):\n{quoted}"
         fault: IsaFault | None = None
+        engine_path = self.deployed.extra.get("engine_path")
+        search = [Path(engine_path)] if engine_path else []
         if diag is not None and diag.key == "illegal-instruction":
-            engine_path = self.deployed.extra.get("engine_path")
-            fault = find_isa_fault(self._started_uptime, [Path(engine_path)] if engine_path else [])
+            fault = find_isa_fault(self._started_uptime, search)
             msg += f"\nIllegal instruction: {fault.describe()}."
-            if fault.kernel_line:
-                msg += f"\nKernel log: {fault.kernel_line}"
+        elif diag is None and killed_by(self.exit_code) == signal.SIGSEGV:
+            fault = find_tile_fault(
+                self._started_uptime, compiled_groups(lines), search, cpu_flags=cpu_info().get("flags") or ()
+            )
+            if fault is not None:
+                diag = Diagnosis(AMX_TILE_FAULT, fault.kernel_line or describe_exit(self.exit_code))
+                msg += f"\nAMX tile fault: {fault.describe()}."
+        if fault is not None and fault.kernel_line:
+            msg += f"\nKernel log: {fault.kernel_line}"
         if diag:
             hint = diag.explain().replace("ENGINE", self.deployed.runtime or "ENGINE")
             if fault is not None and fault.group:

@@ -162,3 +162,60 @@ def test_a_real_trap_found_in_the_kernel_log(tmp_path: Path, cpu_path: Callable[
         assert fault.kernel_log in ("unreadable", "no trap line")
         assert fault.group is None
         cpu_path(f"exit status only ({fault.kernel_log}): {fault.describe()}")
+
+
+# ---- the other way an AMX build dies: a general protection fault in ggml's ldtilecfg (SIGSEGV)
+
+# Recorded on an Intel Xeon with AMX under a hypervisor: llama.cpp 0.3.36's first request. The kernel printed
+# the library on one fault and not on the next (it prints it only when it can take the memory-map lock).
+GP_WITH_LIB = (
+    "[ 4122.838459] traps: python[21797] general protection fault ip:7f2dbfc7c193 sp:7f2d853c0980 error:0 "
+    "in libggml-cpu.so.0[7c193,7f2dbfc14000+156000]"
+)
+GP_NO_LIB = (
+    "[  494.030496] traps: python[10017] general protection fault ip:7fd21f87c193 sp:7fd1e4fc0980 error:0"
+)
+
+
+def test_general_protection_lines_parse_with_and_without_the_library() -> None:
+    t = isa.parse_kernel_trap(GP_WITH_LIB, isa.GP_FAULT)
+    assert t is not None and t.library == "libggml-cpu.so.0" and t.uptime_s == 4122.838459
+    assert t.file_offset == 0x7C193 and t.offset_in_vma == 0x7F2DBFC7C193 - 0x7F2DBFC14000
+    bare = isa.parse_kernel_trap(GP_NO_LIB, isa.GP_FAULT)
+    assert bare is not None and bare.library is None and bare.tid == 10017
+    # a trap line is not a general protection fault, and the other way round
+    assert isa.parse_kernel_trap(NEW_KERNEL, isa.GP_FAULT) is None
+    assert isa.parse_kernel_trap(GP_NO_LIB) is None
+
+
+def test_a_segfault_is_an_amx_tile_fault_only_for_an_amx_build_with_the_kernel_line() -> None:
+    amx_build = ["amx", "avx512", "avx2", "avx"]
+    fault = isa.find_tile_fault(400.0, amx_build, lines=[GP_NO_LIB])
+    assert fault is not None and fault.group == "amx" and fault.kind == "general protection fault"
+    assert fault.what == "a general protection fault" and fault.kernel_line == GP_NO_LIB.strip()
+    assert "general protection fault in a build with AMX" in fault.describe()
+    assert isa.group_to_drop(fault, amx_build) == "amx"
+    # the same line, but the build has no AMX: an ordinary crash
+    assert isa.find_tile_fault(400.0, ["avx512", "avx2", "avx"], lines=[GP_NO_LIB]) is None
+    assert isa.find_tile_fault(400.0, None, lines=[GP_NO_LIB]) is None  # the build did not say
+    # no general protection fault logged since the engine started: an ordinary crash
+    assert isa.find_tile_fault(600.0, amx_build, lines=[GP_NO_LIB]) is None
+    assert isa.find_tile_fault(400.0, amx_build, lines=[NEW_KERNEL.replace("2293", "0493")]) is None
+
+
+def test_an_unreadable_kernel_log_counts_only_under_a_hypervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isa, "kernel_log", lambda: None)
+    amx_build = ["amx", "avx512"]
+    assert isa.find_tile_fault(None, amx_build, cpu_flags=["avx512f", "amx_tile"]) is None
+    fault = isa.find_tile_fault(None, amx_build, cpu_flags=["avx512f", "amx_tile", "hypervisor"])
+    assert fault is not None and fault.kernel_log == "unreadable" and fault.group == "amx"
+    assert "kernel log cannot be read here" in fault.describe()
+
+
+def test_a_named_instruction_that_is_not_amx_is_not_a_tile_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isa, "_find_library", lambda name, roots: Path("/lib") / name)
+    monkeypatch.setattr(isa, "instruction_at", lambda lib, trap: "vmovaps (%rax),%zmm0")
+    assert isa.find_tile_fault(900.0, ["amx", "avx512"], lines=[GP_WITH_LIB]) is None
+    monkeypatch.setattr(isa, "instruction_at", lambda lib, trap: "ldtilecfg 0xc0(%rsp)")
+    fault = isa.find_tile_fault(900.0, ["amx", "avx512"], lines=[GP_WITH_LIB])
+    assert fault is not None and fault.describe() == "ldtilecfg, an AMX instruction, in libggml-cpu.so.0"

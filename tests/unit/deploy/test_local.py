@@ -189,6 +189,53 @@ def test_death_by_sigill_on_the_first_request_is_diagnosed(hf_model_dir: Path) -
     assert err.value.diagnosis.key == "illegal-instruction"  # type: ignore[attr-defined]
 
 
+def _segv_on_first_request(hf_model_dir: Path) -> EngineError:
+    spec = spec_for(hf_model_dir, "--segv-amx-build")
+    with LocalProcessTarget(spec.target) as target:  # type: ignore[arg-type]
+        endpoint = target.deploy(spec)
+        target.wait_ready()
+        with pytest.raises(EngineError):
+            check_endpoint(endpoint)
+        with pytest.raises(EngineError) as err:
+            target.check_alive(wait_s=5.0)
+    return err.value
+
+
+def test_an_amx_build_killed_by_a_general_protection_fault_is_named_with_its_fix(
+    hf_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What llama.cpp's AMX build did on another hypervisor: ldtilecfg faulted, SIGSEGV, and the kernel logged
+    a general protection fault for it (here the kernel's line is given, as this CPU logged it, at the time of
+    the death)."""
+    from accelbench.deploy import isa_fault
+
+    def log() -> list[str]:
+        now = isa_fault.uptime() or 0.0
+        return [
+            f"[{now:12.6f}] traps: python[4242] general protection fault ip:7f2dbfc7c193 sp:7f2d853c0980 error:0"
+        ]
+
+    monkeypatch.setattr(isa_fault, "kernel_log", log)
+    err = _segv_on_first_request(hf_model_dir)
+    assert "killed by SIGSEGV" in str(err) and "AMX tile fault: a general protection fault" in str(err)
+    assert "Kernel log: " in str(err) and "general protection fault ip:7f2dbfc7c193" in str(err)
+    assert err.diagnosis.key == "amx-tile-fault"  # type: ignore[attr-defined]
+    assert err.isa_fault.group == "amx"  # type: ignore[attr-defined]
+    assert "--without-isa amx" in (err.hint or "")
+
+
+def test_an_ordinary_segfault_is_not_called_an_instruction_set_fault(
+    hf_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accelbench.deploy import isa_fault
+
+    monkeypatch.setattr(isa_fault, "kernel_log", lambda: [])  # readable, and no fault logged for it
+    err = _segv_on_first_request(hf_model_dir)
+    assert "killed by SIGSEGV" in str(err) and "AMX tile fault" not in str(err)
+    assert err.diagnosis is None  # type: ignore[attr-defined]
+    assert err.isa_fault is None  # type: ignore[attr-defined]
+
+
 def test_secrets_reach_the_engine_but_are_not_recorded(hf_model_dir: Path) -> None:
     spec = spec_for(hf_model_dir, env={"MY_API_KEY": "s3cret", "PLAIN": "x"})
     spec.hf_token = "hf_abc"
