@@ -301,7 +301,9 @@ def estimate_page(
         request,
         "estimate.html",
         form=form,
-        result=views.estimate_view(result) if result is not None else None,
+        result=views.estimate_view(result, slo=slo or None, concurrency=concurrency)
+        if result is not None
+        else None,
         error=error,
         models=views.model_choices(),
     )

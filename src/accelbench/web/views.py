@@ -461,11 +461,9 @@ def comparison_view(
 
 
 # --------------------------------------------------------------------------------------- estimate
-def estimate_view(result: dict[str, Any]) -> dict[str, Any]:
-    """Rows of a ranked estimate as the page shows them (the planner's JSON, unchanged otherwise)."""
-    return {
-        "rows": result.get("rows") or [],
-        "summary": result.get("summary") or {},
-        "notes": result.get("notes") or [],
-        "total_rows": result.get("total_rows", len(result.get("rows") or [])),
-    }
+def estimate_view(result: dict[str, Any], *, slo: str | None = None, concurrency: int = 1) -> dict[str, Any]:
+    """A ranked estimate as the page shows it, in the planner's order: each row's SLO verdict, measured badge
+    and sort keys, and the cost vs latency chart (``web/estimate_view.py``)."""
+    from accelbench.web.estimate_view import estimate_page_view
+
+    return estimate_page_view(result, slo_text=slo, concurrency=concurrency)

@@ -1,0 +1,92 @@
+"""The Estimate page's view of a ranked estimate (issue 16): the SLO verdict in words (which target is missed
+and by how much), the measured badge, the sort keys, and the cost vs latency chart's data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.domain.plan import SLO, EstimateQuery
+from accelbench.services.plan import estimate
+from accelbench.web.estimate_view import chart_metric, estimate_page_view, measured_text, slo_verdict
+
+
+def _row(**kw: Any) -> dict[str, Any]:
+    base = {"instance": "g6.xlarge", "accelerator_type": "gpu", "feasible": True, "ttft_ms": 300.0,
+            "tpot_ms": 20.0, "e2e_ms": 3000.0, "usd_per_million_output_tokens": 2.5, "hourly_usd": 0.8,
+            "slo_met": True, "max_concurrency_meeting_slo": 16}  # fmt: skip
+    return base | kw
+
+
+def test_a_missed_slo_names_each_target_missed_and_by_how_much() -> None:
+    slo = SLO(ttft_ms=500, tpot_ms=40)
+    v = slo_verdict(_row(ttft_ms=750.0, tpot_ms=50.0, slo_met=False, max_concurrency_meeting_slo=2), slo, 8)
+    assert v["state"] == "missed"
+    assert [(m["metric"], round(m["over_pct"])) for m in v["misses"]] == [("TTFT", 50), ("TPOT", 25)]
+    assert (
+        v["text"]
+        == "missed: TTFT 750 ms > 500 ms (+50%); TPOT 50.00 ms > 40 ms (+25%) (met up to 2 in flight)"
+    )
+    never = slo_verdict(_row(tpot_ms=44.0, slo_met=False, max_concurrency_meeting_slo=0), SLO(tpot_ms=40), 1)
+    assert never["text"] == "missed: TPOT 44.00 ms > 40 ms (+10%) (even at 1 in flight)"
+    assert 1 < never["sort"] < v["sort"]  # a smaller miss sorts before a larger one, both after every met row
+
+
+def test_met_unfit_and_no_slo() -> None:
+    slo = SLO(tpot_ms=40)
+    met = slo_verdict(_row(), slo, 8)
+    assert met == {"state": "met", "text": "met; up to 16 in flight", "misses": [], "sort": 0.0}
+    assert slo_verdict(_row(max_concurrency_meeting_slo=8), slo, 8)["text"] == "met"
+    assert slo_verdict(_row(feasible=False, slo_met=None), slo, 8)["state"] == "unfit"
+    assert slo_verdict(_row(), None, 8)["state"] == "none"
+
+
+def test_measured_badge_only_for_this_model() -> None:
+    assert measured_text(_row(has_benchmark_data=True))["text"] == "measured"  # type: ignore[index]
+    other = measured_text(_row(has_benchmark_data=False, measured_other_models=["llama-3.1-8b-instruct"]))
+    assert other is not None and other["kind"] == "other"
+    assert other["text"] == "other model measured here: llama-3.1-8b-instruct"
+    assert measured_text(_row()) is None
+
+
+def test_the_chart_follows_the_slo_target() -> None:
+    assert chart_metric(None) == "tpot"
+    assert chart_metric(SLO(ttft_ms=500)) == "ttft"
+    assert chart_metric(SLO(ttft_ms=500, tpot_ms=40)) == "tpot"
+    assert chart_metric(SLO(e2e_ms=5000)) == "tpot"
+
+
+def test_the_page_view_of_a_real_ranked_estimate() -> None:
+    query = EstimateQuery(model="qwen2.5-7b-instruct", slo="ttft:400", concurrency=4, limit=200)
+    result = estimate(None, query)
+    view = estimate_page_view(result, slo_text=query.slo, concurrency=4)
+    rows = view["rows"]
+    assert len(rows) == 200 and [r["rank"] for r in rows] == list(range(1, 201))
+    states = [r["slo"]["state"] for r in rows]
+    met, missed = states.count("met"), states.count("missed")
+    assert (
+        met
+        and missed
+        and view["counts"] == {"met": met, "missed": missed, "unfit": states.count("unfit"), "none": 0}
+    )
+    assert states == ["met"] * met + ["missed"] * missed + ["unfit"] * (
+        200 - met - missed
+    )  # the planner's order
+    assert all("TTFT" in r["slo"]["text"] for r in rows if r["slo"]["state"] == "missed")
+    chart = view["chart"]
+    assert chart["x_title"] == "predicted TTFT p50 (ms)" and chart["target"] == 400
+    by_state = {t["state"]: t for t in chart["traces"]}
+    assert set(by_state) == {"met", "missed"}
+    assert all(x <= 400 for x in by_state["met"]["x"]) and all(x > 400 for x in by_state["missed"]["x"])
+    first = next(r for r in rows if r["slo"]["state"] == "met" and r["usd_per_million_output_tokens"])
+    assert first["instance"] in by_state["met"]["text"][0]
+    assert float(first["sort"]["usd_per_million_output_tokens"]) == first["usd_per_million_output_tokens"]
+    assert next(r for r in rows if not r["feasible"])["sort"]["tpot_ms"] == ""  # blank: sorted last
+
+
+def test_no_slo_has_one_trace_and_no_verdicts() -> None:
+    view = estimate_page_view(
+        estimate(None, EstimateQuery(model="qwen2.5-7b-instruct", accelerator_type="gpu"))
+    )
+    assert view["slo"] is None and view["chart"]["target"] is None
+    assert [t["state"] for t in view["chart"]["traces"]] == ["none"]
+    assert view["chart"]["x_title"] == "predicted TPOT p50 (ms)"
