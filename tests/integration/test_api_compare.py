@@ -168,4 +168,4 @@ def test_compare_page_shows_capacity(api) -> None:
     assert "g6.2xlarge sustains 24 users" in page
     assert api.client.get("/static/compare.js").status_code == 200
     plain = api.client.get("/compare", params={"runs": list(two_runs(api.store))}).text
-    assert 'id="capacity"' not in plain and "compare.js" not in plain
+    assert 'id="capacity"' not in plain and 'id="chart-capacity"' not in plain

@@ -60,7 +60,10 @@ def test_llamacpp_install_served_on_this_cpu_and_says_how_it_was_built(
         assert build.rebuilds == 0 and not build.env
         cpu_path(f"llama.cpp native build served on the first try on {cpu}: {summary}")
     else:
-        assert build.reason and "illegal instruction" in build.reason
+        # killed by SIGILL, or by a general protection fault in ggml's AMX tile set-up (ldtilecfg)
+        assert build.reason and (
+            "illegal instruction" in build.reason or "general protection fault" in build.reason
+        )
         assert not set(build.without_isa) & set(check.compiled_isa)  # the failing group is really gone
         assert "-DGGML_NATIVE=OFF" in build.env["CMAKE_ARGS"]
         cpu_path(f"llama.cpp rebuilt on {cpu}: {summary}")
