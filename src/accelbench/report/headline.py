@@ -38,7 +38,7 @@ from accelbench.domain.bench import GoodputSLO, RequestRecord
 from accelbench.domain.capacity import CapacitySLO, parse_slo
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
-from accelbench.report.comparison import CapacityRun, Comparison
+from accelbench.report.comparison import CapacityRun, Comparison, lead
 from accelbench.report.failures import CellFailures, cell_failures
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.report.percentiles import STORED
@@ -633,7 +633,7 @@ def _ratio(
     (an, av), (bn, bv) = a, b
     a_wins = av >= bv if higher else av <= bv
     (wn, wv), (ln, lv) = ((an, av), (bn, bv)) if a_wins else ((bn, bv), (an, av))
-    factor = max(wv, lv) / min(wv, lv)
+    factor = lead(wv / lv)
     shown = _per_million if unit == "$" else (lambda v: fmt_num(v, 2 if unit == "ms" else 1))
     figures = f"{shown(wv)} vs {shown(lv)}" + ("" if unit == "$" else f" {unit}")
     return Ratio(what, wn, ln, factor, wv, lv, f"{wn} is {factor:.1f}x {verb} than {ln} {what} ({figures}).")
