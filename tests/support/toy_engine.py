@@ -60,6 +60,15 @@ def _illegal_instruction() -> None:
     ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))()
 
 
+def _segfault() -> None:
+    """Read address 0: a real, synchronous SIGSEGV in this thread. (``os.kill(os.getpid(), SIGSEGV)`` is not one:
+    the kernel delivers a core-dumping signal sent to the process to one thread of its choosing, often the main
+    one, and the handler thread could answer 200 before the process died.)"""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
@@ -143,7 +152,7 @@ def main() -> int:
                 _illegal_instruction()
             if args.segv_amx_build:
                 print("toy engine: segmentation fault", flush=True)
-                os.kill(os.getpid(), signal.SIGSEGV)
+                _segfault()
             msg = {"role": "assistant", "content": args.answer}
             self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]})
 
