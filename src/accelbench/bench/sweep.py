@@ -268,8 +268,11 @@ def create_sweep_run(
     label: str | None = None,
     command: str | None = None,
     environment: dict[str, Any] | None = None,
+    model: str | None = None,
 ) -> RunInfo:
     """Create the stored run of a sweep (status pending) with its spec, endpoint and environment.
+
+    ``model`` is what the server loaded when it says (vLLM's ``root``), else the served name is the model.
 
     The stored spec is ``{"sweep": <SweepSpec>, "endpoint": {...}}``; secrets (the API key, auth headers) are
     not stored, so a resume needs them again.
@@ -280,7 +283,9 @@ def create_sweep_run(
         kind="sweep",
         label=label,
         served_model=endpoint.served_model,
-        model=endpoint.tokenizer or endpoint.served_model,
+        # the server's own name for what it serves (or the directory it loaded, when the caller found one),
+        # never the --tokenizer directory: the endpoint record keeps that on its own
+        model=model or endpoint.served_model,
         base_url=redact_url(endpoint.base_url),
         engine=engine.get("name"),
         engine_version=engine.get("version"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,22 @@ def served_model_root(base_url: str, headers: dict[str, str], api_key: str | Non
     return None
 
 
+def endpoint_environment(
+    endpoint: Endpoint, command: list[str] | None, *, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Where a bench or sweep against ``endpoint`` happened: this machine's hardware when the engine runs here
+    (a loopback URL), else the remote environment (the engine probed over HTTP, this machine only as the load
+    generator), so a remote server's run never carries this machine's CPU as the engine's."""
+    from accelbench.bench.runner import engine_is_local
+    from accelbench.telemetry.host import capture_environment, remote_environment
+
+    if engine_is_local(endpoint):
+        return capture_environment(endpoint.base_url, command=command, headers=headers)
+    if command is None:
+        command = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+    return remote_environment(endpoint.base_url, command, headers=headers)
+
+
 def _fmt(v: float, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
@@ -219,9 +236,10 @@ def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
         status=RunStatus.benchmarking,
         label=config.label,
         served_model=endpoint.served_model,
-        # the model's own name or directory (an aliased served name is not one the planner can read)
-        model=endpoint.tokenizer
-        or served_model_root(endpoint.base_url, endpoint.headers, endpoint.api_key, endpoint.served_model)
+        # what the server says it serves: the directory it loaded when it lists one here (an aliased served
+        # name is not one the planner can read), else its served name; never the --tokenizer directory, which
+        # the endpoint record in the spec keeps on its own
+        model=served_model_root(endpoint.base_url, endpoint.headers, endpoint.api_key, endpoint.served_model)
         or endpoint.served_model,
         base_url=redact_url(endpoint.base_url),
         spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
@@ -435,9 +453,7 @@ def bench(
         outcome = bench_outcome(summary, endpoint, cancelled=cancel.is_set())
         store_error: AccelbenchError | None = None
         if run_id is not None:
-            from accelbench.telemetry.host import capture_environment
-
-            env = capture_environment(endpoint.base_url, headers=headers)
+            env = endpoint_environment(endpoint, None, headers=headers)
             try:
                 _store_result(run_id, summary, env=env, outcome=outcome)
             except AccelbenchError as exc:  # the measurement is printed (and saved) below all the same

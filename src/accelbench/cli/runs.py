@@ -31,7 +31,9 @@ from accelbench.cli.render import (
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
+from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.compare import compare_runs
+from accelbench.report.formatting import MISSING
 from accelbench.report.headline import CellSLO, Headline, cell_table, given_slo, headline_for, slo_note
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.tables import aggregate_results
@@ -129,6 +131,7 @@ def list_runs(
             Col("Status", 0),
             Col("Label", 1),
             Col("Model", 2),
+            Col("Where", 2),
             Col("Created (UTC)", 2),
             Col("Cells", 1, num=True),
             Col("Completed", 3, num=True),
@@ -142,7 +145,8 @@ def list_runs(
                     r.kind,
                     _status_text(r.status),
                     r.label or "",
-                    r.served_model or r.model or "",
+                    model_label(r),
+                    where_label(r),
                     r.created_at.strftime("%Y-%m-%d %H:%M"),
                     _progress_text(r),
                     str(r.completed_requests),
@@ -247,14 +251,16 @@ def show_run(
             head.add_row("Started", run.started_at.isoformat(timespec="seconds"))
         if run.finished_at:
             head.add_row("Finished", run.finished_at.isoformat(timespec="seconds"))
+        model = model_label(run)
         for label, value in (
-            ("Model", run.model),
-            ("Served model", run.served_model),
+            ("Model", model),
+            ("Served model", run.served_model if run.served_model != model else None),
+            ("Tokenizer", tokenizer_of(run)),
             ("Base URL", run.base_url),
             ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
-            ("Instance", run.instance_type),
+            ("Where", where_label(run)),
         ):
-            if value:
+            if value and value != MISSING:
                 head.add_row(label, value)
         head.add_row("Requests", f"{run.completed_requests} completed, {run.failed_requests} failed")
         console.print(Panel(head, title="Run", expand=False))

@@ -30,7 +30,7 @@ from accelbench.bench.sweep import (
     stored_sweep_spec,
     sweep_keys,
 )
-from accelbench.cli.bench import first_served_model, parse_goodput
+from accelbench.cli.bench import endpoint_environment, first_served_model, parse_goodput, served_model_root
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -48,7 +48,6 @@ from accelbench.errors import UserInputError
 from accelbench.report.tables import aggregate_results, has_repeats, table_headers, table_rows
 from accelbench.settings import get_settings
 from accelbench.store import get_store
-from accelbench.telemetry.host import capture_environment
 
 SWEEP_STOP_MESSAGE = "Stopping: the current cell's finished requests are kept. Ctrl-C again to abort now."
 
@@ -342,8 +341,9 @@ def sweep(
         if DatasetKind(spec.dataset) == DatasetKind.random:
             check_served_context(ep, spec.input_lens, spec.output_len)  # before a run is stored
         if run is None:
-            env = capture_environment(base_url=url, command=invocation(ctx), headers=auth)
-            run = create_sweep_run(store, ep, spec, label=label or file_label, environment=env)
+            env = endpoint_environment(ep, invocation(ctx), headers=auth)
+            root = served_model_root(url, headers, api_key, served)
+            run = create_sweep_run(store, ep, spec, label=label or file_label, environment=env, model=root)
         out_dir = out or (get_settings().runs_dir / run.id)
         total = len(sweep_keys(spec))
         err_console.print(

@@ -165,7 +165,10 @@ def run_model(
     if isinstance(hwinfo, str):
         return hwinfo
     inst, spec, key = hwinfo
-    refs = [r for r in (run.model, (run.spec or {}).get("model"), run.served_model) if r]
+    # an endpoint run's --tokenizer directory last: it often holds the model's config.json when the served
+    # name is an alias the planner cannot read
+    tokenizer = ((run.spec or {}).get("endpoint") or {}).get("tokenizer")
+    refs = [r for r in (run.model, (run.spec or {}).get("model"), run.served_model, tokenizer) if r]
     model = None
     errors = []
     for ref in dict.fromkeys(refs):

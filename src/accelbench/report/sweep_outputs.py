@@ -22,6 +22,8 @@ from typing import Any
 
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
+from accelbench.report.attribution import model_label, ran_here, tokenizer_of, where_label
+from accelbench.report.formatting import MISSING
 from accelbench.report.plots import write_sweep_plots
 from accelbench.report.tables import (
     CellAggregate,
@@ -104,14 +106,15 @@ def render_markdown(
         if run.label and not multi:
             lines.append(f"- Label: {run.label}")
         for label, value in (
-            ("Model", run.served_model or run.model),
+            ("Model", model_label(run)),
+            ("Tokenizer", tokenizer_of(run)),
             ("Server", run.base_url),
             ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
-            ("Instance", run.instance_type),
+            ("Where", where_label(run)),
             ("Started", run.started_at.isoformat(timespec="seconds") if run.started_at else None),
             ("Finished", run.finished_at.isoformat(timespec="seconds") if run.finished_at else None),
         ):
-            if value:
+            if value and value != MISSING:
                 lines.append(f"- {label}: {value}")
         lines.append(f"- Requests: {run.completed_requests} completed, {run.failed_requests} failed")
         spec = _spec_lines(run.spec)
@@ -245,13 +248,11 @@ def write_sweep_outputs(
                 x
                 for x in (
                     run.label,
-                    run.served_model or run.model,
+                    model_label(run),
                     " ".join(y for y in (run.engine, run.engine_version) if y),
-                    (run.environment.get("cpu") or {}).get("model")
-                    if not run.instance_type
-                    else run.instance_type,
+                    (run.environment.get("cpu") or {}).get("model") if ran_here(run) else where_label(run),
                 )
-                if x
+                if x and x != MISSING
             )
         outputs.plots = write_sweep_plots(cells, out_dir, run_names=names, subtitle=subtitle or None)
     rng = has_repeats(cells)
