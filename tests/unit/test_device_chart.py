@@ -24,7 +24,7 @@ def _cell(
     input_len: int,
     concurrency: int,
     *,
-    repeat: int = 1,
+    repeat: int = 0,
     zero: float,
     first_send: float,
     duration: float,
@@ -164,7 +164,7 @@ def test_cell_bands_on_the_device_chart() -> None:
         ("in 256 / c 4 / r1", pytest.approx(0.002, abs=1e-6)),
         ("in 512 / c 8 / r1", pytest.approx(10.5, abs=1e-6)),
     ]
-    assert cell_label(256, 4, 2) == "in 256 / c 4 / r2"
+    assert cell_label(256, 4, 1) == "in 256 / c 4 / r2"  # the second repeat (stored repeats count from 0)
 
 
 def test_the_metrics_chart_gets_the_same_bands_and_the_report_a_device_section() -> None:

@@ -23,8 +23,9 @@ GIB = 2**30
 
 
 def cell_label(input_len: int, concurrency: int, repeat: int) -> str:
-    """How a chart and a table name one cell's repeat: "in 256 / c 4 / r1"."""
-    return f"in {input_len} / c {concurrency} / r{repeat}"
+    """How a chart and a table name one cell's repeat: "in 256 / c 4 / r1" (stored repeats count from 0; people
+    count the first repeat as 1, as every other view does)."""
+    return f"in {input_len} / c {concurrency} / r{repeat + 1}"
 
 
 @dataclass(frozen=True)
