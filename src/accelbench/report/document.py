@@ -1,18 +1,27 @@
-"""What a report shows, gathered once from the store: the comparison, the per-cell aggregates the charts
-plot, the per-request latencies behind the CDFs, the server telemetry over time, and predicted vs measured.
+"""What a report shows, gathered once from the store: the headline (the answer, ``report/headline.py``), the
+comparison, the per-cell aggregates the tables and charts show, the per-request latencies behind the CDFs, the
+server telemetry over time, and predicted vs measured.
 
-``report.html`` and ``report.md`` both render a ``ReportData``, so the two never disagree.
+``report.html`` and ``report.md`` both render a ``ReportData``, so the two never disagree. Both open with the
+headline, then show, in this order: the percentile table (with SLO attainment and goodput when an SLO is
+known), the latency-throughput chart, telemetry with each cell's window marked, predicted vs measured, and the
+environment (``REPORT_SECTIONS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench import RequestRecord, TelemetrySample
+from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.catalog import PriceTier
+from accelbench.domain.results import ResultInfo
 from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
+from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice, cell_table, headline_for, slo_note
+from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
+from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.tables import CellAggregate, aggregate_results
 from accelbench.report.timeline import RunTimeline, run_timeline
 
@@ -31,6 +40,24 @@ TELEMETRY_GAUGES: tuple[tuple[str, str, tuple[str, ...], float], ...] = (
         ("kv_cache_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc"),
         100.0,
     ),
+)
+
+#: the report's sections in the order both renderers show them: (HTML id, label in the page's navigation). The
+#: answer first, then what it rests on; a section without content for a report (capacity, failures) is left out.
+REPORT_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("headline", "Headline"),
+    ("results", "Results"),
+    ("failures", "Failures and warnings"),
+    ("capacity", "Capacity"),
+    ("latency-throughput", "Latency vs throughput"),
+    ("charts", "Charts"),
+    ("telemetry", "Telemetry"),
+    ("devices", "Device telemetry"),
+    ("predicted", "Predicted vs measured"),
+    ("environment", "Environment"),
+    ("findings", "Findings"),
+    ("cost", "Cost"),
+    ("notes", "Notes"),
 )
 
 
@@ -93,10 +120,60 @@ class ReportData:
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
     #: each run's cells and device samples on one axis, and its cells' device rows (report/timeline.py)
     devices: list[RunTimeline] = field(default_factory=list)
+    #: every stored (cell, repeat) of every run: the percentile table's failure column reads them
+    results: list[ResultInfo] = field(default_factory=list)
+    #: the latency percentiles the tables show (report/percentiles.py: p50/p90/p99 by default)
+    percentiles: tuple[int, ...] = field(default_factory=lambda: parse_percentiles(None))
+    #: the answer the report opens with (report/headline.py), made once by ``build_report``
+    headline: Headline | None = None
+    #: the SLO each run is judged by (the one given, else its own; None: none known)
+    slos: dict[str, SLOChoice | None] = field(default_factory=dict)
+    #: each cell against its run's SLO: attainment, goodput, met
+    evaluation: dict[Key, CellSLO] = field(default_factory=dict)
 
     @property
     def run_names(self) -> dict[str, str]:
         return {r.id: r.name for r in self.comparison.runs}
+
+    def percentile_table(self) -> tuple[list[str], list[list[str]]]:
+        """The Results table: every run's cells at the chosen percentiles, with SLO attainment, whether it is
+        met and goodput when some run has an SLO, and each cell's top failure reason (``cell_table``, the one
+        per-cell table every human view shows)."""
+        return cell_table(
+            self.aggregates,
+            self.results,
+            self.percentiles,
+            slo=self.evaluation if any(self.slos.values()) else None,
+            with_run=len(self.comparison.runs) > 1,
+            run_names=self.run_names,
+        )
+
+    def slo_notes(self) -> list[str]:
+        """What the SLO columns rest on: one sentence when every run is judged by the same SLO, else one per run
+        judged, naming it."""
+        judged = [(run_id, c) for run_id, c in self.slos.items() if c is not None]
+        if not judged:
+            return []
+        if len(judged) == len(self.slos) and all(c == judged[0][1] for _, c in judged):
+            note = slo_note(judged[0][1], self.evaluation)
+            return [note] if note else []
+        out = []
+        for run_id, choice in judged:
+            mine = {k: e for k, e in self.evaluation.items() if e.run_id == run_id}
+            note = slo_note(choice, mine)
+            if note:
+                out.append(f"{self.run_names.get(run_id, run_id)}: {note}")
+        return out
+
+    def latency_throughput(self) -> LatencyThroughput:
+        """The latency-throughput chart's data (``report/latency_throughput.py``)."""
+        return latency_throughput(
+            self.aggregates,
+            self.run_names,
+            slos=self.slos,
+            evaluation=self.evaluation,
+            headline=self.headline,
+        )
 
     @property
     def title(self) -> str:
@@ -138,14 +215,25 @@ def build_report(
     telemetry: Sequence[TelemetrySeries] = (),
     predictions: Sequence[Prediction] = (),
     prediction_notes: Sequence[str] = (),
+    slo: CapacitySLO | None = None,
+    records: Mapping[int, Sequence[RequestRecord]] | None = None,
+    percentiles: Sequence[int] | None = None,
 ) -> ReportData:
-    """A report from runs already loaded (tests build them from known numbers)."""
+    """A report from runs already loaded (tests build them from known numbers).
+
+    The headline is made here, once, by ``headline_for``: each run judged by ``slo`` when given, else by its own
+    (a capacity search's or its spec's), from ``records`` (per-request records by result id) where given, else
+    from the cells' stored percentiles. ``percentiles`` are the table's (default: ``report/percentiles.py``)."""
     from accelbench.report.failures import cell_failures, cell_warnings
 
     comparison = build_comparison(runs, tier=tier)
-    aggregates = aggregate_results([r for d in runs for r in d.results])
+    results = [r for d in runs for r in d.results]
+    aggregates = aggregate_results(results)
     names = {r.id: r.name for r in comparison.runs}
     origins = {s.run_id: s.origin_wall for s in telemetry}
+    headline, slos, evaluation = headline_for(
+        None, comparison, aggregates, results, [d.run for d in runs], given=slo, records=records
+    )
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -160,14 +248,29 @@ def build_report(
             (names.get(d.run.id, d.run.id), w.cell, w.text) for d in runs for w in cell_warnings(d.results)
         ],
         devices=[run_timeline(d.run.id, d.results, origin_wall=origins.get(d.run.id)) for d in runs],
+        results=results,
+        percentiles=parse_percentiles(percentiles),
+        headline=headline,
+        slos=slos,
+        evaluation=evaluation,
     )
 
 
-def load_report(store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTier.on_demand) -> ReportData:
-    """Read one or more runs with their per-request records and telemetry, and compare them."""
+def load_report(
+    store: Store,
+    refs: Sequence[str],
+    *,
+    tier: PriceTier = PriceTier.on_demand,
+    slo: CapacitySLO | None = None,
+    percentiles: Sequence[int] | None = None,
+) -> ReportData:
+    """Read one or more runs with their per-request records and telemetry, and compare them; each run is judged
+    by ``slo`` when given, else by its own SLO, if any."""
     runs = load_runs(store, refs, tier=tier, min_runs=1)
     latencies: list[CellLatencies] = []
     telemetry: list[TelemetrySeries] = []
+    # read once: the CDFs use the successful ones, the SLO attainment every one of them
+    records: dict[int, list[RequestRecord]] = {}
     for d in runs:
         cells: dict[tuple[int, int], CellLatencies] = {}
         for r in d.results:
@@ -175,7 +278,8 @@ def load_report(store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTie
                 (r.input_len, r.concurrency),
                 CellLatencies(run_id=d.run.id, input_len=r.input_len, concurrency=r.concurrency),
             )
-            for rec in store.get_request_records(r.id):
+            records[r.id] = store.get_request_records(r.id)
+            for rec in records[r.id]:
                 if not rec.success:
                     continue
                 cell.ttft_ms.append(rec.ttft_s * 1000.0)
@@ -184,7 +288,15 @@ def load_report(store: Store, refs: Sequence[str], *, tier: PriceTier = PriceTie
                     cell.tpot_ms.append(rec.tpot_s * 1000.0)
         latencies.extend(cells[k] for k in sorted(cells))
         telemetry.append(telemetry_series(d.run.id, store.get_telemetry(d.run.id)))
-    report = build_report(runs, tier=tier, latencies=latencies, telemetry=telemetry)
+    report = build_report(
+        runs,
+        tier=tier,
+        latencies=latencies,
+        telemetry=telemetry,
+        slo=slo,
+        records=records,
+        percentiles=percentiles,
+    )
     report.predictions, report.prediction_notes = predicted_vs_measured(runs, report.comparison, store)
     return report
 

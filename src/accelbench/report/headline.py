@@ -739,7 +739,7 @@ def _title(runs: Sequence[RunHeadline]) -> str:
 
 
 def headline_for(
-    store: Store,
+    store: Store | None,
     cmp: Comparison,
     cells: Sequence[CellAggregate],
     results: Sequence[ResultInfo],
@@ -749,12 +749,14 @@ def headline_for(
     records: Mapping[int, Sequence[RequestRecord]] | None = None,
 ) -> tuple[Headline, dict[str, SLOChoice | None], dict[Key, CellSLO]]:
     """The headline and the per-cell SLO evaluation of stored runs: each run judged by ``given`` or its own SLO,
-    from its per-request records (read from ``store`` unless given)."""
+    from its per-request records (``records`` when given, else read from ``store``; without either, from the
+    cells' stored percentiles)."""
     slos = {r.id: run_slo(r, given) for r in runs}
     evaluation: dict[Key, CellSLO] = {}
     if any(slos.values()):
         if records is None:
-            records = load_records(store, [r for r in results if slos.get(r.run_id)])
+            judged = [r for r in results if slos.get(r.run_id)]
+            records = load_records(store, judged) if store is not None else {}
         for run_id, choice in slos.items():
             if choice is None:
                 continue

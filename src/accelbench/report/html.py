@@ -45,7 +45,8 @@ from accelbench.report.compare import (
     fmt_usd,
     side_by_side_rows,
 )
-from accelbench.report.document import TELEMETRY_GAUGES, CellLatencies, ReportData
+from accelbench.report.document import REPORT_SECTIONS, TELEMETRY_GAUGES, CellLatencies, ReportData
+from accelbench.report.latency_throughput import LatencyThroughput
 from accelbench.report.plots import build_series
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
 
@@ -210,13 +211,120 @@ def telemetry_figure(data: ReportData) -> go.Figure | None:
             )
     fig.update_xaxes(title_text="seconds since the run's first scrape", row=len(TELEMETRY_GAUGES), col=1)
     fig.update_yaxes(rangemode="tozero")
-    if len(series) == 1:  # one run: its cells on the same axis (each run has its own clock)
-        timeline = next((t for t in data.devices if t.run_id == series[0].run_id), None)
-        if timeline is not None:
-            add_cell_bands(fig, timeline.cells)
+    add_cell_bands(fig, telemetry_cells(data))
     fig = _layout(fig, "Server telemetry over time", height=640)
     fig.update_layout(margin={"t": 40})
     return fig
+
+
+# ------------------------------------------------------------------------------------------ latency vs throughput
+_MISSED_SYMBOL, _BEST_COLOR = "x", "#111111"
+
+
+def _verdict(met: bool | None) -> str:
+    """A point's SLO verdict for its hover text; empty where there is no SLO or it cannot be judged."""
+    return "" if met is None else "meets the SLO" if met else "misses the SLO"
+
+
+def latency_throughput_figure(chart: LatencyThroughput) -> go.Figure | None:
+    """Output tok/s against latency (``report/latency_throughput.py``): a panel per metric, one line per run and
+    input length with a point per concurrency (labelled ``c4``; a cross where the cell misses its SLO), each
+    SLO target judged at the charted percentile as a dashed line, each run's best configuration as a star.
+    None when no cell has a measured throughput."""
+    if chart.empty:
+        return None
+    fig = make_subplots(
+        rows=1, cols=len(chart.metrics), subplot_titles=[chart.title(m) for m in chart.metrics]
+    )
+    runs = list(dict.fromkeys(s.run_id for s in chart.series))
+    input_lens = sorted({s.input_len for s in chart.series})
+    multi = len(runs) > 1
+    xmax = max(p.output_tps for s in chart.series for p in s.points) * 1.08 or 1.0
+    shown: set[str] = set()
+    for col, m in enumerate(chart.metrics, start=1):
+        for s in chart.series:
+            pts = [p for p in s.points if p.latency_ms.get(m) is not None]
+            if not pts:
+                continue
+            ri, li = runs.index(s.run_id), input_lens.index(s.input_len)
+            color = _color(ri if multi else li)
+            fig.add_trace(
+                go.Scatter(
+                    x=[p.output_tps for p in pts],
+                    y=[p.latency_ms[m] for p in pts],
+                    name=s.label,
+                    legendgroup=s.label,
+                    showlegend=s.label not in shown,
+                    mode="lines+markers+text",
+                    text=[f"c{p.concurrency}" for p in pts],
+                    textposition="top center",
+                    textfont={"size": 10, "color": "#555"},
+                    line={"color": color, "dash": _DASHES[li % len(_DASHES)] if multi else "solid"},
+                    marker={
+                        "size": 8,
+                        "symbol": [_MISSED_SYMBOL if p.met is False else "circle" for p in pts],
+                    },
+                    customdata=[[p.concurrency, _verdict(p.met)] for p in pts],
+                    hovertemplate="concurrency %{customdata[0]}<br>%{x:,.1f} out tok/s<br>%{y:,.2f} ms"
+                    "<br>%{customdata[1]}<extra>%{fullData.name}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            shown.add(s.label)
+            for p in pts:
+                if not p.best:
+                    continue
+                best = f"best: {s.run_name}" if multi else "best configuration"
+                fig.add_trace(
+                    go.Scatter(
+                        x=[p.output_tps],
+                        y=[p.latency_ms[m]],
+                        name=best,
+                        legendgroup=best,
+                        showlegend=best not in shown,
+                        mode="markers",
+                        marker={
+                            "symbol": "star",
+                            "size": 16,
+                            "color": color,
+                            "line": {"width": 1, "color": _BEST_COLOR},
+                        },
+                        hovertemplate=f"{best}: input {s.input_len}, concurrency {p.concurrency}<br>"
+                        "%{x:,.1f} out tok/s<br>%{y:,.2f} ms<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+                shown.add(best)
+        for t in (t for t in chart.targets if t.metric == m):
+            fig.add_trace(
+                go.Scatter(
+                    x=[0.0, xmax],
+                    y=[t.target_ms, t.target_ms],
+                    name=t.label,
+                    mode="lines",
+                    line={"color": _SLO_LINE, "dash": "dash"},
+                    hoverinfo="name",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title_text="output tok/s", rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero")
+    fig = _layout(fig, "Latency vs throughput", height=460)
+    fig.update_layout(margin={"t": 40})
+    return fig
+
+
+def telemetry_cells(data: ReportData) -> list[CellWindow]:
+    """The cell windows the server telemetry chart marks: those of its one run when one run has gauges (each
+    run has its own clock, so with several none; each run's device chart marks its own)."""
+    series = [s for s in data.telemetry if any(s.has(k) for k, *_ in TELEMETRY_GAUGES)]
+    if len(series) != 1:
+        return []
+    timeline = next((t for t in data.devices if t.run_id == series[0].run_id), None)
+    return list(timeline.cells) if timeline is not None else []
 
 
 # ------------------------------------------------------------------------------------------ devices
@@ -724,19 +832,59 @@ def _env() -> Environment:
     )
 
 
+#: the percentile table's columns that hold words, not numbers (left-aligned)
+TEXT_COLUMNS: frozenset[str] = frozenset({"Run", "SLO met", "Top failure reason"})
+
+
+def sections(data: ReportData) -> list[tuple[str, str]]:
+    """The report's sections in order (``REPORT_SECTIONS``), less those this report has nothing for: (id,
+    heading), for the page's navigation."""
+    absent = set()
+    if not (data.failures or data.warnings):
+        absent.add("failures")
+    if not data.comparison.capacity:
+        absent.add("capacity")
+    return [(sid, heading) for sid, heading in REPORT_SECTIONS if sid not in absent]
+
+
+def latency_throughput_context(data: ReportData) -> dict[str, Any]:
+    """The Latency vs throughput section: the chart (or None), its percentile and whether it marks an SLO."""
+    chart = data.latency_throughput()
+    fig = latency_throughput_figure(chart)
+    return {
+        "percentile": chart.percentile,
+        "targets": bool(chart.targets),
+        "judged": any(data.slos.values()),
+        "html": figure_html(fig, "chart-latency-throughput") if fig is not None else None,
+    }
+
+
 def render_html(data: ReportData) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document: the headline first, then the sections in ``REPORT_SECTIONS``'s
+    order."""
     cmp = data.comparison
     template = _env().get_template("report.html.j2")
+    every_chart = charts(data)
+    pct_columns, pct_rows = data.percentile_table()
     return template.render(
         title=data.title,
         cmp=cmp,
         tier_label=TIER_LABELS[cmp.tier],
+        sections=sections(data),
+        headline=data.headline,
+        percentile_columns=pct_columns,
+        percentile_rows=pct_rows,
+        percentile_text=[i for i, h in enumerate(pct_columns) if h in TEXT_COLUMNS],
+        percentiles=", ".join(f"p{p}" for p in data.percentiles),
+        slo_notes=data.slo_notes(),
+        latency_throughput=latency_throughput_context(data),
         compared=compared_rows(data),
         findings=cmp.findings,
         table_columns=SIDE_BY_SIDE_COLUMNS if len(cmp.runs) > 1 else SIDE_BY_SIDE_COLUMNS[:-2],
         table_rows=side_by_side_rows(cmp) if len(cmp.runs) > 1 else [r[:-2] for r in side_by_side_rows(cmp)],
-        charts=charts(data),
+        charts=[c for c in every_chart if c["id"] != "chart-telemetry"],
+        server_telemetry=next(c for c in every_chart if c["id"] == "chart-telemetry"),
+        telemetry_banded=bool(telemetry_cells(data)),
         cost_columns=COST_COLUMNS,
         cost_rows=cost_rows(data),
         prediction_columns=PREDICTION_COLUMNS,

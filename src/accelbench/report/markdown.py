@@ -1,16 +1,19 @@
 """The report as Markdown with PNG charts, for pasting into docs and pull requests.
 
-Same content as ``report.html`` (what was compared, findings, capacity at the SLO when some runs searched
-it, the table, charts, cost, predicted vs measured, notes); the charts are PNG files next to ``report.md``,
-linked by relative path. The three charts against concurrency and the capacity charts come from
-``report.plots``; the latency CDFs and the telemetry chart are drawn here with matplotlib's object API (no
-pyplot, no display).
+Same content as ``report.html``, in the same order (``REPORT_SECTIONS``): the headline, the percentile table
+(with SLO attainment and goodput when an SLO is known) and each run against the baseline, capacity at the SLO
+when some runs searched it, the latency-throughput chart, the other charts, telemetry (each cell's window
+marked), predicted vs measured, the environment, findings, cost, notes. The charts are PNG files next to
+``report.md``, linked by relative path. The charts against concurrency, the latency-throughput chart and the
+capacity charts come from ``report.plots``; the latency CDFs, the telemetry and device charts are drawn here
+with matplotlib's object API (no pyplot, no display).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -25,20 +28,34 @@ from accelbench.report.capacity import (
 )
 from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
 from accelbench.report.document import TELEMETRY_GAUGES, ReportData
-from accelbench.report.html import COST_COLUMNS, PREDICTION_COLUMNS, compared_rows, cost_rows, prediction_rows
+from accelbench.report.html import (
+    COST_COLUMNS,
+    PREDICTION_COLUMNS,
+    compared_rows,
+    cost_rows,
+    prediction_rows,
+    telemetry_cells,
+)
 from accelbench.report.plots import (
     SWEEP_PLOTS,
     capacity_compare_figure,
     capacity_curve_figure,
+    latency_throughput_plot,
     write_sweep_plots,
 )
 from accelbench.report.tables import markdown_table
+from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
 
 CDF_PNG = "latency_cdf.png"
 TELEMETRY_PNG = "telemetry.png"
+LATENCY_THROUGHPUT_PNG = "latency_throughput.png"
 CAPACITY_COMPARE_PNG = "capacity_compare.png"
 #: image titles of the capacity charts start so; they are shown in the capacity section, not under Charts
 CAPACITY_PREFIX = "Capacity: "
+#: image titles of each run's device chart start so; they are shown under Device telemetry
+DEVICES_PREFIX = "Devices: "
+LATENCY_THROUGHPUT_TITLE = "Latency vs throughput"
+TELEMETRY_TITLE = "Server telemetry over time"
 _STYLES = ("-", "--", ":", "-.")
 
 
@@ -108,6 +125,7 @@ def telemetry_png(data: ReportData, path: Path) -> Path | None:
                 label=data.run_names[s.run_id],
             )
         ax.set_ylim(bottom=0)
+    _cell_bands(axes, telemetry_cells(data))
     axes[-1].set_xlabel("seconds since the run's first scrape")
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
@@ -117,14 +135,68 @@ def telemetry_png(data: ReportData, path: Path) -> Path | None:
     return path
 
 
+_BANDS = ("#1f77b4", "#ff7f0e")
+
+
+def _cell_bands(axes: Sequence[Any], cells: Sequence[CellWindow]) -> None:
+    """Each cell's window (first send to last completion) shaded across every panel, its edges dotted, labelled
+    on the top one (as ``report/html.py``'s ``add_cell_bands`` marks the HTML charts)."""
+    for i, c in enumerate(cells):
+        for ax in axes:
+            ax.axvspan(c.start_s, c.end_s, color=_BANDS[i % len(_BANDS)], alpha=0.08, linewidth=0)
+            for edge in (c.start_s, c.end_s):
+                ax.axvline(edge, color="0.35", linestyle=":", linewidth=0.7)
+        axes[0].annotate(
+            c.label, (c.start_s, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+            textcoords="offset points", rotation=90, va="top", fontsize=6, color="#555",
+        )  # fmt: skip
+
+
+def devices_png(timeline: RunTimeline, path: Path, title: str) -> Path | None:
+    """One run's devices over the whole run: a panel per series some sample gave, one line per device, every
+    cell's window shaded; None without device samples."""
+    panels = [(name, label) for name, label in DEVICE_SERIES if timeline.has(name)]
+    if not panels or not timeline.has_devices:
+        return None
+    fig = Figure(figsize=(11.0, 1.2 + 2.2 * len(panels)), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0])
+    for ax, (name, label) in zip(axes, panels, strict=True):
+        ax.set_title(label, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        for di, d in enumerate(timeline.devices):
+            if d.has(name):
+                x, y = d.points(name)
+                ax.plot(x, y, marker=".", markersize=3, color=f"C{di % 10}", label=d.device)
+        ax.set_ylim(bottom=0)
+    _cell_bands(axes, timeline.cells)
+    axes[-1].set_xlabel("seconds into the run")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[0].legend(handles, labels, fontsize=8, loc="upper right")
+    fig.suptitle(title, fontsize=11)
+    fig.savefig(path, format="png")
+    return path
+
+
 def write_pngs(data: ReportData, out_dir: Path) -> dict[str, Path | None]:
     """Every chart as a PNG in ``out_dir``; a chart with no data maps to None."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    images: dict[str, Path | None] = {}
+    lt = latency_throughput_plot(data.latency_throughput())
+    if lt is not None:
+        lt.savefig(out_dir / LATENCY_THROUGHPUT_PNG, format="png")
+    images[LATENCY_THROUGHPUT_TITLE] = out_dir / LATENCY_THROUGHPUT_PNG if lt is not None else None
     specs = SWEEP_PLOTS[:3]  # TPOT, total throughput, TTFT against concurrency
     paths = write_sweep_plots(data.aggregates, out_dir, run_names=data.run_names, plots=specs)
-    images: dict[str, Path | None] = {spec.title: p for spec, p in zip(specs, paths, strict=True)}
+    images.update({spec.title: p for spec, p in zip(specs, paths, strict=True)})
     images["Per-request latency CDFs"] = cdf_png(data, out_dir / CDF_PNG)
-    images["Server telemetry over time"] = telemetry_png(data, out_dir / TELEMETRY_PNG)
+    images[TELEMETRY_TITLE] = telemetry_png(data, out_dir / TELEMETRY_PNG)
+    for i, t in enumerate(data.devices, start=1):
+        name = data.run_names.get(t.run_id, t.run_id)
+        images[f"{DEVICES_PREFIX}{i}"] = devices_png(
+            t, out_dir / f"devices_{i}.png", f"Device telemetry over the run: {name}"
+        )
     images.update(capacity_pngs(data, out_dir))
     return images
 
@@ -185,8 +257,93 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return markdown_table([_md_escape(h) for h in headers], [[_md_escape(v) for v in r] for r in rows])
 
 
+def headline_markdown(data: ReportData) -> list[str]:
+    """The section the report opens with: the headline's title in bold, then its sentences."""
+    h = data.headline
+    if h is None:
+        return []
+    return ["## Headline", "", f"**{_md_escape(h.title)}**", "", *(f"- {_md_escape(x)}" for x in h.lines), ""]
+
+
+def results_markdown(data: ReportData) -> list[str]:
+    """The percentile table (with the SLO columns and what they rest on when an SLO is known) and, for several
+    runs, each run against the baseline."""
+    cmp = data.comparison
+    multi = len(cmp.runs) > 1
+    pcts = ", ".join(f"p{p}" for p in data.percentiles)
+    out = ["## Results", ""]
+    out.append(
+        f"One row per {'run and ' if multi else ''}cell (input length x concurrency). Latencies in ms at {pcts}: "
+        "the mean over repeats of each repeat's percentile; where a cell has repeats, its medians and throughputs "
+        "show their min-max over repeats in brackets."
+    )
+    out.append("")
+    headers, rows = data.percentile_table()
+    out += [_table(headers, rows), ""]
+    out += [*(_md_escape(n) for n in data.slo_notes()), ""] if data.slo_notes() else []
+    if multi:
+        out += ["### Each run against the baseline", ""]
+        out.append(
+            f'Per cell, each run beside the baseline, {cmp.run(cmp.baseline).name}; "vs baseline" columns set '
+            "each run against the baseline's figure at the same cell."
+        )
+        out += ["", _table(SIDE_BY_SIDE_COLUMNS, side_by_side_rows(cmp)), ""]
+    return out
+
+
+def telemetry_markdown(data: ReportData, images: dict[str, Path | None]) -> list[str]:
+    """The server's gauges over time (each cell's window shaded when one run has them) and, per run, its devices
+    over the run (cells shaded) and each cell's device figures."""
+    out = ["## Telemetry", "", f"### {TELEMETRY_TITLE}", ""]
+    path = images.get(TELEMETRY_TITLE)
+    if path is not None:
+        if telemetry_cells(data):
+            out += ["Each shaded band is one cell's window, first send to last completion.", ""]
+        out += [f"![{TELEMETRY_TITLE}]({path.name})", ""]
+        missing = [
+            data.run_names[s.run_id]
+            for s in data.telemetry
+            if not any(s.has(k) for k, *_ in TELEMETRY_GAUGES)
+        ]
+        if missing:
+            out += [
+                f"No server telemetry for {', '.join(missing)}: the engine exposed no running/waiting/KV-cache "
+                "gauges (llama.cpp serves no /metrics) or scraping was off.",
+                "",
+            ]
+    else:
+        out += ["No server telemetry: the engines exposed no running/waiting/KV-cache gauges.", ""]
+    out += ["## Device telemetry", ""]
+    out.append(
+        "What this machine's devices did while each cell ran (sampled when the engine ran where it was measured); "
+        'each shaded band and each table row is one cell\'s repeat ("in 256 / c 4 / r1": input length, '
+        "concurrency, repeat). Tokens per joule are over the devices that served and need a power or energy source."
+    )
+    out.append("")
+    for i, t in enumerate(data.devices, start=1):
+        name = data.run_names.get(t.run_id, t.run_id)
+        if len(data.devices) > 1:
+            out += [f"### {name}", ""]
+        chart = images.get(f"{DEVICES_PREFIX}{i}")
+        if chart is not None:
+            out += [f"![Device telemetry: {name}]({chart.name})", ""]
+        rows = device_table(t)
+        if rows:
+            out += [_table(DEVICE_COLUMNS, rows), ""]
+        else:
+            out += [
+                f"No device telemetry for {name}: the engine was not on the measuring machine, or its results "
+                "predate device telemetry.",
+                "",
+            ]
+        if t.missing:
+            out += ["Not measured on this machine:", "", *(f"- {_md_escape(m)}" for m in t.missing), ""]
+    return out
+
+
 def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
-    """The report as Markdown; images are linked by file name (they sit next to the .md file)."""
+    """The report as Markdown, opening with the headline, then the sections in ``REPORT_SECTIONS``'s order;
+    images are linked by file name (they sit next to the .md file)."""
     cmp = data.comparison
     multi = len(cmp.runs) > 1
     out: list[str] = [f"# {data.title}", ""]
@@ -197,47 +354,57 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
         line += f" Baseline: **{cmp.run(cmp.baseline).name}**; ratios are each run against it."
     out += [line + f" Cost at {TIER_LABELS[cmp.tier]} prices.", ""]
 
-    out += ["## What was compared", ""]
+    out += headline_markdown(data)
+    out += results_markdown(data)
+    out += capacity_markdown(data, images)
+
+    out += [f"## {LATENCY_THROUGHPUT_TITLE}", ""]
+    lt = images.get(LATENCY_THROUGHPUT_TITLE)
+    if lt is not None:
+        chart = data.latency_throughput()
+        out.append(
+            f"One point per cell, labelled with its concurrency, at its output tok/s and its p{chart.percentile} "
+            "latency (the mean over repeats); a cross marks a cell missing its run's SLO, a dashed line an SLO "
+            "target, a star each run's best configuration (the headline's)."
+        )
+        out += ["", f"![{LATENCY_THROUGHPUT_TITLE}]({lt.name})", ""]
+    else:
+        out += ["No cell has a measured throughput, so there is nothing to chart.", ""]
+
+    out += ["## Charts", ""]
+    for title, path in images.items():
+        if title.startswith((CAPACITY_PREFIX, DEVICES_PREFIX)) or title in (
+            LATENCY_THROUGHPUT_TITLE,
+            TELEMETRY_TITLE,
+        ):
+            continue  # shown in their own sections
+        out += [f"### {title}", ""]
+        if path is not None:
+            out += [f"![{title}]({path.name})", ""]
+        else:
+            out += ["No per-request records were stored for these runs.", ""]
+
+    out += telemetry_markdown(data, images)
+
+    out += ["## Predicted vs measured", ""]
+    prow = prediction_rows(data)
+    if prow:
+        out += [_table(PREDICTION_COLUMNS, prow), ""]
+    out += [*data.prediction_notes, ""] if data.prediction_notes else []
+    if not prow and not data.prediction_notes:
+        out += ["The planner has no estimate for these runs.", ""]
+
+    out += ["## Environment", ""]
+    out += [
+        "What each run ran: model, engine, machine, accelerators, CPU features, deployment and price.",
+        "",
+    ]
     head = [""] + [r.name + (" (baseline)" if multi and r.id == cmp.baseline else "") for r in cmp.runs]
     out += [_table(head, [[label, *values] for label, values in compared_rows(data)]), ""]
 
     out += ["## Findings", ""]
     out += [f"- {f.text}" for f in cmp.findings] or ["No findings: no cell has the figures they need."]
     out.append("")
-
-    out += capacity_markdown(data, images)
-
-    out += ["## Results", ""]
-    out.append(
-        "One row per run and cell (input length x concurrency); each figure is the mean of the repeats' medians."
-    )
-    if multi:
-        out.append('"vs base" columns divide by the baseline\'s figure at the same cell.')
-    out.append("")
-    cols = SIDE_BY_SIDE_COLUMNS if multi else SIDE_BY_SIDE_COLUMNS[:-2]
-    rows = side_by_side_rows(cmp) if multi else [r[:-2] for r in side_by_side_rows(cmp)]
-    out += [_table(cols, rows), ""]
-
-    out += ["## Charts", ""]
-    for title, path in images.items():
-        if title.startswith(CAPACITY_PREFIX):
-            continue  # shown in the capacity section
-        out += [f"### {title}", ""]
-        if path is not None:
-            out += [f"![{title}]({path.name})", ""]
-        elif title.startswith("Server telemetry"):
-            out += ["No server telemetry: the engines exposed no running/waiting/KV-cache gauges.", ""]
-        else:
-            out += ["No per-request records were stored for these runs.", ""]
-    missing = [
-        data.run_names[s.run_id] for s in data.telemetry if not any(s.has(k) for k, *_ in TELEMETRY_GAUGES)
-    ]
-    if missing and images.get("Server telemetry over time") is not None:
-        out += [
-            f"No server telemetry for {', '.join(missing)}: the engine exposed no running/waiting/KV-cache "
-            "gauges (llama.cpp serves no /metrics) or scraping was off.",
-            "",
-        ]
 
     out += ["## Cost", ""]
     out.append(
@@ -247,14 +414,6 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
     out.append("")
     crow = cost_rows(data)
     out += [_table(COST_COLUMNS, crow) if crow else "No run has a price, so no cost is shown.", ""]
-
-    out += ["## Predicted vs measured", ""]
-    prow = prediction_rows(data)
-    if prow:
-        out += [_table(PREDICTION_COLUMNS, prow), ""]
-    out += [*data.prediction_notes, ""] if data.prediction_notes else []
-    if not prow and not data.prediction_notes:
-        out += ["The planner has no estimate for these runs.", ""]
 
     out += ["## Notes", ""]
     out += [f"- {n}" for n in cmp.notes]

@@ -27,6 +27,7 @@ from accelbench.report.capacity import (
     probe_at,
 )
 from accelbench.report.comparison import CapacityRun
+from accelbench.report.latency_throughput import LatencyThroughput
 from accelbench.report.tables import CellAggregate
 
 
@@ -320,4 +321,55 @@ def capacity_compare_figure(runs: Sequence[CapacityRun]) -> Figure:
     curves.grid(True, alpha=0.3)
     curves.legend(fontsize=8, loc="upper left")
     fig.suptitle("Capacity at the SLO, per run", fontsize=11)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------ latency vs throughput
+def latency_throughput_plot(chart: LatencyThroughput) -> Figure | None:
+    """``report/latency_throughput.py``'s chart as a PNG figure: a panel per metric, output tok/s against the
+    charted percentile, one line per run and input length with each point's concurrency written beside it, a
+    cross where a cell misses its SLO, each SLO target judged at that percentile dashed, each run's best
+    configuration a star. None when no cell has a measured throughput."""
+    if chart.empty:
+        return None
+    fig = Figure(figsize=(5.4 * len(chart.metrics) + 1.0, 4.8), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(chart.metrics), squeeze=False)[0]
+    runs = list(dict.fromkeys(s.run_id for s in chart.series))
+    input_lens = sorted({s.input_len for s in chart.series})
+    multi = len(runs) > 1
+    for ax, m in zip(axes, chart.metrics, strict=True):
+        for s in chart.series:
+            pts = [p for p in s.points if p.latency_ms.get(m) is not None]
+            if not pts:
+                continue
+            li = input_lens.index(s.input_len)
+            color = f"C{(runs.index(s.run_id) if multi else li) % 10}"
+            xs, ys = [p.output_tps for p in pts], [p.latency_ms[m] or 0.0 for p in pts]
+            ax.plot(
+                xs, ys, color=color, linestyle=_STYLES[li % len(_STYLES)] if multi else "-", label=s.label
+            )
+            for p, x, y in zip(pts, xs, ys, strict=True):
+                ax.plot([x], [y], marker="x" if p.met is False else "o", color=color, linestyle="none")
+                ax.annotate(f"c{p.concurrency}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7,
+                            color="gray")  # fmt: skip
+                if p.best:
+                    ax.plot([x], [y], marker="*", markersize=15, color=color, markeredgecolor="black",
+                            linestyle="none", label=f"best: {s.run_name}" if multi else "best configuration")  # fmt: skip
+        for t in (t for t in chart.targets if t.metric == m):
+            ax.axhline(t.target_ms, color="0.3", linestyle="--", label=t.label)
+        ax.set_xlabel("Output tokens/s")
+        ax.set_ylabel(chart.title(m))
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:  # the targets of other panels too, each label once
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
+    fig.suptitle(f"Latency vs throughput (p{chart.percentile}; one point per concurrency)", fontsize=11)
     return fig

@@ -285,6 +285,7 @@ def test_report_writes_html_markdown_and_pngs(store: Store, tmp_path: Path) -> N
     # no telemetry was stored (telemetry_start=None): no telemetry chart
     assert names == [
         "latency_cdf.png",
+        "latency_throughput.png",
         "throughput_vs_concurrency.png",
         "tpot_vs_concurrency.png",
         "ttft_vs_concurrency.png",

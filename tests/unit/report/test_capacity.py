@@ -346,13 +346,13 @@ def test_markdown_report_of_capacity_runs(store: Store, tmp_path: Path) -> None:
     for p in images:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = md.read_text()
-    section = text[text.index("## Capacity at the SLO") : text.index("## Results")]
+    section = text[text.index("## Capacity at the SLO") : text.index("## Latency vs throughput")]
     assert "| gpu | g6.2xlarge | vllm | p90 TPOT <= 50 ms | concurrency | 24 users | 662.0 |" in section
     assert "![Capacity at the SLO, per run](capacity_compare.png)" in section
     assert "![Latency vs throughput: gpu](capacity_curve_1.png)" in section
     assert "The planner predicted 20 users; measured 24 users" in section
     assert "| 32 | 1 | 30 |" in section  # a probe row
-    charts = text[text.index("## Charts") : text.index("## Cost")]
+    charts = text[text.index("## Latency vs throughput") :]
     assert "capacity_" not in charts  # shown once, in the capacity section
 
 
@@ -395,8 +395,9 @@ def test_a_sweep_only_comparison_is_unchanged(tmp_path: Path) -> None:
     assert 'id="capacity"' not in html and "#capacity" not in html and "chart-capacity" not in html
     assert capacity_page(report.comparison) is None
     images = write_pngs(report, tmp_path)
-    assert list(images) == ["Median TPOT vs concurrency", "Total token throughput vs concurrency",
-                            "Median TTFT vs concurrency", "Per-request latency CDFs", "Server telemetry over time"]  # fmt: skip
+    assert list(images) == ["Latency vs throughput", "Median TPOT vs concurrency",
+                            "Total token throughput vs concurrency", "Median TTFT vs concurrency",
+                            "Per-request latency CDFs", "Server telemetry over time", "Devices: 1", "Devices: 2"]  # fmt: skip
     assert "Capacity" not in render_markdown(report, images)
 
 

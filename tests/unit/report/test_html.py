@@ -7,11 +7,14 @@ import re
 from pathlib import Path
 
 import plotly
+from markupsafe import escape
 
 from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.catalog import PriceTier
 from accelbench.report.compare import HourlyPrice
 from accelbench.report.document import (
+    REPORT_SECTIONS,
     CellLatencies,
     Prediction,
     ReportData,
@@ -19,20 +22,26 @@ from accelbench.report.document import (
     build_report,
     telemetry_series,
 )
+from accelbench.report.headline import headline_for
 from accelbench.report.html import (
     cdf_figure,
     charts,
     compared_rows,
     concurrency_figure,
     cost_rows,
+    latency_throughput_figure,
     render_html,
+    sections,
     telemetry_figure,
     write_html,
 )
+from accelbench.report.markdown import write_markdown
 from tests.support.report_data import make_result, make_run, run_data
 
 
-def _report(*, label_a: str = "gpu", with_telemetry: bool = True, single: bool = False) -> ReportData:
+def _report(
+    *, label_a: str = "gpu", with_telemetry: bool = True, single: bool = False, slo: CapacitySLO | None = None
+) -> ReportData:
     env = {
         "cpu": {
             "model": "Xeon 8488C",
@@ -90,6 +99,7 @@ def _report(*, label_a: str = "gpu", with_telemetry: bool = True, single: bool =
                 run_id="ra", input_len=128, concurrency=1, metric="TPOT p50 ms", predicted=8.0, measured=10.0
             )
         ],
+        slo=slo,
     )
 
 
@@ -112,7 +122,8 @@ def test_sections_findings_tables_and_embedded_json(tmp_path: Path) -> None:
     data = _report()
     path = write_html(data, tmp_path / "x" / "report.html")
     html = path.read_text(encoding="utf-8")
-    for section in ("compared", "findings", "results", "charts", "cost", "predicted", "notes"):
+    for section in ("headline", "results", "latency-throughput", "charts", "telemetry", "devices", "predicted",
+                    "environment", "findings", "cost", "notes"):  # fmt: skip
         assert f'<section id="{section}">' in html
     for f in data.comparison.findings:
         assert f.text.replace("'", "&#39;") in html
@@ -221,3 +232,163 @@ def test_labels_are_escaped_everywhere() -> None:
     page = _outside_plotly_bundle(html)
     assert "<script>alert(1)" not in page
     assert "&lt;/script&gt;&lt;script&gt;alert(1)" in page
+
+
+# ------------------------------------------------------------------------------------------ the headline first
+#: p99 TPOT <= 30 ms for 90% of requests: the gpu run (p99 = 2 x p50: 21, 27, 51 ms at c 1, 4, 16) meets it up
+#: to concurrency 4, the cpu run (p99 56 ms and up) nowhere
+SLO_30 = CapacitySLO(targets={"tpot": 30.0}, percentile=99, attainment=0.9)
+
+
+def _section(html: str, sid: str) -> str:
+    start = html.index(f'<section id="{sid}">')
+    return html[start : html.index("</section>", start)]
+
+
+def test_the_report_opens_with_the_headline() -> None:
+    data = _report()
+    assert data.headline is not None
+    html = render_html(data)
+    main = html[html.index("<main>") :]
+    # the first section of the page is the headline, its title then its sentences, nothing before it
+    assert main.index('<section id="headline">') == main.index("<section")
+    headline = _section(html, "headline")
+    title = headline.index('id="headline-title"')
+    assert headline.count("<li>") == len(data.headline.lines) > 0
+    assert headline.index(escape(data.headline.lines[0])) > title
+    assert escape(data.headline.title) in headline[title : headline.index("</p>", title)]
+    assert data.headline.title.startswith("Best: gpu at input 128, concurrency 16: 640.0 output tok/s")
+
+
+def test_sections_in_order_and_the_navigation_follows_it() -> None:
+    data = _report()
+    html = render_html(data)
+    at = [html.index(f'<section id="{sid}">') for sid, _ in sections(data)]
+    assert at == sorted(at)
+    order = [sid for sid, _ in sections(data)]
+    # the answer, the percentile table, the latency-throughput chart, telemetry, prediction error, environment
+    wanted = ["headline", "results", "latency-throughput", "telemetry", "predicted", "environment"]
+    assert [sid for sid in order if sid in wanted] == wanted
+    assert order[0] == "headline" and order == [sid for sid, _ in REPORT_SECTIONS if sid in order]
+    nav = html[html.index("<nav>") : html.index("</nav>")]
+    assert re.findall(r'href="#([\w-]+)"', nav) == order
+    # telemetry: the server's gauges, then the devices
+    telemetry = _section(html, "telemetry")
+    assert 'id="chart-telemetry"' in telemetry and order.index("telemetry") + 1 == order.index("devices")
+    assert "Each shaded band is one cell" not in telemetry  # no cell windows stored
+
+
+def _banded() -> ReportData:
+    """One run, two cells 10 s apart (8 s each) under 20 s of /metrics scrapes from the first send."""
+    results = [
+        make_result("solo", 128, c).model_copy(
+            update={"summary": {"started_at": 1000.0 + 10 * i, "finished_at": 1008.0 + 10 * i}}
+        )
+        for i, c in enumerate((1, 4))
+    ]
+    samples = [
+        TelemetrySample(t_s=i, wall=1000.0 + i, values={"vllm:num_requests_running": 1.0}) for i in range(20)
+    ]
+    return build_report(
+        [run_data(make_run("solo", label="solo"), results)], telemetry=[telemetry_series("solo", samples)]
+    )
+
+
+def test_telemetry_marks_each_cell_window(tmp_path: Path) -> None:
+    data = _banded()
+    fig = telemetry_figure(data)
+    assert fig is not None
+    assert [(b.x0, b.x1) for b in fig.layout.shapes] == [(0.0, 8.0), (10.0, 18.0)]
+    assert "in 128 / c 4 / r1" in [a.text for a in fig.layout.annotations]
+    telemetry = _section(render_html(data), "telemetry")
+    assert "Each shaded band is one cell's window" in telemetry
+    md, _ = write_markdown(data, tmp_path)
+    text = md.read_text(encoding="utf-8")
+    part = text[text.index("## Telemetry") : text.index("## Predicted vs measured")]
+    assert "Each shaded band is one cell's window" in part and "](telemetry.png)" in part
+    # two runs on two clocks: no bands on the shared chart
+    two = telemetry_figure(_report())
+    assert two is not None and not two.layout.shapes
+
+
+def test_a_comparison_headline_states_each_ratio_at_least_one_in_words(tmp_path: Path) -> None:
+    data = _report()
+    assert data.headline is not None and data.headline.ratios
+    for r in data.headline.ratios:
+        assert r.factor >= 1
+        assert re.match(rf"{r.winner} is \d+\.\dx (faster|cheaper) than {r.loser} ", r.sentence), r.sentence
+    # gpu's best 640 output tok/s against cpu's 320: the larger first, never "0.5x"
+    sentence = "gpu is 2.0x faster than cpu in output throughput at their best configurations (640.0 vs 320.0 tok/s)."
+    assert sentence in data.headline.lines
+    assert escape(sentence) in _section(render_html(data), "headline")
+    md, _ = write_markdown(data, tmp_path)
+    head = md.read_text(encoding="utf-8").split("## Results", 1)[0]
+    assert f"- {sentence}" in head and "0.5x" not in head
+
+
+def test_percentile_table_with_the_slo_columns_of_the_headline() -> None:
+    data = _report(slo=SLO_30)
+    assert data.slos["ra"] is not None and data.slos["ra"].source == "given"
+    html = render_html(data)
+    table = html[
+        html.index('id="percentile-table"') : html.index("</table>", html.index('id="percentile-table"'))
+    ]
+    head = table[: table.index("</thead>")]
+    for h in ("Run", "TTFT p50 (ms)", "TPOT p90 (ms)", "TPOT p99 (ms)", "SLO attainment", "SLO met",
+              "Goodput tok/s", "Top failure reason"):  # fmt: skip
+        assert f"<th>{h}</th>" in head
+    assert "<th>TPOT p95 (ms)</th>" not in head  # p50/p90/p99 by default
+    assert table.count("<tr") == 1 + 12
+    rows = re.findall(r"<tr>(.*?)</tr>", table[table.index("<tbody>") :], re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in rows]
+    met = {(c[0], c[1], c[2]): c[head.count("<th>") - 4] for c in cells}
+    assert met[("gpu", "128", "4")] == "yes" and met[("gpu", "128", "16")] == "no"
+    assert {v for k, v in met.items() if k[0] == "cpu"} == {"no"}
+    assert "p99 tpot &lt;= 30 ms (attainment &gt;= 90%; given)" in _section(html, "results")
+    headline = _section(html, "headline")
+    assert "gpu: At input 128 the SLO holds up to concurrency 4 and breaks at 16" in headline
+    assert "Best: gpu at input 128, concurrency 4: 160.0 output tok/s" in headline
+
+
+def test_the_report_headline_is_headline_for_s() -> None:
+    runs = [
+        run_data(make_run("solo", label="solo", model="m"),
+                 [make_result("solo", 128, c, tpot=10.0 * c, output_tps=50.0 * c) for c in (1, 2, 4)]),
+    ]  # fmt: skip
+    data = build_report(runs, slo=SLO_30)
+    expected, slos, evaluation = headline_for(
+        None, data.comparison, data.aggregates, data.results, [d.run for d in runs], given=SLO_30
+    )
+    assert data.headline == expected and data.slos == slos and data.evaluation == evaluation
+    # p99 TPOT 20, 40, 80 ms: only concurrency 1 meets 30 ms
+    assert [e.met for e in evaluation.values()] == [True, False, False]
+    assert data.headline is not None and data.headline.title.startswith("Best: input 128, concurrency 1:")
+    # without an SLO given, the run's own: none here, so no SLO columns
+    bare = build_report(runs)
+    assert bare.slos == {"solo": None} and "SLO met" not in bare.percentile_table()[0]
+
+
+def test_latency_throughput_figure_marks_the_slo_the_misses_and_the_best() -> None:
+    data = _report(slo=SLO_30)
+    fig = latency_throughput_figure(data.latency_throughput())
+    assert fig is not None
+    assert [a.text for a in fig.layout.annotations] == [
+        "TTFT p99 (ms)",
+        "TPOT p99 (ms)",
+    ]  # the SLO's percentile
+    lines = {(t.name, t.xaxis): t for t in fig.data if t.mode == "lines+markers+text"}
+    gpu128 = lines[("gpu · input 128", "x2")]
+    assert list(gpu128.x) == [40.0, 160.0, 640.0] and list(gpu128.y) == [21.0, 27.0, 51.0]
+    assert list(gpu128.marker.symbol) == ["circle", "circle", "x"]  # concurrency 16 misses p99 TPOT <= 30
+    assert list(gpu128.text) == ["c1", "c4", "c16"]
+    target = next(t for t in fig.data if t.name == "SLO TPOT <= 30 ms")
+    assert list(target.y) == [30.0, 30.0] and target.xaxis == "x2"
+    stars = [t for t in fig.data if t.mode == "markers" and t.name.startswith("best: ")]
+    assert {(t.name, t.x[0], t.xaxis) for t in stars} == {
+        ("best: gpu", 160.0, "x"), ("best: gpu", 160.0, "x2"), ("best: cpu", 320.0, "x"), ("best: cpu", 320.0, "x2"),
+    }  # fmt: skip
+    # without an SLO: p50, no target, no cross
+    plain = latency_throughput_figure(_report().latency_throughput())
+    assert plain is not None and plain.layout.annotations[1].text == "TPOT p50 (ms)"
+    assert not [t for t in plain.data if (t.name or "").startswith("SLO")]
+    assert all("x" not in list(t.marker.symbol) for t in plain.data if t.mode == "lines+markers+text")
