@@ -48,7 +48,7 @@ def test_catalog_chips(tab: Tab) -> None:
         assert set(visible.locator("td:nth-child(2)").all_inner_texts()) == {label}
         assert p.get_attribute(f".chip[data-tier='{tier}']", "aria-pressed") == "true"
         assert p.url.endswith(f"/catalog?accelerator_type={tier}")
-        assert p.inner_text("#catalog-count") == f"{counts[tier]} instance types"
+        assert p.inner_text("#catalog-count") == f"{counts[tier]} of {total} instance types"
     assert sum(counts.values()) == total
     # CPU rows name their generation and ISA; memory is host memory.
     r8g = p.locator("#catalog tbody tr", has_text="r8g.4xlarge").first

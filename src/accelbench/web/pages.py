@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -28,7 +29,7 @@ from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.settings import Settings
 from accelbench.store import Store
-from accelbench.web import views
+from accelbench.web import catalog_view, views
 
 log = logging.getLogger("accelbench.web")
 
@@ -195,19 +196,41 @@ def dashboard(request: Request) -> Response:
 
 
 @router.get("/catalog", response_class=HTMLResponse, response_model=None)
-def catalog_page(request: Request, accelerator_type: str | None = Query(None, max_length=16)) -> Response:
+def catalog_page(
+    request: Request,
+    accelerator_type: str | None = Query(None, max_length=16),
+    q: str | None = Query(None, max_length=100),
+    sort: str | None = Query(None, max_length=32),
+    direction: str | None = Query(None, alias="dir", max_length=4),
+) -> Response:
+    """The instance table: searchable (``q``), by tier, sortable; the same filters the script applies as you
+    type, so a filtered view is a link and works without script (``web/catalog_view.py``)."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     try:
         tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
+        view = catalog_view.catalog_context(
+            _store(request),
+            q=q,
+            tier=tier.value if tier else None,
+            sort=sort or None,
+            direction=direction or None,
+        )
     except AccelbenchError as exc:
         return error_page(request, exc)
-    return render(
-        request,
-        "catalog.html",
-        rows=views.catalog_rows(_store(request)),
-        selected=tier.value if tier else "all",
-    )
+    return render(request, "catalog.html", view=view)
+
+
+@router.get("/catalog/{name}", response_class=HTMLResponse, response_model=None)
+def catalog_instance_page(request: Request, name: str = PathParam(min_length=1, max_length=64)) -> Response:
+    """One instance type: its specs, the sources the catalog cites, every known price with its date."""
+    if (redirect := need_sign_in(request)) is not None:
+        return redirect
+    try:
+        detail = catalog_view.detail_context(_store(request), name)
+    except AccelbenchError as exc:
+        return error_page(request, exc)
+    return render(request, "catalog_instance.html", d=detail, nav="catalog")
 
 
 _EQ = EstimateQuery.model_fields  # the form's defaults are the estimate query's own

@@ -94,38 +94,6 @@ def instance_label(inst: InstanceType) -> str:
     return f"{inst.name} — {devices} ({fmt_num(inst.total_accelerator_memory_gib, 0)} GiB)"
 
 
-def catalog_rows(store: Store) -> list[dict[str, Any]]:
-    from accelbench.catalog import get_catalog, price_map, serving_memory_gib
-
-    cat = get_catalog()
-    prices = price_map(PriceTier.on_demand, store=store, catalog=cat)
-    rows = []
-    for inst in cat.instances:
-        tier = inst.accelerator_type.value
-        price = prices.get(inst.name)
-        rows.append(
-            {
-                "name": inst.name,
-                "family": inst.family,
-                "tier": tier,
-                "tier_label": TIER_LABEL[tier],
-                "accelerator": (
-                    inst.cpu_generation or inst.accelerator_name
-                    if tier == "cpu"
-                    else f"{inst.accelerator_count} x {inst.accelerator_name}"
-                ),
-                "serving_memory_gib": serving_memory_gib(inst),
-                "vcpus": inst.vcpus,
-                "memory_gib": inst.memory_gib,
-                "arch": inst.arch,
-                "isa": ", ".join(inst.cpu_isa) if tier == "cpu" else "",
-                "price": price.usd_per_hour if price else None,
-                "price_source": price.source if price else None,
-            }
-        )
-    return rows
-
-
 def catalog_tier_counts() -> dict[str, int]:
     from accelbench.catalog import get_catalog
 
