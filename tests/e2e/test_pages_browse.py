@@ -74,9 +74,14 @@ def test_runs_list_filters_cancel_and_delete(tab: Tab) -> None:
     tab.goto("/runs?accelerator_type=cpu")
     assert p.locator("#runs tbody tr").count() == 3
     tab.goto("/runs")
+    asked: list[str] = []
+    p.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))  # cancelling asks first; "no" keeps it
+    p.click(f"button[data-action=cancel][data-run='{ids['pending']}']")
+    assert asked and "has not started" in asked[0]
+    assert tab.server.store.get_run(ids["pending"]).status.value == "pending"
+    p.on("dialog", lambda d: d.accept())
     p.click(f"button[data-action=cancel][data-run='{ids['pending']}']")
     p.wait_for_selector(f"tr[data-run='{ids['pending']}'][data-status='cancelled']")
-    p.on("dialog", lambda d: d.accept())
     p.click(f"button[data-action=delete][data-run='{ids['failed']}']")
     p.locator(f"tr[data-run='{ids['failed']}']").wait_for(state="detached")
     assert tab.server.store.list_runs()[1] == 3
@@ -86,6 +91,7 @@ def test_runs_list_filters_cancel_and_delete(tab: Tab) -> None:
 def test_runs_actions_without_sign_in_say_how(tab: Tab) -> None:
     ids = seed(tab.server.store)
     tab.goto("/runs")
+    tab.page.on("dialog", lambda d: d.accept())
     tab.page.click(f"button[data-action=cancel][data-run='{ids['pending']}']")
     box = tab.page.locator("#action-error")
     box.wait_for(state="visible")
@@ -101,7 +107,17 @@ def test_result_detail_cpu_run(tab: Tab) -> None:
     assert p.inner_text("#run-status") == "completed"
     assert p.locator("#results tbody tr").count() == 6
     first = p.locator("#results tbody tr").first.locator("td").all_inner_texts()
-    assert first[:2] == ["128", "1"] and first[3] == "29.00"  # TPOT p50 25 + 3x1 + 128/128
+    headers = p.locator("#results thead th").all_inner_texts()
+    for metric in ("TTFT", "TPOT", "ITL", "E2E"):  # the tails beside every median, p50/p90/p99 by default
+        assert [h for h in headers if h.startswith(metric + " ")] == [
+            f"{metric} p{q} (ms)" for q in (50, 90, 99)
+        ]
+    assert headers[-1] == "Top failure reason" and first[-1] == "-"
+    assert (
+        first[:2] == ["128", "1"] and first[headers.index("TPOT p50 (ms)")] == "29.00"
+    )  # 25 + 3x1 + 128/128
+    assert "Latencies at p50, p90, p99" in p.inner_text("#results-note")
+    assert "No device telemetry" in p.inner_text("#no-devices")
     for chart in ("#chart-tpot", "#chart-ttft", "#chart-throughput", "#chart-telemetry"):
         p.wait_for_selector(f"{chart} .main-svg")
     assert p.locator("#chart-tpot .scatterlayer .trace").count() == 2  # one line per input length
@@ -125,6 +141,39 @@ def test_result_detail_gpu_and_failed_runs(tab: Tab) -> None:
     assert tab.page.locator("#results").count() == 0
     resp = tab.goto("/runs/20000101-ffffff")
     assert resp.status == 404 and "No run" in tab.page.inner_text(".alert.error")
+
+
+def test_result_detail_opens_with_the_headline(tab: Tab) -> None:
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.headline import headline_for
+    from accelbench.report.tables import aggregate_results
+
+    ids = seed(tab.server.store)
+    store = tab.server.store
+    run = store.get_run(ids["cpu"])
+    results = store.get_results(run.id)
+    cmp = compare_runs(store, [run.id], min_runs=1)
+    expected = headline_for(store, cmp, aggregate_results(results), results, [run])[0]
+    tab.goto(f"/runs/{ids['cpu']}")
+    p = tab.page
+    assert p.locator("#headline").is_visible()
+    assert p.inner_text("#headline-title") == expected.title
+    assert expected.title.startswith("Best: input ") and "(no SLO known)" in expected.title
+    assert p.locator("#headline-lines li").all_inner_texts() == expected.lines
+    # the first thing under the page's title, seen without scrolling, above the summary, the table, the charts
+    p.wait_for_selector("#chart-tpot .main-svg")
+    at = p.evaluate(
+        """() => ({
+            next: document.querySelector('h1').nextElementSibling.id,
+            tops: ['headline', 'run-summary', 'results', 'chart-tpot']
+                .map(id => document.getElementById(id).getBoundingClientRect().top),
+            height: window.innerHeight,
+        })"""
+    )
+    assert at["next"] == "headline", at
+    assert at["tops"] == sorted(at["tops"]) and 0 < at["tops"][0] < at["height"] / 4, at
+    p.screenshot(path=str(_artifact("result-headline.png")))  # the viewport: the top of the page
+    tab.assert_clean()
 
 
 def test_compare(tab: Tab) -> None:

@@ -12,7 +12,7 @@ from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import DryRun, DryRunCapacity, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
-from accelbench.services.runs import load_model, preflight, tier_of
+from accelbench.services.runs import CheckedRun, load_model, preflight, tier_of
 
 log = logging.getLogger("accelbench.services")
 
@@ -62,6 +62,22 @@ def dry_run(spec: RunSpec) -> DryRun:
             hourly_usd=hourly,
             prediction_notes=notes,
         )
+    prediction = checked_prediction(checked)
+    return DryRun(
+        **what,
+        cells=prediction.cells,
+        requests=sum(c.requests * c.repeats for c in prediction.cells),
+        predicted_duration_s=prediction.duration_s,
+        hourly_usd=prediction.hourly_usd,
+        predicted_cost_usd=prediction.cost_usd,
+        prediction_notes=prediction.notes,
+    )
+
+
+def checked_prediction(checked: CheckedRun) -> SweepPrediction:
+    """The planner's prediction of a checked run's sweep, cell by cell: what the dry run answers, and what a
+    submitted run keeps (``services/submit.py``) so its page can say how long is left."""
+    spec = checked.spec
     sweep = spec.sweep
     cells = [
         DryRunCell(
@@ -69,16 +85,9 @@ def dry_run(spec: RunSpec) -> DryRun:
         )
         for n, c in sweep.cells()
     ]
-    prediction = predict_sweep(spec, checked.instance, runtime.name, cells)
-    return DryRun(
-        **what,
-        cells=prediction.cells,
-        requests=sum(c.requests * c.repeats for c in cells),
-        predicted_duration_s=prediction.duration_s,
-        hourly_usd=prediction.hourly_usd,
-        predicted_cost_usd=prediction.cost_usd,
-        prediction_notes=prediction.notes,
-    )
+    from accelbench.runtimes import get_runtime
+
+    return predict_sweep(spec, checked.instance, get_runtime(spec.engine.name).name, cells)
 
 
 def plan_search(spec: RunSpec) -> tuple[DryRunCapacity, float | None, list[str]]:

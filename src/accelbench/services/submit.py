@@ -54,6 +54,8 @@ def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = 
     plan = plan_for_run(checked.spec)
     if plan is not None:
         extra["capacity_plan"] = plan.model_dump(mode="json")
+    else:  # what the dry run predicts the sweep takes, kept so the run's page can say how long is left
+        extra["sweep_prediction"] = sweep_prediction(checked)
     run = create_run(store, checked.spec, extra=extra)  # secrets masked, their values kept in this process
     try:
         return store.update_run(
@@ -65,6 +67,28 @@ def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = 
     except BaseException:
         take_secrets(run.id).clear()  # the caller never learns the run's id: nothing may wait for it
         raise
+
+
+def sweep_prediction(checked: CheckedRun) -> dict[str, Any]:
+    """The dry run's prediction of a checked run's sweep as a run keeps it (``extra["sweep_prediction"]``):
+    the whole load's seconds (None when the planner cannot predict every cell), each cell's seconds per
+    repeat, and what the figure leaves out (the engine's start-up, the model's download)."""
+    from accelbench.services.dryrun import checked_prediction
+
+    prediction = checked_prediction(checked)
+    return {
+        "duration_s": prediction.duration_s,
+        "cells": [
+            {
+                "input_len": c.input_len,
+                "concurrency": c.concurrency,
+                "repeats": c.repeats,
+                "predicted_s": c.predicted_s,
+            }
+            for c in prediction.cells
+        ],
+        "notes": prediction.notes,
+    }
 
 
 def submit_run(

@@ -379,11 +379,13 @@ def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, response_model=None)
-def result_page(request: Request, run_id: str) -> Response:
+def result_page(
+    request: Request, run_id: str, percentiles: str | None = Query(None, max_length=40)
+) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     try:
-        context = views.result_context(_store(request), run_id)
+        context = views.result_context(_store(request), run_id, percentiles)
     except AccelbenchError as exc:
         return error_page(request, exc)
     return render(request, "result.html", **context)

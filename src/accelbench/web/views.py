@@ -15,8 +15,10 @@ from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import RunInfo
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
+from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.store import Store
+from accelbench.web.run_progress import cancel_warning, progress_view
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 TIER_ORDER = ("gpu", "neuron", "cpu")
@@ -44,19 +46,11 @@ def accelerator_label(run: RunInfo) -> str:
     return TIER_LABEL.get(kind, kind or "-")
 
 
-def progress_text(progress: dict[str, Any] | None) -> str:
-    """The progress line shown while a run is in flight, e.g. "measuring · 3/8 cells · input 512 x concurrency 4"."""
-    if not progress:
-        return ""
-    parts = []
-    if progress.get("phase"):
-        parts.append(str(progress["phase"]))
-    if progress.get("cells_total"):
-        parts.append(f"{progress.get('cells_done', 0)}/{progress['cells_total']} cells")
-    current = progress.get("current")
-    if isinstance(current, dict) and current.get("input_len"):
-        parts.append(f"input {current['input_len']} x concurrency {current.get('concurrency')}")
-    return " · ".join(parts)
+def progress_text(run: RunInfo) -> str:
+    """The one line a list shows of a run in flight: its phase in words and the time left (or so far), e.g.
+    "Benchmarking cell 3 of 8 (input 512, concurrency 4) · about 4 minutes left" (``web/run_progress.py``)."""
+    view = progress_view(run)
+    return view.line() if view is not None else ""
 
 
 def status_class(status: Any) -> str:
@@ -80,6 +74,11 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "accel": accelerator_label,
     "status_class": status_class,
     "progress": progress_text,
+    "progress_view": progress_view,
+    "cancel_warning": cancel_warning,
+    "where": where_label,
+    "model_label": model_label,
+    "tokenizer": tokenizer_of,
     "tojson_safe": to_json,
 }
 
@@ -308,14 +307,25 @@ def capacity_view(run: RunInfo) -> dict[str, Any] | None:
     }
 
 
-def result_context(store: Store, run_ref: str) -> dict[str, Any]:
+def result_context(store: Store, run_ref: str, percentiles: str | None = None) -> dict[str, Any]:
+    """The result page of one run: the headline, the per-cell table at the chosen latency percentiles (with SLO
+    attainment and goodput when the run has an SLO, and each cell's top failure reason: ``report/headline.py``
+    ``cell_table``, as ``runs show``), the charts, the server's /metrics and the devices on one axis with each
+    cell's window, findings, failures, settings and environment."""
+    import json
+
     from accelbench import services as service
     from accelbench.api.routers.runs import public_run
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.failures import any_completed, cell_failures, cell_warnings
-    from accelbench.report.tables import METRICS, has_repeats, table_headers, table_rows
+    from accelbench.report.headline import cell_table, headline_for, slo_note
+    from accelbench.report.html import device_figure
+    from accelbench.report.percentiles import parse_percentiles
+    from accelbench.report.tables import has_repeats
+    from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
     from accelbench.telemetry.host import describe_environment
 
+    chosen = parse_percentiles(percentiles)  # a percentile that is not stored is refused saying which are
     run = public_run(store.get_run(run_ref))
     results = store.get_results(run.id)
     cells = service.aggregate(results)
@@ -340,13 +350,26 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
         for key, title, *_ in TELEMETRY_GAUGES
         if any(v is not None for v in series.values.get(key, []))
     ]
+    # the devices and the cells' windows on the /metrics chart's own clock (report/timeline.py)
+    timeline = run_timeline(run.id, results, origin_wall=series.origin_wall)
+    devices_fig = device_figure(timeline)
     findings: list[str] = []
     findings_error = None
+    headline = None
+    evaluation: dict[Any, Any] | None = None
+    note = None
     if results:
         try:
-            findings = [f.text for f in service.run_comparison(store, run.id).findings]
+            cmp = service.run_comparison(store, run.id)
+            findings = [f.text for f in cmp.findings]
+            # the page opens with the answer, the report's and `runs show`'s one reading of it
+            headline, slos, judged = headline_for(store, cmp, cells, results, [run])
+            if slos.get(run.id) is not None:
+                evaluation = judged
+                note = slo_note(slos[run.id], judged)
         except AccelbenchError as exc:
             findings_error = exc.message
+    headers, rows = cell_table(cells, results, chosen, slo=evaluation)
     spec = run.spec or {}
     settings = (spec.get("engine") or {}).get("settings") or {}
     return {
@@ -354,14 +377,24 @@ def result_context(store: Store, run_ref: str) -> dict[str, Any]:
         "accelerator": accelerator_label(run),
         "is_cpu": accelerator_label(run) == "CPU",
         "results": results,
-        "headers": table_headers(metrics=METRICS),
-        "rows": table_rows(cells),
+        "headers": headers,
+        "rows": rows,
         "ranged": has_repeats(cells),
+        "percentiles": chosen,
+        "slo_note": note,
+        "cell_bands": [{"x0": c.start_s, "x1": c.end_s, "label": c.label} for c in timeline.cells],
+        "devices": {
+            "chart": json.loads(devices_fig.to_json()) if devices_fig is not None else None,
+            "columns": DEVICE_COLUMNS,
+            "rows": device_table(timeline),
+            "missing": timeline.missing,
+        },
         "charts": charts,
         "telemetry": telemetry,
         "telemetry_samples": len(samples),
         "findings": findings,
         "findings_error": findings_error,
+        "headline": headline,
         "environment": describe_environment(run.environment) if run.environment else [],
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,

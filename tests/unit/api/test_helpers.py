@@ -110,17 +110,21 @@ def test_instance_labels_show_cpu_size() -> None:
     assert instance_label(gpu) == "g6.12xlarge — 4 x L4 (96 GiB)"
 
 
-def test_progress_text() -> None:
-    assert progress_text({}) == ""
-    assert progress_text({"phase": "deploying"}) == "deploying"
-    assert (
-        progress_text(
-            {
-                "phase": "measuring",
-                "cells_done": 3,
-                "cells_total": 8,
-                "current": {"input_len": 512, "concurrency": 4},
-            }
-        )
-        == "measuring · 3/8 cells · input 512 x concurrency 4"
+def test_progress_text_is_the_phase_in_words_never_the_raw_progress() -> None:
+    """A list's one line of a run in flight (web/run_progress.py): the phase in words, then the time."""
+
+    def run(status: RunStatus, progress: dict) -> RunInfo:
+        return RunInfo(id="r", kind="run", status=status, created_at=datetime.now(UTC), progress=progress)
+
+    assert progress_text(run(RunStatus.completed, {"phase": "measured"})) == ""
+    line = progress_text(run(RunStatus.deploying, {"phase": "deploying", "detail": "model load failure"}))
+    assert line.startswith("Starting the engine · running for ") and "failure" not in line
+    busy = {
+        "phase": "measuring",
+        "cells_done": 3,
+        "cells_total": 8,
+        "current": {"input_len": 512, "concurrency": 4},
+    }
+    assert progress_text(run(RunStatus.benchmarking, busy)).startswith(
+        "Benchmarking cell 4 of 8 (input 512, concurrency 4) · running for "
     )

@@ -34,6 +34,7 @@ window.accelbench = (function () {
       btn.addEventListener("click", async function () {
         const id = btn.dataset.run, action = btn.dataset.action;
         if (action === "delete" && !confirm(`Delete run ${id} and all its results?`)) return;
+        if (btn.dataset.confirm && !confirm(btn.dataset.confirm)) return;  // e.g. what cancelling a run does
         btn.disabled = true;
         try {
           if (action === "cancel") await api("POST", `/api/v1/runs/${encodeURIComponent(id)}/cancel`);

@@ -3,6 +3,24 @@
 (function () {
   const charts = JSON.parse(document.getElementById("chart-data").textContent);
   const telemetry = JSON.parse(document.getElementById("telemetry-data").textContent);
+  const bandsBlock = document.getElementById("cell-bands");
+  const bands = bandsBlock ? JSON.parse(bandsBlock.textContent) : [];
+  const deviceBlock = document.getElementById("device-chart-data");
+  const deviceChart = deviceBlock ? JSON.parse(deviceBlock.textContent) : null;
+  // each cell's window (first send to last completion) as a shaded band with its label, as the report draws them
+  const BAND_FILL = ["rgba(31,119,180,0.10)", "rgba(255,127,14,0.10)", "rgba(44,160,44,0.10)", "rgba(214,39,40,0.10)"];
+  function bandShapes() {
+    return bands.map(function (b, i) {
+      return { type: "rect", xref: "x", yref: "paper", x0: b.x0, x1: b.x1, y0: 0, y1: 1, layer: "below",
+        fillcolor: BAND_FILL[i % BAND_FILL.length], line: { color: "rgba(0,0,0,0.35)", width: 1, dash: "dot" } };
+    });
+  }
+  function bandLabels() {
+    return bands.map(function (b) {
+      return { x: b.x0, xref: "x", y: 1, yref: "paper", text: b.label, showarrow: false, textangle: -90,
+        xanchor: "left", yanchor: "top", font: { size: 10, color: "#555" } };
+    });
+  }
   const config = { displaylogo: false, responsive: true };
   function line(id, spec, xTitle) {
     const el = document.getElementById(id);
@@ -56,26 +74,38 @@
       Plotly.newPlot(tel, traces, { title: { text: "Server telemetry over time" }, xaxis: { title: { text: "seconds" } },
         yaxis: { title: { text: "requests" }, rangemode: "tozero" },
         yaxis2: { title: { text: "KV-cache usage (%)" }, overlaying: "y", side: "right", rangemode: "tozero" },
+        shapes: bandShapes(), annotations: bandLabels(),
         margin: { t: 40 }, legend: { orientation: "h" } }, config);
     }
+    const dev = document.getElementById("chart-devices");
+    if (dev && deviceChart) Plotly.newPlot(dev, deviceChart.data, deviceChart.layout, config);
   }
   accelbench.bindRunActions(document.getElementById("action-error"));
+  // While the run is in flight: the page's own progress block, re-read from the server every 3 s (the words
+  // are the server's: web/run_progress.py), the engine's log lines kept in the collapsed "engine log" as they
+  // come; a new status or a new cell reloads the page.
   const summary = document.getElementById("run-summary");
   if (summary && summary.dataset.inflight === "1") {
-    const id = summary.dataset.run;
+    const logLines = document.getElementById("engine-log-lines");
+    const seen = logLines && logLines.textContent ? [logLines.textContent] : [];
     const poll = async function () {
       try {
-        const res = await fetch(`/api/v1/runs/${encodeURIComponent(id)}?max_points=10`, { credentials: "same-origin" });
+        const res = await fetch(location.pathname, { credentials: "same-origin", headers: { "Accept": "text/html" } });
         if (res.ok) {
-          const data = await res.json();
-          if (data.run.status !== summary.dataset.status || data.run.cells !== Number(summary.dataset.cells)) {
+          const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+          const fresh = doc.getElementById("run-summary");
+          if (!fresh || fresh.dataset.status !== summary.dataset.status || fresh.dataset.cells !== summary.dataset.cells) {
             location.reload(); return;
           }
-          const pr = data.run.progress || {};
-          const parts = [];
-          if (pr.phase) parts.push(pr.phase);
-          if (pr.cells_total) parts.push(`${pr.cells_done || 0}/${pr.cells_total} cells`);
-          const p = document.getElementById("run-progress"); if (p) p.textContent = parts.join(" · ");
+          const live = document.getElementById("run-live"), freshLive = doc.getElementById("run-live");
+          if (live && freshLive) live.replaceChildren(...Array.from(freshLive.childNodes).map(function (n) { return document.importNode(n, true); }));
+          const line = doc.getElementById("run-log-line");
+          if (logLines && line && line.textContent && line.textContent !== seen[seen.length - 1]) {
+            seen.push(line.textContent);
+            if (seen.length > 200) seen.shift();
+            logLines.textContent = seen.join("\n");
+            document.getElementById("engine-log").hidden = false;
+          }
         }
       } catch (e) { /* transient: try again */ }
       setTimeout(poll, 3000);
