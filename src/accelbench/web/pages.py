@@ -30,6 +30,7 @@ from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.settings import Settings
 from accelbench.store import Store
 from accelbench.web import catalog_view, views
+from accelbench.web.dashboard_view import dashboard_view
 
 log = logging.getLogger("accelbench.web")
 
@@ -192,6 +193,7 @@ def dashboard(request: Request) -> Response:
         in_flight=counts["pending"] + counts["deploying"] + counts["benchmarking"],
         tiers=views.catalog_tier_counts(),
         worker=worker.status() if worker is not None else None,
+        charts=dashboard_view(store),
     )
 
 
