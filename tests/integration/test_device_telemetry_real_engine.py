@@ -96,7 +96,7 @@ def test_cpu_telemetry_of_a_real_vllm_cpu_benchmark(vllm_endpoint: Endpoint) -> 
     # the report's one axis: the cell's window holds the samples taken inside it
     timeline = run_timeline(run.id, store.get_results(run.id))
     (window,) = timeline.cells
-    assert window.label == f"in {INPUT_LEN} / c {CONCURRENCY} / r{result.repeat}"
+    assert window.label == f"in {INPUT_LEN} / c {CONCURRENCY} / r{result.repeat + 1}"
     assert window.end_s - window.start_s == pytest.approx(summary.duration_s, abs=1e-3)
     (trace,) = [t for t in timeline.devices if t.device == "cpu"]
     on_axis = [t for t in trace.t_s if window.start_s <= t <= window.end_s]
