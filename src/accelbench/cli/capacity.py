@@ -12,6 +12,7 @@ this command does not start (local engine, Kubernetes, EC2) is a run spec's ``ca
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -29,6 +30,7 @@ from accelbench.cli.common import (
 from accelbench.cli.load_flags import dist_option, load_option, workload_values
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
+from accelbench.domain.results import ResultInfo
 from accelbench.errors import UserInputError
 
 STOP_MESSAGE = (
@@ -40,7 +42,9 @@ def _f(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def render(result: Any, run_id: str | None) -> None:
+def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) -> None:
+    """A search's probes, its answer and (from ``results``' device telemetry) what the serving devices did
+    there."""
     pri = {"level": 0, "#": 2, "requests": 3, "TTFT": 1, "TPOT": 0, "max ITL": 3, "E2EL": 3, "attain": 1}
     pri |= {"out tok/s": 1, "met": 0, "why": 2}
     cols = [Col(c, pri[c], num=c not in ("met", "why")) for c in pri]
@@ -82,6 +86,11 @@ def render(result: Any, run_id: str | None) -> None:
         console.print(
             f"Knee (throughput stops growing): {load_phrase(result.load, result.knee)}", highlight=False
         )
+    from accelbench.report.capacity import answer_level, devices_at_capacity, devices_sentence
+
+    devices = devices_sentence(devices_at_capacity(result, results), result.load, answer_level(result))
+    if devices:
+        console.print(devices, highlight=False, overflow="fold")
     for n in result.notes:
         console.print(f"  - {n}", highlight=False)
     if run_id:
@@ -226,7 +235,7 @@ def capacity(
         data["run_id"] = run_id
         print_json(data)
     else:
-        render(result, run_id)
+        render(result, run_id, repo.get_results(run_id) if repo is not None and run_id else ())
     if result.slo is not None and result.max_load is None:
         raise typer.Exit(3)
 

@@ -161,7 +161,7 @@ def print_run(
         from accelbench.cli.capacity import render
         from accelbench.domain.capacity import CapacityResult
 
-        render(CapacityResult.model_validate(capacity), None)
+        render(CapacityResult.model_validate(capacity), None, store.get_results(run.id))
     elif data["cells"]:
         print_cells_table([run.id], title=title)
     check = run.extra.get("answer_check") or {}

@@ -282,7 +282,7 @@ def show_run(
             from accelbench.cli.capacity import render as render_capacity
             from accelbench.domain.capacity import CapacityResult
 
-            render_capacity(CapacityResult.model_validate(capacity), None)
+            render_capacity(CapacityResult.model_validate(capacity), None, results)
         if not cells:
             console.print("No results stored for this run.")
             return

@@ -18,8 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
-from accelbench.domain.results import RunInfo
-from accelbench.report.comparison import CapacityRun, ComparedRun, RunData, fmt_num, fmt_usd
+from accelbench.domain.device import DeviceTelemetry
+from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.report.comparison import CapacityRun, ComparedRun, DeviceAtCapacity, RunData, fmt_num, fmt_usd
+
+GIB = 2**30
 
 METRIC_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 #: the percentile the search reports latencies at when it judges no SLO (bench.capacity.judge)
@@ -102,10 +105,102 @@ def _hardware_names(runs: Sequence[tuple[RunInfo, ComparedRun]]) -> list[str]:
     ]
 
 
+def answer_probe(result: CapacityResult) -> tuple[int, Probe] | None:
+    """The probe a search's answer rests on and its index in the order measured: the level meeting the SLO
+    that is its capacity, else (no SLO) the knee; None when the search has no answer."""
+    level = result.max_load if result.slo is not None else result.knee
+    if level is None:
+        return None
+    found = [
+        (i, p) for i, p in enumerate(result.probes) if p.level == level and (p.met or result.slo is None)
+    ]
+    return found[-1] if found else None
+
+
+def devices_at_capacity(result: CapacityResult, results: Sequence[ResultInfo]) -> list[DeviceAtCapacity]:
+    """What the serving devices (the accelerators, else the CPU) did at the search's answer: utilisation,
+    memory, power and output tokens per joule over the probe's window, read from the device telemetry stored
+    with that probe's cell (``bench/capacity.py`` ``cell_key``). Empty when no telemetry was stored with it."""
+    from accelbench.bench.capacity import cell_key
+
+    found = answer_probe(result)
+    if found is None:
+        return []
+    index, probe = found
+    concurrency, repeat = cell_key(result.load, index, probe.level, probe.repeat)
+    stored = next((r for r in results if r.concurrency == concurrency and r.repeat == repeat), None)
+    raw = (stored.summary or {}).get("device_telemetry") if stored is not None else None
+    if not raw:
+        return []
+    tel = DeviceTelemetry.model_validate(raw)
+    tokens = int((stored.summary or {}).get("total_output_tokens") or 0) if stored is not None else 0
+    tpj, jpt = tel.tokens_per_joule(tokens), tel.joules_per_output_token(tokens)
+    return [
+        DeviceAtCapacity(
+            device=d.device,
+            kind=d.kind.value,
+            util_mean_pct=d.util_mean_pct,
+            util_peak_pct=d.util_peak_pct,
+            memory_used_peak_gib=None if d.memory_used_peak_bytes is None else d.memory_used_peak_bytes / GIB,
+            memory_total_gib=None if d.memory_total_bytes is None else d.memory_total_bytes / GIB,
+            power_mean_w=d.power_mean_w,
+            tokens_per_joule=tpj,
+            joules_per_output_token=jpt,
+        )
+        for d in tel.primary()
+    ]
+
+
+def devices_sentence(devices: Sequence[DeviceAtCapacity], load: LoadKind, level: float | None) -> str | None:
+    """The devices at the answer in one sentence, e.g. "At 6 users the CPU ran at 96% mean utilisation (100%
+    peak), 3.70 GiB of 15.6 GiB at most; 0.84 output tokens per joule (1.19 J per output token)."; None when
+    no device telemetry was stored with the answer's probe."""
+    if not devices or level is None:
+        return None
+    parts = []
+    for d in devices:
+        name = "the CPU" if d.kind == "cpu" else d.device
+        bits = []
+        if d.util_mean_pct is not None:
+            bits.append(f"{d.util_mean_pct:.0f}% mean utilisation" + (
+                f" ({d.util_peak_pct:.0f}% peak)" if d.util_peak_pct is not None else ""))  # fmt: skip
+        if d.memory_used_peak_gib is not None:
+            bits.append(f"{fmt_num(d.memory_used_peak_gib, 2)} GiB" + (
+                f" of {fmt_num(d.memory_total_gib, 1)} GiB" if d.memory_total_gib else "") + " in use at most")  # fmt: skip
+        if d.power_mean_w is not None:
+            bits.append(f"{fmt_num(d.power_mean_w, 0)} W")
+        if bits:
+            parts.append(f"{name} ran at {', '.join(bits)}")
+    if not parts:
+        return None
+    text = f"At {load_phrase(load, level)}, " + "; ".join(parts)
+    first = devices[0]
+    if first.tokens_per_joule is not None and first.joules_per_output_token is not None:
+        text += (
+            f"; {fmt_num(first.tokens_per_joule, 2)} output tokens per joule "
+            f"({fmt_num(first.joules_per_output_token, 3)} J per output token)"
+        )
+    else:
+        text += "; no power or energy source, so no tokens per joule"
+    return text + "."
+
+
+def answer_level(c: CapacityRun | CapacityResult) -> float | None:
+    """The level a search's answer names: its capacity with an SLO, else its knee."""
+    return c.max_load if c.slo is not None else c.knee
+
+
 def capacity_run(
-    run: RunInfo, res: CapacityResult, *, name: str, hardware: str, hourly_usd: float | None
+    run: RunInfo,
+    res: CapacityResult,
+    *,
+    name: str,
+    hardware: str,
+    hourly_usd: float | None,
+    results: Sequence[ResultInfo] = (),
 ) -> CapacityRun:
-    """One run's search as the views show it, priced at ``hourly_usd``."""
+    """One run's search as the views show it, priced at ``hourly_usd``; ``results`` (the run's stored cells)
+    give the devices at its answer."""
     return CapacityRun(
         run_id=run.id,
         name=name,
@@ -130,6 +225,7 @@ def capacity_run(
         knee=res.knee,
         probes=res.probes,
         notes=res.notes,
+        devices_at_max=devices_at_capacity(res, results) if results else [],
     )
 
 
@@ -167,7 +263,8 @@ def build_capacity(
         hourly = cr.price.usd_per_hour if cr.price is not None else None
         if hourly is None and on_demand:
             hourly = res.hourly_usd  # the price the search itself was given
-        c = capacity_run(run, res, name=cr.name, hardware=hardware, hourly_usd=hourly)
+        results = next((d.results for d in runs if d.run.id == run.id), [])
+        c = capacity_run(run, res, name=cr.name, hardware=hardware, hourly_usd=hourly, results=results)
         out.append(c)
         done = c.finished
         if not done:

@@ -255,6 +255,23 @@ class Finding(StrictModel):
     )
 
 
+class DeviceAtCapacity(StrictModel):
+    """What one serving device did at a search's answer (the highest load meeting the SLO, else the knee): read
+    from the device telemetry stored with that probe (``report/capacity.py`` ``devices_at_capacity``)."""
+
+    device: str = Field(description="Device id (cpu, gpu0, neuron0 ...).")
+    kind: str = Field(description="gpu, neuron or cpu.")
+    util_mean_pct: float | None = Field(default=None, description="Mean utilisation over the probe, %.")
+    util_peak_pct: float | None = Field(default=None, description="Peak utilisation over the probe, %.")
+    memory_used_peak_gib: float | None = Field(default=None, description="Peak memory in use, GiB.")
+    memory_total_gib: float | None = Field(default=None, description="Memory of the device, GiB.")
+    power_mean_w: float | None = Field(default=None, description="Mean power, W; None: no power source.")
+    tokens_per_joule: float | None = Field(
+        default=None, description="Output tokens per joule of the serving devices; None: energy unknown."
+    )
+    joules_per_output_token: float | None = Field(default=None, description="Joules per output token.")
+
+
 class CapacityRun(StrictModel):
     """A compared run's capacity search (its ``extra["capacity"]``): the SLO, the highest load meeting it, the
     throughput and cost there, the planner's prediction beside it, the knee and every probe."""
@@ -295,6 +312,11 @@ class CapacityRun(StrictModel):
     knee: float | None = Field(default=None, description="Where adding load stops adding throughput.")
     probes: list[Probe] = Field(default_factory=list, description="Every measured level.")
     notes: list[str] = Field(default_factory=list, description="The search's notes.")
+    devices_at_max: list[DeviceAtCapacity] = Field(
+        default_factory=list,
+        description="The serving devices at the answer (max_load, else the knee), where device telemetry was "
+        "stored with that probe; empty otherwise.",
+    )
 
 
 class Comparison(StrictModel):

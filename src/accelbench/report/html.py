@@ -22,12 +22,14 @@ from plotly.subplots import make_subplots
 
 from accelbench.report.capacity import (
     CAPACITY_COLUMNS,
+    answer_level,
     answer_sentence,
     axis_title,
     bar_label,
     capacity_rows,
     curve_metrics,
     curve_points,
+    devices_sentence,
     load_phrase,
     load_title,
     prediction_sentence,
@@ -640,6 +642,7 @@ def capacity_context(data: ReportData) -> dict[str, Any] | None:
                 "index": i + 1,
                 "load_title": load_title(c.load),
                 "answer": answer_sentence(c),
+                "devices": devices_sentence(c.devices_at_max, c.load, answer_level(c)),
                 "prediction": prediction_sentence(c),
                 "chart_id": div_id,
                 "chart": figure_html(fig, div_id) if fig is not None else None,

@@ -20,8 +20,10 @@ from matplotlib.figure import Figure
 
 from accelbench.report.capacity import (
     CAPACITY_COLUMNS,
+    answer_level,
     answer_sentence,
     capacity_rows,
+    devices_sentence,
     prediction_sentence,
     probe_columns,
     probe_rows,
@@ -243,7 +245,11 @@ def capacity_markdown(data: ReportData, images: dict[str, Path | None]) -> list[
         out += [f"![Capacity at the SLO, per run]({both.name})", ""]
     for i, c in enumerate(runs, start=1):
         out += [f"### {c.name}: {c.slo_label or 'no SLO (knee search)'}, load by {c.load}", ""]
-        out += [_md_escape(answer_sentence(c)), "", _md_escape(prediction_sentence(c)), ""]
+        out += [_md_escape(answer_sentence(c)), ""]
+        devices = devices_sentence(c.devices_at_max, c.load, answer_level(c))
+        if devices:
+            out += [_md_escape(devices), ""]
+        out += [_md_escape(prediction_sentence(c)), ""]
         path = images.get(capacity_png_title(i))
         if path is not None:
             out += [f"![Latency vs throughput: {c.name}]({path.name})", ""]

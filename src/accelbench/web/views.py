@@ -12,7 +12,7 @@ from typing import Any
 from markupsafe import Markup
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
-from accelbench.domain.results import RunInfo
+from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
@@ -171,12 +171,21 @@ def _pct(value: float | None) -> str:
     return MISSING if value is None else f"{value:+.0f}%"
 
 
-def capacity_view(run: RunInfo) -> dict[str, Any] | None:
+def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str, Any] | None:
     """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
     the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
     per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
-    probe table. None for a run without a capacity answer."""
-    from accelbench.report.capacity import fmt_level, fmt_usd_per_million, load_phrase, slo_label
+    probe table, and what the serving devices did at the answer (from ``results``' device telemetry). None for a
+    run without a capacity answer."""
+    from accelbench.report.capacity import (
+        answer_level,
+        devices_at_capacity,
+        devices_sentence,
+        fmt_level,
+        fmt_usd_per_million,
+        load_phrase,
+        slo_label,
+    )
     from accelbench.services.capacity import capacity_answer
 
     try:
@@ -304,6 +313,9 @@ def capacity_view(run: RunInfo) -> dict[str, Any] | None:
         "metric_headers": [f"{METRIC_LABEL[m]} p{percentile:g} (ms)" for m in METRIC_LABEL],
         "rows": rows,
         "notes": cap.notes,
+        "devices": devices_sentence(devices_at_capacity(cap, results), cap.load, answer_level(cap))
+        if cap.complete
+        else None,
     }
 
 
@@ -399,7 +411,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,
         "progress": run.progress,
-        "capacity": capacity_view(run),
+        "capacity": capacity_view(run, results),
         "failures": [
             {
                 "cell": f.cell,

@@ -4,6 +4,7 @@ stored run and its probes, resuming, and the input errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,27 @@ def test_a_search_on_this_machine_stores_its_environment_for_calibration(server)
     assert res.exit_code == 3, res.output  # 5 ms is below the engine's 14 ms step: nothing meets it
     run = get_store().get_run(json.loads(res.stdout)["run_id"])
     assert run.instance_type == "local" and (run.environment or {}).get("cpu", {}).get("logical_cpus")
+
+
+def test_the_answer_says_what_the_cpu_did_at_the_capacity(server, tmp_path: Path) -> None:
+    """Issue 17: device utilisation and memory at the capacity point. The fixture server runs on this machine
+    (loopback), so the CPU is sampled during every probe; the answer's probe carries it."""
+    s, tok = server
+    args = ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer", str(tok),
+            "--input-len", "64", "--output-len", "10", "--ignore-eos", "--slo", "tpot:32", "--percentile", "50",
+            "--attainment", "0.5", "--start", "2", "--max-load", "32"]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    said = [line for line in res.stdout.splitlines() if "the CPU ran at" in line]
+    assert len(said) == 1, res.stdout
+    assert re.match(
+        r"At \d+ users, the CPU ran at \d+% mean utilisation \(\d+% peak\), [\d.]+ GiB of [\d.]+ GiB", said[0]
+    )
+    [run], _ = get_store().list_runs(kind="capacity")
+    shown = runner.invoke(app, ["runs", "show", run.id])
+    assert shown.exit_code == 0 and said[0] in shown.stdout, shown.output
+    report = runner.invoke(app, ["report", run.id, "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert f'<p class="capacity-devices">{said[0]}</p>' in html and said[0] in md

@@ -470,3 +470,64 @@ def test_a_capacity_runs_own_results_md_carries_its_answer_and_probes() -> None:
     assert "sustains 24 users" in text and "The planner predicted 20 users" in text
     assert text.count("| yes |") + text.count("| no |") == len(g6.run.extra["capacity"]["probes"])
     assert "## Capacity at the SLO" not in results_md([_sweep_run().run], [])
+
+
+# ------------------------------------------------------------------------------------------ devices at the answer
+def _device_cell(
+    concurrency: int,
+    repeat: int,
+    gpu_util: float,
+    energy_j: float | None,
+    tokens: int,
+    power: float | None = 70.0,
+) -> object:
+    """A stored probe whose device telemetry has a GPU (and the host CPU beside it)."""
+    from accelbench.domain.device import DeviceKind, DeviceSample, DeviceTelemetry
+
+    samples = [
+        DeviceSample(t_s=t, device="gpu0", kind=DeviceKind.gpu, util_pct=gpu_util, memory_used_bytes=20 * 2**30,
+                     memory_total_bytes=24 * 2**30, power_w=power,
+                     energy_j=None if energy_j is None else energy_j * t / 2.0)
+        for t in (0.0, 1.0, 2.0)
+    ] + [DeviceSample(t_s=t, device="cpu", kind=DeviceKind.cpu, util_pct=30.0) for t in (0.0, 2.0)]  # fmt: skip
+    tel = DeviceTelemetry.build(samples, sources=["nvml", "cpu:/proc/stat"], missing=[], interval_s=1.0)
+    r = make_result("cap-1", 256, concurrency, repeat=repeat)
+    return r.model_copy(
+        update={"summary": {"total_output_tokens": tokens, "device_telemetry": tel.model_dump(mode="json")}}
+    )
+
+
+def test_the_devices_at_the_capacity_are_read_from_the_answer_s_own_probe() -> None:
+    from accelbench.domain.capacity import CapacityResult, Probe
+    from accelbench.report.capacity import answer_level, devices_at_capacity, devices_sentence
+
+    slo = CapacitySLO(targets={"tpot": 50.0}, percentile=90, attainment=0.9)
+    probes = [Probe(level=4, met=True), Probe(level=8, met=True), Probe(level=8, repeat=1, met=True),
+              Probe(level=16, met=False)]  # fmt: skip
+    result = CapacityResult(load="concurrency", slo=slo, max_load=8, probes=probes)
+    stored = [_device_cell(4, 0, 40.0, 100.0, 500), _device_cell(8, 0, 70.0, 140.0, 900),
+              _device_cell(8, 1, 75.0, 150.0, 1200), _device_cell(16, 0, 99.0, 200.0, 1300)]  # fmt: skip
+    [gpu] = devices_at_capacity(result, stored)  # the serving device only; the re-measure at 8 is the answer
+    assert gpu.device == "gpu0" and gpu.util_mean_pct == pytest.approx(75.0)
+    assert gpu.memory_used_peak_gib == pytest.approx(20.0) and gpu.memory_total_gib == pytest.approx(24.0)
+    assert gpu.tokens_per_joule == pytest.approx(
+        1200 / 150.0
+    ) and gpu.joules_per_output_token == pytest.approx(0.125)
+    text = devices_sentence([gpu], result.load, answer_level(result))
+    assert text == ("At 8 users, gpu0 ran at 75% mean utilisation (75% peak), 20.00 GiB of 24.0 GiB in use at "
+                    "most, 70 W; 8.00 output tokens per joule (0.125 J per output token).")  # fmt: skip
+
+    # a rate search stores its probes as cell 0, one repeat per probe, in the order measured
+    rate = CapacityResult(load="request_rate", slo=slo, max_load=2.5,
+                          probes=[Probe(level=1.0, met=True), Probe(level=2.5, met=True), Probe(level=4.0, met=False)])  # fmt: skip
+    cells = [
+        _device_cell(0, i + 1, 30.0 + 10 * i, None, 100, power=None) for i in range(3)
+    ]  # no power source
+    [at_rate] = devices_at_capacity(rate, cells)
+    assert at_rate.util_mean_pct == pytest.approx(40.0) and at_rate.tokens_per_joule is None
+    assert devices_sentence([at_rate], rate.load, answer_level(rate)).endswith(  # type: ignore[union-attr]
+        "no power or energy source, so no tokens per joule."
+    )
+    # no answer, or no telemetry with the answer's probe: nothing is claimed
+    assert devices_at_capacity(CapacityResult(load="concurrency", slo=slo, probes=probes), stored) == []
+    assert devices_at_capacity(result, [make_result("cap-1", 256, 8, repeat=1)]) == []
