@@ -333,35 +333,51 @@ def telemetry_cells(data: ReportData) -> list[CellWindow]:
 _BANDS = ("rgba(31,119,180,0.08)", "rgba(255,127,14,0.08)")
 
 
-def add_cell_bands(fig: go.Figure, cells: Sequence[CellWindow]) -> None:
+def cell_band_layout(cells: Sequence[CellWindow]) -> dict[str, list[dict[str, Any]]]:
     """Each cell's window (first send to last completion) as a shaded band across every panel, its edges
-    dotted, its label ("in 256 / c 4 / r1") written down its left edge at the top."""
-    for i, c in enumerate(cells):
-        fig.add_shape(
-            type="rect",
-            xref="x",
-            yref="paper",
-            x0=c.start_s,
-            x1=c.end_s,
-            y0=0,
-            y1=1,
-            fillcolor=_BANDS[i % len(_BANDS)],
-            line={"color": "rgba(0,0,0,0.35)", "width": 1, "dash": "dot"},
-            layer="below",
-            name=c.label,
-        )
-        fig.add_annotation(
-            x=c.start_s,
-            xref="x",
-            y=1,
-            yref="paper",
-            text=c.label,
-            showarrow=False,
-            textangle=-90,
-            xanchor="left",
-            yanchor="top",
-            font={"size": 10, "color": "#555"},
-        )
+    dotted, its label ("in 256 / c 4 / r1") written down its left edge at the top: plotly layout ``shapes`` and
+    ``annotations``, for a figure made here and for the run page's script alike."""
+    shapes = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": c.start_s,
+            "x1": c.end_s,
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": _BANDS[i % len(_BANDS)],
+            "line": {"color": "rgba(0,0,0,0.35)", "width": 1, "dash": "dot"},
+            "layer": "below",
+            "name": c.label,
+        }
+        for i, c in enumerate(cells)
+    ]
+    annotations = [
+        {
+            "x": c.start_s,
+            "xref": "x",
+            "y": 1,
+            "yref": "paper",
+            "text": c.label,
+            "showarrow": False,
+            "textangle": -90,
+            "xanchor": "left",
+            "yanchor": "top",
+            "font": {"size": 10, "color": "#555"},
+        }
+        for c in cells
+    ]
+    return {"shapes": shapes, "annotations": annotations}
+
+
+def add_cell_bands(fig: go.Figure, cells: Sequence[CellWindow]) -> None:
+    """The cells' bands (``cell_band_layout``) on ``fig``."""
+    bands = cell_band_layout(cells)
+    for shape in bands["shapes"]:
+        fig.add_shape(**shape)
+    for note in bands["annotations"]:
+        fig.add_annotation(**note)
 
 
 def device_figure(timeline: RunTimeline) -> go.Figure | None:

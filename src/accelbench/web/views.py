@@ -331,7 +331,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.failures import any_completed, cell_failures, cell_warnings
     from accelbench.report.headline import cell_table, headline_for, slo_note
-    from accelbench.report.html import device_figure
+    from accelbench.report.html import cell_band_layout, device_figure
     from accelbench.report.percentiles import parse_percentiles
     from accelbench.report.tables import has_repeats
     from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
@@ -394,7 +394,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "ranged": has_repeats(cells),
         "percentiles": chosen,
         "slo_note": note,
-        "cell_bands": [{"x0": c.start_s, "x1": c.end_s, "label": c.label} for c in timeline.cells],
+        "cell_bands": cell_band_layout(timeline.cells),
         "devices": {
             "chart": json.loads(devices_fig.to_json()) if devices_fig is not None else None,
             "columns": DEVICE_COLUMNS,
@@ -410,7 +410,6 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "environment": describe_environment(run.environment) if run.environment else [],
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,
-        "progress": run.progress,
         "capacity": capacity_view(run, results),
         "failures": [
             {

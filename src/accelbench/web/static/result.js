@@ -4,23 +4,9 @@
   const charts = JSON.parse(document.getElementById("chart-data").textContent);
   const telemetry = JSON.parse(document.getElementById("telemetry-data").textContent);
   const bandsBlock = document.getElementById("cell-bands");
-  const bands = bandsBlock ? JSON.parse(bandsBlock.textContent) : [];
+  const bands = bandsBlock ? JSON.parse(bandsBlock.textContent) : { shapes: [], annotations: [] };  // report/html.py cell_band_layout
   const deviceBlock = document.getElementById("device-chart-data");
   const deviceChart = deviceBlock ? JSON.parse(deviceBlock.textContent) : null;
-  // each cell's window (first send to last completion) as a shaded band with its label, as the report draws them
-  const BAND_FILL = ["rgba(31,119,180,0.10)", "rgba(255,127,14,0.10)", "rgba(44,160,44,0.10)", "rgba(214,39,40,0.10)"];
-  function bandShapes() {
-    return bands.map(function (b, i) {
-      return { type: "rect", xref: "x", yref: "paper", x0: b.x0, x1: b.x1, y0: 0, y1: 1, layer: "below",
-        fillcolor: BAND_FILL[i % BAND_FILL.length], line: { color: "rgba(0,0,0,0.35)", width: 1, dash: "dot" } };
-    });
-  }
-  function bandLabels() {
-    return bands.map(function (b) {
-      return { x: b.x0, xref: "x", y: 1, yref: "paper", text: b.label, showarrow: false, textangle: -90,
-        xanchor: "left", yanchor: "top", font: { size: 10, color: "#555" } };
-    });
-  }
   const config = { displaylogo: false, responsive: true };
   function line(id, spec, xTitle) {
     const el = document.getElementById(id);
@@ -74,7 +60,7 @@
       Plotly.newPlot(tel, traces, { title: { text: "Server telemetry over time" }, xaxis: { title: { text: "seconds" } },
         yaxis: { title: { text: "requests" }, rangemode: "tozero" },
         yaxis2: { title: { text: "KV-cache usage (%)" }, overlaying: "y", side: "right", rangemode: "tozero" },
-        shapes: bandShapes(), annotations: bandLabels(),
+        shapes: bands.shapes, annotations: bands.annotations,
         margin: { t: 40 }, legend: { orientation: "h" } }, config);
     }
     const dev = document.getElementById("chart-devices");
