@@ -176,3 +176,29 @@ def quality_line(result: dict[str, Any]) -> str:
     if result.get("agreement") is not None:
         text += f"; greedy agreement with run {result.get('reference_run')} {result['agreement']:.0%}"
     return text
+
+
+def before_load(store: Store, run_id: str, endpoint: Endpoint, settings: Any) -> dict[str, Any] | None:
+    """What a sweep or bench records before its load: what the run serves (``extra["served"]``, unless its
+    deployment already recorded it) and, when ``settings.quality`` asks, the quality (``extra["quality"]``,
+    unless a resumed run has it). Neither ever fails the run: a problem is stored in words. Returns the
+    quality result measured now, if any."""
+    from accelbench.bench.served_identity import record_served, sampling_of
+
+    run = store.get_run(run_id)
+    if "served" not in (run.extra or {}):
+        try:
+            record_served(store, run_id, endpoint, sampling=sampling_of(settings))
+        except Exception as exc:  # context for comparisons, never a reason to lose a measurement
+            log.warning("run %s: what it serves could not be recorded: %s", run_id, exc)
+    setting = parse_quality(getattr(settings, "quality", None))
+    if setting is None or "quality" in (run.extra or {}):
+        return None
+    try:
+        return measure_quality(
+            store, run_id, endpoint, setting, api=str(getattr(settings, "endpoint", "chat"))
+        )
+    except UserInputError as exc:
+        failed = {"source": setting.label(), "error": exc.message, "tasks": 0, "correct": 0, "accuracy": None}
+        store.merge_run_extra(run_id, quality=failed)
+        return failed

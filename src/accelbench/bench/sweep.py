@@ -323,6 +323,7 @@ def run_sweep(
     engine to tear down and files to write); the outcome carries the status it would have set.
     """
     from accelbench.bench import load_tokenizer, run_benchmark
+    from accelbench.bench.quality_run import before_load
     from accelbench.bench.selftest import certify, client_self_test
 
     run = store.get_run(run_id)
@@ -359,6 +360,10 @@ def run_sweep(
             if DatasetKind(spec.dataset) == DatasetKind.random:
                 check_served_context(endpoint, (k.input_len for k in todo), spec.output_len)
             preflight(spec, todo, tokenizer)
+            if spec.quality:
+                prog.phase = "quality"
+                prog.write(force=True)
+            before_load(store, run.id, endpoint, spec)  # what it serves, and the quality probe when asked
             cert = None
             if spec.self_test:
                 # once, at the heaviest cell: a client that keeps up there keeps up everywhere

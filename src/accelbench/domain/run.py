@@ -27,6 +27,9 @@ from accelbench.domain.limits import (
 from accelbench.domain.quant import check_quantization
 from accelbench.redact import MASK, redact, redact_argv
 
+#: what a quality setting may say (``bench/quality_run.py`` ``parse_quality`` reads it)
+QUALITY_PATTERN = r"^(probe(:[0-9]{1,3})?|lm-eval:[A-Za-z0-9_.,-]{1,100})$"
+
 
 class RunStatus(enum.StrEnum):
     pending = "pending"
@@ -77,6 +80,12 @@ class SweepSpec(LoadSettings):
         ge=0,
         le=MAX_WARMUPS,
         description="Requests sent once before the first cell and discarded (0: none).",
+    )
+    quality: str | None = Field(
+        default=None,
+        pattern=QUALITY_PATTERN,
+        description="Quality measured before the load at temperature 0: 'probe' (the built-in seeded task set), "
+        "'probe:N' (N tasks) or 'lm-eval:TASK' (lm-evaluation-harness, when installed); none by default.",
     )
 
     @field_validator("input_lens", "concurrency")
@@ -319,6 +328,12 @@ class RunSpec(StrictModel):
     isa_trace: bool = Field(
         default=False, description="Run the engine with oneDNN's verbose trace (timings not comparable)."
     )
+    quality: str | None = Field(
+        default=None,
+        pattern=QUALITY_PATTERN,
+        description="Quality measured before the sweep: 'probe', 'probe:N' or 'lm-eval:TASK' (the sweep's "
+        "quality setting, which it fills).",
+    )
     hf_token: str | None = Field(
         default=None, description="Secret; never stored or returned.", repr=False, exclude=True
     )
@@ -331,6 +346,15 @@ class RunSpec(StrictModel):
             raise ValueError(
                 "a run measures either a sweep or a capacity search, not both; remove sweep or capacity"
             )
+        if self.quality is not None:
+            if self.capacity is not None:
+                raise ValueError("a capacity search does not measure quality yet; remove quality or capacity")
+            if self.sweep.quality not in (None, self.quality):
+                raise ValueError(
+                    f"quality is {self.quality!r} but sweep.quality {self.sweep.quality!r}; give one"
+                )
+            if self.sweep.quality is None:
+                self.sweep = self.sweep.model_copy(update={"quality": self.quality})
         return self
 
     def public_dict(self) -> dict[str, Any]:

@@ -172,3 +172,35 @@ def test_lm_eval_results_are_stored_like_the_probe() -> None:
     assert out["accuracy_ci95"][0] < 0.25 < out["accuracy_ci95"][1]
     with pytest.raises(UserInputError, match="no accuracy"):
         lm_eval_score({"results": {"t": {"perplexity,none": 3.0}}, "n-samples": {"t": {"effective": 5}}}, "t")
+
+
+def test_sweep_asks_the_probe_before_the_load_and_records_what_it_served(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from accelbench.bench.sweep import create_sweep_run, run_sweep
+    from accelbench.domain.run import RunStatus, SweepSpec
+    from accelbench.store import get_store
+    from tests.support.stream_server import Script, make_tokenizer_dir
+
+    tok = make_tokenizer_dir(Path(str(tmp_path)) / "tok")
+    spec = SweepSpec(
+        input_lens=[48],
+        concurrency=[2],
+        prompts_per_concurrency=2,
+        output_len=4,
+        num_warmups=0,
+        quality="probe:5",
+    )
+    store = get_store()
+    with StreamServer(Script(ttft_ms=2, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
+        endpoint = Endpoint(base_url=server.base_url, served_model="smol", tokenizer=str(tok))
+        run = create_sweep_run(store, endpoint, spec)
+        outcome = run_sweep(store, run.id, endpoint, spec)
+        paths = [r.path for r in server.records if r.path.endswith("completions")]
+        streamed = [bool(r.body.get("stream")) for r in server.records if r.path.endswith("completions")]
+    assert outcome.status == RunStatus.completed
+    extra = store.get_run(run.id).extra
+    assert extra["quality"]["tasks"] == 5 and extra["quality"]["correct"] == 0  # filler text answers nothing
+    assert extra["served"]["served_model"]["value"] == "smol"
+    assert extra["served"]["sampling"]["value"]["max_tokens"] == 4
+    assert len(paths) == 5 + 4 and streamed[:5] == [False] * 5 and all(streamed[5:])  # the probe came first
