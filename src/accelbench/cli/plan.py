@@ -55,6 +55,8 @@ BatchedOpt = typer.Option(
 )
 KvSpaceOpt = typer.Option(None, "--kv-cache-space-gib", min=1, help=_EQ["kv_cache_space_gib"].description)
 ThreadsOpt = typer.Option(None, "--threads", min=1, help=_EQ["threads"].description)
+CoresOpt = typer.Option(None, "--cores", min=1, help=_EQ["cores"].description)
+SmtOpt = typer.Option(None, "--smt", min=1, max=8, help=_EQ["smt"].description)
 
 
 def _store_or_none() -> Any:
@@ -289,6 +291,8 @@ def _render_estimate(e: Estimate) -> None:
             f"TPOT typically within {e.typical_error_pct:.0f}% on published {e.accelerator_type.value} measurements",
         )
     console.print(t)
+    if e.topology:
+        console.print(f"Topology: {e.topology}", highlight=False)
     if e.alternatives:
         _render_alternatives(e)
     if e.times is not None:
@@ -471,6 +475,8 @@ def estimate_cmd(
     kv_cache_dtype: str | None = KvOpt,
     kv_cache_space_gib: int | None = KvSpaceOpt,
     threads: int | None = ThreadsOpt,
+    cores: int | None = CoresOpt,
+    smt: int | None = SmtOpt,
     goal: str = typer.Option(_EQ["goal"].default, "--goal", help=_EQ["goal"].description),
     alternatives: bool = typer.Option(False, "--alternatives", help=_EQ["alternatives"].description),
     fmt: OutputFormat = FormatOption,
@@ -504,6 +510,8 @@ def estimate_cmd(
                 kv_cache_dtype=kv_cache_dtype,
                 kv_cache_space_gib=kv_cache_space_gib,
                 threads=threads,
+                cores=cores,
+                smt=smt,
                 goal=goal,
                 alternatives=alternatives,
             )

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from accelbench.bench.served_identity import record_served, sampling_of
 from accelbench.deploy.base import (
     DeployCancelled,
     EventProgress,
@@ -182,6 +183,8 @@ def execute_run(
         if target.measured_from_here:
             answer_check(store, run.id, target, endpoint, observer)
         record_environment(store, run.id, target, endpoint)
+        served_from = endpoint if target.measured_from_here else None  # else only its launch command
+        record_served(store, run.id, served_from, sampling=sampling_of(spec.capacity or spec.sweep))
         store.set_status(run.id, RunStatus.benchmarking)
         log_start = target.log_size()
         if spec.capacity is not None:

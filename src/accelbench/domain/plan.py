@@ -447,6 +447,11 @@ class EstimateRow(StrictModel):
         description="The planner's TPOT error on published measurements of this accelerator kind (mean "
         "absolute percentage, each source graded with factors fitted without it); None when unmeasured.",
     )
+    topology: str | None = Field(
+        default=None,
+        description="CPU: the topology the prediction assumed (vCPUs, cores x threads per core, the "
+        "threads the engine binds, per-core bandwidth) and whether the catalog or the user described it.",
+    )
     alternatives: list[SettingsOption] = Field(
         default_factory=list, description="Every setting weighed, with its prediction (when asked for)."
     )
@@ -711,6 +716,19 @@ class EstimateQuery(StrictModel):
         ge=1,
         le=4096,
         description="CPU: OpenMP threads the engine binds (default one per core).",
+    )
+    cores: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="CPU: cores the guest exposes (lscpu 'Core(s)'), when it differs from the catalog's "
+        "row (a KVM guest often shows each vCPU as a core); one instance only.",
+    )
+    smt: int | None = Field(
+        default=None,
+        ge=1,
+        le=8,
+        description="CPU: threads per core the guest exposes (lscpu 'Thread(s) per core'); one instance only.",
     )
     goal: Literal["cost", "latency"] = Field(
         default="cost",

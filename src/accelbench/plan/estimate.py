@@ -21,6 +21,7 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet, factors_for
 from accelbench.plan.choose import GOALS, choose, option_of, setting_options
+from accelbench.plan.cpu_topology import topology_note
 from accelbench.plan.hardware import Hardware, hardware_for
 from accelbench.plan.measured import MeasuredRuns, attribution, attribution_note
 from accelbench.plan.measured_error import error_sentence, typical_error
@@ -484,6 +485,7 @@ def estimate(
         usd_per_request=usd_req,
         calibrated=ref is not None,
         typical_error_pct=(typical or {}).get("tpot_mape_pct") if ref is None and factors is None else None,
+        topology=topology_note(instance, spec, engine, s.threads, catalog),
         slo_met=slo_met,
         max_concurrency_meeting_slo=max_c,
         usd_per_million_output_tokens_at_slo=usd_m_slo,

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
+from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.cpu_topology import described_instance
 from accelbench.plan.estimate import estimate, parse_slo
 from accelbench.plan.hardware import is_local
 from accelbench.plan.ranking import estimate_catalog
@@ -52,13 +54,19 @@ def answer(
         "alternatives": query.alternatives,
         "catalog": ctx.catalog,
     }
+    described = query.cores is not None or query.smt is not None
     if query.instance_type:
         if is_local(query.instance_type):
             from accelbench.plan.hardware import local_machine
 
             inst, accel_spec = local_machine()
+            inst = described_instance(inst, query.cores, query.smt)
             return estimate(model, inst, spec=accel_spec, max_model_len=query.min_context, **common)
+        if described:
+            return _described_estimate(query, model, ctx, common)
         return estimate(model, query.instance_type, max_model_len=query.min_context, **common)
+    if described:
+        raise UserInputError("--cores and --smt describe one guest: give --instance as well.")
     return estimate_catalog(
         model,
         accelerator=query.accelerator_type,
@@ -66,3 +74,22 @@ def answer(
         min_context=query.min_context,
         **common,
     )
+
+
+def _described_estimate(
+    query: EstimateQuery, model: ModelSpec, ctx: PlanContext, common: dict[str, Any]
+) -> Estimate:
+    """One catalog instance planned with the guest topology the user described (``--cores`` / ``--smt``)."""
+    from accelbench.catalog import get_catalog
+    from accelbench.domain.catalog import AcceleratorType
+
+    catalog = ctx.catalog or get_catalog()
+    name = str(query.instance_type)
+    row = catalog.instance(name)
+    if row.accelerator_type != AcceleratorType.cpu:
+        raise UserInputError(
+            f"--cores and --smt describe a CPU guest; {name} is a {row.accelerator_type.value}."
+        )
+    inst = described_instance(row, query.cores, query.smt)
+    spec = catalog.accelerator(inst.accelerator_name)
+    return estimate(model, inst, spec=spec, max_model_len=query.min_context, **common)

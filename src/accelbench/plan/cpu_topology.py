@@ -1,0 +1,146 @@
+"""A CPU instance as the engine sees it: vCPUs, the cores and SMT siblings the guest exposes, and the threads
+the engine binds on them.
+
+The catalog row says what the cloud sells (EC2's DefaultCores and DefaultThreadsPerCore: an AWS Xeon vCPU is
+one of two hyperthreads of a core, a Graviton vCPU is a whole core). A virtual guest elsewhere may expose the
+same vCPUs differently: a KVM guest commonly shows each vCPU as a core of its own (one thread per core), and
+each of those runs on its own physical core of an idle host. ``described_instance`` turns a user's
+description (``--cores``, ``--smt``) into the instance row the planner uses, so the estimate is made for the
+machine as it is.
+
+What the engine binds decides how many cores pull memory bandwidth: vLLM's CPU backend, with
+``VLLM_CPU_OMP_THREADS_BIND=auto``, binds one OpenMP thread per core of its NUMA node (on x86 it picks one
+logical CPU of each core, leaving the SMT siblings free); llama.cpp runs the threads it is given (accelbench
+passes every vCPU). Threads beyond the cores land on SMT siblings, which share the core's L2 miss queue and
+its matrix unit: they add neither bandwidth nor AMX throughput.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.errors import UserInputError
+from accelbench.plan.hardware import LOCAL_INSTANCE
+
+if TYPE_CHECKING:
+    from accelbench.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class CpuTopology:
+    """What the estimate assumed about a CPU instance."""
+
+    vcpus: int
+    cores: int  # cores the guest exposes
+    threads_per_core: int
+    bound_threads: int  # threads the engine runs
+    origin: str  # who described it: "as the catalog lists it", "as described (--cores/--smt)", ...
+
+    @property
+    def busy_cores(self) -> int:
+        """Cores the bound threads occupy (siblings of a busy core add no bandwidth)."""
+        return max(1, min(self.bound_threads, self.cores))
+
+    def sentence(self, instance: InstanceType, spec: AcceleratorSpec | None, engine: str) -> str:
+        """e.g. "m8i.2xlarge as the catalog lists it: 8 vCPUs = 4 cores x 2 threads; vllm-cpu binds 4 threads,
+        one per core: 4 cores x 14 GB/s = 56 GB/s (Xeon-GNR per-core figure)"."""
+        text = (
+            f"{instance.name} {self.origin}: {self.vcpus} vCPUs = {_n(self.cores, 'core')} x "
+            f"{self.threads_per_core} thread{'s' if self.threads_per_core > 1 else ''}; "
+            f"{engine} binds {self.bound_threads} thread{'s' if self.bound_threads > 1 else ''}"
+        )
+        if self.bound_threads > self.cores:
+            text += f" ({self.bound_threads - self.cores} on SMT siblings, which add no bandwidth)"
+        elif self.bound_threads == self.cores and engine == "vllm-cpu":
+            text += ", one per core"
+        per_core = spec.per_core_bandwidth_gbps if spec is not None else None
+        if per_core:
+            text += (
+                f": {_n(self.busy_cores, 'core')} x {per_core:g} GB/s = {self.busy_cores * per_core:,.0f} GB/s "
+                f"({spec.name if spec is not None else 'CPU'} per-core figure)"
+            )
+        if self.origin == DESCRIBED:
+            text += "; each exposed core assumed to run on its own physical core (an idle host)"
+        return text + "."
+
+
+CATALOG = "as the catalog lists it"
+DESCRIBED = "as described (--cores/--smt)"
+LOCAL = "as this machine reports it"
+
+
+def topology_of(
+    instance: InstanceType, engine: str, threads: int | None = None, *, origin: str = CATALOG
+) -> CpuTopology:
+    """The topology an estimate assumes: the instance's cores and SMT, and the threads ``engine`` binds
+    (``threads`` when given, else one per core for vLLM CPU and every vCPU for llama.cpp)."""
+    cores = instance.cores
+    if instance.name == LOCAL_INSTANCE and instance.physical_cores is None:
+        cores = instance.vcpus  # plan/hardware.py counts this machine's usable CPUs as its cores
+    tpc = instance.threads_per_core or max(1, instance.vcpus // max(1, cores))
+    if threads is not None:
+        bound = threads
+    elif engine == "llamacpp":
+        bound = instance.vcpus
+    else:
+        bound = cores
+    return CpuTopology(
+        vcpus=instance.vcpus, cores=cores, threads_per_core=tpc, bound_threads=bound, origin=origin
+    )
+
+
+def topology_note(
+    instance: InstanceType,
+    spec: AcceleratorSpec | None,
+    engine: str,
+    threads: int | None,
+    catalog: Catalog | None,
+) -> str | None:
+    """The sentence a CPU estimate carries about the topology it assumed (None for GPUs and Neuron): the
+    catalog's row, the user's description of the guest (a row whose cores differ from the catalog's), or
+    this machine."""
+    if instance.accelerator_type != AcceleratorType.cpu:
+        return None
+    if catalog is None:
+        from accelbench.catalog import get_catalog
+
+        catalog = get_catalog()
+    origin = CATALOG
+    if instance.name == LOCAL_INSTANCE:
+        origin = LOCAL
+    elif instance.name in catalog:
+        row = catalog.instance(instance.name)
+        if (row.cores, row.threads_per_core) != (instance.cores, instance.threads_per_core):
+            origin = DESCRIBED
+    return topology_of(instance, engine, threads, origin=origin).sentence(instance, spec, engine)
+
+
+def described_instance(instance: InstanceType, cores: int | None, smt: int | None) -> InstanceType:
+    """``instance`` with the guest topology a user described: ``cores`` exposed cores of ``smt`` threads each.
+
+    One of them may be left out (it follows from the vCPUs); together they must make the instance's vCPUs,
+    since the description is of the same guest, not a different size."""
+    if cores is None and smt is None:
+        return instance
+    v = instance.vcpus
+    if cores is None:
+        assert smt is not None
+        if v % smt:
+            raise UserInputError(f"--smt {smt} does not divide {instance.name}'s {v} vCPUs.")
+        cores = v // smt
+    if smt is None:
+        if v % cores:
+            raise UserInputError(f"--cores {cores} does not divide {instance.name}'s {v} vCPUs.")
+        smt = v // cores
+    if cores * smt != v:
+        raise UserInputError(
+            f"--cores {cores} x --smt {smt} is {cores * smt} vCPUs; {instance.name} has {v}. "
+            "Describe the same guest (cores x threads per core = vCPUs)."
+        )
+    return instance.model_copy(update={"physical_cores": cores, "threads_per_core": smt})
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
