@@ -129,9 +129,8 @@ def create_run(
 ) -> RunCreated | DryRun:
     if dry_run:
         response.status_code = 200
-        confine_spec(spec)
-        return service.dry_run(spec)
-    confine_spec(spec)
+        return service.dry_run(confine_spec(spec))
+    spec = confine_spec(spec)
     run = service.submit_run(store, spec, worker=worker, actor=who.actor)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return RunCreated(
