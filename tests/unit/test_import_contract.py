@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "redact", "registry", "settings"},
     {"domain"},
     {"catalog", "modelspec"},
-    {"plan", "runtimes", "bench", "telemetry", "store"},
+    {"plan", "runtimes", "bench", "telemetry", "store", "fleet"},
     {"report"},
     {"deploy"},
     {"services"},

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "sweep": "sweep",
     "sweep-plot": "sweep",
     "capacity": "capacity",
+    "fleet": "fleet",
     "run": "run",
     "rerun": "run",
     "runs": "runs",

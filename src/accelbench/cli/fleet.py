@@ -1,0 +1,120 @@
+"""``accelbench fleet``: the cheapest way to serve a day of traffic within an SLO, per candidate instance type.
+
+A thin shell over ``services.fleet`` (the plan), ``services.fleet_export`` (``--export DIR``: the Kubernetes
+objects of the cheapest or ``--choose``-n candidate) and ``services.fleet_validate`` (``--validate``: a replay
+against a local engine); the table and the report come from ``report/fleet.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.render import Col, print_table
+
+_PRIORITY = {
+    "#": 0,
+    "instance": 0,
+    "capacity req/s": 1,
+    "source": 2,
+    "servers": 0,
+    "$/day on demand": 0,
+    "$/day reserved+peak": 2,
+    "$/1M out tok": 1,
+    "utilisation": 3,
+    "idle": 1,
+    "SLO risk": 2,
+    "cold start": 3,
+}
+
+
+def render(plan: object, top: int) -> None:
+    from accelbench.fleet.result import FleetPlan
+    from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows
+
+    assert isinstance(plan, FleetPlan)
+    cols = [
+        Col(h, _PRIORITY[h], num=h not in ("instance", "source", "SLO risk", "cold start"))
+        for h in FLEET_COLUMNS
+    ]
+    rows = fleet_rows(plan)
+    shown = rows[:top] if top > 0 else rows
+    print_table(cols, shown, title="Fleet per candidate, cheapest first", formats="json")
+    if len(rows) > len(shown):
+        console.print(f"[dim]{len(rows) - len(shown)} more candidates: --top 0 or --format json[/]")
+    for line in fleet_lines(plan):
+        console.print(f"  - {line}", highlight=False, overflow="fold")
+
+
+def fleet(
+    traffic: Path = typer.Option(
+        ...,
+        "--traffic",
+        help="Trace (Mooncake .jsonl, BurstGPT .csv) or profile (.yaml, or .csv with requests_per_s).",
+    ),
+    model: str = typer.Option(..., "--model", help="Model preset name, prepared model or path."),
+    slo: str = typer.Option(..., "--slo", help="Targets in ms, e.g. ttft:2000,tpot:100 (also e2el, itl)."),
+    percentile: float = typer.Option(
+        90.0, "--percentile", help="Percentile the targets are judged at (0-100)."
+    ),
+    attainment: float = typer.Option(
+        0.95, "--attainment", help="Share of requests that must meet every target, 0-1."
+    ),
+    instances: str | None = typer.Option(
+        None, "--instances", help="Candidate instance types, comma-separated; default every feasible one."
+    ),
+    interval: float = typer.Option(3600.0, "--interval", help="Seconds per interval a trace is counted in."),
+    peak_window: float = typer.Option(
+        60.0, "--peak-window", help="Seconds the within-interval peak is read over."
+    ),
+    peak_quantile: float = typer.Option(
+        0.99, "--peak-quantile", help="Quantile of arrivals per window the servers are sized for."
+    ),
+    min_servers: int = typer.Option(
+        1, "--min-servers", help="Fewest servers at any time (0: scale to zero)."
+    ),
+    provision_s: float | None = typer.Option(
+        None, "--provision-s", help="Instance provisioning seconds; default a stated assumption per tier."
+    ),
+    top: int = typer.Option(10, "--top", help="Candidates shown in the table (0: all); JSON has all."),
+    report: Path | None = typer.Option(
+        None, "--report", help="Write fleet.md and fleet.html to this directory."
+    ),
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """Size, price and rank a fleet per instance type for a day of traffic within an SLO."""
+    with user_errors():
+        from accelbench.services.fleet import fleet_request, plan_fleet
+        from accelbench.store import get_store
+
+        request = fleet_request(
+            traffic=str(traffic),
+            model=model,
+            slo=slo,
+            percentile=percentile,
+            attainment=attainment,
+            instances=[x.strip() for x in (instances or "").split(",") if x.strip()],
+            interval_s=interval,
+            peak_window_s=peak_window,
+            peak_quantile=peak_quantile,
+            min_servers=min_servers,
+            provision_s=provision_s,
+        )
+        plan = plan_fleet(get_store(), request)
+        files: list[Path] = []
+        if report is not None:
+            from accelbench.report.fleet import write_fleet_report
+
+            files = write_fleet_report(plan, report)
+    if fmt == OutputFormat.json:
+        print_json(plan.public_json())
+    else:
+        render(plan, top)
+    for f in files:
+        err_console.print(f"[dim]wrote {f}[/]", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fleet")(fleet)

@@ -1,0 +1,295 @@
+"""A fleet plan as a use case: the traffic file in, for each candidate instance type one server's capacity at the
+SLO (a measured capacity run of the same model there when the store has one, else the planner's prediction with
+its range), then servers per interval, $/day, cold starts, ranked cheapest first (``fleet/`` does the
+arithmetic). Every shell (``accelbench fleet``, ``POST /api/v1/fleet``, the Fleet page) calls ``plan_fleet``.
+
+A predicted capacity's range: the planner states no range of its own for a capacity yet, so the range is the
+capacity +- the planner's measured error on published throughput for the tier (``plan/measured_error.py``,
+``tps_mape_pct``); without such a figure the prediction has no range and the SLO risk is not stated.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, ValidationError
+
+from accelbench.domain.base import StrictModel
+from accelbench.domain.capacity import CapacitySLO, parse_slo
+from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.fleet.cold_start import cold_start_cost, provision_from, ready_from
+from accelbench.fleet.result import Candidate, FleetPlan, ServerCapacity, Skipped, TrafficSummary, rank
+from accelbench.fleet.sizing import Rules, size_fleet
+from accelbench.fleet.traffic import Traffic, read_traffic
+
+if TYPE_CHECKING:
+    from accelbench.domain.catalog import InstanceType
+    from accelbench.store import Store
+
+log = logging.getLogger("accelbench.services")
+
+#: a measured capacity run counts for this traffic when its lengths are within this share of the mix's means
+LENGTH_TOLERANCE = 0.25
+
+
+class FleetRequest(StrictModel):
+    """What a fleet plan is asked (the CLI's flags, the API's body, the page's form)."""
+
+    traffic: str = Field(
+        min_length=1, max_length=1000, description="Trace (JSONL, BurstGPT CSV) or profile (YAML/CSV)."
+    )
+    model: str = Field(min_length=1, max_length=300, description="Model preset name, prepared model or path.")
+    slo: str = Field(min_length=1, max_length=200, description="Targets in ms, e.g. ttft:2000,tpot:100.")
+    percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
+    attainment: float = Field(
+        default=0.95, gt=0, le=1, description="Share of requests that must meet every target."
+    )
+    instances: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Candidate instance types; none: every feasible one.",
+    )
+    interval_s: float = Field(default=3600.0, gt=0, le=86_400, description="Interval a trace is counted in.")
+    peak_window_s: float = Field(
+        default=60.0, gt=0, le=86_400, description="Window the within-interval peak is read over."
+    )
+    peak_quantile: float = Field(
+        default=0.99, gt=0, lt=1, description="Quantile of arrivals per window sized for."
+    )
+    min_servers: int = Field(
+        default=1, ge=0, le=10_000, description="Fewest servers at any time (0: scale to zero)."
+    )
+    provision_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=86_400,
+        description="Instance provisioning seconds; default a stated assumption per tier.",
+    )
+
+    def target(self) -> CapacitySLO:
+        return parse_slo(self.slo, percentile=self.percentile, attainment=self.attainment)
+
+    def rules(self) -> Rules:
+        return Rules(window_s=self.peak_window_s, quantile=self.peak_quantile, min_servers=self.min_servers)
+
+
+def fleet_request(**fields: Any) -> FleetRequest:
+    """A ``FleetRequest`` from a shell's fields; a refusal names the field and what to change."""
+    try:
+        return FleetRequest(**fields)
+    except ValidationError as exc:
+        said = "; ".join(
+            f"{'.'.join(str(x) for x in e.get('loc', ())) or 'request'}: {e.get('msg', '')}"
+            for e in exc.errors()
+        )
+        raise UserInputError(f"Bad fleet request: {said}.") from None
+
+
+def load_traffic(request: FleetRequest) -> Traffic:
+    return read_traffic(Path(request.traffic), interval_s=request.interval_s, window_s=request.peak_window_s)
+
+
+def summarise(traffic: Traffic) -> TrafficSummary:
+    inp, out = traffic.mean_tokens()
+    total = traffic.requests
+    burst = sum(i.burstiness * i.requests for i in traffic.intervals) / total
+    return TrafficSummary(
+        source=traffic.source,
+        format=traffic.format,
+        intervals=len(traffic.intervals),
+        seconds=traffic.seconds,
+        requests=total,
+        mean_requests_per_s=total / traffic.seconds,
+        peak_requests_per_s=traffic.peak_rate(),
+        input_tokens=inp,
+        output_tokens=out,
+        burstiness=burst,
+    )
+
+
+# --------------------------------------------------------------------------------------------- capacity
+def _near(a: float, b: float) -> bool:
+    return abs(a - b) <= LENGTH_TOLERANCE * max(b, 1.0)
+
+
+def measured_capacity(
+    store: Store, model: str, instance: str, slo: CapacitySLO, lengths: tuple[float, float]
+) -> ServerCapacity | None:
+    """The newest completed capacity run of ``model`` on ``instance`` at this SLO and length mix, as requests/s."""
+    from accelbench.report.capacity import capacity_result
+
+    runs, _ = store.list_runs(kind="capacity", instance_type=instance, status="completed", limit=200)
+    for run in runs:
+        if model not in (run.model, run.served_model):
+            continue
+        result, _why = capacity_result(run)
+        if result is None or result.slo is None or result.max_load is None:
+            continue
+        if result.slo.targets != slo.targets or result.slo.percentile != slo.percentile:
+            continue
+        section = run.spec.get("capacity") if isinstance(run.spec, dict) else None
+        section = section if isinstance(section, dict) else {}
+        inp, out = section.get("input_len"), section.get("output_len")
+        if not isinstance(inp, int | float) or not isinstance(out, int | float):
+            continue
+        if not (_near(float(inp), lengths[0]) and _near(float(out), lengths[1])):
+            continue
+        rps = result.max_load if result.load == "request_rate" else result.requests_per_s_at_max
+        if not rps or rps <= 0:
+            continue
+        return ServerCapacity(
+            requests_per_s=rps,
+            source="measured",
+            run_id=run.id,
+            detail=f"measured by capacity run {run.id} ({result.load}, {inp:g} in / {out:g} out tokens)",
+        )
+    return None
+
+
+def predicted_capacity(
+    store: Store | None, model: str, inst: InstanceType, slo: CapacitySLO, lengths: tuple[float, float]
+) -> tuple[ServerCapacity | None, str | None]:
+    """The planner's capacity at the SLO (Poisson arrivals) with its range, or (None, why not)."""
+    from accelbench.plan.measured_error import typical_error
+    from accelbench.services.plan import capacity_plan
+
+    inp, out = max(1, round(lengths[0])), max(1, round(lengths[1]))
+    try:
+        _, rps = capacity_plan(inst.name, model, inp, out, slo, "request_rate", store=store)
+    except AccelbenchError as exc:
+        return None, exc.message
+    if not rps or rps <= 0:
+        return None, "the planner predicts no load meeting the SLO here (or the model does not fit)"
+    err = typical_error(inst.accelerator_type.value) or {}
+    pct = err.get("tps_mape_pct")
+    low = high = None
+    detail = f"predicted by the planner for {inp} in / {out} out tokens at Poisson arrivals"
+    if isinstance(pct, int | float) and 0 < pct < 100:
+        low, high = rps * (1 - pct / 100.0), rps * (1 + pct / 100.0)
+        detail += f"; range +-{pct:.0f}%, the planner's measured throughput error on published {inst.accelerator_type.value} data"
+    else:
+        detail += "; no range (the planner has no measured error for this tier)"
+    return ServerCapacity(requests_per_s=rps, low=low, high=high, source="predicted", detail=detail), None
+
+
+def ready_seconds(store: Store | None, instance: str, model: str) -> tuple[list[float], list[float]]:
+    """Stored deployments' ``ready_s`` on ``instance``: (all, those of ``model``)."""
+    if store is None:
+        return [], []
+    runs, _ = store.list_runs(instance_type=instance, limit=500)
+    every: list[float] = []
+    mine: list[float] = []
+    for run in runs:
+        ready = ((run.extra or {}).get("deployment") or {}).get("ready_s")
+        if isinstance(ready, int | float) and ready > 0:
+            every.append(float(ready))
+            if model in (run.model, run.served_model):
+                mine.append(float(ready))
+    return every, mine
+
+
+def _reserved(store: Store | None, instance: str) -> tuple[float | None, str | None]:
+    from accelbench.catalog.pricing import price_for
+    from accelbench.domain.catalog import PriceTier
+
+    price = price_for(instance, PriceTier.reserved_1yr, store=store)
+    if price is None:
+        return None, None
+    return price.usd_per_hour, f"reserved 1 yr ({price.source}, {price.effective_date})"
+
+
+# --------------------------------------------------------------------------------------------- the plan
+def _candidates(request: FleetRequest) -> list[InstanceType]:
+    from accelbench.catalog import get_catalog
+
+    cat = get_catalog()
+    if request.instances:
+        return [cat.instance(name.strip()) for name in request.instances if name.strip()]
+    return list(cat.instances)
+
+
+def plan_candidate(
+    store: Store | None, request: FleetRequest, traffic: Traffic, inst: InstanceType
+) -> Candidate | Skipped:
+    """One candidate's fleet, or why it has none."""
+    slo, lengths = request.target(), traffic.mean_tokens()
+    cap = measured_capacity(store, request.model, inst.name, slo, lengths) if store is not None else None
+    if cap is None:
+        cap, why = predicted_capacity(store, request.model, inst, slo, lengths)
+        if cap is None:
+            return Skipped(instance=inst.name, reason=why or "no capacity")
+    hourly = inst.on_demand_usd
+    reserved, reserved_source = _reserved(store, inst.name)
+    sizing = size_fleet(
+        traffic.intervals,
+        cap.requests_per_s,
+        request.rules(),
+        hourly=hourly,
+        reserved_hourly=reserved,
+        low=cap.low,
+    )
+    tier = inst.accelerator_type.value
+    every, mine = ready_seconds(store, inst.name, request.model)
+    cold = cold_start_cost(
+        sizing.intervals,
+        cap.requests_per_s,
+        hourly=hourly,
+        provision=provision_from(request.provision_s, tier),
+        ready=ready_from(every, mine, tier),
+    )
+    servers = [p.servers for p in sizing.intervals]
+    return Candidate(
+        instance=inst.name,
+        tier=tier,
+        hourly_usd=hourly,
+        reserved_hourly_usd=reserved,
+        reserved_price_source=reserved_source,
+        capacity=cap,
+        min_servers=min(servers),
+        max_servers=max(servers),
+        cold_start=cold,
+        **sizing.model_dump(),
+    )
+
+
+def plan_fleet(store: Store | None, request: FleetRequest, traffic: Traffic | None = None) -> FleetPlan:
+    """The ranked fleet plan (see the module docstring). Reads, never writes, the store."""
+    slo = request.target()
+    rules = request.rules()
+    traffic = traffic or load_traffic(request)
+    found: list[Candidate] = []
+    skipped: list[Skipped] = []
+    for inst in _candidates(request):
+        got = plan_candidate(store, request, traffic, inst)
+        if isinstance(got, Candidate):
+            found.append(got)
+        else:
+            skipped.append(got)
+    if not found:
+        reasons = "; ".join(f"{s.instance}: {s.reason}" for s in skipped[:5])
+        raise UserInputError(
+            f"No candidate instance can serve {request.model} at {slo.label()}: {reasons}.",
+            hint="Loosen the SLO, pick other --instances, or measure one with `accelbench capacity`.",
+        )
+    notes = list(traffic.notes)
+    if any(c.reserved_hourly_usd is None for c in found):
+        notes.append(
+            "Reserved base + on-demand peak is priced only where the store has a reserved price "
+            "(`accelbench catalog refresh-prices`)."
+        )
+    inp, out = traffic.mean_tokens()
+    notes.append(
+        f"Capacities are for the traffic's mean lengths ({inp:.0f} in / {out:.0f} out tokens); the length "
+        "distributions' spread is not modelled."
+    )
+    return FleetPlan(
+        model=request.model,
+        slo=slo.label() + f", attainment {slo.attainment:.0%}",
+        peak_rule=rules.describe(),
+        traffic=summarise(traffic),
+        candidates=rank(found),
+        skipped=skipped,
+        notes=notes,
+    )
