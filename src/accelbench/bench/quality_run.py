@@ -187,10 +187,7 @@ def before_load(store: Store, run_id: str, endpoint: Endpoint, settings: Any) ->
 
     run = store.get_run(run_id)
     if "served" not in (run.extra or {}):
-        try:
-            record_served(store, run_id, endpoint, sampling=sampling_of(settings))
-        except Exception as exc:  # context for comparisons, never a reason to lose a measurement
-            log.warning("run %s: what it serves could not be recorded: %s", run_id, exc)
+        record_served(store, run_id, endpoint, sampling=sampling_of(settings))
     setting = parse_quality(getattr(settings, "quality", None))
     if setting is None or "quality" in (run.extra or {}):
         return None

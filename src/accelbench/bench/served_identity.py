@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,8 @@ import httpx
 
 from accelbench.domain.bench import Endpoint
 from accelbench.store.repo import Store
+
+log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
 #: every field, in the order a comparison lists them, with the words it uses for each
@@ -277,11 +280,15 @@ def record_served(
     store: Store, run_id: str, endpoint: Endpoint | None, *, sampling: Mapping[str, Any]
 ) -> None:
     """Store what run ``run_id`` serves in its ``extra["served"]``: the server (``endpoint``, None when it cannot
-    be reached from here), the launch command its deployment kept, the engine its environment names."""
-    run = store.get_run(run_id)
-    launch = ((run.extra or {}).get("deployment") or {}).get("command") or None
-    engine = (run.environment or {}).get("engine") or {"name": run.engine, "version": run.engine_version}
-    served = served_identity(
-        endpoint, launch=launch, sampling=sampling, engine=engine, served_model=run.served_model
-    )
-    store.merge_run_extra(run_id, served=served)
+    be reached from here), the launch command its deployment kept, the engine its environment names. Never
+    raises: what a run served is context for comparisons, never a reason to fail it (the reason is logged)."""
+    try:
+        run = store.get_run(run_id)
+        launch = ((run.extra or {}).get("deployment") or {}).get("command") or None
+        engine = (run.environment or {}).get("engine") or {"name": run.engine, "version": run.engine_version}
+        served = served_identity(
+            endpoint, launch=launch, sampling=sampling, engine=engine, served_model=run.served_model
+        )
+        store.merge_run_extra(run_id, served=served)
+    except Exception as exc:
+        log.warning("run %s: what it serves could not be recorded: %s", run_id, exc)
