@@ -66,6 +66,10 @@ class RunRow(Base):
     extra: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     worker_id: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the fence of the run's one executor: raised by every claim, checked with each write the executor makes
+    claim_epoch: Mapped[int | None] = mapped_column(Integer)
+    # the API key that submitted the run (None: the service token, a CLI process, or made before ownership)
+    owner_key_id: Mapped[int | None] = mapped_column(Integer, index=True)
 
     results: Mapped[list[ResultRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True
@@ -194,6 +198,7 @@ class ApiKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    role: Mapped[str] = mapped_column(String(16), default="user", server_default="user")
 
 
 class CalibrationRow(Base):
