@@ -37,6 +37,11 @@ class ConflictError(AccelbenchError):
     status_code = 409
 
 
+class ClaimLost(ConflictError):
+    """A write by a run's executor whose claim on the run is gone: another executor claimed it, or the run was
+    taken from it as interrupted. The write is refused so that one run never holds two executors' cells."""
+
+
 class PayloadTooLarge(UserInputError):
     """A request body larger than the API accepts."""
 
@@ -60,6 +65,12 @@ class EngineError(AccelbenchError):
 
 class AuthError(AccelbenchError):
     status_code = 401
+
+
+class ForbiddenError(AccelbenchError):
+    """A known caller asked for something its key's role or ownership does not allow."""
+
+    status_code = 403
 
 
 class TooManyAttempts(AccelbenchError):

@@ -40,6 +40,7 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.redact import redact_url
+from accelbench.store.owner import process_owner
 from accelbench.store.repo import Store
 
 PROGRESS_WRITE_S = 2.0
@@ -281,6 +282,7 @@ def create_sweep_run(
     engine = env.get("engine") or {}
     return store.create_run(
         kind="sweep",
+        claimed_by=process_owner(),  # this process measures it: no worker may take the pending run
         label=label,
         served_model=endpoint.served_model,
         # the server's own name for what it serves (or the directory it loaded, when the caller found one),

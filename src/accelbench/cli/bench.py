@@ -32,6 +32,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
+from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -85,19 +86,20 @@ def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -
     url = base_url.rstrip("/").removesuffix("/v1") + "/v1/models"
     try:
         r = httpx.get(url, headers=hdrs, timeout=30)
-        data = r.json().get("data") if r.status_code == 200 else None
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise UserInputError(
-            f"Cannot reach the server at {base_url} ({exc or type(exc).__name__}).",
+            f"Cannot reach the server at {redact_url(base_url)} ({exc or type(exc).__name__}).",
             hint="Is it running, and are --base-url and the port right?",
         ) from None
-    except (httpx.HTTPError, ValueError) as exc:
+    except httpx.HTTPError as exc:
         raise UserInputError(
-            f"Cannot ask {url} for the served model: {exc}", hint="Give --model NAME."
+            f"Cannot ask {redact_url(url)} for the served model ({type(exc).__name__}).",
+            hint="Give --model NAME.",
         ) from None
-    if not data:
-        raise UserInputError(f"{url} lists no model (HTTP {r.status_code}).", hint="Give --model NAME.")
-    return [d for d in data if isinstance(d, dict) and d.get("id")]
+    if r.status_code != 200:
+        raise UserInputError(f"{redact_url(url)} answered HTTP {r.status_code}.", hint="Give --model NAME.")
+    answer = parse_answer(ModelsAnswer, r.content, url)
+    return [m.model_dump() for m in answer.data]
 
 
 def first_served_model(base_url: str, headers: dict[str, str], api_key: str | None) -> str:
@@ -231,9 +233,12 @@ def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
     now, not after the whole load."""
     from accelbench.store import get_store
 
+    from accelbench.store.owner import process_owner
+
     run = get_store().create_run(
         kind="bench",
         status=RunStatus.benchmarking,
+        claimed_by=process_owner(),  # this process measures it: the run's one executor
         label=config.label,
         served_model=endpoint.served_model,
         # what the server says it serves: the directory it loaded when it lists one here (an aliased served

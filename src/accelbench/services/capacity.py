@@ -29,6 +29,7 @@ from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.redact import redact_url
 from accelbench.store import Store
+from accelbench.store.owner import process_owner
 
 if TYPE_CHECKING:
     from accelbench.deploy.capacity import CapacityPlan
@@ -216,11 +217,12 @@ def open_capacity_run(
         stored = (run.extra or {}).get("capacity_plan")
         if isinstance(stored, dict):
             plan = CapacityPlan.model_validate(stored)
-        store.set_status(run.id, RunStatus.benchmarking)
+        store.claim_run(run.id)  # this process measures it now; refused while another one does
         return run.id, plan
     run = store.create_run(
         kind="capacity",
         status=RunStatus.benchmarking,
+        claimed_by=process_owner(),  # this process measures it: the run's one executor
         label=label,
         served_model=endpoint.served_model,
         model=model_ref,

@@ -35,10 +35,22 @@ class RunNotifier(Protocol):
     def notify(self) -> None: ...
 
 
-def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = None) -> RunInfo:
+def store_run(
+    store: Store,
+    checked: CheckedRun,
+    extra: dict[str, Any] | None = None,
+    *,
+    for_worker: bool = False,
+    owner_key_id: int | None = None,
+) -> RunInfo:
     """Store a checked run as pending, with its tier and its guard warnings; a capacity search also keeps
-    the planner's plan (``extra["capacity_plan"]``), which the run lifecycle starts the search from."""
+    the planner's plan (``extra["capacity_plan"]``), which the run lifecycle starts the search from.
+
+    The calling process claims the run as it is stored (it executes it: ``accelbench run``, ``rerun``,
+    ``demo``), so a worker never takes it; ``for_worker`` leaves it unclaimed for a worker to take (the API).
+    ``owner_key_id``: the API key that submitted it, whose run it is."""
     from accelbench.deploy.orchestrator import create_run, take_secrets
+    from accelbench.store.owner import process_owner
 
     placeholders = checked.spec.secret_placeholders()
     if placeholders:  # a stored run's spec (rerun, or one read from the API) sent back: its secrets are gone
@@ -56,7 +68,13 @@ def store_run(store: Store, checked: CheckedRun, extra: dict[str, Any] | None = 
         extra["capacity_plan"] = plan.model_dump(mode="json")
     else:  # what the dry run predicts the sweep takes, kept so the run's page can say how long is left
         extra["sweep_prediction"] = sweep_prediction(checked)
-    run = create_run(store, checked.spec, extra=extra)  # secrets masked, their values kept in this process
+    run = create_run(  # secrets masked, their values kept in this process
+        store,
+        checked.spec,
+        extra=extra,
+        claimed_by=None if for_worker else process_owner(),
+        owner_key_id=owner_key_id,
+    )
     try:
         return store.update_run(
             run.id,
@@ -92,10 +110,17 @@ def sweep_prediction(checked: CheckedRun) -> dict[str, Any]:
 
 
 def submit_run(
-    store: Store, spec: RunSpec, *, worker: RunNotifier | None, actor: str | None = None
+    store: Store,
+    spec: RunSpec,
+    *,
+    worker: RunNotifier | None,
+    actor: str | None = None,
+    owner_key_id: int | None = None,
 ) -> RunInfo:
     """Preflight and store a run as pending; the worker executes it. Nothing is stored on refusal. The run's
-    secrets are stored masked; their values reach the worker through ``keep_secrets``, in memory only."""
+    secrets are stored masked; their values reach the worker through ``keep_secrets``, in memory only.
+    ``owner_key_id``: the API key submitting it, the only key besides an admin's that may cancel, delete or
+    rerun it."""
     from accelbench.deploy.orchestrator import take_secrets
 
     if spec.hf_token and worker is None:
@@ -106,7 +131,7 @@ def submit_run(
             "own environment.",
         )
     checked = preflight(spec)
-    run = store_run(store, checked, {"submitted_by": actor})
+    run = store_run(store, checked, {"submitted_by": actor}, for_worker=True, owner_key_id=owner_key_id)
     # the secrets (hf_token, the engine's secret arguments and variables) go to the worker in memory; without
     # one here they are dropped, and whichever worker takes the run fails it, saying to submit it again
     secrets = take_secrets(run.id)

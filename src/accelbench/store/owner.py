@@ -1,7 +1,8 @@
 """Who runs a run: every in-flight run names the process executing it, so a run whose process died is found.
 
 An owner id is ``HOST-PID-TAG``. A service worker's tag is random (``RunWorker``); a run executed directly by a
-CLI process (``run``, ``demo``, ``bench``, ``sweep``) gets the tag ``proc`` when it first goes in flight. Only a
+CLI process (``run``, ``rerun``, ``demo``, ``bench``, ``sweep``, ``capacity``) gets the tag ``proc``, claimed when
+the run is made (``store.claims``). Only a
 process of this host can be checked for life; an owner on another host is "unknown".
 """
 
@@ -12,7 +13,7 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from accelbench.domain.run import RunStatus
 from accelbench.store.models import RunRow
@@ -55,6 +56,9 @@ def owner_is_dead(owner: str | None) -> bool:
 
 
 def mark_interrupted(store: Store, run_id: str, status: str, owner: str | None) -> None:
+    """The run's executor is gone: fence it out (should it be alive after all, it writes nothing more) and
+    say so on the run."""
+    store.fence_out(run_id)
     cells = store.kept_cells(run_id)
     who = "the service" if not is_process_owner(owner) else f"the accelbench process ({owner})"
     store.set_status(
@@ -69,11 +73,13 @@ def mark_interrupted(store: Store, run_id: str, status: str, owner: str | None) 
 
 
 def in_flight_runs(store: Store) -> list[tuple[str, str, datetime | None, str | None]]:
-    """(id, status, heartbeat, owner) of every in-flight run that names its owner."""
+    """(id, status, heartbeat, owner) of every in-flight run that names its owner, and of every pending run a
+    process claimed when it made it (it has not started yet)."""
+    claimed_pending = and_(RunRow.status == RunStatus.pending.value, RunRow.claim_epoch.is_not(None))
     with store.session() as s:
         rows = s.execute(
             select(RunRow.id, RunRow.status, RunRow.heartbeat_at, RunRow.worker_id).where(
-                RunRow.status.in_(IN_FLIGHT), RunRow.worker_id.is_not(None)
+                or_(RunRow.status.in_(IN_FLIGHT), claimed_pending), RunRow.worker_id.is_not(None)
             )
         ).all()
     return [

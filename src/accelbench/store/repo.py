@@ -5,7 +5,8 @@ and deleting a run removes its results, per-request records and telemetry with i
 
 ``Store`` is a facade over one module per concern: ``store/runs.py`` (runs and their lifecycle),
 ``store/results.py`` (results, request records, telemetry), ``store/admin.py`` (prices, tool versions,
-audit, API keys, calibrations), on ``store/base.py`` (the database, sessions, run-id lookup).
+audit, API keys, calibrations), ``store/claims.py`` (a run's one executor and the fence on its writes), on
+``store/base.py`` (the database, sessions, run-id lookup).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import threading
 
 from accelbench.store.admin import AdminStore
 from accelbench.store.base import jsonable, new_run_id
+from accelbench.store.claims import ClaimStore
 from accelbench.store.results import ResultStore
 from accelbench.store.runs import RUN_FIELDS, RunStore
 
 __all__ = ["RUN_FIELDS", "Store", "get_store", "jsonable", "new_run_id", "reset_stores"]
 
 
-class Store(RunStore, ResultStore, AdminStore):
+class Store(RunStore, ResultStore, AdminStore, ClaimStore):
     """Access to one database (SQLite file or PostgreSQL): every part of the store."""
 
 

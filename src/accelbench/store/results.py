@@ -13,6 +13,7 @@ from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError
 from accelbench.store.base import StoreBase, _aware, jsonable
+from accelbench.store.claims import check_fence
 from accelbench.store.models import (
     RequestRow,
     ResultRow,
@@ -42,6 +43,7 @@ class ResultStore(StoreBase):
             for p in ("p50", "p95", "p99"):
                 stats[f"{metric}_{p}_ms"] = getattr(ms, p) if has else None
         with self.session() as s:
+            check_fence(s, run_id, cells=True)  # one executor per run: a stale or second one stores nothing
             old = s.scalars(
                 select(ResultRow).where(
                     ResultRow.run_id == run_id,
@@ -159,6 +161,7 @@ class ResultStore(StoreBase):
         self, run_id: str, samples: Sequence[TelemetrySample], result_id: int | None = None
     ) -> None:
         with self.session() as s:
+            check_fence(s, run_id, cells=True)
             s.add_all(
                 TelemetryRow(
                     run_id=run_id, result_id=result_id, t_s=t.t_s, wall=t.wall, values=jsonable(t.values)

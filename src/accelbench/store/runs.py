@@ -13,6 +13,7 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, NotFoundError
 from accelbench.store.base import StoreBase, _aware, jsonable, new_run_id
+from accelbench.store.claims import Claim, check_fence, hold
 from accelbench.store.models import (
     RequestRow,
     ResultRow,
@@ -56,23 +57,50 @@ class RunStore(StoreBase):
     """The runs table and what a run's row carries."""
 
     def create_run(
-        self, *, kind: str, status: RunStatus = RunStatus.pending, run_id: str | None = None, **fields: Any
+        self,
+        *,
+        kind: str,
+        status: RunStatus = RunStatus.pending,
+        run_id: str | None = None,
+        claimed_by: str | None = None,
+        owner_key_id: int | None = None,
+        **fields: Any,
     ) -> RunInfo:
+        """Store a new run. ``claimed_by`` (an owner id, ``store.owner``): the process that will execute it
+        holds its claim from the start, so no worker takes it; without it a pending run waits for a worker.
+        ``owner_key_id``: the API key that submitted it."""
         unknown = set(fields) - RUN_FIELDS
         if unknown:
             raise ValueError(f"unknown run fields: {sorted(unknown)}")
         for key in ("spec", "environment", "progress", "extra"):
             if key in fields:
                 fields[key] = jsonable(fields[key])
+        if claimed_by is not None:
+            fields["worker_id"] = claimed_by
         with self.session() as s:
-            row = RunRow(id=run_id or new_run_id(), kind=kind, status=RunStatus(status).value, **fields)
+            row = RunRow(
+                id=run_id or new_run_id(),
+                kind=kind,
+                status=RunStatus(status).value,
+                owner_key_id=owner_key_id,
+                claim_epoch=1 if claimed_by is not None else None,
+                **fields,
+            )
             row.spec = row.spec or {}
             row.environment = row.environment or {}
             row.progress = row.progress or {}
             row.extra = row.extra or {}
             s.add(row)
             s.flush()
-            return self._run_info(s, row)
+            info = self._run_info(s, row)
+        if claimed_by is not None:
+            hold(Claim(info.id, claimed_by, 1))
+        return info
+
+    def run_owner_key(self, run_id: str) -> int | None:
+        """The id of the API key that submitted the run (None: not submitted with a key)."""
+        with self.session() as s:
+            return s.scalar(select(RunRow.owner_key_id).where(RunRow.id == run_id))
 
     def get_run(self, ref: str) -> RunInfo:
         run_id = self.resolve_run_id(ref)
@@ -86,6 +114,7 @@ class RunStore(StoreBase):
         if unknown:
             raise ValueError(f"unknown run fields: {sorted(unknown)}")
         with self.session() as s:
+            check_fence(s, run_id, cells=False)  # this process's executor writes only under its claim
             row = s.get(RunRow, run_id)
             if row is None:
                 raise NotFoundError(f"No run {run_id!r}.")
@@ -141,10 +170,18 @@ class RunStore(StoreBase):
                     hint="Let it finish or stop it first; resume it once it is interrupted.",
                 )
             same_owner = RunRow.worker_id.is_(None) if previous is None else RunRow.worker_id == previous
+            epoch = row.claim_epoch
+            same_epoch = RunRow.claim_epoch.is_(None) if epoch is None else RunRow.claim_epoch == epoch
             result: CursorResult[Any] = s.execute(  # type: ignore[assignment]
                 update(RunRow)
-                .where(RunRow.id == run_id, same_owner)
-                .values(worker_id=owner, status=RunStatus.benchmarking.value, error=None, finished_at=None)
+                .where(RunRow.id == run_id, same_owner, same_epoch)
+                .values(
+                    worker_id=owner,
+                    claim_epoch=(epoch or 0) + 1,
+                    status=RunStatus.benchmarking.value,
+                    error=None,
+                    finished_at=None,
+                )
             )
             claimed = result.rowcount
         if claimed != 1:
@@ -152,6 +189,7 @@ class RunStore(StoreBase):
                 f"Run {run_id} was just taken over by another process.",
                 hint="Two resumes of one run cannot both measure it; this one stops.",
             )
+        hold(Claim(run_id, owner, (epoch or 0) + 1))  # the previous executor, if alive, is fenced out
         return self.get_run(run_id)
 
     def list_runs(
@@ -235,9 +273,9 @@ class RunStore(StoreBase):
         """Atomically take the oldest pending run. PostgreSQL: row lock with SKIP LOCKED, so several workers
         never take the same run; SQLite: a conditional UPDATE (one writer at a time)."""
         with self.session() as s:
-            q = (
+            q = (  # a run a CLI process claimed when it made it is that process's, never a worker's
                 select(RunRow)
-                .where(RunRow.status == RunStatus.pending.value)
+                .where(RunRow.status == RunStatus.pending.value, RunRow.claim_epoch.is_(None))
                 .order_by(RunRow.created_at)
                 .limit(1)
             )
@@ -248,10 +286,15 @@ class RunStore(StoreBase):
                 return None
             res = s.execute(
                 update(RunRow)
-                .where(RunRow.id == row.id, RunRow.status == RunStatus.pending.value)
+                .where(
+                    RunRow.id == row.id,
+                    RunRow.status == RunStatus.pending.value,
+                    RunRow.claim_epoch.is_(None),
+                )
                 .values(
                     status=RunStatus.deploying.value,
                     worker_id=worker_id,
+                    claim_epoch=1,
                     heartbeat_at=utcnow(),
                     started_at=utcnow(),
                 )
@@ -260,7 +303,9 @@ class RunStore(StoreBase):
                 return None
             s.flush()
             s.refresh(row)
-            return self._run_info(s, row)
+            info = self._run_info(s, row)
+        hold(Claim(info.id, worker_id, 1))
+        return info
 
     def cancel_run(self, ref: str) -> RunInfo:
         run = self.get_run(ref)
