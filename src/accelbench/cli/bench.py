@@ -232,7 +232,6 @@ def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
     """The stored run, created before any load is sent: a store that cannot be written refuses the benchmark
     now, not after the whole load."""
     from accelbench.store import get_store
-
     from accelbench.store.owner import process_owner
 
     run = get_store().create_run(
