@@ -1,9 +1,14 @@
-"""The background run worker: takes pending runs from the store, one at a time, and executes them.
+"""The background run worker: takes pending runs from the store and executes them, each in a thread of its own.
 
 - A POSTed run is stored as ``pending``; the worker claims it with ``Store.claim_next_pending`` (row locking with
-  SKIP LOCKED on PostgreSQL, so several workers never take the same run) and calls the orchestrator's
-  ``execute_run`` in this thread, which drives pending -> deploying -> benchmarking -> completed | failed |
-  cancelled and saves each finished cell as it goes.
+  SKIP LOCKED on PostgreSQL, so several workers never take the same run; a run a CLI process claimed when it made
+  it is never taken) and calls the orchestrator's ``execute_run``, which drives pending -> deploying ->
+  benchmarking -> completed | failed | cancelled and saves each finished cell as it goes, under the run's claim
+  (``store.claims``: a write after the claim was lost is refused).
+- One run at a time measures (``deploy.machine``). While every run the worker executes is waiting for a remote
+  engine to become ready (holding nothing here) for ``overlap_after_s``, the worker takes the next pending run
+  as well, up to ``max_runs`` at once: an unreachable target no longer holds the worker for its whole
+  readiness wait.
 - SQLite has no row locks: only one worker may use a SQLite store, enforced with an exclusive file lock next
   to the database file; a second worker is refused with a clear error.
 - While a run executes, a heartbeat is written every few seconds and the run's stored status is polled, so a
@@ -32,8 +37,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from accelbench.domain.run import RunStatus
-from accelbench.errors import AccelbenchError, ConflictError, StoreError
+from accelbench.errors import AccelbenchError, ClaimLost, ConflictError, StoreError
 from accelbench.store import Store
+from accelbench.store.claims import release
 from accelbench.store.owner import (
     in_flight_runs,
     is_process_owner,
@@ -158,20 +164,24 @@ class RunWorker:
         heartbeat_s: float = 5.0,
         stale_after_s: float = 90.0,
         worker_id: str | None = None,
+        max_runs: int = 4,
+        overlap_after_s: float = 5.0,
     ) -> None:
         self.store = store
         self._executor = executor
         self.poll_interval_s = poll_interval_s
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
+        self.max_runs = max(1, max_runs)
+        self.overlap_after_s = overlap_after_s
         self.worker_id = worker_id or process_owner(uuid.uuid4().hex[:6])
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock: WorkerLock | None = None
         self._state_lock = threading.Lock()
-        self._current: str | None = None
-        self._cancel: threading.Event | None = None
+        self._active: dict[str, threading.Event] = {}  # run id -> its cancel event, for every run executing
+        self._run_threads: dict[str, threading.Thread] = {}
         self._user_cancelled: set[str] = set()
         self._secrets: dict[str, dict[str, str]] = {}
         self.runs_done = 0
@@ -194,7 +204,14 @@ class RunWorker:
 
     @property
     def current_run_id(self) -> str | None:
-        return self._current
+        """The run executing (the oldest one, when several are)."""
+        with self._state_lock:
+            return next(iter(self._active), None)
+
+    @property
+    def current_run_ids(self) -> list[str]:
+        with self._state_lock:
+            return list(self._active)
 
     def start(self) -> None:
         if self.running:
@@ -219,12 +236,17 @@ class RunWorker:
         self._stop.set()
         self._wake.set()
         with self._state_lock:
-            if self._cancel is not None:
-                self._cancel.set()
+            for cancel in self._active.values():
+                cancel.set()
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
         if self._thread is not None:
             self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.error("run worker %s did not stop within %ss", self.worker_id, timeout)
+        with self._state_lock:
+            run_threads = list(self._run_threads.values())
+        for thread in run_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if (self._thread is not None and self._thread.is_alive()) or any(t.is_alive() for t in run_threads):
+            log.error("run worker %s did not stop within %ss", self.worker_id, timeout)
         self._thread = None
         if self._lock is not None:
             self._lock.release()
@@ -246,9 +268,10 @@ class RunWorker:
     def request_cancel(self, run_id: str) -> bool:
         """Signal the run in progress to stop; False when this worker is not executing it."""
         with self._state_lock:
-            if self._current == run_id and self._cancel is not None:
+            cancel = self._active.get(run_id)
+            if cancel is not None:
                 self._user_cancelled.add(run_id)
-                self._cancel.set()
+                cancel.set()
                 return True
             self._secrets.pop(run_id, None)
             return False
@@ -257,7 +280,8 @@ class RunWorker:
         return {
             "worker_id": self.worker_id,
             "running": self.running,
-            "current_run": self._current,
+            "current_run": self.current_run_id,
+            "current_runs": self.current_run_ids,
             "runs_done": self.runs_done,
             "last_error": self.last_error,
             "store_error": self.store_error,
@@ -277,7 +301,7 @@ class RunWorker:
                 if time.monotonic() - last_reap > self.stale_after_s / 2:
                     recover_interrupted(self.store, stale_after_s=self.stale_after_s)
                     last_reap = time.monotonic()
-                run = self.store.claim_next_pending(self.worker_id)
+                run = self._claim_next()
             except Exception as exc:  # the database went away: keep trying, say why
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("run worker could not reach the store")
@@ -288,22 +312,56 @@ class RunWorker:
                 self._wake.wait(self.poll_interval_s)
                 self._wake.clear()
                 continue
-            try:
-                self._execute(run.id)
-            except Exception as exc:  # nothing a run does may stop the worker: say why and take the next
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("run %s: the worker could not finish it", run.id)
+            self._start_run(run.id)
+
+    def _may_take_another(self) -> bool:
+        """No run executing, or room for one more while every run executing waits for a remote engine."""
+        active = self.current_run_ids
+        if not active:
+            return True
+        if len(active) >= self.max_runs:
+            return False
+        from accelbench.deploy.machine import MACHINE
+
+        return MACHINE.all_waiting(active, self.overlap_after_s)
+
+    def _claim_next(self) -> Any:
+        if not self._may_take_another():
+            return None
+        return self.store.claim_next_pending(self.worker_id)
+
+    def _start_run(self, run_id: str) -> None:
+        cancel = threading.Event()
+        with self._state_lock:
+            self._active[run_id] = cancel
+        thread = threading.Thread(
+            target=self._run_thread, args=(run_id, cancel), name=f"run-{run_id}", daemon=True
+        )
+        with self._state_lock:
+            self._run_threads[run_id] = thread
+        thread.start()
+
+    def _run_thread(self, run_id: str, cancel: threading.Event) -> None:
+        try:
+            self._execute(run_id, cancel)
+        except Exception as exc:  # nothing a run does may stop the worker: say why and take the next
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("run %s: the worker could not finish it", run_id)
+        finally:
+            with self._state_lock:
+                self._active.pop(run_id, None)
+                self._run_threads.pop(run_id, None)
+            self._wake.set()  # a slot is free: look for the next run now
 
     def _retry_unsettled(self) -> None:
         for run_id, (cancel, reason) in list(self._unsettled.items()):
             if self._settle(run_id, cancel, reason=reason):
                 self._unsettled.pop(run_id, None)
+                release(run_id)
                 log.info("run %s: final status written after the store recovered", run_id)
 
-    def _execute(self, run_id: str) -> None:
-        cancel = threading.Event()
+    def _execute(self, run_id: str, cancel: threading.Event) -> None:
         with self._state_lock:
-            self._current, self._cancel = run_id, cancel
             secrets = self._secrets.pop(run_id, {})
         beat_stop = threading.Event()
         beat = threading.Thread(
@@ -324,10 +382,11 @@ class RunWorker:
         finally:
             beat_stop.set()
             beat.join(self.heartbeat_s + 5)
-            if not self._settle(run_id, cancel, reason=reason):
+            if self._settle(run_id, cancel, reason=reason):
+                release(run_id)  # done: this process writes nothing more into it as its executor
+            else:
                 self._unsettled[run_id] = (cancel, reason)
             with self._state_lock:
-                self._current, self._cancel = None, None
                 self._user_cancelled.discard(run_id)
             self.runs_done += 1
             secrets.clear()
@@ -400,6 +459,8 @@ class RunWorker:
         could not be read or written (the run is retried later, and health says degraded meanwhile)."""
         try:
             self._settle_once(run_id, cancel, reason)
+        except ClaimLost as exc:  # another executor holds the run now: its status is that one's to write
+            log.warning("run %s: %s", run_id, exc.message)
         except Exception as exc:
             self.store_error = self.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("run %s: the final status could not be written; retrying", run_id)

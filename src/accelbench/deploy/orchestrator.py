@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from accelbench.bench.served_identity import record_served, sampling_of
@@ -45,11 +46,13 @@ from accelbench.deploy.base import (
     settle,
 )
 from accelbench.deploy.checks import answer_check, engine_error, isa_trace, record_environment
+from accelbench.deploy.machine import MACHINE
 from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus, secret_slot_name
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact, redact_url
+from accelbench.store.owner import process_owner
 from accelbench.store.repo import Store
 from accelbench.telemetry.host import redact_command
 
@@ -82,13 +85,24 @@ def take_secrets(run_id: str) -> dict[str, str]:
         return _kept_secrets.pop(run_id, {})
 
 
-def create_run(store: Store, spec: RunSpec, *, extra: dict[str, Any] | None = None) -> RunInfo:
+def create_run(
+    store: Store,
+    spec: RunSpec,
+    *,
+    extra: dict[str, Any] | None = None,
+    claimed_by: str | None = None,
+    owner_key_id: int | None = None,
+) -> RunInfo:
     """Store ``spec`` as a pending run (what POST /api/v1/runs does after preflight), its secrets masked; their
-    values are kept in this process's memory for ``execute_run`` (or ``take_secrets``)."""
+    values are kept in this process's memory for ``execute_run`` (or ``take_secrets``). ``claimed_by``: the
+    executor that holds the run from the start (a CLI process), so no worker takes it; ``owner_key_id``: the
+    API key that submitted it."""
     settings = spec.engine.settings
     run = store.create_run(
         kind="run",
         status=RunStatus.pending,
+        claimed_by=claimed_by,
+        owner_key_id=owner_key_id,
         label=spec.label,
         model=spec.model,
         model_revision=spec.revision,
@@ -152,6 +166,11 @@ def execute_run(
     cancel = cancel or threading.Event()
     secrets = {**take_secrets(run_id), **(secrets or {})}
     hf_token = secrets.get("hf_token")
+    try:  # one executor per run: this process's claim, or the claim of a run nobody holds
+        store.take_claim(run_id, process_owner())
+    except BaseException:
+        secrets.clear()
+        raise
     run = store.get_run(run_id)
     spec = load_spec(run, hf_token=hf_token)
     try:
@@ -169,33 +188,10 @@ def execute_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     status, error = RunStatus.failed, None
     t0, wall0 = clock(), time.monotonic()
-    log_start = 0
+    marks = {"log_start": 0}
     interrupted: BaseException | None = None
     try:
-        store.set_status(run.id, RunStatus.deploying)
-        store.update_run(run.id, error=None, progress={"phase": "deploying"})
-        if cancel.is_set():
-            raise DeployCancelled("Cancelled before anything was deployed.")
-        endpoint = target.deploy(spec, run_dir=run_dir)
-        _record_deployment(store, run.id, target)
-        target.wait_ready()
-        _record_deployment(store, run.id, target)  # now with the start-up time
-        if target.measured_from_here:
-            answer_check(store, run.id, target, endpoint, observer)
-        record_environment(store, run.id, target, endpoint)
-        served_from = endpoint if target.measured_from_here else None  # else only its launch command
-        record_served(store, run.id, served_from, sampling=sampling_of(spec.capacity or spec.sweep))
-        store.set_status(run.id, RunStatus.benchmarking)
-        log_start = target.log_size()
-        if spec.capacity is not None:
-            status, error = _measure_capacity(store, run, spec, target, endpoint, observer)
-        else:
-            observer.phase(
-                f"Sweeping {len(spec.sweep.input_lens)} input length(s) x {len(spec.sweep.concurrency)} "
-                f"concurrency level(s) x {spec.sweep.repeats} repeat(s)"
-            )
-            outcome = target.measure(store, run.id, endpoint, spec.sweep, events=observer)
-            status, error = outcome.status, outcome.error
+        status, error = _deploy_and_measure(store, run, spec, target, run_dir, observer, cancel, marks)
         if status != RunStatus.completed and cancel.is_set():
             status = cancel_status
     except DeployCancelled as exc:
@@ -218,7 +214,7 @@ def execute_run(
         if died and (not error or died not in error):
             error = f"{error}\n{died}" if error else died
     _record_held(store, run.id, target, held_s)
-    trace = isa_trace(store, run.id, spec, target, log_start, observer)
+    trace = isa_trace(store, run.id, spec, target, marks["log_start"], observer)
     files = write_reports(store, run.id, run_dir)
     if trace is not None:
         files.append(trace)
@@ -234,6 +230,53 @@ def execute_run(
     if interrupted is not None:
         raise interrupted
     return final
+
+
+def _deploy_and_measure(
+    store: Store,
+    run: RunInfo,
+    spec: RunSpec,
+    target: Target,
+    run_dir: Path,
+    observer: Progress,
+    cancel: threading.Event,
+    marks: dict[str, int],
+) -> tuple[RunStatus, str | None]:
+    """Deploy, wait ready, check and measure; the status and error the measurement ends with.
+
+    A run measured from this machine has it to itself while it measures (``deploy.machine``); an engine on
+    this machine holds it from start-up on. Waiting for a remote engine holds nothing, so the service's worker
+    may take the next run meanwhile."""
+    local = isinstance(spec.target, LocalTarget)
+    with contextlib.ExitStack() as machine:
+        if local:
+            machine.enter_context(MACHINE.held(cancel, observer.phase))
+        with contextlib.nullcontext() if local else MACHINE.waiting(run.id):
+            store.set_status(run.id, RunStatus.deploying)
+            store.update_run(run.id, error=None, progress={"phase": "deploying"})
+            if cancel.is_set():
+                raise DeployCancelled("Cancelled before anything was deployed.")
+            endpoint = target.deploy(spec, run_dir=run_dir)
+            _record_deployment(store, run.id, target)
+            target.wait_ready()
+            _record_deployment(store, run.id, target)  # now with the start-up time
+        if not local and target.measured_from_here:
+            machine.enter_context(MACHINE.held(cancel, observer.phase))
+        if target.measured_from_here:
+            answer_check(store, run.id, target, endpoint, observer)
+        record_environment(store, run.id, target, endpoint)
+        served_from = endpoint if target.measured_from_here else None  # else only its launch command
+        record_served(store, run.id, served_from, sampling=sampling_of(spec.capacity or spec.sweep))
+        store.set_status(run.id, RunStatus.benchmarking)
+        marks["log_start"] = target.log_size()
+        if spec.capacity is not None:
+            return _measure_capacity(store, run, spec, target, endpoint, observer)
+        observer.phase(
+            f"Sweeping {len(spec.sweep.input_lens)} input length(s) x {len(spec.sweep.concurrency)} "
+            f"concurrency level(s) x {spec.sweep.repeats} repeat(s)"
+        )
+        outcome = target.measure(store, run.id, endpoint, spec.sweep, events=observer)
+        return outcome.status, outcome.error
 
 
 def _measure_capacity(
