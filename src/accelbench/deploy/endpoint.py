@@ -83,12 +83,15 @@ class ExistingEndpointTarget(Target):
         return super().endpoint.model_copy(update={"tokenizer": self._tokenizer})
 
     def wait_ready(self, timeout: float | None = None) -> None:
+        """Poll until the server answers; a cancel stops the wait at once (``DeployCancelled``): each probe
+        connects for at most a second and the run's cancel is checked between probes and pauses."""
         timeout = 60.0 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         last = "no answer"
-        with httpx.Client(timeout=5) as client:
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0)) as client:
             while True:
                 for path in ("/health", "/v1/models"):
+                    self._check_cancel()
                     try:
                         resp = client.get(self.base_url + path)
                         if resp.status_code == 200:
@@ -101,7 +104,7 @@ class ExistingEndpointTarget(Target):
                         f"The server at {self.base_url} is not ready after {timeout:.0f} s ({last}).",
                         hint="Check that it is running and reachable from here, and the URL (no /v1).",
                     )
-                time.sleep(1.0)
+                self._sleep(1.0)
 
     def logs(self, tail: int | None = 200) -> str:
         return ""  # not our process: its logs are wherever its owner keeps them
