@@ -22,6 +22,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -348,6 +349,7 @@ def bench(
     include_requests: bool = typer.Option(
         False, "--include-requests", help="With --format json: include per-request records."
     ),
+    quality: str | None = typer.Option(None, "--quality", help=QUALITY_HELP),
     fmt: OutputFormat = FormatOption,
     extra: list[str] = typer.Argument(None, hidden=True, metavar="GOODPUT_PAIRS"),
 ) -> None:
@@ -422,7 +424,12 @@ def bench(
 
         if DatasetKind(config.dataset) == DatasetKind.random:
             check_served_context(endpoint, [config.input_len], config.output_len)  # before any load
+        parse_quality(quality)  # an unknown setting or lm-eval missing: refused before anything is stored
         run_id = _open_run(config, endpoint) if store else None
+        from accelbench.store import get_store
+
+        # what the run serves and, when asked, its quality: both before the load
+        measured = before_load(get_store() if run_id else None, run_id, endpoint, config, quality=quality)
         cancel = threading.Event()
         progress = Progress(
             TextColumn("[bold]bench[/]"),
@@ -466,9 +473,12 @@ def bench(
         if fmt == OutputFormat.json:
             exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
             body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
-            print_json({"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body})
+            out = {"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body}
+            print_json(out | ({"quality": measured} if measured else {}))
         else:
             render_summary(summary, run_id=run_id, saved=saved)
+            if measured:
+                console.print(quality_line(measured), highlight=False, markup=False)
         if store_error is not None:
             err_console.print(
                 f"[red]Not stored:[/] {store_error.message}"

@@ -82,6 +82,15 @@ def fleet(
     report: Path | None = typer.Option(
         None, "--report", help="Write fleet.md and fleet.html to this directory."
     ),
+    export: Path | None = typer.Option(
+        None,
+        "--export",
+        help="Write the Kubernetes objects (Deployment, HPA, NodePool) of the chosen candidate here.",
+    ),
+    choose: str | None = typer.Option(
+        None, "--choose", help="Candidate --export writes; default the cheapest."
+    ),
+    namespace: str = typer.Option("accelbench", "--namespace", help="Namespace of the exported objects."),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Size, price and rank a fleet per instance type for a day of traffic within an SLO."""
@@ -108,6 +117,13 @@ def fleet(
             from accelbench.report.fleet import write_fleet_report
 
             files = write_fleet_report(plan, report)
+        if export is not None:
+            from accelbench.services.fleet_export import fleet_files, write_fleet_files
+
+            manifests, warnings = fleet_files(plan, instance=choose, namespace=namespace)
+            files += write_fleet_files(manifests, export)
+            for w in warnings:
+                err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if fmt == OutputFormat.json:
         print_json(plan.public_json())
     else:

@@ -38,7 +38,10 @@ def test_table_json_and_report_show_the_same_ranking(tmp_path: Path) -> None:
     assert len(first["intervals"]) == 6 and all(i["servers"] >= 1 for i in first["intervals"])
     assert first["cold_start"]["lead_s"] > 0
 
-    res = runner.invoke(app, ["fleet", "--traffic", str(traffic), *ARGS, "--report", str(tmp_path / "out")])
+    out = tmp_path / "out"
+    res = runner.invoke(
+        app, ["fleet", "--traffic", str(traffic), *ARGS, "--report", str(out), "--export", str(out / "k8s")]
+    )
     assert res.exit_code == 0, res.output
     table = [line for line in res.stdout.splitlines() if any(n in line for n in names)]
     order = [
@@ -49,6 +52,9 @@ def test_table_json_and_report_show_the_same_ranking(tmp_path: Path) -> None:
     assert md.index(names[0]) < md.index(names[1])
     assert "Servers per interval" in md
     assert "plotly" in (tmp_path / "out" / "fleet.html").read_text().lower()
+    assert (
+        f"maxReplicas: {data['candidates'][0]['max_servers']}" in (out / "k8s" / "01-engine.yaml").read_text()
+    )
 
 
 def test_bad_traffic_is_a_clean_refusal(tmp_path: Path) -> None:
