@@ -178,18 +178,20 @@ def quality_line(result: dict[str, Any]) -> str:
     return text
 
 
-def before_load(store: Store, run_id: str, endpoint: Endpoint, settings: Any) -> dict[str, Any] | None:
+def before_load(
+    store: Store | None, run_id: str | None, endpoint: Endpoint, settings: Any, *, quality: str | None = None
+) -> dict[str, Any] | None:
     """What a sweep or bench records before its load: what the run serves (``extra["served"]``, unless its
-    deployment already recorded it) and, when ``settings.quality`` asks, the quality (``extra["quality"]``,
-    unless a resumed run has it). Neither ever fails the run: a problem is stored in words. Returns the
-    quality result measured now, if any."""
+    deployment already recorded it) and, when ``quality`` (else ``settings.quality``) asks, the quality
+    (``extra["quality"]``, unless a resumed run has it). Without a stored run the quality is only measured.
+    Neither ever fails the run: a problem is stored in words. Returns the quality result measured now, if any."""
     from accelbench.bench.served_identity import record_served, sampling_of
 
-    run = store.get_run(run_id)
-    if "served" not in (run.extra or {}):
+    extra = (store.get_run(run_id).extra or {}) if store is not None and run_id is not None else {}
+    if store is not None and run_id is not None and "served" not in extra:
         record_served(store, run_id, endpoint, sampling=sampling_of(settings))
-    setting = parse_quality(getattr(settings, "quality", None))
-    if setting is None or "quality" in (run.extra or {}):
+    setting = parse_quality(quality if quality is not None else getattr(settings, "quality", None))
+    if setting is None or "quality" in extra:
         return None
     try:
         return measure_quality(
@@ -197,5 +199,6 @@ def before_load(store: Store, run_id: str, endpoint: Endpoint, settings: Any) ->
         )
     except UserInputError as exc:
         failed = {"source": setting.label(), "error": exc.message, "tasks": 0, "correct": 0, "accuracy": None}
-        store.merge_run_extra(run_id, quality=failed)
+        if store is not None and run_id is not None:
+            store.merge_run_extra(run_id, quality=failed)
         return failed

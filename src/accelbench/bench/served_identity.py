@@ -286,6 +286,10 @@ def record_served(
         run = store.get_run(run_id)
         launch = ((run.extra or {}).get("deployment") or {}).get("command") or None
         engine = (run.environment or {}).get("engine") or {"name": run.engine, "version": run.engine_version}
+        if endpoint is not None and not (engine.get("name") or engine.get("version")):
+            from accelbench.telemetry.host import engine_info  # a bench stores its environment after the load
+
+            engine = engine_info(endpoint.base_url, headers=endpoint.headers)
         served = served_identity(
             endpoint, launch=launch, sampling=sampling, engine=engine, served_model=run.served_model
         )

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from accelbench.bench.context import check_served_context
+from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
 from accelbench.bench.spec import describe_validation_error, load_sweep_file
 from accelbench.bench.sweep import (
     CellKey,
@@ -253,6 +254,7 @@ def sweep(
     resume: str | None = typer.Option(
         None, "--resume", help="Run id of an interrupted sweep: measure what is missing."
     ),
+    quality: str | None = typer.Option(None, "--quality", help=QUALITY_HELP),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Measure a running server over input lengths x concurrency levels x repeats."""
@@ -279,6 +281,7 @@ def sweep(
             "scrape_metrics": False if no_metrics else scrape,
             "scrape_interval_s": scrape_interval,
             "stages": parse_stages(stages),
+            "quality": quality,
             **workload_values(
                 {
                     "prefix_groups": prefix_groups,
@@ -321,6 +324,7 @@ def sweep(
             if spec_file is None:
                 base = stored_sweep_spec(run)
         spec = build_spec(base, overrides)
+        parse_quality(spec.quality)  # an unknown setting, or lm-eval not installed: refused before any load
         headers = {**(server.get("headers") or {}), **parse_kv_list(header, ":", "--header")}
         if resume is not None:
             headers = {k: v for k, v in headers.items() if v != "***"}
@@ -401,6 +405,9 @@ def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: Output
     from accelbench.cli.render import print_failures_and_warnings
 
     print_failures_and_warnings(store.get_results(outcome.run_id))
+    measured = store.get_run(outcome.run_id).extra.get("quality")
+    if isinstance(measured, dict):
+        err_console.print(quality_line(measured), highlight=False, markup=False)
     colour = {"completed": "green", "interrupted": "yellow"}.get(outcome.status.value, "red")
     line = f"[{colour}]{outcome.status.value}[/]: {outcome.cells_done}/{outcome.cells_total} cell repeats complete"
     if outcome.skipped:
