@@ -16,6 +16,8 @@
 - Goodput counts the requests that meet every SLO given; for that test a request with one output token has a
   TPOT of 0 (as in vLLM).
 - Peak output tokens per second and peak concurrent requests use vLLM's one-second buckets.
+- Each statistic of TTFT, TPOT, ITL and E2EL and each throughput carries its 95% interval (``*_ci95``), from a
+  bootstrap over the successful requests (``bench.intervals``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from accelbench.bench.intervals import METHOD, RequestColumns, benchmark_intervals
 from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord, SummaryMetrics
 
 PERCENTILES = (50, 90, 95, 99)
@@ -133,18 +136,10 @@ def compute_metrics(
         m.request_throughput = m.completed / dur
         m.output_throughput = m.total_output_tokens / dur
         m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) / dur
+    good_flags: list[bool] | None = None
     if goodput is not None and not goodput.is_empty():
-        good = 0
-        for r in ok:
-            tpot = r.tpot_s or 0.0
-            if goodput.ttft_ms is not None and r.ttft_s * 1000 > goodput.ttft_ms:
-                continue
-            if goodput.tpot_ms is not None and tpot * 1000 > goodput.tpot_ms:
-                continue
-            if goodput.e2el_ms is not None and r.latency_s * 1000 > goodput.e2el_ms:
-                continue
-            good += 1
-        m.request_goodput = good / dur if duration_s > 0 else 0.0
+        good_flags = [meets_slo(r, goodput) for r in ok]
+        m.request_goodput = sum(good_flags) / dur if duration_s > 0 else 0.0
     m.max_output_tokens_per_s, m.max_concurrent_requests = peak_rates(records)
     m.ttft_ms = stats_ms(ttfts)
     m.ttfo_ms = stats_ms([t for r in ok if (t := r.ttfo_s) is not None])
@@ -155,4 +150,47 @@ def compute_metrics(
     sources = {r.output_tokens_source for r in ok}
     m.output_tokens_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
     m.prompt_token_check = prompt_check(records)
+    attach_intervals(m, ok, duration_s, good_flags)
     return m
+
+
+def meets_slo(r: RequestRecord, goodput: GoodputSLO) -> bool:
+    """Whether a successful request meets every SLO given (a one-token request has a TPOT of 0, as in vLLM)."""
+    tpot = r.tpot_s or 0.0
+    if goodput.ttft_ms is not None and r.ttft_s * 1000 > goodput.ttft_ms:
+        return False
+    if goodput.tpot_ms is not None and tpot * 1000 > goodput.tpot_ms:
+        return False
+    return goodput.e2el_ms is None or r.latency_s * 1000 <= goodput.e2el_ms
+
+
+def request_columns(ok: Sequence[RequestRecord], good_flags: Sequence[bool] | None = None) -> RequestColumns:
+    """The per-request figures of the successful requests ``ok`` as the interval code takes them."""
+    tpots = [r.tpot_s for r in ok]
+    return RequestColumns(
+        ttft_s=np.array([r.ttft_s for r in ok], dtype=np.float64),
+        e2el_s=np.array([r.latency_s for r in ok], dtype=np.float64),
+        tpot_s=np.array([t if t is not None else 0.0 for t in tpots], dtype=np.float64),
+        has_tpot=np.array([t is not None for t in tpots], dtype=bool),
+        itl_s=np.fromiter((g for r in ok for g in r.itl_s), dtype=np.float64),
+        itl_counts=np.array([len(r.itl_s) for r in ok], dtype=np.int64),
+        input_tokens=np.array([input_tokens(r) for r in ok], dtype=np.float64),
+        output_tokens=np.array([r.output_tokens for r in ok], dtype=np.float64),
+        good=None if good_flags is None else np.asarray(good_flags, dtype=np.float64),
+    )
+
+
+def attach_intervals(
+    m: Metrics, ok: Sequence[RequestRecord], duration_s: float, good_flags: Sequence[bool] | None
+) -> None:
+    """Set the ``*_ci95`` fields of ``m`` from a bootstrap over its successful requests (``bench.intervals``)."""
+    found = benchmark_intervals(request_columns(ok, good_flags), duration_s)
+    if not found:
+        return
+    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+        st: MetricStats = getattr(m, metric)
+        for stat, (lo, hi) in found.get(metric, {}).items():
+            setattr(st, f"{stat}_ci95", [lo, hi])
+    for key, (lo, hi) in found.get("throughput", {}).items():
+        setattr(m, f"{key}_ci95", [lo, hi])
+    m.ci95_method = METHOD

@@ -22,8 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from accelbench import __version__
 from accelbench.bench.metrics import compute_metrics, error_kind
+from accelbench.domain.answers import MalformedAnswer, load_json
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -117,6 +120,12 @@ def to_vllm_dict(summary: BenchmarkSummary) -> dict[str, Any]:
         out[f"std_{metric}_ms"] = st.std
         for p in PERCENTILE_KEYS:
             out[f"{p}_{metric}_ms"] = getattr(st, p)
+        for k in ("mean", "median", *PERCENTILE_KEYS):
+            if (ci := getattr(st, f"{k}_ci95")) is not None:
+                out[f"{k}_{metric}_ms_ci95"] = ci
+    for key in ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput"):
+        if (ci := getattr(summary, f"{key}_ci95")) is not None:
+            out[f"{key}_ci95"] = ci
     body = json.loads(summary.model_dump_json(exclude={"requests"}))
     out["accelbench"] = {
         "format": FORMAT,
@@ -146,18 +155,30 @@ def read_result(path: str | Path) -> BenchmarkSummary:
     p = Path(path).expanduser()
     if not p.is_file():
         raise UserInputError(f"Result file {p} does not exist.")
-    text = p.read_text(encoding="utf-8")
+    raw = p.read_bytes()
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        first = text.strip().splitlines()[0] if text.strip() else ""
-        try:
-            data = json.loads(first)  # vLLM's --append-result: one JSON object per line
-        except json.JSONDecodeError as exc:
-            raise UserInputError(f"{p} is not a JSON result file: {exc.msg}.") from None
+        data = load_json(raw, str(p))
+    except MalformedAnswer:
+        lines = raw.strip().splitlines()
+        if len(lines) < 2:
+            raise
+        data = load_json(lines[0], str(p))  # vLLM's --append-result: one JSON object per line
     if not isinstance(data, dict):
-        raise UserInputError(f"{p} is not a benchmark result (expected a JSON object).")
-    return from_dict(data, source=str(p))
+        raise MalformedAnswer(f"{p} is not a benchmark result (expected a JSON object).")
+    try:
+        return from_dict(data, source=str(p))
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, ValidationError) as exc:
+        # a field of the right JSON type but the wrong shape (a missing key, a short list, a bad value)
+        raise MalformedAnswer(f"{p} is not a readable benchmark result: {_why(exc)}.") from None
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors(include_url=False)[0]
+        return f"field '{'.'.join(str(x) for x in err['loc'])}': {err['msg'].lower()}"
+    if isinstance(exc, KeyError):
+        return f"field {exc.args[0]!r} is missing"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def from_dict(data: dict[str, Any], *, source: str = "result") -> BenchmarkSummary:

@@ -392,6 +392,14 @@ class MetricStats(StrictModel):
     p90: float = 0.0
     p95: float = 0.0
     p99: float = 0.0
+    mean_ci95: list[float] | None = Field(
+        default=None, description="95% interval of the mean, [low, high] (bootstrap over requests)."
+    )
+    median_ci95: list[float] | None = Field(default=None, description="95% interval of the median.")
+    p50_ci95: list[float] | None = Field(default=None, description="95% interval of p50 (the median).")
+    p90_ci95: list[float] | None = Field(default=None, description="95% interval of p90.")
+    p95_ci95: list[float] | None = Field(default=None, description="95% interval of p95.")
+    p99_ci95: list[float] | None = Field(default=None, description="95% interval of p99.")
 
 
 class TelemetrySample(StrictModel):
@@ -470,6 +478,23 @@ class SummaryMetrics(StrictModel):
         default="none", description="Where output-token counts came from."
     )
     prompt_token_check: PromptTokenCheck = Field(default_factory=PromptTokenCheck)
+    request_throughput_ci95: list[float] | None = Field(
+        default=None,
+        description="95% interval of request_throughput, [low, high]: a resample of the requests keeps the run's "
+        "wall time and request count, so one run's interval is its figure; repeats give it a width.",
+    )
+    output_throughput_ci95: list[float] | None = Field(
+        default=None, description="95% interval of output_throughput (bootstrap over requests)."
+    )
+    total_token_throughput_ci95: list[float] | None = Field(
+        default=None, description="95% interval of total_token_throughput (bootstrap over requests)."
+    )
+    request_goodput_ci95: list[float] | None = Field(
+        default=None, description="95% interval of request_goodput (bootstrap over requests)."
+    )
+    ci95_method: str | None = Field(
+        default=None, description="How the *_ci95 intervals were computed; None when there were none."
+    )
 
 
 class StageMetrics(StrictModel):

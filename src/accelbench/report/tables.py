@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from accelbench.bench.intervals import cell_interval, half_width_pct, is_wide
 from accelbench.domain.base import StrictModel
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
@@ -79,6 +80,21 @@ class MetricAggregate(StrictModel):
     max: float = Field(description="Largest per-repeat value.")
     n: int = Field(ge=1, description="Repeats this figure rests on.")
     values: list[float] = Field(description="The per-repeat values, in repeat order.")
+    ci95: list[float] | None = Field(
+        default=None,
+        description="95% interval of the mean, [low, high]: a bootstrap over repeats, then requests within them "
+        "(``bench.intervals``); None when no repeat stored one.",
+    )
+    ci95_basis: str | None = Field(
+        default=None,
+        description="What the interval rests on: 'repeats and requests', 'requests only' (one repeat) or "
+        "'repeats only' (some repeat stored no request-level interval).",
+    )
+    repeat_ci95: list[list[float] | None] | None = Field(
+        default=None,
+        description="Each repeat's own request-level interval, in the order of ``values`` (what comparisons "
+        "resample); None when no repeat stored one.",
+    )
 
     @property
     def spread_pct(self) -> float | None:
@@ -87,12 +103,38 @@ class MetricAggregate(StrictModel):
             return None
         return 100.0 * (self.max - self.min) / abs(self.mean)
 
+    @property
+    def ci95_pct(self) -> float | None:
+        """The interval's half-width as a percentage of the mean (the ``+-3%`` shown)."""
+        return half_width_pct(self.mean, self.ci95)
+
+    @property
+    def wide(self) -> bool:
+        """True when the interval is wider than +-10% of the mean."""
+        return is_wide(self.mean, self.ci95)
+
     @classmethod
-    def of(cls, values: Sequence[float]) -> MetricAggregate | None:
-        vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-        if not vals:
+    def of(
+        cls, values: Sequence[float], cis: Sequence[Sequence[float] | None] | None = None
+    ) -> MetricAggregate | None:
+        """The aggregate of per-repeat values; ``cis`` (one request-level interval or None per value) give it
+        a 95% interval."""
+        pairs = [
+            (float(v), cis[i] if cis is not None else None)
+            for i, v in enumerate(values)
+            if v is not None and math.isfinite(float(v))
+        ]
+        if not pairs:
             return None
-        return cls(mean=sum(vals) / len(vals), min=min(vals), max=max(vals), n=len(vals), values=vals)
+        vals = [v for v, _ in pairs]
+        agg = cls(mean=sum(vals) / len(vals), min=min(vals), max=max(vals), n=len(vals), values=vals)
+        if cis is not None:
+            within = [(float(c[0]), float(c[1])) if c is not None and len(c) == 2 else None for _, c in pairs]
+            ci, basis = cell_interval(vals, within)
+            if ci is not None:
+                agg.ci95, agg.ci95_basis = [ci[0], ci[1]], basis
+                agg.repeat_ci95 = [list(w) if w is not None else None for w in within]
+        return agg
 
 
 class CellAggregate(StrictModel):
@@ -196,6 +238,27 @@ def result_value(r: ResultInfo, key: str) -> float | None:
     return value((r.summary or {}).get(f"{metric}_ms"), int(rest.removesuffix("_ms")))
 
 
+def result_ci95(r: ResultInfo, key: str) -> list[float] | None:
+    """The request-level 95% interval one stored (cell, repeat) keeps for a metric, from its summary (a
+    throughput's ``<key>_ci95``, a latency's ``<metric>_ms.p<N>_ci95``); None when it has none."""
+    summary = r.summary or {}
+    if key in _THROUGHPUT_KEYS:
+        ci = summary.get(f"{key}_ci95")
+    else:
+        metric, _, rest = key.partition("_p")
+        stats = summary.get(f"{metric}_ms")
+        ci = stats.get(f"p{rest.removesuffix('_ms')}_ci95") if isinstance(stats, dict) else None
+    return [float(ci[0]), float(ci[1])] if isinstance(ci, list) and len(ci) == 2 else None
+
+
+_THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
+
+
+def _cell_metric(used: Sequence[ResultInfo], key: str) -> MetricAggregate | None:
+    kept = [(v, r) for r in used if (v := result_value(r, key)) is not None]
+    return MetricAggregate.of([v for v, _ in kept], [result_ci95(r, key) for _, r in kept])
+
+
 def aggregate_results(results: Iterable[ResultInfo]) -> list[CellAggregate]:
     """Aggregate stored (cell, repeat) results into one ``CellAggregate`` per (run, input length, concurrency).
 
@@ -221,10 +284,7 @@ def aggregate_results(results: Iterable[ResultInfo]) -> list[CellAggregate]:
             status = CellStatus.partial
         else:
             status = CellStatus.failed
-        metrics = {
-            m.key: MetricAggregate.of([v for r in used if (v := result_value(r, m.key)) is not None])
-            for m in ALL_METRICS
-        }
+        metrics = {m.key: _cell_metric(used, m.key) for m in ALL_METRICS}
         output_lens = {r.output_len for r in reps if r.output_len is not None}
         cells.append(
             CellAggregate(
@@ -251,11 +311,24 @@ def format_value(value: float | None, digits: int) -> str:
     return fmt_num(value, digits)
 
 
-def format_metric(agg: MetricAggregate | None, digits: int, *, with_range: bool) -> str:
-    """``"27.31"`` or, with ``with_range`` and more than one repeat, ``"27.31 (26.90-27.80)"``."""
+def format_ci(agg: MetricAggregate | None) -> str:
+    """The interval as it follows a figure: ``"+-3%"``, ``"+-0.4%"``, ``"+-12% (wide)"`` past +-10%; empty
+    without one."""
+    pct = agg.ci95_pct if agg is not None else None
+    if pct is None:
+        return ""
+    text = f"+-{pct:.1f}%" if pct < 1 else f"+-{pct:.0f}%"
+    return f"{text} (wide)" if agg is not None and agg.wide else text
+
+
+def format_metric(agg: MetricAggregate | None, digits: int, *, with_range: bool, with_ci: bool = True) -> str:
+    """``"27.31"``; with its 95% interval (``with_ci``, when it has one) ``"27.31 +-3%"``; with ``with_range``
+    and more than one repeat, ``"27.31 +-3% (26.90-27.80)"``."""
     if agg is None:
         return MISSING
     text = format_value(agg.mean, digits)
+    if with_ci and (ci := format_ci(agg)):
+        text += f" {ci}"
     if with_range and agg.n > 1:
         text += f" ({format_value(agg.min, digits)}-{format_value(agg.max, digits)})"
     return text
