@@ -45,9 +45,9 @@ def create_app(
     executor: Executor | None = None,
 ) -> FastAPI:
     """Build the app. ``executor`` replaces the orchestrator's ``execute_run`` (for tests of the worker)."""
-    from accelbench.api.routers import catalog, compare, config, health, models, plan, runs
+    from accelbench.api.routers import catalog, compare, config, fleet, health, models, plan, runs
     from accelbench.api.worker import RunWorker
-    from accelbench.web import pages
+    from accelbench.web import fleet_page, pages
 
     settings = settings or get_settings()
     store = store or get_store(settings.effective_database_url)
@@ -80,9 +80,10 @@ def create_app(
     app.state.verifier = TokenVerifier(settings, store)
     install_error_handlers(app, html=pages.html_error)
 
-    for module in (health, catalog, models, plan, runs, compare, config):
+    for module in (health, catalog, models, plan, runs, compare, config, fleet):
         app.include_router(module.router, prefix=API_PREFIX)
     pages.install(app)
+    app.include_router(fleet_page.router)
     install_docs(app)
     install_openapi(app, reads_open=not settings.api_read_auth)
     return app
