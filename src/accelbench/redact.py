@@ -84,6 +84,14 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redact_text(text: str) -> str:
+    """Free text (an exception's message, a log line) with every URL in it passed through ``redact_url``."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
+
+
 def redact(obj: Any) -> Any:
     """A JSON-like value with every secret masked: values under secret keys, secret options and headers in
     lists of arguments, passwords and secret query values in URLs."""

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from accelbench import __version__
-from accelbench.bench.metrics import compute_metrics, error_kind
+from accelbench.bench.metrics import compute_metrics, error_kind, peak_in_flight
 from accelbench.domain.answers import MalformedAnswer, load_json
 from accelbench.domain.bench import (
     BenchConfig,
@@ -408,6 +408,8 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
         total_token_throughput=_num(data.get("total_token_throughput")),
         max_output_tokens_per_s=_num(data.get("max_output_tokens_per_s")),
         max_concurrent_requests=int(data.get("max_concurrent_requests") or 0),
+        # vLLM does not write it: from its send times
+        peak_in_flight=peak_in_flight(records) if records else 0,
         ttft_ms=stats["ttft"],
         tpot_ms=stats["tpot"],
         itl_ms=stats["itl"],

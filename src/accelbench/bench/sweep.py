@@ -415,7 +415,7 @@ def run_sweep(
                 prog.emit("cell_done", status=cell_status, summary=summary)
                 if gone is not None:
                     status = RunStatus.failed
-                    error = f"the server at {endpoint.base_url} stopped answering during {key}: {gone}"
+                    error = f"the server at {redact_url(endpoint.base_url)} stopped answering during {key}: {gone}"
                     break
                 if cancel.is_set():
                     status, error = RunStatus.interrupted, f"interrupted during {key}"

@@ -26,8 +26,10 @@ from typing import Any
 
 import httpx
 
+from accelbench.domain.answers import DetokenizeAnswer, MalformedAnswer, TokenizeAnswer, parse_answer
 from accelbench.domain.bench import Endpoint, EndpointKind
 from accelbench.errors import UserInputError
+from accelbench.redact import redact_text, redact_url
 
 #: Text of a special token (``<|im_start|>``, ``<s>``, ``</s>``).
 _MARKER = re.compile(r"^<[^<>\s]+>$")
@@ -268,7 +270,8 @@ class ServerTokenizer(Tokenizer):
     def __init__(self, endpoint: Endpoint, *, timeout_s: float = 60.0, workers: int = 8) -> None:
         self.base = endpoint.base_url.rstrip("/")
         self.model = endpoint.served_model
-        self.name = f"{self.base}/tokenize"
+        self.shown = redact_url(self.base)  # what messages and ids name: never the URL's password
+        self.name = f"{self.shown}/tokenize"
         headers = dict(endpoint.headers)
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
@@ -280,34 +283,34 @@ class ServerTokenizer(Tokenizer):
         self._pool.shutdown(wait=False)
         self._client.close()
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, Any]) -> bytes:
         try:
             r = self._client.post(self.base + path, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ServerUnreachable(
-                f"Cannot reach the server at {self.base} ({exc or type(exc).__name__}).",
+                f"Cannot reach the server at {self.shown} ({exc or type(exc).__name__}).",
                 hint="Is it running, and are --base-url and the port right?",
             ) from None
         except httpx.HTTPError as exc:
-            raise UserInputError(f"{self.base}{path} failed: {exc}") from None
+            raise UserInputError(
+                f"{self.shown}{path} failed: {redact_text(str(exc)) or type(exc).__name__}"
+            ) from None
         if r.status_code != 200:
             raise UserInputError(
-                f"{self.base}{path} answered HTTP {r.status_code}: {r.text[:200]}",
+                f"{self.shown}{path} answered HTTP {r.status_code}: {r.text[:200]}",
                 hint="Give a local tokenizer directory with --tokenizer.",
             )
-        data = r.json()
-        if not isinstance(data, dict):
-            raise UserInputError(f"{self.base}{path} returned an unexpected body: {r.text[:200]}")
-        return data
+        return r.content
+
+    def _tokens(self, body: dict[str, Any]) -> list[int]:
+        return parse_answer(TokenizeAnswer, self._post("/tokenize", body), self.base + "/tokenize").tokens
 
     def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
-        body = {"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens}
-        return [int(x) for x in self._post("/tokenize", body)["tokens"]]
+        return self._tokens({"model": self.model, "prompt": text, "add_special_tokens": add_special_tokens})
 
     def decode(self, ids: Sequence[int]) -> str:
-        return str(
-            self._post("/detokenize", {"model": self.model, "tokens": [int(i) for i in ids]})["prompt"]
-        )
+        body = self._post("/detokenize", {"model": self.model, "tokens": [int(i) for i in ids]})
+        return parse_answer(DetokenizeAnswer, body, self.base + "/detokenize").prompt
 
     def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
         return list(self._pool.map(lambda t: self.encode(t, add_special_tokens=add_special_tokens), texts))
@@ -323,7 +326,7 @@ class ServerTokenizer(Tokenizer):
                 "add_generation_prompt": True,
                 "add_special_tokens": False,
             }
-            return [int(x) for x in self._post("/tokenize", body)["tokens"]]
+            return self._tokens(body)
         return self.encode(text, add_special_tokens=True)
 
     def prompt_token_ids_batch(self, texts: Sequence[str], endpoint: EndpointKind) -> list[list[int]]:
@@ -359,7 +362,8 @@ def load_tokenizer(endpoint: Endpoint, source: str | Path | None = None) -> Toke
         raise
     except UserInputError as exc:
         tok.close()
-        raise UserInputError(
+        error = MalformedAnswer if isinstance(exc, MalformedAnswer) else UserInputError  # keeps its exit code
+        raise error(
             f"No tokenizer: none was given and the server's /tokenize does not work ({exc.message}).",
             hint="Give the model's tokenizer directory with --tokenizer DIR.",
         ) from None

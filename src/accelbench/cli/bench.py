@@ -221,7 +221,11 @@ def bench_outcome(
     if cell is None or summary.completed == 0:
         return CellStatus.failed, RunStatus.failed, failure_line(None, summary)
     if gone is not None:
-        return cell, RunStatus.failed, f"the server at {endpoint.base_url} stopped answering: {gone}"
+        return (
+            cell,
+            RunStatus.failed,
+            f"the server at {redact_url(endpoint.base_url)} stopped answering: {gone}",
+        )
     if cell == CellStatus.failed:  # more failed than --max-error-rate allows
         return cell, RunStatus.failed, failure_line(None, summary)
     if cell == CellStatus.partial or summary.interrupted:

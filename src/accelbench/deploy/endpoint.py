@@ -19,6 +19,7 @@ from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import AccelbenchError, EngineError, UserInputError
+from accelbench.redact import redact_url
 
 LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
@@ -57,7 +58,7 @@ class ExistingEndpointTarget(Target):
                 served = ids[0]
             elif ids:
                 raise UserInputError(
-                    f"The server at {self.base_url} serves {ids}; which one is {spec.model!r}?",
+                    f"The server at {redact_url(self.base_url)} serves {ids}; which one is {spec.model!r}?",
                     hint="Set target.served_model in the spec.",
                 )
             else:
@@ -98,10 +99,10 @@ class ExistingEndpointTarget(Target):
                             return
                         last = f"{path}: HTTP {resp.status_code}"
                     except httpx.HTTPError as exc:
-                        last = f"{path}: {exc}"
+                        last = f"{path}: {type(exc).__name__}"
                 if time.monotonic() > deadline:
                     raise EngineError(
-                        f"The server at {self.base_url} is not ready after {timeout:.0f} s ({last}).",
+                        f"The server at {redact_url(self.base_url)} is not ready after {timeout:.0f} s ({last}).",
                         hint="Check that it is running and reachable from here, and the URL (no /v1).",
                     )
                 self._sleep(1.0)

@@ -24,6 +24,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.domain.bench import TelemetrySample, TelemetrySummary
+from accelbench.redact import redact_text, redact_url
 
 #: canonical name -> sample names that carry it, in order of preference. Labelled series are summed.
 COUNTERS: dict[str, tuple[str, ...]] = {
@@ -150,6 +151,7 @@ class PrometheusScraper:
         timeout_s: float = 5.0,
     ) -> None:
         self.url = base_url.rstrip("/") + "/metrics"
+        self.shown = redact_url(self.url)  # what error messages name: never the URL's password
         self.interval_s = interval_s
         self.samples: list[TelemetrySample] = []
         self.error: str | None = None
@@ -165,18 +167,18 @@ class PrometheusScraper:
         try:
             r = await self._client.get(self.url)
         except httpx.HTTPError as exc:
-            self._note_failure(f"{self.url} unreachable: {exc or type(exc).__name__}")
+            self._note_failure(f"{self.shown} unreachable: {redact_text(str(exc)) or type(exc).__name__}")
             return None
         if r.status_code != 200:
-            self._note_failure(f"{self.url} answered HTTP {r.status_code}")
+            self._note_failure(f"{self.shown} answered HTTP {r.status_code}")
             return None
         try:
             values = parse_metrics(r.text)
-        except ValueError as exc:
-            self._note_failure(f"{self.url} is not Prometheus text: {exc}")
+        except (ValueError, TypeError, IndexError, KeyError, UnicodeError) as exc:
+            self._note_failure(f"{self.shown} is not Prometheus text: {redact_text(str(exc))[:200]}")
             return None
         if not values:
-            self._note_failure(f"{self.url} has none of the serving metrics accelbench knows")
+            self._note_failure(f"{self.shown} has none of the serving metrics accelbench knows")
             return None
         now = time.perf_counter()
         self.durations.append(now - t)

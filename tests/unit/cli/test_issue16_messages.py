@@ -135,7 +135,7 @@ def test_import_with_a_non_numeric_metric_names_the_field_and_request(
 ) -> None:
     path = _vllm_file(tmp_path, "bad.json", **changes)
     res = runner.invoke(app, ["import", "vllm-bench", str(path), "--label", "bad"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 2, res.output  # a malformed file is bad input
     assert res.exception is None or isinstance(res.exception, SystemExit)  # no traceback
     said = " ".join(res.output.split())
     assert "bad.json" in said and says in said
