@@ -1,0 +1,299 @@
+"""AIPerf's exports (``aiperf profile``'s artifact directory): ``profile_export.jsonl`` (one record per request)
+and ``profile_export_aiperf.json`` (statistics and the input config). Either file may be named; the other is
+read from beside it when present. One AIPerf run is one cell.
+
+How AIPerf defines its figures (``aiperf/metrics/types/*``): TTFT runs from the request's start to its first
+parsed response and request latency to its last; ``inter_chunk_latency`` is the list of gaps between consecutive
+responses (accelbench's ITL); ``inter_token_latency`` is (request latency - TTFT) / (output sequence length - 1),
+which is accelbench's TPOT; the output sequence length counts reasoning tokens too (as accelbench's output tokens
+do); percentiles are numpy's linear interpolation, as accelbench's. With the records, every figure is recomputed
+under accelbench's definitions; from the statistics alone TTFT, TPOT (AIPerf's ITL), ITL (AIPerf's inter-chunk
+latency) and E2EL are taken over.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
+from accelbench.bench.importers.common import (
+    Fields,
+    as_obj,
+    config_for,
+    describe,
+    load_json,
+    load_jsonl,
+    metric_stats,
+    summary_from_records,
+)
+from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+
+RECORDS = "profile_export.jsonl"
+SUMMARY = "profile_export_aiperf.json"
+EXPECTED_RECORDS = "AIPerf per-request records (profile_export.jsonl: objects with 'metadata' and 'metrics')"
+EXPECTED_SUMMARY = (
+    "AIPerf statistics (profile_export_aiperf.json: an object with 'records' and 'input_config')"
+)
+#: AIPerf statistic -> accelbench's
+STATS = {
+    "avg": "mean",
+    "min": "min",
+    "max": "max",
+    "std": "std",
+    "p50": "p50",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+}
+ITL_NOTE = (
+    "AIPerf's inter_token_latency (request latency minus TTFT over output tokens minus one) is accelbench's TPOT; "
+    "its inter_chunk_latency is accelbench's ITL."
+)
+TTFT_NOTE = (
+    "AIPerf's TTFT and request latency run to its first and last parsed response; accelbench's to the first and "
+    "last text-carrying chunk."
+)
+
+
+class AIPerfImporter:
+    tool = "aiperf"
+    description = "AIPerf profile_export.jsonl or profile_export_aiperf.json (the other read from beside it)"
+
+    def read(self, path: Path) -> ImportedFile:
+        if path.name.endswith(".jsonl"):
+            records_path: Path | None = path
+            summary_path = path.with_name(SUMMARY)
+        else:
+            summary_path = path
+            records_path = path.with_name(RECORDS)
+        summary_data = self._summary(summary_path) if summary_path.is_file() or summary_path == path else None
+        rows = self._records(records_path) if records_path is not None and records_path.is_file() else None
+        if summary_data is None and rows is None:
+            raise Fields(path, EXPECTED_SUMMARY).refuse("neither file")
+        config = dict((summary_data or {}).get("input_config") or {})
+        config["start_time"] = _iso((summary_data or {}).get("start_time"))  # read back by the cell builders
+        endpoint = as_obj(config.get("endpoint"))
+        models = endpoint.get("model_names") or []
+        model = models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
+        loadgen = as_obj(config.get("loadgen"))
+        conc = loadgen.get("concurrency")
+        concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
+        rate = loadgen.get("request_rate")
+        stats = (summary_data or {}).get("records") or {}
+        summary, metrics, from_records = self._cell(path, rows, stats, config, concurrency, rate, model or "")
+        url = endpoint.get("url")
+        return ImportedFile(
+            path=path,
+            tool=self.tool,
+            tool_version="",  # not recorded in its files
+            cells=[
+                ImportedCell(
+                    where=path.name,
+                    summary=summary,
+                    concurrency=concurrency,
+                    tool_metrics=metrics,
+                    from_records=from_records,
+                )
+            ],
+            model=model,
+            base_url=f"http://{url}" if isinstance(url, str) and url and "://" not in url else url,
+        )
+
+    def _summary(self, path: Path) -> dict[str, Any]:
+        data = load_json(path, EXPECTED_SUMMARY)
+        if not isinstance(data, dict) or not isinstance(data.get("records"), dict):
+            raise Fields(path, EXPECTED_SUMMARY).refuse(describe(data))
+        return data
+
+    def _records(self, path: Path) -> list[dict[str, Any]]:
+        rows = load_jsonl(path, EXPECTED_RECORDS)
+        f = Fields(path, EXPECTED_RECORDS)
+        if not rows:
+            raise f.refuse("an empty file")
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict) or not isinstance(r.get("metadata"), dict) or "metrics" not in r:
+                raise f.refuse(f"line {i + 1}: {describe(r)}")
+        return [r for r in rows if r["metadata"].get("credit_phase", "profiling") == "profiling"]
+
+    def _cell(
+        self,
+        path: Path,
+        rows: list[dict[str, Any]] | None,
+        stats: dict[str, Any],
+        config: dict[str, Any],
+        concurrency: int | None,
+        rate: Any,
+        model: str,
+    ) -> tuple[BenchmarkSummary, list[ToolMetric], bool]:
+        f = Fields(path, EXPECTED_SUMMARY)
+        isl = _stat(f, stats, "input_sequence_length")
+        prompt = config.get("input", {}).get("prompt", {}) if isinstance(config.get("input"), dict) else {}
+        asked_out = (prompt.get("output_tokens") or {}).get("mean") if isinstance(prompt, dict) else None
+        start = config.get("start_time") or ""
+        tool_metrics = [
+            ToolMetric(name=name, unit=str(stats[name].get("unit", "")), values=_stat(f, stats, name),
+                       comparable=False, difference=words)
+            for name, words in (
+                ("ttst", "Time to second token: no accelbench figure means that."),
+                ("output_token_throughput_per_user", "Per-request output tokens per second: no accelbench figure."),
+            )
+            if isinstance(stats.get(name), dict)
+        ]  # fmt: skip
+        if rows is not None:
+            records = _to_records(
+                Fields(
+                    path.with_name(RECORDS) if not path.name.endswith(".jsonl") else path, EXPECTED_RECORDS
+                ),
+                rows,
+            )
+            ok = [r for r in records if r.success]
+            in_len = sum(r.prompt_len for r in ok) / len(ok) if ok else isl.get("mean", 1.0)
+            cfg = config_for(
+                input_len=in_len,
+                output_len=asked_out or max((r.output_tokens for r in ok), default=1),
+                num_prompts=len(records),
+                concurrency=concurrency,
+                rate=float(rate) if isinstance(rate, (int, float)) else None,
+            )
+            duration = max((r.start_s + r.latency_s for r in records), default=0.0)
+            dur = _stat(f, stats, "benchmark_duration").get("mean") or duration
+            summary = summary_from_records(
+                records, config=cfg, duration_s=dur, date=str(start), model_id=model,
+                notes=[f"Imported from AIPerf ({path.name}); figures recomputed from its per-request records.",
+                       ITL_NOTE, TTFT_NOTE],
+                itl_counting="AIPerf: one gap per parsed response (inter_chunk_latency)",
+            )  # fmt: skip
+            return summary, tool_metrics, True
+        return _from_statistics(f, stats, config, concurrency, rate, model, asked_out), tool_metrics, False
+
+
+def _stat(f: Fields, stats: dict[str, Any], name: str) -> dict[str, float]:
+    """An AIPerf statistic under accelbench's names (absent: empty)."""
+    block = stats.get(name)
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise f.refuse(f"records.{name} is {describe(block)}, not an object")
+    out = {}
+    for theirs, ours in STATS.items():
+        v = f.number(block, theirs, f"records.{name}", required=False)
+        if v is not None:
+            out[ours] = v
+    if "count" in block:
+        out["count"] = float(f.number(block, "count", f"records.{name}") or 0)
+    return out
+
+
+def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
+    starts = [f.number(r["metadata"], "timestamp_ns", f"line {i + 1}.metadata") for i, r in enumerate(rows)]
+    t0 = min(s for s in starts if s is not None)
+    out = []
+    for i, (r, start) in enumerate(zip(rows, starts, strict=True)):
+        m = r["metrics"] if isinstance(r["metrics"], dict) else {}
+        where = f"line {i + 1}.metrics"
+
+        def value(name: str, m: dict[str, Any] = m, where: str = where) -> Any:
+            block = m.get(name)
+            if block is None:
+                return None
+            if not isinstance(block, dict) or "value" not in block:
+                raise f.refuse(f"{where}.{name} is {describe(block)}, not {{value, unit}}")
+            return block["value"]
+
+        error = r.get("error")
+        ok = error is None
+        rel = ((start or t0) - t0) / 1e9
+        if not ok:
+            e = error if isinstance(error, dict) else {}
+            out.append(RequestRecord(index=i, prompt_len=int(value("input_sequence_length") or 0), start_s=rel,
+                                     planned_send_s=rel, success=False,
+                                     error=f"{e.get('type') or 'error'}: {e.get('message') or describe(error)}"))  # fmt: skip
+            continue
+        ttft, latency, osl = value("ttft"), value("request_latency"), value("output_sequence_length")
+        if not all(isinstance(x, (int, float)) for x in (ttft, latency, osl)):
+            raise f.refuse(
+                f"{where}: a request without error lacking ttft, request_latency or output_sequence_length"
+            )
+        gaps = value("inter_chunk_latency") or []
+        if not isinstance(gaps, list) or not all(isinstance(g, (int, float)) for g in gaps):
+            raise f.refuse(f"{where}.inter_chunk_latency is {describe(gaps)}, not a list of numbers")
+        reasoning = int(value("reasoning_token_count") or 0)
+        out.append(
+            RequestRecord(
+                index=i,
+                prompt_len=int(value("input_sequence_length") or 0),
+                output_tokens=int(osl),
+                output_tokens_source="usage",
+                planned_send_s=rel,
+                start_s=rel,
+                ttft_s=float(ttft) / 1000.0,
+                itl_s=[float(g) / 1000.0 for g in gaps],
+                latency_s=float(latency) / 1000.0,
+                success=True,
+                reasoning_tokens=reasoning,
+                answer_tokens=int(value("output_token_count") or (int(osl) - reasoning)),
+                token_split_source="usage",
+            )
+        )
+    return out
+
+
+def _from_statistics(
+    f: Fields,
+    stats: dict[str, Any],
+    config: dict[str, Any],
+    concurrency: int | None,
+    rate: Any,
+    model: str,
+    asked_out: Any,
+) -> BenchmarkSummary:
+    completed = int(_stat(f, stats, "request_count").get("mean", 0))
+    failed = int(_stat(f, stats, "error_request_count").get("mean", 0))
+    duration = _stat(f, stats, "benchmark_duration").get("mean", 0.0)
+    isl = _stat(f, stats, "input_sequence_length")
+    osl = _stat(f, stats, "output_sequence_length")
+    total_in = _stat(f, stats, "total_isl").get("mean", isl.get("mean", 0.0) * completed)
+    total_out = _stat(f, stats, "total_osl").get("mean", osl.get("mean", 0.0) * completed)
+    cfg = config_for(input_len=isl.get("mean", 1.0), output_len=float(asked_out or osl.get("max", 1.0)),
+                     num_prompts=completed + failed, concurrency=concurrency,
+                     rate=float(rate) if isinstance(rate, (int, float)) else None)  # fmt: skip
+
+    def ms(name: str) -> Any:
+        vals = _stat(f, stats, name)
+        return metric_stats(vals, count=int(vals.get("count", completed)))
+
+    return BenchmarkSummary(
+        date=str(config.get("start_time") or ""),
+        model_id=model,
+        tokenizer_id=model,
+        config=cfg,
+        duration_s=duration,
+        num_prompts=completed + failed,
+        completed=completed,
+        failed=failed,
+        total_input_tokens=round(total_in),
+        total_output_tokens=round(total_out),
+        request_throughput=_stat(f, stats, "request_throughput").get("mean", 0.0),
+        output_throughput=total_out / duration if duration > 0 else 0.0,
+        total_token_throughput=(total_in + total_out) / duration if duration > 0 else 0.0,
+        ttft_ms=ms("ttft"),
+        tpot_ms=ms("inter_token_latency"),
+        itl_ms=ms("inter_chunk_latency"),
+        e2el_ms=ms("request_latency"),
+        output_tokens_source="usage",
+        itl_counting="AIPerf: one gap per parsed response (inter_chunk_latency)",
+        notes=[f"Imported from AIPerf's statistics ({f.path.name}); no per-request records beside it.", ITL_NOTE,
+               TTFT_NOTE],
+    )  # fmt: skip
+
+
+def _iso(text: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(text)).isoformat()
+    except ValueError:
+        return ""
+
+
+IMPORTERS.add("aiperf", AIPerfImporter())

@@ -1,0 +1,173 @@
+"""genai-bench's per-run result file (``{scenario}_{task}_{iteration}_{N}_time_{T}s.json`` in an experiment
+folder: ``aggregated_metrics`` and ``individual_request_metrics``), with ``experiment_metadata.json`` from beside
+it when present (model, engine and version, GPU type and count). One file is one cell: its traffic scenario's
+input length and its concurrency.
+
+How genai-bench defines its figures (``docs/getting-started/metrics-definition.md``, ``user/openai_user.py``):
+TTFT runs to the first chunk carrying content or reasoning (accelbench's); E2E latency to the end of the stream
+(accelbench's E2EL ends at the last text-carrying chunk); TPOT is (E2E latency - TTFT) / (output tokens - 1);
+percentiles are numpy's linear interpolation; output tokens are the server's completion tokens. Its records have
+no send times and no per-chunk times, so accelbench's ITL and the peak rates cannot be recomputed; TTFT, TPOT
+and E2EL are recomputed from the records.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
+from accelbench.bench.importers.common import (
+    Fields,
+    config_for,
+    describe,
+    load_json,
+    summary_from_records,
+)
+from accelbench.domain.bench import RequestRecord
+
+EXPECTED = "a genai-bench run result (an object with 'aggregated_metrics' and 'individual_request_metrics')"
+METADATA = "experiment_metadata.json"
+NOTE = (
+    "genai-bench's E2E latency runs to the end of the stream (accelbench's to the last text-carrying chunk) and "
+    "its TPOT divides that by the output tokens after the first; its records hold no send or chunk times, so ITL "
+    "and peak rates are not known and throughputs are genai-bench's."
+)
+SCENARIO = re.compile(r"^[A-Z]\((\d+(?:\.\d+)?),(\d+(?:\.\d+)?)\)(?:/\((\d+(?:\.\d+)?),(\d+(?:\.\d+)?)\))?$")
+
+
+class GenAIBenchImporter:
+    tool = "genai-bench"
+    description = "genai-bench run result JSON (one per scenario and concurrency) of an experiment folder"
+
+    def read(self, path: Path) -> ImportedFile:
+        f = Fields(path, EXPECTED)
+        data = load_json(path, EXPECTED)
+        if not isinstance(data, dict) or "aggregated_metrics" not in data:
+            raise f.refuse(describe(data))
+        agg = f.obj(data, "aggregated_metrics", "(top level)")
+        rows = f.items(data, "individual_request_metrics", "(top level)")
+        meta_path = path.with_name(METADATA)
+        meta = load_json(meta_path, "genai-bench experiment metadata") if meta_path.is_file() else {}
+        meta = meta if isinstance(meta, dict) else {}
+        scenario = f.text(agg, "scenario")
+        m = SCENARIO.match(scenario.replace(" ", ""))
+        if m is None:
+            raise f.refuse(
+                f"aggregated_metrics.scenario {describe(scenario)} (expected e.g. D(100,100) or N(480,240)/(300,150))"
+            )
+        in_mean = float(m.group(1))
+        out_mean = float(m.group(3)) if m.group(3) else float(m.group(2))
+        conc = agg.get("num_concurrency") or agg.get("batch_size")
+        concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
+        records = _records(f, rows)
+        completed = int(f.number(agg, "num_completed_requests", "aggregated_metrics") or 0)
+        rpm = f.number(agg, "requests_per_minute", "aggregated_metrics", required=False) or 0.0
+        duration = completed * 60.0 / rpm if rpm > 0 else 0.0
+        model = f.text(meta, "api_model_name") or f.text(meta, "model") or None
+        config = config_for(
+            input_len=in_mean,
+            output_len=out_mean,
+            num_prompts=len(records) or 1,
+            concurrency=concurrency,
+            rate=None,
+        )
+        summary = summary_from_records(
+            records,
+            config=config,
+            duration_s=duration,
+            date="",
+            model_id=model or "",
+            notes=[f"Imported from genai-bench ({path.name}, scenario {scenario}).", NOTE],
+            itl_counting="not recorded by genai-bench",
+        )
+        summary.max_concurrent_requests = 0  # no send times: peaks unknown
+        total = int(f.number(agg, "num_requests", "aggregated_metrics", required=False) or len(records))
+        if len(records) != total:  # the file kept some of the requests: counts are genai-bench's
+            summary.completed = completed
+            summary.failed = int(
+                f.number(agg, "num_error_requests", "aggregated_metrics", required=False) or 0
+            )
+            summary.num_prompts = total
+            summary.request_throughput = rpm / 60.0
+            summary.notes.append(
+                f"The file holds {len(records)} of {total} requests' records: latency figures are recomputed from "
+                "them, counts and throughputs are genai-bench's."
+            )
+        summary.max_output_tokens_per_s = 0.0
+        out_rate = f.number(agg, "mean_output_throughput_tokens_per_s", "aggregated_metrics", required=False)
+        total_rate = f.number(
+            agg, "mean_total_tokens_throughput_tokens_per_s", "aggregated_metrics", required=False
+        )
+        if out_rate is not None:
+            summary.output_throughput = out_rate
+            summary.total_output_tokens = round(out_rate * duration)
+        if out_rate is not None and total_rate is not None:
+            summary.total_token_throughput = total_rate
+            summary.total_input_tokens = round((total_rate - out_rate) * duration)
+        in_rate = f.number(agg, "mean_input_throughput_tokens_per_s", "aggregated_metrics", required=False)
+        metrics = [
+            ToolMetric(
+                name="mean_input_throughput_tokens_per_s",
+                unit="tokens/s",
+                values={"mean": in_rate},
+                comparable=False,
+                difference="As genai-bench reports it; accelbench's input rate is the input tokens of the "
+                "completed requests over the run's duration (here: total minus output throughput).",
+            )
+        ] if in_rate is not None else []  # fmt: skip
+        gpu_count = meta.get("server_gpu_count")
+        return ImportedFile(
+            path=path,
+            tool=self.tool,
+            tool_version=f.text(meta, "benchmark_version"),
+            cells=[ImportedCell(where=path.name, summary=summary, concurrency=concurrency, tool_metrics=metrics,
+                                input_len=round(in_mean), from_records=True)],
+            model=model,
+            engine=(f.text(meta, "server_engine").lower() or None),
+            engine_version=f.text(meta, "server_version") or None,
+            accelerator=f.text(meta, "server_gpu_type") or None,
+            accelerator_count=int(str(gpu_count)) if str(gpu_count or "").isdigit() else None,
+            base_url=f.text(meta.get("auth_config"), "api_base") or None,
+        )  # fmt: skip
+
+
+def _records(f: Fields, rows: list[Any]) -> list[RequestRecord]:
+    out = []
+    for i, r in enumerate(rows):
+        where = f"individual_request_metrics[{i}]"
+        if not isinstance(r, dict):
+            raise f.refuse(f"{where} is {describe(r)}")
+        code = r.get("error_code")
+        ok = code in (None, 200)
+        if not ok:
+            out.append(
+                RequestRecord(
+                    index=i,
+                    prompt_len=int(r.get("num_input_tokens") or 0),
+                    success=False,
+                    error=f"HTTP {code}: {r.get('error_message') or 'no message'}",
+                )
+            )
+            continue
+        ttft = f.number(r, "ttft", where) or 0.0
+        e2e = f.number(r, "e2e_latency", where) or 0.0
+        out.append(
+            RequestRecord(
+                index=i,
+                prompt_len=int(f.number(r, "num_input_tokens", where) or 0),
+                output_tokens=int(f.number(r, "num_output_tokens", where) or 0),
+                output_tokens_source="usage",
+                ttft_s=ttft,
+                latency_s=e2e,
+                success=True,
+                reasoning_tokens=int(r.get("num_reasoning_tokens") or 0),
+                answer_tokens=int(f.number(r, "num_output_tokens", where) or 0)
+                - int(r.get("num_reasoning_tokens") or 0),
+            )
+        )
+    return out
+
+
+IMPORTERS.add("genai-bench", GenAIBenchImporter())

@@ -1,0 +1,34 @@
+"""llm-d-benchmark's benchmark report JSON Schema (version 0.2.1, vendored in ``data/`` with its source and
+license) and validation against it, used by the exporter and the ``llm-d-report`` importer."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+SCHEMA_FILE = "llm_d_benchmark_report_v0_2_1.schema.json"
+REPORT_VERSION = "0.2.1"
+
+
+@cache
+def report_schema() -> dict[str, Any]:
+    """The vendored schema document."""
+    text = resources.files("accelbench.bench.importers").joinpath("data", SCHEMA_FILE).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def report_errors(report: Any, *, limit: int = 5) -> list[str]:
+    """Where ``report`` breaks the schema: up to ``limit`` messages, each with the dotted path of the field."""
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(report_schema())
+    out = []
+    for err in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path))):
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        out.append(f"{where}: {err.message}")
+        if len(out) >= limit:
+            break
+    return out

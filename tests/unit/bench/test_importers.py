@@ -1,0 +1,189 @@
+"""Other tools' result files read into BenchmarkSummary (tests/data/<tool>, each with its source in a README):
+per-request records recomputed under accelbench's definitions and checked against the tool's own statistics,
+statistics-only files mapped with the definition differences kept under the tool's names, and refusals that name
+the file, what was expected and what was found."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelbench.bench.importers import IMPORTERS, read_file
+from accelbench.errors import NotFoundError, UserInputError
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+AIPERF = DATA / "aiperf" / "run1"
+
+
+def _aiperf_stats() -> dict[str, Any]:
+    return json.loads((AIPERF / "profile_export_aiperf.json").read_text())["records"]
+
+
+def test_registered_tools() -> None:
+    assert IMPORTERS.names() == ["aiperf", "genai-bench", "guidellm", "inference-perf", "llm-d-report"]
+    with pytest.raises(NotFoundError, match="Did you mean 'guidellm'"):
+        IMPORTERS.get("guidelm")
+
+
+def test_aiperf_records_recomputed_match_aiperfs_own_statistics() -> None:
+    got = read_file("aiperf", AIPERF / "profile_export.jsonl")
+    (cell,) = got.cells
+    s, stats = cell.summary, _aiperf_stats()
+    assert cell.from_records and cell.concurrency == 100 and got.model == "openai/gpt-oss-20b"
+    assert (s.completed, s.failed, len(s.requests)) == (89, 11, 100)
+    assert all("RequestCancellationError" in r.error for r in s.requests if not r.success)
+    # AIPerf's percentiles are numpy's linear interpolation, like accelbench's: the recomputed figures equal its own
+    for ours, theirs in (("ttft_ms", "ttft"), ("e2el_ms", "request_latency"), ("itl_ms", "inter_chunk_latency"),
+                         ("tpot_ms", "inter_token_latency")):  # fmt: skip
+        st = getattr(s, ours)
+        assert st.mean == pytest.approx(stats[theirs]["avg"], rel=1e-9), ours
+        assert st.p50 == pytest.approx(stats[theirs]["p50"], rel=1e-9), ours
+        assert st.p99 == pytest.approx(stats[theirs]["p99"], rel=1e-9), ours
+    assert s.itl_ms.count == stats["inter_chunk_latency"]["count"]
+    assert s.total_output_tokens == stats["total_osl"]["avg"]
+    assert s.total_reasoning_tokens == stats["total_reasoning_tokens"]["avg"]
+    assert s.output_throughput == pytest.approx(stats["output_token_throughput"]["avg"], rel=1e-6)
+    assert {m.name for m in cell.tool_metrics} == {"ttst", "output_token_throughput_per_user"}
+    assert not any(m.comparable for m in cell.tool_metrics)
+    assert any("inter_token_latency" in n and "TPOT" in n for n in s.notes)
+
+
+def test_aiperf_statistics_alone(tmp_path: Path) -> None:
+    shutil.copy(AIPERF / "profile_export_aiperf.json", tmp_path)
+    (cell,) = read_file("aiperf", tmp_path / "profile_export_aiperf.json").cells
+    s, stats = cell.summary, _aiperf_stats()
+    assert not cell.from_records and s.requests == []
+    assert (s.completed, s.failed) == (89, 11)
+    assert s.ttft_ms.p90 == stats["ttft"]["p90"] and s.tpot_ms.mean == stats["inter_token_latency"]["avg"]
+    assert s.itl_ms.mean == stats["inter_chunk_latency"]["avg"]
+    assert any("no per-request records" in n for n in s.notes)
+
+
+def test_guidellm_statistics_and_its_definitions() -> None:
+    got = read_file("guidellm", DATA / "guidellm" / "benchmarks.json")
+    assert (got.tool, got.tool_version, got.model) == ("guidellm", "0.8.0.dev18", "e2e-mock-model")
+    rates = [c.summary.config.request_rate for c in got.cells]
+    assert rates == [2.0, 4.0] and all(c.concurrency is None for c in got.cells)
+    raw = json.loads((DATA / "guidellm" / "benchmarks.json").read_text())["benchmarks"][0]["metrics"]
+    s = got.cells[0].summary
+    assert s.ttft_ms.mean == raw["time_to_first_token_ms"]["successful"]["mean"]
+    # GuideLLM's inter-token latency is a per-request token average: accelbench's TPOT
+    assert s.tpot_ms.mean == raw["inter_token_latency_ms"]["successful"]["mean"]
+    assert s.e2el_ms.mean == pytest.approx(raw["request_latency"]["successful"]["mean"] * 1000)
+    assert s.itl_ms.count == 0  # per-chunk gaps are not in GuideLLM's files
+    tpot = {m.name: m for m in got.cells[0].tool_metrics}["time_per_output_token_ms"]
+    assert not tpot.comparable and "first token" in tpot.difference
+    assert tpot.values["mean"] == raw["time_per_output_token_ms"]["successful"]["mean"]
+    assert any("nearest-rank" in n for n in s.notes)
+
+
+def _guidellm_request(start: float, ttft: float, last: float, out: int, prompt: int = 40) -> dict[str, Any]:
+    """One request in GuideLLM's serialized GenerativeRequestStats layout."""
+    return {
+        "type_": "generative_request_stats",
+        "request_id": f"r{start}",
+        "info": {"timings": {"targeted_start": start, "request_start": start, "first_token_iteration": start + ttft,
+                             "last_token_iteration": start + last, "request_end": start + last + 0.001,
+                             "token_iterations": out}, "error": None},
+        "input_metrics": {"text_tokens": prompt, "total_tokens": prompt},
+        "output_metrics": {"text_tokens": out, "total_tokens": out},
+        "output": "x" * out,
+    }  # fmt: skip
+
+
+def test_guidellm_records_are_recomputed(tmp_path: Path) -> None:
+    data = json.loads((DATA / "guidellm" / "benchmarks.json").read_text())
+    bench = data["benchmarks"][0]
+    t0 = 1_700_000_000.0
+    bench["requests"] = {
+        "successful": [_guidellm_request(t0, 0.010, 0.110, 11), _guidellm_request(t0 + 0.5, 0.030, 0.230, 21)],
+        "errored": [{**_guidellm_request(t0 + 1.0, 0, 0, 0), "info": {"timings": {"request_start": t0 + 1.0},
+                                                                      "error": "HTTP 500"}}],
+        "incomplete": [],
+        "total": None,
+    }  # fmt: skip
+    bench["metrics"]["request_totals"] = {"successful": 2, "errored": 1, "incomplete": 0, "total": 3}
+    data["benchmarks"] = [bench]
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(data))
+    (cell,) = read_file("guidellm", path).cells
+    s = cell.summary
+    assert cell.from_records and (s.completed, s.failed) == (2, 1)
+    assert s.errors == {"HTTP 500": 1}
+    assert s.ttft_ms.mean == pytest.approx(20.0)
+    assert s.ttft_ms.p90 == pytest.approx(28.0)  # interpolated between 10 and 30, not GuideLLM's nearest rank
+    assert s.tpot_ms.mean == pytest.approx((100 / 10 + 200 / 20) / 2)  # (E2EL - TTFT) / (tokens - 1)
+    assert s.e2el_ms.max == pytest.approx(230.0)
+    assert [r.start_s for r in s.requests] == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_inference_perf_stage_and_the_summary_refused() -> None:
+    got = read_file("inference-perf", DATA / "inference_perf" / "stage_1_lifecycle_metrics.json")
+    (cell,) = got.cells
+    raw = json.loads((DATA / "inference_perf" / "stage_1_lifecycle_metrics.json").read_text())
+    s = cell.summary
+    assert cell.concurrency is None and s.config.request_rate == 37.97
+    assert s.completed == raw["successes"]["count"]
+    lat = raw["successes"]["latency"]
+    assert s.ttft_ms.p50 == pytest.approx(lat["time_to_first_token"]["median"] * 1000)
+    assert s.tpot_ms.mean == pytest.approx(lat["time_per_output_token"]["mean"] * 1000)
+    assert s.itl_ms.count == 0  # per-token, not per-chunk: kept under inference-perf's name
+    itl = {m.name: m for m in cell.tool_metrics}["inter_token_latency"]
+    assert not itl.comparable and itl.values["mean"] == pytest.approx(
+        lat["inter_token_latency"]["mean"] * 1000
+    )
+    assert s.output_throughput == raw["successes"]["throughput"]["output_tokens_per_sec"]
+    summary_file = DATA / "inference_perf" / "summary_lifecycle_metrics.json"
+    with pytest.raises(UserInputError) as exc:
+        read_file("inference-perf", summary_file)
+    assert str(summary_file) in exc.value.message and "stage_N_lifecycle_metrics.json" in exc.value.message
+
+
+def test_genai_bench_records_and_metadata() -> None:
+    path = DATA / "genai_bench" / "D_100_100_text-to-text_num_concurrency_1_time_1s.json"
+    got = read_file("genai-bench", path)
+    (cell,) = got.cells
+    raw = json.loads(path.read_text())
+    s = cell.summary
+    assert (got.engine, got.engine_version, got.accelerator, got.accelerator_count) == (
+        "sglang",
+        "v0.6.0",
+        "H100",
+        4,
+    )
+    assert (cell.concurrency, cell.input_len, s.config.output_len) == (1, 100, 100)
+    ttfts = [r["ttft"] for r in raw["individual_request_metrics"]]
+    assert s.ttft_ms.mean == pytest.approx(sum(ttfts) / len(ttfts) * 1000)
+    # 2 of 32 records kept: counts and throughputs are genai-bench's
+    assert (s.completed, s.num_prompts) == (32, 32)
+    assert s.output_throughput == raw["aggregated_metrics"]["mean_output_throughput_tokens_per_s"]
+    assert any("2 of 32" in n for n in s.notes)
+
+
+@pytest.mark.parametrize("tool", ["guidellm", "aiperf", "inference-perf", "genai-bench", "llm-d-report"])
+def test_refusals_name_file_expected_and_found(tool: str, tmp_path: Path) -> None:
+    not_json = tmp_path / "results.json"
+    not_json.write_text("{ this is not json")
+    other = DATA / "inference_perf" / "stage_0_lifecycle_metrics.json"
+    if tool == "inference-perf":
+        other = DATA / "guidellm" / "benchmarks.json"
+    for path in (not_json, other, tmp_path / "missing.json"):
+        with pytest.raises(UserInputError) as exc:
+            read_file(tool, path)
+        msg = exc.value.message
+        assert str(path) in msg and "expected" in msg and "found" in msg, msg
+
+
+def test_a_bad_number_deep_in_a_file_is_named(tmp_path: Path) -> None:
+    data = json.loads((DATA / "inference_perf" / "stage_0_lifecycle_metrics.json").read_text())
+    data["successes"]["latency"]["time_to_first_token"]["p90"] = "fast"
+    path = tmp_path / "stage_0_lifecycle_metrics.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        UserInputError, match=r"successes\.latency\.time_to_first_token\.p90 is the string 'fast'"
+    ):
+        read_file("inference-perf", path)
