@@ -116,6 +116,7 @@ class RequestLog:
     script: dict[str, Any] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=dict)
     head: str = ""  # request line and headers as received
+    prompt: str = ""  # the prompt text (the last message's content for chat)
 
     def text_times(self) -> list[float]:
         return [c.t for c in self.chunks if c.kind == "text"]
@@ -483,6 +484,7 @@ class StreamServer:
         if self.record:
             log.script = dataclasses.asdict(script)
             log.body = {k: v for k, v in req.items() if k not in ("messages", "prompt")}
+            log.prompt = text
             log.head = conn.last_head.decode("latin-1")
             self.records.append(log)
         self.counters["requests"] += 1

@@ -48,7 +48,7 @@ import ssl as _ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httptools
@@ -255,6 +255,21 @@ def _target(base_url: str) -> _Target:
     return _Target(parts.scheme, parts.hostname, port, prefix, parts.netloc)
 
 
+class RequestHead(NamedTuple):
+    """The parts of a request head that do not change between requests (picklable)."""
+
+    prefix: str  # the base URL's path, before each route
+    fields: str  # the header lines, each ending in CRLF
+
+
+def render_request(head: RequestHead, path: str, body: bytes) -> bytes:
+    """The complete HTTP/1.1 request (head and body) for POST ``path`` (relative to the base URL)."""
+    full = head.prefix + "/" + path.lstrip("/")
+    return (
+        f"POST {full} HTTP/1.1\r\n{head.fields}Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body
+    )
+
+
 class StreamClient:
     """A pool of HTTP/1.1 keep-alive connections to one server, for streaming POSTs.
 
@@ -301,9 +316,12 @@ class StreamClient:
 
     def render(self, path: str, body: bytes) -> bytes:
         """The complete request (head and body) for POST ``path`` (relative to the base URL)."""
-        full = self.target.prefix + "/" + path.lstrip("/")
-        head = f"POST {full} HTTP/1.1\r\n{self._head_fields}Content-Length: {len(body)}\r\n\r\n"
-        return head.encode("latin-1") + body
+        return render_request(self.request_head, path, body)
+
+    @property
+    def request_head(self) -> RequestHead:
+        """What every request's head carries: enough for another process to render the same requests."""
+        return RequestHead(self.target.prefix, self._head_fields)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         t = self.target

@@ -80,6 +80,9 @@ _WORDS = _WORDS_TEXT.split()
 #: Text of special-token look-alikes (``<|im_start|>``, ``<s>``): never in a random prompt.
 _MARKER = re.compile(r"^<[^<>]*>$")
 
+#: Bytes of text a word token decodes to, at most (about five characters, some escaped in JSON): a size estimate.
+BYTES_PER_TOKEN = 8
+
 #: How many rounds of decode/re-count a prompt may take before the dataset gives up on exactness.
 MAX_FIT_ROUNDS = 40
 
@@ -141,6 +144,8 @@ class PromptSource:
     group_prefix_tokens: list[int] = field(default_factory=list)
     #: the OpenAI tools every chat request carries (``config.tools`` loaded and checked); None: no tools
     tools: list[dict[str, Any]] | None = None
+    #: about how many bytes a prompt's text takes (the memory a cell's requests need); None: not known
+    approx_prompt_bytes: float | None = None
 
     @property
     def total(self) -> int:
@@ -651,6 +656,7 @@ def random_dataset(
         shared_prefix_tokens=(front_lens[0] if n_groups == 1 else common) if total >= 2 else 0,
         expected_prefix_hit_rate=hit_rate,
         group_prefix_tokens=front_lens if total >= 2 else [],
+        approx_prompt_bytes=BYTES_PER_TOKEN * float(lengths.mean()) if total else None,
     )
 
 
@@ -701,7 +707,8 @@ def _sample(
             )
             yield from (Prompt(t, n, max_tokens=m) for t, n, m in zip(picked, lens, outs, strict=True))
 
-    return PromptSource(count=count, num_warmups=warmups, make=make, notes=notes)
+    size = sum(len(t.encode("utf-8", "replace")) for t in texts) / len(texts) if texts else None
+    return PromptSource(count=count, num_warmups=warmups, make=make, notes=notes, approx_prompt_bytes=size)
 
 
 @DATASETS.register("jsonl")

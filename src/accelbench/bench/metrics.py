@@ -95,6 +95,20 @@ def peak_rates(records: Sequence[RequestRecord]) -> tuple[float, int]:
     return float(tokens.max()), int(concurrent.max())
 
 
+def peak_in_flight(records: Sequence[RequestRecord]) -> int:
+    """The most requests in flight at one instant: every request from its send to its end (failed ones too, they
+    held a slot); a request ending at the instant another starts is not counted twice."""
+    events = sorted(
+        [(r.start_s, 1) for r in records] + [(r.start_s + max(0.0, r.latency_s), -1) for r in records],
+        key=lambda e: (e[0], e[1]),  # ends before starts at the same instant
+    )
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def prompt_check(records: Sequence[RequestRecord]) -> PromptTokenCheck:
     """The client's expected prompt tokens against the server's usage.prompt_tokens (successful requests with
     both numbers)."""
@@ -141,6 +155,7 @@ def compute_metrics(
         good_flags = [meets_slo(r, goodput) for r in ok]
         m.request_goodput = sum(good_flags) / dur if duration_s > 0 else 0.0
     m.max_output_tokens_per_s, m.max_concurrent_requests = peak_rates(records)
+    m.peak_in_flight = peak_in_flight(records)
     m.ttft_ms = stats_ms(ttfts)
     m.ttfo_ms = stats_ms([t for r in ok if (t := r.ttfo_s) is not None])
     m.tpot_ms = stats_ms(tpots)

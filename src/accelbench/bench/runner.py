@@ -3,10 +3,10 @@
 ``arun_benchmark`` (and its blocking twin ``run_benchmark``) does, in order:
 
 1. loads a tokenizer unless one is given (a sweep loads it once and passes it to every call);
-2. computes every send time from the seed (``schedule``) and starts making the prompts (``datasets``): a
-   producer thread makes each prompt and renders its request to bytes at most ``lookahead`` requests ahead of
-   the sender (the first ``lookahead`` before the first request), so the event loop does nothing but send and
-   timestamp, a cell of any size holds only the look-ahead in memory, and a cancel stops the prompt making too;
+2. computes every send time from the seed (``schedule``) and makes every request of the cell before its clock
+   starts (``feeds``: prompts from ``datasets`` rendered to bytes, a cancel seen between batches; a cell too large
+   for the memory budget is made by a separate process a bounded look-ahead ahead of the sender, and the result
+   says so), so the measured window does nothing but send and timestamp;
 3. sends the warmup requests (distinct prompts, results discarded);
 4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample, and, when the engine runs on
    this machine, sampling its devices on a background thread (``telemetry.devices``: CPU, GPUs, Neuron);
@@ -30,9 +30,9 @@ import gc
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -40,6 +40,17 @@ import orjson
 from accelbench.bench import stages as stages_mod
 from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, parse_stream
 from accelbench.bench.datasets import PromptSource, open_dataset
+from accelbench.bench.feeds import (
+    PATHS,
+    Feed,
+    ProcessFeed,
+    ReadyFeed,
+    ReadyRequest,
+    RenderPlan,
+    lookahead,
+    open_feed,
+    request_body,
+)
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.schedule import send_times
 from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
@@ -76,145 +87,11 @@ CANCELLED = "cancelled"
 PRECONNECT_MAX = 256
 _pc = time.perf_counter
 
-#: Requests made ahead of the sender: twice the concurrency, within these bounds.
-LOOKAHEAD_MIN = 16
-LOOKAHEAD_MAX = 512
-#: Prompts the producer makes per round of tokenizer work (a stop is seen between rounds).
-PROMPT_CHUNK = 8
-#: How long the end of a run waits for the producer to finish the prompt it is making.
-PRODUCER_JOIN_S = 30.0
-
-PATHS = {EndpointKind.chat: "/v1/chat/completions", EndpointKind.completions: "/v1/completions"}
-
 
 def server_root(base_url: str) -> str:
     """The server root: trailing slashes and a trailing ``/v1`` removed (routes are added to it)."""
     root = base_url.strip().rstrip("/")
     return root[:-3] if root.endswith("/v1") else root
-
-
-def request_body(
-    config: BenchConfig,
-    model: str,
-    text: str,
-    max_tokens: int | None = None,
-    *,
-    tools: Sequence[dict[str, Any]] | None = None,
-) -> bytes:
-    """The JSON body of one streaming request (``max_tokens`` for both endpoints: every server knows it). A
-    chat request carries ``tools`` (the opened dataset's, ``PromptSource.tools``; when not given, those of
-    ``config.tools``, loaded once per process) with ``tool_choice`` auto."""
-    body: dict[str, Any] = {"model": model}
-    if EndpointKind(config.endpoint) == EndpointKind.chat:
-        body["messages"] = [{"role": "user", "content": text}]
-        if tools is None and config.tools is not None:
-            from accelbench.bench.tools import cached_tools  # here: this function's edit stays self-contained
-
-            tools = cached_tools(config.tools)
-        if tools:
-            body["tools"] = list(tools)
-            body["tool_choice"] = "auto"
-    else:
-        body["prompt"] = text
-    body["max_tokens"] = max_tokens or config.output_len
-    body["stream"] = True
-    body["stream_options"] = {"include_usage": True}
-    if config.ignore_eos:
-        body["ignore_eos"] = True
-    if config.temperature is not None:
-        body["temperature"] = config.temperature
-    return orjson.dumps(body)
-
-
-def lookahead(config: BenchConfig) -> int:
-    """Requests made ahead of the sender (see ``LOOKAHEAD_MIN``/``LOOKAHEAD_MAX``). A burst (every request at
-    once, no concurrency limit) has them all made before the clock starts: sent as they are made, it would be
-    paced by the tokenizer, not a burst (the per-cell prompt-token cap bounds it; cancel still stops the making)."""
-    if (
-        config.max_concurrency is None
-        and math.isinf(config.request_rate)
-        and DatasetKind(config.dataset) != DatasetKind.trace  # a trace has its own send times
-        and not config.stages  # so has a load plan
-    ):
-        return max(LOOKAHEAD_MIN, config.num_prompts)
-    want = 2 * config.max_concurrency if config.max_concurrency else LOOKAHEAD_MAX
-    return max(LOOKAHEAD_MIN, min(LOOKAHEAD_MAX, want))
-
-
-class _Item(NamedTuple):
-    prompt_len: int | None  # expected prompt tokens
-    data: bytes  # the rendered request
-    max_tokens: int | None = None
-    group: int | None = None
-    text: str | None = None  # the prompt (a conversation's new user message)
-
-
-class _Feed:
-    """Requests made by a producer thread from ``items``, at most ``lookahead`` ahead of the consumers; ``get``
-    hands them out in order and answers None once there are no more (the end, a stop, or an error of the
-    producer: ``error``)."""
-
-    def __init__(self, items: Callable[[Callable[[], bool]], Iterator[_Item]], lookahead: int) -> None:
-        self._items = items
-        self._slots = threading.Semaphore(lookahead)
-        self._halt = threading.Event()
-        self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name="accelbench-prompts", daemon=True)
-        self.ended = False
-        self.error: BaseException | None = None
-        self.delivered = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _put(self, item: _Item | None) -> None:
-        if item is None:
-            self.ended = True
-        self._queue.put_nowait(item)
-
-    def _run(self) -> None:
-        try:
-            items = self._items(self._halt.is_set)
-            while True:
-                while not self._slots.acquire(timeout=0.05):  # a free place first, then the next request
-                    if self._halt.is_set():
-                        return
-                if self._halt.is_set():
-                    return
-                item = next(items, None)
-                if item is None or self._halt.is_set():
-                    return
-                self._loop.call_soon_threadsafe(self._put, item)
-        except BaseException as exc:  # handed to the runner, which decides what it means
-            self.error = exc
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
-                self._loop.call_soon_threadsafe(self._put, None)
-
-    async def get(self) -> _Item | None:
-        item = await self._queue.get()
-        if item is None:
-            self._queue.put_nowait(None)  # every later get answers None too
-            return None
-        self._slots.release()
-        self.delivered += 1
-        return item
-
-    async def fill(self, k: int, stop: _Stop) -> None:
-        """Wait until ``k`` requests are ready (or the producer ended, or a stop)."""
-        while self._queue.qsize() < k and not self.ended and not stop.flag:
-            await asyncio.sleep(0.005)
-
-    def halt(self) -> None:
-        """Stop making requests (the one being made is finished first); wakes every ``get``."""
-        self._halt.set()
-        self._queue.put_nowait(None)
-
-    async def aclose(self) -> None:
-        self._halt.set()
-        if self._thread.is_alive():
-            await _to_thread(self._thread.join, PRODUCER_JOIN_S)
 
 
 class _Collector:
@@ -237,7 +114,7 @@ class _Collector:
         self.group: list[int | None] = [None] * n
         self.done = 0
 
-    def take(self, i: int, item: _Item) -> None:
+    def take(self, i: int, item: ReadyRequest) -> None:
         """What a request carries besides its bytes, noted when it is sent."""
         self.prompt_len[i] = item.prompt_len
         self.max_tokens[i] = item.max_tokens
@@ -325,7 +202,7 @@ class _Stop:
 
 async def _send_all(
     client: StreamClient,
-    feed: _Feed,
+    feed: Feed,
     n: int,
     offsets: Sequence[float],
     max_concurrency: int | None,
@@ -381,7 +258,7 @@ async def _send_all(
 
     async def dispatch() -> None:
         for i in range(n):
-            item = await feed.get()  # made ahead: ready long before it is due, unless making prompts is slow
+            item = await feed.get()  # made before the clock (or by the prompt process, ahead of its time)
             if item is None:
                 return
             due = t0 + offsets[i]
@@ -425,7 +302,7 @@ async def _send_all(
 
 async def _send_staged(
     client: StreamClient,
-    feed: _Feed,
+    feed: Feed,
     n: int,
     stages: Sequence[LoadStage],
     col: _Collector,
@@ -477,7 +354,7 @@ async def _send_staged(
 
 async def _send_sessions(
     client: StreamClient,
-    feed: _Feed,
+    feed: Feed,
     n: int,
     config: BenchConfig,
     body: Callable[[list[dict[str, str]], int | None], bytes],
@@ -545,7 +422,7 @@ async def _send_sessions(
             task.cancel()
 
 
-async def _warmup(client: StreamClient, feed: _Feed, count: int, concurrency: int) -> list[RawResponse]:
+async def _warmup(client: StreamClient, feed: Feed, count: int, concurrency: int) -> list[RawResponse]:
     """Send the first ``count`` requests of ``feed`` (the warmups) with ``concurrency`` workers."""
     out: list[RawResponse] = []
     taken = 0
@@ -627,23 +504,9 @@ async def arun_benchmark(
     )
     path = PATHS[kind]
     model = endpoint.served_model
-
-    def rendered(halt: Callable[[], bool]) -> Iterator[_Item]:
-        def stopped() -> bool:
-            return halt() or (cancel is not None and cancel.is_set())
-
-        # the tools the dataset loaded and checked once; passed only when there are some
-        with_tools: dict[str, Any] = {"tools": source.tools} if source.tools is not None else {}
-        for p in source.stream(chunk=PROMPT_CHUNK, stop=stopped):
-            yield _Item(
-                p.prompt_len,
-                client.render(path, request_body(config, model, p.text, p.max_tokens, **with_tools)),
-                p.max_tokens,
-                p.group,
-                p.text,
-            )
-
-    feed = _Feed(rendered, lookahead(config))
+    plan = RenderPlan(config, model, client.request_head)
+    feed: Feed = ReadyFeed([])
+    making_notes: list[str] = []  # how the prompts were made, when that needs saying
     stages = config.stages or []
     rate_plan = bool(stages) and stages[0].request_rate is not None
     if rate_plan:
@@ -704,11 +567,12 @@ async def arun_benchmark(
         if cancel is not None:
             background.append(loop.create_task(watch_cancel()))
         if not stop.flag:
-            feed.start()
-            # the first requests are made before the first is sent (a user error in them raises here)
-            await feed.fill(min(lookahead(config), n + n_warm), stop)
-            if feed.error is not None and feed.delivered == 0 and not stop.flag:
-                raise feed.error
+            # every request is made before the first is sent (a user error in them raises here); a cancel stops
+            # the making between batches
+            opened = await open_feed(
+                source, plan, tokenizer, lambda: stop.flag or bool(cancel and cancel.is_set())
+            )
+            feed, making_notes = opened.feed, opened.notes
         if n_warm and not stop.flag:
             warm_task = loop.create_task(_warmup(client, feed, n_warm, config.max_concurrency or n_warm))
             interruptible.append(warm_task)
@@ -721,7 +585,8 @@ async def arun_benchmark(
                     notes.append(f"Every warmup request failed (first: {reason}).")
             interruptible.clear()
         if not stop.flag:
-            await feed.fill(min(lookahead(config), n), stop)  # refilled while the warmups ran
+            if isinstance(feed, ProcessFeed):  # refilled while the warmups ran
+                await feed.fill(min(lookahead(config), n), lambda: stop.flag)
             await client.preconnect(min(config.max_concurrency or n, n, PRECONNECT_MAX))
         if scraper is not None:
             await scraper.start(_pc())
@@ -790,7 +655,9 @@ async def arun_benchmark(
         if not isinstance(feed.error, AccelbenchError):
             raise feed.error
         notes.append(f"Making the prompts failed after {feed.delivered} of {n + n_warm}: {feed.error}")
-    notes.extend(source.notes)  # complete now: the producer has stopped
+    # complete now: the making has stopped (a prompt process sent its own notes at its end)
+    notes.extend(feed.notes if isinstance(feed, ProcessFeed) else source.notes)
+    notes.extend(making_notes)
     try:
         return await _to_thread(
             _summarize,

@@ -40,6 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from accelbench.bench.datasets import (
+    BYTES_PER_TOKEN,
     DATASETS,
     MAX_FIT_ROUNDS,
     Prompt,
@@ -463,4 +464,5 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
         shared_prefix_tokens=front if n + warmups >= 2 else 0,
         offsets=offsets,
         expected_prefix_hit_rate=expected,
+        approx_prompt_bytes=BYTES_PER_TOKEN * sum(targets) / len(targets) if targets else None,
     )

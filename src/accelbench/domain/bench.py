@@ -451,7 +451,15 @@ class SummaryMetrics(StrictModel):
     output_throughput: float = Field(default=0.0, description="Output tokens per second.")
     total_token_throughput: float = Field(default=0.0, description="Input + output tokens per second.")
     max_output_tokens_per_s: float = Field(default=0.0, description="Peak output tokens in any one second.")
-    max_concurrent_requests: int = Field(default=0, description="Most requests in flight at once.")
+    max_concurrent_requests: int = Field(
+        default=0,
+        description="vLLM's peak concurrency: the most requests active in any one-second bucket from the first "
+        "send (a request counts in every second it touched, so short requests make it exceed the concurrency "
+        "limit); kept for compatibility with vllm bench serve. The true peak is peak_in_flight.",
+    )
+    peak_in_flight: int = Field(
+        default=0, description="The most requests in flight at the same instant (sent and not yet finished)."
+    )
     ttft_ms: MetricStats = Field(
         default_factory=MetricStats,
         description="Time to first token (the first generated text, reasoning included; see "

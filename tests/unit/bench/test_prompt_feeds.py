@@ -1,24 +1,31 @@
-"""Prompts are made lazily (issue 14): a benchmark takes them as it sends, a bounded look-ahead ahead of the
-sender; a cancel stops the prompt making too; the prompts for a seed are the same however they are made."""
+"""How a cell's requests are made: all of them before its clock starts (nothing but sending and timestamping in
+the measured window), or by a separate process a bounded look-ahead ahead of the sender when they would not fit
+the memory budget; a cancel stops the making within a fraction of a second; a sweep of 10,000 cells runs in
+bounded memory; the prompts for a seed are the same however they are made (the sources stay lazy)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing
 import random
 import threading
 import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-import accelbench.bench.runner as runner_mod
+import accelbench.bench.feeds as feeds_mod
 from accelbench.bench import build_dataset, run_benchmark
 from accelbench.bench.datasets import open_dataset
+from accelbench.bench.sweep import SweepEvent, create_sweep_run, run_sweep, sweep_keys
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind
-from tests.support.stream_server import Script, StreamServer
+from accelbench.domain.run import RunStatus, SweepSpec
+from accelbench.store.repo import Store
+from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 
 
 class CountingTokenizer(LocalTokenizer):
@@ -45,52 +52,44 @@ def _jsonl(path: Path, n: int) -> Path:
     return path
 
 
+def _tok(tmp_path: Path) -> Path:
+    return make_tokenizer_dir(tmp_path / "tok")
+
+
 def _ep(server: StreamServer) -> Endpoint:
     return Endpoint(base_url=server.base_url, served_model=server.model)
 
 
-# --------------------------------------------------------------------------------------------- cancel
-def test_cancel_while_prompts_are_slow_to_make_returns_with_what_was_sent(
-    tok_dir: Path, tmp_path: Path
-) -> None:
-    # 500 prompts at 20 ms each take 10 s to make: the old runner made them all before the first send
-    n = 500
-    tok = CountingTokenizer(tok_dir, sleep_s=0.02)
+# ------------------------------------------------------------------------------------ before the clock
+def test_every_request_is_made_before_the_first_is_sent(tok_dir: Path, tmp_path: Path) -> None:
+    n = 200
+    tok = CountingTokenizer(tok_dir)
     config = BenchConfig(
-        dataset="jsonl", dataset_path=str(_jsonl(tmp_path / "p.jsonl", n)), num_prompts=n, max_concurrency=2,
-        output_len=2, scrape_metrics=False,
+        dataset="jsonl", dataset_path=str(_jsonl(tmp_path / "p.jsonl", n)), num_prompts=n, num_warmups=3,
+        max_concurrency=4, output_len=2, scrape_metrics=False,
     )  # fmt: skip
-    cancel = threading.Event()
+    seen: list[int] = []
 
     def on_progress(done: int, total: int) -> None:
-        if done >= 3:
-            cancel.set()
+        seen.append(tok.counted)
 
     with StreamServer(Script(ttft_ms=1, itl_ms=1)) as server:
-        t = time.monotonic()
-        summary = run_benchmark(_ep(server), config, tokenizer=tok, cancel=cancel, progress=on_progress)
-        elapsed = time.monotonic() - t
-    assert summary.interrupted
-    assert summary.completed >= 3
-    assert len(summary.requests) < n
-    assert all(r.success or r.error == "cancelled" for r in summary.requests)
-    assert all(r.prompt_len > 0 for r in summary.requests)  # each request kept its prompt's token count
-    # the rest was never made: at most the look-ahead and one round beyond what was sent
-    bound = len(summary.requests) + runner_mod.lookahead(config) + runner_mod.PROMPT_CHUNK + 2
-    assert tok.counted <= bound < n
-    assert elapsed < 8.0  # generous: the old runner needed 10 s to make the prompts alone
+        summary = run_benchmark(_ep(server), config, tokenizer=tok, progress=on_progress)
+    assert summary.completed == n
+    # from the first progress tick on (the clock runs), no prompt was made: all 203 were made before it
+    assert seen and set(seen) == {n + 3}
+    assert not any("separate process" in note for note in summary.notes)
 
 
-def test_cancel_before_the_first_send_stops_the_prompt_making(tok_dir: Path, tmp_path: Path) -> None:
+def test_cancel_while_the_prompts_are_made_stops_the_making_within_a_second(
+    tok_dir: Path, tmp_path: Path
+) -> None:
     n = 600  # 12 s of prompt making at 20 ms each
     tok = CountingTokenizer(tok_dir, sleep_s=0.02)
     config = BenchConfig(
-        dataset="jsonl",
-        dataset_path=str(_jsonl(tmp_path / "p.jsonl", n)),
-        num_prompts=n,
-        output_len=2,
-        scrape_metrics=False,
-    )  # fmt: skip  (no max_concurrency: a look-ahead of LOOKAHEAD_MAX requests is made before the first send)
+        dataset="jsonl", dataset_path=str(_jsonl(tmp_path / "p.jsonl", n)), num_prompts=n, max_concurrency=8,
+        output_len=2, scrape_metrics=False,
+    )  # fmt: skip
     cancel = threading.Event()
     timer = threading.Timer(0.3, cancel.set)
     with StreamServer(Script(ttft_ms=1, itl_ms=1)) as server:
@@ -101,33 +100,94 @@ def test_cancel_before_the_first_send_stops_the_prompt_making(tok_dir: Path, tmp
         timer.join()
         assert not [r for r in server.records if r.path.endswith("completions")]
     assert summary.interrupted and summary.requests == []
-    assert tok.counted < n // 2
-    assert elapsed < 6.0  # generous: making every prompt takes 12 s
+    # one batch of MAKE_CHUNK prompts (1.3 s at 20 ms each) at most beyond the cancel
+    assert tok.counted <= (0.3 / 0.02) + 2 * feeds_mod.MAKE_CHUNK < n
+    assert elapsed < 0.3 + feeds_mod.MAKE_CHUNK * 0.02 + 1.0
 
 
 # ------------------------------------------------------------------------------------ bounded memory
-def test_a_large_cell_makes_prompts_only_a_look_ahead_ahead_of_sending(tok_dir: Path, tmp_path: Path) -> None:
-    n = 5000
-    tok = CountingTokenizer(tok_dir)
+def test_a_cell_over_the_memory_budget_is_made_by_a_separate_process(
+    tok_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = 400
+    config = BenchConfig(
+        input_len=40, num_prompts=n, num_warmups=2, max_concurrency=2, output_len=2, scrape_metrics=False, seed=3,
+    )  # fmt: skip
+    tok = LocalTokenizer(tok_dir)
+    expected = build_dataset(config, tok)
+    monkeypatch.setattr(feeds_mod, "PREMADE_BUDGET_BYTES", 10_000)  # about 15 requests
+    with StreamServer(Script(ttft_ms=0, itl_ms=0), tokenizer_dir=tok_dir) as server:
+        summary = run_benchmark(_ep(server), config, tokenizer=tok)
+        sent = [r.prompt for r in server.records if r.path.endswith("completions")]
+    assert summary.completed == n and not summary.interrupted
+    assert any("separate process" in note for note in summary.notes)
+    # the same prompts (two workers may swap neighbours on the wire), the warmups first
+    assert sorted(sent) == sorted(p.text for p in expected.warmups + expected.prompts)
+    assert set(sent[:2]) == {p.text for p in expected.warmups}
+    assert summary.prompt_token_check.mismatched == 0
+    assert not multiprocessing.active_children()  # the prompt process is gone
+
+
+def test_cancel_stops_a_prompt_process_at_once(
+    tok_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = 20_000
     config = BenchConfig(
         dataset="jsonl", dataset_path=str(_jsonl(tmp_path / "p.jsonl", 100)), num_prompts=n, max_concurrency=2,
         output_len=2, scrape_metrics=False,
     )  # fmt: skip
+    monkeypatch.setattr(feeds_mod, "PREMADE_BUDGET_BYTES", 10_000)
     cancel = threading.Event()
-    ahead: list[int] = []
+    stamp: list[float] = []
 
     def on_progress(done: int, total: int) -> None:
-        ahead.append(tok.counted - done)
-        if done >= 60:
+        if done >= 60 and not cancel.is_set():
+            stamp.append(time.monotonic())
             cancel.set()
 
     with StreamServer(Script(ttft_ms=1, itl_ms=1)) as server:
-        summary = run_benchmark(_ep(server), config, tokenizer=tok, cancel=cancel, progress=on_progress)
-    sent = len(summary.requests)
-    assert 60 <= sent < n
-    bound = runner_mod.lookahead(config) + runner_mod.PROMPT_CHUNK + config.max_concurrency + 2
-    assert tok.counted <= sent + bound
-    assert ahead and max(ahead) <= bound
+        summary = run_benchmark(_ep(server), config, tokenizer=LocalTokenizer(_tok(tmp_path)), cancel=cancel,
+                                progress=on_progress)  # fmt: skip
+        ended = time.monotonic()
+    assert summary.interrupted and 60 <= len(summary.requests) < n
+    assert stamp and ended - stamp[0] < 1.5  # well within a second or so, with the teardown
+    assert not multiprocessing.active_children()
+
+
+def test_a_sweep_of_ten_thousand_cells_runs_in_bounded_memory_and_cancels_within_a_second(
+    store: Store, tok_dir: Path
+) -> None:
+    spec = SweepSpec(
+        input_lens=list(range(40, 90)), concurrency=list(range(1, 51)), repeats=4, prompts_per_concurrency=1,
+        output_len=1, num_warmups=0, scrape_interval_s=0.5,
+    )  # fmt: skip
+    assert len(sweep_keys(spec)) == 10_000
+    with StreamServer(Script(ttft_ms=0, itl_ms=0), tokenizer_dir=tok_dir, model="smol") as server:
+        ep = Endpoint(base_url=server.base_url, served_model="smol", tokenizer=str(tok_dir))
+        run = create_sweep_run(store, ep, spec)
+        cancel = threading.Event()
+        cells: list[int] = []
+        stamp: list[float] = []
+
+        def progress(ev: SweepEvent) -> None:
+            if ev.kind == "cell_done":
+                cells.append(1)
+            if len(cells) >= 40 and not cancel.is_set():
+                stamp.append(time.monotonic())
+                cancel.set()
+
+        tracemalloc.start()
+        try:
+            outcome = run_sweep(store, run.id, ep, spec, cancel=cancel, progress=progress)
+            ended = time.monotonic()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert outcome.status == RunStatus.interrupted
+    assert 40 <= len(outcome.ran) < 10_000
+    assert stamp and ended - stamp[0] < 1.0
+    # the cells run so far are small; nothing of the 9,960 cells not run was made or held
+    assert peak < 64 * 1024 * 1024
 
 
 def test_the_random_source_makes_only_what_is_taken(tok_dir: Path) -> None:
@@ -186,13 +246,13 @@ def test_the_runner_sends_the_eager_prompts_in_order_and_counts_right(
     config = BenchConfig(input_len=48, num_prompts=30, num_warmups=4, max_concurrency=3, output_len=3, seed=2)
     eager = build_dataset(config, tok)
     sent: list[str] = []
-    real = runner_mod.request_body
+    real = feeds_mod.request_body
 
     def recording(cfg: BenchConfig, model: str, text: str, max_tokens: int | None = None) -> bytes:
         sent.append(text)
         return real(cfg, model, text, max_tokens)
 
-    monkeypatch.setattr(runner_mod, "request_body", recording)
+    monkeypatch.setattr(feeds_mod, "request_body", recording)
     with StreamServer(Script(ttft_ms=1, itl_ms=1), tokenizer_dir=tok_dir) as server:
         summary = run_benchmark(_ep(server), config, tokenizer=tok)
     assert sent == [p.text for p in eager.warmups] + [p.text for p in eager.prompts]
@@ -202,11 +262,37 @@ def test_the_runner_sends_the_eager_prompts_in_order_and_counts_right(
     assert summary.total_input_tokens == 30 * 48
 
 
-def test_a_burst_has_every_request_made_before_the_clock_starts() -> None:
-    """All at once with no concurrency limit: sent as they are made, the burst would be paced by the tokenizer."""
-    from accelbench.bench.runner import LOOKAHEAD_MAX, lookahead
-    from accelbench.domain.bench import BenchConfig
+def test_a_prompt_process_makes_twice_the_concurrency_ahead_within_bounds() -> None:
+    from accelbench.bench.feeds import LOOKAHEAD_MAX, LOOKAHEAD_MIN, lookahead
 
-    assert lookahead(BenchConfig(num_prompts=2000)) == 2000
-    assert lookahead(BenchConfig(num_prompts=2000, request_rate=5.0)) == LOOKAHEAD_MAX
-    assert lookahead(BenchConfig(num_prompts=2000, max_concurrency=4)) < 2000
+    assert lookahead(BenchConfig(num_prompts=2000)) == LOOKAHEAD_MAX
+    assert lookahead(BenchConfig(num_prompts=2000, max_concurrency=64)) == 128
+    assert lookahead(BenchConfig(num_prompts=2000, max_concurrency=2)) == LOOKAHEAD_MIN
+
+
+# ------------------------------------------------------------------------------------------ peak in flight
+def test_the_true_peak_in_flight_is_its_own_figure(tok_dir: Path) -> None:
+    """vLLM's max_concurrent_requests counts every request that touched a one-second bucket, so a zero-delay
+    server at concurrency 8 reads far above 8; peak_in_flight is what was really in flight at once."""
+    config = BenchConfig(input_len=48, num_prompts=600, max_concurrency=8, output_len=2, scrape_metrics=False)
+    with StreamServer(Script(ttft_ms=0, itl_ms=0), tokenizer_dir=tok_dir) as server:
+        summary = run_benchmark(_ep(server), config, tokenizer=LocalTokenizer(tok_dir))
+    assert summary.completed == 600
+    assert 1 <= summary.peak_in_flight <= 8
+    assert summary.max_concurrent_requests > 8  # vLLM's per-second definition, kept for compatibility
+
+
+def test_peak_in_flight_counts_overlaps_at_one_instant() -> None:
+    from accelbench.bench.metrics import peak_in_flight
+    from accelbench.domain.bench import RequestRecord
+
+    def rec(i: int, start: float, latency: float) -> RequestRecord:
+        return RequestRecord(
+            index=i, prompt_len=1, output_tokens=1, start_s=start, latency_s=latency, success=True
+        )
+
+    # [0, 2), [1, 3), [2, 4): at most two at once (one ends as the third starts); [1.5, 1.6) makes three
+    recs = [rec(0, 0.0, 2.0), rec(1, 1.0, 2.0), rec(2, 2.0, 2.0)]
+    assert peak_in_flight(recs) == 2
+    assert peak_in_flight([*recs, rec(3, 1.5, 0.1)]) == 3
+    assert peak_in_flight([]) == 0
