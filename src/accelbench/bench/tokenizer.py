@@ -80,6 +80,11 @@ class Tokenizer(ABC):
     def special_ids(self) -> set[int]:
         """Ids never to put in a random prompt (BOS, EOS, chat markers, ...)."""
 
+    def recipe(self) -> tuple[str, Any] | None:
+        """What another process needs to load the same tokenizer (``tokenizer_from_recipe``); None when it
+        cannot (a tokenizer made in code)."""
+        return None
+
 
 def _token_content(value: Any) -> str | None:
     if isinstance(value, dict):
@@ -222,6 +227,9 @@ class LocalTokenizer(Tokenizer):
             self._special_ids = ids
         return self._special_ids
 
+    def recipe(self) -> tuple[str, Any] | None:
+        return ("directory", str(self.directory))
+
     # --------------------------------------------------------------------------- the server's count
     def render_chat(self, text: str) -> str:
         if self.template is None:
@@ -268,6 +276,7 @@ class ServerTokenizer(Tokenizer):
     exactly the one the server will make."""
 
     def __init__(self, endpoint: Endpoint, *, timeout_s: float = 60.0, workers: int = 8) -> None:
+        self.endpoint = endpoint
         self.base = endpoint.base_url.rstrip("/")
         self.model = endpoint.served_model
         self.shown = redact_url(self.base)  # what messages and ids name: never the URL's password
@@ -278,6 +287,9 @@ class ServerTokenizer(Tokenizer):
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tokenize")
         self._special: set[int] | None = None
+
+    def recipe(self) -> tuple[str, Any] | None:
+        return ("server", self.endpoint)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
@@ -344,6 +356,14 @@ class ServerTokenizer(Tokenizer):
             texts = self.decode_batch([[i] for i in ids]) if ids else []
             self._special = {i for i, t in zip(ids, texts, strict=True) if _MARKER.match(t.strip())}
         return self._special
+
+
+def tokenizer_from_recipe(recipe: tuple[str, Any]) -> Tokenizer:
+    """The tokenizer ``Tokenizer.recipe`` describes, loaded in this process."""
+    kind, value = recipe
+    if kind == "directory":
+        return LocalTokenizer(value)
+    return ServerTokenizer(value)
 
 
 def load_tokenizer(endpoint: Endpoint, source: str | Path | None = None) -> Tokenizer:

@@ -341,6 +341,19 @@ class Comparison(StrictModel):
     capacity: list[CapacityRun] = Field(
         default_factory=list, description="The capacity searches among the runs, in the runs' order."
     )
+    like_for_like: bool = Field(
+        default=True,
+        description="No run differs from the baseline in what it served (model, precision, lengths, engine "
+        "features, sampling) or in quality beyond the intervals; unknown fields are said in the notes.",
+    )
+    mismatches: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Each difference from the baseline: run, field, baseline, value, and the sentence (text).",
+    )
+    like_for_like_notes: list[str] = Field(
+        default_factory=list,
+        description="What like for like found, in words: mismatches, unverified fields, greedy agreement.",
+    )
 
     @model_serializer(mode="wrap")
     def _without_empty_capacity(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

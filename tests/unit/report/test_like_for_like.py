@@ -1,0 +1,86 @@
+"""Like for like: differences of what runs served said in words, unknowns never counted, quality by interval."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from accelbench.domain.results import RunInfo
+from accelbench.domain.run import RunStatus
+from accelbench.report.like_for_like import like_for_like
+
+
+def served(**fields: Any) -> dict[str, Any]:
+    return {k: {"value": v, "source": "test"} for k, v in fields.items()}
+
+
+def run(run_id: str, *, quantization: str | None = None, model: str = "smol", **extra: Any) -> RunInfo:
+    return RunInfo(
+        id=run_id,
+        kind="sweep",
+        status=RunStatus.completed,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        model=model,
+        quantization=quantization,
+        extra=extra,
+    )
+
+
+def probe(correct: int, lo: float, hi: float, answers: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    return {"source": "probe", "probe_version": 1, "seed": 0, "tasks": 24, "api": "chat", "max_tokens": 12,
+            "agreement_unit": "tokens", "correct": correct, "accuracy": correct / 24, "accuracy_ci95": [lo, hi],
+            "answers": answers or {"a": ["1", "2"], "b": ["x"]}}  # fmt: skip
+
+
+def test_same_settings_are_like_for_like() -> None:
+    same = served(
+        max_model_len=2048, weights_dtype="bf16", kv_cache_dtype="auto", sampling={"temperature": 0}
+    )
+    verdict = like_for_like([run("A", served=same), run("B", served=same)], ["A", "B"])
+    assert verdict["like_for_like"] is True and verdict["mismatches"] == []
+
+
+def test_precision_and_max_length_are_said_in_words() -> None:
+    a = run("A", served=served(max_model_len=32768, weights_dtype="bf16"))
+    b = run("B", served=served(max_model_len=4096, quantization="fp8", weights_dtype="bf16"))
+    verdict = like_for_like([a, b], ["A", "B"])
+    assert verdict["like_for_like"] is False
+    texts = [m["text"] for m in verdict["mismatches"]]
+    assert "B serves fp8 weights, A bf16" in texts
+    assert "B's max model length is 4,096, A's 32,768" in texts
+    assert {(m["run"], m["field"], m["baseline"], m["value"]) for m in verdict["mismatches"]} == {
+        ("B", "weights_precision", "bf16", "fp8"),
+        ("B", "max_model_len", 32768, 4096),
+    }
+    assert verdict["notes"][0].startswith("Not like for like: ")
+
+
+def test_the_run_record_precision_counts_and_unknown_is_not_a_difference() -> None:
+    a = run("A", quantization="GGUF Q4_1", served=served(max_model_len=2048))
+    b = run("B", quantization="bf16", served=served())  # B's max length unknown
+    verdict = like_for_like([a, b], ["A", "B"])
+    assert [m["field"] for m in verdict["mismatches"]] == ["weights_precision"]
+    assert any("Not verified" in n and "B's max model length" in n for n in verdict["notes"])
+
+
+def test_model_identity_by_hash_else_name() -> None:
+    a = run("A", model="/models/smol", served=served(config_hash="aaa", tokenizer_hash="t"))
+    b = run("B", model="smol-alias", served=served(config_hash="aaa", tokenizer_hash="t"))
+    assert like_for_like([a, b], ["A", "B"])["like_for_like"] is True  # same files, other names
+    c = run("C", model="other", served=served(config_hash="ccc", tokenizer_hash="t"))
+    found = like_for_like([a, c], ["A", "C"])["mismatches"]
+    assert [m["field"] for m in found] == ["config_hash"]
+    d, e = run("D", model="smol"), run("E", model="llama")
+    assert like_for_like([d, e], ["D", "E"])["mismatches"][0]["text"] == "E serves llama, D smol"
+
+
+def test_quality_counts_only_when_the_intervals_do_not_overlap() -> None:
+    good = run("A", quality=probe(20, 0.64, 0.93))
+    close = run("B", quality=probe(16, 0.47, 0.82))
+    poor = run("C", quality=probe(2, 0.02, 0.26, {"a": ["9"], "b": ["x"]}))
+    assert like_for_like([good, close], ["A", "B"])["like_for_like"] is True
+    verdict = like_for_like([good, poor], ["A", "C"])
+    assert [m["field"] for m in verdict["mismatches"]] == ["quality"]
+    assert "the intervals do not overlap" in verdict["mismatches"][0]["text"]
+    assert verdict["agreement"] == {"C": 0.5}  # b agrees fully, a not at all
+    assert like_for_like([good, close], ["A", "B"])["agreement"] == {"B": 1.0}
