@@ -55,6 +55,7 @@ from accelbench.report.comparison import (
     lead,
 )
 from accelbench.report.findings import generate_findings
+from accelbench.report.like_for_like import check_like_for_like
 from accelbench.report.percentiles import value as percentile_value
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
 from accelbench.report.tables import MetricAggregate, aggregate_results
@@ -632,9 +633,14 @@ def display_names(runs: Sequence[RunInfo]) -> list[str]:
 
 # ----------------------------------------------------------------------------------------- build
 def build_comparison(
-    runs: Sequence[RunData], *, tier: PriceTier = PriceTier.on_demand, with_findings: bool = True
+    runs: Sequence[RunData],
+    *,
+    tier: PriceTier = PriceTier.on_demand,
+    with_findings: bool = True,
+    allow_mismatch: bool = False,
 ) -> Comparison:
-    """Compare the runs (the first is the baseline). One run gives its cells and scaling, no pairs."""
+    """Compare the runs (the first is the baseline). One run gives its cells and scaling, no pairs. A run that
+    is not like for like with the baseline is left out of the pairs and findings unless ``allow_mismatch``."""
     if not runs:
         raise UserInputError("Nothing to compare: give at least one run.")
     names = display_names([d.run for d in runs])
@@ -728,6 +734,7 @@ def build_comparison(
         notes=notes,
         capacity=capacity,
     )
+    check_like_for_like(comparison, [d.run for d in runs], allow_mismatch=allow_mismatch)
     if with_findings:
         comparison.findings = generate_findings(comparison)
     return comparison
@@ -740,9 +747,12 @@ def compare_runs(
     tier: PriceTier = PriceTier.on_demand,
     min_runs: int = 2,
     baseline: str | None = None,
+    allow_mismatch: bool = False,
 ) -> Comparison:
     """Load the runs from the store and compare them (``min_runs=1`` for a single-run report): every run
-    against the baseline, ``baseline`` when given (one of ``refs``), else the first run named."""
+    against the baseline, ``baseline`` when given (one of ``refs``), else the first run named; runs not like for
+    like with it are kept out of the ratios unless ``allow_mismatch``."""
     if baseline is not None and len(refs) >= min_runs:
         refs = baseline_first(store, refs, baseline)
-    return build_comparison(load_runs(store, refs, tier=tier, min_runs=min_runs), tier=tier)
+    runs = load_runs(store, refs, tier=tier, min_runs=min_runs)
+    return build_comparison(runs, tier=tier, allow_mismatch=allow_mismatch)
