@@ -43,7 +43,9 @@ class Settings(BaseSettings):
         description="Bearer token that mutating API endpoints require (in addition to stored API keys).",
     )
     api_read_auth: bool = Field(
-        default=False, description="When true, read endpoints of the API require a token as well."
+        default=True,
+        description="Read endpoints of the API and the pages need a token as well (the default); false opts "
+        "in to public reads, secrets still masked.",
     )
     worker: bool = Field(default=True, description="Run the background run worker inside `accelbench serve`.")
 

@@ -159,6 +159,7 @@ def service_env(db_url: str, data_dir: Path) -> dict[str, str]:
         "ACCELBENCH_DATABASE_URL": db_url,
         "ACCELBENCH_DATA_DIR": str(data_dir),
         "ACCELBENCH_API_TOKEN": TOKEN,
+        "ACCELBENCH_API_READ_AUTH": "false",  # these tests read runs without a key: public reads, opted in
     }
 
 

@@ -1,9 +1,10 @@
 """Authentication of API callers: the service token from the settings and API keys stored hashed.
 
-- Mutating endpoints always need a bearer token; read endpoints need one only when
-  ``ACCELBENCH_API_READ_AUTH`` is true.
-- A token is either ``ACCELBENCH_API_TOKEN`` (compared in constant time) or an API key made by
-  ``accelbench apikey create NAME``. A key looks like ``abk_<8 hex>_<43 url-safe chars>``: the first twelve
+- Mutating endpoints always need a bearer token; read endpoints need one too unless the operator opts in to
+  public reads with ``ACCELBENCH_API_READ_AUTH=false`` (secrets stay masked in what is read).
+- A token is either ``ACCELBENCH_API_TOKEN`` (compared in constant time; it acts as an admin) or an API key
+  made by ``accelbench apikey create NAME --role admin|user|read-only``. A read-only key reads; a user key also
+  queues runs and cancels or deletes its own; an admin key acts on every run and changes the configuration. A key looks like ``abk_<8 hex>_<43 url-safe chars>``: the first twelve
   characters are its lookup prefix, the whole key is stored only as a salted scrypt hash, and the plain key is
   shown once, when it is made.
 - The pages sign in by storing the token in an HttpOnly, SameSite=Strict cookie. A cookie alone is never
@@ -25,7 +26,7 @@ from typing import Literal
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from accelbench.errors import AuthError
+from accelbench.errors import AuthError, ForbiddenError
 from accelbench.settings import Settings
 from accelbench.store import Store
 
@@ -40,19 +41,35 @@ _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
 _TOUCH_EVERY_S = 60.0
 
 
+Role = Literal["admin", "user", "read-only"]
+#: what each role may do, in the order of what they allow
+ROLES: dict[str, str] = {
+    "admin": "everything: every run (cancel, delete), the configuration",
+    "user": "read, queue runs, cancel and delete its own runs",
+    "read-only": "read",
+}
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who made a request (for audit lines); ``anonymous`` only on open read endpoints."""
+    """Who made a request (for audit lines and ownership); ``anonymous`` only on open read endpoints."""
 
     name: str
     kind: Literal["token", "apikey", "anonymous"]
+    role: Role = "read-only"
+    key_id: int | None = None  # the API key's id: the runs it submitted are its own
 
     @property
     def actor(self) -> str:
         return self.name if self.kind != "apikey" else f"apikey:{self.name}"
 
+    def owns(self, owner_key_id: int | None) -> bool:
+        """May act on a run submitted by ``owner_key_id``: an admin on every run, a key on its own."""
+        return self.role == "admin" or (self.key_id is not None and self.key_id == owner_key_id)
+
 
 ANONYMOUS = Principal("anonymous", "anonymous")
+SERVICE_TOKEN = Principal("api-token", "token", role="admin")
 
 
 def hash_api_key(key: str, *, salt: bytes | None = None) -> str:
@@ -144,17 +161,23 @@ def key_prefix(key: str) -> str | None:
     return key[:PREFIX_LEN]
 
 
-def create_api_key(store: Store, name: str) -> str:
-    """Make and store a new key; returns the plain key, which is never retrievable again."""
+def create_api_key(store: Store, name: str, role: str = "user") -> str:
+    """Make and store a new key with ``role`` (admin, user or read-only); returns the plain key, which is never
+    retrievable again."""
     from accelbench.errors import UserInputError
 
     name = name.strip()
     if not name or len(name) > 100:
         raise UserInputError("An API key needs a name of 1 to 100 characters, e.g. `ci` or `alice`.")
+    if role not in ROLES:
+        raise UserInputError(
+            f"Unknown API key role {role!r}.",
+            hint="Choose one of: " + "; ".join(f"{r} ({what})" for r, what in ROLES.items()) + ".",
+        )
     key = new_api_key()
     prefix = key_prefix(key)
     assert prefix is not None
-    store.add_api_key(name, prefix, hash_api_key(key))
+    store.add_api_key(name, prefix, hash_api_key(key), role=role)
     return key
 
 
@@ -169,7 +192,7 @@ class TokenVerifier:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
-        self._verified: dict[str, tuple[int, str, str]] = {}  # sha256(key) -> (id, stored hash, name)
+        self._verified: dict[str, tuple[int, str]] = {}  # sha256(key) -> (id, stored hash)
         self._touched: dict[int, float] = {}
         self._lock = threading.Lock()
         self.limiter = FailedAuthLimiter()
@@ -185,7 +208,7 @@ class TokenVerifier:
             return None
         expected = self.settings.api_token
         if expected and hmac.compare_digest(token.encode(), expected.encode()):
-            return Principal("api-token", "token")
+            return SERVICE_TOKEN
         prefix = key_prefix(token)
         if prefix is None:
             return None
@@ -196,16 +219,12 @@ class TokenVerifier:
         fingerprint = hashlib.sha256(token.encode()).hexdigest()
         with self._lock:
             cached = self._verified.get(fingerprint)
-        if cached is not None and (cached[0], cached[1]) in candidates:
-            self._touch(cached[0])
-            return Principal(cached[2], "apikey")
-        for key_id, stored in candidates:
-            if verify_api_key(token, stored):
-                name = next((k["name"] for k in self.store.list_api_keys() if k["prefix"] == prefix), prefix)
+        for key_id, stored, name, role in candidates:  # name and role as stored now, never cached
+            if cached == (key_id, stored) or (cached is None and verify_api_key(token, stored)):
                 with self._lock:
-                    self._verified[fingerprint] = (key_id, stored, name)
+                    self._verified[fingerprint] = (key_id, stored)
                 self._touch(key_id)
-                return Principal(name, "apikey")
+                return Principal(name, "apikey", role=_role(role), key_id=key_id)
         return None
 
     def _touch(self, key_id: int) -> None:
@@ -216,6 +235,10 @@ class TokenVerifier:
                 return
             self._touched[key_id] = now
         self.store.touch_api_key(key_id)
+
+
+def _role(stored: str) -> Role:
+    return stored if stored in ("admin", "user") else "read-only"  # type: ignore[return-value]
 
 
 _bearer = HTTPBearer(
@@ -278,14 +301,43 @@ def authenticate(
 def require_write(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
 ) -> Principal:
-    """Dependency of every mutating endpoint."""
-    return authenticate(request, credentials, write=True)
+    """Dependency of every mutating endpoint: a token whose role may change data (not read-only)."""
+    principal = authenticate(request, credentials, write=True)
+    if principal.role == "read-only":
+        raise ForbiddenError(
+            f"The API key {principal.name!r} is read-only: it may read, not change anything.",
+            hint="Use a key with the user or admin role (`accelbench apikey create NAME --role user`).",
+        )
+    return principal
+
+
+def require_admin(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> Principal:
+    """Dependency of endpoints that change the service for everyone (the configuration)."""
+    principal = require_write(request, credentials)
+    if principal.role != "admin":
+        raise ForbiddenError(
+            f"Only an admin key may do this; {principal.name!r} is a {principal.role} key.",
+            hint="Use ACCELBENCH_API_TOKEN or a key made with `accelbench apikey create NAME --role admin`.",
+        )
+    return principal
+
+
+def require_run_owner(principal: Principal, owner_key_id: int | None, run_id: str, action: str) -> None:
+    """Refuse ``action`` (cancel, delete) on a run that is not the caller's, unless the caller is an admin."""
+    if not principal.owns(owner_key_id):
+        raise ForbiddenError(
+            f"Run {run_id} is not yours to {action}: only the key that submitted it or an admin key may.",
+            hint="Ask its owner, or use an admin key (ACCELBENCH_API_TOKEN or `--role admin`).",
+        )
 
 
 def require_read(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
 ) -> Principal:
-    """Dependency of every read endpoint: open unless ``api_read_auth`` is set (a given token is still checked)."""
+    """Dependency of every read endpoint: a token unless the operator opened reads (``api_read_auth`` false);
+    a given token is checked either way."""
     settings: Settings = request.app.state.settings
     if not settings.api_read_auth and credentials is None:
         return ANONYMOUS

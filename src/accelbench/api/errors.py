@@ -309,6 +309,10 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad input or a guard refused the request."},
     401: {"model": ErrorBody, "description": "A bearer token is required or was not accepted."},
+    403: {
+        "model": ErrorBody,
+        "description": "The key's role or ownership does not allow this (a read-only key, another key's run).",
+    },
     404: {"model": ErrorBody, "description": "Unknown run, model or instance type."},
     409: {"model": ErrorBody, "description": "The request conflicts with the run's state."},
     422: {"model": ErrorBody, "description": "A parameter or body field is invalid."},

@@ -47,9 +47,12 @@ def serve(
         settings = get_settings()
         app = create_app(settings, start_worker=worker)
         if not app.state.verifier.configured():
+            reads = "reads work" if not settings.api_read_auth else "reads"
             err_console.print(
-                "[yellow]No API token is configured:[/] reads work, but queuing runs and other changes are "
-                "refused until you set ACCELBENCH_API_TOKEN or create a key with `accelbench apikey create NAME`."
+                f"[yellow]No API token is configured:[/] {reads}, queuing runs and other changes are refused "
+                "until you set ACCELBENCH_API_TOKEN or create a key with "
+                "`accelbench apikey create NAME --role admin`."
+                + ("" if not settings.api_read_auth else " (ACCELBENCH_API_READ_AUTH=false opens reads.)")
             )
         if app.state.worker is not None:
             # Started here, before the server, so a second worker on one SQLite store fails with a clear
@@ -78,20 +81,26 @@ def uvicorn_log_config() -> dict[str, Any]:
 @apikey_app.command("create")
 def apikey_create(
     name: str = typer.Argument(..., help="A name for the key, e.g. ci or alice."),
+    role: str = typer.Option(
+        "user",
+        "--role",
+        help="admin (every run, the configuration), user (queue runs; cancel and delete its own) or "
+        "read-only (read).",
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Create a key. It is printed once; only its hash is stored."""
+    """Create a key with a role. It is printed once; only its hash is stored."""
     from accelbench.api.auth import create_api_key, key_prefix
     from accelbench.store import get_store
 
     with user_errors():
-        key = create_api_key(get_store(), name)
+        key = create_api_key(get_store(), name, role=role)
     if fmt == OutputFormat.json:
-        print_json({"name": name.strip(), "prefix": key_prefix(key), "key": key})
+        print_json({"name": name.strip(), "prefix": key_prefix(key), "role": role, "key": key})
         return
     typer.echo(key)
     err_console.print(
-        f"API key {name.strip()!r} created. Copy it now: it is not stored and cannot be shown again. "
+        f"API key {name.strip()!r} ({role}) created. Copy it now: it is not stored and cannot be shown again. "
         "Send it as `Authorization: Bearer <key>`."
     )
 
@@ -109,8 +118,9 @@ def apikey_list(fmt: OutputFormat = FormatOption) -> None:
         lambda: console.print(
             simple_table(
                 "API keys",
-                ["Name", "Prefix", "Created", "Last used", "Revoked"],
-                [[k["name"], k["prefix"], k["created_at"], k["last_used_at"] or "never", "yes" if k["revoked"] else ""]
+                ["Name", "Role", "Prefix", "Created", "Last used", "Revoked"],
+                [[k["name"], k["role"], k["prefix"], k["created_at"], k["last_used_at"] or "never",
+                  "yes" if k["revoked"] else ""]
                  for k in keys],
             )
         ),

@@ -113,18 +113,19 @@ class AdminStore(StoreBase):
                 for r in s.scalars(select(AuditRow).order_by(AuditRow.id.desc()).limit(limit))
             ]
 
-    def add_api_key(self, name: str, prefix: str, key_hash: str) -> None:
+    def add_api_key(self, name: str, prefix: str, key_hash: str, role: str = "user") -> None:
         with self.session() as s:
             if s.scalars(select(ApiKeyRow).where(ApiKeyRow.name == name)).first() is not None:
                 raise ConflictError(
                     f"An API key named {name!r} exists; choose another name or revoke it first."
                 )
-            s.add(ApiKeyRow(name=name, prefix=prefix, key_hash=key_hash))
+            s.add(ApiKeyRow(name=name, prefix=prefix, key_hash=key_hash, role=role))
 
-    def api_keys_with_prefix(self, prefix: str) -> list[tuple[int, str]]:
+    def api_keys_with_prefix(self, prefix: str) -> list[tuple[int, str, str, str]]:
+        """(id, stored hash, name, role) of every key not revoked with this lookup prefix."""
         with self.session() as s:
             return [
-                (r.id, r.key_hash)
+                (r.id, r.key_hash, r.name, r.role)
                 for r in s.scalars(
                     select(ApiKeyRow).where(ApiKeyRow.prefix == prefix, ApiKeyRow.revoked.is_(False))
                 )
@@ -143,6 +144,7 @@ class AdminStore(StoreBase):
                     "created_at": _aware(r.created_at),
                     "last_used_at": _aware(r.last_used_at),
                     "revoked": r.revoked,
+                    "role": r.role,
                 }
                 for r in s.scalars(select(ApiKeyRow).order_by(ApiKeyRow.id))
             ]

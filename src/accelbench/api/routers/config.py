@@ -8,7 +8,7 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from accelbench.api.auth import Principal, require_read, require_write
+from accelbench.api.auth import Principal, require_admin, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.base import StrictModel
@@ -74,7 +74,7 @@ def get_tool_versions(
 
 @router.put("/tool-versions", response_model=ToolVersionsChanged, summary="Set tool versions")
 def put_tool_versions(
-    body: ToolVersionsIn, store: StoreDep, who: Principal = Depends(require_write)
+    body: ToolVersionsIn, store: StoreDep, who: Principal = Depends(require_admin)
 ) -> ToolVersionsChanged:
     from accelbench.registry import did_you_mean
     from accelbench.runtimes import versions as tv

@@ -7,6 +7,9 @@ at least 1),
 the instance looked up in the catalog, the runtime chosen from the instance's tier when the spec does not
 name one, and the runtime guards (400 before anything is stored). Secrets given with a run (``hf_token``) stay
 in the worker's memory only: they are not stored, logged or returned.
+
+A run belongs to the API key that queued it: only that key or an admin key cancels or deletes it
+(``api.auth.require_run_owner``); a read-only key reads only.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from accelbench import services as service
-from accelbench.api.auth import Principal, require_read, require_write
+from accelbench.api.auth import Principal, require_read, require_run_owner, require_write
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.bench import TelemetrySample
@@ -131,7 +134,7 @@ def create_run(
         response.status_code = 200
         return service.dry_run(confine_spec(spec))
     spec = confine_spec(spec)
-    run = service.submit_run(store, spec, worker=worker, actor=who.actor)
+    run = service.submit_run(store, spec, worker=worker, actor=who.actor, owner_key_id=who.key_id)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return RunCreated(
         id=run.id,
@@ -225,16 +228,19 @@ def thin(samples: list[TelemetrySample], max_points: int) -> list[TelemetrySampl
     summary="Cancel a pending or running run",
 )
 def cancel_run(
-    run_id: RunId, store: StoreDep, worker: WorkerDep, _: Principal = Depends(require_write)
+    run_id: RunId, store: StoreDep, worker: WorkerDep, who: Principal = Depends(require_write)
 ) -> Cancelled:
-    run = store.cancel_run(run_id)
+    target = store.get_run(run_id)
+    require_run_owner(who, store.run_owner_key(target.id), target.id, "cancel")
+    run = store.cancel_run(target.id)
     signalled = worker.request_cancel(run.id) if worker is not None else False
     return Cancelled(id=run.id, status=run.status, signalled=signalled)
 
 
 @router.delete("/{run_id}", status_code=204, summary="Delete a finished or pending run and its results")
-def delete_run(run_id: RunId, store: StoreDep, _: Principal = Depends(require_write)) -> Response:
+def delete_run(run_id: RunId, store: StoreDep, who: Principal = Depends(require_write)) -> Response:
     run = store.get_run(run_id)
+    require_run_owner(who, store.run_owner_key(run.id), run.id, "delete")
     if run.status in (RunStatus.deploying, RunStatus.benchmarking):
         raise ConflictError(
             f"Run {run.id} is {run.status.value}; cancel it first (POST /api/v1/runs/{run.id}/cancel), "
