@@ -474,4 +474,7 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_command)
     app.command("report")(report_command)
     import_app.command("vllm-bench")(import_vllm_bench)
+    from accelbench.cli.imports import register_importers  # guidellm, aiperf, ... (bench.importers)
+
+    register_importers(import_app)
     app.add_typer(import_app, name="import")

@@ -386,4 +386,7 @@ def delete_runs(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    from accelbench.cli.exports import export_results
+
+    runs_app.command("export")(export_results)
     app.add_typer(runs_app, name="runs")
