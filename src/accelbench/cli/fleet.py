@@ -8,10 +8,19 @@ against a local engine); the table and the report come from ``report/fleet.py``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.common import (
+    FormatOption,
+    OutputFormat,
+    console,
+    err_console,
+    graceful_interrupt,
+    print_json,
+    user_errors,
+)
 from accelbench.cli.render import Col, print_table
 
 _PRIORITY = {
@@ -91,6 +100,21 @@ def fleet(
         None, "--choose", help="Candidate --export writes; default the cheapest."
     ),
     namespace: str = typer.Option("accelbench", "--namespace", help="Namespace of the exported objects."),
+    validate: bool = typer.Option(
+        False, "--validate", help="Replay one server's share of the busiest interval against --base-url."
+    ),
+    base_url: str | None = typer.Option(
+        None, "--base-url", envvar="ACCELBENCH_BASE_URL", help="--validate: the local engine's root URL."
+    ),
+    served_model: str | None = typer.Option(
+        None, "--served-model", help="--validate: the served model name; default the first listed."
+    ),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="--validate: local tokenizer directory; default the server's /tokenize."
+    ),
+    validate_requests: int = typer.Option(
+        200, "--validate-requests", help="--validate: most requests replayed."
+    ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Size, price and rank a fleet per instance type for a day of traffic within an SLO."""
@@ -124,12 +148,75 @@ def fleet(
             files += write_fleet_files(manifests, export)
             for w in warnings:
                 err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        checked = None
+        if validate:
+            checked = _validate(plan, request, base_url, served_model, tokenizer, validate_requests)
     if fmt == OutputFormat.json:
-        print_json(plan.public_json())
+        data = plan.public_json()
+        if checked is not None:
+            data["validation"] = checked.model_dump(mode="json")
+        print_json(data)
     else:
         render(plan, top)
+        if checked is not None:
+            render_validation(checked)
     for f in files:
         err_console.print(f"[dim]wrote {f}[/]", highlight=False)
+
+
+def _validate(
+    plan: Any, request: Any, base_url: str | None, served: str | None, tokenizer: str | None, most: int
+) -> Any:
+    """The replay of ``--validate``: this machine's plan (candidate ``local``) against the engine at
+    ``base_url``."""
+    import threading
+
+    from accelbench.cli.bench import first_served_model
+    from accelbench.domain.bench import Endpoint
+    from accelbench.errors import UserInputError
+    from accelbench.services.fleet import load_traffic, plan_fleet
+    from accelbench.services.fleet_validate import validate_fleet
+    from accelbench.store import get_store
+
+    if not base_url:
+        raise UserInputError("--validate needs --base-url: the local engine to replay against.")
+    traffic = load_traffic(request)
+    local = next((c for c in plan.candidates if c.instance == "local"), None)
+    if local is None:
+        local = plan_fleet(
+            get_store(), request.model_copy(update={"instances": ["local"]}), traffic
+        ).candidates[0]
+    endpoint = Endpoint(
+        base_url=base_url, served_model=served or first_served_model(base_url, {}, None), tokenizer=tokenizer
+    )
+    cancel = threading.Event()
+    with graceful_interrupt(cancel, "Stopping the replay; Ctrl-C again to abort."):
+        return validate_fleet(
+            get_store(),
+            endpoint,
+            traffic,
+            local,
+            request.target(),
+            max_requests=most,
+            cancel=cancel,
+            progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),
+        )
+
+
+def render_validation(v: Any) -> None:
+    measured = "-" if v.measured_attainment is None else f"{v.measured_attainment:.1%}"
+    colour = "green" if v.met else "red"
+    console.print(
+        f"[bold]Replay on this machine[/] ({v.requests} requests at {v.requests_per_s:.3g} req/s per server, "
+        f"{v.servers} server(s) at {v.interval_start_s / 3600:.1f} h, capacity {v.capacity_requests_per_s:.3g} "
+        f"req/s {v.capacity_source}): within {v.slo}: measured [{colour}]{measured}[/], promised at least "
+        f"{v.promised_attainment:.0%} ({v.why})",
+        highlight=False,
+    )
+    for n in v.notes:
+        console.print(f"  - {n}", highlight=False)
+    if v.run_id:
+        err_console.print(f"[dim]stored as run {v.run_id}[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -60,6 +60,7 @@ class Traffic(StrictModel):
     """The traffic a fleet must serve."""
 
     source: str = Field(description="The file's name.")
+    path: str | None = Field(default=None, description="The file read (a trace is read again to replay it).")
     format: TrafficFormat
     interval_s: float = Field(description="The interval length asked for (the last may be shorter).")
     window_s: float = Field(
@@ -369,5 +370,11 @@ def read_traffic(path: Path, *, interval_s: float = 3600.0, window_s: float = 60
         raise UserInputError(f"{path}: the traffic has no requests (every rate is 0).")
     step = intervals[0].seconds if fmt == "profile" else interval_s
     return Traffic(
-        source=path.name, format=fmt, interval_s=step, window_s=window_s, intervals=intervals, notes=notes
+        source=path.name,
+        path=str(path),
+        format=fmt,
+        interval_s=step,
+        window_s=window_s,
+        intervals=intervals,
+        notes=notes,
     )

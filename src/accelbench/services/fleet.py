@@ -49,7 +49,7 @@ class FleetRequest(StrictModel):
     instances: list[str] = Field(
         default_factory=list,
         max_length=200,
-        description="Candidate instance types; none: every feasible one.",
+        description="Candidate instance types ('local': this machine, unpriced); none: every feasible one.",
     )
     interval_s: float = Field(default=3600.0, gt=0, le=86_400, description="Interval a trace is counted in.")
     peak_window_s: float = Field(
@@ -193,7 +193,10 @@ def ready_seconds(store: Store | None, instance: str, model: str) -> tuple[list[
 def _reserved(store: Store | None, instance: str) -> tuple[float | None, str | None]:
     from accelbench.catalog.pricing import price_for
     from accelbench.domain.catalog import PriceTier
+    from accelbench.plan.hardware import is_local
 
+    if is_local(instance):  # this machine has no price
+        return None, None
     price = price_for(instance, PriceTier.reserved_1yr, store=store)
     if price is None:
         return None, None
@@ -203,10 +206,15 @@ def _reserved(store: Store | None, instance: str) -> tuple[float | None, str | N
 # --------------------------------------------------------------------------------------------- the plan
 def _candidates(request: FleetRequest) -> list[InstanceType]:
     from accelbench.catalog import get_catalog
+    from accelbench.plan.hardware import is_local, local_machine
 
     cat = get_catalog()
     if request.instances:
-        return [cat.instance(name.strip()) for name in request.instances if name.strip()]
+        return [
+            local_machine()[0] if is_local(n) else cat.instance(n.strip())
+            for n in request.instances
+            if n.strip()
+        ]
     return list(cat.instances)
 
 
