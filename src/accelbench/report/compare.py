@@ -58,7 +58,8 @@ from accelbench.report.findings import generate_findings
 from accelbench.report.like_for_like import check_like_for_like
 from accelbench.report.percentiles import value as percentile_value
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
-from accelbench.report.tables import MetricAggregate, aggregate_results
+from accelbench.report.tables import CellAggregate, MetricAggregate, aggregate_results
+from accelbench.report.verdicts import comparison_verdicts
 
 #: what the callers of this module use (the model lives in report/comparison.py, the table in
 #: report/side_by_side.py; the names stay importable from here, where a comparison is built)
@@ -338,14 +339,15 @@ def _summary_percentile(used: Sequence[ResultInfo], metric: str, p: int) -> floa
     return agg.mean if agg is not None else None
 
 
-def aggregate_cells(data: RunData) -> list[CellResult]:
+def aggregate_cells(data: RunData, base: Sequence[CellAggregate] | None = None) -> list[CellResult]:
     """One CellResult per (input_len, concurrency) of the run, from ``report.tables.aggregate_results``
-    (the mean of the repeats' medians; which repeats count is decided there), with cost and telemetry."""
+    (the mean of the repeats' medians; which repeats count is decided there; ``base`` when already made),
+    with cost and telemetry."""
     run = data.run
     hourly = data.price.usd_per_hour if data.price else None
     count = accelerator_count(run)
     results = list(data.results)
-    base = aggregate_results(results)
+    base = aggregate_results(results) if base is None else base
     by_cell: dict[tuple[int, int], list[ResultInfo]] = defaultdict(list)
     for r in results:
         by_cell[(r.input_len, r.concurrency)].append(r)
@@ -646,8 +648,10 @@ def build_comparison(
     names = display_names([d.run for d in runs])
     compared = [describe_run(d, n) for d, n in zip(runs, names, strict=True)]
     cells: list[CellResult] = []
+    aggregates: list[CellAggregate] = []
     for d in runs:
-        cells.extend(aggregate_cells(d))
+        aggregates.extend(run_cells := aggregate_results(list(d.results)))
+        cells.extend(aggregate_cells(d, run_cells))
     notes: list[str] = []
     for d, cr in zip(runs, compared, strict=True):
         if cr.price is None and cr.price_note is None:
@@ -733,6 +737,7 @@ def build_comparison(
         pairs=pairs,
         notes=notes,
         capacity=capacity,
+        verdicts=comparison_verdicts(aggregates, baseline, matched),
     )
     check_like_for_like(comparison, [d.run for d in runs], allow_mismatch=allow_mismatch)
     if with_findings:

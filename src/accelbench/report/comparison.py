@@ -15,6 +15,7 @@ from accelbench.domain.capacity import CapacitySLO, LoadKind, Probe
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.report.formatting import fmt_num, fmt_usd
+from accelbench.report.verdicts import MetricVerdict
 
 # Telemetry gauges that carry accelerator utilisation (percent) and memory in use, by the names the scrapers
 # may store them under (accelbench's own names first, then DCGM's and neuron-monitor's). Memory values are
@@ -353,6 +354,11 @@ class Comparison(StrictModel):
     like_for_like_notes: list[str] = Field(
         default_factory=list,
         description="What like for like found, in words: mismatches, unverified fields, greedy agreement.",
+    )
+    verdicts: list[MetricVerdict] = Field(
+        default_factory=list,
+        description="Each run's matched cells against the baseline's, metric by metric: ratio, its 95% interval "
+        "and whether the difference is real (report/verdicts.py); findings, headline, page and CSV read these.",
     )
 
     @model_serializer(mode="wrap")

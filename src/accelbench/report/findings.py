@@ -34,6 +34,10 @@ from accelbench.report.comparison import (
     lead,
     throughput_versus,
 )
+from accelbench.report.verdict_phrases import clause as verdict_clause
+from accelbench.report.verdict_phrases import figures as verdict_figures
+from accelbench.report.verdict_phrases import known, undetected
+from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, find
 
 __all__ = ["Finding", "generate_findings"]
 
@@ -83,7 +87,8 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
     runs = [p.a, p.b]
     out: list[Finding] = []
 
-    decode = decode_versus(p.tpot_b_ms, p.tpot_a_ms, digits=1)
+    v_decode = find(cmp.verdicts, p.b, il, lo, "tpot_p50_ms")
+    decode = undetected(decode_versus(p.tpot_b_ms, p.tpot_a_ms, digits=1), v_decode)
     if p.decode_speedup_a_over_b is not None and decode is not None:
         assert p.tpot_a_ms is not None and p.tpot_b_ms is not None
         s = p.decode_speedup_a_over_b
@@ -95,9 +100,14 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
             "baseline": p.a,
             "factor": decode.factor,
             "direction": decode.word,
+            **verdict_figures(v_decode),
         }
-        tpots = f"(TPOT {fms(p.tpot_b_ms)} vs {fms(p.tpot_a_ms)})"
-        if decode.better is None:
+        tpots = f"(TPOT {fms(p.tpot_b_ms)} vs {fms(p.tpot_a_ms)}{verdict_clause(v_decode, 'TPOT')})"
+        if decode.better is None and known(v_decode) and v_decode and v_decode.verdict != NO_DIFFERENCE:
+            # a supported difference too small to show at one decimal
+            way = "faster" if v_decode.verdict == "better" else "slower"
+            text = f"At input {il} and concurrency {lo}, {b} decodes slightly {way} than {base} {tpots}."
+        elif decode.better is None:
             text = f"At input {il} and concurrency {lo}, {b} decodes as fast as {base} {tpots}."
         else:
             figures["faster"] = p.a if s > 1 else p.b
@@ -126,7 +136,9 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
         )
 
     if p.throughput_gaps:
-        out.append(_gap_finding(p, a, b))
+        ends = (p.throughput_gaps[0].concurrency, p.throughput_gaps[-1].concurrency)
+        found = tuple(find(cmp.verdicts, p.b, il, c, "total_token_throughput") for c in ends)
+        out.append(_gap_finding(p, a, b, (found[0], found[1])))
 
     ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
     if ta is not None and tb is not None:
@@ -191,9 +203,14 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
     return out
 
 
-def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
+def _gap_finding(
+    p: PairRatios, a: str, b: str, found: tuple[MetricVerdict | None, MetricVerdict | None] = (None, None)
+) -> Finding:
+    """The total-throughput gap from the lowest to the highest concurrency; a gap that the verdict at an end
+    (``found``: lowest, highest) does not support is said as on par there."""
     il, gaps = p.input_len, p.throughput_gaps
     first, last = gaps[0], gaps[-1]
+    trend = p.throughput_gap_trend
     base = f"the baseline {a}"
     figures: dict[str, float | int | str | None] = {
         "from_concurrency": first.concurrency,
@@ -208,11 +225,14 @@ def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
         "baseline": p.a,
     }
     # B against the baseline at each end, one decimal, as the trend is judged
-    v_lo = throughput_versus(first.b_tok_s, first.a_tok_s, digits=1)
-    v_hi = throughput_versus(last.b_tok_s, last.a_tok_s, digits=1)
+    v_lo = undetected(throughput_versus(first.b_tok_s, first.a_tok_s, digits=1), found[0])
+    v_hi = undetected(throughput_versus(last.b_tok_s, last.a_tok_s, digits=1), found[1])
     assert v_lo is not None and v_hi is not None  # a gap is stored only with both throughputs
     figures["direction_low"], figures["direction_high"] = v_lo.word, v_hi.word
-    tps = f"({ftps(last.b_tok_s)} vs {ftps(last.a_tok_s)}"
+    figures.update({**verdict_figures(found[0], "low_"), **verdict_figures(found[1], "high_")})
+    tps = f"({ftps(last.b_tok_s)} vs {ftps(last.a_tok_s)}{verdict_clause(found[1], 'total tok/s')}"
+    if trend is not None and trend != "reverses" and v_lo.better is None and v_hi.better is None:
+        trend = "holds"
 
     def than(v: Versus) -> str:
         return f"on par with that of {base}" if v.better is None else f"{v} than that of {base}"
@@ -223,7 +243,6 @@ def _gap_finding(p: PairRatios, a: str, b: str) -> Finding:
     def leader(ratio: float) -> str:
         return a if ratio >= 1.0 else b
 
-    trend = p.throughput_gap_trend
     if trend is None:
         text = f"At input {il} and concurrency {last.concurrency}, {b}'s total throughput is {than(v_hi)} {tps})."
     elif trend == "reverses":

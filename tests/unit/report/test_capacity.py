@@ -385,7 +385,7 @@ def test_a_sweep_only_comparison_is_unchanged(tmp_path: Path) -> None:
     data = comparison_json(cmp)
     assert list(data) == ["generated_at", "accelbench_version", "tier", "baseline", "runs", "cells", "matched",
                           "scaling", "pairs", "findings", "notes", "like_for_like", "mismatches",
-                          "like_for_like_notes"]  # fmt: skip
+                          "like_for_like_notes", "verdicts"]  # fmt: skip
     assert not any(f.kind.startswith("capacity") for f in cmp.findings)
     assert not any("capacity" in n or "request rates" in n for n in cmp.notes)
     comments, rows = read_compare_csv(write_compare_csv(cmp))

@@ -1,0 +1,52 @@
+"""How the findings and the headline say a verdict (``report/verdicts.py``): a difference the data supports with
+its size and interval ("TPOT 12% lower (8-16%)"), one it does not as "no detectable difference" with the repeats
+that would settle it, and a ratio that only looks different said as on par."""
+
+from __future__ import annotations
+
+from accelbench.report.comparison import ON_PAR, Versus
+from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase
+
+
+def known(v: MetricVerdict | None) -> bool:
+    """True when there is a verdict resting on intervals (not ``unknown``)."""
+    return v is not None and v.verdict != "unknown" and v.ratio_ci95 is not None
+
+
+def undetected(vs: Versus | None, v: MetricVerdict | None) -> Versus | None:
+    """``vs`` said as on par when the verdict finds no detectable difference: a ratio the interval does not
+    support is never written as a lead."""
+    if vs is None or v is None or v.verdict != NO_DIFFERENCE:
+        return vs
+    return Versus(factor=vs.factor, better=None, word=ON_PAR, digits=vs.digits)
+
+
+def size_phrase(v: MetricVerdict, what: str) -> str:
+    """A supported difference: ``"TPOT 12% lower (8-16%)"``."""
+    assert v.ratio_ci95 is not None
+    near, far = sorted(abs(x - 1) * 100 for x in v.ratio_ci95)
+    way = "lower" if v.ratio < 1 else "higher"
+    return f"{what} {abs(v.ratio - 1) * 100:.0f}% {way} ({near:.0f}-{far:.0f}% at 95% confidence)"
+
+
+def clause(v: MetricVerdict | None, what: str) -> str:
+    """What the verdict adds to a sentence, starting ``"; "``; empty without a known verdict."""
+    if v is None or not known(v):
+        return ""
+    if v.verdict == NO_DIFFERENCE:
+        return f"; {what}: {no_difference_phrase(v)}"
+    return f"; {size_phrase(v, what)}"
+
+
+def figures(v: MetricVerdict | None, prefix: str = "") -> dict[str, float | int | str | None]:
+    """The verdict's figures for a finding (empty without a known verdict)."""
+    if v is None or not known(v):
+        return {}
+    assert v.ratio_ci95 is not None
+    return {
+        f"{prefix}verdict": v.verdict,
+        f"{prefix}ratio": v.ratio,
+        f"{prefix}ratio_ci95_low": v.ratio_ci95[0],
+        f"{prefix}ratio_ci95_high": v.ratio_ci95[1],
+        f"{prefix}repeats_needed": v.repeats_needed,
+    }
