@@ -301,6 +301,12 @@ def show_run(
             console.print(Text(note, style="dim"), overflow="fold")
         print_failures_and_warnings(results)
         print_device_telemetry(results)
+        from accelbench.report.imported import definition_lines
+
+        for i, line in enumerate(definition_lines(run, results)):
+            console.print(
+                Text(("Imported figures: " if i == 0 else "  ") + line, style="dim"), overflow="fold"
+            )
         if repeats:
             rep_headers = (
                 "Input",

@@ -198,3 +198,15 @@ def test_cli_export_then_import(store: Store, measured, tmp_path: Path) -> None:
     assert len(store.get_results(json.loads(res.stdout)["run_id"])) == 3
     res = runner.invoke(app, ["runs", "export", run_id, "--format", "llm-d-report"])
     assert res.exit_code == 0 and len(json.loads(res.stdout)) == 3
+
+
+def test_runs_show_says_what_imported_figures_mean(store: Store) -> None:
+    from accelbench.cli.main import app
+
+    path = DATA / "guidellm" / "benchmarks.json"
+    run_id = import_results(store, ImportRequest("guidellm", [path], label="gl")).run_id
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["runs", "show", run_id])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "Imported figures:" in out and "nearest-rank" in out
+    assert "time_per_output_token_ms (ms), kept under the tool's name, not directly comparable" in out
