@@ -114,9 +114,12 @@ def render_comparison(
     cells at the chosen latency percentiles, each run against the baseline, findings, notes."""
     from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
     from accelbench.report.compare import TIER_LABELS, fmt_usd, side_by_side_rows
+    from accelbench.report.like_for_like import like_for_like_lines
     from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows
 
     out.print(baseline_line(cmp, chosen=baseline_chosen), highlight=False)
+    for line in like_for_like_lines(cmp):  # said first: whether the runs served the same thing
+        out.print(line if line.startswith("Like for like") else f"  - {line}", highlight=False, markup=False)
     run_cols = [Col("", 0), Col("run id", 0), Col("model", 1), Col("engine", 2), Col("instance / machine", 1)]
     run_rows = []
     for r in cmp.runs:
@@ -207,6 +210,12 @@ def compare_command(
     ),
     tier: PriceTier = TierOption,
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
+    allow_mismatch: bool = typer.Option(
+        False,
+        "--allow-mismatch",
+        help="Keep runs that are not like for like with the baseline (another precision, max length, model, "
+        "sampling or quality) in the ratios and findings; each difference is still named.",
+    ),
 ) -> None:
     """Compare two or more runs against a baseline (the first named, or --baseline): cells matched on (input
     length, concurrency), ratios, findings and cost; capacity searches among them by their capacity at the SLO
@@ -218,7 +227,9 @@ def compare_command(
 
     with user_errors():
         chosen = parse_percentiles(percentiles)
-        cmp = compare_runs(get_store(), runs, tier=tier, min_runs=2, baseline=baseline)
+        cmp = compare_runs(
+            get_store(), runs, tier=tier, min_runs=2, baseline=baseline, allow_mismatch=allow_mismatch
+        )
         if fmt == CompareFormat.csv:
             text = write_compare_csv(cmp)
         elif fmt == CompareFormat.json:

@@ -231,3 +231,15 @@ def check_like_for_like(cmp: Comparison, runs: Sequence[RunInfo], *, allow_misma
             "Mismatched runs kept in the ratios (--allow-mismatch): each ratio compares the differences too."
         )
     cmp.like_for_like_notes = notes
+
+
+def like_for_like_lines(cmp: Comparison) -> list[str]:
+    """What a comparison says first: whether its runs are like for like, then each note in words."""
+    if len(cmp.runs) < 2:
+        return []
+    head = (
+        "Like for like: yes, no recorded difference from the baseline in what was served or in quality."
+        if cmp.like_for_like
+        else f"Like for like: no, {len(cmp.mismatches)} difference(s) from the baseline."
+    )
+    return [head, *cmp.like_for_like_notes]

@@ -84,3 +84,26 @@ def test_quality_counts_only_when_the_intervals_do_not_overlap() -> None:
     assert "the intervals do not overlap" in verdict["mismatches"][0]["text"]
     assert verdict["agreement"] == {"C": 0.5}  # b agrees fully, a not at all
     assert like_for_like([good, close], ["A", "B"])["agreement"] == {"B": 1.0}
+
+
+def test_a_comparison_leaves_a_mismatched_run_out_of_its_ratios_unless_allowed() -> None:
+    from accelbench.report.compare import build_comparison
+    from accelbench.report.like_for_like import like_for_like_lines
+    from tests.support.report_data import make_result, make_run, run_data
+
+    def data(run_id: str, max_len: int) -> Any:
+        r = make_run(run_id, model="smol")
+        r.extra = {"served": served(max_model_len=max_len)}
+        return run_data(r, [make_result(run_id, 128, c, tpot=20.0 + c, total_tps=50.0 * c) for c in (1, 4)])
+
+    a, b = data("A", 2048), data("B", 4096)
+    strict = build_comparison([a, b])
+    assert strict.like_for_like is False and strict.pairs == []
+    assert strict.mismatches[0]["field"] == "max_model_len"
+    assert not [f for f in strict.findings if f.kind == "decode_speedup"]
+    lines = like_for_like_lines(strict)
+    assert lines[0].startswith("Like for like: no") and any("Left out of the ratios" in n for n in lines)
+    allowed = build_comparison([a, b], allow_mismatch=True)
+    assert allowed.pairs and allowed.like_for_like is False
+    same = build_comparison([a, data("C", 2048)])
+    assert same.like_for_like is True and same.pairs
