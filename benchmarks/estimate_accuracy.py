@@ -125,8 +125,50 @@ def _table(title: str, errs: dict) -> None:
         )
 
 
+def _ranges_table(records: list) -> None:
+    from accelbench.plan.ranges import coverage
+
+    print()
+    print(
+        "80% ranges out of source (each source's rows against the ranges built without that source; "
+        "honest: 70-90% inside)"
+    )
+    print(
+        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>7} {'median half-width':>18}"
+    )
+    for c in coverage(records):
+        print(
+            f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {c.share_inside * 100:>6.0f}% "
+            f"{c.median_half_width_pct:>17.0f}%"
+        )
+
+
+def _family_table(records: list) -> None:
+    """Per accelerator family: TPOT MAPE, median TTFT error and tokens/s MAPE, out of source."""
+
+    def errs(rs: list, metric: str) -> list[float]:
+        return [abs(1 / r.ratio(metric) - 1) * 100 for r in rs if r.ratio(metric)]
+
+    print()
+    print("Out-of-source error per family (predicted vs measured, each row predicted without its source)")
+    print(
+        f"  {'family':<14} {'engine':<12} {'rows':>5} {'sources':>7} {'TPOT MAPE':>10} {'TTFT median':>12} {'tok/s MAPE':>11}"
+    )
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    for r in records:
+        groups[(r.family, r.engine)].append(r)
+    for (family, engine), rs in sorted(groups.items()):
+        tp, tt, th = errs(rs, "tpot"), errs(rs, "ttft"), errs(rs, "tps")
+        print(
+            f"  {family:<14} {engine:<12} {len(rs):>5} {len({r.source for r in rs}):>7} "
+            f"{_f(statistics.fmean(tp) if tp else None):>9}% {_f(statistics.median(tt) if tt else None):>11}% "
+            f"{_f(statistics.fmean(th) if th else None):>10}%"
+        )
+
+
 def public(show_points: bool, write: bool) -> int:
     from accelbench.plan import accuracy as acc
+    from accelbench.plan.error_records import out_of_source_records
     from accelbench.plan.hardware import default_factors
     from accelbench.plan.public_data import load_public_measurements
 
@@ -166,6 +208,9 @@ def public(show_points: bool, write: bool) -> int:
             for k in acc.KINDS:
                 if k not in out and any(p.kind == k for p in pts):
                     out[k] = {"all_sources": acc.grade(pts, fitted)[k].as_dict()}
+    records = out_of_source_records([p for p in points if p.modelled_engine], train=points)
+    _ranges_table(records)
+    _family_table(records)
     print()
     print("Factors fitted to every source (candidates for plan/data/efficiency.yaml):")
     for kind, f in fitted.items():
@@ -192,12 +237,15 @@ def public(show_points: bool, write: bool) -> int:
             "data_set_rows": len(ds.measurements),
             "points": len(points),
             "kinds": out,
+            "errors": [r.as_dict() for r in records],
         }
         target.write_text(
             "# The planner's measured error on the public data set (plan/data/public_measurements.yaml), per\n"
             "# accelerator kind, vLLM/SGLang/NxD rows only. leave_one_source_out: each source graded with factors\n"
             "# fitted to the other sources. Estimates quote the leave-one-source-out TPOT figure. Regenerate with\n"
-            "# the command above after changing the model or the data set.\n"
+            "# the command above after changing the model or the data set. errors: measured / predicted of each\n"
+            "# row, predicted with factors fitted without its source (plan/error_records.py); the 80% ranges\n"
+            "# every estimate carries come from them (plan/ranges.py).\n"
             + yaml.safe_dump(doc, sort_keys=False)
         )
         print(f"wrote {target.relative_to(Path(__file__).resolve().parents[1])}")

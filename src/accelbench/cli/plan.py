@@ -26,6 +26,7 @@ from accelbench.domain.plan import (
     CapacityComparison,
     Estimate,
     EstimateQuery,
+    EstimateRow,
     EstimateTable,
     MemoryBreakdown,
     Recommendation,
@@ -253,6 +254,20 @@ def memory_breakdown_cmd(
 
 
 # --------------------------------------------------------------------------------------------- estimate
+def _ranged(row: EstimateRow, key: str, unit: str = "", digits: int = 1, usd: bool = False) -> str:
+    """e.g. "190.0 ms, 80% range 160.0-230.0 ms": the point value, then its range when it has one."""
+
+    def fmt(v: float | None) -> str:
+        return _usd(v) if usd else _num(v, digits)
+
+    tail = f" {unit}" if unit else ""
+    text = fmt(getattr(row, key)) + tail
+    r = row.ranges.get(key)
+    if r is not None and getattr(row, key) is not None:
+        text += f", 80% range {fmt(r.p10)}-{fmt(r.p90)}{tail}"
+    return text
+
+
 def _render_estimate(e: Estimate) -> None:
     console.print(
         f"[bold]{e.model} on {e.instance}[/] ({e.accelerator_type.value}: {e.accelerator_name}), engine {e.engine}: "
@@ -273,23 +288,20 @@ def _render_estimate(e: Estimate) -> None:
         "settings",
         f"TP {e.tensor_parallel_size}, {e.weight_format}, max_model_len {e.max_model_len:,}, batch {e.batch}",
     )
-    t.add_row("TTFT (typical)", f"{_num(e.ttft_ms)} ms")
-    t.add_row("TPOT (typical)", f"{_num(e.tpot_ms, 2)} ms")
-    t.add_row("E2E latency", f"{_num(e.e2e_ms)} ms")
-    t.add_row("output tokens/s", _num(e.output_tokens_per_s))
-    t.add_row("total tokens/s", _num(e.total_tokens_per_s))
-    t.add_row("requests/s", _num(e.requests_per_s, 3))
+    t.add_row("TTFT (typical)", _ranged(e, "ttft_ms", "ms"))
+    t.add_row("TPOT (typical)", _ranged(e, "tpot_ms", "ms", 2))
+    t.add_row("E2E latency", _ranged(e, "e2e_ms", "ms"))
+    t.add_row("output tokens/s", _ranged(e, "output_tokens_per_s"))
+    t.add_row("total tokens/s", _ranged(e, "total_tokens_per_s"))
+    t.add_row("requests/s", _ranged(e, "requests_per_s", digits=3))
     t.add_row("hourly", f"{_usd(e.hourly_usd)} ({e.price_source or 'no price'})")
-    t.add_row("per 1M output tokens", _usd(e.usd_per_million_output_tokens))
-    t.add_row("per request", _usd(e.usd_per_request))
+    t.add_row("per 1M output tokens", _ranged(e, "usd_per_million_output_tokens", usd=True))
+    t.add_row("per request", _ranged(e, "usd_per_request", usd=True))
     if e.slo_met is not None:
         t.add_row("SLO met", "yes" if e.slo_met else "no")
-        t.add_row("max concurrency meeting SLO", str(e.max_concurrency_meeting_slo))
-    if e.typical_error_pct is not None:
-        t.add_row(
-            "measured error",
-            f"TPOT typically within {e.typical_error_pct:.0f}% on published {e.accelerator_type.value} measurements",
-        )
+        t.add_row("max concurrency meeting SLO", _ranged(e, "max_concurrency_meeting_slo", digits=0))
+    for basis in dict.fromkeys(r.basis for k, r in e.ranges.items() if k in ("tpot_ms", "ttft_ms")):
+        t.add_row("80% ranges from", basis)
     console.print(t)
     if e.topology:
         console.print(f"Topology: {e.topology}", highlight=False)
@@ -346,6 +358,7 @@ def _render_alternatives(e: Estimate) -> None:
 
 
 # which estimate columns matter most on a narrow terminal (cli/render.py): 0 always shown, higher drops first
+OVERLAPS_SHOWN = 5  # the top of a ranking is where an uncertain order changes a choice
 _ESTIMATE_PRIORITY = {
     "#": 0, "instance": 0, "TPOT ms": 0, "out tok/s": 0, "$/1M out": 0, "SLO": 0,
     "accelerator": 1, "TTFT ms": 1, "$/h": 1, "max C": 1,
@@ -416,6 +429,13 @@ def _render_table(tab: EstimateTable, show: int) -> None:
         rows,
         formats="json",
     )
+    for i, r in enumerate(feasible[: min(show, OVERLAPS_SHOWN)], start=1):
+        if r.range_overlaps:
+            console.print(
+                f"  #{i} {r.instance}: $/1M output tokens {_ranged(r, 'usd_per_million_output_tokens', usd=True)}"
+                f" overlaps {', '.join(r.range_overlaps)}: the order between them is not certain.",
+                highlight=False,
+            )
     s = tab.summary
     console.print(
         f"{s.feasible_native} fit natively, {s.feasible_quantized} only with quantization, {s.infeasible} do not fit. "

@@ -383,6 +383,17 @@ class SettingsOption(StrictModel):
     why: str = Field(default="", description="What bounds its speed, or why it does not fit.")
 
 
+class PredictionRange(StrictModel):
+    """Where 80% of measurements of a predicted figure are expected to fall."""
+
+    p10: float = Field(description="10th percentile: 1 in 10 measurements is expected below it.")
+    p90: float = Field(description="90th percentile: 1 in 10 measurements is expected above it.")
+    basis: str = Field(
+        description="The stratum the range rests on (accelerator family x engine x regime), its rows and "
+        "sources, and whether it was borrowed from another family (then widened)."
+    )
+
+
 class EstimateRow(StrictModel):
     """One instance's predicted speed and cost (a row of the catalog table)."""
 
@@ -442,10 +453,17 @@ class EstimateRow(StrictModel):
         default=None, description="Cost per 1M output tokens when run at max_concurrency_meeting_slo."
     )
     explanation: str = Field(default="", description="One line: what bounds the speed, or why infeasible.")
-    typical_error_pct: float | None = Field(
-        default=None,
-        description="The planner's TPOT error on published measurements of this accelerator kind (mean "
-        "absolute percentage, each source graded with factors fitted without it); None when unmeasured.",
+    ranges: dict[str, PredictionRange] = Field(
+        default_factory=dict,
+        description="80% range of each predicted figure, keyed like the point values (ttft_ms, tpot_ms, "
+        "e2e_ms, output_tokens_per_s, total_tokens_per_s, requests_per_s, usd_per_million_output_tokens, "
+        "usd_per_request, max_concurrency_meeting_slo), from the planner's out-of-source error on the "
+        "matching stratum (accelerator family x engine x regime).",
+    )
+    range_overlaps: list[str] = Field(
+        default_factory=list,
+        description="Ranked lists: the neighbouring instances whose cost range overlaps this row's (their "
+        "order is not certain).",
     )
     topology: str | None = Field(
         default=None,

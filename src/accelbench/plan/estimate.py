@@ -22,9 +22,9 @@ from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet, factors_for
 from accelbench.plan.choose import GOALS, choose, option_of, setting_options
 from accelbench.plan.cpu_topology import topology_note
+from accelbench.plan.error_records import regime_of
 from accelbench.plan.hardware import Hardware, hardware_for
 from accelbench.plan.measured import MeasuredRuns, attribution, attribution_note
-from accelbench.plan.measured_error import error_sentence, typical_error
 from accelbench.plan.memory import (
     GIB,
     WeightFormat,
@@ -38,6 +38,7 @@ from accelbench.plan.perf_model import (
     normalize_engine,
     weight_format_from,
 )
+from accelbench.plan.ranges import with_ranges
 from accelbench.plan.recommend import accelerator_name, recommend, resolve_hardware
 
 if TYPE_CHECKING:
@@ -415,10 +416,6 @@ def estimate(
             f"Neuron runs compiled shapes: every decode step runs the compiled batch ({pm.batch_limit}) and "
             "contexts are padded to power-of-two buckets."
         )
-    typical = typical_error(kind.value)
-    sentence = error_sentence(kind.value)
-    if sentence and ref is None and factors is None:
-        notes.append(sentence)
     if pred.batch < concurrency:
         notes.append(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
@@ -464,7 +461,7 @@ def estimate(
         achievable_tflops=pm.flops_peak * f.compute_efficiency / 1e12,
     )
     util = (mem.weights_gib + mem.overhead_gib) / mem.usable_gib * 100 if mem.usable_gib else None
-    return Estimate(
+    est = Estimate(
         **base,
         feasible=True,
         quantization_required=s.quantization is not None,
@@ -484,7 +481,6 @@ def estimate(
         usd_per_million_output_tokens=usd_m,
         usd_per_request=usd_req,
         calibrated=ref is not None,
-        typical_error_pct=(typical or {}).get("tpot_mape_pct") if ref is None and factors is None else None,
         topology=topology_note(instance, spec, engine, s.threads, catalog),
         slo_met=slo_met,
         max_concurrency_meeting_slo=max_c,
@@ -495,6 +491,9 @@ def estimate(
         times=times,
         notes=notes,
     )
+    regime = regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, output_len)
+    search = (lambda t: _max_concurrency_for(pm, f, t, input_len, output_len, cap, arrivals)) if slo else None
+    return with_ranges(est, regime, instance.cpu_isa, slo, search)
 
 
 def _chosen(

@@ -23,6 +23,7 @@ from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
 from accelbench.plan.measured import MeasuredRuns
+from accelbench.plan.ranges import mark_overlaps
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -156,6 +157,7 @@ def estimate_catalog(
     feasible = [r for r in rows if r.feasible]
     infeasible = [r for r in rows if not r.feasible]
     feasible.sort(key=rank_key)
+    mark_overlaps(feasible)
     infeasible.sort(key=lambda r: (r.accelerator_type.value, r.hourly_usd or math.inf))
     summary = EstimateSummary(
         feasible_native=sum(1 for r in feasible if not r.quantization_required),

@@ -21,6 +21,7 @@ import io
 from typing import TextIO
 
 from accelbench.report.compare import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
+from accelbench.report.like_for_like import like_for_like_lines, row_difference
 
 # The exact columns of the compare CSV, in order.
 COLUMNS: tuple[str, ...] = (
@@ -134,6 +135,7 @@ def comment_lines(cmp: Comparison) -> list[str]:
             )
             lines.append(f"# capacity {c.run_id} ({c.name}): {what}, load {c.load}")
     lines.extend(f"# note: {n}" for n in cmp.notes)
+    lines += [f"# {line}" for line in like_for_like_lines(cmp)]
     return lines
 
 
@@ -222,13 +224,16 @@ def rows(cmp: Comparison) -> list[list[str]]:
             row = row_for(run, cell)
             if capacity:
                 row += capacity_cells(capacity.get(run.id), cell)
+            if cmp.mismatches:  # every row says how its run differs from the baseline
+                row.append(row_difference(cmp, run.id))
             out.append(row)
     return out
 
 
 def columns(cmp: Comparison) -> tuple[str, ...]:
     """The header: ``COLUMNS``, and ``CAPACITY_COLUMNS`` after them when a run is a capacity search."""
-    return COLUMNS + CAPACITY_COLUMNS if cmp.capacity else COLUMNS
+    cols = COLUMNS + CAPACITY_COLUMNS if cmp.capacity else COLUMNS
+    return (*cols, "like_for_like") if cmp.mismatches else cols
 
 
 def write_compare_csv(cmp: Comparison, out: TextIO | None = None) -> str:

@@ -243,3 +243,10 @@ def like_for_like_lines(cmp: Comparison) -> list[str]:
         else f"Like for like: no, {len(cmp.mismatches)} difference(s) from the baseline."
     )
     return [head, *cmp.like_for_like_notes]
+
+
+def row_difference(cmp: Comparison, run_id: str) -> str:
+    """What a table or CSV row of ``run_id`` carries: its differences from the baseline, "baseline", or ""."""
+    if run_id == cmp.baseline:
+        return "baseline"
+    return "; ".join(m["text"] for m in cmp.mismatches if m["run"] == run_id)

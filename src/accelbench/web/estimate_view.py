@@ -163,6 +163,45 @@ def _sort_num(value: Any) -> str:
     return "" if v is None else repr(v)
 
 
+#: the figures whose 80% range the page shows, with their units as the columns write them
+RANGED = (
+    ("ttft_ms", "TTFT", " ms"),
+    ("tpot_ms", "TPOT", " ms"),
+    ("output_tokens_per_s", "output tok/s", ""),
+    ("usd_per_million_output_tokens", "$/1M output tok", ""),
+)
+
+
+def range_texts(row: Mapping[str, Any]) -> dict[str, str]:
+    """Each ranged figure's "80% range 160-230 ms", by field; a cost with dollars."""
+    out: dict[str, str] = {}
+    for key, _, unit in RANGED:
+        r = (row.get("ranges") or {}).get(key)
+        if not isinstance(r, Mapping) or r.get("p10") is None or r.get("p90") is None:
+            continue
+        lo, hi = float(r["p10"]), float(r["p90"])
+        if key.startswith("usd"):
+            out[key] = f"80% range ${lo:,.2f}-${hi:,.2f}"
+        else:
+            out[key] = f"80% range {_ms(lo)}-{_ms(hi)}{unit}"
+    return out
+
+
+def range_summary(row: Mapping[str, Any]) -> str:
+    """One line for the Why cell: each figure's range, what they rest on, and the neighbours whose cost range
+    overlaps (the order between them is not certain)."""
+    texts = range_texts(row)
+    parts = [f"{name} {texts[key].removeprefix('80% range ')}" for key, name, _ in RANGED if key in texts]
+    if not parts:
+        return ""
+    basis = ((row.get("ranges") or {}).get("tpot_ms") or {}).get("basis")
+    line = "80% ranges: " + ", ".join(parts) + (f" ({basis})" if basis else "")
+    overlaps = row.get("range_overlaps") or []
+    if overlaps:
+        line += f". Cost range overlaps {', '.join(overlaps)}: the order between them is not certain"
+    return line + "."
+
+
 def estimate_page_view(
     result: Mapping[str, Any], *, slo_text: str | None = None, concurrency: int = 1
 ) -> dict[str, Any]:
@@ -177,6 +216,8 @@ def estimate_page_view(
         row["slo"] = slo_verdict(row, slo, concurrency)
         row["badge"] = measured_text(row)
         row["why_short"] = why_short(row)
+        row["range_text"] = range_texts(row)
+        row["range_summary"] = range_summary(row)
         row["fits"] = (
             ("yes, quantized" if row.get("quantization_required") else "yes") if row.get("feasible") else "no"
         )

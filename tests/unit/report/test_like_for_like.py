@@ -107,3 +107,22 @@ def test_a_comparison_leaves_a_mismatched_run_out_of_its_ratios_unless_allowed()
     assert allowed.pairs and allowed.like_for_like is False
     same = build_comparison([a, data("C", 2048)])
     assert same.like_for_like is True and same.pairs
+
+
+def test_the_compare_csv_says_it_in_its_header_and_on_every_row() -> None:
+    from accelbench.report.compare import build_comparison
+    from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+    from tests.support.report_data import make_result, make_run, run_data
+
+    def data(run_id: str, dtype: str) -> Any:
+        r = make_run(run_id, model="smol")
+        r.extra = {"served": served(weights_dtype=dtype)}
+        return run_data(r, [make_result(run_id, 128, 1, tpot=20.0, total_tps=50.0)])
+
+    comments, rows = read_compare_csv(
+        write_compare_csv(build_comparison([data("A", "bf16"), data("B", "fp16")]))
+    )
+    assert "# Like for like: no, 1 difference(s) from the baseline." in comments
+    assert [r["like_for_like"] for r in rows] == ["baseline", "B serves fp16 weights, A bf16"]
+    _, same = read_compare_csv(write_compare_csv(build_comparison([data("A", "bf16"), data("C", "bf16")])))
+    assert "like_for_like" not in same[0]

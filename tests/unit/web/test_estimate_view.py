@@ -90,3 +90,21 @@ def test_no_slo_has_one_trace_and_no_verdicts() -> None:
     assert view["slo"] is None and view["chart"]["target"] is None
     assert [t["state"] for t in view["chart"]["traces"]] == ["none"]
     assert view["chart"]["x_title"] == "predicted TPOT p50 (ms)"
+
+
+def test_each_row_shows_its_80_percent_ranges_and_the_overlaps_of_its_cost_range() -> None:
+    ranges = {
+        "tpot_ms": {"p10": 16.0, "p90": 26.5, "basis": "out-of-source error on L4 x vllm x decode-bound"},
+        "usd_per_million_output_tokens": {"p10": 2.0, "p90": 3.25, "basis": "hourly price"},
+    }
+    view = estimate_page_view({"rows": [_row(ranges=ranges, range_overlaps=["g5.xlarge"]), _row()]})
+    first, bare = view["rows"]
+    assert first["range_text"] == {
+        "tpot_ms": "80% range 16.00-26.50 ms",
+        "usd_per_million_output_tokens": "80% range $2.00-$3.25",
+    }
+    assert first["range_summary"] == (
+        "80% ranges: TPOT 16.00-26.50 ms, $/1M output tok $2.00-$3.25 (out-of-source error on L4 x vllm x "
+        "decode-bound). Cost range overlaps g5.xlarge: the order between them is not certain."
+    )
+    assert bare["range_text"] == {} and bare["range_summary"] == ""

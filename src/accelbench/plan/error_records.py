@@ -1,0 +1,178 @@
+"""The planner's out-of-source error, one record per published measurement, and the strata ranges come from.
+
+``out_of_source_records`` predicts each usable row of the public data set with factors fitted WITHOUT the
+row's source (``plan/accuracy.py``'s leave-one-source-out fit) and records measured / predicted for TPOT,
+TTFT and output tokens/s, with the row's stratum: accelerator family (``family_of``: L4, H100/H200, B200,
+Inferentia2, Trainium, Xeon AMX, Graviton ...), engine and regime (``regime_of``: decode-bound,
+prefill-bound or queueing). ``benchmarks/estimate_accuracy.py --write`` ships the records in
+``plan/data/accuracy.yaml``; ``plan/ranges.py`` turns them into the 80% range every predicted figure carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.domain.catalog import AcceleratorType
+
+METRICS = ("tpot", "ttft", "tps")
+REGIMES = ("decode-bound", "prefill-bound", "queueing")
+
+# accelerator (catalog spec name, or its prefix) -> family; generations that share a memory system and
+# kernels are one family (H100 and H200 are Hopper; B200 and B300 Blackwell)
+_FAMILIES = (
+    ("H100", "H100/H200"),
+    ("H200", "H100/H200"),
+    ("GH200", "H100/H200"),
+    ("B200", "B200/B300"),
+    ("B300", "B200/B300"),
+    ("A100", "A100"),
+    ("A10G", "A10G"),
+    ("L40S", "L40S"),
+    ("L4", "L4"),
+    ("RTX", "RTX PRO 6000"),
+    ("Inferentia", "Inferentia2"),
+    ("Trainium", "Trainium"),
+    ("Graviton", "Graviton"),
+)
+# where a family without validated rows borrows its error from, nearest first (same memory technology and
+# tier; the borrowed error is widened, and the basis says so)
+NEAREST = {
+    "L4": ("A10G", "L40S", "A100", "H100/H200"),
+    "A10G": ("L4", "L40S", "A100", "H100/H200"),
+    "L40S": ("L4", "A10G", "A100", "H100/H200"),
+    "RTX PRO 6000": ("L40S", "L4", "A100", "H100/H200"),
+    "A100": ("H100/H200", "B200/B300", "L40S"),
+    "H100/H200": ("A100", "B200/B300"),
+    "B200/B300": ("H100/H200", "A100"),
+    "Inferentia2": ("Trainium",),
+    "Trainium": ("Inferentia2",),
+    "Xeon AMX": ("Graviton", "x86 CPU"),
+    "x86 CPU": ("Xeon AMX", "Graviton"),
+    "Graviton": ("Xeon AMX", "Arm CPU", "x86 CPU"),
+    "Arm CPU": ("Graviton", "Xeon AMX"),
+}
+
+
+def family_of(accelerator: str, kind: str, isa: Sequence[str] = ()) -> str:
+    """The hardware family an accelerator belongs to, e.g. 'H100-SXM' -> 'H100/H200'; a CPU by its maker
+    and matrix unit ('Xeon-GNR' -> 'Xeon AMX', this machine's CPU by the ISA it reports)."""
+    name = accelerator.removeprefix("local:").strip()
+    for prefix, family in _FAMILIES:
+        if name.upper().startswith(prefix.upper()):
+            return family
+    if kind == AcceleratorType.cpu.value:
+        # every Xeon the catalog sells (Sapphire Rapids, Granite Rapids) has AMX; this machine says by its ISA
+        if name.upper().startswith("XEON") or "amx" in isa or "amx_bf16" in isa:
+            return "Xeon AMX"
+        arm = any(i in isa for i in ("sve", "neon", "i8mm")) or "ARM" in name.upper()
+        return "Arm CPU" if arm else "x86 CPU"
+    return name or kind
+
+
+def engine_group(engine: str) -> str:
+    """Engines whose error is pooled: vLLM and SGLang share the GPU scheduler model."""
+    return "vllm" if engine in ("vllm", "sglang") else engine
+
+
+def regime_of(ttft_s: float, tpot_s: float, queue_s: float, prefill_s: float, output_len: int) -> str:
+    """queueing when waiting for a slot is a quarter of TTFT or more; prefill-bound when the prompt's prefill
+    takes longer than the request's decode; decode-bound otherwise."""
+    if math.isfinite(ttft_s) and ttft_s > 0 and queue_s >= 0.25 * ttft_s:
+        return "queueing"
+    if prefill_s >= tpot_s * max(output_len - 1, 1):
+        return "prefill-bound"
+    return "decode-bound"
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """One published measurement graded out of source: measured / predicted per metric (None: not measured)."""
+
+    id: str
+    source: str
+    kind: str
+    family: str
+    engine: str
+    regime: str
+    tpot: float | None
+    ttft: float | None
+    tps: float | None
+
+    def ratio(self, metric: str) -> float | None:
+        value: float | None = getattr(self, metric)
+        return value
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": self.source,
+            "kind": self.kind,
+            "family": self.family,
+            "engine": self.engine,
+            "regime": self.regime,
+        }
+        for m in METRICS:
+            v = self.ratio(m)
+            out[m] = None if v is None else round(v, 4)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ErrorRecord:
+        def ratio(m: str) -> float | None:
+            return float(d[m]) if d.get(m) is not None else None
+
+        def text(k: str) -> str:
+            return str(d.get(k) or "")
+
+        return cls(
+            id=text("id"),
+            source=text("source"),
+            kind=text("kind"),
+            family=text("family"),
+            engine=text("engine"),
+            regime=text("regime"),
+            tpot=ratio("tpot"),
+            ttft=ratio("ttft"),
+            tps=ratio("tps"),
+        )
+
+
+def _ratio(measured: float | None, predicted: float) -> float | None:
+    if not measured or not math.isfinite(predicted) or predicted <= 0:
+        return None
+    return float(measured) / predicted
+
+
+def out_of_source_records(points: Sequence[Any], train: Sequence[Any] | None = None) -> list[ErrorRecord]:
+    """Each point of an engine the planner models, predicted with factors fitted to the other sources of its
+    group (the cited priors alone when no other source has rows), as measured / predicted ratios."""
+    from accelbench.plan import accuracy as acc
+
+    pool = list(train) if train is not None else list(points)
+    out: list[ErrorRecord] = []
+    fits: dict[tuple[str, str], Any] = {}
+    for p in points:
+        if not p.modelled_engine:
+            continue
+        key = (acc.group_of(p), p.source)
+        if key not in fits:
+            rest = [q for q in pool if acc.group_of(q) == key[0] and q.source != p.source]
+            fits[key] = acc.fit_kind(rest, acc._group_prior(key[0]))
+        pred = acc.predict_point(p, fits[key])
+        out.append(
+            ErrorRecord(
+                id=p.id,
+                source=p.source,
+                kind=p.kind,
+                family=family_of(p.accelerator, p.kind),
+                engine=engine_group(p.engine),
+                regime=regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, p.output_len),
+                tpot=_ratio(p.tpot_ms, pred.tpot * 1000),
+                ttft=_ratio(p.ttft_ms, pred.ttft * 1000),
+                tps=_ratio(p.out_tps, pred.out_tps) if p.tps_graded else None,
+            )
+        )
+    return out
