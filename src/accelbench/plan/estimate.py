@@ -20,7 +20,7 @@ from accelbench.domain.plan import (
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet, factors_for
-from accelbench.plan.choose import GOALS, choose, option_of, setting_options
+from accelbench.plan.choose import GOALS, estimate_for_goal
 from accelbench.plan.cpu_topology import topology_note
 from accelbench.plan.error_records import regime_of
 from accelbench.plan.hardware import Hardware, hardware_for
@@ -298,7 +298,7 @@ def estimate(
     if goal is not None and recommendation is None:
         if goal not in GOALS:
             raise UserInputError(f"Unknown goal {goal!r}: use cost or latency.")
-        return _chosen(
+        return estimate_for_goal(
             model,
             instance,
             spec,
@@ -494,64 +494,6 @@ def estimate(
     regime = regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, output_len)
     search = (lambda t: _max_concurrency_for(pm, f, t, input_len, output_len, cap, arrivals)) if slo else None
     return with_ranges(est, regime, instance.cpu_isa, slo, search)
-
-
-def _chosen(
-    model: ModelSpec,
-    instance: InstanceType,
-    spec: AcceleratorSpec,
-    *,
-    goal: str,
-    alternatives: bool,
-    quantization: str | None,
-    engine_settings: EngineSettings | None,
-    kwargs: dict[str, Any],
-) -> Estimate:
-    """Every open setting predicted; the best for the goal reported, the others listed when asked."""
-    options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
-    estimates = [
-        estimate(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs) for s, q in options
-    ]
-    best = choose(estimates, goal)
-    if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
-        best = estimate(
-            model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
-        )
-        return best.model_copy(
-            update={
-                "goal": goal,
-                "alternatives": [option_of(e, False) for e in estimates] if alternatives else [],
-            }
-        )
-    notes = list(best.notes)
-    picked = best
-    rec = best.recommendation
-    if quantization is None and rec.settings is not None and rec.settings.quantization == "fp8":
-        # the planner chose FP8 weights; nobody asked for them
-        warnings = [w for w in rec.warnings if "as asked" not in w]
-        warnings.append(
-            f"FP8 weights chosen for {'cost' if goal == 'cost' else 'latency'}: near-lossless on most models, "
-            "but check quality; --quantization none keeps the checkpoint's format."
-        )
-        best = best.model_copy(update={"recommendation": rec.model_copy(update={"warnings": warnings})})
-    feasible = [e for e in estimates if e.feasible]
-    if len(feasible) > 1:
-        notes.append(
-            f"Settings chosen for {'lowest cost per output token' if goal == 'cost' else 'lowest TPOT'} among "
-            f"{len(feasible)} feasible options (TP "
-            + ", ".join(sorted({str(e.tensor_parallel_size) for e in feasible}, key=int))
-            + "; formats "
-            + ", ".join(sorted({str(e.weight_format) for e in feasible}))
-            + ")"
-            + ("; --alternatives lists them." if not alternatives else ".")
-        )
-    return best.model_copy(
-        update={
-            "goal": goal,
-            "notes": notes,
-            "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
-        }
-    )
 
 
 def estimate_local(
