@@ -38,6 +38,7 @@ from accelbench.report.html import (
     prediction_rows,
     telemetry_cells,
 )
+from accelbench.report.like_for_like import like_for_like_lines
 from accelbench.report.plots import (
     SWEEP_PLOTS,
     capacity_compare_figure,
@@ -408,6 +409,8 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
     head = [""] + [r.name + (" (baseline)" if multi and r.id == cmp.baseline else "") for r in cmp.runs]
     out += [_table(head, [[label, *values] for label, values in compared_rows(data)]), ""]
 
+    if len(cmp.runs) > 1:  # whether the findings rank like with like (report/like_for_like.py)
+        out += ["## Like for like", "", *(_md_escape(line) for line in like_for_like_lines(cmp)), ""]
     out += ["## Findings", ""]
     out += [f"- {f.text}" for f in cmp.findings] or ["No findings: no cell has the figures they need."]
     out.append("")

@@ -442,6 +442,7 @@ def comparison_view(
     from accelbench.report.compare import baseline_first, not_comparable
     from accelbench.report.document import load_report
     from accelbench.report.html import capacity_page, compare_charts
+    from accelbench.report.like_for_like import like_for_like_lines
     from accelbench.report.side_by_side import (
         PAIR_COLUMNS,
         pair_rows,
@@ -469,6 +470,7 @@ def comparison_view(
         "findings": [f.text for f in cmp.findings],
         "notes": cmp.notes,
         "capacity": capacity_page(cmp),
+        "like_for_like": like_for_like_lines(cmp),
     }
 
 

@@ -126,3 +126,24 @@ def test_the_compare_csv_says_it_in_its_header_and_on_every_row() -> None:
     assert [r["like_for_like"] for r in rows] == ["baseline", "B serves fp16 weights, A bf16"]
     _, same = read_compare_csv(write_compare_csv(build_comparison([data("A", "bf16"), data("C", "bf16")])))
     assert "like_for_like" not in same[0]
+
+
+def test_the_report_says_it_in_html_and_markdown() -> None:
+    from accelbench.report.document import build_report
+    from accelbench.report.html import render_html
+    from accelbench.report.markdown import render_markdown
+    from tests.support.report_data import make_result, make_run, run_data
+
+    def data(run_id: str, max_len: int) -> Any:
+        r = make_run(run_id, model="smol")
+        r.extra = {"served": served(max_model_len=max_len)}
+        return run_data(r, [make_result(run_id, 128, 1, tpot=20.0, total_tps=50.0)])
+
+    report = build_report([data("A", 2048), data("B", 1024)])  # type: ignore[list-item]
+    html = render_html(report)
+    assert 'id="like-for-like"' in html and "Like for like: no" in html
+    assert (
+        "B&#39;s max model length is 1,024, A&#39;s 2,048" in html or "B's max model length is 1,024" in html
+    )
+    md = render_markdown(report, {})
+    assert "## Like for like" in md and "max model length is 1,024" in md
