@@ -59,7 +59,7 @@ from accelbench.report.like_for_like import check_like_for_like
 from accelbench.report.percentiles import value as percentile_value
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
 from accelbench.report.tables import CellAggregate, MetricAggregate, aggregate_results
-from accelbench.report.verdicts import comparison_verdicts
+from accelbench.report.verdicts import cell_intervals, comparison_verdicts
 
 #: what the callers of this module use (the model lives in report/comparison.py, the table in
 #: report/side_by_side.py; the names stay importable from here, where a comparison is built)
@@ -420,6 +420,7 @@ def aggregate_cells(data: RunData, base: Sequence[CellAggregate] | None = None) 
                 cost_per_request_usd=cost_per_request(hourly, rps),
                 cost_per_1m_tokens_usd=cost_per_1m_tokens(hourly, out_tps),
                 cost_per_1m_total_tokens_usd=cost_per_1m_tokens(hourly, total_tps),
+                ci95=cell_intervals(c),
             )
         )
     return cells

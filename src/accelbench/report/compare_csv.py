@@ -12,6 +12,10 @@ so a reader of the sweep columns is undisturbed): each row of a search carries i
 load meeting the SLO, the throughput and cost per million output and total tokens there, the planner's
 prediction with its error, the knee, and whether the row's level met the SLO; they are blank on the rows of a
 sweep. A comparison of sweeps only has exactly the columns above.
+
+The last of ``COLUMNS`` (``VERDICT_COLUMNS``) carry, per table metric, the cell's 95% interval and, on a run's
+rows, its ratio to the baseline's cell with the ratio's interval, the verdict (better, worse, no detectable
+difference, unknown) and the repeats that would detect a 5% difference.
 """
 
 from __future__ import annotations
@@ -22,6 +26,24 @@ from typing import TextIO
 
 from accelbench.report.compare import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
 from accelbench.report.like_for_like import like_for_like_lines, row_difference
+from accelbench.report.tables import METRICS as VERDICT_METRICS
+from accelbench.report.verdicts import find
+
+#: for each table metric (``report.verdicts``): the cell's 95% interval, then against the baseline's cell its
+#: ratio, the ratio's interval, the verdict and the repeats that would detect 5% (blank on the baseline's rows)
+VERDICT_COLUMNS: tuple[str, ...] = tuple(
+    f"{m.key}_{what}"
+    for m in VERDICT_METRICS
+    for what in (
+        "ci95_low",
+        "ci95_high",
+        "ratio",
+        "ratio_ci95_low",
+        "ratio_ci95_high",
+        "verdict",
+        "repeats_needed",
+    )
+)
 
 # The exact columns of the compare CSV, in order.
 COLUMNS: tuple[str, ...] = (
@@ -66,6 +88,7 @@ COLUMNS: tuple[str, ...] = (
     "energy_j",
     "tokens_per_joule",
     "joules_per_output_token",
+    *VERDICT_COLUMNS,
 )
 
 # Appended when the comparison holds a capacity search.
@@ -215,13 +238,32 @@ def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
     ]
 
 
+def verdict_cells(cmp: Comparison, cell: CellResult) -> list[str]:
+    """The ``VERDICT_COLUMNS`` of one row: the cell's intervals and its verdicts against the baseline."""
+    out: list[str] = []
+    for m in VERDICT_METRICS:
+        ci = cell.ci95.get(m.key)
+        v = find(cmp.verdicts, cell.run_id, cell.input_len, cell.concurrency, m.key)
+        rci = v.ratio_ci95 if v is not None else None
+        out += [
+            _num(ci[0] if ci else None),
+            _num(ci[1] if ci else None),
+            _num(v.ratio if v is not None else None),
+            _num(rci[0] if rci else None),
+            _num(rci[1] if rci else None),
+            v.verdict if v is not None else "",
+            _num(v.repeats_needed if v is not None else None),
+        ]
+    return out
+
+
 def rows(cmp: Comparison) -> list[list[str]]:
     """Data rows: runs in the order given, each run's cells by input length then concurrency."""
     out: list[list[str]] = []
     capacity = {c.run_id: c for c in cmp.capacity}
     for run in cmp.runs:
         for cell in sorted(cmp.cells_of(run.id), key=lambda c: (c.input_len, c.concurrency)):
-            row = row_for(run, cell)
+            row = row_for(run, cell) + verdict_cells(cmp, cell)
             if capacity:
                 row += capacity_cells(capacity.get(run.id), cell)
             if cmp.mismatches:  # every row says how its run differs from the baseline

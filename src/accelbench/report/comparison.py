@@ -161,6 +161,11 @@ class CellResult(StrictModel):
     cost_per_1m_total_tokens_usd: float | None = Field(
         default=None, description="hourly / total tok/s / 3600 x 1e6 (input and output tokens)."
     )
+    ci95: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="95% intervals of the cell's table figures, [low, high], by metric (ttft_p50_ms, tpot_p50_ms, "
+        "itl_p50_ms, e2el_p50_ms, output_throughput, total_token_throughput); absent without one.",
+    )
 
     def latency(self, metric: LatencyMetric, p: int) -> float | None:
         """One latency percentile of the cell (the mean over its repeats), e.g. ``latency("tpot", 99)``; None

@@ -108,7 +108,8 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
             way = "faster" if v_decode.verdict == "better" else "slower"
             text = f"At input {il} and concurrency {lo}, {b} decodes slightly {way} than {base} {tpots}."
         elif decode.better is None:
-            text = f"At input {il} and concurrency {lo}, {b} decodes as fast as {base} {tpots}."
+            like = "with no detectable difference from" if known(v_decode) else "as fast as"
+            text = f"At input {il} and concurrency {lo}, {b} decodes {like} {base} {tpots}."
         else:
             figures["faster"] = p.a if s > 1 else p.b
             figures["speedup"] = lead(s)

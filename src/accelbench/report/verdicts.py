@@ -155,6 +155,11 @@ def comparison_verdicts(
     return out
 
 
+def cell_intervals(cell: CellAggregate) -> dict[str, list[float]]:
+    """The 95% intervals of a cell's table figures by metric key (those that have one)."""
+    return {m.key: list(agg.ci95) for m in METRICS if (agg := cell.metric(m.key)) is not None and agg.ci95}
+
+
 def find(
     verdicts: Sequence[MetricVerdict], run_id: str, input_len: int, concurrency: int, metric: str
 ) -> MetricVerdict | None:

@@ -19,6 +19,14 @@ EXPECTED_COLUMNS = [
     "accelerator_util_avg_pct", "accelerator_util_peak_pct", "accelerator_memory_avg_gib",
     "accelerator_memory_peak_gib", "hourly_usd", "cost_per_request_usd", "cost_per_1m_tokens_usd",
     "accelerator_telemetry", "energy_j", "tokens_per_joule", "joules_per_output_token",
+    # per table metric: its 95% interval, then against the baseline ratio, interval, verdict, repeats needed
+    *(
+        f"{metric}_{what}"
+        for metric in ("ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms", "output_throughput",
+                       "total_token_throughput")
+        for what in ("ci95_low", "ci95_high", "ratio", "ratio_ci95_low", "ratio_ci95_high", "verdict",
+                     "repeats_needed")
+    ),
 ]  # fmt: skip
 
 

@@ -1,0 +1,66 @@
+"""One set of verdicts feeds a comparison's JSON, findings and CSV: a difference inside the noise is written as
+no detectable difference, a supported one with its size and interval."""
+
+from __future__ import annotations
+
+from accelbench.domain.results import ResultInfo
+from accelbench.report.compare import build_comparison, comparison_json
+from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+from tests.support.report_data import make_result, make_run, run_data
+
+
+def _with_intervals(r: ResultInfo, half_pct: float) -> ResultInfo:
+    """The result as a run of today stores it: each figure with its request-level 95% interval."""
+
+    def ci(v: float | None) -> list[float] | None:
+        return None if v is None else [v * (1 - half_pct / 100), v * (1 + half_pct / 100)]
+
+    r.summary = {
+        "ttft_ms": {"count": 10, "p50": r.ttft_p50_ms, "p50_ci95": ci(r.ttft_p50_ms)},
+        "tpot_ms": {"count": 10, "p50": r.tpot_p50_ms, "p50_ci95": ci(r.tpot_p50_ms)},
+        "total_token_throughput_ci95": ci(r.total_token_throughput),
+    }
+    return r
+
+
+def _comparison(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
+    runs = []
+    for run_id, tpot in (("base", 10.0), ("other", b_tpot)):
+        results = [
+            _with_intervals(
+                make_result(run_id, 128, 1, repeat=i, tpot=tpot * (1 + 0.002 * (i - 1))), half_pct
+            )
+            for i in range(3)
+        ]
+        runs.append(run_data(make_run(run_id, label=run_id, model="m"), results))
+    return build_comparison(runs)  # type: ignore[arg-type]
+
+
+def test_noise_is_no_detectable_difference_everywhere() -> None:
+    cmp = _comparison(10.2, 5.0)
+    [v] = [v for v in cmp.verdicts if v.metric == "tpot_p50_ms"]
+    assert v.verdict == "no detectable difference" and v.repeats_needed is not None and v.repeats_needed > 3
+    data = comparison_json(cmp)
+    assert {"ratio", "ratio_ci95", "verdict", "repeats_needed"} <= set(data["verdicts"][0])
+    decode = next(f for f in cmp.findings if f.kind == "decode_speedup")
+    assert "no detectable difference" in decode.text and "1.0x" not in decode.text
+    assert decode.figures["verdict"] == "no detectable difference"
+    _, rows = read_compare_csv(write_compare_csv(cmp))
+    other = next(r for r in rows if r["run_id"] == "other")
+    base = next(r for r in rows if r["run_id"] == "base")
+    assert other["tpot_p50_ms_verdict"] == "no detectable difference"
+    assert int(other["tpot_p50_ms_repeats_needed"]) == v.repeats_needed
+    assert base["tpot_p50_ms_verdict"] == "" and float(base["tpot_p50_ms_ci95_low"]) < 10.0
+
+
+def test_a_supported_difference_is_written_with_its_interval() -> None:
+    cmp = _comparison(8.0, 1.0)
+    [v] = [v for v in cmp.verdicts if v.metric == "tpot_p50_ms"]
+    assert v.verdict == "better" and v.direction == "lower is better" and v.repeats_needed is None
+    decode = next(f for f in cmp.findings if f.kind == "decode_speedup")
+    assert "faster than the baseline base" in decode.text
+    assert "TPOT 20% lower (" in decode.text and "at 95% confidence" in decode.text
+    _, rows = read_compare_csv(write_compare_csv(cmp))
+    other = next(r for r in rows if r["run_id"] == "other")
+    assert other["tpot_p50_ms_verdict"] == "better"
+    assert float(other["tpot_p50_ms_ratio_ci95_high"]) < 1.0
