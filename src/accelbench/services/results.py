@@ -43,14 +43,16 @@ def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str
     return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
 
 
-def compare_json(store: Store, run_ids: Sequence[str], tier: Any) -> dict[str, Any]:
+def compare_json(
+    store: Store, run_ids: Sequence[str], tier: Any, *, allow_mismatch: bool = False
+) -> dict[str, Any]:
     from accelbench.report.compare import compare_runs, comparison_json
 
-    return comparison_json(compare_runs(store, list(run_ids), tier=tier))
+    return comparison_json(compare_runs(store, list(run_ids), tier=tier, allow_mismatch=allow_mismatch))
 
 
-def compare_csv(store: Store, run_ids: Sequence[str], tier: Any) -> str:
+def compare_csv(store: Store, run_ids: Sequence[str], tier: Any, *, allow_mismatch: bool = False) -> str:
     from accelbench.report.compare import compare_runs
     from accelbench.report.compare_csv import write_compare_csv
 
-    return write_compare_csv(compare_runs(store, list(run_ids), tier=tier))
+    return write_compare_csv(compare_runs(store, list(run_ids), tier=tier, allow_mismatch=allow_mismatch))

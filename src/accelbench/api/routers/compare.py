@@ -33,15 +33,20 @@ def compare(
     runs: list[str] = Query(..., min_length=2, max_length=20, description="Run ids (repeat the parameter)."),
     tier: PriceTier = Query(PriceTier.on_demand, description="Price tier for cost figures."),
     format: str = Query("json", pattern="^(json|csv)$", description="json or csv."),
+    allow_mismatch: bool = Query(
+        False,
+        description="Keep runs that are not like for like with the baseline in the ratios and findings (each "
+        "difference is named in `mismatches` either way).",
+    ),
     _: Principal = Depends(require_read),
 ) -> Any:
     from accelbench import services as service
 
     if format == "csv":
-        text = service.compare_csv(store, runs, tier)
+        text = service.compare_csv(store, runs, tier, allow_mismatch=allow_mismatch)
         return Response(
             text,
             media_type="text/csv",
             headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
         )
-    return service.compare_json(store, runs, tier)
+    return service.compare_json(store, runs, tier, allow_mismatch=allow_mismatch)
