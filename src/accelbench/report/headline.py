@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -48,6 +48,8 @@ from accelbench.report.tables import (
     table_headers,
     table_rows,
 )
+from accelbench.report.verdict_phrases import supported_sentence
+from accelbench.report.verdicts import find
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
@@ -650,17 +652,20 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
         if other is base or base.best is None or other.best is None:
             continue
         a, b = base.best, other.best
+        names = (base.name, other.name)
         if a.output_tps and b.output_tps:
-            out.append(
-                _ratio(
-                    "in output throughput at their best configurations",
-                    "faster",
-                    (base.name, a.output_tps),
-                    (other.name, b.output_tps),
-                    "tok/s",
-                    True,
-                )
+            r = _ratio(
+                "in output throughput at their best configurations",
+                "faster",
+                (base.name, a.output_tps),
+                (other.name, b.output_tps),
+                "tok/s",
+                True,
             )
+            # a verdict exists when both runs' best configuration is the same cell
+            v = find(cmp.verdicts, other.run_id, b.input_len, b.concurrency, "output_throughput")
+            v = v if (a.input_len, a.concurrency) == (b.input_len, b.concurrency) else None
+            out.append(replace(r, sentence=supported_sentence(r.sentence, names, r.what, v)))
         if a.usd_per_1m_output and b.usd_per_1m_output:
             out.append(
                 _ratio(
@@ -689,7 +694,8 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
                 "ms",
                 False,
             )
-            out.append(r)
+            v = find(cmp.verdicts, other.run_id, pair.input_len, pair.lowest_concurrency, "tpot_p50_ms")
+            out.append(replace(r, sentence=supported_sentence(r.sentence, names, r.what, v)))
     return out
 
 

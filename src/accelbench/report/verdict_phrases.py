@@ -50,3 +50,15 @@ def figures(v: MetricVerdict | None, prefix: str = "") -> dict[str, float | int 
         f"{prefix}ratio_ci95_high": v.ratio_ci95[1],
         f"{prefix}repeats_needed": v.repeats_needed,
     }
+
+
+def supported_sentence(sentence: str, names: tuple[str, str], what: str, v: MetricVerdict | None) -> str:
+    """A headline's ``X is N.Nx faster than Y ...`` sentence as the verdict allows: unchanged without one; with
+    a supported difference, its size and interval added; without one, replaced by the two ``names`` showing no
+    detectable difference ``what`` (the quantity, e.g. "at decoding")."""
+    if v is None or not known(v):
+        return sentence
+    if v.verdict == NO_DIFFERENCE:
+        return f"Between {names[0]} and {names[1]} there is {no_difference_phrase(v)} {what}."
+    short = "TPOT" if v.metric.startswith("tpot") else v.label
+    return f"{sentence.rstrip('.')}; {size_phrase(v, short)}."

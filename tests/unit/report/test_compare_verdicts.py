@@ -6,6 +6,8 @@ from __future__ import annotations
 from accelbench.domain.results import ResultInfo
 from accelbench.report.compare import build_comparison, comparison_json
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+from accelbench.report.headline import build_headline
+from accelbench.report.tables import aggregate_results
 from tests.support.report_data import make_result, make_run, run_data
 
 
@@ -24,7 +26,11 @@ def _with_intervals(r: ResultInfo, half_pct: float) -> ResultInfo:
 
 
 def _comparison(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
-    runs = []
+    return _built(b_tpot, half_pct)[0]
+
+
+def _built(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
+    runs, stored = [], []
     for run_id, tpot in (("base", 10.0), ("other", b_tpot)):
         results = [
             _with_intervals(
@@ -33,7 +39,8 @@ def _comparison(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
             for i in range(3)
         ]
         runs.append(run_data(make_run(run_id, label=run_id, model="m"), results))
-    return build_comparison(runs)  # type: ignore[arg-type]
+        stored += results
+    return build_comparison(runs), stored  # type: ignore[arg-type]
 
 
 def test_noise_is_no_detectable_difference_everywhere() -> None:
@@ -64,3 +71,14 @@ def test_a_supported_difference_is_written_with_its_interval() -> None:
     other = next(r for r in rows if r["run_id"] == "other")
     assert other["tpot_p50_ms_verdict"] == "better"
     assert float(other["tpot_p50_ms_ratio_ci95_high"]) < 1.0
+
+
+def test_the_headline_reads_the_same_verdicts() -> None:
+    cmp, results = _built(10.2, 5.0)
+    head = build_headline(cmp, aggregate_results(results), results)
+    decode = next(r.sentence for r in head.ratios if "decoding" in r.what)
+    assert decode.startswith("Between base and other there is no detectable difference (ratio 1.02")
+    cmp, results = _built(8.0, 1.0)
+    head = build_headline(cmp, aggregate_results(results), results)
+    decode = next(r.sentence for r in head.ratios if "decoding" in r.what)
+    assert "other is 1.2x faster than base" in decode and "TPOT 20% lower (" in decode
