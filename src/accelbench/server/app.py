@@ -45,7 +45,7 @@ def create_app(
     executor: Executor | None = None,
 ) -> FastAPI:
     """Build the app. ``executor`` replaces the orchestrator's ``execute_run`` (for tests of the worker)."""
-    from accelbench.api.routers import catalog, compare, config, fleet, health, models, plan, runs
+    from accelbench.api.routers import catalog, compare, config, fleet, health, imports, models, plan, runs
     from accelbench.api.worker import RunWorker
     from accelbench.web import fleet_page, pages
 
@@ -80,7 +80,7 @@ def create_app(
     app.state.verifier = TokenVerifier(settings, store)
     install_error_handlers(app, html=pages.html_error)
 
-    for module in (health, catalog, models, plan, runs, compare, config, fleet):
+    for module in (health, catalog, models, plan, runs, compare, config, fleet, imports):
         app.include_router(module.router, prefix=API_PREFIX)
     pages.install(app)
     app.include_router(fleet_page.router)

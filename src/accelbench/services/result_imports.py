@@ -38,6 +38,7 @@ class ImportRequest:
     engine_version: str | None = None
     input_len_tolerance: float = 0.15
     file_names: list[str] | None = None  # names to record (uploads: the client's names, not temporary paths)
+    owner_key_id: int | None = None  # the API key that imported them (its own run)
 
 
 @dataclass
@@ -63,8 +64,18 @@ def read_all(tool: str, files: list[Path]) -> list[ImportedFile]:
     dupes = sorted({str(f) for f in resolved if resolved.count(f) > 1})
     if dupes:
         raise UserInputError(f"Files named more than once: {', '.join(dupes)}.")
+    given = {(f.parent, f.name) for f in files}
+    # a companion named with its partner (AIPerf's statistics beside its records) is read through the partner
+    partnered = {
+        f
+        for f in files
+        if f.name in importer.companions
+        and any(parent == f.parent and name not in importer.companions for parent, name in given)
+    }
     out = []
     for f in files:
+        if f in partnered:
+            continue
         try:
             out.append(importer.read(f))
         except ValidationError as exc:
@@ -170,7 +181,8 @@ def import_results(store: Store, req: ImportRequest) -> ImportOutcome:
     for in_len, conc, f, c in keyed:
         by_cell[(in_len, conc)].append((f, c))
     names = req.file_names or [f.name for f in req.files]
-    name_of = {id(f): names[i] for i, f in enumerate(loaded)}
+    name_by_path = dict(zip(req.files, names, strict=True))
+    name_of = {id(f): name_by_path.get(f.path, f.path.name) for f in loaded}
     ok = any(c.summary.completed for _, _, _, c in keyed)
     engine = req.engine or next((f.engine for f in loaded if f.engine), None)
     ordered: list[tuple[int, int, int, ImportedCell]] = []
@@ -202,6 +214,7 @@ def import_results(store: Store, req: ImportRequest) -> ImportOutcome:
         engine_version=req.engine_version
         or (next((f.engine_version for f in loaded if f.engine_version), None) if engine else None),
         target="import",
+        owner_key_id=req.owner_key_id,
         extra={
             "source": f"{loaded[0].tool} {loaded[0].tool_version}".strip(),
             "files": names,

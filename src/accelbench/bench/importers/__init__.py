@@ -72,6 +72,7 @@ class Importer(Protocol):
 
     tool: str
     description: str  # one line: which files, written how
+    companions: tuple[str, ...]  # file names read from beside another file, not imported on their own
 
     def read(self, path: Path) -> ImportedFile: ...
 

@@ -60,6 +60,7 @@ TTFT_NOTE = (
 class AIPerfImporter:
     tool = "aiperf"
     description = "AIPerf profile_export.jsonl or profile_export_aiperf.json (the other read from beside it)"
+    companions: tuple[str, ...] = (SUMMARY,)
 
     def read(self, path: Path) -> ImportedFile:
         if path.name.endswith(".jsonl"):

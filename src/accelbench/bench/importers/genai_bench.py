@@ -40,6 +40,7 @@ SCENARIO = re.compile(r"^[A-Z]\((\d+(?:\.\d+)?),(\d+(?:\.\d+)?)\)(?:/\((\d+(?:\.
 class GenAIBenchImporter:
     tool = "genai-bench"
     description = "genai-bench run result JSON (one per scenario and concurrency) of an experiment folder"
+    companions: tuple[str, ...] = (METADATA,)
 
     def read(self, path: Path) -> ImportedFile:
         f = Fields(path, EXPECTED)

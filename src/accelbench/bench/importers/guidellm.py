@@ -63,6 +63,7 @@ PERCENTILE_NOTE = (
 class GuideLLMImporter:
     tool = "guidellm"
     description = "GuideLLM benchmarks.json (guidellm benchmark --output-path FILE.json)"
+    companions: tuple[str, ...] = ()
 
     def read(self, path: Path) -> ImportedFile:
         f = Fields(path, EXPECTED)

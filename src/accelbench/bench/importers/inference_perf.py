@@ -54,6 +54,7 @@ NOTE = (
 class InferencePerfImporter:
     tool = "inference-perf"
     description = "inference-perf stage_N_lifecycle_metrics.json (one per load stage)"
+    companions: tuple[str, ...] = ()
 
     def read(self, path: Path) -> ImportedFile:
         f = Fields(path, EXPECTED)

@@ -42,6 +42,7 @@ OTHER_TOOLS_NOTE = (
 class LlmDReportImporter:
     tool = "llm-d-report"
     description = "llm-d-benchmark benchmark report v0.2/v0.2.1 (JSON or YAML, one report or a list)"
+    companions: tuple[str, ...] = ()
 
     def read(self, path: Path) -> ImportedFile:
         f = Fields(path, EXPECTED)
