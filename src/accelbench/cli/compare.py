@@ -116,6 +116,7 @@ def render_comparison(
     from accelbench.report.compare import TIER_LABELS, fmt_usd, side_by_side_rows
     from accelbench.report.like_for_like import like_for_like_lines
     from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows
+    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
     out.print(baseline_line(cmp, chosen=baseline_chosen), highlight=False)
     for line in like_for_like_lines(cmp):  # said first: whether the runs served the same thing
@@ -173,6 +174,20 @@ def render_comparison(
             pair_rows(cmp),
             out=out,
             title="Each run against the baseline, per input length (over the concurrencies both measured)",
+            title_justify="left",
+        )
+
+    verdicts = verdict_rows(cmp)
+    if verdicts:
+        print_table(
+            [
+                Col(c, 0 if i in (0, 3, 6, 8) else 2, num=2 <= i <= 7)
+                for i, c in enumerate(VERDICT_TABLE_COLUMNS)
+            ],
+            verdicts,
+            out=out,
+            title="Is each difference real? (ratio to the baseline with its 95% interval; a verdict only where "
+            "the interval leaves 1 out)",
             title_justify="left",
         )
 

@@ -4,7 +4,9 @@ that would settle it, and a ratio that only looks different said as on par."""
 
 from __future__ import annotations
 
-from accelbench.report.comparison import ON_PAR, Versus
+from accelbench.bench.intervals import half_width_pct
+from accelbench.report.comparison import ON_PAR, Comparison, Versus
+from accelbench.report.formatting import fmt_num
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase
 
 
@@ -62,3 +64,54 @@ def supported_sentence(sentence: str, names: tuple[str, str], what: str, v: Metr
         return f"Between {names[0]} and {names[1]} there is {no_difference_phrase(v)} {what}."
     short = "TPOT" if v.metric.startswith("tpot") else v.label
     return f"{sentence.rstrip('.')}; {size_phrase(v, short)}."
+
+
+#: the verdict table of a comparison (CLI, compare page, report)
+VERDICT_TABLE_COLUMNS: tuple[str, ...] = (
+    "Run",
+    "Input",
+    "Conc.",
+    "Metric",
+    "Baseline",
+    "Run's",
+    "Ratio",
+    "Ratio 95% interval",
+    "Verdict",
+    "Repeats for 5%",
+)
+
+
+def verdict_rows(cmp: Comparison) -> list[list[str]]:
+    """One row per matched cell and metric with a verdict resting on intervals: both figures (with their
+    ``+-`` interval), the ratio, its interval, the verdict with its direction, and the repeats that would
+    detect a 5% difference where none was detected."""
+    rows: list[list[str]] = []
+    for v in cmp.verdicts:
+        if not known(v):
+            continue
+        assert v.ratio_ci95 is not None
+        base_cell = cmp.cell(v.baseline, v.input_len, v.concurrency)
+        cell = cmp.cell(v.run_id, v.input_len, v.concurrency)
+        rows.append(
+            [
+                cmp.run(v.run_id).name,
+                str(v.input_len),
+                str(v.concurrency),
+                v.label,
+                _with_ci(v.baseline_value, base_cell.ci95.get(v.metric) if base_cell else None),
+                _with_ci(v.value, cell.ci95.get(v.metric) if cell else None),
+                f"{v.ratio:.3f}",
+                f"{v.ratio_ci95[0]:.3f}-{v.ratio_ci95[1]:.3f}",
+                v.verdict if v.verdict == NO_DIFFERENCE else f"{v.verdict} ({v.direction})",
+                str(v.repeats_needed) if v.repeats_needed is not None else "",
+            ]
+        )
+    return rows
+
+
+def _with_ci(value: float, ci: list[float] | None) -> str:
+    text = fmt_num(value, 2)
+    pct = half_width_pct(value, ci)
+    if pct is None:
+        return text
+    return f"{text} +-{pct:.1f}%" if pct < 1 else f"{text} +-{pct:.0f}%"

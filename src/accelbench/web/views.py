@@ -449,6 +449,7 @@ def comparison_view(
         side_by_side_columns,
         side_by_side_rows,
     )
+    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
     order = baseline_first(store, run_ids, baseline)
     for run_id in order:
@@ -471,6 +472,8 @@ def comparison_view(
         "notes": cmp.notes,
         "capacity": capacity_page(cmp),
         "like_for_like": like_for_like_lines(cmp),
+        "verdict_columns": VERDICT_TABLE_COLUMNS,
+        "verdict_rows": verdict_rows(cmp),
     }
 
 

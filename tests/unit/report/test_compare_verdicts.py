@@ -82,3 +82,21 @@ def test_the_headline_reads_the_same_verdicts() -> None:
     head = build_headline(cmp, aggregate_results(results), results)
     decode = next(r.sentence for r in head.ratios if "decoding" in r.what)
     assert "other is 1.2x faster than base" in decode and "TPOT 20% lower (" in decode
+
+
+def test_the_verdict_table_of_the_cli_and_the_page() -> None:
+    from rich.console import Console
+
+    from accelbench.cli.compare import render_comparison
+    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
+
+    cmp = _comparison(8.0, 1.0)
+    rows = verdict_rows(cmp)
+    tpot = next(r for r in rows if r[3] == "TPOT p50 (ms)")
+    assert len(tpot) == len(VERDICT_TABLE_COLUMNS)
+    assert tpot[:3] == ["other", "128", "1"] and tpot[4].startswith("10.00 +-")
+    assert tpot[8] == "better (lower is better)" and tpot[9] == ""
+    out = Console(record=True, width=250)
+    render_comparison(cmp, out)
+    text = out.export_text()
+    assert "Is each difference real?" in text and "better (lower is better)" in text
