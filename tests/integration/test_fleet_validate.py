@@ -36,7 +36,7 @@ def _measured_here() -> None:
     store.set_status(run.id, RunStatus.completed)
 
 
-def _run(tmp_path: Path, script: Script) -> dict:
+def _run(tmp_path: Path, script: Script, fmt: str = "json") -> str:
     traffic = tmp_path / "day.yaml"
     traffic.write_text(PROFILE)
     tok = make_tokenizer_dir(tmp_path / "tok")
@@ -45,13 +45,13 @@ def _run(tmp_path: Path, script: Script) -> dict:
         res = runner.invoke(app, ["fleet", "--traffic", str(traffic), "--model", MODEL, "--slo", "ttft:1000,tpot:100",
                                   "--instances", "local", "--validate", "--base-url", s.base_url, "--served-model",
                                   "fixture-model", "--tokenizer", str(tok), "--validate-requests", "40",
-                                  "--format", "json"])  # fmt: skip
+                                  "--format", fmt])  # fmt: skip
     assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
+    return res.stdout
 
 
 def test_a_server_within_the_slo_meets_the_promise(tmp_path: Path) -> None:
-    data = _run(tmp_path, Script(ttft_ms=20, itl_ms=5))
+    data = json.loads(_run(tmp_path, Script(ttft_ms=20, itl_ms=5)))
     local = data["candidates"][0]
     assert local["instance"] == "local" and local["capacity_source"] == "measured"
     assert [i["servers"] for i in local["intervals"]] == [1, 2]
@@ -66,6 +66,12 @@ def test_a_server_within_the_slo_meets_the_promise(tmp_path: Path) -> None:
 
 
 def test_a_slow_server_breaks_the_promise(tmp_path: Path) -> None:
-    v = _run(tmp_path, Script(ttft_ms=1500, itl_ms=5))["validation"]
+    v = json.loads(_run(tmp_path, Script(ttft_ms=1500, itl_ms=5)))["validation"]
     assert v["measured_attainment"] == 0.0 and v["met"] is False
     assert "ttft" in v["why"]
+
+
+def test_the_terminal_says_measured_beside_promised(tmp_path: Path) -> None:
+    out = " ".join(_run(tmp_path, Script(ttft_ms=20, itl_ms=5), fmt="table").split())
+    assert "Replay on this machine (40 requests at 15 req/s per server, 2 server(s)" in out
+    assert "measured 100.0%, promised at least 95%" in out
