@@ -498,6 +498,9 @@ def estimate_cmd(
     cores: int | None = CoresOpt,
     smt: int | None = SmtOpt,
     goal: str = typer.Option(_EQ["goal"].default, "--goal", help=_EQ["goal"].description),
+    allow_quantization: bool = typer.Option(
+        False, "--allow-quantization", help=_EQ["allow_quantization"].description
+    ),
     alternatives: bool = typer.Option(False, "--alternatives", help=_EQ["alternatives"].description),
     fmt: OutputFormat = FormatOption,
 ) -> None:
@@ -533,6 +536,7 @@ def estimate_cmd(
                 cores=cores,
                 smt=smt,
                 goal=goal,
+                allow_quantization=allow_quantization,
                 alternatives=alternatives,
             )
         except ValidationError as exc:

@@ -403,7 +403,16 @@ class EstimateRow(StrictModel):
     accelerator_count: int = Field(description="GPUs or Neuron devices (0 on CPU).")
     engine: str = Field(description="Runtime the prediction is for.")
     feasible: bool = Field(description="Whether the model can be served here (see reason when not).")
-    quantization_required: bool = Field(default=False, description="Fits only with weight quantization.")
+    quantization_required: bool = Field(
+        default=False,
+        description="The checkpoint's own precision does not fit: only a quantized format does (never true "
+        "when quantization was asked for).",
+    )
+    like_for_like: bool = Field(
+        default=True,
+        description="False when the weights run at another precision than the checkpoint's (quantized by the "
+        "engine): compare the row only with deployments at that precision.",
+    )
     weight_format: str | None = Field(
         default=None, description="How the weights are held (bf16, fp8, int8, int4, the checkpoint's format)."
     )
@@ -747,6 +756,12 @@ class EstimateQuery(StrictModel):
         ge=1,
         le=8,
         description="CPU: threads per core the guest exposes (lscpu 'Thread(s) per core'); one instance only.",
+    )
+    allow_quantization: bool = Field(
+        default=False,
+        description="Let the goal choose FP8 weights over the checkpoint's precision where they are cheaper "
+        "or faster (near-lossless on most models; the row is then not like for like). Without it the "
+        "checkpoint's precision is kept whenever it fits and FP8 is offered as an alternative.",
     )
     goal: Literal["cost", "latency"] = Field(
         default="cost",

@@ -124,15 +124,24 @@ def estimate_for_goal(
     quantization: str | None,
     engine_settings: EngineSettings | None,
     kwargs: dict[str, Any],
+    allow_quantization: bool = False,
 ) -> Estimate:
-    """Every open setting predicted; the best for the goal reported, the others listed when asked."""
+    """Every open setting predicted; the best for the goal reported, the others listed when asked.
+
+    The checkpoint's own precision is kept whenever it fits: FP8 weights are predicted beside it and offered
+    in a note with their gain, but chosen only when the caller allows it (``allow_quantization``) or asked
+    for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported."""
     from accelbench.plan.estimate import estimate
 
     options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
-    estimates = [
-        estimate(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs) for s, q in options
+    predicted = [
+        (q, estimate(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs))
+        for s, q in options
     ]
-    best = choose(estimates, goal)
+    estimates = [e for _, e in predicted]
+    open_format = allow_quantization or quantization is not None
+    kept = [e for q, e in predicted if open_format or q is None]
+    best = choose(kept, goal)
     if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
         best = estimate(
             model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
@@ -147,14 +156,18 @@ def estimate_for_goal(
     picked = best
     rec = best.recommendation
     if quantization is None and rec.settings is not None and rec.settings.quantization == "fp8":
-        # the planner chose FP8 weights; nobody asked for them
+        # the planner chose FP8 weights because the caller let it
         warnings = [w for w in rec.warnings if "as asked" not in w]
         warnings.append(
-            f"FP8 weights chosen for {'cost' if goal == 'cost' else 'latency'}: near-lossless on most models, "
-            "but check quality; --quantization none keeps the checkpoint's format."
+            f"FP8 weights chosen for {'cost' if goal == 'cost' else 'latency'} (--allow-quantization): "
+            "near-lossless on most models, but check quality; --quantization none keeps the checkpoint's format."
         )
         best = best.model_copy(update={"recommendation": rec.model_copy(update={"warnings": warnings})})
-    feasible = [e for e in estimates if e.feasible]
+    elif not open_format:
+        offer = quantized_offer(best, [e for q, e in predicted if q is not None], goal)
+        if offer:
+            notes.append(offer)
+    feasible = [e for e in kept if e.feasible]
     if len(feasible) > 1:
         notes.append(
             f"Settings chosen for {'lowest cost per output token' if goal == 'cost' else 'lowest TPOT'} among "
@@ -171,4 +184,39 @@ def estimate_for_goal(
             "notes": notes,
             "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
         }
+    )
+
+
+def _change(new: float | None, old: float | None) -> str:
+    if new is None or old is None or old == 0:
+        return ""
+    return f" ({(new / old - 1) * 100:+.0f}%)"
+
+
+def quantized_offer(native: Estimate, quantized: Sequence[Estimate], goal: str) -> str | None:
+    """A sentence offering the best quantized option when it beats the checkpoint's precision for the goal:
+    its predicted gain and a quality note; None when none fits or none is better."""
+    best = choose(quantized, goal)
+    if best is None:
+        return None
+    better = (
+        _latency_key(best) < _latency_key(native)
+        if goal == "latency"
+        else _cost_key(best) < _cost_key(native)
+    )
+    if not better:
+        return None
+    fmt = (best.weight_format or "quantized").upper()
+    usd = best.usd_per_million_output_tokens
+    return (
+        f"Alternative: {fmt} weights would predict TPOT {best.tpot_ms or 0:.1f} ms"
+        f"{_change(best.tpot_ms, native.tpot_ms)}"
+        + (
+            f" and ${usd:.2f} per 1M output tokens{_change(usd, native.usd_per_million_output_tokens)}"
+            if usd
+            else ""
+        )
+        + f" on {best.instance}. Quality: {fmt} is near-lossless on most models but not on all; check it on "
+        f"your task. The checkpoint's {native.weight_format} is kept; --quantization {best.weight_format} or "
+        "--allow-quantization chooses it, and such a row is not like for like with this one."
     )

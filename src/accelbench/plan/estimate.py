@@ -17,6 +17,7 @@ from accelbench.domain.plan import (
     Recommendation,
     TimeBreakdown,
 )
+from accelbench.domain.quant import parse_quantization
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet, factors_for
@@ -28,6 +29,7 @@ from accelbench.plan.measured import MeasuredRuns, attribution, attribution_note
 from accelbench.plan.memory import (
     GIB,
     WeightFormat,
+    native_format,
 )
 from accelbench.plan.perf_model import (
     PerfModel,
@@ -273,6 +275,7 @@ def estimate(
     engine_defaults: bool = False,
     goal: str | None = None,
     alternatives: bool = False,
+    allow_quantization: bool = False,
 ) -> Estimate:
     """Predicted speed and cost of serving ``model`` on ``instance`` at one traffic point.
 
@@ -304,6 +307,7 @@ def estimate(
             spec,
             goal=goal,
             alternatives=alternatives,
+            allow_quantization=allow_quantization,
             quantization=quantization,
             engine_settings=engine_settings,
             kwargs={
@@ -416,6 +420,16 @@ def estimate(
             f"Neuron runs compiled shapes: every decode step runs the compiled batch ({pm.batch_limit}) and "
             "contexts are padded to power-of-two buckets."
         )
+    if s.quantization is not None:
+        why = (
+            "as asked"
+            if parse_quantization(quantization) is not None
+            else "the checkpoint's precision does not fit"
+        )
+        notes.append(
+            f"Precision: {s.weight_format} weights, not the checkpoint's {native_format(model).name} ({why}): not like "
+            "for like with a deployment at the checkpoint's precision."
+        )
     if pred.batch < concurrency:
         notes.append(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
@@ -464,7 +478,8 @@ def estimate(
     est = Estimate(
         **base,
         feasible=True,
-        quantization_required=s.quantization is not None,
+        quantization_required=s.quantization is not None and parse_quantization(quantization) is None,
+        like_for_like=s.quantization is None,
         weight_format=s.weight_format,
         tensor_parallel_size=pm.tp,
         max_model_len=s.max_model_len,

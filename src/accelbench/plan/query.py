@@ -52,6 +52,7 @@ def answer(
         "engine_settings": query.engine_settings(),
         "goal": query.goal,
         "alternatives": query.alternatives,
+        "allow_quantization": query.allow_quantization,
         "catalog": ctx.catalog,
     }
     described = query.cores is not None or query.smt is not None

@@ -82,6 +82,7 @@ def estimate_catalog(
     engine_settings: EngineSettings | None = None,
     goal: str | None = None,
     alternatives: bool = False,
+    allow_quantization: bool = False,
 ) -> EstimateTable:
     """Estimates for every catalog instance matching the filters, ranked by ``rank_key``: with an SLO the
     rows that meet it first, then by cost per 1M output tokens and $/h; the infeasible rows last.
@@ -149,6 +150,7 @@ def estimate_catalog(
             engine_settings=engine_settings,
             goal=goal,
             alternatives=alternatives,
+            allow_quantization=allow_quantization,
         )
         if est.calibration is not None:
             used_refs[(est.calibration.accelerator, est.calibration.engine)] = est.calibration

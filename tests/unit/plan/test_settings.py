@@ -165,7 +165,22 @@ def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> 
     assert tps == {1, 2, 4, 8}
     assert {a.weight_format for a in e.alternatives} == {"bf16", "fp8"}  # H100 has FP8 units
     chosen = [a for a in e.alternatives if a.chosen]
-    assert len(chosen) == 1 and chosen[0].tpot_ms == min(a.tpot_ms for a in e.alternatives if a.feasible)
+    # the checkpoint's precision is kept when it fits: the fastest BF16 option, FP8 only offered
+    native = [a.tpot_ms for a in e.alternatives if a.feasible and a.weight_format == "bf16"]
+    assert len(chosen) == 1 and chosen[0].tpot_ms == min(native)
+    assert chosen[0].weight_format == "bf16" and e.like_for_like and not e.quantization_required
+    allowed = estimate(
+        model,
+        "p5.48xlarge",
+        input_len=1024,
+        output_len=128,
+        concurrency=4,
+        goal="latency",
+        alternatives=True,
+        allow_quantization=True,
+    )
+    picked = [a for a in allowed.alternatives if a.chosen]
+    assert picked[0].tpot_ms == min(a.tpot_ms for a in allowed.alternatives if a.feasible)
     fixed = estimate(
         model,
         "p5.48xlarge",
@@ -209,3 +224,26 @@ def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bo
         pm, _, _ = predict_for(model, inst, cat.accelerator(inst.accelerator_name), rec)
         assert pm.weight_only is weight_only
     assert step("p4de.24xlarge", "fp8", 1) < 0.7 * step("p4de.24xlarge", "none", 1)
+
+
+def test_the_checkpoint_precision_is_the_default_and_quantization_is_offered_not_chosen() -> None:
+    """A 7B BF16 model fits an L4: it is planned in BF16 (not 'quantization required'), FP8 is offered with
+    its predicted gain and a quality note, and chosen only when asked or allowed (then not like for like)."""
+    model = m("qwen2.5-7b-instruct")
+    kw = {"input_len": 512, "output_len": 128, "concurrency": 1, "goal": "cost"}
+    native = estimate(model, "g6.xlarge", **kw)  # type: ignore[arg-type]
+    assert native.weight_format == "bf16" and not native.quantization_required and native.like_for_like
+    offer = [n for n in native.notes if n.startswith("Alternative: FP8 weights")]
+    assert offer and "%" in offer[0] and "Quality" in offer[0] and "not like for like" in offer[0]
+    for e in (
+        estimate(model, "g6.xlarge", allow_quantization=True, **kw),  # type: ignore[arg-type]
+        estimate(model, "g6.xlarge", quantization="fp8", **kw),  # type: ignore[arg-type]
+    ):
+        assert e.weight_format == "fp8" and not e.quantization_required and not e.like_for_like
+        assert any(
+            n.startswith("Precision: fp8 weights, not the checkpoint's bf16 (as asked)") for n in e.notes
+        )
+        assert e.tpot_ms is not None and native.tpot_ms is not None and e.tpot_ms < native.tpot_ms
+    big = estimate(m("llama-3.1-70b-instruct"), "g6e.12xlarge", **kw)  # type: ignore[arg-type]
+    assert big.feasible and big.quantization_required and not big.like_for_like
+    assert any("the checkpoint's precision does not fit" in n for n in big.notes)
