@@ -51,6 +51,7 @@ from accelbench.report.document import REPORT_SECTIONS, TELEMETRY_GAUGES, CellLa
 from accelbench.report.latency_throughput import LatencyThroughput
 from accelbench.report.plots import build_series
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
+from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
 # Charts of a metric against concurrency: (div id, title, CellAggregate metric, y-axis title).
 CONCURRENCY_CHARTS: tuple[tuple[str, str, str, str], ...] = (
@@ -901,6 +902,8 @@ def render_html(data: ReportData) -> str:
         findings=cmp.findings,
         table_columns=SIDE_BY_SIDE_COLUMNS if len(cmp.runs) > 1 else SIDE_BY_SIDE_COLUMNS[:-2],
         table_rows=side_by_side_rows(cmp) if len(cmp.runs) > 1 else [r[:-2] for r in side_by_side_rows(cmp)],
+        verdict_columns=VERDICT_TABLE_COLUMNS,
+        verdict_rows=verdict_rows(cmp),
         charts=[c for c in every_chart if c["id"] != "chart-telemetry"],
         server_telemetry=next(c for c in every_chart if c["id"] == "chart-telemetry"),
         telemetry_banded=bool(telemetry_cells(data)),

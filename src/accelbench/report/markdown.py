@@ -48,6 +48,7 @@ from accelbench.report.plots import (
 )
 from accelbench.report.tables import markdown_table
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
+from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
 CDF_PNG = "latency_cdf.png"
 TELEMETRY_PNG = "telemetry.png"
@@ -295,6 +296,13 @@ def results_markdown(data: ReportData) -> list[str]:
             "each run against the baseline's figure at the same cell."
         )
         out += ["", _table(SIDE_BY_SIDE_COLUMNS, side_by_side_rows(cmp)), ""]
+        if verdicts := verdict_rows(cmp):
+            out += ["### Is each difference real?", ""]
+            out.append(
+                "Each run's figure over the baseline's with the ratio's 95% interval (repeats and requests "
+                "resampled); better or worse only where the interval leaves 1 out."
+            )
+            out += ["", _table(VERDICT_TABLE_COLUMNS, verdicts), ""]
     return out
 
 

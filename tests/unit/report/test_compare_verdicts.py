@@ -30,7 +30,14 @@ def _comparison(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
 
 
 def _built(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
-    runs, stored = [], []
+    runs, stored = _runs(b_tpot, half_pct), []
+    for d in runs:
+        stored += d.results
+    return build_comparison(runs), stored  # type: ignore[arg-type]
+
+
+def _runs(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
+    runs = []
     for run_id, tpot in (("base", 10.0), ("other", b_tpot)):
         results = [
             _with_intervals(
@@ -39,8 +46,7 @@ def _built(b_tpot: float, half_pct: float):  # type: ignore[no-untyped-def]
             for i in range(3)
         ]
         runs.append(run_data(make_run(run_id, label=run_id, model="m"), results))
-        stored += results
-    return build_comparison(runs), stored  # type: ignore[arg-type]
+    return runs
 
 
 def test_noise_is_no_detectable_difference_everywhere() -> None:
@@ -100,3 +106,16 @@ def test_the_verdict_table_of_the_cli_and_the_page() -> None:
     render_comparison(cmp, out)
     text = out.export_text()
     assert "Is each difference real?" in text and "better (lower is better)" in text
+
+
+def test_the_report_shows_the_verdicts_and_the_intervals() -> None:
+    from accelbench.report.document import build_report
+    from accelbench.report.html import render_html
+    from accelbench.report.markdown import render_markdown
+
+    data = build_report(_runs(8.0, 1.0))
+    md = render_markdown(data, {})
+    html = render_html(data)
+    for text in (md, html):
+        assert "Is each difference real?" in text and "better (lower is better)" in text
+        assert "10.00 +-0.6%" in text  # the baseline's TPOT with its interval (3 repeats of +-1%)
