@@ -664,7 +664,11 @@ def _render_capacity_checks(checks: list[CapacityComparison]) -> None:
 @plan_app.command("calibrate")
 def calibrate_cmd(
     run: list[str] | None = typer.Option(
-        None, "--run", "-r", help="Only these runs (repeatable); default all."
+        None,
+        "--run",
+        "--from-run",
+        "-r",
+        help="Only these runs (repeatable; a local, Kubernetes or imported run); default all.",
     ),
     accelerator: str | None = typer.Option(
         None, "--accelerator", help="Only this accelerator (e.g. H100-SXM, local:AMD EPYC)."

@@ -508,7 +508,7 @@ def estimate(
     )
     regime = regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, output_len)
     search = (lambda t: _max_concurrency_for(pm, f, t, input_len, output_len, cap, arrivals)) if slo else None
-    return with_ranges(est, regime, instance.cpu_isa, slo, search)
+    return with_ranges(est, regime, instance.cpu_isa, slo, search, calibration=ref)
 
 
 def estimate_local(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from accelbench.domain.plan import SLO, EstimateRow, PredictionRange
+from accelbench.domain.plan import SLO, CalibrationRef, EstimateRow, PredictionRange
 from accelbench.plan.error_records import NEAREST, ErrorRecord, engine_group, family_of
 from accelbench.plan.measured_error import shipped_accuracy
 
@@ -134,12 +134,14 @@ def point_ranges(
     regime: str,
     kind: str,
     records: Sequence[ErrorRecord] | None = None,
+    tpot_interval: Interval | None = None,
 ) -> dict[str, PredictionRange]:
     """Ranges for an estimate's figures (keys as its fields: ttft_ms, tpot_ms, e2e_ms, output_tokens_per_s,
-    total_tokens_per_s, requests_per_s, usd_per_million_output_tokens, usd_per_request)."""
+    total_tokens_per_s, requests_per_s, usd_per_million_output_tokens, usd_per_request). ``tpot_interval``
+    replaces the public data's TPOT interval (a calibration's own)."""
     recs = shipped_records() if records is None else records
     where = {"family": family, "engine": engine, "regime": regime, "kind": kind}
-    tpot_i = interval_for(recs, "tpot", **where)
+    tpot_i = tpot_interval or interval_for(recs, "tpot", **where)
     ttft_i = interval_for(recs, "ttft", **where)
     out: dict[str, PredictionRange] = {}
     for key, iv in (("tpot_ms", tpot_i), ("ttft_ms", ttft_i)):
@@ -179,8 +181,26 @@ POINT_KEYS = (
 )
 
 
-def ranges_of(est: EstimateRow, regime: str, isa: Sequence[str] = ()) -> dict[str, PredictionRange]:
-    """The 80% ranges of an estimate's figures, from the stratum its accelerator, engine and regime fall in."""
+def calibrated_interval(ref: CalibrationRef | None) -> Interval | None:
+    """The TPOT interval of a stored calibration: its mean absolute error after the fit on its own runs read as
+    a normal spread (sd = MAPE x sqrt(pi / 2)) and turned into a prediction interval over its points; None
+    without an error or with fewer than 3 points."""
+    if ref is None or ref.tpot_error_after_pct is None or ref.n_points < 3:
+        return None
+    sd = max(ref.tpot_error_after_pct, 0.5) / 100 * math.sqrt(math.pi / 2)
+    half = _t90(ref.n_points - 1) * sd * math.sqrt(1 + 1 / ref.n_points)
+    basis = (
+        f"calibrated on your runs ({ref.accelerator} with {ref.engine}, calibration {ref.id}): {ref.n_points} "
+        f"points, TPOT error {ref.tpot_error_after_pct:.1f}% after the fit"
+    )
+    return Interval(math.exp(-half), math.exp(half), basis)
+
+
+def ranges_of(
+    est: EstimateRow, regime: str, isa: Sequence[str] = (), calibration: CalibrationRef | None = None
+) -> dict[str, PredictionRange]:
+    """The 80% ranges of an estimate's figures, from the stratum its accelerator, engine and regime fall in
+    (TPOT from the calibration applied, when it says its error)."""
     kind = est.accelerator_type.value
     return point_ranges(
         {k: getattr(est, k) for k in POINT_KEYS},
@@ -188,6 +208,7 @@ def ranges_of(est: EstimateRow, regime: str, isa: Sequence[str] = ()) -> dict[st
         engine=engine_group(est.engine),
         regime=regime,
         kind=kind,
+        tpot_interval=calibrated_interval(calibration),
     )
 
 
@@ -226,10 +247,15 @@ def capacity_range(
 
 
 def with_ranges(
-    est: E, regime: str, isa: Sequence[str], slo: SLO | None, search: Callable[[SLO], int] | None
+    est: E,
+    regime: str,
+    isa: Sequence[str],
+    slo: SLO | None,
+    search: Callable[[SLO], int] | None,
+    calibration: CalibrationRef | None = None,
 ) -> E:
     """``est`` with its ranges: every figure's, and the capacity's when an SLO was searched."""
-    est.ranges = ranges_of(est, regime, isa)
+    est.ranges = ranges_of(est, regime, isa, calibration)
     if slo is not None and search is not None and est.max_concurrency_meeting_slo is not None:
         cap = capacity_range(slo, est.ranges, est, search)
         if cap is not None:
