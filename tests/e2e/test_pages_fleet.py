@@ -41,6 +41,8 @@ def test_fleet_page_shows_the_plan_and_its_chart(tab: Tab, tmp_path: Path, artif
     names = p.locator("#fleet > tbody > tr > td:nth-child(2)").all_inner_texts()
     assert names == [c.instance for c in want.candidates]
     assert "Cheapest: " + want.candidates[0].instance in p.inner_text(".fleet-lines")
+    first = p.locator("#fleet-servers > tbody > tr > td:nth-child(4)").all_inner_texts()
+    assert [int(x) for x in first] == [i.servers for i in want.candidates[0].intervals]
     p.wait_for_selector("#fleet-chart .main-svg")
     traces = p.evaluate("() => document.getElementById('fleet-chart').data.map(t => t.name)")
     assert traces == names

@@ -41,7 +41,7 @@ _PRIORITY = {
 
 def render(plan: object, top: int) -> None:
     from accelbench.fleet.result import FleetPlan
-    from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows
+    from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
 
     assert isinstance(plan, FleetPlan)
     cols = [
@@ -53,6 +53,9 @@ def render(plan: object, top: int) -> None:
     print_table(cols, shown, title="Fleet per candidate, cheapest first", formats="json")
     if len(rows) > len(shown):
         console.print(f"[dim]{len(rows) - len(shown)} more candidates: --top 0 or --format json[/]")
+    header, per_interval = servers_table(plan, top=min(6, top) if top > 0 else 6)
+    cols = [Col(h, 2 if n in (1, 2) else 0, num=True) for n, h in enumerate(header)]
+    print_table(cols, per_interval, title="Servers per interval (cheapest first)", formats="json")
     for line in fleet_lines(plan):
         console.print(f"  - {line}", highlight=False, overflow="fold")
 

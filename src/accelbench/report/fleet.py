@@ -129,48 +129,53 @@ def servers_figure(plan: FleetPlan, top: int = 8) -> go.Figure:
     return fig
 
 
+def servers_table(plan: FleetPlan, top: int = 8) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): each interval's start (hours), mean and peak rate, and the servers of the cheapest
+    ``top`` candidates (the peak is the interval's, the same for every candidate)."""
+    shown = plan.candidates[:top]
+    header = ["start h", "req/s", "peak req/s", *[c.instance for c in shown]]
+    rows: list[list[str]] = []
+    if shown:
+        for j, i in enumerate(shown[0].intervals):
+            rates = [f"{i.start_s / 3600:.2f}", f"{i.requests_per_s:.3g}", f"{i.peak_requests_per_s:.3g}"]
+            rows.append(rates + [str(c.intervals[j].servers) for c in shown])
+    return header, rows
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *["| " + " | ".join(r) + " |" for r in rows],
+    ]
+
+
 def fleet_markdown(plan: FleetPlan) -> str:
-    head = "| " + " | ".join(FLEET_COLUMNS) + " |"
-    sep = "|" + "|".join("---" for _ in FLEET_COLUMNS) + "|"
-    body = ["| " + " | ".join(r) + " |" for r in fleet_rows(plan)]
-    servers = ["", "### Servers per interval", ""]
-    if plan.candidates:
-        names = [c.instance for c in plan.candidates[:8]]
-        servers.append("| start (h) | req/s | " + " | ".join(names) + " |")
-        servers.append("|---|---|" + "|".join("---" for _ in names) + "|")
-        for j, i in enumerate(plan.candidates[0].intervals):
-            counts = [str(c.intervals[j].servers) for c in plan.candidates[:8]]
-            servers.append(
-                f"| {i.start_s / 3600:.2f} | {i.requests_per_s:.3g} | " + " | ".join(counts) + " |"
-            )
-    return "\n".join(
-        [
-            "## Fleet plan",
-            "",
-            *[f"- {line}" for line in fleet_lines(plan)],
-            "",
-            head,
-            sep,
-            *body,
-            *servers,
-            "",
-        ]
-    )
+    lines = ["## Fleet plan", "", *[f"- {line}" for line in fleet_lines(plan)], ""]
+    lines += _md_table(list(FLEET_COLUMNS), fleet_rows(plan))
+    lines += ["", "### Servers per interval", "", *_md_table(*servers_table(plan)), ""]
+    return "\n".join(lines)
+
+
+def _html_table(header: list[str], rows: list[list[str]], css: str) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def fleet_section_html(plan: FleetPlan, div_id: str = "fleet-servers") -> str:
-    """The fleet section as HTML (table, sentences, chart); plotly.js must be on the page."""
+    """The fleet section as HTML (sentences, table, chart, servers per interval); plotly.js must be on the page."""
     from accelbench.report.html import figure_html
 
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in FLEET_COLUMNS)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in fleet_rows(plan)
-    )
     lines = "".join(f"<li>{html.escape(line)}</li>" for line in fleet_lines(plan))
     chart = figure_html(servers_figure(plan), div_id) if plan.candidates else ""
     return (
         f'<section id="fleet"><h2>Fleet plan</h2><ul>{lines}</ul>'
-        f'<table class="fleet"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{chart}</section>'
+        + _html_table(list(FLEET_COLUMNS), fleet_rows(plan), "fleet")
+        + chart
+        + "<h3>Servers per interval</h3>"
+        + _html_table(*servers_table(plan), "fleet-servers")
+        + "</section>"
     )
 
 

@@ -54,7 +54,7 @@ def fleet_page(
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = None
     if traffic and model and slo:
-        from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows
+        from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
         from accelbench.services.fleet import fleet_request, plan_fleet
         from accelbench.services.paths import confine, resolve_file
 
@@ -75,6 +75,7 @@ def fleet_page(
                 "rows": fleet_rows(plan),
                 "lines": fleet_lines(plan),
                 "chart": chart_data(plan),
+                "servers": servers_table(plan),
                 "skipped": plan.skipped,
             }
         except AccelbenchError as exc:

@@ -51,6 +51,14 @@ def test_table_json_and_report_show_the_same_ranking(tmp_path: Path) -> None:
     md = (tmp_path / "out" / "fleet.md").read_text()
     assert md.index(names[0]) < md.index(names[1])
     assert "Servers per interval" in md
+    # each interval's servers, cheapest candidate first, as the JSON has them
+    per_interval = [
+        line for line in md.splitlines() if line.startswith("| ") and line.count("|") == 4 + len(names)
+    ]
+    assert [int(line.split("|")[4]) for line in per_interval[1:]] == [
+        i["servers"] for i in first["intervals"]
+    ]
+    assert "Servers per interval (cheapest first)" in res.stdout
     assert "plotly" in (tmp_path / "out" / "fleet.html").read_text().lower()
     assert (
         f"maxReplicas: {data['candidates'][0]['max_servers']}" in (out / "k8s" / "01-engine.yaml").read_text()
