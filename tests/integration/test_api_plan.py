@@ -106,6 +106,32 @@ def test_estimate_one_instance_and_slo(api) -> None:
     assert row["max_concurrency_meeting_slo"] >= 8
 
 
+def test_estimates_carry_ranges_topology_and_precision_through_the_api(api) -> None:
+    one = api.client.get(
+        "/api/v1/estimate", params={"model": M, "instance_type": "m8i.2xlarge", "cores": 8, "smt": 1}
+    ).json()
+    est = one["estimate"]
+    tpot = est["ranges"]["tpot_ms"]
+    assert tpot["p10"] < est["tpot_ms"] < tpot["p90"] and tpot["basis"].startswith(
+        "not validated on Xeon AMX"
+    )
+    assert "as described (--cores/--smt): 8 vCPUs = 8 cores x 1 thread" in est["topology"]
+    assert one["rows"][0]["ranges"] == est["ranges"]
+    table = api.client.get(
+        "/api/v1/estimate", params={"model": M, "accelerator_type": "gpu", "limit": 5}
+    ).json()
+    assert all(
+        set(r["ranges"]) >= {"ttft_ms", "tpot_ms", "usd_per_million_output_tokens"} for r in table["rows"]
+    )
+    assert all(r["weight_format"] == "bf16" and r["like_for_like"] for r in table["rows"])
+    fp8 = api.client.get(
+        "/api/v1/estimate", params={"model": M, "instance_type": "g6.xlarge", "allow_quantization": True}
+    ).json()["estimate"]
+    assert fp8["weight_format"] == "fp8" and not fp8["like_for_like"] and not fp8["quantization_required"]
+    bad = api.client.get("/api/v1/estimate", params={"model": M, "cores": 8})
+    assert bad.status_code == 400 and "give --instance" in bad.text
+
+
 def test_estimate_uses_stored_prices_and_benchmarks(api) -> None:
     api.store.upsert_prices([Price(instance_type="g6.2xlarge", region="us-east-1", tier=PriceTier.on_demand,
                                    usd_per_hour=0.5, effective_date="2099-01-01", source="aws-pricing-api")])  # fmt: skip
