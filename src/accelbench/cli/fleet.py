@@ -90,6 +90,11 @@ def fleet(
     provision_s: float | None = typer.Option(
         None, "--provision-s", help="Instance provisioning seconds; default a stated assumption per tier."
     ),
+    reserved_discount: float | None = typer.Option(
+        None,
+        "--reserved-discount",
+        help="Where no reserved price is stored, assume reserved = on demand x (1 - this), e.g. 0.4.",
+    ),
     top: int = typer.Option(10, "--top", help="Candidates shown in the table (0: all); JSON has all."),
     report: Path | None = typer.Option(
         None, "--report", help="Write fleet.md and fleet.html to this directory."
@@ -137,6 +142,7 @@ def fleet(
             peak_quantile=peak_quantile,
             min_servers=min_servers,
             provision_s=provision_s,
+            reserved_discount=reserved_discount,
         )
         plan = plan_fleet(get_store(), request)
         files: list[Path] = []

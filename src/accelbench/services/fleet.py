@@ -67,6 +67,12 @@ class FleetRequest(StrictModel):
         le=86_400,
         description="Instance provisioning seconds; default a stated assumption per tier.",
     )
+    reserved_discount: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Where no reserved price is stored: assume reserved = on demand x (1 - this), e.g. 0.4.",
+    )
 
     def target(self) -> CapacitySLO:
         return parse_slo(self.slo, percentile=self.percentile, attainment=self.attainment)
@@ -190,17 +196,24 @@ def ready_seconds(store: Store | None, instance: str, model: str) -> tuple[list[
     return every, mine
 
 
-def _reserved(store: Store | None, instance: str) -> tuple[float | None, str | None]:
+def _reserved(
+    store: Store | None, inst: InstanceType, discount: float | None
+) -> tuple[float | None, str | None]:
+    """The reserved (1 yr) hourly price: stored, else the on-demand price less ``discount`` (said as assumed)."""
     from accelbench.catalog.pricing import price_for
     from accelbench.domain.catalog import PriceTier
     from accelbench.plan.hardware import is_local
 
-    if is_local(instance):  # this machine has no price
+    if is_local(inst.name):  # this machine has no price
         return None, None
-    price = price_for(instance, PriceTier.reserved_1yr, store=store)
-    if price is None:
-        return None, None
-    return price.usd_per_hour, f"reserved 1 yr ({price.source}, {price.effective_date})"
+    price = price_for(inst.name, PriceTier.reserved_1yr, store=store)
+    if price is not None:
+        return price.usd_per_hour, f"reserved 1 yr ({price.source}, {price.effective_date})"
+    if discount is not None and inst.on_demand_usd is not None:
+        return inst.on_demand_usd * (
+            1 - discount
+        ), f"assumed {discount:.0%} below on demand (--reserved-discount)"
+    return None, None
 
 
 # --------------------------------------------------------------------------------------------- the plan
@@ -229,7 +242,7 @@ def plan_candidate(
         if cap is None:
             return Skipped(instance=inst.name, reason=why or "no capacity")
     hourly = inst.on_demand_usd
-    reserved, reserved_source = _reserved(store, inst.name)
+    reserved, reserved_source = _reserved(store, inst, request.reserved_discount)
     sizing = size_fleet(
         traffic.intervals,
         cap.requests_per_s,
@@ -285,7 +298,7 @@ def plan_fleet(store: Store | None, request: FleetRequest, traffic: Traffic | No
     if any(c.reserved_hourly_usd is None for c in found):
         notes.append(
             "Reserved base + on-demand peak is priced only where the store has a reserved price "
-            "(`accelbench catalog refresh-prices`)."
+            "(`accelbench catalog refresh-prices`) or a --reserved-discount is assumed."
         )
     inp, out = traffic.mean_tokens()
     notes.append(

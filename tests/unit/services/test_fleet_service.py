@@ -110,3 +110,16 @@ def test_request_fields_are_checked() -> None:
         fleet_request(traffic="x.yaml", model=MODEL, slo="ttft:1", peak_quantile=1.5)
     with pytest.raises(UserInputError, match="Unknown SLO metric"):
         fleet_request(traffic="x.yaml", model=MODEL, slo="speed:1").target()
+
+
+def test_reserved_discount_is_an_assumption_said_as_such(tmp_path: Path) -> None:
+    request = fleet_request(
+        traffic=str(_profile(tmp_path)), model=MODEL, slo="ttft:2000,tpot:100", instances=["m8i.2xlarge"],
+        reserved_discount=0.4,
+    )  # fmt: skip
+    plan = plan_fleet(None, request)
+    c = plan.candidates[0]
+    assert c.hourly_usd is not None and c.reserved_hourly_usd == pytest.approx(c.hourly_usd * 0.6)
+    assert "assumed 40% below on demand" in (c.reserved_price_source or "")
+    assert c.usd_per_day_reserved is not None and c.usd_per_day is not None
+    assert c.usd_per_day_reserved <= c.usd_per_day
