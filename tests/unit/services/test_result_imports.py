@@ -210,3 +210,17 @@ def test_runs_show_says_what_imported_figures_mean(store: Store) -> None:
     out = " ".join(res.output.split())
     assert "Imported figures:" in out and "nearest-rank" in out
     assert "time_per_output_token_ms (ms), kept under the tool's name, not directly comparable" in out
+
+
+def test_a_run_exported_and_imported_back_compares_as_no_difference(
+    store: Store, measured, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.verdicts import NO_DIFFERENCE
+
+    run_id = _stored_run(store, measured)
+    files = _write(export_run(store, run_id, "llm-d-report"), tmp_path / "x")
+    back = import_results(store, ImportRequest("llm-d-report", files, label="back")).run_id
+    verdicts = compare_runs(store, [run_id, back]).verdicts
+    assert verdicts and {v.verdict for v in verdicts} == {NO_DIFFERENCE}
+    assert all(v.ratio == 1.0 for v in verdicts)
