@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from accelbench import __version__
 from accelbench.bench.metrics import compute_metrics, error_kind, peak_in_flight
-from accelbench.domain.answers import MalformedAnswer, load_json
+from accelbench.domain.answers import MalformedAnswer, decode_text, load_json
 from accelbench.domain.bench import (
     BenchConfig,
     BenchmarkSummary,
@@ -155,7 +155,7 @@ def read_result(path: str | Path) -> BenchmarkSummary:
     p = Path(path).expanduser()
     if not p.is_file():
         raise UserInputError(f"Result file {p} does not exist.")
-    raw = p.read_bytes()
+    raw = decode_text(p.read_bytes(), str(p))
     try:
         data = load_json(raw, str(p))
     except MalformedAnswer:
@@ -185,7 +185,7 @@ def from_dict(data: dict[str, Any], *, source: str = "result") -> BenchmarkSumma
     if isinstance(data.get("accelbench"), dict):
         return _from_accelbench(data, source)
     if "completed" not in data or "duration" not in data:
-        raise UserInputError(
+        raise MalformedAnswer(
             f"{source} is neither an accelbench nor a vllm bench serve result (no 'completed'/'duration')."
         )
     return _from_vllm(data, source)
@@ -205,7 +205,7 @@ def _from_accelbench(data: dict[str, Any], source: str) -> BenchmarkSummary:
     texts = data.get("generated_texts") or [""] * n
     outs = data.get("output_lens") or [0] * n
     if any(len(v) != n for v in arrays.values()):
-        raise UserInputError(f"{source}: per-request arrays have different lengths; the file is damaged.")
+        raise MalformedAnswer(f"{source}: per-request arrays have different lengths; the file is damaged.")
     records = []
     for i in range(n):
         server_pt = extra["server_prompt_tokens"][i]
@@ -281,19 +281,19 @@ def _check_vllm_numbers(data: dict[str, Any], source: str) -> None:
     for key in (*_VLLM_COUNTS, *_VLLM_NUMBERS, *stat_keys):
         if not _is_number(data.get(key), integer=key in _VLLM_COUNTS):
             what = "a whole number" if key in _VLLM_COUNTS else "a number"
-            raise UserInputError(f"{source}: field {key!r} is {data[key]!r}, not {what}.")
+            raise MalformedAnswer(f"{source}: field {key!r} is {data[key]!r}, not {what}.")
     for key in _VLLM_ARRAYS:
         values = data.get(key)
         if values is None:
             continue
         if not isinstance(values, list):
-            raise UserInputError(
+            raise MalformedAnswer(
                 f"{source}: field {key!r} is {values!r}, not a list (one entry per request)."
             )
         for i, v in enumerate(values):
             for x in v if key == "itls" and isinstance(v, list) else [v]:
                 if not _is_number(x):
-                    raise UserInputError(f"{source}: field {key!r}, request {i}: {x!r} is not a number.")
+                    raise MalformedAnswer(f"{source}: field {key!r}, request {i}: {x!r} is not a number.")
 
 
 def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
