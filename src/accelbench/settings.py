@@ -5,12 +5,14 @@ Every setting can also be given as a CLI flag where it makes sense; the flag win
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 import platformdirs
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 APP_NAME = "accelbench"
 
@@ -33,6 +35,12 @@ class Settings(BaseSettings):
         description="More directories whose files API and page callers may name (a model, a dataset, a "
         "tokenizer), besides the models and datasets directories; JSON list, e.g. '[\"/srv/models\"]'.",
     )
+    allowed_targets: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="When set, the only servers the service reaches for a caller: host names or CIDRs, comma "
+        "separated or a JSON list (e.g. '10.0.0.0/8,engine.internal'). Unset: any address but link-local, "
+        "cloud metadata and the service's own.",
+    )
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the results store; default: SQLite file under the data dir. "
@@ -48,6 +56,18 @@ class Settings(BaseSettings):
         "in to public reads, secrets still masked.",
     )
     worker: bool = Field(default=True, description="Run the background run worker inside `accelbench serve`.")
+
+    @field_validator("allowed_targets", mode="before")
+    @classmethod
+    def _split_targets(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            return (
+                json.loads(text)
+                if text.startswith("[")
+                else [v.strip() for v in text.split(",") if v.strip()]
+            )
+        return value
 
     @property
     def effective_database_url(self) -> str:

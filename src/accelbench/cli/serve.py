@@ -45,6 +45,10 @@ def serve(
         handler.addFilter(RedactingFilter())
     with user_errors():
         settings = get_settings()
+        from accelbench.deploy.target_policy import enforce, note_listening, service_policy
+
+        note_listening(host, port)  # the service never reaches itself
+        enforce(service_policy())  # before the worker below can take a run
         app = create_app(settings, start_worker=worker)
         if not app.state.verifier.configured():
             reads = "reads work" if not settings.api_read_auth else "reads"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.target_policy import active_policy
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import AccelbenchError, EngineError, UserInputError
@@ -39,6 +40,19 @@ class ExistingEndpointTarget(Target):
         # a server on this machine is described by this machine's environment; another one is not
         self.engine_on_this_host = urlsplit(self.base_url).hostname in LOOPBACK
         self._tokenizer: str | None = config.tokenizer
+        self._headers: dict[str, str] = {}
+        self._pinned = False
+
+    def _pin(self) -> None:
+        """In the service, the target policy checks the server before the first connection and pins the checked
+        address (an http server is reached at its checked IP, with its Host header kept)."""
+        policy = active_policy()
+        if policy is None or self._pinned:
+            return
+        checked = policy.check(self.config.base_url, "target.base_url")
+        self.base_url = checked.pinned_url
+        self._headers = {"Host": checked.host_header} if checked.pinned_url != checked.url else {}
+        self._pinned = True
 
     def _models(self, client: httpx.Client) -> list[str]:
         try:
@@ -48,9 +62,10 @@ class ExistingEndpointTarget(Target):
             return []
 
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
+        self._pin()
         served = self.config.served_model
         if served is None:
-            with httpx.Client(timeout=10) as client:
+            with httpx.Client(timeout=10, headers=self._headers) as client:
                 ids = self._models(client)
             if spec.model in ids:
                 served = spec.model
@@ -81,7 +96,9 @@ class ExistingEndpointTarget(Target):
 
     @property
     def endpoint(self) -> Endpoint:
-        return super().endpoint.model_copy(update={"tokenizer": self._tokenizer})
+        endpoint = super().endpoint
+        headers = {**endpoint.headers, **self._headers}
+        return endpoint.model_copy(update={"tokenizer": self._tokenizer, "headers": headers})
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Poll until the server answers; a cancel stops the wait at once (``DeployCancelled``): each probe
@@ -89,7 +106,8 @@ class ExistingEndpointTarget(Target):
         timeout = 60.0 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         last = "no answer"
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0)) as client:
+        self._pin()
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), headers=self._headers) as client:
             while True:
                 for path in ("/health", "/v1/models"):
                     self._check_cancel()
@@ -97,7 +115,7 @@ class ExistingEndpointTarget(Target):
                         resp = client.get(self.base_url + path)
                         if resp.status_code == 200:
                             return
-                        last = f"{path}: HTTP {resp.status_code}"
+                        last = f"{path}: HTTP {resp.status_code // 100}xx"  # a status class, never more
                     except httpx.HTTPError as exc:
                         last = f"{path}: {type(exc).__name__}"
                 if time.monotonic() > deadline:

@@ -55,6 +55,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from accelbench.deploy.target_policy import enforce, service_policy
+
+        enforce(service_policy())  # the worker's endpoint targets check and pin the servers they reach
         if worker is not None:
             worker.start()
         try:
@@ -62,6 +65,7 @@ def create_app(
         finally:
             if worker is not None:
                 worker.stop()
+            enforce(None)
 
     app = FastAPI(
         title="accelbench",

@@ -33,6 +33,7 @@ from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError, NotFoundError
 from accelbench.redact import redact
 from accelbench.services.paths import confine_spec
+from accelbench.services.targets import check_remote_targets
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -132,8 +133,8 @@ def create_run(
 ) -> RunCreated | DryRun:
     if dry_run:
         response.status_code = 200
-        return service.dry_run(confine_spec(spec))
-    spec = confine_spec(spec)
+        return service.dry_run(check_remote_targets(confine_spec(spec)))
+    spec = check_remote_targets(confine_spec(spec))
     run = service.submit_run(store, spec, worker=worker, actor=who.actor, owner_key_id=who.key_id)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return RunCreated(
