@@ -187,3 +187,53 @@ def test_a_bad_number_deep_in_a_file_is_named(tmp_path: Path) -> None:
         UserInputError, match=r"successes\.latency\.time_to_first_token\.p90 is the string 'fast'"
     ):
         read_file("inference-perf", path)
+
+
+def _chunk(text: str | None, *, role: bool = False, usage: dict[str, int] | None = None) -> str:
+    delta: dict[str, Any] = {"role": "assistant"} if role else {"content": text}
+    choices = [] if usage else [{"index": 0, "delta": delta}]
+    return json.dumps({"choices": choices, **({"usage": usage} if usage else {})})
+
+
+def _inference_perf_request(start: float, times: list[float], out: int) -> dict[str, Any]:
+    """One request as inference-perf's reportgen writes it to per_request_lifecycle_metrics.json: a role chunk,
+    one chunk per text piece, then the usage chunk."""
+    chunks = [_chunk(None, role=True), *(_chunk("ab") for _ in times), _chunk(None, usage={"completion_tokens": out,
+              "prompt_tokens": 30})]  # fmt: skip
+    chunk_times = [start + 0.001, *(start + t for t in times), start + times[-1] + 0.002]
+    return {
+        "start_time": start,
+        "end_time": start + times[-1] + 0.003,
+        "request": "{}",
+        "response": "ab" * len(times),
+        "info": {"request_metrics": {"text": {"input_tokens": 30}}, "input_tokens": 30,
+                 "response_metrics": {"output_tokens": out, "server_usage": {"completion_tokens": out,
+                                      "prompt_tokens": 30}, "response_chunks": chunks, "chunk_times": chunk_times,
+                                      "output_token_times": []}},
+        "error": None,
+    }  # fmt: skip
+
+
+def test_inference_perf_per_request_records_recomputed(tmp_path: Path) -> None:
+    rows = [
+        _inference_perf_request(100.0, [0.020, 0.030, 0.045], 6),
+        _inference_perf_request(100.5, [0.040, 0.050, 0.060], 6),
+        {"start_time": 101.0, "end_time": 101.2, "request": "{}", "response": None,
+         "info": {"request_metrics": {"text": {"input_tokens": 30}}}, "error": {"error_type": "HTTPError",
+                                                                               "error_msg": "503"}},
+    ]  # fmt: skip
+    path = tmp_path / "per_request_lifecycle_metrics.json"
+    path.write_text(json.dumps(rows))
+    shutil.copy(DATA / "inference_perf" / "stage_0_lifecycle_metrics.json", tmp_path)
+    (cell,) = read_file("inference-perf", path).cells
+    s = cell.summary
+    assert cell.from_records and (s.completed, s.failed) == (2, 1) and s.errors == {"HTTPError: 503": 1}
+    assert s.config.request_rate == 1.0  # the one stage beside it
+    assert s.ttft_ms.mean == pytest.approx(30.0)  # the role chunk does not count
+    assert s.itl_ms.count == 4 and s.itl_ms.max == pytest.approx(15.0)  # one gap per text chunk
+    assert s.e2el_ms.max == pytest.approx(60.0)  # to the last text chunk, not the usage chunk
+    assert s.tpot_ms.mean == pytest.approx((25 / 5 + 20 / 5) / 2)
+    assert s.total_output_tokens == 12 and [r.start_s for r in s.requests] == pytest.approx([0.0, 0.5, 1.0])
+    shutil.copy(DATA / "inference_perf" / "stage_1_lifecycle_metrics.json", tmp_path)
+    with pytest.raises(UserInputError, match="the records of 2 stages together"):
+        read_file("inference-perf", path)

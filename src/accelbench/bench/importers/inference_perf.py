@@ -13,19 +13,36 @@ How inference-perf defines its figures (``inference_perf/reportgen/base.py``), a
 - normalized time per output token: request latency / output tokens, the first token's wait included.
 - Percentiles: numpy's linear interpolation, as accelbench's.
 
-The stage file holds statistics only (per-request records are in ``per_request_lifecycle_metrics.json`` for the
-whole run, not per stage, and are not read).
+A stage file holds statistics only. ``per_request_lifecycle_metrics.json`` (``report.request_lifecycle.
+per_request``) holds every request of the run with its chunks and their arrival times, but not the stage it was
+sent in: it is read as one cell, recomputed exactly under accelbench's definitions (TTFT to the first chunk
+carrying text, one ITL gap per such chunk, E2EL to the last), when the run had one stage (one stage file, or
+none, beside it); a run of several stages is refused with the reason.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 from typing import Any
 
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
-from accelbench.bench.importers.common import Fields, as_obj, config_for, describe, load_json, metric_stats
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.bench.importers.common import (
+    Fields,
+    as_obj,
+    config_for,
+    describe,
+    load_json,
+    metric_stats,
+    summary_from_records,
+)
+from accelbench.domain.bench import BenchmarkSummary, RequestRecord
 
+PER_REQUEST = "per_request_lifecycle_metrics.json"
+EXPECTED_RECORDS = (
+    "inference-perf per-request records (a list of objects with start_time, end_time, info, error)"
+)
 EXPECTED = (
     "an inference-perf stage report (stage_N_lifecycle_metrics.json: 'load_summary', 'successes', 'failures')"
 )
@@ -53,10 +70,15 @@ NOTE = (
 
 class InferencePerfImporter:
     tool = "inference-perf"
-    description = "inference-perf stage_N_lifecycle_metrics.json (one per load stage)"
+    description = (
+        "inference-perf stage_N_lifecycle_metrics.json (one per load stage), or per_request_lifecycle_metrics.json "
+        "of a one-stage run"
+    )
     companions: tuple[str, ...] = ()
 
     def read(self, path: Path) -> ImportedFile:
+        if path.name == PER_REQUEST:
+            return _per_request(path)
         f = Fields(path, EXPECTED)
         data = load_json(path, EXPECTED)
         if not isinstance(data, dict) or not {"load_summary", "successes", "failures"} <= set(data):
@@ -145,6 +167,115 @@ def _summary(
         if (vals := _dist(f, latency.get(name), f"successes.latency.{name}", 1000.0))
     ]
     return summary, metrics
+
+
+def _per_request(path: Path) -> ImportedFile:
+    """One single-stage run from its per-request records."""
+    f = Fields(path, EXPECTED_RECORDS)
+    stages = sorted(path.parent.glob("stage_*_lifecycle_metrics.json"))
+    if len(stages) > 1:
+        raise f.refuse(
+            f"the records of {len(stages)} stages together (inference-perf does not record each request's stage); "
+            "import the stage_N_lifecycle_metrics.json files instead"
+        )
+    rate = None
+    if stages:
+        stage = load_json(stages[0], EXPECTED)
+        rate = Fields(stages[0], EXPECTED).number(as_obj(as_obj(stage).get("load_summary")), "requested_rate",
+                                                  "load_summary", required=False)  # fmt: skip
+    rows = load_json(path, EXPECTED_RECORDS)
+    if not isinstance(rows, list) or not rows:
+        raise f.refuse(describe(rows))
+    records = [_record(f, i, r) for i, r in enumerate(rows)]
+    t0 = min(r.start_s for r in records)
+    for r in records:
+        r.start_s -= t0
+        r.planned_send_s -= t0
+    ok = [r for r in records if r.success]
+    duration = max((r.start_s + r.latency_s for r in ok), default=0.0)
+    config = config_for(
+        input_len=sum(r.prompt_len for r in ok) / len(ok) if ok else 1.0,
+        output_len=max((r.output_tokens for r in ok), default=1),
+        num_prompts=len(records),
+        concurrency=None,
+        rate=rate,
+    )
+    summary = summary_from_records(
+        records,
+        config=config,
+        duration_s=duration,
+        date="",
+        model_id="",
+        notes=[f"Imported from inference-perf's per-request records ({path.name}); figures recomputed from its "
+               "chunk times under accelbench's definitions."],
+        itl_counting="one gap per chunk carrying text (recomputed from inference-perf's chunk times)",
+    )  # fmt: skip
+    return ImportedFile(
+        path=path,
+        tool="inference-perf",
+        tool_version="",
+        cells=[ImportedCell(where=path.name, summary=summary, concurrency=None, from_records=True)],
+    )
+
+
+def _chunk_text(chunk: Any) -> bool:
+    """Whether a raw SSE chunk carries generated text (content, reasoning, completion text)."""
+    try:
+        data = json.loads(chunk) if isinstance(chunk, str) else None
+    except ValueError:
+        return False
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return False
+    c, delta = choices[0], as_obj(choices[0].get("delta"))
+    return any(bool(x) for x in (c.get("text"), delta.get("content"), delta.get("reasoning_content"),
+                                 delta.get("reasoning"), delta.get("tool_calls")))  # fmt: skip
+
+
+def _record(f: Fields, i: int, r: Any) -> RequestRecord:
+    where = f"[{i}]"
+    if not isinstance(r, dict):
+        raise f.refuse(f"{where} is {describe(r)}")
+    start = f.number(r, "start_time", where) or 0.0
+    end = f.number(r, "end_time", where) or start
+    info = as_obj(r.get("info"))
+    prompt = as_obj(as_obj(info.get("request_metrics")).get("text")).get("input_tokens") or info.get(
+        "input_tokens"
+    )
+    prompt_len = int(prompt) if isinstance(prompt, (int, float)) else 0
+    err = r.get("error")
+    if err:
+        e = as_obj(err)
+        return RequestRecord(index=i, prompt_len=prompt_len, start_s=start, planned_send_s=start, success=False,
+                             error=f"{e.get('error_type') or 'error'}: {e.get('error_msg') or describe(err)}")  # fmt: skip
+    resp = as_obj(info.get("response_metrics"))
+    chunks, times = resp.get("response_chunks") or [], resp.get("chunk_times") or []
+    if not isinstance(chunks, list) or not isinstance(times, list) or len(chunks) != len(times):
+        raise f.refuse(f"{where}.info.response_metrics: response_chunks and chunk_times of different lengths")
+    text_times = [float(t) for c, t in zip(chunks, times, strict=True) if _chunk_text(c)]
+    usage = as_obj(resp.get("server_usage"))
+    out = usage.get("completion_tokens") if isinstance(usage.get("completion_tokens"), int) else None
+    source = "usage" if out is not None else "tokenizer"
+    out_tokens = out if out is not None else int(resp.get("output_tokens") or 0)
+    if not text_times:  # not streamed: the whole answer at the end
+        text_times = [end]
+    return RequestRecord(
+        index=i,
+        prompt_len=prompt_len,
+        server_prompt_tokens=usage.get("prompt_tokens")
+        if isinstance(usage.get("prompt_tokens"), int)
+        else None,
+        output_tokens=out_tokens,
+        output_tokens_source=source,
+        planned_send_s=start,
+        start_s=start,
+        ttft_s=text_times[0] - start,
+        itl_s=[b - a for a, b in itertools.pairwise(text_times)],
+        latency_s=text_times[-1] - start,
+        success=True,
+        answer_tokens=out_tokens,
+        token_split_source=source,
+    )
 
 
 IMPORTERS.add("inference-perf", InferencePerfImporter())
