@@ -622,6 +622,15 @@ def _render_calibration(rep: CalibrationReport) -> None:
             ),
             highlight=False,
         )
+        hb, ha = g.held_out_error_before, g.held_out_error_after
+        if g.held_out_runs:
+            console.print(
+                f"On {len(g.held_out_runs)} other stored run(s) of {g.accelerator} / {g.engine}, not fitted: TPOT "
+                f"{e(hb, 'tpot_mape_pct')} -> {e(ha, 'tpot_mape_pct')}, TTFT {e(hb, 'ttft_mape_pct')} -> "
+                f"{e(ha, 'ttft_mape_pct')}, throughput {e(hb, 'throughput_mape_pct')} -> "
+                f"{e(ha, 'throughput_mape_pct')}",
+                highlight=False,
+            )
         fb, fa = g.factors_before.model_dump(), g.factors_after.model_dump()
         ft = Table(header_style="bold", title="Factors")
         for col in ("factor", "before", "after"):

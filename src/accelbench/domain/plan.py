@@ -672,6 +672,17 @@ class CalibrationGroup(StrictModel):
     )
     saved_id: int | None = Field(default=None, description="Stored calibration id (None in a dry run).")
     note: str | None = Field(default=None, description="Caveat about the fit, if any.")
+    held_out_runs: list[str] = Field(
+        default_factory=list,
+        description="Other stored runs of the same accelerator and engine, not fitted, graded with the factors "
+        "before and after the fit.",
+    )
+    held_out_error_before: dict[str, float] = Field(
+        default_factory=dict, description="Mean absolute % errors on the held-out runs before the fit."
+    )
+    held_out_error_after: dict[str, float] = Field(
+        default_factory=dict, description="The same with the fitted factors."
+    )
 
 
 class CalibrationReport(StrictModel):

@@ -194,6 +194,12 @@ def calibrate(
         engine=engine,
         catalog=catalog,
     )
+    if run_ids:  # fitted to the runs named: grade the fit on the store's other runs of the same hardware
+        from accelbench.plan.calibrate_holdout import with_held_out
+
+        fitted = {m.run.id for m in measured}
+        everything, _ = measured_runs(store)
+        report = with_held_out(report, [m for m in everything if m.run.id not in fitted], catalog=catalog)
     if dry_run:
         return report
     groups = []

@@ -160,3 +160,30 @@ def test_observed_arrivals() -> None:
     steady = [i * 1.2 for i in range(16)]
     assert observed_arrivals(steady, 4, e2e_s=4.8) == "steady"
     assert observed_arrivals([0.0], 1, e2e_s=1.0) is None
+
+
+def test_a_fit_to_one_run_is_graded_on_the_other_runs_of_the_same_hardware(store: Store) -> None:
+    """--from-run ID fits that run's cells; the store's other run on the same CPU and engine is graded with
+    the factors before and after, and a run on other hardware is not."""
+    fitted = add_sweep(store, REFERENCE_SWEEP)
+    other = add_sweep(store, MEASURED_LOCAL_SWEEP)
+    add_sweep(
+        store,
+        {(256, 1): (40.0, 30.0, 3900.0, 33.0)},
+        model="qwen2.5-1.5b-instruct",
+        instance_type="g6.xlarge",
+        engine="vllm",
+        output_len=128,
+        kv_cache_space_gib=None,
+        max_model_len=None,
+    )
+    rep = calibrate(store, run_ids=[fitted], dry_run=True)
+    (g,) = rep.groups
+    assert g.runs == [fitted] and g.held_out_runs == [other]
+    assert set(g.held_out_error_before) >= {"tpot_mape_pct"} and set(g.held_out_error_after) >= {
+        "tpot_mape_pct"
+    }
+    # the held-out run is graded, not fitted: its error after the fit differs from the fitted run's own
+    assert g.held_out_error_after["tpot_mape_pct"] != pytest.approx(g.error_after["tpot_mape_pct"])
+    every = calibrate(store, dry_run=True)  # no run named: everything is fitted, nothing held out
+    assert all(not grp.held_out_runs for grp in every.groups)
