@@ -63,6 +63,11 @@ class CpuTopology:
             )
         if self.origin == DESCRIBED:
             text += "; each exposed core assumed to run on its own physical core (an idle host)"
+        elif self.origin == CATALOG and self.threads_per_core > 1:
+            text += (
+                f". A guest that shows its {self.vcpus} vCPUs as cores of one thread (lscpu 'Thread(s) per core: "
+                f"1') binds {self.vcpus}: describe it with --cores {self.vcpus} --smt 1"
+            )
         return text + "."
 
 
