@@ -25,6 +25,7 @@ from accelbench.bench.metrics import input_tokens
 from accelbench.bench.results_io import to_vllm_dict
 from accelbench.domain.bench import BenchmarkSummary, MetricStats
 from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.redact import redact
 
 #: accelbench metric -> (report field, units)
 LATENCIES = (
@@ -95,7 +96,7 @@ def _stack(run: RunInfo, s: BenchmarkSummary) -> list[dict[str, Any]]:
     engine = run.engine or "unknown"
     native: dict[str, Any] = {}
     if run.spec:
-        native["config"] = run.spec
+        native["config"] = redact(run.spec)  # a report is handed to others: no tokens or keys
     standardized: dict[str, Any]
     if run.accelerator_name or run.instance_type:
         standardized = {
