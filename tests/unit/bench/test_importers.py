@@ -237,3 +237,28 @@ def test_inference_perf_per_request_records_recomputed(tmp_path: Path) -> None:
     shutil.copy(DATA / "inference_perf" / "stage_1_lifecycle_metrics.json", tmp_path)
     with pytest.raises(UserInputError, match="the records of 2 stages together"):
         read_file("inference-perf", path)
+
+
+def test_llm_d_report_of_another_harness(tmp_path: Path) -> None:
+    import yaml
+
+    path = DATA / "llm_d_report" / "br_v0_2_1_example.yaml"
+    got = read_file("llm-d-report", path)
+    assert (got.tool, got.tool_version, got.model) == ("inference-perf", "0.3.0", "Qwen/Qwen3-0.6B")
+    assert (got.engine, got.accelerator, got.accelerator_count) == ("llm-d", "NVIDIA-H100-80GB-HBM3", 8)
+    (cell,) = got.cells
+    s = cell.summary
+    assert (cell.concurrency, cell.input_len, s.config.request_rate) == (None, 2148, 10.0)
+    assert (s.completed, s.failed) == (500, 0)
+    assert s.ttft_ms.p99 == pytest.approx(0.05029489721637218 * 1000)  # seconds in the report
+    assert s.tpot_ms.count == 0 and s.itl_ms.count == 0  # harnesses differ: kept under the report's names
+    tpot = {m.name: m for m in cell.tool_metrics}["time_per_output_token"]
+    assert not tpot.comparable and "inference-perf" in tpot.difference
+    broken = yaml.safe_load(path.read_text())
+    broken["results"]["request_performance"]["aggregate"]["requests"]["total"] = -1
+    bad = tmp_path / "report.yaml"
+    bad.write_text(yaml.safe_dump(broken))
+    with pytest.raises(
+        UserInputError, match=r"breaking the schema: results\.request_performance\.aggregate\.requests\.total"
+    ):
+        read_file("llm-d-report", bad)

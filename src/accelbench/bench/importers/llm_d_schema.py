@@ -20,15 +20,25 @@ def report_schema() -> dict[str, Any]:
     return schema
 
 
+def _deepest(err: Any) -> Any:
+    """The most specific error under an ``anyOf``/``oneOf`` failure (the one reached furthest into the report)."""
+    while err.context:
+        err = max(err.context, key=lambda e: len(e.absolute_path))
+    return err
+
+
 def report_errors(report: Any, *, limit: int = 5) -> list[str]:
-    """Where ``report`` breaks the schema: up to ``limit`` messages, each with the dotted path of the field."""
+    """Where ``report`` breaks the schema: up to ``limit`` messages, each with the dotted path of the field and
+    the rule it breaks (a value shown at most 120 characters long)."""
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(report_schema())
     out = []
-    for err in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path))):
+    for top in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path))):
+        err = _deepest(top)
         where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        out.append(f"{where}: {err.message}")
+        message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
+        out.append(f"{where}: {message}")
         if len(out) >= limit:
             break
     return out
