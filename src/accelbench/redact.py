@@ -127,3 +127,16 @@ class RedactingFilter(logging.Filter):
         if type(value).__name__ == "URL":  # httpx.URL
             return redact_url(str(value))
         return value
+
+
+#: loggers that format URLs or request targets into their records (httpx: every request's URL)
+REDACTED_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "uvicorn.error", "accelbench")
+
+
+def install_log_redaction() -> None:
+    """Mask secrets in the records of the loggers that name URLs, whatever handler later writes them (a filter
+    on a logger runs for every record made on it, before any handler sees it). Idempotent."""
+    for name in REDACTED_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())

@@ -109,6 +109,9 @@ def _root(
     ),
 ) -> None:
     """accelbench: plan, deploy, measure and compare LLM serving on GPU, Neuron and CPU."""
+    from accelbench.redact import install_log_redaction
+
+    install_log_redaction()  # a URL's password never reaches a log line
 
 
 def main(argv: list[str] | None = None) -> Any:

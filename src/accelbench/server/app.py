@@ -47,7 +47,10 @@ def create_app(
     """Build the app. ``executor`` replaces the orchestrator's ``execute_run`` (for tests of the worker)."""
     from accelbench.api.routers import catalog, compare, config, fleet, health, imports, models, plan, runs
     from accelbench.api.worker import RunWorker
+    from accelbench.redact import install_log_redaction
     from accelbench.web import fleet_page, pages
+
+    install_log_redaction()  # the worker's httpx requests name URLs that may carry a password
 
     settings = settings or get_settings()
     store = store or get_store(settings.effective_database_url)
