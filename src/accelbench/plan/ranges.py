@@ -5,7 +5,8 @@ The shipped records (``plan/data/accuracy.yaml``, written by ``benchmarks/estima
 fitted without its source. For a question on family F, engine E, regime R the range of a metric is a
 prediction interval of the log ratio over the records of the first stratum that has ``MIN_ROWS`` of them:
 
-1. F x E x R, 2. F x E (every regime), 3. F with another engine (borrowed, widened),
+1. F x E x R, 2. F x E (every regime: borrowed from other regimes, widened), 3. F with another engine
+   (borrowed, widened),
 4. the nearest family (``error_records.NEAREST``: "not validated on F", borrowed, widened), in the same
    regime first,
 5. every family of the tier (borrowed, widened).
@@ -71,16 +72,17 @@ def _describe(family: str, engine: str, regime: str | None) -> str:
     return f"{family} x {engine}" + (f" x {regime}" if regime else "")
 
 
-def _tiers(family: str, engine: str, regime: str, kind: str) -> Iterable[tuple[str, dict[str, str], bool]]:
-    """(stratum label, record filter, borrowed) in the order the strata are tried."""
-    yield _describe(family, engine, regime), {"family": family, "engine": engine, "regime": regime}, False
-    yield _describe(family, engine, "every regime"), {"family": family, "engine": engine}, False
-    yield f"{family} with other engines", {"family": family}, True
+def _tiers(family: str, engine: str, regime: str, kind: str) -> Iterable[tuple[str, dict[str, str], str]]:
+    """(stratum label, record filter, what is borrowed: "" none, "regime", "engine" or "family") in the order
+    the strata are tried."""
+    yield _describe(family, engine, regime), {"family": family, "engine": engine, "regime": regime}, ""
+    yield _describe(family, engine, "every regime"), {"family": family, "engine": engine}, "regime"
+    yield f"{family} with other engines", {"family": family}, "engine"
     for near in NEAREST.get(family, ()):
-        yield _describe(near, engine, regime), {"family": near, "engine": engine, "regime": regime}, True
-        yield f"{near} x {engine}", {"family": near, "engine": engine}, True
-        yield f"{near}", {"family": near}, True
-    yield f"every {kind} family", {"kind": kind}, True
+        yield _describe(near, engine, regime), {"family": near, "engine": engine, "regime": regime}, "family"
+        yield f"{near} x {engine}", {"family": near, "engine": engine}, "family"
+        yield f"{near}", {"family": near}, "family"
+    yield f"every {kind} family", {"kind": kind}, "family"
 
 
 def interval_for(
@@ -95,11 +97,13 @@ def interval_for(
         if len(logs) < MIN_ROWS:
             continue
         sources = len({r.source for r in rows if r.ratio(metric)})
-        lo, hi = _interval(logs, sources, borrowed)
+        lo, hi = _interval(logs, sources, bool(borrowed))
         basis = (
             f"out-of-source error on {label}: {len(logs)} rows, {sources} source{'s' if sources != 1 else ''}"
         )
-        if borrowed:
+        if borrowed == "regime":  # another regime's error is not this one's (queueing TTFT is not decode's)
+            basis = f"too few rows {regime} on {family}: borrows the {basis}, widened {WIDEN:g}x"
+        elif borrowed:
             basis = (
                 f"not validated on {family}"
                 + (" with this engine" if own else "")

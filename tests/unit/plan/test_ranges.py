@@ -194,3 +194,12 @@ def test_a_calibrated_estimate_takes_its_tpot_range_from_the_calibration_and_say
     assert "calibrated" not in tuned.ranges["ttft_ms"].basis  # the calibration says nothing of TTFT
     few = CalibrationSet.from_rows([row | {"n_points": 2}])
     assert "calibrated" not in estimate(model, "g6.xlarge", calibrations=few, **kw).ranges["tpot_ms"].basis  # type: ignore[arg-type]
+
+
+def test_a_regime_without_rows_borrows_the_family_s_other_regimes_widened() -> None:
+    rows = lognormal(20, 0.2, 7, "a") + lognormal(20, 0.2, 8, "b")  # every row decode-bound
+    own = interval_for(rows, "ttft", **WHERE)
+    queueing = interval_for(rows, "ttft", **(WHERE | {"regime": "queueing"}))
+    assert own is not None and queueing is not None
+    assert queueing.basis.startswith("too few rows queueing on L4") and "widened" in queueing.basis
+    assert queueing.hi / queueing.lo > own.hi / own.lo
