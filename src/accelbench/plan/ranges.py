@@ -267,6 +267,24 @@ def with_ranges(
     return est
 
 
+def throughput_interval(
+    accelerator: str, kind: str, engine: str, isa: Sequence[str] = (), regime: str = "decode-bound"
+) -> Interval | None:
+    """measured / predicted of a throughput (tokens/s, requests/s, a capacity in requests/s) at the 10th and
+    90th percentile for an accelerator and engine, with its basis: the stratum's own tokens/s records, else the
+    TPOT interval inverted (a decode-bound throughput is batch / TPOT). For callers that size on a predicted
+    capacity (the fleet planner)."""
+    where = {"family": family_of(accelerator, kind, isa), "engine": engine_group(engine), "regime": regime}
+    recs = shipped_records()
+    tps = interval_for(recs, "tps", **where, kind=kind)
+    if tps is not None and not tps.basis.startswith("not validated"):
+        return tps
+    tpot = interval_for(recs, "tpot", **where, kind=kind)
+    if tpot is None:
+        return tps
+    return Interval(1 / tpot.hi, 1 / tpot.lo, f"the TPOT range inverted ({tpot.basis})")
+
+
 def mark_overlaps(ranked: Sequence[EstimateRow], key: str = "usd_per_million_output_tokens") -> None:
     """Name, on each ranked row, its neighbours whose ``key`` range overlaps its own: the ranking between
     them is not certain."""

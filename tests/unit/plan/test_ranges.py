@@ -203,3 +203,13 @@ def test_a_regime_without_rows_borrows_the_family_s_other_regimes_widened() -> N
     assert own is not None and queueing is not None
     assert queueing.basis.startswith("too few rows queueing on L4") and "widened" in queueing.basis
     assert queueing.hi / queueing.lo > own.hi / own.lo
+
+
+def test_throughput_interval_for_capacity_callers() -> None:
+    from accelbench.plan.ranges import throughput_interval
+
+    trn = throughput_interval("Trainium", "neuron", "vllm-neuron")
+    assert trn is not None and trn.lo < 1 < trn.hi and "Trainium x vllm-neuron" in trn.basis
+    # no tokens/s rows validated for Xeon: the TPOT range inverted, borrowed and said
+    xeon = throughput_interval("Xeon-GNR", "cpu", "vllm-cpu", ["amx"])
+    assert xeon is not None and xeon.basis.startswith("the TPOT range inverted (not validated on Xeon AMX")
