@@ -56,6 +56,13 @@ class Settings(BaseSettings):
         "in to public reads, secrets still masked.",
     )
     worker: bool = Field(default=True, description="Run the background run worker inside `accelbench serve`.")
+    worker_max_runs: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Most runs the worker executes at once: it takes another only while every run it executes "
+        "waits for a remote engine to become ready; one run at a time measures on this machine.",
+    )
 
     @field_validator("allowed_targets", mode="before")
     @classmethod

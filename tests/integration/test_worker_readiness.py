@@ -77,3 +77,16 @@ def test_a_waiting_run_does_not_hold_the_worker_and_stops_at_once(
         assert store.get_results(waiting) == []
     finally:
         worker.stop()
+
+
+def test_the_service_worker_takes_at_most_the_configured_runs(store: Store) -> None:
+    from pydantic import ValidationError
+
+    from accelbench.server.app import create_app
+    from accelbench.settings import Settings
+
+    app = create_app(Settings(database_url=store.url, worker_max_runs=2), store, start_worker=True)
+    assert app.state.worker.max_runs == 2
+    assert create_app(Settings(database_url=store.url), store, start_worker=True).state.worker.max_runs == 4
+    with pytest.raises(ValidationError, match="worker_max_runs"):
+        Settings(worker_max_runs=0)

@@ -54,7 +54,11 @@ def create_app(
 
     settings = settings or get_settings()
     store = store or get_store(settings.effective_database_url)
-    worker = RunWorker(store, executor=executor) if start_worker and settings.worker else None
+    worker = (
+        RunWorker(store, executor=executor, max_runs=settings.worker_max_runs)
+        if start_worker and settings.worker
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
