@@ -14,6 +14,9 @@ from typer.testing import CliRunner
 from accelbench.cli.main import app
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
 from accelbench.domain.run import RunStatus
+from accelbench.report.document import load_report
+from accelbench.report.html import render_html
+from accelbench.report.markdown import render_markdown
 from accelbench.store import get_store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 
@@ -63,6 +66,13 @@ def test_a_server_within_the_slo_meets_the_promise(tmp_path: Path) -> None:
     assert run.extra["fleet_validation"]["measured_attainment"] == 1.0
     (result,) = get_store().get_results(run.id)
     assert result.summary["completed"] == 40
+    # the run's report carries the plan it checked: the ranked table and the servers-over-the-day chart
+    report = load_report(get_store(), [run.id])
+    assert [p.candidates[0].instance for p in report.fleet_plans] == ["local"]
+    page = render_html(report)
+    assert '<a href="#fleet">Fleet plan</a>' in page and '<section id="fleet">' in page
+    assert 'id="chart-fleet-0"' in page
+    assert "## Fleet plan" in render_markdown(report, {})
 
 
 def test_a_slow_server_breaks_the_promise(tmp_path: Path) -> None:

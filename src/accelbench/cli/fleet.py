@@ -207,6 +207,7 @@ def _validate(
             local,
             request.target(),
             max_requests=most,
+            plan=plan,
             cancel=cancel,
             progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),
         )

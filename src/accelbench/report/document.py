@@ -26,6 +26,7 @@ from accelbench.report.tables import CellAggregate, aggregate_results
 from accelbench.report.timeline import RunTimeline, run_timeline
 
 if TYPE_CHECKING:
+    from accelbench.fleet.result import FleetPlan
     from accelbench.store.repo import Store
 
 # Server gauges plotted over time: (series key, title, names a sample may carry it under, scale). The
@@ -49,6 +50,7 @@ REPORT_SECTIONS: tuple[tuple[str, str], ...] = (
     ("results", "Results"),
     ("failures", "Failures and warnings"),
     ("capacity", "Capacity"),
+    ("fleet", "Fleet plan"),
     ("latency-throughput", "Latency vs throughput"),
     ("charts", "Charts"),
     ("telemetry", "Telemetry"),
@@ -130,6 +132,8 @@ class ReportData:
     slos: dict[str, SLOChoice | None] = field(default_factory=dict)
     #: each cell against its run's SLO: attainment, goodput, met
     evaluation: dict[Key, CellSLO] = field(default_factory=dict)
+    #: fleet plans stored with the runs (a ``fleet --validate`` replay keeps the plan it checked)
+    fleet_plans: list[FleetPlan] = field(default_factory=list)
 
     @property
     def run_names(self) -> dict[str, str]:
@@ -298,6 +302,9 @@ def load_report(
         percentiles=percentiles,
     )
     report.predictions, report.prediction_notes = predicted_vs_measured(runs, report.comparison, store)
+    from accelbench.report.fleet import fleet_plans
+
+    report.fleet_plans = fleet_plans(d.run.extra for d in runs)
     return report
 
 

@@ -6,9 +6,12 @@ over the traffic's span per candidate (``servers_figure``), and the fleet report
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from accelbench.fleet.result import Candidate, FleetPlan
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
@@ -163,31 +166,59 @@ def _html_table(header: list[str], rows: list[list[str]], css: str) -> str:
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def fleet_section_html(plan: FleetPlan, div_id: str = "fleet-servers") -> str:
-    """The fleet section as HTML (sentences, table, chart, servers per interval); plotly.js must be on the page."""
-    from accelbench.report.html import figure_html
+def _figure_html(plan: FleetPlan, div_id: str) -> str:
+    """The servers chart as a <div> and its drawing script (plotly.js itself must be on the page)."""
+    return str(
+        pio.to_html(
+            servers_figure(plan),
+            include_plotlyjs=False,
+            full_html=False,
+            div_id=div_id,
+            config={"displaylogo": False, "responsive": True},
+            default_width="100%",
+            default_height="420px",
+        )
+    )
 
+
+def fleet_body_html(plan: FleetPlan, div_id: str = "fleet-servers") -> str:
+    """One plan as HTML (sentences, ranked table, chart, servers per interval), for a page that has a heading."""
     lines = "".join(f"<li>{html.escape(line)}</li>" for line in fleet_lines(plan))
-    chart = figure_html(servers_figure(plan), div_id) if plan.candidates else ""
+    chart = _figure_html(plan, div_id) if plan.candidates else ""
     return (
-        f'<section id="fleet"><h2>Fleet plan</h2><ul>{lines}</ul>'
+        f'<ul class="fleet-lines">{lines}</ul>'
         + _html_table(list(FLEET_COLUMNS), fleet_rows(plan), "fleet")
         + chart
         + "<h3>Servers per interval</h3>"
         + _html_table(*servers_table(plan), "fleet-servers")
-        + "</section>"
     )
 
 
 def fleet_html(plan: FleetPlan) -> str:
-    from accelbench.report.html import plotly_js
+    """The fleet report: one self-contained page (plotly.js embedded)."""
+    from plotly.offline import get_plotlyjs
 
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>Fleet plan</title>'
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:nth-child(2){text-align:left}</style>"
-        f"<script>{plotly_js()}</script></head><body>{fleet_section_html(plan)}</body></html>"
+        f"<script>{get_plotlyjs()}</script></head><body>"
+        f'<section id="fleet"><h2>Fleet plan</h2>{fleet_body_html(plan)}</section></body></html>'
     )
+
+
+def fleet_plans(extras: Iterable[Mapping[str, Any]]) -> list[FleetPlan]:
+    """The fleet plans stored with runs (``extra["fleet_plan"]``, kept by ``fleet --validate``); an unreadable
+    one is left out."""
+    out = []
+    for extra in extras:
+        stored = extra.get("fleet_plan") if isinstance(extra, Mapping) else None
+        if isinstance(stored, dict):
+            try:
+                out.append(FleetPlan.model_validate(stored))
+            except ValueError:
+                continue
+    return out
 
 
 def write_fleet_report(plan: FleetPlan, out_dir: Path) -> list[Path]:

@@ -48,6 +48,7 @@ from accelbench.report.compare import (
     side_by_side_rows,
 )
 from accelbench.report.document import REPORT_SECTIONS, TELEMETRY_GAUGES, CellLatencies, ReportData
+from accelbench.report.fleet import fleet_body_html
 from accelbench.report.latency_throughput import LatencyThroughput
 from accelbench.report.plots import build_series
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
@@ -864,6 +865,8 @@ def sections(data: ReportData) -> list[tuple[str, str]]:
         absent.add("failures")
     if not data.comparison.capacity:
         absent.add("capacity")
+    if not data.fleet_plans:
+        absent.add("fleet")
     return [(sid, heading) for sid, heading in REPORT_SECTIONS if sid not in absent]
 
 
@@ -916,6 +919,7 @@ def render_html(data: ReportData) -> str:
         warnings=data.warnings,
         notes=cmp.notes,
         capacity=capacity_context(data),
+        fleet=[Markup(fleet_body_html(p, f"chart-fleet-{i}")) for i, p in enumerate(data.fleet_plans)],
         devices=device_context(data),
         plotly_js=Markup(plotly_js()),
         data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("<", "\\u003c")),

@@ -30,6 +30,7 @@ from accelbench.report.capacity import (
 )
 from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
 from accelbench.report.document import TELEMETRY_GAUGES, ReportData
+from accelbench.report.fleet import fleet_markdown
 from accelbench.report.html import (
     COST_COLUMNS,
     PREDICTION_COLUMNS,
@@ -372,6 +373,7 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
     out += headline_markdown(data)
     out += results_markdown(data)
     out += capacity_markdown(data, images)
+    out += [fleet_markdown(plan) for plan in data.fleet_plans]
 
     out += [f"## {LATENCY_THROUGHPUT_TITLE}", ""]
     lt = images.get(LATENCY_THROUGHPUT_TITLE)

@@ -13,7 +13,7 @@ The promise: every server is sized to carry at most its capacity at the SLO, whi
 targets with at least its attainment; ``measured`` is the share of replayed requests meeting every target
 (``bench/capacity.judge``, the capacity search's own rule). The run is stored as a ``bench`` run with the
 replay's cell, so it lists, shows and compares like any other; the plan and the verdict are in its
-``extra["fleet_validation"]``.
+``extra["fleet_validation"]``, the plan it checked in ``extra["fleet_plan"]`` (the report's Fleet plan section).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchConfig, DatasetKind, Endpoint
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
-from accelbench.fleet.result import Candidate
+from accelbench.fleet.result import Candidate, FleetPlan
 from accelbench.fleet.traffic import Traffic
 from accelbench.redact import redact_url
 
@@ -134,6 +134,7 @@ def validate_fleet(
     max_requests: int = 200,
     seed: int = 0,
     label: str | None = None,
+    plan: FleetPlan | None = None,
     cancel: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> FleetValidation:
@@ -207,6 +208,8 @@ def validate_fleet(
         store.save_result(run_id, input_len=config.input_len, concurrency=config.num_prompts, repeat=0,
                           summary=summary)  # fmt: skip
         store.merge_run_extra(run_id, fleet_validation=verdict.model_dump(mode="json"))
+        if plan is not None:  # the report's Fleet plan section reads it (report/fleet.py fleet_plans)
+            store.merge_run_extra(run_id, fleet_plan=plan.model_dump(mode="json"))
         failed = summary.completed == 0 or too_many_failed(summary)
         store.set_status(run_id, RunStatus.failed if failed else RunStatus.completed,
                          error=probe.why if failed else None)  # fmt: skip
