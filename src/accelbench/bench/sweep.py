@@ -133,11 +133,15 @@ class SweepOutcome:
     missing: list[CellKey] = field(default_factory=list)
     #: one line per cell judged failed in this call: the cell, its failed share, the most common reason
     reasons: list[str] = field(default_factory=list)
+    #: repeats not run because their cell had reached the spec's target_ci (``bench/target_ci.py``)
+    settled: list[CellKey] = field(default_factory=list)
+    #: with a target_ci: per cell, its repeats, intervals and whether it reached the target or hit the cap
+    target_ci: dict[str, Any] | None = None
 
     @property
     def cells_done(self) -> int:
         """(cell, repeat) pairs stored as completed, this call and earlier ones together."""
-        return self.cells_total - len(self.missing)
+        return self.cells_total - len(self.missing) - len(self.settled)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +156,8 @@ class SweepOutcome:
             "failed": [k.as_dict() for k in self.failed],
             "missing": [k.as_dict() for k in self.missing],
             "reasons": list(self.reasons),
+            "settled": [k.as_dict() for k in self.settled],
+            "target_ci": self.target_ci,
         }
 
 
@@ -376,6 +382,9 @@ def run_sweep(
                 if cancel.is_set():
                     status, error = RunStatus.interrupted, "interrupted before " + str(key)
                     break
+                if reached_target(store, run.id, spec, key):
+                    outcome.settled.append(key)
+                    continue
                 config = cell_config(spec, key, label=run.label, warmups=warmups)
                 prog.key = key
                 prog.requests_done, prog.requests_total = 0, config.num_prompts
@@ -426,8 +435,31 @@ def run_sweep(
     except BaseException as exc:
         _finish(store, prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}", finish_run)
         raise
+    if spec.target_ci is not None:
+        outcome.target_ci = note_target_ci(store, run.id, spec)
     _finish(store, prog, outcome, keys, status, error, finish_run)
     return outcome
+
+
+def reached_target(store: Store, run_id: str, spec: SweepSpec, key: CellKey) -> bool:
+    """With a target_ci: whether ``key``'s cell already reached it with its earlier repeats (so ``key`` need
+    not run)."""
+    from accelbench.bench.target_ci import MIN_REPEATS, settled
+
+    if spec.target_ci is None or key.repeat < MIN_REPEATS:
+        return False
+    cell = [r for r in store.get_results(run_id) if (r.input_len, r.concurrency) == key[:2]]
+    return settled(cell, spec.target_ci)
+
+
+def note_target_ci(store: Store, run_id: str, spec: SweepSpec) -> dict[str, Any]:
+    """Keep in the run's ``extra`` which cells reached the target_ci and which hit the cap; return it."""
+    from accelbench.bench.target_ci import record
+
+    assert spec.target_ci is not None
+    rec = record(store.get_results(run_id), spec.target_ci, spec.repeats)
+    store.update_run(run_id, extra={**store.get_run(run_id).extra, "target_ci": rec})
+    return rec
 
 
 def judge_cell(summary: BenchmarkSummary, *, cancelled: bool, server_gone: bool) -> CellStatus | None:
@@ -484,7 +516,7 @@ def _finish(
     stored = {
         CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(outcome.run_id)
     }
-    outcome.missing = [k for k in keys if stored.get(k) != CellStatus.completed]
+    outcome.missing = [k for k in keys if stored.get(k) != CellStatus.completed and k not in outcome.settled]
     if status == RunStatus.completed and outcome.missing:
         # every cell ran, but some ended failed: the run did not produce the full matrix
         status = RunStatus.failed

@@ -179,6 +179,10 @@ def print_run(
     isa = run.extra.get("isa_trace")
     if isa and isa.get("total_executions") is not None:
         err_console.print(format_report(IsaTraceReport.model_validate(isa)), highlight=False)
+    if isinstance(run.extra.get("target_ci"), dict):
+        from accelbench.bench.target_ci import summary_line
+
+        err_console.print(summary_line(run.extra["target_ci"]), highlight=False, markup=False)
     startup = (run.extra.get("deployment") or {}).get("ready_s")
     if startup:
         err_console.print(f"Engine start-up: {startup:.0f} s", highlight=False)
@@ -218,6 +222,9 @@ def run_cmd(
         help="Run the engine with oneDNN's trace (timings not comparable).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Also write the report files here."),
+    target_ci: float | None = typer.Option(
+        None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
+    ),
     fix_execstack: bool | None = typer.Option(
         None,
         "--fix-execstack/--no-fix-execstack",
@@ -239,6 +246,8 @@ def run_cmd(
             updates["label"] = label
         if isa_trace is not None:
             updates["isa_trace"] = isa_trace
+        if target_ci is not None:
+            updates["sweep"] = spec.sweep.model_copy(update={"target_ci": target_ci})
         if updates:
             spec = spec.model_copy(update=updates)
         if dry_run:

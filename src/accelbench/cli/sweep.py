@@ -214,6 +214,9 @@ def sweep(
     input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
     repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
+    target_ci: float | None = typer.Option(
+        None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
+    ),
     output_len: int | None = load_option("output_len", model=SweepSpec, unset=True),
     prompts_per_concurrency: int | None = typer.Option(
         None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this (default 10)."
@@ -264,6 +267,7 @@ def sweep(
             "input_lens": parse_int_list(input_lens, "--input-lens") if input_lens else None,
             "concurrency": parse_int_list(concurrency, "--concurrency") if concurrency else None,
             "repeats": repeats,
+            "target_ci": target_ci,
             "output_len": output_len,
             "prompts_per_concurrency": prompts_per_concurrency,
             "endpoint": endpoint,
@@ -412,7 +416,13 @@ def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: Output
     line = f"[{colour}]{outcome.status.value}[/]: {outcome.cells_done}/{outcome.cells_total} cell repeats complete"
     if outcome.skipped:
         line += f" ({len(outcome.skipped)} from before)"
+    if outcome.settled:
+        line += f", {len(outcome.settled)} not needed (their cell reached --target-ci)"
     err_console.print(line, highlight=False)
+    if outcome.target_ci is not None:
+        from accelbench.bench.target_ci import summary_line
+
+        err_console.print(summary_line(outcome.target_ci), highlight=False, markup=False)
     if outcome.error:
         err_console.print(f"Reason: {outcome.error}", highlight=False, markup=False)
     for reason in outcome.reasons[1:6]:

@@ -67,6 +67,14 @@ class SweepSpec(LoadSettings):
         description=f"Concurrency levels (1 to {MAX_CONCURRENCY:,} each).",
     )
     repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
+    target_ci: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="Keep repeating each cell, up to repeats (the cap), until the 95% intervals of its median "
+        "TPOT and TTFT are within +- this percent (judged from the second repeat on); the run records which "
+        "cells reached it and which hit the cap. None: every cell gets all its repeats.",
+    )
     prompts_per_concurrency: int = Field(
         default=10,
         ge=1,
