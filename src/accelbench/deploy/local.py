@@ -392,7 +392,9 @@ class LocalProcessTarget(Target):
         url = self.deployed.base_url + paths[0]
         deadline = self._started_mono + timeout
         pos = 0
-        with httpx.Client(timeout=3.0) as client:
+        # a probe connects for at most a second, and none starts once the run is cancelled: a cancel ends the
+        # wait at once, not after the probes in flight time out
+        with httpx.Client(timeout=httpx.Timeout(3.0, connect=1.0)) as client:
             while True:
                 pos = self._forward_log(pos)
                 rc = self.proc.poll()
@@ -416,6 +418,8 @@ class LocalProcessTarget(Target):
     def _answers(self, client: httpx.Client, paths: list[str]) -> bool:
         assert self.deployed is not None
         for path in dict.fromkeys(paths):
+            if self.cancel.is_set():
+                return False
             try:
                 code = client.get(self.deployed.base_url + path).status_code
             except httpx.HTTPError:

@@ -47,7 +47,7 @@ def test_aiperf_records_recomputed_match_aiperfs_own_statistics() -> None:
     assert s.total_output_tokens == stats["total_osl"]["avg"]
     assert s.total_reasoning_tokens == stats["total_reasoning_tokens"]["avg"]
     assert s.output_throughput == pytest.approx(stats["output_token_throughput"]["avg"], rel=1e-6)
-    assert {m.name for m in cell.tool_metrics} == {"ttst", "output_token_throughput_per_user"}
+    assert {m.name for m in cell.tool_metrics} == {"time_to_second_token", "output_token_throughput_per_user"}
     assert not any(m.comparable for m in cell.tool_metrics)
     assert any("inter_token_latency" in n and "TPOT" in n for n in s.notes)
 
@@ -262,3 +262,25 @@ def test_llm_d_report_of_another_harness(tmp_path: Path) -> None:
         UserInputError, match=r"breaking the schema: results\.request_performance\.aggregate\.requests\.total"
     ):
         read_file("llm-d-report", bad)
+
+
+def test_aiperf_current_release_generated_here() -> None:
+    """AIPerf 0.13's layout (metrics at the top level, request_start_ns, benchmark_phase), from a real run of it
+    against the in-repo stream server (tests/data/aiperf/README.md)."""
+    gen = DATA / "aiperf" / "generated"
+    stats = json.loads((gen / "profile_export_aiperf.json").read_text())
+    got = read_file("aiperf", gen / "profile_export.jsonl")
+    (cell,) = got.cells
+    s = cell.summary
+    assert (got.tool_version, got.model, cell.concurrency) == ("0.13.0", "fixture-model", 2)
+    assert cell.from_records and (s.completed, s.failed) == (12, 0)
+    for ours, theirs in (("ttft_ms", "time_to_first_token"), ("e2el_ms", "request_latency"),
+                         ("itl_ms", "inter_chunk_latency"), ("tpot_ms", "inter_token_latency")):  # fmt: skip
+        assert getattr(s, ours).mean == pytest.approx(stats[theirs]["avg"], rel=1e-9), ours
+        assert getattr(s, ours).p50 == pytest.approx(stats[theirs]["p50"], rel=1e-9), ours
+    # AIPerf counts input tokens with its tokenizer; accelbench takes the server's usage, and says so
+    assert s.total_input_tokens == stats["total_usage_prompt_tokens"]["avg"] != stats["total_isl"]["avg"]
+    assert any("usage.prompt_tokens" in n for n in s.notes)
+    # named by its statistics file, the records beside it are read all the same
+    (by_stats,) = read_file("aiperf", gen / "profile_export_aiperf.json").cells
+    assert by_stats.from_records and by_stats.summary.ttft_ms == s.ttft_ms

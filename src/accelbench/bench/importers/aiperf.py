@@ -51,6 +51,10 @@ ITL_NOTE = (
     "AIPerf's inter_token_latency (request latency minus TTFT over output tokens minus one) is accelbench's TPOT; "
     "its inter_chunk_latency is accelbench's ITL."
 )
+INPUT_NOTE = (
+    "AIPerf's input sequence length is its own tokenizer's count of the prompt; accelbench counts the server's "
+    "usage.prompt_tokens (chat template included) where the server sent it, as here."
+)
 TTFT_NOTE = (
     "AIPerf's TTFT and request latency run to its first and last parsed response; accelbench's to the first and "
     "last text-carrying chunk."
@@ -75,20 +79,14 @@ class AIPerfImporter:
             raise Fields(path, EXPECTED_SUMMARY).refuse("neither file")
         config = dict((summary_data or {}).get("input_config") or {})
         config["start_time"] = _iso((summary_data or {}).get("start_time"))  # read back by the cell builders
-        endpoint = as_obj(config.get("endpoint"))
-        models = endpoint.get("model_names") or []
-        model = models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
-        loadgen = as_obj(config.get("loadgen"))
-        conc = loadgen.get("concurrency")
-        concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
-        rate = loadgen.get("request_rate")
-        stats = (summary_data or {}).get("records") or {}
+        model, url, concurrency, rate, asked_out = _load(config)
+        config["asked_output_tokens"] = asked_out
+        stats = _statistics(summary_data or {})
         summary, metrics, from_records = self._cell(path, rows, stats, config, concurrency, rate, model or "")
-        url = endpoint.get("url")
         return ImportedFile(
             path=path,
             tool=self.tool,
-            tool_version="",  # not recorded in its files
+            tool_version=str((summary_data or {}).get("aiperf_version") or ""),  # 0.13 and later record it
             cells=[
                 ImportedCell(
                     where=path.name,
@@ -99,12 +97,14 @@ class AIPerfImporter:
                 )
             ],
             model=model,
-            base_url=f"http://{url}" if isinstance(url, str) and url and "://" not in url else url,
+            base_url=url,
         )
 
     def _summary(self, path: Path) -> dict[str, Any]:
         data = load_json(path, EXPECTED_SUMMARY)
-        if not isinstance(data, dict) or not isinstance(data.get("records"), dict):
+        if not isinstance(data, dict) or not (
+            isinstance(data.get("records"), dict) or ("aiperf_version" in data and "input_config" in data)
+        ):
             raise Fields(path, EXPECTED_SUMMARY).refuse(describe(data))
         return data
 
@@ -116,7 +116,10 @@ class AIPerfImporter:
         for i, r in enumerate(rows):
             if not isinstance(r, dict) or not isinstance(r.get("metadata"), dict) or "metrics" not in r:
                 raise f.refuse(f"line {i + 1}: {describe(r)}")
-        return [r for r in rows if r["metadata"].get("credit_phase", "profiling") == "profiling"]
+        phase = [
+            r["metadata"].get("benchmark_phase", r["metadata"].get("credit_phase", "profiling")) for r in rows
+        ]
+        return [r for r, ph in zip(rows, phase, strict=True) if ph == "profiling"]  # warmup left out
 
     def _cell(
         self,
@@ -130,14 +133,13 @@ class AIPerfImporter:
     ) -> tuple[BenchmarkSummary, list[ToolMetric], bool]:
         f = Fields(path, EXPECTED_SUMMARY)
         isl = _stat(f, stats, "input_sequence_length")
-        prompt = config.get("input", {}).get("prompt", {}) if isinstance(config.get("input"), dict) else {}
-        asked_out = (prompt.get("output_tokens") or {}).get("mean") if isinstance(prompt, dict) else None
+        asked_out = config.get("asked_output_tokens")
         start = config.get("start_time") or ""
         tool_metrics = [
             ToolMetric(name=name, unit=str(stats[name].get("unit", "")), values=_stat(f, stats, name),
                        comparable=False, difference=words)
             for name, words in (
-                ("ttst", "Time to second token: no accelbench figure means that."),
+                ("time_to_second_token", "Time to second token: no accelbench figure means that."),
                 ("output_token_throughput_per_user", "Per-request output tokens per second: no accelbench figure."),
             )
             if isinstance(stats.get(name), dict)
@@ -150,6 +152,8 @@ class AIPerfImporter:
                 rows,
             )
             ok = [r for r in records if r.success]
+            notes = [f"Imported from AIPerf ({path.name}); figures recomputed from its per-request records.",
+                     ITL_NOTE, TTFT_NOTE]  # fmt: skip
             in_len = sum(r.prompt_len for r in ok) / len(ok) if ok else isl.get("mean", 1.0)
             cfg = config_for(
                 input_len=in_len,
@@ -160,14 +164,57 @@ class AIPerfImporter:
             )
             duration = max((r.start_s + r.latency_s for r in records), default=0.0)
             dur = _stat(f, stats, "benchmark_duration").get("mean") or duration
+            if any(r.server_prompt_tokens not in (None, r.prompt_len) for r in ok):
+                notes.append(INPUT_NOTE)
             summary = summary_from_records(
                 records, config=cfg, duration_s=dur, date=str(start), model_id=model,
-                notes=[f"Imported from AIPerf ({path.name}); figures recomputed from its per-request records.",
-                       ITL_NOTE, TTFT_NOTE],
+                notes=notes,
                 itl_counting="AIPerf: one gap per parsed response (inter_chunk_latency)",
             )  # fmt: skip
             return summary, tool_metrics, True
         return _from_statistics(f, stats, config, concurrency, rate, model, asked_out), tool_metrics, False
+
+
+#: metric names of AIPerf before 0.13 -> today's
+OLD_NAMES = {"time_to_first_token": "ttft", "time_to_second_token": "ttst"}
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _statistics(data: dict[str, Any]) -> dict[str, Any]:
+    """Metric -> its statistics block under today's names: under ``records`` before 0.13, at the top level since."""
+    blocks = as_obj(data.get("records")) or data
+    out = {k: v for k, v in blocks.items() if isinstance(v, dict) and "unit" in v}
+    for new, old in OLD_NAMES.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
+
+
+def _load(config: dict[str, Any]) -> tuple[str | None, str | None, int | None, Any, Any]:
+    """(model, url, concurrency, rate, output tokens asked) from the input config, as written before 0.13
+    (``endpoint.model_names``, ``loadgen``, ``input.prompt``) or since (``models.items``, ``phases``,
+    ``datasets[].prompts``)."""
+    endpoint = as_obj(config.get("endpoint"))
+    names = endpoint.get("model_names") or [m.get("name") for m in as_obj(config.get("models")).get("items") or []
+                                            if isinstance(m, dict)]  # fmt: skip
+    model = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+    urls = endpoint.get("urls") or [endpoint.get("url")]
+    url = urls[0] if isinstance(urls, list) and urls and isinstance(urls[0], str) else None
+    if url and "://" not in url:
+        url = f"http://{url}"
+    load = as_obj(config.get("loadgen"))
+    for phase in config.get("phases") or []:
+        if isinstance(phase, dict) and phase.get("kind", phase.get("name")) == "profiling":
+            load = phase
+    conc = load.get("concurrency")
+    concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
+    asked = as_obj(as_obj(as_obj(config.get("input")).get("prompt")).get("output_tokens")).get("mean")
+    for ds in config.get("datasets") or []:
+        asked = asked or as_obj(as_obj(as_obj(ds).get("prompts")).get("osl")).get("mean")
+    return model, url, concurrency, load.get("request_rate"), asked
 
 
 def _stat(f: Fields, stats: dict[str, Any], name: str) -> dict[str, float]:
@@ -188,7 +235,11 @@ def _stat(f: Fields, stats: dict[str, Any], name: str) -> dict[str, float]:
 
 
 def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
-    starts = [f.number(r["metadata"], "timestamp_ns", f"line {i + 1}.metadata") for i, r in enumerate(rows)]
+    starts = [
+        f.number(r["metadata"], "request_start_ns" if "request_start_ns" in r["metadata"] else "timestamp_ns",
+                 f"line {i + 1}.metadata")
+        for i, r in enumerate(rows)
+    ]  # fmt: skip
     t0 = min(s for s in starts if s is not None)
     out = []
     for i, (r, start) in enumerate(zip(rows, starts, strict=True)):
@@ -196,7 +247,7 @@ def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
         where = f"line {i + 1}.metrics"
 
         def value(name: str, m: dict[str, Any] = m, where: str = where) -> Any:
-            block = m.get(name)
+            block = m.get(name, m.get(OLD_NAMES.get(name, "")))
             if block is None:
                 return None
             if not isinstance(block, dict) or "value" not in block:
@@ -204,6 +255,8 @@ def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
             return block["value"]
 
         error = r.get("error")
+        if error is None and r["metadata"].get("was_cancelled"):
+            error = {"type": "cancelled", "message": "AIPerf cancelled the request"}
         ok = error is None
         rel = ((start or t0) - t0) / 1e9
         if not ok:
@@ -212,10 +265,15 @@ def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
                                      planned_send_s=rel, success=False,
                                      error=f"{e.get('type') or 'error'}: {e.get('message') or describe(error)}"))  # fmt: skip
             continue
-        ttft, latency, osl = value("ttft"), value("request_latency"), value("output_sequence_length")
+        ttft, latency, osl = (
+            value("time_to_first_token"),
+            value("request_latency"),
+            value("output_sequence_length"),
+        )
         if not all(isinstance(x, (int, float)) for x in (ttft, latency, osl)):
             raise f.refuse(
-                f"{where}: a request without error lacking ttft, request_latency or output_sequence_length"
+                f"{where}: a request without error lacking time_to_first_token, request_latency or "
+                "output_sequence_length"
             )
         gaps = value("inter_chunk_latency") or []
         if not isinstance(gaps, list) or not all(isinstance(g, (int, float)) for g in gaps):
@@ -225,6 +283,7 @@ def _to_records(f: Fields, rows: list[dict[str, Any]]) -> list[RequestRecord]:
             RequestRecord(
                 index=i,
                 prompt_len=int(value("input_sequence_length") or 0),
+                server_prompt_tokens=_int_or_none(value("usage_prompt_tokens")),
                 output_tokens=int(osl),
                 output_tokens_source="usage",
                 planned_send_s=rel,
@@ -279,7 +338,7 @@ def _from_statistics(
         request_throughput=_stat(f, stats, "request_throughput").get("mean", 0.0),
         output_throughput=total_out / duration if duration > 0 else 0.0,
         total_token_throughput=(total_in + total_out) / duration if duration > 0 else 0.0,
-        ttft_ms=ms("ttft"),
+        ttft_ms=ms("time_to_first_token"),
         tpot_ms=ms("inter_token_latency"),
         itl_ms=ms("inter_chunk_latency"),
         e2el_ms=ms("request_latency"),
