@@ -145,21 +145,14 @@ def fleet(
             reserved_discount=reserved_discount,
         )
         plan = plan_fleet(get_store(), request)
-        files: list[Path] = []
-        if report is not None:
-            from accelbench.report.fleet import write_fleet_report
-
-            files = write_fleet_report(plan, report)
-        if export is not None:
-            from accelbench.services.fleet_export import fleet_files, write_fleet_files
-
-            manifests, warnings = fleet_files(plan, instance=choose, namespace=namespace)
-            files += write_fleet_files(manifests, export)
-            for w in warnings:
-                err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        files = _write_outputs(plan, report, export, choose, namespace)
         checked = None
         if validate:
             checked = _validate(plan, request, base_url, served_model, tokenizer, validate_requests)
+    _show(plan, checked, fmt, top, files)
+
+
+def _show(plan: Any, checked: Any, fmt: OutputFormat, top: int, files: list[Path]) -> None:
     if fmt == OutputFormat.json:
         data = plan.public_json()
         if checked is not None:
@@ -173,6 +166,25 @@ def fleet(
         err_console.print(f"[dim]wrote {f}[/]", highlight=False)
 
 
+def _write_outputs(
+    plan: Any, report: Path | None, export: Path | None, choose: str | None, namespace: str
+) -> list[Path]:
+    """``--report`` (fleet.md, fleet.html) and ``--export`` (the manifests), written only when asked."""
+    files: list[Path] = []
+    if report is not None:
+        from accelbench.report.fleet import write_fleet_report
+
+        files = write_fleet_report(plan, report)
+    if export is not None:
+        from accelbench.services.fleet_export import fleet_files, write_fleet_files
+
+        manifests, warnings = fleet_files(plan, instance=choose, namespace=namespace)
+        files += write_fleet_files(manifests, export)
+        for w in warnings:
+            err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    return files
+
+
 def _validate(
     plan: Any, request: Any, base_url: str | None, served: str | None, tokenizer: str | None, most: int
 ) -> Any:
@@ -184,7 +196,7 @@ def _validate(
     from accelbench.domain.bench import Endpoint
     from accelbench.errors import UserInputError
     from accelbench.services.fleet import load_traffic, plan_fleet
-    from accelbench.services.fleet_validate import validate_fleet
+    from accelbench.services.fleet_validate import replay_options, validate_fleet
     from accelbench.store import get_store
 
     if not base_url:
@@ -206,7 +218,7 @@ def _validate(
             traffic,
             local,
             request.target(),
-            max_requests=most,
+            replay=replay_options(most),
             plan=plan,
             cancel=cancel,
             progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),

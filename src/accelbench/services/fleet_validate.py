@@ -30,7 +30,8 @@ import numpy as np
 from pydantic import Field
 
 from accelbench.domain.base import StrictModel
-from accelbench.domain.bench import BenchConfig, DatasetKind, Endpoint
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint
+from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import Candidate, FleetPlan
@@ -124,64 +125,92 @@ def _config(path: Path, rows: list[dict[str, Any]], label: str | None) -> BenchC
     )
 
 
-def validate_fleet(
+def replay_options(max_requests: int, label: str | None = None) -> Replay:
+    """``Replay`` from a shell's flags; a bad count is refused in the flag's words."""
+    if not 2 <= max_requests <= MAX_REPLAY:
+        raise UserInputError(f"--validate-requests {max_requests} is outside 2 to {MAX_REPLAY:,}.")
+    return Replay(max_requests=max_requests, label=label)
+
+
+class Replay(StrictModel):
+    """How the replay is made: at most ``max_requests``, drawn with ``seed``, stored under ``label``."""
+
+    max_requests: int = Field(default=200, ge=2, le=MAX_REPLAY, description="Most requests replayed.")
+    seed: int = Field(default=0, description="Seed of the thinning or of the drawn arrivals.")
+    label: str | None = Field(default=None, max_length=200, description="Label of the stored run.")
+
+
+def _open_run(store: Store, endpoint: Endpoint, config: BenchConfig, instance: str) -> str:
+    return store.create_run(
+        kind="bench",
+        status=RunStatus.benchmarking,
+        label=config.label,
+        served_model=endpoint.served_model,
+        model=endpoint.served_model,
+        base_url=redact_url(endpoint.base_url),
+        instance_type=instance,
+        spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
+    ).id
+
+
+def _measure(
     store: Store | None,
     endpoint: Endpoint,
-    traffic: Traffic,
-    candidate: Candidate,
-    slo: Any,
-    *,
-    max_requests: int = 200,
-    seed: int = 0,
-    label: str | None = None,
-    plan: FleetPlan | None = None,
-    cancel: threading.Event | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> FleetValidation:
-    """Replay one server's share of the busiest interval against ``endpoint``, judge it, store it (see the
-    module docstring)."""
+    rows: list[dict[str, Any]],
+    options: tuple[Replay, str],
+    cancel: threading.Event | None,
+) -> tuple[BenchmarkSummary, BenchConfig, str | None]:
+    """Run the replay (a stored run first, so a store that cannot be written refuses before any load)."""
     from accelbench.bench import run_benchmark
-    from accelbench.bench.capacity import judge
-    from accelbench.bench.sweep import too_many_failed
 
-    if not 2 <= max_requests <= MAX_REPLAY:
-        raise UserInputError(f"--validate-requests must be between 2 and {MAX_REPLAY:,}.")
-    rows, how = replay_rows(traffic, candidate, max_requests, seed)
-    j = busiest(candidate)
-    per_server = traffic.intervals[j].requests_per_s / max(1, candidate.intervals[j].servers)
+    replay, instance = options
     with tempfile.TemporaryDirectory(prefix="accelbench-fleet-") as tmp:
         path = Path(tmp) / "replay.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        config = _config(path, rows, label)
-        run_id = None
-        if store is not None:
-            run_id = store.create_run(
-                kind="bench",
-                status=RunStatus.benchmarking,
-                label=config.label,
-                served_model=endpoint.served_model,
-                model=endpoint.served_model,
-                base_url=redact_url(endpoint.base_url),
-                instance_type=candidate.instance,
-                spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
-            ).id
-        if progress:
-            progress(f"replaying {len(rows)} requests ({how}) at {per_server:.3g} req/s per server")
+        config = _config(path, rows, replay.label)
+        run_id = _open_run(store, endpoint, config, instance) if store is not None else None
         try:
-            summary = run_benchmark(endpoint, config, cancel=cancel)
+            return run_benchmark(endpoint, config, cancel=cancel), config, run_id
         except BaseException as exc:  # the stored run must not stay "benchmarking"
             if store is not None and run_id is not None:
                 interrupted = isinstance(exc, KeyboardInterrupt)
                 store.set_status(run_id, RunStatus.interrupted if interrupted else RunStatus.failed,
                                  error=None if interrupted else f"{type(exc).__name__}: {exc}")  # fmt: skip
             raise
+
+
+def validate_fleet(
+    store: Store | None,
+    endpoint: Endpoint,
+    traffic: Traffic,
+    candidate: Candidate,
+    slo: CapacitySLO,
+    *,
+    replay: Replay | None = None,
+    plan: FleetPlan | None = None,
+    cancel: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> FleetValidation:
+    """Replay one server's share of the busiest interval against ``endpoint``, judge it, store it (see the
+    module docstring)."""
+    from accelbench.bench.capacity import judge
+    from accelbench.bench.sweep import too_many_failed
+
+    replay = replay or Replay()
+    rows, how = replay_rows(traffic, candidate, replay.max_requests, replay.seed)
+    j = busiest(candidate)
+    per_server = traffic.intervals[j].requests_per_s / max(1, candidate.intervals[j].servers)
+    if progress:
+        progress(f"replaying {len(rows)} requests ({how}) at {per_server:.3g} req/s per server")
+    summary, config, run_id = _measure(store, endpoint, rows, (replay, candidate.instance), cancel)
     # judged at the rate the replay itself asks for (a thinned or drawn sample's rate is not exactly the plan's),
     # so "fell behind" means the server, not the sample
     span_s = (rows[-1]["timestamp"] - rows[0]["timestamp"]) / 1000.0
     intended = (len(rows) - 1) / span_s if span_s > 0 else per_server
     probe = judge(summary, level=intended, load="request_rate", slo=slo)
-    measured = probe.attainment
-    met = bool(probe.met)
+    notes = [f"Replayed {how}: {intended:.3g} req/s over {span_s:.1f} s."]
+    if probe.achieved_rate and math.isfinite(probe.achieved_rate):
+        notes.append(f"The replay sent {probe.achieved_rate:.3g} req/s.")
     verdict = FleetValidation(
         run_id=run_id,
         instance=candidate.instance,
@@ -193,16 +222,11 @@ def validate_fleet(
         requests=len(rows),
         slo=slo.label(),
         promised_attainment=slo.attainment,
-        measured_attainment=measured,
+        measured_attainment=probe.attainment,
         percentiles=probe.percentiles,
-        met=met,
+        met=bool(probe.met),
         why=probe.why,
-        notes=[f"Replayed {how}: {intended:.3g} req/s over {span_s:.1f} s."]
-        + (
-            [f"The replay sent {probe.achieved_rate:.3g} req/s."]
-            if probe.achieved_rate and math.isfinite(probe.achieved_rate)
-            else []
-        ),
+        notes=notes,
     )
     if store is not None and run_id is not None:
         store.save_result(run_id, input_len=config.input_len, concurrency=config.num_prompts, repeat=0,
