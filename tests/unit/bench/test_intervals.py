@@ -149,3 +149,16 @@ def test_no_requests_no_intervals() -> None:
     assert benchmark_intervals(request_columns([]), 1.0) == {}
     m = compute_metrics([], 1.0)
     assert m.tpot_ms.median_ci95 is None and m.ci95_method is None
+
+
+def test_pooled_intervals_keep_requests_without_gaps_and_match_the_pooled_figures() -> None:
+    rng = np.random.default_rng(4)
+    groups = [rng.normal(10.0, 1.0, int(k)) for k in rng.integers(0, 6, 300)]  # some requests have no gap
+    sizes = np.array([g.size for g in groups])
+    pooled = np.concatenate(groups)
+    found = pooled_intervals(pooled, sizes, scale=1000.0)
+    for q in (50, 90, 99):
+        lo, hi = found[f"p{q}"]
+        assert lo <= float(np.percentile(pooled, q)) * 1000.0 * (1 + 1e-6) and hi >= lo
+    lo, hi = found["mean"]
+    assert lo < float(pooled.mean()) * 1000.0 < hi
