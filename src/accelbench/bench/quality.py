@@ -4,12 +4,15 @@ A fast server that answers wrongly is not faster at the same job. Before a run m
 asks the served model a few small questions whose answers can be checked exactly, generated from a seed so no
 data set is downloaded and two runs with the same seed send the same prompts:
 
-- ``arithmetic``: the sum or difference of two small numbers (the first number in the answer is checked);
-- ``copy``: repeat a random five-letter string (the string must appear in the answer);
-- ``reverse``: a random three-letter string backwards (the reversed string must appear);
-- ``kth_item``: the k-th item of a short list of common words (that word must appear, and no other of the list
-  before it);
-- ``format``: a sum answered as ``ANSWER: <number>`` (the required form must appear).
+- ``arithmetic``: the sum of two one-digit numbers (the number after the answer's last "=", else its first);
+- ``copy``: repeat a common word (the word must appear, in any case);
+- ``reverse``: two common words said in reverse order (of the two, the second must be named first);
+- ``kth_item``: the first or second item of a list of four common words (the first list word named must be it);
+- ``format``: a word written inside double quotes (the quoted word must appear).
+
+The tasks are easy on purpose: a small model answers most of them, so a deployment that answers few (filler text,
+a broken quantization, a wrong chat template) stands out, and the answers are short enough to compare token by
+token between runs. None of the words, digits or quotes appear in filler such as "alpha bravo charlie".
 
 Requests go to the chat (or completions) route, not streamed, at temperature 0 with few output tokens, several
 at once, so the probe stays short beside the load. The result is the run's ``quality`` JSON: ``tasks``,
@@ -25,7 +28,6 @@ import asyncio
 import math
 import random
 import re
-import string
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ import httpx
 from accelbench.domain.bench import Endpoint
 from accelbench.errors import UserInputError
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 DEFAULT_TASKS = 24
 MAX_TASKS = 200
 MAX_TOKENS = 12
@@ -47,8 +49,9 @@ KINDS = ("arithmetic", "copy", "reverse", "kth_item", "format")
 WORDS = (
     "apple", "river", "stone", "cloud", "lamp", "tiger", "bread", "chair", "green", "music",
     "ocean", "pencil", "window", "garden", "silver", "rabbit", "candle", "forest", "butter", "mirror",
+    "horse", "table", "orange", "paper", "yellow", "button", "rocket", "bottle", "flower", "castle",
 )  # fmt: skip
-ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+ORDINALS = {1: "first", 2: "second"}
 _NUMBER = re.compile(r"-?\d+")
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
@@ -65,39 +68,33 @@ class QualityTask:
 
 
 def _arithmetic(rng: random.Random, i: int) -> QualityTask:
-    a, b = rng.randint(2, 49), rng.randint(2, 49)
-    if rng.random() < 0.5:
-        q, ans = f"{a} + {b}", a + b
-    else:
-        a, b = max(a, b), min(a, b)
-        q, ans = f"{a} - {b}", a - b
+    a, b = rng.randint(1, 9), rng.randint(1, 9)
     return QualityTask(
-        f"arithmetic-{i}", "arithmetic", f"What is {q}? Answer with the number only.", str(ans)
+        f"arithmetic-{i}", "arithmetic", f"What is {a} + {b}? Answer with the number only.", str(a + b)
     )
 
 
 def _copy(rng: random.Random, i: int) -> QualityTask:
-    s = "".join(rng.choice(string.ascii_lowercase) for _ in range(5))
-    return QualityTask(f"copy-{i}", "copy", f"Repeat this string exactly, and nothing else: {s}", s)
+    word = rng.choice(WORDS)
+    return QualityTask(f"copy-{i}", "copy", f'Repeat the word "{word}".', word)
 
 
 def _reverse(rng: random.Random, i: int) -> QualityTask:
-    s = "".join(rng.sample(string.ascii_lowercase, 3))
-    prompt = f"Write the letters of '{s}' in reverse order as one word, and nothing else."
-    return QualityTask(f"reverse-{i}", "reverse", prompt, s[::-1])
+    first, second = rng.sample(WORDS, 2)
+    prompt = f"Say these two words in reverse order: {first}, {second}"
+    return QualityTask(f"reverse-{i}", "reverse", prompt, f"{second} {first}", (first, second))
 
 
 def _kth_item(rng: random.Random, i: int) -> QualityTask:
-    items = tuple(rng.sample(WORDS, 5))
-    k = rng.randint(1, 3)
-    prompt = f"Here is a list: {', '.join(items)}. What is the {ORDINALS[k]} item? Answer with the item only."
+    items = tuple(rng.sample(WORDS, 4))
+    k = rng.randint(1, 2)
+    prompt = f"List: {', '.join(items)}. The {ORDINALS[k]} item is"
     return QualityTask(f"kth_item-{i}", "kth_item", prompt, items[k - 1], items)
 
 
 def _format(rng: random.Random, i: int) -> QualityTask:
-    a, b = rng.randint(1, 9), rng.randint(1, 9)
-    prompt = f"What is {a} + {b}? Reply exactly in the form ANSWER: <number>"
-    return QualityTask(f"format-{i}", "format", prompt, f"ANSWER: {a + b}")
+    word = rng.choice(WORDS)
+    return QualityTask(f"format-{i}", "format", f"Write the word {word} inside double quotes.", f'"{word}"')
 
 
 _MAKERS = {
@@ -114,23 +111,35 @@ def make_tasks(seed: int = 0, count: int = DEFAULT_TASKS) -> list[QualityTask]:
     if not 1 <= count <= MAX_TASKS:
         raise UserInputError(f"The quality probe takes 1 to {MAX_TASKS} tasks, not {count}.")
     rng = random.Random(f"accelbench-quality-{PROBE_VERSION}-{seed}")
-    return [_MAKERS[KINDS[i % len(KINDS)]](rng, i) for i in range(count)]
+    tasks: list[QualityTask] = []
+    seen: set[str] = set()
+    for i in range(count):
+        make = _MAKERS[KINDS[i % len(KINDS)]]
+        task = make(rng, i)
+        for _ in range(20):  # a prompt asked twice tells nothing new; a long set may have to repeat some
+            if task.prompt not in seen:
+                break
+            task = make(rng, i)
+        seen.add(task.prompt)
+        tasks.append(task)
+    return tasks
 
 
 def score(task: QualityTask, answer: str) -> bool:
     """Whether ``answer`` is right for ``task`` (the rules in the module docstring)."""
     text = answer.strip()
-    if task.kind == "arithmetic":
-        m = _NUMBER.search(text)
+    if task.kind == "arithmetic":  # the number after the last "=" when the answer writes the sum out
+        m = _NUMBER.search(text.rsplit("=", 1)[-1])
         return m is not None and m.group(0) == task.expected
     if task.kind == "format":
-        m = re.search(r"ANSWER:\s*(-?\d+)", text)
-        return m is not None and f"ANSWER: {m.group(1)}" == task.expected
+        return task.expected.lower() in text.replace("\u201c", '"').replace("\u201d", '"').lower()
+    named = [w for w in re.findall(r"[a-z]+", text.lower()) if w in task.choices]
     if task.kind == "kth_item":
-        words = re.findall(r"[a-z]+", text.lower())
-        named = [w for w in words if w in task.choices]
         return bool(named) and named[0] == task.expected
-    return re.search(rf"\b{re.escape(task.expected)}\b", text) is not None
+    if task.kind == "reverse":
+        second, first = task.expected.split(" ")
+        return bool(named) and named[0] == second and first in named[1:]
+    return re.search(rf"\b{re.escape(task.expected)}\b", text, re.IGNORECASE) is not None
 
 
 def wilson(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:

@@ -60,14 +60,16 @@ def test_tasks_are_seeded_and_cover_every_kind() -> None:
 @pytest.mark.parametrize(
     ("kind", "answer", "ok"),
     [
-        ("arithmetic", "The answer is 12.", True),
-        ("arithmetic", "13", False),
-        ("format", "ANSWER: 7", True),
-        ("format", "7", False),
-        ("copy", "abcde", True),
-        ("copy", "abcdef", False),
-        ("reverse", "cba", True),
-        ("reverse", "abc", False),
+        ("arithmetic", "12", True),
+        ("arithmetic", "5 + 7 = 12", True),
+        ("arithmetic", "The answer is 13.", False),
+        ("format", 'The word "river" is a noun.', True),
+        ("format", "river", False),
+        ("copy", "River.", True),
+        ("copy", "rivers", False),
+        ("reverse", "Stone, apple", True),
+        ("reverse", "apple, stone", False),
+        ("reverse", "stone", False),
         ("kth_item", "The second item is river.", True),
         ("kth_item", "apple, then river", False),
     ],
@@ -77,9 +79,9 @@ def test_score(kind: str, answer: str, ok: bool) -> None:
 
     tasks = {
         "arithmetic": QualityTask("a", "arithmetic", "", "12"),
-        "format": QualityTask("f", "format", "", "ANSWER: 7"),
-        "copy": QualityTask("c", "copy", "", "abcde"),
-        "reverse": QualityTask("r", "reverse", "", "cba"),
+        "format": QualityTask("f", "format", "", '"river"'),
+        "copy": QualityTask("c", "copy", "", "river"),
+        "reverse": QualityTask("r", "reverse", "", "stone apple", ("apple", "stone")),
         "kth_item": QualityTask("k", "kth_item", "", "river", ("apple", "river", "stone")),
     }
     assert score(tasks[kind], answer) is ok
