@@ -334,6 +334,8 @@ class RunWorker:
         cancel = threading.Event()
         with self._state_lock:
             self._active[run_id] = cancel
+        if self._stop.is_set():  # claimed while the worker was told to stop: it is interrupted, not run
+            cancel.set()
         thread = threading.Thread(
             target=self._run_thread, args=(run_id, cancel), name=f"run-{run_id}", daemon=True
         )
