@@ -17,6 +17,7 @@ import httpx
 
 from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
 from accelbench.deploy.target_policy import active_policy
+from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import AccelbenchError, EngineError, UserInputError
@@ -57,9 +58,9 @@ class ExistingEndpointTarget(Target):
     def _models(self, client: httpx.Client) -> list[str]:
         try:
             resp = client.get(self.base_url + "/v1/models")
-            return [str(m.get("id")) for m in resp.json().get("data", []) if m.get("id")]
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return []
+            return [m.id for m in parse_answer(ModelsAnswer, resp.content, self.base_url + "/v1/models").data]
+        except (httpx.HTTPError, UserInputError):
+            return []  # a server that does not list its models serves the spec's model name
 
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
         self._pin()

@@ -59,11 +59,12 @@ from accelbench.deploy.isa_fault import (
     uptime,
 )
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
+from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec
-from accelbench.errors import EngineError, GuardError
+from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.redact import redact, redact_argv
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
@@ -434,8 +435,9 @@ class LocalProcessTarget(Target):
         assert self.deployed is not None
         try:
             resp = client.get(self.deployed.base_url + "/v1/models", timeout=10)
-            ids = [m.get("id") for m in resp.json().get("data", [])]
-        except (httpx.HTTPError, ValueError, AttributeError):
+            url = self.deployed.base_url + "/v1/models"
+            ids = [m.id for m in parse_answer(ModelsAnswer, resp.content, url).data]
+        except (httpx.HTTPError, UserInputError):
             return  # /v1/models is a courtesy check; /health already answered
         if ids and self.deployed.served_model not in ids:
             raise self._failure(f"serves {ids}, not the expected model name {self.deployed.served_model!r}")

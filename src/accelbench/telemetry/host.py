@@ -33,6 +33,9 @@ import httpx
 import psutil
 
 from accelbench import __version__
+from accelbench.domain.answers import ModelsAnswer, parse_answer
+from accelbench.errors import UserInputError
+from accelbench.redact import redact_text
 
 # Flags worth knowing for LLM serving on CPUs, by the names Linux uses in /proc/cpuinfo ("flags" on x86,
 # "Features" on Arm). The value is the name people write in docs and tables.
@@ -368,7 +371,7 @@ def engine_info(
             try:
                 resp = client.get(root + path)
             except httpx.HTTPError as exc:
-                errors.append(f"{path}: {type(exc).__name__}: {exc}")
+                errors.append(f"{path}: {type(exc).__name__}: {redact_text(str(exc))}")
                 break  # the server is not reachable at all; the other probes would fail the same way
             if resp.status_code != 200:
                 continue
@@ -385,12 +388,13 @@ def engine_info(
             try:
                 resp = client.get(root + "/v1/models")
                 if resp.status_code == 200:
-                    data = resp.json().get("data") or []
-                    owner = str(data[0].get("owned_by", "")).lower() if data else ""
-                    if owner in {"vllm", "sglang"}:
-                        name = owner
-            except (httpx.HTTPError, ValueError, AttributeError, TypeError):
-                pass
+                    owner = (
+                        parse_answer(ModelsAnswer, resp.content, root + "/v1/models").data[0].owned_by or ""
+                    )
+                    if owner.lower() in {"vllm", "sglang"}:
+                        name = owner.lower()
+            except (httpx.HTTPError, UserInputError):
+                pass  # the engine's name is a courtesy: a server that does not say is not an error
     out: dict[str, Any] = {"name": name, "version": version, "source": source}
     if errors:
         out["error"] = "; ".join(errors)

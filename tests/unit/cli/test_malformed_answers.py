@@ -127,3 +127,21 @@ def test_well_formed_answers_are_read(serve: Answers) -> None:
     tok = load_tokenizer(Endpoint(base_url=url, served_model="m"))
     assert tok.encode("anything") == [1, 2, 3] and tok.decode([1]) == "<|im_start|>"
     assert first_served_model(url, {}, None) == "m"
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"data": {"a": 1}}', b'{"data": "x"}', b"<html>", b'{"data": [{"id": 3}]}', b"7"]
+)
+def test_courtesy_lookups_of_v1_models_shrug_off_a_malformed_answer(serve: Answers, body: bytes) -> None:
+    """The engine's name in a run's environment and an endpoint target's served model are courtesies: a bad
+    /v1/models answer leaves them unknown (the spec's model is served), with no traceback."""
+    from accelbench.deploy.endpoint import ExistingEndpointTarget
+    from accelbench.domain.run import EndpointTarget, RunSpec
+    from accelbench.telemetry.host import engine_info
+
+    serve.answers["/v1/models"] = body
+    url = f"http://127.0.0.1:{serve.server_address[1]}"
+    assert engine_info(url)["name"] is None
+    target = ExistingEndpointTarget(EndpointTarget(base_url=url))
+    spec = RunSpec.model_validate({"model": "m", "target": {"kind": "endpoint", "base_url": url}})
+    assert target.deploy(spec).served_model == "m"
