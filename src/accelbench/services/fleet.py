@@ -149,7 +149,12 @@ def measured_capacity(
             requests_per_s=rps,
             source="measured",
             run_id=run.id,
-            detail=f"measured by capacity run {run.id} ({result.load}, {inp:g} in / {out:g} out tokens)",
+            detail=f"measured by capacity run {run.id} ({inp:g} in / {out:g} out tokens"
+            + (
+                ", Poisson arrivals)"
+                if result.load == "request_rate"
+                else ", a closed loop's requests/s at its capacity: Poisson arrivals may carry less)"
+            ),
         )
     return None
 
