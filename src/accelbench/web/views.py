@@ -17,6 +17,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
+from accelbench.report.served_view import served_context
 from accelbench.store import Store
 from accelbench.web.run_progress import cancel_warning, progress_view
 
@@ -408,6 +409,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "findings_error": findings_error,
         "headline": headline,
         "environment": describe_environment(run.environment) if run.environment else [],
+        **served_context(run),  # what it served and its quality (report/served_view.py)
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,
         "capacity": capacity_view(run, results),
