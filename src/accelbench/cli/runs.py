@@ -188,6 +188,21 @@ def print_headline(headline: Headline) -> None:
 
 
 @runs_app.command("show")
+def print_served(run: RunInfo) -> None:
+    """What the run served (each field and where it was read) and its quality, when it recorded them."""
+    from accelbench.report.served_view import quality_text, served_rows
+
+    served = served_rows(run)
+    if served:
+        table = Table("field", "value", "read from", box=None, header_style="bold")
+        for row in served:
+            table.add_row(*row)
+        console.print(Panel(table, title="What it served", expand=False))
+    quality = quality_text(run)
+    if quality:
+        console.print(quality, highlight=False, markup=False)
+
+
 def show_run(
     run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
     repeats: bool = typer.Option(False, "--repeats", help="Also list every repeat of every cell."),
@@ -277,6 +292,7 @@ def show_run(
             for k, v in env_lines:
                 env.add_row(k, v)
             console.print(Panel(env, title="Environment", expand=False))
+        print_served(run)
         capacity = (run.extra or {}).get("capacity")
         if capacity and capacity.get("load"):  # `capacity`, or a run spec's capacity: section
             from accelbench.cli.capacity import render as render_capacity

@@ -3,9 +3,9 @@ SLO (a measured capacity run of the same model there when the store has one, els
 its range), then servers per interval, $/day, cold starts, ranked cheapest first (``fleet/`` does the
 arithmetic). Every shell (``accelbench fleet``, ``POST /api/v1/fleet``, the Fleet page) calls ``plan_fleet``.
 
-A predicted capacity's range: the planner states no range of its own for a capacity yet, so the range is the
-capacity +- the planner's measured error on published throughput for the tier (``plan/measured_error.py``,
-``tps_mape_pct``); without such a figure the prediction has no range and the SLO risk is not stated.
+A predicted capacity's range: the planner's out-of-source 80% interval of a throughput for the instance's
+accelerator and the tier's default engine (``plan/ranges.py`` ``throughput_interval``), applied to the
+predicted capacity; without one the prediction has no range and the SLO risk is not stated.
 """
 
 from __future__ import annotations
@@ -162,8 +162,9 @@ def measured_capacity(
 def predicted_capacity(
     store: Store | None, model: str, inst: InstanceType, slo: CapacitySLO, lengths: tuple[float, float]
 ) -> tuple[ServerCapacity | None, str | None]:
-    """The planner's capacity at the SLO (Poisson arrivals) with its range, or (None, why not)."""
-    from accelbench.plan.measured_error import typical_error
+    """The planner's capacity at the SLO (Poisson arrivals) with its 80% range, or (None, why not)."""
+    from accelbench.plan.ranges import throughput_interval
+    from accelbench.runtimes.base import DEFAULT_RUNTIME
     from accelbench.services.plan import capacity_plan
 
     inp, out = max(1, round(lengths[0])), max(1, round(lengths[1]))
@@ -173,16 +174,17 @@ def predicted_capacity(
         return None, exc.message
     if not rps or rps <= 0:
         return None, "the planner predicts no load meeting the SLO here (or the model does not fit)"
-    err = typical_error(inst.accelerator_type.value) or {}
-    pct = err.get("tps_mape_pct")
-    low = high = None
     detail = f"predicted by the planner for {inp} in / {out} out tokens at Poisson arrivals"
-    if isinstance(pct, int | float) and 0 < pct < 100:
-        low, high = rps * (1 - pct / 100.0), rps * (1 + pct / 100.0)
-        detail += f"; range +-{pct:.0f}%, the planner's measured throughput error on published {inst.accelerator_type.value} data"
-    else:
-        detail += "; no range (the planner has no measured error for this tier)"
-    return ServerCapacity(requests_per_s=rps, low=low, high=high, source="predicted", detail=detail), None
+    engine = DEFAULT_RUNTIME[inst.accelerator_type]
+    span = throughput_interval(inst.accelerator_name, inst.accelerator_type.value, engine, inst.cpu_isa)
+    if span is None or not 0 < span.lo <= span.hi:
+        return ServerCapacity(
+            requests_per_s=rps, source="predicted", detail=detail + "; no range (no out-of-source error here)"
+        ), None
+    detail += f"; 80% range x{span.lo:.2f} to x{span.hi:.2f}: {span.basis}"
+    return ServerCapacity(
+        requests_per_s=rps, low=rps * span.lo, high=rps * span.hi, source="predicted", detail=detail
+    ), None
 
 
 def ready_seconds(store: Store | None, instance: str, model: str) -> tuple[list[float], list[float]]:
