@@ -187,7 +187,6 @@ def print_headline(headline: Headline) -> None:
     console.print(Panel(Group(*lines), title="Headline", expand=False), overflow="fold")
 
 
-@runs_app.command("show")
 def print_served(run: RunInfo) -> None:
     """What the run served (each field and where it was read) and its quality, when it recorded them."""
     from accelbench.report.served_view import quality_text, served_rows
@@ -203,6 +202,7 @@ def print_served(run: RunInfo) -> None:
         console.print(quality, highlight=False, markup=False)
 
 
+@runs_app.command("show")
 def show_run(
     run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
     repeats: bool = typer.Option(False, "--repeats", help="Also list every repeat of every cell."),

@@ -48,3 +48,20 @@ def test_sweep_quality_prints_the_score(tmp_path: Path) -> None:
         result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "quality (probe): 0 of 4 right" in result.output
+
+
+def test_runs_show_says_what_the_run_served_and_its_quality() -> None:
+    from accelbench.bench.quality import make_tasks, tally
+    from accelbench.store import get_store
+
+    store = get_store()
+    run = store.create_run(kind="bench", model="smol", served_model="smol")
+    tasks = make_tasks(0, 3)
+    quality = tally(tasks, [t.expected for t in tasks], [None] * 3) | {"source": "probe"}
+    store.merge_run_extra(
+        run.id, served={"max_model_len": {"value": 2048, "source": "/v1/models"}}, quality=quality
+    )
+    result = runner.invoke(app, ["runs", "show", run.id])
+    assert result.exit_code == 0, result.output
+    assert "What it served" in result.output and "/v1/models" in result.output
+    assert "quality (probe): 3 of 3 right" in result.output
