@@ -3,6 +3,7 @@ its name takes, and a refusal names the data roots; a name under a root is store
 
 from __future__ import annotations
 
+from pathlib import Path as FilePath
 from urllib.parse import quote
 
 import pytest
@@ -61,3 +62,43 @@ def test_a_dataset_named_relative_to_its_root_is_stored_resolved(api) -> None:
     assert r.status_code == 202, r.text
     run = api.store.get_run(r.json()["id"])
     assert run.spec["sweep"]["dataset_path"] == str((datasets / "prompts.jsonl").resolve())
+
+
+SPEC_KEYS = {
+    "sweep.dataset_path": lambda v: {"sweep": {"dataset": "jsonl", "dataset_path": v}},
+    "sweep.trace": lambda v: {"sweep": {"dataset": "trace", "dataset_path": v}},
+    "sweep.tools": lambda v: {"sweep": {"tools": v}},
+    "capacity.dataset_path": lambda v: {
+        "capacity": {"slo": {"ttft_ms": 500}, "dataset": "jsonl", "dataset_path": v}
+    },
+    "capacity.tools": lambda v: {"capacity": {"slo": {"ttft_ms": 500}, "tools": v}},
+    "target.tokenizer": lambda v: {"target": {**TARGET, "tokenizer": v}},
+    "target.kubeconfig": lambda v: {"target": {"kind": "kubernetes", "kubeconfig": v}},
+    "model": lambda v: {"model": v},
+}
+
+
+@pytest.mark.parametrize("key", sorted(SPEC_KEYS))
+def test_every_spec_key_naming_a_file_is_confined_through_the_api(api, key) -> None:
+    """Each key, with a name beside the service, a symlink out of a root, '..' and an encoded form."""
+    datasets = get_settings().datasets_dir
+    datasets.mkdir(parents=True, exist_ok=True)
+    (datasets / "escape").symlink_to(FilePath.cwd())
+    for name in ("outside.jsonl", "escape/outside.jsonl", "../../service-cwd/outside.jsonl", "%2e%2e/x",
+                 str(FilePath.cwd() / "outside.jsonl")):  # fmt: skip
+        if key == "model" and name == "escape/outside.jsonl":
+            continue  # a model may be a hub id: an unknown one is the loader's to refuse, not a path
+        body = {"model": SMALL, "target": TARGET, **SPEC_KEYS[key](name)}
+        r = api.client.post("/api/v1/runs", json=body, headers=api.auth, params={"dry_run": "true"})
+        assert r.status_code == 400, (key, name, r.text)
+        assert key.replace("sweep.trace", "sweep.dataset_path") in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize("route", ["/api/v1/estimate", "/api/v1/recommend", "/api/v1/memory-breakdown"])
+def test_plan_routes_do_not_read_a_model_beside_the_service(api, route) -> None:
+    model = FilePath.cwd() / "beside-model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    for name in ("beside-model", str(model), "./beside-model"):
+        r = api.client.get(route, params={"model": name, "instance_type": "g6.2xlarge"}, headers=api.auth)
+        assert r.status_code == 400 and "data roots" in r.json()["error"]["message"], (name, r.text)
