@@ -23,6 +23,8 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -53,9 +55,18 @@ _BAD_CHARS = re.compile(r"[\x00-\x20\x7f\\%]")
 _POLICY_HINT = "Name an engine's server as http(s)://host:port (optionally ending in /v1)."
 
 
+RESOLVE_TIMEOUT_S = 5.0
+_RESOLVERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
+
+
 def system_resolver(host: str, port: int) -> list[str]:
-    """Every address ``host`` resolves to (the system resolver)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    """Every address ``host`` resolves to (the system resolver), within ``RESOLVE_TIMEOUT_S``: a request is
+    never held by a slow name server (a name that does not resolve in time is refused)."""
+    future = _RESOLVERS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = future.result(timeout=RESOLVE_TIMEOUT_S)
+    except FuturesTimeout:
+        raise OSError(f"{host} did not resolve within {RESOLVE_TIMEOUT_S:g} s") from None
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 

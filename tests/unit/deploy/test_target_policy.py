@@ -174,3 +174,25 @@ def test_the_service_refuses_a_metadata_target_before_connecting(enforced: None)
     target = ExistingEndpointTarget(EndpointTarget(base_url="http://metadata.test"))
     with pytest.raises(UserInputError, match="cloud metadata"):
         target.wait_ready(timeout=1)
+
+
+def test_a_name_server_that_does_not_answer_in_time_refuses_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from accelbench.deploy import target_policy
+
+    release = threading.Event()
+
+    def slow(*args: object, **kw: object) -> list[object]:
+        release.wait(5)
+        return []
+
+    monkeypatch.setattr(target_policy.socket, "getaddrinfo", slow)
+    monkeypatch.setattr(target_policy, "RESOLVE_TIMEOUT_S", 0.1)
+    try:
+        with pytest.raises(UserInputError, match="does not resolve"):
+            TargetPolicy().check("http://slow.test:8000")
+    finally:
+        release.set()
