@@ -164,6 +164,7 @@ def test_demo_the_readme_main_job(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert "TTFT p50" in out and "Output tok/s" in out and "Demo wall time" in out
     assert "Answer check:" in out and "real words" in out
+    assert "quality (probe): " in out  # the probe ran before the sweep
     report_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert (report_dir / "results.md").exists() and (report_dir / "results.csv").exists()
     import csv

@@ -176,6 +176,11 @@ def print_run(
             err_console.print(
                 f"Answer check: {check.get('question')!r} -> {answer!r}: {mark}", highlight=False
             )
+    quality = run.extra.get("quality")
+    if isinstance(quality, dict):  # asked before the sweep (a spec's quality:, the demo's probe)
+        from accelbench.bench.quality_run import quality_line
+
+        err_console.print(quality_line(quality), highlight=False, markup=False)
     isa = run.extra.get("isa_trace")
     if isa and isa.get("total_executions") is not None:
         err_console.print(format_report(IsaTraceReport.model_validate(isa)), highlight=False)
@@ -472,6 +477,7 @@ def demo_spec(
             output_len=output_len,
             prompts_per_concurrency=prompts_per_concurrency,
             num_warmups=2,
+            quality="probe",  # a few seconds: the demo's answers are checked, not only timed
         ),
         isa_trace=isa_trace,
     )
