@@ -81,7 +81,15 @@ def test_a_slow_server_breaks_the_promise(tmp_path: Path) -> None:
     assert "ttft" in v["why"]
 
 
-def test_the_terminal_says_measured_beside_promised(tmp_path: Path) -> None:
+def test_the_terminal_says_measured_beside_promised_and_replays_compare(tmp_path: Path) -> None:
     out = " ".join(_run(tmp_path, Script(ttft_ms=20, itl_ms=5), fmt="table").split())
     assert "Replay on this machine (40 requests at 15 req/s per server, 2 server(s)" in out
     assert "measured 100.0%, promised at least 95%" in out
+    # a second replay, on a slower server: the two stored runs compare like any two benchmarks
+    (tmp_path / "again").mkdir()
+    _run(tmp_path / "again", Script(ttft_ms=200, itl_ms=20), fmt="table")
+    runs, _ = get_store().list_runs(kind="bench", limit=10)
+    assert len(runs) == 2
+    res = runner.invoke(app, ["compare", runs[1].id, runs[0].id, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert {r["id"] for r in json.loads(res.stdout)["runs"]} == {runs[0].id, runs[1].id}
