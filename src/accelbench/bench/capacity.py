@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelbench.bench.capacity_confidence import confidence_range, slo_confidence
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import (
     METRICS,
@@ -138,6 +139,18 @@ def judge(
         misses.append(f"attainment {probe.attainment:.0%} < {slo.attainment:.0%}")
     if probe.oversaturated:
         misses.append("over-saturated: the server fell behind the offered rate")
+    probe.confidence = (
+        0.0
+        if probe.oversaturated
+        else slo_confidence(
+            {m: [x for v in per_request if (x := v[m]) is not None] for m in slo.targets},
+            slo.targets,
+            slo.percentile,
+            meeting,
+            len(good) + failed,
+            slo.attainment,
+        )
+    )
     probe.met = not misses
     probe.why = "; ".join(misses) or "meets the SLO"
     return probe
@@ -295,6 +308,7 @@ def search(
         )
         return result
     result.max_load = lo
+    result.max_load_range = confidence_range(probes, lo, load)
     at = [p for p in probes if p.level == lo and met(p)]
     result.output_tokens_per_s_at_max = statistics.fmean(p.output_tokens_per_s for p in at)
     result.total_tokens_per_s_at_max = statistics.fmean(p.total_tokens_per_s for p in at)

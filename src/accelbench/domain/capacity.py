@@ -89,6 +89,11 @@ class Probe(StrictModel):
     oversaturated: bool = Field(default=False, description="The server fell behind: the queue kept growing.")
     met: bool | None = Field(default=None, description="Whether the SLO is met (None without an SLO).")
     why: str = Field(default="", description="Which target failed, or why the level could not be judged.")
+    confidence: float | None = Field(
+        default=None,
+        description="The chance (bootstrap over its requests) that the SLO holds at this level; None without an "
+        "SLO (bench/capacity_confidence.py).",
+    )
 
 
 class CapacityResult(StrictModel):
@@ -105,6 +110,12 @@ class CapacityResult(StrictModel):
     usd_per_million_output_tokens: float | None = None
     usd_per_million_total_tokens: float | None = None
     predicted_max_load: float | None = Field(default=None, description="The planner's capacity for the SLO.")
+    max_load_range: list[float | None] | None = Field(
+        default=None,
+        description="[low, high] the capacity lies in with 90% confidence: low holds the SLO surely, high is the "
+        "most below the first level that surely misses it (bench/capacity_confidence.py); an end is None when "
+        "no level measured settles it.",
+    )
     notes: list[str] = Field(default_factory=list)
 
     def prediction_error(self) -> float | None:

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from accelbench.bench.capacity_confidence import confidence_range, range_phrase
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.results import ResultInfo, RunInfo
@@ -412,9 +413,11 @@ def answer_sentence(c: CapacityRun) -> str:
         )
     if c.max_load is None:
         return f"At {c.slo_label}, {c.hardware} meets the SLO at no load measured: {c.reason or 'no probe met it'}."
+    sure = range_phrase(confidence_range(c.probes, c.max_load, c.load))
     text = (
         f"At {c.slo_label} (attainment >= {c.slo.attainment:.0%}), {c.hardware} sustains "
-        f"{load_phrase(c.load, c.max_load)}, {fmt_num(c.output_tokens_per_s_at_max)} output tok/s and "
+        f"{load_phrase(c.load, c.max_load)}{f' ({sure})' if sure else ''}, "
+        f"{fmt_num(c.output_tokens_per_s_at_max)} output tok/s and "
         f"{fmt_num(c.total_tokens_per_s_at_max)} total tok/s"
     )
     if c.usd_per_million_output_tokens is not None:

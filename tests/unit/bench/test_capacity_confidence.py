@@ -1,0 +1,75 @@
+"""How sure a capacity answer is: each level's chance of meeting the SLO, and the range the answer lies in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelbench.bench.capacity_confidence import (
+    confidence_range,
+    level_confidence,
+    range_phrase,
+    slo_confidence,
+)
+from accelbench.domain.capacity import Probe
+
+
+def _chance(median_ms: float, target: float = 100.0, n: int = 400) -> float:
+    rng = np.random.default_rng(1)
+    vals = list(rng.normal(median_ms, 10.0, n))
+    meeting = sum(1 for v in vals if v <= target)
+    return slo_confidence({"tpot": vals}, {"tpot": target}, 50.0, meeting, n, 0.0)
+
+
+def test_a_level_far_inside_the_slo_is_sure_and_one_far_outside_is_a_sure_miss() -> None:
+    assert _chance(80.0) > 0.99
+    assert _chance(120.0) < 0.01
+    # half the requests within the target: the median is as likely in as out
+    vals = [90.0] * 50 + [110.0] * 50
+    assert 0.35 < slo_confidence({"tpot": vals}, {"tpot": 100.0}, 50.0, 50, 100, 0.0) < 0.6
+
+
+def test_attainment_counts_and_every_condition_must_hold() -> None:
+    vals = [50.0] * 100
+    assert slo_confidence({"ttft": vals}, {"ttft": 100.0}, 90.0, 100, 100, 0.95) == pytest.approx(1.0)
+    # 95 of 100 meeting against a 95% floor: about even; 85 of 100: a sure miss
+    assert 0.3 < slo_confidence({"ttft": vals}, {"ttft": 100.0}, 90.0, 95, 100, 0.95) < 0.7
+    assert slo_confidence({"ttft": vals}, {"ttft": 100.0}, 90.0, 85, 100, 0.95) < 0.01
+
+
+def _probe(level: float, confidence: float, repeat: int = 1) -> Probe:
+    return Probe(level=level, repeat=repeat, met=confidence >= 0.5, confidence=confidence)
+
+
+def test_the_range_runs_from_a_sure_pass_to_below_the_first_sure_miss() -> None:
+    probes = [
+        _probe(8, 1.0),
+        _probe(14, 0.95),
+        _probe(15, 0.7),
+        _probe(16, 0.4),
+        _probe(16, 0.2, 2),
+        _probe(17, 0.02),
+    ]
+    assert level_confidence(probes)[16] == pytest.approx(0.3)
+    rng = confidence_range(probes, 15, "concurrency")
+    assert rng == [14, 16]
+    assert range_phrase(rng) == "14-16 with 90% confidence"
+    # a request rate: the high end is the highest level measured below the first sure miss
+    assert confidence_range(probes, 15, "request_rate") == [14, 16]
+    # nothing above is a sure miss: only the low end is known
+    assert range_phrase(confidence_range(probes[:4], 15, "concurrency")).startswith("at least 14 with 90%")
+    assert confidence_range([], 15, "concurrency") is None
+
+
+def test_the_answer_reads_with_its_confidence() -> None:
+    from accelbench.domain.capacity import CapacitySLO
+    from accelbench.report.capacity import answer_sentence
+    from accelbench.report.comparison import CapacityRun
+
+    probes = [_probe(8, 1.0), _probe(14, 0.95), _probe(15, 0.7), _probe(16, 0.4), _probe(17, 0.02)]
+    run = CapacityRun(
+        run_id="r", name="r", hardware="g6.xlarge", load="concurrency", slo=CapacitySLO(targets={"tpot": 50.0}),
+        slo_label="p90 TPOT <= 50 ms", finished=True, max_load=15, output_tokens_per_s_at_max=300.0,
+        total_tokens_per_s_at_max=900.0, probes=probes,
+    )  # fmt: skip
+    assert "sustains 15 users (14-16 with 90% confidence)," in answer_sentence(run)
