@@ -34,9 +34,9 @@ from accelbench.report.comparison import (
     lead,
     throughput_versus,
 )
+from accelbench.report.verdict_phrases import capacity_difference_findings, known, undetected
 from accelbench.report.verdict_phrases import clause as verdict_clause
 from accelbench.report.verdict_phrases import figures as verdict_figures
-from accelbench.report.verdict_phrases import known, undetected
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, find
 
 __all__ = ["Finding", "generate_findings"]
@@ -570,7 +570,7 @@ def _capacity_findings(cmp: Comparison) -> list[Finding]:
 def generate_findings(cmp: Comparison) -> list[Finding]:
     """All findings of a comparison, in reading order: capacity at the SLO (when some runs searched it), per
     input length the pair (or single-run) findings, then failures, then cost coverage."""
-    out: list[Finding] = _capacity_findings(cmp)
+    out: list[Finding] = _capacity_findings(cmp) + capacity_difference_findings(cmp)
     if len(cmp.runs) == 1:
         for s in cmp.scaling:
             out.extend(_scaling_findings(cmp, s))

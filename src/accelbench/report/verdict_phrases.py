@@ -5,7 +5,7 @@ that would settle it, and a ratio that only looks different said as on par."""
 from __future__ import annotations
 
 from accelbench.bench.intervals import half_width_pct
-from accelbench.report.comparison import ON_PAR, Comparison, Versus
+from accelbench.report.comparison import ON_PAR, CapacityRun, Comparison, Finding, Versus
 from accelbench.report.formatting import fmt_num
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase
 
@@ -115,3 +115,51 @@ def _with_ci(value: float, ci: list[float] | None) -> str:
     if pct is None:
         return text
     return f"{text} +-{pct:.1f}%" if pct < 1 else f"{text} +-{pct:.0f}%"
+
+
+def capacity_difference_findings(cmp: Comparison) -> list[Finding]:
+    """Whether the capacities of searches with the same SLO and load differ: each set against the first, by
+    their 90% confidence ranges (``bench.capacity_confidence``): apart when the ranges do not overlap, else no
+    detectable difference. Searches without a range on both ends say nothing."""
+    from accelbench.bench.capacity_confidence import LEVEL, confidence_range
+
+    groups: dict[tuple[str | None, str], list[CapacityRun]] = {}
+    for c in cmp.capacity:
+        if c.finished and c.max_load is not None:
+            groups.setdefault((c.slo_label, c.load), []).append(c)
+    out: list[Finding] = []
+    for group in groups.values():
+        ranged = [
+            (c, r) for c in group if (r := confidence_range(c.probes, c.max_load, c.load)) and None not in r
+        ]
+        for (a, ra), (b, rb) in ((ranged[0], x) for x in ranged[1:]):
+            assert a.max_load is not None and b.max_load is not None
+            lo_a, hi_a, lo_b, hi_b = (float(x) for x in (*ra, *rb) if x is not None)
+            apart = hi_a < lo_b or hi_b < lo_a
+            span = f"{a.hardware} {lo_a:g}-{hi_a:g}, {b.hardware} {lo_b:g}-{hi_b:g}"
+            if apart:
+                more, less = (b, a) if b.max_load > a.max_load else (a, b)
+                text = (
+                    f"At {a.slo_label}, {more.hardware} holds more load than {less.hardware} "
+                    f"({more.max_load:g} vs {less.max_load:g}): their {LEVEL:.0%} ranges do not overlap ({span})."
+                )
+            else:
+                text = (
+                    f"At {a.slo_label}, the capacities of {a.hardware} and {b.hardware} ({a.max_load:g} vs "
+                    f"{b.max_load:g}) show no detectable difference: their {LEVEL:.0%} ranges overlap ({span})."
+                )
+            out.append(
+                Finding(
+                    kind="capacity_difference",
+                    text=text,
+                    runs=[a.run_id, b.run_id],
+                    figures={
+                        "differ": "yes" if apart else "no",
+                        "a_low": lo_a,
+                        "a_high": hi_a,
+                        "b_low": lo_b,
+                        "b_high": hi_b,
+                    },
+                )
+            )
+    return out

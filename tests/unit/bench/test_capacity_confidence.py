@@ -73,3 +73,26 @@ def test_the_answer_reads_with_its_confidence() -> None:
         total_tokens_per_s_at_max=900.0, probes=probes,
     )  # fmt: skip
     assert "sustains 15 users (14-16 with 90% confidence)," in answer_sentence(run)
+
+
+def test_a_comparison_of_capacities_says_whether_they_differ() -> None:
+    from types import SimpleNamespace
+
+    from accelbench.domain.capacity import CapacitySLO
+    from accelbench.report.comparison import CapacityRun
+    from accelbench.report.verdict_phrases import capacity_difference_findings
+
+    def run(name: str, answer: int, sure: int, miss: int) -> CapacityRun:
+        probes = [_probe(sure, 0.97), _probe(answer, 0.8), _probe(miss, 0.03)]
+        return CapacityRun(
+            run_id=name, name=name, hardware=name, load="concurrency", slo=CapacitySLO(targets={"tpot": 50.0}),
+            slo_label="p90 TPOT <= 50 ms", finished=True, max_load=answer, probes=probes,
+        )  # fmt: skip
+
+    apart = SimpleNamespace(capacity=[run("a", 15, 14, 17), run("b", 30, 28, 32)])
+    [f] = capacity_difference_findings(apart)  # type: ignore[arg-type]
+    assert f.kind == "capacity_difference" and f.figures["differ"] == "yes"
+    assert f.text.startswith("At p90 TPOT <= 50 ms, b holds more load than a (30 vs 15)")
+    close = SimpleNamespace(capacity=[run("a", 15, 14, 17), run("b", 16, 15, 18)])
+    [g] = capacity_difference_findings(close)  # type: ignore[arg-type]
+    assert g.figures["differ"] == "no" and "show no detectable difference" in g.text
