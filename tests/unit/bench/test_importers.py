@@ -284,3 +284,22 @@ def test_aiperf_current_release_generated_here() -> None:
     # named by its statistics file, the records beside it are read all the same
     (by_stats,) = read_file("aiperf", gen / "profile_export_aiperf.json").cells
     assert by_stats.from_records and by_stats.summary.ttft_ms == s.ttft_ms
+
+
+def test_inference_perf_current_release_generated_here() -> None:
+    """inference-perf 0.7.0 run against the in-repo stream server (tests/data/inference_perf/README.md): its
+    records recomputed under accelbench's definitions give its own TTFT and TPOT, and an E2EL that ends at the
+    last text chunk, before its request latency (which runs to the end of the response)."""
+    gen = DATA / "inference_perf" / "generated"
+    raw = json.loads((gen / "stage_0_lifecycle_metrics.json").read_text())["successes"]["latency"]
+    (stage,) = read_file("inference-perf", gen / "stage_0_lifecycle_metrics.json").cells
+    (records,) = read_file("inference-perf", gen / "per_request_lifecycle_metrics.json").cells
+    assert stage.summary.config.request_rate == records.summary.config.request_rate == 4.0
+    assert stage.summary.completed == records.summary.completed == 20
+    for st in (stage.summary, records.summary):
+        assert st.ttft_ms.mean == pytest.approx(raw["time_to_first_token"]["mean"] * 1000, rel=1e-9)
+        assert st.ttft_ms.p90 == pytest.approx(raw["time_to_first_token"]["p90"] * 1000, rel=1e-9)
+        assert st.tpot_ms.mean == pytest.approx(raw["time_per_output_token"]["mean"] * 1000, rel=1e-9)
+    assert stage.summary.e2el_ms.mean == pytest.approx(raw["request_latency"]["mean"] * 1000)
+    assert records.summary.e2el_ms.mean < raw["request_latency"]["mean"] * 1000
+    assert records.summary.itl_ms.count == 20 * 7 and stage.summary.itl_ms.count == 0

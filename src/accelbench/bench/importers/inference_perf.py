@@ -124,7 +124,9 @@ def _summary(
     rps = f.number(thr, "requests_per_sec", "successes.throughput", required=False) or 0.0
     out_rate = f.number(thr, "output_tokens_per_sec", "successes.throughput", required=False) or 0.0
     in_rate = f.number(thr, "input_tokens_per_sec", "successes.throughput", required=False) or 0.0
-    duration = ok / rps if rps > 0 else float(load.get("send_duration") or 0.0)
+    duration = f.number(data, "benchmark_time_seconds", "(top level)", required=False)  # 0.7 and later
+    if not duration:
+        duration = ok / rps if rps > 0 else float(load.get("send_duration") or 0.0)
     prompt = _dist(f, ok_block.get("prompt_len"), "successes.prompt_len")
     output = _dist(f, ok_block.get("output_len"), "successes.output_len")
     config = config_for(
