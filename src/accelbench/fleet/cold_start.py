@@ -1,5 +1,6 @@
 """Cold starts priced in: how long a new server takes to serve, how much earlier each rise must be met, what
-that costs, and the requests that would miss the SLO if scaling reacted only after the rise.
+that costs, and the requests that would miss the SLO if scaling reacted only after the rise (each rise a
+``ScaleStep``: when to start the servers, how many, what reacting late would lose).
 
 Time to serve = instance provisioning + engine start and model load (+ compile on Neuron). Provisioning is
 not in the catalog and is never measured here: ``PROVISION_S`` holds a stated planning assumption per tier
@@ -32,6 +33,19 @@ PROVISION_S = {"gpu": 180.0, "neuron": 180.0, "cpu": 90.0}
 READY_S = {"gpu": 120.0, "neuron": 900.0, "cpu": 90.0}
 
 
+class ScaleStep(StrictModel):
+    """One rise: when to start the new servers, how many, and what reacting late would cost."""
+
+    start_at_s: float = Field(
+        description="When to start them: the rise's start less the lead (from the start)."
+    )
+    rise_at_s: float = Field(description="When the interval that needs them starts.")
+    add: int = Field(description="Servers added.")
+    late_misses: float = Field(
+        description="Requests that would miss the SLO if they were started at the rise."
+    )
+
+
 class ColdStart(StrictModel):
     """What cold starts cost one candidate's fleet."""
 
@@ -46,6 +60,7 @@ class ColdStart(StrictModel):
     late_misses_per_day: float = Field(
         description="Requests per day that would miss the SLO if scaling reacted only after each rise."
     )
+    steps: list[ScaleStep] = Field(default_factory=list, description="Each rise, in order.")
 
 
 def ready_from(values: Sequence[float], same_model: Sequence[float], tier: str) -> tuple[float, str]:
@@ -77,18 +92,26 @@ def cold_start_cost(
 ) -> ColdStart:
     """The cold-start figures of one plan (see the module docstring)."""
     lead = provision[0] + ready[0]
-    rises = added = 0
+    steps: list[ScaleStep] = []
     early_h = 0.0
-    misses = 0.0
     for prev, cur in pairwise(plan):
         up = cur.servers - prev.servers
         if up <= 0:
             continue
-        rises += 1
-        added += up
         early_h += up * min(lead, prev.seconds) / 3600.0
-        if cur.requests_per_s > prev.servers * capacity:
-            misses += cur.requests_per_s * min(lead, cur.seconds)
+        late = (
+            cur.requests_per_s * min(lead, cur.seconds)
+            if cur.requests_per_s > prev.servers * capacity
+            else 0.0
+        )
+        steps.append(
+            ScaleStep(
+                start_at_s=cur.start_s - min(lead, prev.seconds),
+                rise_at_s=cur.start_s,
+                add=up,
+                late_misses=late,
+            )
+        )
     per_day = DAY_S / sum(p.seconds for p in plan)
     return ColdStart(
         provision_s=provision[0],
@@ -96,8 +119,9 @@ def cold_start_cost(
         ready_s=ready[0],
         ready_source=ready[1],
         lead_s=lead,
-        rises=rises,
-        servers_added=added,
+        rises=len(steps),
+        servers_added=sum(x.add for x in steps),
         usd_per_day=early_h * hourly * per_day if hourly is not None else None,
-        late_misses_per_day=misses * per_day,
+        late_misses_per_day=sum(x.late_misses for x in steps) * per_day,
+        steps=steps,
     )

@@ -104,6 +104,14 @@ def fleet_lines(plan: FleetPlan) -> list[str]:
             f"provisioning {cs.provision_s:,.0f} s ({cs.provision_source}) + engine and model "
             f"{cs.ready_s:,.0f} s ({cs.ready_source}): add servers {cs.lead_s:,.0f} s before each rise."
         )
+        if cs.steps:
+            shown = "; ".join(
+                f"+{x.add} at {x.start_at_s / 3600:.2f} h for {x.rise_at_s / 3600:.2f} h"
+                + (f" ({x.late_misses:,.0f} would miss if late)" if x.late_misses else "")
+                for x in cs.steps[:6]
+            )
+            more = f"; {len(cs.steps) - 6} more in the JSON" if len(cs.steps) > 6 else ""
+            lines.append(f"Scale ahead ({best.instance}): {shown}{more}.")
     lines.extend(plan.notes)
     if plan.skipped:
         lines.append(

@@ -158,6 +158,7 @@ def fleet_files(
             "max_servers": c.max_servers,
             "capacity": c.capacity.model_dump(mode="json"),
             "scale_ahead_s": c.cold_start.lead_s,
+            "scale_ahead": [x.model_dump(mode="json") for x in c.cold_start.steps],
             "intervals": [i.model_dump(mode="json") for i in c.intervals],
             "warnings": warnings,
         },

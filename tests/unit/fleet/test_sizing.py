@@ -69,6 +69,8 @@ def test_hand_computed_case(profile: Path) -> None:
     assert (cold.lead_s, cold.rises, cold.servers_added) == (300, 1, 3)
     assert cold.usd_per_day == pytest.approx(4)
     assert cold.late_misses_per_day == pytest.approx(120)
+    (step,) = cold.steps
+    assert (step.start_at_s, step.rise_at_s, step.add, step.late_misses) == (3300, 3600, 3, pytest.approx(15))
 
 
 def test_burstier_traffic_needs_more_headroom() -> None:
