@@ -145,18 +145,30 @@ def measured_capacity(
         rps = result.max_load if result.load == "request_rate" else result.requests_per_s_at_max
         if not rps or rps <= 0:
             continue
+        low, high = _measured_range(result.max_load_range, result.max_load, rps)
+        detail = f"measured by capacity run {run.id} ({inp:g} in / {out:g} out tokens" + (
+            ", Poisson arrivals)"
+            if result.load == "request_rate"
+            else ", a closed loop's requests/s at its capacity: Poisson arrivals may carry less)"
+        )
+        if low is not None or high is not None:
+            detail += "; range: where the capacity lies with 90% confidence from its probes"
         return ServerCapacity(
-            requests_per_s=rps,
-            source="measured",
-            run_id=run.id,
-            detail=f"measured by capacity run {run.id} ({inp:g} in / {out:g} out tokens"
-            + (
-                ", Poisson arrivals)"
-                if result.load == "request_rate"
-                else ", a closed loop's requests/s at its capacity: Poisson arrivals may carry less)"
-            ),
+            requests_per_s=rps, low=low, high=high, source="measured", run_id=run.id, detail=detail
         )
     return None
+
+
+def _measured_range(
+    span: list[float | None] | None, max_load: float | None, rps: float
+) -> tuple[float | None, float | None]:
+    """A search's 90% confidence range of its capacity, in requests/s (a closed loop's users scaled by the
+    requests/s at its capacity)."""
+    if not span or len(span) != 2 or not max_load:
+        return None, None
+    scale = rps / max_load
+    low, high = (None if x is None else x * scale for x in span)
+    return low, high
 
 
 def predicted_capacity(

@@ -32,6 +32,7 @@ def _store_measured(store: Store, rps: float) -> str:
         load="request_rate",
         slo=SLO,
         max_load=rps,
+        max_load_range=[rps * 0.8, rps * 1.2],
         requests_per_s_at_max=rps,
         probes=[Probe(level=rps, requests=50, requests_per_s=rps, met=True, why="meets the SLO")],
     )
@@ -60,6 +61,9 @@ def test_measured_capacity_and_ready_s_come_from_the_store(store: Store, tmp_pat
     measured = got["m8i.2xlarge"]
     assert measured.capacity.source == "measured" and measured.capacity.run_id == run_id
     assert measured.capacity.requests_per_s == 2.0
+    # the search's 90% confidence range: at its low end (1.6 req/s) the 6 req/s interval needs 5 servers, not 4
+    assert (measured.capacity.low, measured.capacity.high) == pytest.approx((1.6, 2.4))
+    assert measured.slo_risk is not None and measured.slo_risk.intervals_short >= 1
     assert measured.cold_start.ready_s == 42.0 and "stored deployment" in measured.cold_start.ready_source
     # 0.99 quantiles of Poisson(60 x rate) per 60 s window: 212/60 and 405/60 req/s at 3 and 6 req/s, over 2 each
     assert [i.servers for i in measured.intervals] == [1, 1, 2, 4, 2, 1]
