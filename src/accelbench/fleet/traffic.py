@@ -140,7 +140,7 @@ def _mapping_with_line(loader: _Lines, node: yaml.MappingNode) -> dict[Any, Any]
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in out:
-            raise UserInputError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice.")
+            raise UserInputError(f"{key_node.start_mark.line + 1}: {key!r} is given twice.")
         out[key] = loader.construct_object(value_node, deep=True)
     out["__line__"] = node.start_mark.line + 1
     return out
@@ -199,6 +199,13 @@ def read_yaml_profile(path: Path, interval_s: float) -> list[Interval]:
         raise UserInputError(f"{path}: not valid YAML: {exc}") from None
     except UserInputError as exc:
         raise UserInputError(f"{path}:{exc.message}") from None
+    except (
+        TypeError,
+        RecursionError,
+    ):  # a key YAML allows but no profile has (a list, a mapping), or nesting
+        raise UserInputError(
+            f"{path}: not a profile: keys must be names and values numbers or {{tokens: share}}."
+        ) from None
     if not isinstance(doc, dict):
         raise UserInputError(f"{path}: a profile is a mapping with an 'intervals:' list.")
     top = f"{path}:{doc['__line__']}"

@@ -80,6 +80,8 @@ def test_yaml_length_distribution_uses_its_mean(tmp_path: Path) -> None:
         ("h.jsonl", '{"timestamp": 7, "input_length": 5, "output_length": 3}\n', r"h\.jsonl: every request has the same"),
         ("i.yaml", "input_tokens: 5\noutput_tokens: 5\nintervals:\n  - requests_per_s: 0\n", r"the traffic has no requests"),
         ("j.txt", "hello", r"Cannot tell the trace format"),
+        ("k.yaml", "input_tokens: 5\ninput_tokens: 6\n", r"k\.yaml:2: 'input_tokens' is given twice"),
+        ("l.yaml", "? [a, b]\n: 1\n", r"l\.yaml: not a profile"),
     ],
 )  # fmt: skip
 def test_bad_traffic_is_refused_with_file_line_and_field(
