@@ -303,3 +303,24 @@ def test_inference_perf_current_release_generated_here() -> None:
     assert stage.summary.e2el_ms.mean == pytest.approx(raw["request_latency"]["mean"] * 1000)
     assert records.summary.e2el_ms.mean < raw["request_latency"]["mean"] * 1000
     assert records.summary.itl_ms.count == 20 * 7 and stage.summary.itl_ms.count == 0
+
+
+def test_genai_bench_current_release_generated_here() -> None:
+    """genai-bench 0.0.5 run against the in-repo stream server (tests/data/genai_bench/README.md)."""
+    path = DATA / "genai_bench" / "generated" / "D32_8_text-to-text_num_concurrency_2_time_1s.json"
+    raw = json.loads(path.read_text())["aggregated_metrics"]
+    got = read_file("genai-bench", path)
+    (cell,) = got.cells
+    s = cell.summary
+    assert (got.tool_version, got.model, got.engine, cell.concurrency, cell.input_len) == (
+        "0.0.5", "fixture-model", "vllm", 2, 32,
+    )  # fmt: skip
+    assert (s.completed, s.duration_s) == (30, raw["run_duration"])
+    assert s.request_throughput == pytest.approx(30 / raw["run_duration"])
+    for ours, theirs in (("ttft_ms", "ttft"), ("e2el_ms", "e2e_latency")):  # numpy-interpolated, as ours
+        assert getattr(s, ours).mean == pytest.approx(raw["stats"][theirs]["mean"] * 1000, rel=1e-9)
+        assert getattr(s, ours).p90 == pytest.approx(raw["stats"][theirs]["p90"] * 1000, rel=1e-9)
+    # genai-bench drops a request's TPOT when its output took under 1 ms; accelbench keeps it
+    tpot = {m.name: m for m in cell.tool_metrics}["tpot"]
+    assert not tpot.comparable and "1 ms" in tpot.difference
+    assert s.tpot_ms.count == 30 and tpot.values["mean"] == pytest.approx(raw["stats"]["tpot"]["mean"] * 1000)

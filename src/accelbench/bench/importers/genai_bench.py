@@ -20,6 +20,7 @@ from typing import Any
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
 from accelbench.bench.importers.common import (
     Fields,
+    as_obj,
     config_for,
     describe,
     load_json,
@@ -34,6 +35,9 @@ NOTE = (
     "its TPOT divides that by the output tokens after the first; its records hold no send or chunk times, so ITL "
     "and peak rates are not known and throughputs are genai-bench's."
 )
+#: genai-bench's statistic names -> accelbench's
+TPOT_STATS = {"mean": "mean", "min": "min", "max": "max", "stddev": "std", "p50": "p50", "p90": "p90",
+              "p95": "p95", "p99": "p99"}  # fmt: skip
 SCENARIO = re.compile(r"^[A-Z]\((\d+(?:\.\d+)?),(\d+(?:\.\d+)?)\)(?:/\((\d+(?:\.\d+)?),(\d+(?:\.\d+)?)\))?$")
 
 
@@ -64,8 +68,12 @@ class GenAIBenchImporter:
         concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
         records = _records(f, rows)
         completed = int(f.number(agg, "num_completed_requests", "aggregated_metrics") or 0)
-        rpm = f.number(agg, "requests_per_minute", "aggregated_metrics", required=False) or 0.0
-        duration = completed * 60.0 / rpm if rpm > 0 else 0.0
+        rps = f.number(agg, "requests_per_second", "aggregated_metrics", required=False)  # 0.0.5 and later
+        if rps is None:
+            rps = (f.number(agg, "requests_per_minute", "aggregated_metrics", required=False) or 0.0) / 60.0
+        duration = f.number(agg, "run_duration", "aggregated_metrics", required=False)  # 0.0.5 and later
+        if not duration:
+            duration = completed / rps if rps > 0 else 0.0
         model = f.text(meta, "api_model_name") or f.text(meta, "model") or None
         config = config_for(
             input_len=in_mean,
@@ -91,7 +99,7 @@ class GenAIBenchImporter:
                 f.number(agg, "num_error_requests", "aggregated_metrics", required=False) or 0
             )
             summary.num_prompts = total
-            summary.request_throughput = rpm / 60.0
+            summary.request_throughput = rps
             summary.notes.append(
                 f"The file holds {len(records)} of {total} requests' records: latency figures are recomputed from "
                 "them, counts and throughputs are genai-bench's."
@@ -118,6 +126,22 @@ class GenAIBenchImporter:
                 "completed requests over the run's duration (here: total minus output throughput).",
             )
         ] if in_rate is not None else []  # fmt: skip
+        tpot = as_obj(as_obj(agg.get("stats")).get("tpot"))
+        theirs = {
+            k: float(v) * 1000 for k, v in tpot.items() if k in TPOT_STATS and isinstance(v, (int, float))
+        }
+        if theirs:
+            metrics.append(
+                ToolMetric(
+                    name="tpot",
+                    unit="ms",
+                    values={TPOT_STATS[k]: v for k, v in theirs.items()},
+                    comparable=False,
+                    difference="genai-bench leaves a request out of TPOT when its output latency (E2E latency - "
+                    "TTFT) is under 1 ms, and its E2E latency runs to the end of the stream; accelbench's TPOT "
+                    "keeps every request with more than one output token.",
+                )
+            )
         gpu_count = meta.get("server_gpu_count")
         return ImportedFile(
             path=path,
