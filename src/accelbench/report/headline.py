@@ -42,6 +42,7 @@ from accelbench.report.comparison import CapacityRun, Comparison, lead
 from accelbench.report.failures import CellFailures, cell_failures
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.report.percentiles import STORED
+from accelbench.report.ranking_stability import best_configuration_stability
 from accelbench.report.tables import (
     CellAggregate,
     percentile_columns,
@@ -431,6 +432,7 @@ class Headline:
     title: str
     runs: list[RunHeadline]
     ratios: list[Ratio] = field(default_factory=list)
+    stability: list[str] = field(default_factory=list)  # how often the ranking survives resampling
 
     @property
     def lines(self) -> list[str]:
@@ -440,13 +442,13 @@ class Headline:
         for r in self.runs:
             out += [f"{r.name}: {line}" if multi else line for line in r.lines]
         out += [q.sentence for q in self.ratios]
-        return out
+        return out + self.stability
 
     def as_dict(self) -> dict[str, object]:
         from dataclasses import asdict
 
         return {"title": self.title, "lines": self.lines, "runs": [asdict(r) for r in self.runs],
-                "ratios": [asdict(q) for q in self.ratios]}  # fmt: skip
+                "ratios": [asdict(q) for q in self.ratios], "stability": self.stability}  # fmt: skip
 
 
 def _best(
@@ -714,7 +716,14 @@ def build_headline(
         run_headline(cmp, r.id, cells, results, slo=slos.get(r.id), evaluation=evaluation) for r in cmp.runs
     ]
     ratios = comparison_ratios(cmp, runs) if len(runs) > 1 else []
-    return Headline(title=_title(runs), runs=runs, ratios=ratios)
+    by_key = {(c.run_id, c.input_len, c.concurrency): c for c in cells}
+    best = [
+        (r.name, by_key.get((r.run_id, r.best.input_len, r.best.concurrency)), r.best.hourly_usd)
+        for r in runs
+        if r.best is not None
+    ]
+    stability = best_configuration_stability(best) if len(runs) > 1 else []
+    return Headline(title=_title(runs), runs=runs, ratios=ratios, stability=stability)
 
 
 def _title(runs: Sequence[RunHeadline]) -> str:

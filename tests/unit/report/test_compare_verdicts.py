@@ -21,6 +21,7 @@ def _with_intervals(r: ResultInfo, half_pct: float) -> ResultInfo:
         "ttft_ms": {"count": 10, "p50": r.ttft_p50_ms, "p50_ci95": ci(r.ttft_p50_ms)},
         "tpot_ms": {"count": 10, "p50": r.tpot_p50_ms, "p50_ci95": ci(r.tpot_p50_ms)},
         "total_token_throughput_ci95": ci(r.total_token_throughput),
+        "output_throughput_ci95": ci(r.output_throughput),
     }
     return r
 
@@ -88,6 +89,10 @@ def test_the_headline_reads_the_same_verdicts() -> None:
     head = build_headline(cmp, aggregate_results(results), results)
     decode = next(r.sentence for r in head.ratios if "decoding" in r.what)
     assert "other is 1.2x faster than base" in decode and "TPOT 20% lower (" in decode
+    # the same output throughput on both: which is on top is a coin toss, and the headline says so
+    [stable] = head.stability
+    assert "has the highest output throughput at its best configuration in" in stable
+    assert stable in head.lines and "swap places in" in stable
 
 
 def test_the_verdict_table_of_the_cli_and_the_page() -> None:
