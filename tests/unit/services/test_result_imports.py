@@ -224,3 +224,15 @@ def test_a_run_exported_and_imported_back_compares_as_no_difference(
     verdicts = compare_runs(store, [run_id, back]).verdicts
     assert verdicts and {v.verdict for v in verdicts} == {NO_DIFFERENCE}
     assert all(v.ratio == 1.0 for v in verdicts)
+
+
+def test_cli_refusal_names_the_file_without_a_traceback(store: Store, tmp_path: Path) -> None:
+    from accelbench.cli.main import app
+
+    bad = tmp_path / "profile_export.jsonl"
+    bad.write_text('{"metadata": {}, "metrics": {}}\nnot json\n')
+    res = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["import", "aiperf", str(bad), "--label", "x"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in out
+    assert f"{bad}: expected AIPerf per-request records" in out and "found line 2 that is not JSON" in out
+    assert "Nothing was imported from any of the files." in out and store.list_runs()[1] == 0
