@@ -18,6 +18,8 @@
 - Peak output tokens per second and peak concurrent requests use vLLM's one-second buckets.
 - Each statistic of TTFT, TPOT, ITL and E2EL and each throughput carries its 95% interval (``*_ci95``), from a
   bootstrap over the successful requests (``bench.intervals``).
+- A latency metric whose distribution has two modes is named in ``modes`` with each mode's share and median
+  (``bench.modes``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from accelbench.bench.intervals import METHOD, RequestColumns, benchmark_intervals
+from accelbench.bench.modes import two_modes
 from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord, SummaryMetrics
 
 PERCENTILES = (50, 90, 95, 99)
@@ -166,6 +169,9 @@ def compute_metrics(
     m.output_tokens_source = sources.pop() if len(sources) == 1 else ("mixed" if sources else "none")
     m.prompt_token_check = prompt_check(records)
     attach_intervals(m, ok, duration_s, good_flags)
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("e2el", e2els)):
+        if (found := two_modes([v * 1000.0 for v in values])) is not None:
+            m.modes[name] = found
     return m
 
 

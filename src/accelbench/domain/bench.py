@@ -503,6 +503,11 @@ class SummaryMetrics(StrictModel):
     ci95_method: str | None = Field(
         default=None, description="How the *_ci95 intervals were computed; None when there were none."
     )
+    modes: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Latency metrics (ttft, tpot, e2el) whose distribution has two modes (bench/modes.py): the "
+        "share and median (ms) of each and their separation (Ashman's D); absent when unimodal.",
+    )
 
 
 class StageMetrics(StrictModel):

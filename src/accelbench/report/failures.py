@@ -81,7 +81,9 @@ def cell_failures(results: Iterable[ResultInfo]) -> list[CellFailures]:
 
 
 def cell_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
-    """Each cell's notes, once each (repeats repeat them), the failure note left out."""
+    """Each cell's notes, once each (repeats repeat them), the failure note left out; then the latency metrics
+    with two modes (``mode_warnings``)."""
+    results = list(results)
     seen: set[tuple[int, int, str]] = set()
     out = []
     for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
@@ -92,6 +94,34 @@ def cell_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
                 continue
             seen.add(k)
             out.append(CellWarning(r.input_len, r.concurrency, text))
+    return out + mode_warnings(results)
+
+
+_MODE_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
+
+
+def mode_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
+    """A cell's latency metrics with two modes (``bench.modes``), once per cell and metric: the first repeat
+    that shows them, with each mode's share and median."""
+    from accelbench.bench.modes import modes_sentence
+
+    seen: set[tuple[int, int, str]] = set()
+    out = []
+    for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
+        modes = (r.summary or {}).get("modes") or {}
+        for metric, found in modes.items() if isinstance(modes, dict) else ():
+            k = (r.input_len, r.concurrency, metric)
+            if k in seen or not isinstance(found, dict):
+                continue
+            seen.add(k)
+            where = f" (repeat {r.repeat + 1})"
+            out.append(
+                CellWarning(
+                    r.input_len,
+                    r.concurrency,
+                    modes_sentence(_MODE_NAMES.get(metric) or str(metric), found, where),
+                )
+            )
     return out
 
 
