@@ -370,12 +370,14 @@ def table_rows(
 
 
 def csv_header(*, with_range: bool, metrics: Sequence[MetricColumn] = METRICS) -> list[str]:
-    """Machine-readable column names: ``<metric>`` is the mean; ``<metric>_min``/``_max`` with ranges."""
+    """Machine-readable column names: ``<metric>`` is the mean; ``<metric>_min``/``_max`` with ranges; then
+    ``<metric>_ci95_low``/``_high``, its 95% interval (blank without one)."""
     cols = ["run_id", "input_len", "concurrency", "output_len", "repeats", "status"]
     for m in metrics:
         cols.append(m.key)
         if with_range:
             cols += [f"{m.key}_min", f"{m.key}_max"]
+        cols += [f"{m.key}_ci95_low", f"{m.key}_ci95_high"]
     return [*cols, "completed", "failed"]
 
 
@@ -398,6 +400,8 @@ def csv_rows(
             row.append(agg.mean if agg else "")
             if with_range:
                 row += [agg.min if agg else "", agg.max if agg else ""]
+            ci = agg.ci95 if agg else None
+            row += [ci[0], ci[1]] if ci else ["", ""]
         rows.append([*row, c.completed, c.failed])
     return rows
 

@@ -56,3 +56,17 @@ def test_tables_show_the_interval_compactly_and_flag_wide_ones() -> None:
     assert format_metric(wide.tpot_p50_ms, 2, with_range=False) == "20.00 +-15% (wide)"
     row = table_rows([tight])[0]
     assert "20.00 +-3%" in row
+
+
+def test_the_results_csv_carries_each_interval() -> None:
+    from accelbench.report.tables import csv_header, csv_rows
+
+    cells = aggregate_results([result(0, 20.0, [19.6, 20.4])])
+    header = csv_header(with_range=False)
+    row = dict(zip(header, csv_rows(cells, with_range=False)[0], strict=True))
+    assert (
+        row["tpot_p50_ms"] == 20.0
+        and row["tpot_p50_ms_ci95_low"] == 19.6
+        and row["tpot_p50_ms_ci95_high"] == 20.4
+    )
+    assert row["ttft_p50_ms_ci95_low"] == ""
