@@ -292,7 +292,13 @@ def test_inference_perf_current_release_generated_here() -> None:
     last text chunk, before its request latency (which runs to the end of the response)."""
     gen = DATA / "inference_perf" / "generated"
     raw = json.loads((gen / "stage_0_lifecycle_metrics.json").read_text())["successes"]["latency"]
-    (stage,) = read_file("inference-perf", gen / "stage_0_lifecycle_metrics.json").cells
+    got = read_file("inference-perf", gen / "stage_0_lifecycle_metrics.json")
+    (stage,) = got.cells
+    assert (got.model, got.engine, stage.summary.model_id) == (
+        "fixture-model",
+        "vllm",
+        "fixture-model",
+    )  # config.yaml
     (records,) = read_file("inference-perf", gen / "per_request_lifecycle_metrics.json").cells
     assert stage.summary.config.request_rate == records.summary.config.request_rate == 4.0
     assert stage.summary.completed == records.summary.completed == 20

@@ -40,6 +40,7 @@ from accelbench.bench.importers.common import (
 from accelbench.domain.bench import BenchmarkSummary, RequestRecord
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
+CONFIG = "config.yaml"  # the run's configuration, written beside its reports
 EXPECTED_RECORDS = (
     "inference-perf per-request records (a list of objects with start_time, end_time, info, error)"
 )
@@ -74,7 +75,7 @@ class InferencePerfImporter:
         "inference-perf stage_N_lifecycle_metrics.json (one per load stage), or per_request_lifecycle_metrics.json "
         "of a one-stage run"
     )
-    companions: tuple[str, ...] = ()
+    companions: tuple[str, ...] = (CONFIG,)
 
     def read(self, path: Path) -> ImportedFile:
         if path.name == PER_REQUEST:
@@ -90,12 +91,37 @@ class InferencePerfImporter:
                 "stage_N_lifecycle_metrics.json files, one cell each"
             )
         summary, metrics = _summary(f, data, load)
-        return ImportedFile(
-            path=path,
-            tool=self.tool,
-            tool_version="",  # not recorded in its files
-            cells=[ImportedCell(where=path.name, summary=summary, concurrency=None, tool_metrics=metrics)],
+        return _with_server(
+            ImportedFile(
+                path=path,
+                tool=self.tool,
+                tool_version="",  # not recorded in its files
+                cells=[
+                    ImportedCell(where=path.name, summary=summary, concurrency=None, tool_metrics=metrics)
+                ],
+            )
         )
+
+
+def _with_server(got: ImportedFile) -> ImportedFile:
+    """What the ``config.yaml`` inference-perf writes beside its reports says of the server: model, engine type
+    and base URL (absent or unreadable: nothing)."""
+    import yaml
+
+    config_path = got.path.with_name(CONFIG)
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return got
+    server = as_obj(as_obj(config).get("server"))
+    model, engine, url = server.get("model_name"), server.get("type"), server.get("base_url")
+    got.model = model if isinstance(model, str) and model else got.model
+    got.engine = engine if isinstance(engine, str) and engine else got.engine
+    got.base_url = url if isinstance(url, str) and url else got.base_url
+    for cell in got.cells:
+        cell.summary.model_id = cell.summary.tokenizer_id = got.model or ""
+        cell.summary.base_url = got.base_url or ""
+    return got
 
 
 def _dist(f: Fields, block: Any, where: str, scale: float = 1.0) -> dict[str, float]:
@@ -212,11 +238,13 @@ def _per_request(path: Path) -> ImportedFile:
                "chunk times under accelbench's definitions."],
         itl_counting="one gap per chunk carrying text (recomputed from inference-perf's chunk times)",
     )  # fmt: skip
-    return ImportedFile(
-        path=path,
-        tool="inference-perf",
-        tool_version="",
-        cells=[ImportedCell(where=path.name, summary=summary, concurrency=None, from_records=True)],
+    return _with_server(
+        ImportedFile(
+            path=path,
+            tool="inference-perf",
+            tool_version="",
+            cells=[ImportedCell(where=path.name, summary=summary, concurrency=None, from_records=True)],
+        )
     )
 
 
