@@ -168,7 +168,7 @@ def _family_table(records: list) -> None:
 
 def public(show_points: bool, write: bool) -> int:
     from accelbench.plan import accuracy as acc
-    from accelbench.plan.error_records import out_of_source_records
+    from accelbench.plan.accuracy import out_of_source_records
     from accelbench.plan.hardware import default_factors
     from accelbench.plan.public_data import load_public_measurements
 

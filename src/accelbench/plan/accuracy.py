@@ -25,6 +25,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
+from accelbench.plan.error_records import ErrorRecord, engine_group, family_of, regime_of
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
 from accelbench.plan.perf_model import PerfModel, Prediction
@@ -502,4 +503,40 @@ def leave_one_source_out(
                 f = fit_kind(train, _group_prior(key))  # the prior alone when no other source
                 rows += [(p, errors_of(p, f)) for p in pts if p.source == s and group_of(p) == key]
         out[kind] = summarize(kind, rows)
+    return out
+
+
+def _ratio(measured: float | None, predicted: float) -> float | None:
+    if not measured or not math.isfinite(predicted) or predicted <= 0:
+        return None
+    return float(measured) / predicted
+
+
+def out_of_source_records(points: Sequence[Any], train: Sequence[Any] | None = None) -> list[ErrorRecord]:
+    """Each point of an engine the planner models, predicted with factors fitted to the other sources of its
+    group (the cited priors alone when no other source has rows), as measured / predicted ratios."""
+    pool = list(train) if train is not None else list(points)
+    out: list[ErrorRecord] = []
+    fits: dict[tuple[str, str], Any] = {}
+    for p in points:
+        if not p.modelled_engine:
+            continue
+        key = (group_of(p), p.source)
+        if key not in fits:
+            rest = [q for q in pool if group_of(q) == key[0] and q.source != p.source]
+            fits[key] = fit_kind(rest, _group_prior(key[0]))
+        pred = predict_point(p, fits[key])
+        out.append(
+            ErrorRecord(
+                id=p.id,
+                source=p.source,
+                kind=p.kind,
+                family=family_of(p.accelerator, p.kind),
+                engine=engine_group(p.engine),
+                regime=regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, p.output_len),
+                tpot=_ratio(p.tpot_ms, pred.tpot * 1000),
+                ttft=_ratio(p.ttft_ms, pred.ttft * 1000),
+                tps=_ratio(p.out_tps, pred.out_tps) if p.tps_graded else None,
+            )
+        )
     return out

@@ -12,7 +12,7 @@ when nothing else fits, as the fallback chain does.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
@@ -125,17 +125,16 @@ def estimate_for_goal(
     engine_settings: EngineSettings | None,
     kwargs: dict[str, Any],
     allow_quantization: bool = False,
+    predict: Callable[..., Estimate],
 ) -> Estimate:
     """Every open setting predicted; the best for the goal reported, the others listed when asked.
 
     The checkpoint's own precision is kept whenever it fits: FP8 weights are predicted beside it and offered
     in a note with their gain, but chosen only when the caller allows it (``allow_quantization``) or asked
     for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported."""
-    from accelbench.plan.estimate import estimate
-
     options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
     predicted = [
-        (q, estimate(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs))
+        (q, predict(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs))
         for s, q in options
     ]
     estimates = [e for _, e in predicted]
@@ -143,7 +142,7 @@ def estimate_for_goal(
     kept = [e for q, e in predicted if open_format or q is None]
     best = choose(kept, goal)
     if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
-        best = estimate(
+        best = predict(
             model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
         )
         return best.model_copy(

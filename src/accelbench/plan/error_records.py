@@ -1,6 +1,6 @@
 """The planner's out-of-source error, one record per published measurement, and the strata ranges come from.
 
-``out_of_source_records`` predicts each usable row of the public data set with factors fitted WITHOUT the
+``accuracy.out_of_source_records`` predicts each usable row of the public data set with factors fitted WITHOUT the
 row's source (``plan/accuracy.py``'s leave-one-source-out fit) and records measured / predicted for TPOT,
 TTFT and output tokens/s, with the row's stratum: accelerator family (``family_of``: L4, H100/H200, B200,
 Inferentia2, Trainium, Xeon AMX, Graviton ...), engine and regime (``regime_of``: decode-bound,
@@ -138,41 +138,3 @@ class ErrorRecord:
             ttft=ratio("ttft"),
             tps=ratio("tps"),
         )
-
-
-def _ratio(measured: float | None, predicted: float) -> float | None:
-    if not measured or not math.isfinite(predicted) or predicted <= 0:
-        return None
-    return float(measured) / predicted
-
-
-def out_of_source_records(points: Sequence[Any], train: Sequence[Any] | None = None) -> list[ErrorRecord]:
-    """Each point of an engine the planner models, predicted with factors fitted to the other sources of its
-    group (the cited priors alone when no other source has rows), as measured / predicted ratios."""
-    from accelbench.plan import accuracy as acc
-
-    pool = list(train) if train is not None else list(points)
-    out: list[ErrorRecord] = []
-    fits: dict[tuple[str, str], Any] = {}
-    for p in points:
-        if not p.modelled_engine:
-            continue
-        key = (acc.group_of(p), p.source)
-        if key not in fits:
-            rest = [q for q in pool if acc.group_of(q) == key[0] and q.source != p.source]
-            fits[key] = acc.fit_kind(rest, acc._group_prior(key[0]))
-        pred = acc.predict_point(p, fits[key])
-        out.append(
-            ErrorRecord(
-                id=p.id,
-                source=p.source,
-                kind=p.kind,
-                family=family_of(p.accelerator, p.kind),
-                engine=engine_group(p.engine),
-                regime=regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, p.output_len),
-                tpot=_ratio(p.tpot_ms, pred.tpot * 1000),
-                ttft=_ratio(p.ttft_ms, pred.ttft * 1000),
-                tps=_ratio(p.out_tps, pred.out_tps) if p.tps_graded else None,
-            )
-        )
-    return out

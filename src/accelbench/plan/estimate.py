@@ -308,6 +308,7 @@ def estimate(
             goal=goal,
             alternatives=alternatives,
             allow_quantization=allow_quantization,
+            predict=estimate,  # each open setting predicted by this function (choose.py does not import it)
             quantization=quantization,
             engine_settings=engine_settings,
             kwargs={
