@@ -11,12 +11,34 @@ Usable as a library::
     print(summary.ttft_ms.p50, summary.output_throughput)
 
 A sweep loads the tokenizer once (``load_tokenizer``) and passes it to every ``run_benchmark`` call.
+
+The names below are imported when first used (PEP 562), so importing one light submodule (``bench.intervals``,
+``bench.metrics``) does not pay for the client, the tokenizers and numpy's dataset code: every command's start-up
+time depends on it.
 """
 
-from accelbench.bench import trace as _trace  # noqa: F401  (registers the trace dataset)
-from accelbench.bench.datasets import DATASETS, Dataset, Prompt, build_dataset
-from accelbench.bench.runner import arun_benchmark, run_benchmark
-from accelbench.bench.tokenizer import LocalTokenizer, ServerTokenizer, Tokenizer, load_tokenizer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelbench.bench.datasets import DATASETS, Dataset, Prompt, build_dataset
+    from accelbench.bench.runner import arun_benchmark, run_benchmark
+    from accelbench.bench.tokenizer import LocalTokenizer, ServerTokenizer, Tokenizer, load_tokenizer
+
+_EXPORTS = {
+    "DATASETS": "datasets",
+    "Dataset": "datasets",
+    "Prompt": "datasets",
+    "build_dataset": "datasets",
+    "arun_benchmark": "runner",
+    "run_benchmark": "runner",
+    "LocalTokenizer": "tokenizer",
+    "ServerTokenizer": "tokenizer",
+    "Tokenizer": "tokenizer",
+    "load_tokenizer": "tokenizer",
+}
 
 __all__ = [
     "DATASETS",
@@ -30,3 +52,14 @@ __all__ = [
     "load_tokenizer",
     "run_benchmark",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accelbench.bench' has no attribute {name!r}")
+    if module == "datasets":
+        importlib.import_module("accelbench.bench.trace")  # registers the trace dataset
+    value = getattr(importlib.import_module(f"accelbench.bench.{module}"), name)
+    globals()[name] = value
+    return value

@@ -10,7 +10,7 @@ per-request records and telemetry, after confirmation.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
@@ -32,14 +32,13 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
-from accelbench.report.compare import compare_runs
 from accelbench.report.formatting import MISSING
-from accelbench.report.headline import CellSLO, Headline, cell_table, given_slo, headline_for, slo_note
 from accelbench.report.percentiles import parse_percentiles
-from accelbench.report.tables import aggregate_results
 from accelbench.store import get_store
 from accelbench.store.owner import recover_dead_owners
-from accelbench.telemetry.host import describe_environment
+
+if TYPE_CHECKING:
+    from accelbench.report.headline import Headline
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 
@@ -214,6 +213,13 @@ def show_run(
 ) -> None:
     """Show one run: the headline (best configuration, SLO, cost, failures), its spec, environment and per-cell
     results with latency tails, SLO attainment and goodput, and each cell's top failure reason."""
+    # here, not at the top: the comparison, headline and statistics code is what makes `runs list` and every
+    # other runs command slow to start, and only `show` needs it
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.headline import CellSLO, cell_table, given_slo, headline_for, slo_note
+    from accelbench.report.tables import aggregate_results
+    from accelbench.telemetry.host import describe_environment
+
     with user_errors():
         chosen = parse_percentiles(percentiles)
         given = given_slo(slo, percentile=slo_percentile, attainment=slo_attainment)

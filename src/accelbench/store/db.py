@@ -4,18 +4,60 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import re
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, inspect, text
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
+_REVISION = re.compile(r"^(down_)?revision(?::[^=]*)?=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+
+
+def head_revision() -> str | None:
+    """The newest migration's revision, read from the migration files without importing alembic (None when the
+    files do not say it plainly: then alembic decides)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        for down, _, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (parents if down else revisions).add(value)
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def at_head(engine: Engine) -> bool:
+    """Whether the store's schema is already at the newest migration (one query; False when unsure)."""
+    head = head_revision()
+    if head is None:
+        return False
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if (
+        database
+        and database != ":memory:"
+        and (not Path(database).is_file() or Path(database).stat().st_size == 0)
+    ):
+        return False  # a new or empty file: connecting would write to it before check_sqlite_file has looked
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version_num FROM alembic_version")).fetchall()
+    except Exception:  # no table yet, a damaged file, ...: the migration path says what is wrong
+        return False
+    return [r[0] for r in rows] == [head]
+
+
 def alembic_config(url: str) -> Config:
+    # alembic here, not at the top: a store already at head is opened without it (start-up time of every command)
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -96,7 +138,9 @@ def upgrade_schema(engine: Engine) -> None:
     on a fresh store do not all create the same tables: on PostgreSQL an advisory lock held for the
     migration's transaction, on SQLite an exclusive lock on a file beside the database; whoever waited then
     finds the schema at head and does nothing."""
-    from alembic.util.exc import CommandError
+    if at_head(engine):
+        return
+    from alembic.util.exc import CommandError  # only when migrating: see alembic_config
     from sqlalchemy.exc import DatabaseError
 
     from accelbench.errors import StoreError
@@ -130,6 +174,8 @@ def _migrate(engine: Engine, cfg: Config) -> None:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
         cfg.attributes["connection"] = conn
+        from alembic import command  # only when migrating: see alembic_config
+
         command.upgrade(cfg, "head")
 
 
