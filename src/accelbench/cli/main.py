@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 from typer._click.exceptions import UsageError
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from accelbench import __version__
 from accelbench.cli.render import install_help_fit
@@ -50,6 +50,36 @@ COMMANDS: dict[str, str] = {
     "apikey": "serve",
 }
 
+# Top-level command -> its one-line summary in `accelbench --help` (None: hidden). They live here so that the
+# root --help imports no command module; tests/unit/cli/test_main.py checks they match the commands.
+SUMMARIES: dict[str, str | None] = {
+    "demo": "The main job: a real vLLM CPU engine and model here, swept and reported.",
+    "bench": "Benchmark one OpenAI-compatible streaming server.",
+    "sweep": "Measure a running server over input lengths x concurrency x repeats.",
+    "sweep-plot": "Plot and tabulate stored sweeps on shared axes.",
+    "capacity": "Measure capacity at an SLO: the most load that still meets it.",
+    "fleet": "Size, price and rank a fleet per instance type for a day of traffic.",
+    "run": "Deploy a spec's engine and model, measure, store, report, tear down.",
+    "rerun": "Repeat a stored run from its recorded spec; new figures beside old.",
+    "runs": "List, show, export and delete stored runs.",
+    "compare": "Compare runs against a baseline: matched cells, ratios, cost.",
+    "report": "Write an offline HTML and Markdown report with its charts.",
+    "import": "Bring results measured elsewhere into the store.",
+    "recommend": "Does a model fit an instance, with which settings, and why.",
+    "estimate": "Predicted TTFT, TPOT, tokens/s and cost, one instance or ranked.",
+    "memory-breakdown": "Where accelerator memory goes (GPU and Neuron).",
+    "plan": "Planning: calibrate the speed model from measured runs.",
+    "catalog": "Instance types, accelerator specs and prices.",
+    "machine": "This machine, as the planner sees it.",
+    "export": "Write the Kubernetes manifests of a benchmark run.",
+    "loadgen": None,
+    "engine": "Install, list and remove serving engines.",
+    "model": "Prepare and list models for the local engines.",
+    "config": "Configuration: tool versions and their audit log.",
+    "serve": "Serve the REST API, the web pages and the run worker.",
+    "apikey": "API keys for the service: create, list, revoke.",
+}
+
 
 # Typer vendors its own click; its classes are private, so the overrides below are typed loosely.
 @cache
@@ -61,7 +91,10 @@ def module_commands(module: str) -> dict[str, Any]:
 
 
 class LazyGroup(TyperGroup):
-    """The root group: commands are looked up in ``COMMANDS`` and imported on first use."""
+    """The root group: commands are looked up in ``COMMANDS`` and imported on first use; its own --help lists
+    them by their summaries without importing any."""
+
+    _listing = False
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
@@ -70,7 +103,17 @@ class LazyGroup(TyperGroup):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
+        if self._listing:
+            summary = SUMMARIES.get(cmd_name)
+            return TyperCommand(cmd_name, help=summary, short_help=summary, hidden=summary is None)
         return module_commands(module).get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """An unknown command names the closest ones (the commands are not loaded, so typer cannot)."""

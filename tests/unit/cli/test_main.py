@@ -33,3 +33,33 @@ def test_help_lists_visible_commands_and_unknown_command_fails() -> None:
     bad = runner.invoke(app, ["benhc"])
     assert bad.exit_code != 0
     assert isinstance(app, typer.Typer)
+
+
+def test_every_command_has_a_one_line_summary_in_the_root_help() -> None:
+    from accelbench.cli.main import SUMMARIES
+
+    assert list(SUMMARIES) == list(COMMANDS)
+    for name, summary in SUMMARIES.items():
+        cmd = module_commands(COMMANDS[name])[name]
+        if summary is None:
+            assert cmd.hidden, f"{name} is listed as hidden but is not"
+            continue
+        assert not cmd.hidden, name
+        assert "\n" not in summary and len(summary) <= 75 and summary.endswith("."), (name, summary)
+
+
+def test_the_root_help_imports_no_command_module() -> None:
+    """`accelbench --help` lists the commands from their summaries: no command module, store or engine code is
+    imported for it (that is what made every invocation of --help slow)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom accelbench.cli.main import app\ntry:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('accelbench.cli.', 'accelbench.store', "
+        "'accelbench.bench.', 'accelbench.report.tables', 'accelbench.plan')) and m not in "
+        "('accelbench.cli.main', 'accelbench.cli.render')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert "Commands" in out
+    assert "LOADED []" in out, out.splitlines()[-1]
