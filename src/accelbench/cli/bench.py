@@ -79,6 +79,18 @@ def parse_headers(items: list[str]) -> dict[str, str]:
     return out
 
 
+def base_url_option(value: str | None) -> str | None:
+    """``--base-url`` checked before anything connects (a bad one is a usage error, exit 2)."""
+    from accelbench.deploy.target_policy import check_url_form
+
+    if value is not None:
+        try:
+            check_url_form(value)
+        except UserInputError as exc:
+            raise typer.BadParameter(exc.message) from None
+    return value
+
+
 def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -> list[dict[str, Any]]:
     """What the server lists at /v1/models (id, and for vLLM the model's ``root``: where it was loaded from)."""
     hdrs = dict(headers)
@@ -142,6 +154,17 @@ def _fmt(v: float, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _with_ci(st: Any, key: str) -> str:
+    """One statistic with its 95% interval as it follows it ("20.10 +-3%"), when it has one."""
+    from accelbench.bench.intervals import half_width_pct
+
+    value = getattr(st, key)
+    pct = half_width_pct(value, getattr(st, f"{key}_ci95", None))
+    if pct is None:
+        return _fmt(value)
+    return f"{_fmt(value)} +-{pct:.1f}%" if pct < 1 else f"{_fmt(value)} +-{pct:.0f}%"
+
+
 def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path | None) -> None:
     """The one-screen summary."""
     cfg = summary.config
@@ -186,7 +209,7 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
         if st.count == 0:
             stats.add_row(name, *(["-"] * 5))
         else:
-            stats.add_row(name, *(_fmt(getattr(st, k)) for k in ("mean", "median", "p90", "p99", "max")))
+            stats.add_row(name, *(_with_ci(st, k) for k in ("mean", "median", "p90", "p99", "max")))
     parts: list[Any] = [head, "", stats]
     tel = summary.telemetry
     if tel.available:
@@ -200,6 +223,11 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
         parts.append(f"[red]{count} x[/] {reason}")
     for note in summary.notes:
         parts.append(f"[yellow]note:[/] {note}")
+    if summary.modes:
+        from accelbench.bench.modes import modes_sentence
+
+        for metric, found in summary.modes.items():
+            parts.append(f"[yellow]note:[/] {modes_sentence(metric.upper(), found)}")
     if saved is not None:
         parts.append(f"Saved to {saved}")
     if run_id is not None:
@@ -289,7 +317,11 @@ def _store_result(
 
 def bench(
     base_url: str = typer.Option(
-        ..., "--base-url", envvar="ACCELBENCH_BASE_URL", help="Server root, e.g. http://127.0.0.1:8000."
+        ...,
+        "--base-url",
+        envvar="ACCELBENCH_BASE_URL",
+        help="Server root, e.g. http://127.0.0.1:8000.",
+        callback=base_url_option,
     ),
     endpoint_kind: EndpointKind = load_option("endpoint"),
     model: str | None = typer.Option(

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from accelbench.cli.bench import first_served_model, parse_headers, served_model_root
+from accelbench.cli.bench import base_url_option, first_served_model, parse_headers, served_model_root
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -99,7 +99,11 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
 
 def capacity(
     base_url: str = typer.Option(
-        ..., "--base-url", envvar="ACCELBENCH_BASE_URL", help="Server root, e.g. http://127.0.0.1:8000."
+        ...,
+        "--base-url",
+        envvar="ACCELBENCH_BASE_URL",
+        help="Server root, e.g. http://127.0.0.1:8000.",
+        callback=base_url_option,
     ),
     model: str | None = typer.Option(None, "--model", help="Served model name; default: the first listed."),
     tokenizer: str | None = typer.Option(

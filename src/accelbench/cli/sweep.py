@@ -31,7 +31,13 @@ from accelbench.bench.sweep import (
     stored_sweep_spec,
     sweep_keys,
 )
-from accelbench.cli.bench import endpoint_environment, first_served_model, parse_goodput, served_model_root
+from accelbench.cli.bench import (
+    base_url_option,
+    endpoint_environment,
+    first_served_model,
+    parse_goodput,
+    served_model_root,
+)
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -197,6 +203,7 @@ def sweep(
         "--base-url",
         envvar="ACCELBENCH_BASE_URL",
         help="Server root, e.g. http://127.0.0.1:8000 (default: from --spec or the resumed run).",
+        callback=base_url_option,
     ),
     model: str | None = typer.Option(
         None, "--model", help="Served model name (default: the first model the server lists)."

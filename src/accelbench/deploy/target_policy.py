@@ -195,6 +195,20 @@ class TargetPolicy:
         )
 
 
+def check_url_form(url: str, what: str = "--base-url") -> None:
+    """The part of the rule the CLI applies too: an http or https URL with a host and a valid port (a user's
+    own URL may carry a password or a path; it is never refused for its address)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise UserInputError(f"{what} {redact_url(url)!r} is not a URL ({exc}).", hint=_POLICY_HINT) from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise UserInputError(
+            f"{what} {redact_url(url)!r} is not an http(s) URL with a host.", hint=_POLICY_HINT
+        )
+
+
 def check_spec_targets(spec: RunSpec, policy: TargetPolicy) -> None:
     """Every server a remote caller's run spec names, checked before the run is stored."""
     if isinstance(spec.target, EndpointTarget):

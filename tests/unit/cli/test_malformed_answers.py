@@ -145,3 +145,14 @@ def test_courtesy_lookups_of_v1_models_shrug_off_a_malformed_answer(serve: Answe
     target = ExistingEndpointTarget(EndpointTarget(base_url=url))
     spec = RunSpec.model_validate({"model": "m", "target": {"kind": "endpoint", "base_url": url}})
     assert target.deploy(spec).served_model == "m"
+
+
+@pytest.mark.parametrize("command", ["bench", "sweep", "capacity"])
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "gopher://127.0.0.1:9/", "127.0.0.1:9", "http://127.0.0.1:99999"]
+)
+def test_a_base_url_that_is_not_an_http_url_is_a_usage_error(command: str, url: str) -> None:
+    res = runner.invoke(app, [command, "--base-url", url])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "--base-url" in res.output
