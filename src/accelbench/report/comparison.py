@@ -360,6 +360,11 @@ class Comparison(StrictModel):
         default_factory=list,
         description="What like for like found, in words: mismatches, unverified fields, greedy agreement.",
     )
+    left_out: list[str] = Field(
+        default_factory=list,
+        exclude=True,
+        description="Runs kept out of the ratios, findings and headline: not like for like, no allow_mismatch.",
+    )
     verdicts: list[MetricVerdict] = Field(
         default_factory=list,
         description="Each run's matched cells against the baseline's, metric by metric: ratio, its 95% interval "

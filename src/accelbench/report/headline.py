@@ -651,8 +651,8 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
         return []
     out: list[Ratio] = []
     for other in runs:
-        if other is base or base.best is None or other.best is None:
-            continue
+        if other is base or base.best is None or other.best is None or other.run_id in cmp.left_out:
+            continue  # a run not like for like with the baseline is not ranked against it
         a, b = base.best, other.best
         names = (base.name, other.name)
         if a.output_tps and b.output_tps:
@@ -723,7 +723,8 @@ def build_headline(
         if r.best is not None
     ]
     stability = best_configuration_stability(best) if len(runs) > 1 else []
-    return Headline(title=_title(runs), runs=runs, ratios=ratios, stability=stability)
+    ranked = [r for r in runs if r.run_id not in cmp.left_out]  # the best of the runs like for like
+    return Headline(title=_title(ranked), runs=runs, ratios=ratios, stability=stability)
 
 
 def _title(runs: Sequence[RunHeadline]) -> str:

@@ -14,8 +14,9 @@ module reads what each run recorded (``extra["served"]``, ``bench/served_identit
   prompts), where both asked the same prompts.
 
 ``check_like_for_like`` puts the verdict on a comparison (``like_for_like``, ``mismatches``,
-``like_for_like_notes``) and, unless mismatches are allowed, takes the mismatched runs out of its pairs, so no
-ratio or finding ranks them; with ``allow_mismatch`` they stay and every note names the difference.
+``like_for_like_notes``) and, unless mismatches are allowed, takes the mismatched runs out of its pairs and
+names them in ``left_out``, so no ratio, finding or headline ranks them; with ``allow_mismatch`` they stay
+and every note names the difference.
 """
 
 from __future__ import annotations
@@ -220,6 +221,7 @@ def check_like_for_like(cmp: Comparison, runs: Sequence[RunInfo], *, allow_misma
     unlike = {m["run"] for m in verdict["mismatches"]}
     if unlike and not allow_mismatch:
         cmp.pairs = [p for p in cmp.pairs if p.b not in unlike]
+        cmp.left_out = sorted(unlike)
         left_out = [n for r, n in zip(runs, names, strict=True) if r.id in unlike]
         notes.append(
             "Left out of the ratios and findings: "

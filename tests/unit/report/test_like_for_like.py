@@ -147,3 +147,18 @@ def test_the_report_says_it_in_html_and_markdown() -> None:
     )
     md = render_markdown(report, {})
     assert "## Like for like" in md and "max model length is 1,024" in md
+
+
+def test_the_headline_does_not_rank_a_mismatched_run() -> None:
+    from accelbench.report.document import build_report
+    from tests.support.report_data import make_result, make_run, run_data
+
+    def data(run_id: str, dtype: str, tps: float) -> Any:
+        r = make_run(run_id, model="smol")
+        r.extra = {"served": served(weights_dtype=dtype)}
+        return run_data(r, [make_result(run_id, 128, 1, tpot=20.0, total_tps=tps, output_tps=tps)])
+
+    strict = build_report([data("A", "bf16", 50.0), data("B", "fp8", 500.0)])  # type: ignore[list-item]
+    assert strict.comparison.left_out == ["B"] and "left_out" not in strict.comparison.model_dump(mode="json")
+    assert not [r for r in strict.headline.ratios if "B" in r.sentence]
+    assert "50.0 output tok/s" in strict.headline.title  # the faster B serves other weights: not ranked
