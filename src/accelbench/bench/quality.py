@@ -184,14 +184,16 @@ def _root(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
-def _body(endpoint: Endpoint, task: QualityTask, api: str, max_tokens: int) -> dict[str, Any]:
+def _body(endpoint: Endpoint, task: QualityTask, api: str, max_tokens: int, logprobs: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"model": endpoint.served_model, "max_tokens": max_tokens, "temperature": 0.0}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": task.prompt}]
-        body["logprobs"] = True  # vLLM names each generated token; others ignore it
+        if logprobs:
+            body["logprobs"] = True  # vLLM names each generated token; most others ignore it
     else:
         body["prompt"] = f"Question: {task.prompt}\nAnswer:"
-        body["logprobs"] = 0
+        if logprobs:
+            body["logprobs"] = 0
     return body
 
 
@@ -210,11 +212,10 @@ def _answer_of(data: Any, api: str) -> tuple[str, list[str] | None]:
 
 
 async def _ask(
-    client: httpx.AsyncClient, endpoint: Endpoint, task: QualityTask, api: str, max_tokens: int
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], api: str
 ) -> tuple[str, list[str] | None, str | None]:
-    path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
     try:
-        resp = await client.post(_root(endpoint.base_url) + path, json=_body(endpoint, task, api, max_tokens))
+        resp = await client.post(url, json=body)
         if resp.status_code != 200:
             return "", None, f"HTTP {resp.status_code}: {resp.text[:200]}"
         text, tokens = _answer_of(resp.json(), api)
@@ -225,9 +226,8 @@ async def _ask(
 
 async def _ask_all(
     endpoint: Endpoint,
-    tasks: list[QualityTask],
+    bodies: list[dict[str, Any]],
     api: str,
-    max_tokens: int,
     concurrency: int,
     timeout: float,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -235,14 +235,15 @@ async def _ask_all(
     headers = dict(endpoint.headers)
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    url = _root(endpoint.base_url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport) as client:
 
-        async def one(task: QualityTask) -> tuple[str, list[str] | None, str | None]:
+        async def one(body: dict[str, Any]) -> tuple[str, list[str] | None, str | None]:
             async with gate:
-                return await _ask(client, endpoint, task, api, max_tokens)
+                return await _ask(client, url, body, api)
 
-        return list(await asyncio.gather(*(one(t) for t in tasks)))
+        return list(await asyncio.gather(*(one(b) for b in bodies)))
 
 
 def tally(
@@ -293,7 +294,12 @@ def run_probe(
     the network (tests)."""
     tasks = make_tasks(seed, count)
     t0 = time.monotonic()
-    replies = asyncio.run(_ask_all(endpoint, tasks, api, max_tokens, concurrency, timeout, transport))
+    replies = []
+    for logprobs in (True, False):  # a server that refuses the logprobs field is asked again without it
+        bodies = [_body(endpoint, t, api, max_tokens, logprobs) for t in tasks]
+        replies = asyncio.run(_ask_all(endpoint, bodies, api, concurrency, timeout, transport))
+        if not all((r[2] or "").startswith("HTTP 4") for r in replies):
+            break
     wall = time.monotonic() - t0
     texts = [r[0] for r in replies]
     errors = [r[2] for r in replies]

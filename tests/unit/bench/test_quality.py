@@ -206,3 +206,17 @@ def test_sweep_asks_the_probe_before_the_load_and_records_what_it_served(tmp_pat
     assert extra["served"]["served_model"]["value"] == "smol"
     assert extra["served"]["sampling"]["value"]["max_tokens"] == 4
     assert len(paths) == 5 + 4 and streamed[:5] == [False] * 5 and all(streamed[5:])  # the probe came first
+
+
+def test_a_server_that_refuses_logprobs_is_asked_again_without() -> None:
+    oracle = _oracle()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if "logprobs" in json.loads(request.content):
+            return httpx.Response(400, json={"error": {"message": "logprobs is not supported"}})
+        return oracle.handle_request(request)
+
+    result = run_probe(
+        Endpoint(base_url="http://127.0.0.1:9", served_model="m"), transport=httpx.MockTransport(handle)
+    )
+    assert result["correct"] == 24 and result["failed"] == 0
