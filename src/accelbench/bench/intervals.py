@@ -23,8 +23,9 @@ replicate is the mean of the drawn ones. One repeat has an interval from its req
 (``BASIS_REQUESTS``).
 
 Every random draw is seeded (``SEED``): the same data always gives the same interval. Pure numpy and vectorised
-(scipy only for the inverse incomplete beta, one call per metric); what dominates is one sort of the pooled ITL
-gaps per repeat (read from a histogram, not sorted). ``benchmarks/interval_cost.py`` times a 64-cell sweep of 3 x 1,000 requests.
+(scipy only for the inverse incomplete beta, one call per metric); what dominates is one counting pass over the
+pooled ITL gaps per repeat (their percentiles are read from a fine histogram, not a sort).
+``benchmarks/interval_cost.py`` times a 64-cell sweep of 3 x 1,000 requests.
 """
 
 from __future__ import annotations
