@@ -120,7 +120,7 @@ def test_bad_file_imports_nothing(store: Store, tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     res = runner.invoke(app, ["import", "vllm-bench", str(good), str(broken), "--label", "x"])
-    assert res.exit_code == 1 and "is not a JSON result file" in res.output
+    assert res.exit_code == 2 and "broken.json is not valid JSON" in res.output  # a malformed file: bad input
     missing = runner.invoke(
         app, ["import", "vllm-bench", str(good), str(tmp_path / "nope.json"), "--label", "x"]
     )

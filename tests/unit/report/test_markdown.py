@@ -43,6 +43,7 @@ def test_same_content_as_the_html(tmp_path: Path) -> None:
         "## Device telemetry",
         "## Predicted vs measured",
         "## Environment",
+        "## Like for like",
         "## Findings",
         "## Cost",
         "## Notes",
