@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from accelbench.errors import AccelbenchError
 
-router = APIRouter()
+router = APIRouter(include_in_schema=False)  # a page, like web/pages.py: not part of the API
 
 
 def chart_data(plan: Any, top: int = 8) -> dict[str, Any]:
