@@ -74,22 +74,25 @@ def field_value(run: RunInfo, name: str) -> Any:
     return served_value(served, name)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A served field's value in words (the run page and the mismatch sentences say it the same way)."""
+    if value is None:
+        return "unknown"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_show(v)}" for k, v in value.items())
+        return ", ".join(f"{k} {show_value(v)}" for k, v in value.items())
     return str(value)
 
 
 def _sentence(field: str, name: str, value: Any, base_name: str, base: Any) -> str:
     if field == "weights_precision":
-        return f"{name} serves {_show(value)} weights, {base_name} {_show(base)}"
+        return f"{name} serves {show_value(value)} weights, {base_name} {show_value(base)}"
     if field == "model":
-        return f"{name} serves {_show(value)}, {base_name} {_show(base)}"
-    return f"{name}'s {WORDS.get(field, field)} is {_show(value)}, {base_name}'s {_show(base)}"
+        return f"{name} serves {show_value(value)}, {base_name} {show_value(base)}"
+    return f"{name}'s {WORDS.get(field, field)} is {show_value(value)}, {base_name}'s {show_value(base)}"
 
 
 def _model_identity(run: RunInfo, base: RunInfo) -> tuple[str, Any, Any] | None:
@@ -197,7 +200,7 @@ def like_for_like(runs: Sequence[RunInfo], names: Sequence[str]) -> dict[str, An
                 f"{name} agrees with {base_name} on {share:.0%} of the leading greedy tokens of the probe."
             )
         said = [
-            f"{WORDS[f]} {_show(field_value(run, f))} against {_show(field_value(base, f))}"
+            f"{WORDS[f]} {show_value(field_value(run, f))} against {show_value(field_value(base, f))}"
             for f in SAID
             if field_value(run, f) is not None
             and field_value(base, f) is not None

@@ -12,18 +12,7 @@ from typing import Any
 from accelbench.bench.quality_run import quality_line
 from accelbench.bench.served_identity import FIELDS
 from accelbench.domain.results import RunInfo
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_show(v)}" for k, v in value.items())
-    return str(value)
+from accelbench.report.like_for_like import show_value
 
 
 def served_rows(run: RunInfo) -> list[tuple[str, str, str]]:
@@ -36,7 +25,7 @@ def served_rows(run: RunInfo) -> list[tuple[str, str, str]]:
         found = served.get(name)
         entry: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         rows.append(
-            (words[:1].upper() + words[1:], _show(entry.get("value")), str(entry.get("source") or "-"))
+            (words[:1].upper() + words[1:], show_value(entry.get("value")), str(entry.get("source") or "-"))
         )
     return rows
 
