@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -30,7 +30,7 @@ import orjson
 
 from accelbench.bench import trace as _trace  # noqa: F401  (registers the trace dataset)
 from accelbench.bench.client import RequestHead, render_request
-from accelbench.bench.datasets import PromptSource, open_dataset
+from accelbench.bench.datasets import PromptSource, StopFn, open_dataset
 from accelbench.bench.tokenizer import Tokenizer, tokenizer_from_recipe
 from accelbench.domain.bench import BenchConfig, EndpointKind
 from accelbench.errors import AccelbenchError, UserInputError
@@ -48,8 +48,6 @@ REQUEST_OVERHEAD_BYTES = 600
 PROCESS_JOIN_S = 2.0
 
 PATHS = {EndpointKind.chat: "/v1/chat/completions", EndpointKind.completions: "/v1/completions"}
-
-StopFn = Callable[[], bool]
 
 
 def request_body(
@@ -157,9 +155,6 @@ class ReadyFeed:
         self._halted = False
         self.delivered = 0
         self.error: BaseException | None = None
-
-    def __len__(self) -> int:
-        return len(self._requests)
 
     async def get(self) -> ReadyRequest | None:
         i = self.delivered
