@@ -97,21 +97,6 @@ def choice(value: str | None, kind: type[E], what: str) -> E | None:
         raise UserInputError(f"{what} {value!r} is not one of {known}.") from None
 
 
-N = TypeVar("N", int, float)
-
-
-def optional_number(value: str | None, kind: type[N], what: str) -> N | None:
-    if value is None or not value.strip():
-        return None
-    try:
-        number = kind(value.strip())
-    except ValueError:
-        raise UserInputError(f"{what}: {value!r} is not a number.") from None
-    if number <= 0:
-        raise UserInputError(f"{what}: must be above 0 (got {value.strip()}).")
-    return number
-
-
 def error_page(request: Request, exc: AccelbenchError) -> HTMLResponse:
     return html_error(request, exc.status_code, exc.message, exc.hint)
 
@@ -237,6 +222,41 @@ def catalog_instance_page(request: Request, name: str = PathParam(min_length=1, 
 
 _EQ = EstimateQuery.model_fields  # the form's defaults are the estimate query's own
 
+#: the Estimate form's fields as the form names them (its errors start with these)
+ESTIMATE_LABELS = {
+    "model": "Model",
+    "accelerator_type": "Accelerator",
+    "instance_type": "Instance",
+    "max_cost": "Max $/h",
+    "min_context": "Min context",
+    "quantization": "Quantization",
+    "input_len": "Input tokens",
+    "output_len": "Output tokens",
+    "concurrency": "Concurrency",
+    "slo": "SLO",
+    "engine": "Engine",
+    "tensor_parallel_size": "Tensor parallel",
+    "max_num_seqs": "Max sequences",
+    "kv_cache_dtype": "KV cache",
+    "goal": "Choose for",
+}
+
+
+def estimate_query(typed: dict[str, str], alternatives: bool) -> tuple[EstimateQuery | None, dict[str, str]]:
+    """The Estimate form's typed values (blank: the query's default) as an ``EstimateQuery``, or the reason
+    for each field that is wrong, in plain words (``web/form_errors.py``). With no model typed the form is
+    only being filled in: no query and no complaint about the model."""
+    from accelbench.web.form_errors import field_errors
+
+    values: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v and v.strip()}
+    try:
+        return EstimateQuery(**values, alternatives=alternatives), {}
+    except ValidationError as exc:
+        errors = field_errors(exc, ESTIMATE_LABELS)
+    if "model" not in values:
+        errors.pop("model", None)
+    return None, errors
+
 
 @router.get("/estimate", response_class=HTMLResponse, response_model=None)
 def estimate_page(
@@ -247,11 +267,11 @@ def estimate_page(
     max_cost: str | None = Query(None, max_length=20),
     min_context: str | None = Query(None, max_length=20),
     quantization: str | None = Query(None, max_length=16),
-    input_len: int = Query(_EQ["input_len"].default, ge=1, le=10_000_000),
-    output_len: int = Query(_EQ["output_len"].default, ge=1, le=10_000_000),
-    concurrency: int = Query(_EQ["concurrency"].default, ge=1, le=100_000),
+    input_len: str | None = Query(None, max_length=20),
+    output_len: str | None = Query(None, max_length=20),
+    concurrency: str | None = Query(None, max_length=20),
     slo: str | None = Query(None, max_length=100),
-    limit: int = Query(_EQ["limit"].default, ge=1, le=10_000),
+    limit: str | None = Query(None, max_length=20),
     engine: str | None = Query(None, max_length=32),
     tensor_parallel_size: str | None = Query(None, max_length=8),
     max_num_seqs: str | None = Query(None, max_length=8),
@@ -259,75 +279,51 @@ def estimate_page(
     goal: str | None = Query(None, max_length=16),
     alternatives: str | None = Query(None, max_length=8),
 ) -> Response:
+    """The ranked estimate. What was typed stays in the form; a wrong value is said beside its field."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    try:
-        tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
-        cost = optional_number(max_cost, float, "Max $/h")
-        context = optional_number(min_context, int, "Min context")
-        tp = optional_number(tensor_parallel_size, int, "Tensor parallel")
-        seqs = optional_number(max_num_seqs, int, "Max sequences")
-    except AccelbenchError as exc:
-        return error_page(request, exc)
-    form = {
+    typed = {
         "model": model or "",
-        "accelerator_type": tier.value if tier else "",
+        "accelerator_type": accelerator_type or "",
         "instance_type": instance_type or "",
-        "max_cost": cost,
-        "min_context": context,
+        "max_cost": max_cost or "",
+        "min_context": min_context or "",
         "quantization": quantization or "",
-        "input_len": input_len,
-        "output_len": output_len,
-        "concurrency": concurrency,
+        "input_len": input_len or "",
+        "output_len": output_len or "",
+        "concurrency": concurrency or "",
         "slo": slo or "",
+        "limit": limit or "",
         "engine": engine or "",
-        "tensor_parallel_size": tp,
-        "max_num_seqs": seqs,
+        "tensor_parallel_size": tensor_parallel_size or "",
+        "max_num_seqs": max_num_seqs or "",
         "kv_cache_dtype": kv_cache_dtype or "",
-        "goal": goal or _EQ["goal"].default,
+        "goal": goal or "",
+    }
+    query, errors = estimate_query(typed, bool(alternatives))
+    form: dict[str, Any] = {
+        **typed,
+        **{k: typed[k] or _EQ[k].default for k in ("input_len", "output_len", "concurrency", "goal")},
         "alternatives": bool(alternatives),
     }
     result: dict[str, Any] | None = None
-    error: AccelbenchError | None = None
-    if model:
+    error: AccelbenchError | None = UserInputError(errors[""]) if "" in errors else None
+    if query is not None:
         from accelbench import services as service
+        from accelbench.services.paths import confine
 
         try:
-            query = EstimateQuery(
-                model=model,
-                instance_type=instance_type or None,
-                accelerator_type=tier,
-                max_cost=cost,
-                min_context=context,
-                quantization=quantization or None,
-                input_len=input_len,
-                output_len=output_len,
-                concurrency=concurrency,
-                slo=slo or None,
-                limit=limit,
-                engine=engine or None,
-                tensor_parallel_size=tp,
-                max_num_seqs=seqs,
-                kv_cache_dtype=kv_cache_dtype or None,
-                goal=goal or _EQ["goal"].default,
-                alternatives=bool(alternatives),
-            )
-            from accelbench.services.paths import confine
-
             confine(query.model, "model")
             result = service.estimate(_store(request), query)
-        except ValidationError as exc:
-            error = UserInputError(
-                "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            )
         except AccelbenchError as exc:
             error = exc
     return render(
         request,
         "estimate.html",
         form=form,
-        result=views.estimate_view(result, slo=slo or None, concurrency=concurrency)
-        if result is not None
+        errors=errors,
+        result=views.estimate_view(result, slo=query.slo, concurrency=query.concurrency)
+        if result is not None and query is not None
         else None,
         error=error,
         models=views.model_choices(),
