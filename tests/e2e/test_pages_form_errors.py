@@ -50,3 +50,22 @@ def test_estimate_errors_beside_their_fields_with_the_typed_values_kept(
     p.wait_for_selector("#estimate")
     assert p.locator(".field-error").count() == 0
     tab.assert_clean()
+
+
+def test_fleet_and_compare_errors_beside_their_fields(tab: Tab) -> None:
+    p = tab.page
+    tab.goto("/fleet?percentile=100&interval=0&instances=g6.xlarge")
+    assert p.inner_text("h1") == "Fleet"
+    assert field_error(tab, "percentile") == "Percentile must be less than 100."
+    assert field_error(tab, "interval") == "Interval (s) must be more than 0."
+    assert p.input_value("[name=percentile]") == "100" and p.input_value("#instances") == "g6.xlarge"
+    assert (
+        p.locator("[name=traffic]").get_attribute("aria-invalid") is None
+    )  # not filled in yet: no complaint
+
+    tab.goto("/compare?tier=gold&percentiles=50,77")
+    assert p.inner_text("h1") == "Compare runs"
+    assert field_error(tab, "tier").startswith("Price tier 'gold' is not one of on_demand")
+    assert field_error(tab, "percentiles").startswith("Percentile '77' is not one accelbench stores.")
+    assert p.input_value("#compare-percentiles") == "50,77"
+    tab.assert_clean()

@@ -27,49 +27,90 @@ def chart_data(plan: Any, top: int = 8) -> dict[str, Any]:
     return {"title": "Servers needed over the traffic's span", "series": series}
 
 
+#: the Fleet form's fields as the form names them; ``interval_s`` is the form's ``interval``
+FLEET_LABELS = {
+    "traffic": "Traffic file",
+    "model": "Model",
+    "slo": "SLO",
+    "percentile": "Percentile",
+    "instances": "Instances",
+    "interval": "Interval (s)",
+    "peak_quantile": "Peak quantile",
+}
+
+
+def fleet_form_request(typed: dict[str, str]) -> tuple[Any, dict[str, str]]:
+    """The Fleet form's typed values (blank: the default) as a ``FleetRequest``, or the reason for each field
+    that is wrong, in plain words. A field not filled in yet is not complained about until the plan is asked
+    for (traffic, model and SLO all given); the traffic file is resolved under the data roots first."""
+    from pydantic import ValidationError
+
+    from accelbench.services.fleet import FleetRequest
+    from accelbench.services.paths import confine, resolve_file
+    from accelbench.web.form_errors import field_errors, refusal_text
+
+    values: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v and v.strip()}
+    filled = set(values)
+    errors: dict[str, str] = {}
+    if "traffic" in values:
+        try:
+            values["traffic"] = str(resolve_file(values["traffic"], "traffic"))
+        except AccelbenchError as exc:
+            errors["traffic"] = refusal_text(exc)
+    if "model" in values:
+        try:
+            confine(values["model"], "model")
+        except AccelbenchError as exc:
+            errors["model"] = refusal_text(exc)
+    if "interval" in values:
+        values["interval_s"] = values.pop("interval")
+    values["instances"] = [x.strip() for x in values.get("instances", "").split(",") if x.strip()]
+    request = None
+    try:
+        request = FleetRequest(**values)
+    except ValidationError as exc:
+        found = field_errors(exc, FLEET_LABELS, {"interval_s": "interval"})
+        asked = {"traffic", "model", "slo"} <= filled
+        errors = {**{k: v for k, v in found.items() if asked or k in filled}, **errors}
+    return (request if not errors else None), errors
+
+
 @router.get("/fleet", response_class=HTMLResponse, response_model=None)
 def fleet_page(
     request: Request,
     traffic: str | None = Query(None, max_length=1000),
     model: str | None = Query(None, max_length=300),
     slo: str | None = Query(None, max_length=200),
-    percentile: float = Query(90.0, gt=0, lt=100),
+    percentile: str | None = Query(None, max_length=20),
     instances: str | None = Query(None, max_length=4000),
-    interval: float = Query(3600.0, gt=0, le=86_400),
-    peak_quantile: float = Query(0.99, gt=0, lt=1),
+    interval: str | None = Query(None, max_length=20),
+    peak_quantile: str | None = Query(None, max_length=20),
 ) -> Response:
+    """A fleet plan; what was typed stays in the form and a wrong value is said beside its field."""
     from accelbench.web.pages import _store, need_sign_in, render
 
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    form = {
+    typed = {
         "traffic": traffic or "",
         "model": model or "",
         "slo": slo or "",
-        "percentile": percentile,
+        "percentile": percentile or "",
         "instances": instances or "",
-        "interval": interval,
-        "peak_quantile": peak_quantile,
+        "interval": interval or "",
+        "peak_quantile": peak_quantile or "",
     }
+    plan_request, errors = fleet_form_request(typed)
+    defaults = {"percentile": 90.0, "interval": 3600.0, "peak_quantile": 0.99}
+    form = {**typed, **{k: typed[k] or v for k, v in defaults.items()}}
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = None
-    if traffic and model and slo:
+    if plan_request is not None:
         from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
-        from accelbench.services.fleet import fleet_request, plan_fleet
-        from accelbench.services.paths import confine, resolve_file
+        from accelbench.services.fleet import plan_fleet
 
         try:
-            request_ = fleet_request(
-                traffic=resolve_file(traffic, "traffic"),
-                model=model,
-                slo=slo,
-                percentile=percentile,
-                instances=[x.strip() for x in (instances or "").split(",") if x.strip()],
-                interval_s=interval,
-                peak_quantile=peak_quantile,
-            )
-            confine(model, "model")
-            plan = plan_fleet(_store(request), request_)
+            plan = plan_fleet(_store(request), plan_request)
             result = {
                 "columns": FLEET_COLUMNS,
                 "rows": fleet_rows(plan),
@@ -80,4 +121,4 @@ def fleet_page(
             }
         except AccelbenchError as exc:
             error = exc
-    return render(request, "fleet.html", form=form, result=result, error=error)
+    return render(request, "fleet.html", form=form, errors=errors, result=result, error=error)

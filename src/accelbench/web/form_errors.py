@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from accelbench.errors import AccelbenchError
+
 #: a pydantic error's ``type`` -> the sentence after the field's label; ``{...}`` is filled from its context
 _PLAIN: dict[str, str] = {
     "greater_than_equal": "must be at least {ge}",
@@ -88,3 +90,8 @@ def field_errors(
         label = labels.get(key, "This form")
         out.setdefault(key, plain_message(error, label))
     return out
+
+
+def refusal_text(exc: AccelbenchError) -> str:
+    """A refusal a form field earned (a file outside the data roots, a percentile not stored), with its hint."""
+    return f"{exc.message} {exc.hint}" if exc.hint else exc.message

@@ -393,7 +393,7 @@ def result_page(
 def compare_page(
     request: Request,
     runs: list[str] = Query([], max_length=20),
-    tier: PriceTier = Query(PriceTier.on_demand),
+    tier: str | None = Query(None, max_length=32),
     baseline: str | None = Query(None, max_length=100),
     percentiles: str | None = Query(None, max_length=40),
 ) -> Response:
@@ -403,17 +403,27 @@ def compare_page(
         return redirect
     from accelbench.report.compare import not_comparable
     from accelbench.report.percentiles import parse_percentiles
+    from accelbench.web.form_errors import refusal_text
 
     store = _store(request)
     comparison = None
     error: AccelbenchError | None = None
+    errors: dict[str, str] = {}  # a wrong value beside its field, the rest of the form kept
     chosen = list(dict.fromkeys(r for r in runs if r))
     chosen_pcts: tuple[int, ...] = (50, 90, 99)
+    price_tier = PriceTier.on_demand
+    try:
+        price_tier = choice(tier, PriceTier, "Price tier") or PriceTier.on_demand
+    except AccelbenchError as exc:
+        errors["tier"] = refusal_text(exc)
     try:
         chosen_pcts = parse_percentiles(percentiles)
-        if len(chosen) >= 2:
-            comparison = views.comparison_view(store, chosen, tier, baseline or None, chosen_pcts)
-        elif chosen:
+    except AccelbenchError as exc:
+        errors["percentiles"] = refusal_text(exc)
+    try:
+        if len(chosen) >= 2 and not errors:
+            comparison = views.comparison_view(store, chosen, price_tier, baseline or None, chosen_pcts)
+        elif len(chosen) == 1:
             raise AccelbenchError(
                 "Pick at least two runs to compare.",
                 hint="Tick two or more completed runs; the first one ticked is the baseline unless you pick another.",
@@ -430,8 +440,9 @@ def compare_page(
         withheld=withheld,
         chosen=chosen,
         baseline=comparison["baseline"].id if comparison else (baseline or (chosen[0] if chosen else None)),
-        percentiles=",".join(str(p) for p in chosen_pcts),
-        tier=tier.value,
+        percentiles=percentiles if "percentiles" in errors else ",".join(str(p) for p in chosen_pcts),
+        tier=price_tier.value,
+        errors=errors,
         tiers=[t.value for t in PriceTier],
         comparison=comparison,
         error=error,

@@ -60,3 +60,16 @@ def test_estimate_form_keeps_quiet_until_a_model_is_given() -> None:
     assert (query.model, query.concurrency, query.alternatives, query.input_len) == (
         "qwen2.5-7b-instruct", 4, True, EstimateQuery.model_fields["input_len"].default,
     )  # fmt: skip
+
+
+def test_fleet_form_says_nothing_until_asked_then_every_wrong_field() -> None:
+    from accelbench.web.fleet_page import fleet_form_request
+
+    request, errors = fleet_form_request({"percentile": "100", "interval": "0", "slo": ""})
+    assert request is None
+    assert errors == {
+        "percentile": "Percentile must be less than 100.",
+        "interval": "Interval (s) must be more than 0.",
+    }
+    request, errors = fleet_form_request({"traffic": "nowhere/at/all.jsonl", "model": "m", "slo": "ttft:1"})
+    assert request is None and errors["traffic"].startswith("traffic 'nowhere/at/all.jsonl'")
