@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import io
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,7 @@ from rich.console import Console
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.catalog import PriceTier
-from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import UserInputError
 from accelbench.report.comparison import LATENCY_METRICS
 from accelbench.report.percentiles import DEFAULT, label
@@ -313,56 +310,6 @@ def report_command(
 
 
 # ------------------------------------------------------------------------------------------ import
-def _concurrency_of(path: Path, s: BenchmarkSummary) -> int:
-    conc = s.config.max_concurrency
-    if conc is not None:
-        return conc
-    # vLLM without --max-concurrency sends every prompt at once (at an infinite request rate), so the
-    # concurrency is the number of prompts; with a finite rate there is no fixed concurrency at all.
-    if s.config.request_rate == float("inf"):
-        return s.num_prompts or s.config.num_prompts
-    raise UserInputError(
-        f"{path}: no max_concurrency and a request rate of {s.config.request_rate}/s, so the cell's concurrency "
-        "is unknown.",
-        hint="Import results made with --max-concurrency (one file per cell and repeat).",
-    )
-
-
-def group_input_lengths(lengths: list[int], tolerance: float) -> dict[int, int]:
-    """Map each measured input length to its cell's input length.
-
-    vLLM's prompts vary around the asked length (it aligns them only when the server has ``/tokenize``), so
-    files of one cell can report 40, 42 and 44 tokens. Sorted lengths join a group while they stay within
-    ``tolerance`` (a fraction) of the group's smallest; a group's cell length is the median of its files'
-    lengths, rounded. ``tolerance=0`` keeps every distinct length its own cell.
-    """
-    import statistics
-
-    groups: list[list[int]] = []
-    for n in sorted(lengths):
-        if groups and n <= groups[-1][0] * (1.0 + tolerance):
-            groups[-1].append(n)
-        else:
-            groups.append([n])
-    mapping: dict[int, int] = {}
-    for g in groups:
-        cell = int(statistics.median(g) + 0.5)
-        for n in g:
-            mapping[n] = cell
-    return mapping
-
-
-def _import_failure(failed: list[tuple[Path, BenchmarkSummary]]) -> str:
-    """Why files have no completed request: the most frequent error reason the files record."""
-    reasons: dict[str, int] = defaultdict(int)
-    for _f, s in failed:
-        for reason, n in s.errors.items():
-            reasons[reason] += n
-    requests = sum(s.failed for _f, s in failed)
-    top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else "no error reason recorded"
-    return f"{requests} requests failed, most often: {top}"
-
-
 def import_vllm_bench(
     files: list[Path] = typer.Argument(
         ..., help="`vllm bench serve --save-result` JSON files (one per cell and repeat)."
@@ -386,113 +333,39 @@ def import_vllm_bench(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Import vLLM benchmark result files as one run; cells are recognised by input length and concurrency."""
-    from datetime import datetime
-
-    from accelbench.bench.results_io import read_result
+    from accelbench.services.import_request import ImportRequest
+    from accelbench.services.vllm_imports import import_vllm_results
     from accelbench.store import get_store
 
     with user_errors():
-        if engine_version and not engine:
-            raise UserInputError("--engine-version needs --engine (which engine is that the version of?).")
-        if not label.strip():
-            raise UserInputError("--label is empty; give the run a name.")
-        resolved = [f.resolve() for f in files]
-        dupes = sorted({str(f) for f in resolved if resolved.count(f) > 1})
-        if dupes:
-            raise UserInputError(f"Files named more than once: {', '.join(dupes)}.")
-        # Read and check everything first: a bad file leaves nothing half-imported.
-        loaded = [(f, read_result(f)) for f in files]
-        models = sorted({s.model_id for _, s in loaded if s.model_id})
-        if len(models) > 1:
-            raise UserInputError(
-                f"The files are from different models ({', '.join(models)}); a run measures one model.",
-                hint="Import each model's files as a separate run.",
-            )
-        fields: dict[str, Any] = {}
-        if instance:
-            from accelbench.catalog import get_catalog, price_for
-
-            inst = get_catalog().instance(instance)
-            price = price_for(inst.name)
-            fields.update(
-                instance_type=inst.name,
-                accelerator_type=inst.accelerator_type.value,
-                accelerator_name=inst.accelerator_name,
-                accelerator_count=inst.accelerator_count,
-                hourly_usd=price.usd_per_hour if price else None,
-            )
-        cell_len = group_input_lengths([s.config.input_len for _, s in loaded], tolerance)
-        cells: dict[tuple[int, int], list[tuple[Path, BenchmarkSummary]]] = defaultdict(list)
-        for f, s in loaded:
-            cells[(cell_len[s.config.input_len], _concurrency_of(f, s))].append((f, s))
-        measured_by_cell: dict[int, list[int]] = defaultdict(list)
-        for measured, cell in cell_len.items():
-            measured_by_cell[cell].append(measured)
-        notes = [
-            f"input {cell}: files with measured input lengths {', '.join(str(n) for n in sorted(ms))}"
-            for cell, ms in sorted(measured_by_cell.items())
-            if sorted(ms) != [cell]
-        ]
-        dates: list[datetime] = []
-        for _, s in loaded:
-            try:
-                dates.append(datetime.fromisoformat(s.date))
-            except ValueError:
-                continue
-        # A file with no completed request is a failed cell (compared by nothing); no completed request in
-        # any file is a failed run, stored with the reason the files give.
-        failed_files = [(f, s) for f, s in loaded if s.completed == 0]
-        error = None
-        if len(failed_files) == len(loaded):
-            error = f"no request completed in any file: {_import_failure(failed_files)}"
-        store = get_store()
-        run = store.create_run(
-            kind="import",
-            status=RunStatus.failed if error else RunStatus.completed,
-            error=error,
-            label=label.strip(),
-            model=models[0] if models else None,
-            served_model=models[0] if models else None,
-            base_url=next((s.base_url for _, s in loaded if s.base_url), None),
+        req = ImportRequest(
+            tool="vllm-bench",
+            files=files,
+            label=label,
+            instance=instance,
             engine=engine,
             engine_version=engine_version,
-            target="import",
-            started_at=min(dates) if dates else None,
-            finished_at=max(dates) if dates else None,
-            extra={
-                "source": "vllm bench serve --save-result",
-                "files": [f.name for f, _ in loaded],
-                "input_len_groups": notes,
-            },
-            **fields,
+            input_len_tolerance=tolerance,
         )
-        for (input_len, conc), group in sorted(cells.items()):
-            # repeats in the order they were measured
-            group.sort(key=lambda fs: (fs[1].date, fs[0].name))
-            for repeat, (_f, s) in enumerate(group):
-                status = CellStatus.completed if s.completed else CellStatus.failed
-                store.save_result(
-                    run.id, input_len=input_len, concurrency=conc, repeat=repeat, summary=s, status=status
-                )
-        if fmt == OutputFormat.json:
-            print_json({"run_id": run.id})
-            return
-        shape = ", ".join(f"input {i} x concurrency {c} ({len(g)})" for (i, c), g in sorted(cells.items()))
+        outcome = import_vllm_results(get_store(), req)
+    if fmt == OutputFormat.json:
+        print_json({"run_id": outcome.run_id})
+        return
+    err_console.print(
+        f"Imported {len(files)} results into run {outcome.run_id} ({label}): {', '.join(outcome.cells)}.",
+        highlight=False,
+    )
+    if outcome.error:
+        err_console.print(f"[red]Stored as failed[/]: {outcome.error}", highlight=False)
+    elif outcome.failed_files:
         err_console.print(
-            f"Imported {len(loaded)} results into run {run.id} ({label}): {shape}.", highlight=False
+            f"[yellow]No request completed in {', '.join(outcome.failed_files)}[/] ({outcome.failure}); "
+            "those cells are marked failed and left out of comparisons.",
+            highlight=False,
         )
-        if error:
-            err_console.print(f"[red]Stored as failed[/]: {error}", highlight=False)
-        elif failed_files:
-            names = ", ".join(f.name for f, _ in failed_files)
-            err_console.print(
-                f"[yellow]No request completed in {names}[/] ({_import_failure(failed_files)}); "
-                "those cells are marked failed and left out of comparisons.",
-                highlight=False,
-            )
-        for n in notes:
-            err_console.print(f"  grouped {n}", highlight=False)
-        typer.echo(run.id)
+    for n in outcome.notes:
+        err_console.print(f"  {n}", highlight=False)
+    typer.echo(outcome.run_id)
 
 
 def register(app: typer.Typer) -> None:

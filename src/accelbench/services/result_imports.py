@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +22,10 @@ from pydantic import ValidationError
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import UserInputError
+from accelbench.services.import_request import ImportOutcome, ImportRequest
 from accelbench.store import Store
 
-
-@dataclass
-class ImportRequest:
-    """What to import and how to name the run."""
-
-    tool: str
-    files: list[Path]
-    label: str
-    instance: str | None = None
-    engine: str | None = None
-    engine_version: str | None = None
-    input_len_tolerance: float = 0.15
-    file_names: list[str] | None = None  # names to record (uploads: the client's names, not temporary paths)
-    owner_key_id: int | None = None  # the API key that imported them (its own run)
-
-
-@dataclass
-class ImportOutcome:
-    """The stored run and what was made of the files."""
-
-    run_id: str
-    cells: list[str]  # "input 128 x concurrency 4 (2 repeats)"
-    notes: list[str] = field(default_factory=list)
+__all__ = ["ImportOutcome", "ImportRequest", "import_results", "read_all", "tools"]
 
 
 def tools() -> list[str]:
@@ -180,7 +158,7 @@ def import_results(store: Store, req: ImportRequest) -> ImportOutcome:
     by_cell: dict[tuple[int, int], list[tuple[ImportedFile, ImportedCell]]] = defaultdict(list)
     for in_len, conc, f, c in keyed:
         by_cell[(in_len, conc)].append((f, c))
-    names = req.file_names or [f.name for f in req.files]
+    names = req.names()
     name_by_path = dict(zip(req.files, names, strict=True))
     name_of = {id(f): name_by_path.get(f.path, f.path.name) for f in loaded}
     ok = any(c.summary.completed for _, _, _, c in keyed)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench.cli.compare import group_input_lengths
 from accelbench.cli.main import app
 from accelbench.domain.run import RunStatus
+from accelbench.services.vllm_imports import group_input_lengths
 from accelbench.store.repo import Store
 
 runner = CliRunner(env={"COLUMNS": "200"})

@@ -1,0 +1,39 @@
+"""What an import is asked and what it answers, shared by every tool's import (``services.result_imports`` and
+``services.vllm_imports``): the files, the run's name and what the files do not say; the stored run and what was
+made of the files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class ImportRequest:
+    """What to import and how to name the run."""
+
+    tool: str
+    files: list[Path]
+    label: str
+    instance: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    input_len_tolerance: float = 0.15
+    file_names: list[str] | None = None  # names to record (uploads: the client's names, not temporary paths)
+    owner_key_id: int | None = None  # the API key that imported them (its own run)
+
+    def names(self) -> list[str]:
+        """The files' names as the user knows them."""
+        return self.file_names or [f.name for f in self.files]
+
+
+@dataclass
+class ImportOutcome:
+    """The stored run and what was made of the files."""
+
+    run_id: str
+    cells: list[str]  # "input 128 x concurrency 4 (2)": each cell and how many repeats it holds
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # why the run is stored as failed (no request completed in any file)
+    failed_files: list[str] = field(default_factory=list)  # files with no completed request
+    failure: str | None = None  # what those files say went wrong most often
