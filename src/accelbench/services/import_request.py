@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from accelbench.errors import AccelbenchError
+
 
 @dataclass
 class ImportRequest:
@@ -37,3 +39,14 @@ class ImportOutcome:
     error: str | None = None  # why the run is stored as failed (no request completed in any file)
     failed_files: list[str] = field(default_factory=list)  # files with no completed request
     failure: str | None = None  # what those files say went wrong most often
+
+
+def named_as_given(exc: AccelbenchError, req: ImportRequest) -> AccelbenchError:
+    """A refusal that names an uploaded file by the name it was uploaded as, never its temporary path."""
+    if not req.file_names:
+        return exc
+    message = exc.message
+    for path, name in zip(req.files, req.file_names, strict=True):
+        message = message.replace(str(path.resolve()), name).replace(str(path), name)
+    exc.message = message
+    return exc

@@ -21,16 +21,34 @@ from pydantic import ValidationError
 
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile
 from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.errors import UserInputError
-from accelbench.services.import_request import ImportOutcome, ImportRequest
+from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.services.import_request import ImportOutcome, ImportRequest, named_as_given
+from accelbench.services.vllm_imports import import_vllm_results
 from accelbench.store import Store
 
-__all__ = ["ImportOutcome", "ImportRequest", "import_results", "read_all", "tools"]
+__all__ = [
+    "VLLM_BENCH",
+    "ImportOutcome",
+    "ImportRequest",
+    "import_results",
+    "read_all",
+    "tool_choices",
+    "tools",
+]
+
+#: vLLM's own result files, imported by ``services.vllm_imports`` rather than a ``bench.importers`` module
+VLLM_BENCH = "vllm-bench"
 
 
 def tools() -> list[str]:
     """The names ``import`` takes, besides vllm-bench."""
     return IMPORTERS.names()
+
+
+def tool_choices() -> list[tuple[str, str]]:
+    """Every tool ``import`` takes, vllm-bench first, with the one line saying which files it reads."""
+    vllm = (VLLM_BENCH, "`vllm bench serve --save-result` JSON files (one per cell and repeat)")
+    return [vllm, *((name, importer.description) for name, importer in IMPORTERS.items())]
 
 
 def read_all(tool: str, files: list[Path]) -> list[ImportedFile]:
@@ -142,11 +160,16 @@ def _hardware(req: ImportRequest, loaded: list[ImportedFile]) -> dict[str, Any]:
 
 def import_results(store: Store, req: ImportRequest) -> ImportOutcome:
     """Read every file, then store them as one run of kind ``import``."""
+    if req.tool == VLLM_BENCH:
+        return import_vllm_results(store, req)
     if req.engine_version and not req.engine:
         raise UserInputError("--engine-version needs --engine (which engine is that the version of?).")
     if not req.label.strip():
         raise UserInputError("--label is empty; give the run a name.")
-    loaded = read_all(req.tool, req.files)
+    try:
+        loaded = read_all(req.tool, req.files)
+    except AccelbenchError as exc:
+        raise named_as_given(exc, req) from None
     models = sorted({f.model for f in loaded if f.model})
     if len(models) > 1:
         raise UserInputError(

@@ -18,8 +18,8 @@ from typing import Any
 
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.errors import UserInputError
-from accelbench.services.import_request import ImportOutcome, ImportRequest
+from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.services.import_request import ImportOutcome, ImportRequest, named_as_given
 from accelbench.store import Store
 
 SOURCE = "vllm bench serve --save-result"
@@ -98,9 +98,12 @@ def _read_all(req: ImportRequest) -> list[tuple[Path, BenchmarkSummary, int]]:
     if dupes:
         raise UserInputError(f"Files named more than once: {', '.join(dupes)}.")
     out = []
-    for f in req.files:
-        s = read_result(f)
-        out.append((f, s, concurrency_of(f, s)))
+    try:
+        for f in req.files:
+            s = read_result(f)
+            out.append((f, s, concurrency_of(f, s)))
+    except AccelbenchError as exc:
+        raise named_as_given(exc, req) from None
     return out
 
 

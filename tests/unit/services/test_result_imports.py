@@ -236,3 +236,34 @@ def test_cli_refusal_names_the_file_without_a_traceback(store: Store, tmp_path: 
     assert res.exit_code == 1 and "Traceback" not in out
     assert f"{bad}: expected AIPerf per-request records" in out and "found line 2 that is not JSON" in out
     assert "Nothing was imported from any of the files." in out and store.list_runs()[1] == 0
+
+
+def test_vllm_bench_files_import_through_the_same_use_case(store: Store) -> None:
+    from accelbench.services.result_imports import tool_choices
+
+    assert tool_choices()[0][0] == "vllm-bench"
+    assert {"guidellm", "aiperf", "inference-perf", "genai-bench", "llm-d-report"} <= dict(
+        tool_choices()
+    ).keys()
+    files = sorted((DATA / "vllm_bench").glob("*.json"))
+    out = import_results(store, ImportRequest("vllm-bench", files, label="vllm files"))
+    run = store.get_run(out.run_id)
+    assert (run.kind, run.label, run.extra["source"]) == (
+        "import",
+        "vllm files",
+        "vllm bench serve --save-result",
+    )
+    assert len(out.cells) == len({(r.input_len, r.concurrency) for r in store.get_results(run.id)}) > 1
+
+
+def test_an_uploaded_files_refusal_names_it_as_uploaded(store: Store, tmp_path: Path) -> None:
+    """An upload is read from a temporary path; the refusal names the file as the user named it."""
+    for tool, name in (("inference-perf", "stage_1_lifecycle_metrics.json"), ("vllm-bench", "mine.json")):
+        bad = tmp_path / "upload-dir" / "f0.json"
+        bad.parent.mkdir(exist_ok=True)
+        bad.write_text("{not json")
+        req = ImportRequest(tool, [bad], label="x", file_names=[name])
+        with pytest.raises(UserInputError) as info:
+            import_results(store, req)
+        assert info.value.message.startswith(name) and str(tmp_path) not in info.value.message
+    assert store.list_runs()[1] == 0

@@ -29,7 +29,7 @@ Tool = Annotated[
     Path(
         min_length=1,
         max_length=40,
-        description="guidellm, aiperf, inference-perf, genai-bench or llm-d-report.",
+        description="vllm-bench, guidellm, aiperf, inference-perf, genai-bench or llm-d-report.",
     ),
 ]
 RunId = Annotated[str, Path(min_length=1, max_length=64, description="A run id or an unambiguous prefix.")]
