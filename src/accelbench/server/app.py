@@ -48,7 +48,7 @@ def create_app(
     from accelbench.api.routers import catalog, compare, config, fleet, health, imports, models, plan, runs
     from accelbench.api.worker import RunWorker
     from accelbench.redact import install_log_redaction
-    from accelbench.web import fleet_page, pages
+    from accelbench.web import fleet_page, import_page, pages
 
     install_log_redaction()  # the worker's httpx requests name URLs that may carry a password
 
@@ -95,6 +95,7 @@ def create_app(
         app.include_router(module.router, prefix=API_PREFIX)
     pages.install(app)
     app.include_router(fleet_page.router)
+    app.include_router(import_page.router)
     install_docs(app)
     install_openapi(app, reads_open=not settings.api_read_auth)
     return app

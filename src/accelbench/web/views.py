@@ -19,6 +19,7 @@ from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.report.served_view import served_context
 from accelbench.store import Store
+from accelbench.web.import_view import imported_view
 from accelbench.web.run_progress import cancel_warning, progress_view
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
@@ -413,6 +414,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
         "in_flight": not run.status.finished,
         "capacity": capacity_view(run, results),
+        "imported": imported_view(run, results),  # where an imported run's figures came from
         "failures": [
             {
                 "cell": f.cell,
