@@ -52,7 +52,7 @@ def test_estimate_errors_beside_their_fields_with_the_typed_values_kept(
     tab.assert_clean()
 
 
-def test_fleet_and_compare_errors_beside_their_fields(tab: Tab) -> None:
+def test_fleet_compare_and_runs_errors_beside_their_fields(tab: Tab) -> None:
     p = tab.page
     tab.goto("/fleet?percentile=100&interval=0&instances=g6.xlarge")
     assert p.inner_text("h1") == "Fleet"
@@ -68,4 +68,13 @@ def test_fleet_and_compare_errors_beside_their_fields(tab: Tab) -> None:
     assert field_error(tab, "tier").startswith("Price tier 'gold' is not one of on_demand")
     assert field_error(tab, "percentiles").startswith("Percentile '77' is not one accelbench stores.")
     assert p.input_value("#compare-percentiles") == "50,77"
+
+    # a filter that is not one of its choices: said beside it, the other filter still applied
+    tab.server.store.create_run(
+        kind="run", label="on a gpu", model="m", accelerator_type="gpu", target="local"
+    )
+    tab.goto("/runs?status=bogus&accelerator_type=cpu")
+    assert p.inner_text("h1") == "Runs"
+    assert field_error(tab, "status").startswith("Status 'bogus' is not one of pending, ")
+    assert p.input_value("[name=accelerator_type]") == "cpu" and "on a gpu" not in p.inner_text("main")
     tab.assert_clean()

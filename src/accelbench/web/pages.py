@@ -347,11 +347,18 @@ def runs_page(
 ) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
+    from accelbench.web.form_errors import refusal_text
+
+    errors: dict[str, str] = {}  # a filter that is not one of its choices: said beside it, and not applied
+    state = tier = None
     try:
         state = choice(status, RunStatus, "Status")
+    except AccelbenchError as exc:
+        errors["status"] = refusal_text(exc)
+    try:
         tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
     except AccelbenchError as exc:
-        return error_page(request, exc)
+        errors["accelerator_type"] = refusal_text(exc)
     per_page = 25
     items, total = _store(request).list_runs(
         status=state.value if state else None,
@@ -373,6 +380,7 @@ def runs_page(
             "model": model or "",
         },
         statuses=[s.value for s in RunStatus],
+        errors=errors,
     )
 
 
