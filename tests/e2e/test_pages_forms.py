@@ -169,8 +169,11 @@ def test_configuration_page_sets_versions_and_shows_the_audit(
     tab.assert_clean()  # before the refused update below, whose 400 the console reports
     p.fill("#versions tr[data-key=vllm] input", "not a version!")
     p.click("#save-versions")
-    p.locator("#config-error").wait_for(state="visible")
-    assert "not a version" in p.inner_text("#config-error")
+    # the refusal is said beside the row's field, not in a banner above the table
+    p.locator("#version-vllm-error").wait_for(state="visible")
+    assert "not a version" in p.inner_text("#version-vllm-error")
+    assert p.get_attribute("#versions tr[data-key=vllm] input", "aria-invalid") == "true"
+    assert p.locator("#config-error").is_hidden()
 
 
 def test_read_auth_sends_pages_to_the_sign_in(browser, sqlite_store) -> None:
