@@ -81,6 +81,18 @@ def test_a_bad_file_is_refused_beside_the_file_field_and_nothing_is_stored(
     assert p.url == f"{tab.server.url}/import?tool=inference-perf" and p.input_value("#label") == "half"
     assert tab.server.store.list_runs()[1] == 0
     p.screenshot(path=str(artifacts_dir / "import-refused.png"), full_page=True)
+    # another tool's file: what was expected and what was found, the earlier refusal replaced
+    p.select_option("#tool", "aiperf")
+    p.set_input_files("#files", str(DATA / "guidellm" / "benchmarks.json"))
+    p.click("#import-submit")
+    p.wait_for_function(
+        "() => document.getElementById('files-error').textContent.startsWith('benchmarks.json')"
+    )
+    said = p.inner_text("#files-error")
+    assert (
+        said.startswith("benchmarks.json: expected AIPerf statistics") and "found an object with keys" in said
+    )
+    assert tab.server.store.list_runs()[1] == 0
     # an unknown tool in the address is said beside the tool field
     tab.goto("/import?tool=guidelm")
     assert "Tool 'guidelm' is not one accelbench imports" in p.inner_text("#tool-error")

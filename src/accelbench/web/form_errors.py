@@ -78,8 +78,8 @@ def field_errors(
 ) -> dict[str, str]:
     """``{form field name: sentence}`` for a model's refusal. ``labels`` names each form field as the form
     shows it; ``fields`` maps a model field to the form field that holds it where their names differ
-    (``interval_s`` -> ``interval``). An error on no known field (a check across fields) is kept under ``""``,
-    for the form as a whole. The first problem of each field is the one said."""
+    (``interval_s`` -> ``interval``). An error on no field of the form (a check across fields, a value only the
+    address carries) is kept under ``""``, for the form as a whole, named by the model field's own name. The first problem of each field is the one said."""
     out: dict[str, str] = {}
     rename = fields or {}
     for error in exc.errors():
@@ -87,7 +87,7 @@ def field_errors(
         name = str(loc[0]) if loc else ""
         name = rename.get(name, name)
         key = name if name in labels else ""
-        label = labels.get(key, "This form")
+        label = labels.get(key) or (name.replace("_", " ").capitalize() if name else "This request")
         out.setdefault(key, plain_message(error, label))
     return out
 

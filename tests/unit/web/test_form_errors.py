@@ -39,7 +39,7 @@ def test_choices_and_a_models_own_refusal() -> None:
 
 def test_an_error_on_no_form_field_is_the_forms_and_renamed_fields_land_on_theirs() -> None:
     errors = field_errors(_refusal(limit="0", concurrency="0"), {"concurrency": "Users"})
-    assert errors == {"": "This form must be at least 1.", "concurrency": "Users must be at least 1."}
+    assert errors == {"": "Limit must be at least 1.", "concurrency": "Users must be at least 1."}
     errors = field_errors(_refusal(concurrency="x"), {"users": "Users"}, {"concurrency": "users"})
     assert errors == {"users": "Users must be a whole number (you typed 'x')."}
 
