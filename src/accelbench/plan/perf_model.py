@@ -13,8 +13,9 @@ The model (all quantities per tensor-parallel rank):
   batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
   re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
   ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
-- CPUs: bandwidth = min(sockets x socket peak, cores x per-core bandwidth); compute from the ISA's matrix
-  path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
+- CPUs: bandwidth = min(sockets x socket peak, busy cores x per-core bandwidth), the busy cores being those
+  the engine's threads occupy (``plan/cpu_topology.py``: vLLM CPU keeps one for its scheduler process);
+  compute from the ISA's matrix path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
 Efficiency factors come from ``plan/data/efficiency.yaml`` (cited) or from a calibration fitted to measured
 runs (``accelbench plan calibrate``); an estimate says which.
 
@@ -34,6 +35,7 @@ from accelbench.domain.plan import (
     EfficiencyFactors,
     Recommendation,
 )
+from accelbench.plan.cpu_topology import topology_of
 from accelbench.plan.hardware import Hardware, efficiency_data
 from accelbench.plan.memory import (
     WeightFormat,
@@ -410,9 +412,11 @@ def build_perf_model(
         bw = hw.unit_bandwidth_gbps * 1e9 / tp
         flops = hw.tflops_for(fmt.math) * 1e12 / tp
         cores = max(1, hw.physical_cores)
-        if cpu_threads is not None and cpu_threads < cores:
-            # fewer threads than cores: compute scales with the threads, bandwidth with what they can pull
-            share = cpu_threads / cores
+        # the cores the engine's threads occupy (plan/cpu_topology.py: what vLLM CPU binds, or --threads)
+        busy = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp).busy_cores
+        if busy < cores:
+            # fewer busy cores than cores: compute scales with them, bandwidth with what they can pull
+            share = busy / cores
             flops *= share
             bw = min(bw, hw.cores_bandwidth_gbps * share * 1e9 / tp)
     else:
