@@ -198,6 +198,27 @@ def test_local_machine_from_a_captured_environment() -> None:
     assert e.times.achievable_tflops == pytest.approx(1 * 64 * 2.5961 / 1000 * 0.35, rel=1e-3)
 
 
+def test_a_local_machine_with_smt_is_planned_on_its_physical_cores() -> None:
+    from accelbench.plan.hardware import local_machine
+
+    cpu = {**LOCAL_ENVIRONMENT["cpu"], "physical_cores": 4, "logical_cpus": 8, "usable_cpus": 8}
+    smt = {**LOCAL_ENVIRONMENT, "cpu": cpu}
+    instance, spec = local_machine(smt)
+    assert (instance.vcpus, instance.physical_cores, instance.threads_per_core) == (8, 4, 2)
+    assert spec.cores_per_socket == 4  # SMT siblings share a core's matrix unit
+    e = estimate_local(
+        m("smollm2-135m-instruct"), environment=smt, input_len=128, output_len=32, concurrency=1
+    )
+    assert e.times is not None and e.topology is not None
+    # vLLM CPU binds one logical CPU per physical core, less one for its scheduler process: 3 cores pull memory
+    assert e.times.achievable_bandwidth_gbps == pytest.approx(3 * 12 * 0.70)
+    assert "8 vCPUs = 4 cores x 2 threads" in e.topology and "binds 3 threads" in e.topology
+    # an affinity mask leaves 6 of the 8: which are siblings is not known, each counts as a core
+    masked = {**LOCAL_ENVIRONMENT, "cpu": {**cpu, "usable_cpus": 6}}
+    instance, _ = local_machine(masked)
+    assert (instance.vcpus, instance.physical_cores) == (6, None)
+
+
 def test_calibration_is_applied_and_said() -> None:
     model = m("qwen2.5-7b-instruct")
     rows = [
