@@ -42,6 +42,8 @@ class CpuTopology:
     bound_threads: int  # threads the engine runs
     origin: str  # who described it: "as the catalog lists it", "as described (--cores/--smt)", ...
     reserved: int = 0  # CPUs the engine keeps for its scheduler process (vLLM CPU's automatic binding)
+    nodes: int = 1  # NUMA nodes (sockets) the bound threads run on
+    numa_nodes: int = 1  # NUMA nodes of the instance
 
     @property
     def busy_cores(self) -> int:
@@ -64,6 +66,8 @@ class CpuTopology:
                 f", one per core, and keeps {_n(self.reserved, 'CPU')} for its scheduler process "
                 "(VLLM_CPU_OMP_THREADS_BIND=auto)"
             )
+        if self.nodes < self.numa_nodes:
+            text += f", on {self.nodes} of its {self.numa_nodes} NUMA nodes (one per tensor-parallel rank)"
         elif self.bound_threads == self.cores and engine == "vllm-cpu":
             text += ", one per core"
         per_core = spec.per_core_bandwidth_gbps if spec is not None else None
@@ -76,7 +80,9 @@ class CpuTopology:
             text += "; each exposed core assumed to run on its own physical core (an idle host)"
         elif self.origin == CATALOG and self.threads_per_core > 1:
             guest = (
-                vllm_cpu_auto_threads(self.vcpus, self.vcpus, "x86_64")
+                vllm_cpu_auto_threads(
+                    self.vcpus, self.vcpus, "x86_64", max(1, self.reserved), self.numa_nodes
+                )
                 if engine == "vllm-cpu"
                 else self.vcpus
             )
@@ -92,13 +98,28 @@ DESCRIBED = "as described (--cores/--smt)"
 LOCAL = "as this machine reports it"
 
 
-def vllm_cpu_auto_threads(cores: int, vcpus: int, arch: str, tp: int = 1) -> int:
+def vllm_cpu_auto_threads(cores: int, vcpus: int, arch: str, tp: int = 1, numa_nodes: int = 1) -> int:
     """OpenMP threads vLLM's CPU backend binds with ``VLLM_CPU_OMP_THREADS_BIND=auto``, all ranks together:
-    one logical CPU per core on x86 (every logical CPU on Arm, which has no SMT), less the CPUs it reserves
-    for its scheduler process (one per rank), unless that would leave none (vLLM then reserves nothing)."""
-    selected = vcpus if arch == "arm64" else cores
+    rank N takes the CPUs of the N-th NUMA node (so TP 1 on a two-node instance uses one node), one logical
+    CPU per core on x86 (every logical CPU on Arm, which has no SMT), less the CPUs it reserves for its
+    scheduler process (one per rank), unless that would leave none (vLLM then reserves nothing)."""
+    nodes = max(1, numa_nodes)
+    selected = (vcpus if arch == "arm64" else cores) * min(max(1, tp), nodes) // nodes
     reserve = max(1, tp)
     return selected - reserve if selected > reserve else selected
+
+
+def numa_nodes_used(instance: InstanceType, engine: str, threads: int | None, tp: int, cores: int) -> int:
+    """NUMA nodes (sockets) the engine's threads run on: vLLM CPU's automatic binding one per rank; an explicit
+    ``0-(N-1)`` list the nodes its first N cores span (the first node's cores are numbered first); llama.cpp,
+    given every vCPU, all of them."""
+    nodes = max(1, instance.numa_nodes)
+    if threads is not None:
+        per_node = max(1, cores // nodes)
+        return min(nodes, max(1, -(-min(threads, cores) // per_node)))
+    if engine == "llamacpp":
+        return nodes
+    return min(max(1, tp), nodes)
 
 
 def topology_of(
@@ -112,14 +133,17 @@ def topology_of(
         cores = instance.vcpus  # plan/hardware.py counts this machine's usable CPUs as its cores
     tpc = instance.threads_per_core or max(1, instance.vcpus // max(1, cores))
     reserved = 0
+    nodes = numa_nodes_used(instance, engine, threads, tp, cores)
     if threads is not None:
         bound = threads
     elif engine == "llamacpp":
         bound = instance.vcpus
     else:
-        # vLLM on x86 binds one logical CPU per core, on Arm every vCPU (its cores); then reserves
-        selected = instance.vcpus if instance.arch == "arm64" else cores
-        bound = vllm_cpu_auto_threads(cores, instance.vcpus, instance.arch, tp)
+        # vLLM on x86 binds one logical CPU per core, on Arm every vCPU (its cores), of each rank's node;
+        # then reserves
+        numa = max(1, instance.numa_nodes)
+        selected = (instance.vcpus if instance.arch == "arm64" else cores) * nodes // numa
+        bound = vllm_cpu_auto_threads(cores, instance.vcpus, instance.arch, tp, numa)
         reserved = selected - bound
     return CpuTopology(
         vcpus=instance.vcpus,
@@ -128,6 +152,8 @@ def topology_of(
         bound_threads=bound,
         origin=origin,
         reserved=reserved,
+        nodes=nodes,
+        numa_nodes=max(1, instance.numa_nodes),
     )
 
 

@@ -409,16 +409,15 @@ def build_perf_model(
     wb = weight_bytes(model, fmt)
     dense, expert = decode_read_bytes(model, wb)  # a decode step reads one row of the input table
     if hw.kind == AcceleratorType.cpu:
-        bw = hw.unit_bandwidth_gbps * 1e9 / tp
-        flops = hw.tflops_for(fmt.math) * 1e12 / tp
         cores = max(1, hw.physical_cores)
-        # the cores the engine's threads occupy (plan/cpu_topology.py: what vLLM CPU binds, or --threads)
-        busy = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp).busy_cores
-        if busy < cores:
-            # fewer busy cores than cores: compute scales with them, bandwidth with what they can pull
-            share = busy / cores
-            flops *= share
-            bw = min(bw, hw.cores_bandwidth_gbps * share * 1e9 / tp)
+        # the cores the engine's threads occupy and the sockets they sit on (plan/cpu_topology.py: what vLLM
+        # CPU binds, one NUMA node per rank, or --threads): compute scales with the busy cores, bandwidth is
+        # what they can pull, at most their sockets' peak
+        topo = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp)
+        share = min(topo.busy_cores, cores) / cores
+        sockets_bw = hw.socket_bandwidth_gbps * min(topo.nodes, hw.sockets) / hw.sockets
+        bw = min(sockets_bw, hw.cores_bandwidth_gbps * share) * 1e9 / tp
+        flops = hw.tflops_for(fmt.math) * 1e12 / tp * share
     else:
         bw = hw.unit_bandwidth_gbps * 1e9
         flops = hw.tflops_for(fmt.math) * 1e12

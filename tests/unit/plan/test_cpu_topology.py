@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.run import EngineSettings
+from accelbench.modelspec import load_model_spec
 from accelbench.plan.cpu_topology import described_instance, topology_of, vllm_cpu_auto_threads
 
 
@@ -45,3 +47,34 @@ def test_a_described_guest_binds_its_exposed_cores_less_one() -> None:
     guest = described_instance(get_catalog().instance("m8i.2xlarge"), 8, 1)
     topo = topology_of(guest, "vllm-cpu")
     assert (topo.cores, topo.bound_threads, topo.busy_cores) == (8, 7, 7)
+
+
+def test_each_rank_binds_its_own_numa_node() -> None:
+    m8i = get_catalog().instance("m8i.96xlarge")  # 2 sockets x 96 cores x 2 threads
+    one = topology_of(m8i, "vllm-cpu", tp=1)
+    assert (one.nodes, one.bound_threads, one.reserved) == (1, 95, 1)
+    two = topology_of(m8i, "vllm-cpu", tp=2)
+    assert (two.nodes, two.bound_threads, two.reserved) == (2, 190, 2)
+    assert vllm_cpu_auto_threads(192, 384, "x86_64", 1, 2) == 95
+    # an explicit list 0-(N-1) spans the nodes its first N cores lie on
+    assert topology_of(m8i, "vllm-cpu", 96).nodes == 1
+    assert topology_of(m8i, "vllm-cpu", 97).nodes == 2
+    assert topology_of(m8i, "llamacpp").nodes == 2
+
+
+def test_tensor_parallel_1_on_two_sockets_reads_from_one() -> None:
+    from accelbench.plan.estimate import estimate
+    from accelbench.plan.hardware import default_factors
+
+    model = load_model_spec("llama-3.1-8b-instruct")
+    f = default_factors("cpu", "vllm-cpu")
+    kw = {"input_len": 512, "output_len": 128, "concurrency": 1, "factors": f}
+    one = estimate(model, "m8i.96xlarge", engine_settings=EngineSettings(tensor_parallel_size=1), **kw)
+    two = estimate(model, "m8i.96xlarge", engine_settings=EngineSettings(tensor_parallel_size=2), **kw)
+    assert one.times is not None and two.times is not None
+    # TP 1: vLLM binds rank 0 to node 0, whose 95 bound cores could pull more than its socket's peak
+    assert one.times.achievable_bandwidth_gbps == pytest.approx(768 * f.bandwidth_efficiency)
+    assert one.topology is not None and "on 1 of its 2 NUMA nodes" in one.topology
+    # TP 2: each rank reads its half of the weights from its own socket
+    assert two.times.achievable_bandwidth_gbps == pytest.approx(768 * f.bandwidth_efficiency)
+    assert two.tpot_ms is not None and one.tpot_ms is not None and two.tpot_ms < one.tpot_ms
