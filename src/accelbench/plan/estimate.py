@@ -497,7 +497,7 @@ def estimate(
         usd_per_million_output_tokens=usd_m,
         usd_per_request=usd_req,
         calibrated=ref is not None,
-        topology=topology_note(instance, spec, engine, s.threads, catalog),
+        topology=topology_note(instance, spec, engine, s.threads, catalog, s.tensor_parallel_size),
         slo_met=slo_met,
         max_concurrency_meeting_slo=max_c,
         usd_per_million_output_tokens_at_slo=usd_m_slo,

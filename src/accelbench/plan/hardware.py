@@ -245,6 +245,8 @@ def local_machine(
     Without one, per-core FLOPs come from the ISA the flags show times the clock; per-core bandwidth from the
     cited defaults (``plan calibrate`` corrects both from measured runs on that machine). The socket's
     bandwidth is not knowable from inside a VM, so a generous default lets the cores' own limit decide.
+    A machine whose logical CPUs are SMT siblings (all of them usable) is described with its physical cores
+    and threads per core, as a catalog row is: the engine binds, and memory is pulled by, physical cores.
     """
     if environment is None:
         from accelbench.telemetry.host import capture_environment
@@ -257,6 +259,7 @@ def local_machine(
     usable = cpu.get("usable_cpus") or cpu.get("logical_cpus") or 1
     limit = cpu.get("cgroup_cpu_limit")
     cores = max(1, int(min(usable, math.floor(limit)) if limit else usable))
+    physical, tpc = _smt_topology(cpu, cores)
     isa = _isa_from_flags(list(cpu.get("flags") or []))
     if not isa:
         isa_has = ((cpu.get("isa") or {}).get("has")) or {}
@@ -272,6 +275,8 @@ def local_machine(
         per_core_bw, socket_bw, per_core_gflops, sources = _probe_figures(
             measured, cores, int(cpu.get("numa_nodes") or 1), per_core_gflops, sources
         )
+    # SMT siblings share a core's matrix unit: the matrix peak counts physical cores
+    matrix_cores = physical or cores
     name = local_cpu_name(environment)
     spec = AcceleratorSpec(
         name=name,
@@ -279,9 +284,11 @@ def local_machine(
         vendor=str(cpu.get("vendor") or ""),
         memory_gib=0,
         memory_bandwidth_gbps=socket_bw,
-        bf16_tflops=per_core_gflops * cores / 1000,
-        int8_tops=2 * per_core_gflops * cores / 1000 if ("avx512_vnni" in isa or "i8mm" in isa) else None,
-        cores_per_socket=cores,
+        bf16_tflops=per_core_gflops * matrix_cores / 1000,
+        int8_tops=2 * per_core_gflops * matrix_cores / 1000
+        if ("avx512_vnni" in isa or "i8mm" in isa)
+        else None,
+        cores_per_socket=matrix_cores,
         isa=isa,
         memory_channels=None,
         per_core_bandwidth_gbps=per_core_bw,
@@ -292,6 +299,8 @@ def local_machine(
         name=LOCAL_INSTANCE,
         family=LOCAL_INSTANCE,
         vcpus=cores,
+        physical_cores=physical,
+        threads_per_core=tpc,
         memory_gib=float(mem.get("total_gib") or 1.0),
         arch=arch,
         numa_nodes=int(cpu.get("numa_nodes") or 1),
@@ -301,6 +310,19 @@ def local_machine(
         cpu_isa=isa,
     )
     return instance, spec
+
+
+def _smt_topology(cpu: dict[str, Any], cores: int) -> tuple[int | None, int | None]:
+    """(physical cores, threads per core) of a local machine whose usable CPUs are all its logical CPUs and
+    whose logical CPUs are SMT siblings of fewer physical cores (lscpu 'Thread(s) per core: 2'); (None, None)
+    otherwise: without SMT, or when an affinity mask or a CPU quota leaves a share of the CPUs, whose siblings
+    are not known, every usable CPU counts as a core."""
+    logical, physical = cpu.get("logical_cpus"), cpu.get("physical_cores")
+    if not isinstance(logical, int) or not isinstance(physical, int) or physical <= 0:
+        return None, None
+    if cores != logical or logical <= physical or logical % physical:
+        return None, None
+    return physical, logical // physical
 
 
 def _saved_probe(cpu_model: str | None) -> MachineProbe | None:

@@ -13,8 +13,9 @@ The model (all quantities per tensor-parallel rank):
   batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
   re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
   ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
-- CPUs: bandwidth = min(sockets x socket peak, cores x per-core bandwidth); compute from the ISA's matrix
-  path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
+- CPUs: bandwidth = min(sockets x socket peak, busy cores x per-core bandwidth), the busy cores being those
+  the engine's threads occupy (``plan/cpu_topology.py``: vLLM CPU keeps one for its scheduler process);
+  compute from the ISA's matrix path (AMX, AVX512-BF16, SVE BFMMLA ...) via the catalog's per-core BF16 rate.
 Efficiency factors come from ``plan/data/efficiency.yaml`` (cited) or from a calibration fitted to measured
 runs (``accelbench plan calibrate``); an estimate says which.
 
@@ -34,6 +35,7 @@ from accelbench.domain.plan import (
     EfficiencyFactors,
     Recommendation,
 )
+from accelbench.plan.cpu_topology import topology_of
 from accelbench.plan.hardware import Hardware, efficiency_data
 from accelbench.plan.memory import (
     WeightFormat,
@@ -407,14 +409,15 @@ def build_perf_model(
     wb = weight_bytes(model, fmt)
     dense, expert = decode_read_bytes(model, wb)  # a decode step reads one row of the input table
     if hw.kind == AcceleratorType.cpu:
-        bw = hw.unit_bandwidth_gbps * 1e9 / tp
-        flops = hw.tflops_for(fmt.math) * 1e12 / tp
         cores = max(1, hw.physical_cores)
-        if cpu_threads is not None and cpu_threads < cores:
-            # fewer threads than cores: compute scales with the threads, bandwidth with what they can pull
-            share = cpu_threads / cores
-            flops *= share
-            bw = min(bw, hw.cores_bandwidth_gbps * share * 1e9 / tp)
+        # the cores the engine's threads occupy and the sockets they sit on (plan/cpu_topology.py: what vLLM
+        # CPU binds, one NUMA node per rank, or --threads): compute scales with the busy cores, bandwidth is
+        # what they can pull, at most their sockets' peak
+        topo = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp)
+        share = min(topo.busy_cores, cores) / cores
+        sockets_bw = hw.socket_bandwidth_gbps * min(topo.nodes, hw.sockets) / hw.sockets
+        bw = min(sockets_bw, hw.cores_bandwidth_gbps * share) * 1e9 / tp
+        flops = hw.tflops_for(fmt.math) * 1e12 / tp * share
     else:
         bw = hw.unit_bandwidth_gbps * 1e9
         flops = hw.tflops_for(fmt.math) * 1e12

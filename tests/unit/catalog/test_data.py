@@ -286,6 +286,15 @@ def test_cpu_specs_are_consistent(cat: Catalog) -> None:
     assert cat.accelerator("Graviton3").memory_bandwidth_gbps == pytest.approx(8 * 4800 * 8 / 1000)
 
 
+def test_xeon_6_socket_peak_is_above_what_was_measured_on_it(cat: Catalog) -> None:
+    gnr = cat.accelerator("Xeon-GNR")
+    # Chips and Cheese measured 691.62 GB/s of DRAM bandwidth on an AWS r8i socket: a peak below that is
+    # wrong. AWS's "up to 2.5x the memory bandwidth" of the 7i generation: 2.5 x Xeon-SPR's 8 x DDR5-4800.
+    assert gnr.memory_bandwidth_gbps > 691.62
+    assert gnr.memory_bandwidth_gbps == pytest.approx(2.5 * cat.accelerator("Xeon-SPR").memory_bandwidth_gbps)
+    assert gnr.memory_bandwidth_gbps == pytest.approx(12 * 8000 * 8 / 1000)
+
+
 def test_tier_counts(cat: Catalog) -> None:
     counts = {k: len(cat.filter(accelerator_type=k)) for k in AcceleratorType}
     assert counts[AcceleratorType.gpu] >= 35

@@ -115,9 +115,10 @@ def test_cpu_bandwidth_is_min_of_socket_and_cores() -> None:
         model, "m7i.4xlarge", input_len=128, output_len=64, concurrency=1, factors=F
     )  # 16 vCPU = 8 cores
     assert small.times is not None and big.times is not None and x86.times is not None
-    assert small.times.achievable_bandwidth_gbps == pytest.approx(4 * 30 * 0.8)
+    # vLLM CPU binds every core but the one it keeps for its scheduler process (plan/cpu_topology.py)
+    assert small.times.achievable_bandwidth_gbps == pytest.approx(3 * 30 * 0.8)
     assert big.times.achievable_bandwidth_gbps == pytest.approx(537.6 * 0.8)
-    assert x86.times.achievable_bandwidth_gbps == pytest.approx(8 * 12 * 0.8)
+    assert x86.times.achievable_bandwidth_gbps == pytest.approx(7 * 12 * 0.8)
     assert small.tpot_ms > big.tpot_ms
     # a 4-core slice reaches far more than 4/96 of the socket
     assert small.times.achievable_bandwidth_gbps > 537.6 * 0.8 * 4 / 96
@@ -128,8 +129,9 @@ def test_cpu_compute_peak_follows_the_isa() -> None:
     amx = estimate(model, "m7i.4xlarge", input_len=1024, output_len=16, concurrency=1, factors=F)
     sve = estimate(model, "m7g.4xlarge", input_len=1024, output_len=16, concurrency=1, factors=F)
     assert amx.times is not None and sve.times is not None
-    assert amx.times.achievable_tflops == pytest.approx(8 * 2457.6 / 1000 * 0.5, rel=1e-6)  # AMX, 8 cores
-    assert sve.times.achievable_tflops == pytest.approx(16 * 166.4 / 1000 * 0.5, rel=1e-6)  # BFMMLA, 16 cores
+    # AMX on 7 of 8 cores, BFMMLA on 15 of 16: vLLM CPU keeps one for its scheduler process
+    assert amx.times.achievable_tflops == pytest.approx(7 * 2457.6 / 1000 * 0.5, rel=1e-6)
+    assert sve.times.achievable_tflops == pytest.approx(15 * 166.4 / 1000 * 0.5, rel=1e-6)
     assert amx.times.prefill_ms < sve.times.prefill_ms
 
 
@@ -190,9 +192,31 @@ def test_local_machine_from_a_captured_environment() -> None:
     assert e.feasible and e.instance == "local" and e.accelerator_name == "local:AMD EPYC"
     assert e.engine == "vllm-cpu" and e.hourly_usd is None
     assert e.times is not None
-    # 2 usable CPUs x the x86 per-core default, AVX512-BF16: 64 FLOP/cycle x 2.596 GHz
-    assert e.times.achievable_bandwidth_gbps == pytest.approx(2 * 12 * 0.70)
-    assert e.times.achievable_tflops == pytest.approx(2 * 64 * 2.5961 / 1000 * 0.35, rel=1e-3)
+    # 2 usable CPUs, of which vLLM CPU binds 1 (the other kept for its scheduler process) x the x86 per-core
+    # default, AVX512-BF16: 64 FLOP/cycle x 2.596 GHz
+    assert e.times.achievable_bandwidth_gbps == pytest.approx(1 * 12 * 0.70)
+    assert e.times.achievable_tflops == pytest.approx(1 * 64 * 2.5961 / 1000 * 0.35, rel=1e-3)
+
+
+def test_a_local_machine_with_smt_is_planned_on_its_physical_cores() -> None:
+    from accelbench.plan.hardware import local_machine
+
+    cpu = {**LOCAL_ENVIRONMENT["cpu"], "physical_cores": 4, "logical_cpus": 8, "usable_cpus": 8}
+    smt = {**LOCAL_ENVIRONMENT, "cpu": cpu}
+    instance, spec = local_machine(smt)
+    assert (instance.vcpus, instance.physical_cores, instance.threads_per_core) == (8, 4, 2)
+    assert spec.cores_per_socket == 4  # SMT siblings share a core's matrix unit
+    e = estimate_local(
+        m("smollm2-135m-instruct"), environment=smt, input_len=128, output_len=32, concurrency=1
+    )
+    assert e.times is not None and e.topology is not None
+    # vLLM CPU binds one logical CPU per physical core, less one for its scheduler process: 3 cores pull memory
+    assert e.times.achievable_bandwidth_gbps == pytest.approx(3 * 12 * 0.70)
+    assert "8 vCPUs = 4 cores x 2 threads" in e.topology and "binds 3 threads" in e.topology
+    # an affinity mask leaves 6 of the 8: which are siblings is not known, each counts as a core
+    masked = {**LOCAL_ENVIRONMENT, "cpu": {**cpu, "usable_cpus": 6}}
+    instance, _ = local_machine(masked)
+    assert (instance.vcpus, instance.physical_cores) == (6, None)
 
 
 def test_calibration_is_applied_and_said() -> None:

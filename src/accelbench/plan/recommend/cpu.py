@@ -16,6 +16,7 @@ from accelbench.domain.plan import (
     ServingSettings,
 )
 from accelbench.errors import UserInputError
+from accelbench.plan.cpu_topology import topology_of
 from accelbench.plan.hardware import Hardware, default_factors
 from accelbench.plan.memory import (
     GIB,
@@ -54,37 +55,42 @@ def bandwidth_advisory(
     weights: WeightBytes,
     kv_tokens: int,
     factors: EfficiencyFactors,
+    busy_cores: int | None = None,
 ) -> BandwidthAdvisory:
     """Bytes one decode step reads at batch 1 over what the CPU can stream: a floor under TPOT.
 
     The bytes are the performance model's (``decode_read_bytes``: one row of an untied input embedding, not
     the table; the routed experts one token picks), and ``kv_tokens`` the smallest context a decode step
-    sees (the prompt), so the floor never exceeds the predicted TPOT."""
+    sees (the prompt), so the floor never exceeds the predicted TPOT. ``busy_cores``: the cores the engine's
+    threads occupy (``plan/cpu_topology.py``) when fewer than the instance's."""
     dense, expert = decode_read_bytes(model, weights)
     moe = model.moe
     touched = moe.experts_per_token / moe.num_experts if moe is not None and moe.num_experts else 1.0
     per_step = dense + expert * touched + model.kv_bytes_for_tokens(kv_tokens, 2)
-    achievable = factors.bandwidth_efficiency * min(hw.socket_bandwidth_gbps, hw.cores_bandwidth_gbps)
+    cores, cores_bw = hw.physical_cores, hw.cores_bandwidth_gbps
+    if busy_cores is not None and 0 < busy_cores < cores:
+        cores, cores_bw = busy_cores, cores_bw * busy_cores / cores
+    achievable = factors.bandwidth_efficiency * min(hw.socket_bandwidth_gbps, cores_bw)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
-    limited = "cores" if hw.cores_bandwidth_gbps < hw.socket_bandwidth_gbps else "socket"
+    limited = "cores" if cores_bw < hw.socket_bandwidth_gbps else "socket"
     why = (
-        f"its {hw.physical_cores} cores pull about {hw.cores_bandwidth_gbps:,.0f} GB/s, less than the "
+        f"its {cores} busy cores pull about {cores_bw:,.0f} GB/s, less than the "
         f"{hw.sockets} socket(s)' {hw.socket_bandwidth_gbps:,.0f} GB/s"
         if limited == "cores"
         else f"the {hw.sockets} socket(s) peak at {hw.socket_bandwidth_gbps:,.0f} GB/s, less than its "
-        f"{hw.physical_cores} cores could pull ({hw.cores_bandwidth_gbps:,.0f} GB/s)"
+        f"{cores} busy cores could pull ({cores_bw:,.0f} GB/s)"
     )
     message = (
         f"Decode on a CPU is memory-bandwidth-bound: every output token reads {per_step / 1e9:.2f} GB "
         f"({'active ' if model.is_moe else ''}weights + one KV cache of {kv_tokens:,} tokens). "
         f"This instance reaches about {achievable:,.0f} GB/s ({factors.bandwidth_efficiency:.0%} of "
-        f"{min(hw.socket_bandwidth_gbps, hw.cores_bandwidth_gbps):,.0f} GB/s: {why}), so TPOT cannot go "
+        f"{min(hw.socket_bandwidth_gbps, cores_bw):,.0f} GB/s: {why}), so TPOT cannot go "
         f"below {floor_ms:.1f} ms (at most {1000 / floor_ms:.1f} tokens/s per sequence)."
     )
     return BandwidthAdvisory(
         bytes_per_token=int(per_step),
         socket_bandwidth_gbps=round(hw.socket_bandwidth_gbps, 1),
-        cores_bandwidth_gbps=round(hw.cores_bandwidth_gbps, 1),
+        cores_bandwidth_gbps=round(cores_bw, 1),
         achievable_bandwidth_gbps=round(achievable, 1),
         limited_by=limited,
         tpot_floor_ms=round(floor_ms, 3),
@@ -260,9 +266,12 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             )
         )
     else:
+        bound = topology_of(inst, "vllm-cpu", tp=tp).bound_threads
         ctx.reasons.append(
-            f"Threads: one per physical core ({cores}), as vLLM's CPU backend binds them by default."
+            f"Threads: {bound}, as vLLM's CPU backend binds them by default: one per physical core ({cores})"
+            + (f", less {cores - bound} it keeps for its scheduler process." if bound < cores else ".")
         )
+    busy = topology_of(inst, "vllm-cpu", ctx.threads, tp=tp).busy_cores
     # ---- KV-cache space (exact VLLM_CPU_KVCACHE_SPACE)
     seed_kv = seed_cpu_kv_space_gib(host)
     left = allocatable - wb.total - overhead * tp
@@ -289,7 +298,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
                     "Or choose a CPU instance with more memory.",
                 ],
             )
-    adv = bandwidth_advisory(model, hw, wb, 1024, factors)
+    adv = bandwidth_advisory(model, hw, wb, 1024, factors, busy)
     if kv_space < 1 and ctx.kv_cache_space_gib is None:
         return refuse(
             ctx,
@@ -340,7 +349,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
     # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
     ctx.reasons += more
-    adv = bandwidth_advisory(model, hw, wb, in_len, factors)
+    adv = bandwidth_advisory(model, hw, wb, in_len, factors, busy)
     ctx.warnings.append(adv.message)
     used = wb.total + overhead * tp + kv_bytes_budget * tp
     memory = MemoryBudget(
