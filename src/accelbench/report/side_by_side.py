@@ -21,6 +21,7 @@ from accelbench.report.comparison import (
     fmt_usd,
     throughput_versus,
 )
+from accelbench.report.formatting import fmt_pct
 from accelbench.report.percentiles import DEFAULT, label
 
 # ------------------------------------------------------------------------------ side-by-side table
@@ -112,8 +113,8 @@ PAIR_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _pct(g: Growth | None) -> str:
-    return "-" if g is None else f"{g.growth_pct:+.0f}%"
+def _growth(g: Growth | None) -> str:
+    return fmt_pct(None if g is None else g.growth_pct, signed=True)
 
 
 def _tps(v: float | None) -> str:
@@ -142,8 +143,8 @@ def pair_rows(comparison: Comparison) -> list[list[str]]:
                 )
                 or "-",
                 advantage_phrase(p, a, b) or "-",
-                f"{_pct(sb.tpot_growth)} | {_pct(sa.tpot_growth)}",
-                f"{_pct(sb.ttft_growth)} | {_pct(sa.ttft_growth)}",
+                f"{_growth(sb.tpot_growth)} | {_growth(sa.tpot_growth)}",
+                f"{_growth(sb.ttft_growth)} | {_growth(sa.ttft_growth)}",
                 f"{_tps(sb.per_request_output_tps)} | {_tps(sa.per_request_output_tps)}",
                 f"{_tps(sb.aggregate_output_tps)} | {_tps(sa.aggregate_output_tps)}",
             ]
