@@ -8,8 +8,15 @@ The verdict follows the metric's direction (lower latency, higher throughput is 
 (of the same size) would detect a 5% difference at the variance measured (two-sided 5% test, 80% power).
 Cells without intervals (results stored before they existed) get ``unknown``: nothing can be said.
 
+Each verdict also says which side is better (``better``: a run id, None without a detected difference) and the
+words every view writes for it (``words``, made here once by ``verdict_words``): a supported difference as its
+size in the metric's own terms with its interval, "25% faster (22-28%)" (a latency: the speed, one over it),
+"12% higher (8-16%)" (a throughput), "20% cheaper (15-25%)" (a cost), a factor where it is twice or more
+("2.5x slower (2.1-2.9x)"); otherwise "no detectable difference"; blank when unknown. The cost per 1M output
+tokens gets a verdict of its own (``cost_verdict``) from the output throughput's and the two prices.
+
 The comparison holds these once (``Comparison.verdicts``) and every output reads them: the findings, the
-headline, the compare page and the compare CSV.
+headline, the side-by-side tables, the compare page and the compare CSV.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pydantic import Field
 
 from accelbench.bench.intervals import cell_replicates
 from accelbench.domain.base import StrictModel
+from accelbench.report.formatting import fmt_pct
 from accelbench.report.tables import METRICS, CellAggregate, MetricAggregate
 
 Verdict = Literal["better", "worse", "no detectable difference", "unknown"]
@@ -58,6 +66,73 @@ class MetricVerdict(StrictModel):
         "the variance measured (the repeats already made when they would have); None otherwise.",
     )
     repeats: list[int] = Field(description="Repeats of the baseline and of the run.")
+    better: str | None = Field(
+        default=None,
+        description="The run id of the better side (the run or the baseline) when the verdict is better or "
+        "worse; None otherwise.",
+    )
+    words: str = Field(
+        default="",
+        description='How every view says the verdict: "25% faster (22-28%)", "12% higher (8-16%)", "no '
+        'detectable difference"; blank when unknown.',
+    )
+
+
+#: how a difference in each kind of figure is said: (the better word, the worse word)
+WORDS_LATENCY = ("faster", "slower")
+WORDS_THROUGHPUT = ("higher", "lower")
+WORDS_COST = ("cheaper", "more expensive")
+COST_METRIC = "cost_per_1m_tokens_usd"
+
+
+def vocabulary(metric: str) -> tuple[str, str]:
+    """The better and the worse word of a metric: a latency's faster/slower, a throughput's higher/lower, a
+    cost's cheaper/more expensive."""
+    if metric == COST_METRIC:
+        return WORDS_COST
+    return WORDS_LATENCY if metric.endswith("_ms") else WORDS_THROUGHPUT
+
+
+def _percents(value: float, low: float, high: float, word: str) -> str:
+    """``"25% faster (22-28%)"``: whole percents, one decimal where the size is under 1%."""
+    digits = 1 if value < 1 else 0
+    return f"{fmt_pct(value, digits)} {word} ({low:.{digits}f}-{fmt_pct(high, digits)})"
+
+
+def _gain(factor: float, low: float, high: float, word: str) -> str:
+    """A gain of ``factor`` (> 1) with its interval ``low``-``high``: a percent under 2x ("25% faster (22-28%)"),
+    else a factor ("2.5x faster (2.1-2.9x)")."""
+    if factor >= 2.0:
+        return f"{factor:.1f}x {word} ({low:.1f}-{high:.1f}x)"
+    return _percents((factor - 1) * 100, (low - 1) * 100, (high - 1) * 100, word)
+
+
+def verdict_words(v: MetricVerdict) -> str:
+    """The words of a verdict, the same in every view: a supported difference as the run's gain or loss against
+    the baseline with its interval, "25% faster (22-28%)" (lower latency is speed: the ratio is turned over),
+    "12% higher (8-16%)", "2.5x slower (2.1-2.9x)"; "no detectable difference"; "" when unknown."""
+    if v.verdict == "unknown" or v.ratio_ci95 is None:
+        return ""
+    if v.verdict == NO_DIFFERENCE:
+        return NO_DIFFERENCE
+    good, bad = vocabulary(v.metric)
+    lo, hi = v.ratio_ci95
+    # the gain as a factor in the better direction: a figure where higher is better as it is, a latency or a
+    # cost turned over
+    higher = v.direction == "higher is better"
+    gain, gain_lo, gain_hi = (v.ratio, lo, hi) if higher else (1 / v.ratio, 1 / hi, 1 / lo)
+    if v.verdict == "better":
+        return _gain(gain, gain_lo, gain_hi, good)
+    if 1 / gain >= 2.0:
+        return _gain(1 / gain, 1 / gain_hi, 1 / gain_lo, bad)
+    # under 2x, a loss is the share lost: 0.8 of the baseline's speed is "20% slower"
+    return _percents((1 - gain) * 100, (1 - gain_hi) * 100, (1 - gain_lo) * 100, bad)
+
+
+def _judged(v: MetricVerdict) -> MetricVerdict:
+    """``v`` with the better side and its words filled in."""
+    v = v.model_copy(update={"better": {"better": v.run_id, "worse": v.baseline}.get(v.verdict)})
+    return v.model_copy(update={"words": verdict_words(v)})
 
 
 def ratio_interval(base: MetricAggregate, other: MetricAggregate) -> list[float] | None:
@@ -111,7 +186,7 @@ def metric_verdict(
         return None
     ci = ratio_interval(a, b)
     verdict = judge(ci, higher_is_better)
-    return MetricVerdict(
+    made = MetricVerdict(
         run_id=cell.run_id,
         baseline=base.run_id,
         input_len=cell.input_len,
@@ -129,6 +204,38 @@ def metric_verdict(
         else None,
         repeats=[a.n, b.n],
     )
+    return _judged(made)
+
+
+def cost_verdict(
+    output: MetricVerdict, baseline_usd_per_hour: float | None, usd_per_hour: float | None
+) -> MetricVerdict | None:
+    """The cost per 1M output tokens of a matched cell against the baseline's, from the output throughput's
+    verdict and the two hourly prices (a price has no noise: the cost ratio is the price ratio over the
+    throughput ratio, its interval likewise); None without both prices."""
+    if not baseline_usd_per_hour or not usd_per_hour or output.ratio <= 0 or output.value <= 0:
+        return None
+    price = usd_per_hour / baseline_usd_per_hour
+    ci = output.ratio_ci95
+    ratio_ci = [price / ci[1], price / ci[0]] if ci is not None and ci[0] > 0 else None
+    verdict = judge(ratio_ci, higher_is_better=False)
+    made = MetricVerdict(
+        run_id=output.run_id,
+        baseline=output.baseline,
+        input_len=output.input_len,
+        concurrency=output.concurrency,
+        metric=COST_METRIC,
+        label="$/1M output tokens",
+        direction="lower is better",
+        baseline_value=baseline_usd_per_hour / output.baseline_value / 3600.0 * 1e6,
+        value=usd_per_hour / output.value / 3600.0 * 1e6,
+        ratio=price / output.ratio,
+        ratio_ci95=ratio_ci,
+        verdict=verdict,
+        repeats_needed=output.repeats_needed if verdict == NO_DIFFERENCE else None,
+        repeats=list(output.repeats),
+    )
+    return _judged(made)
 
 
 def cell_verdicts(base: CellAggregate, cell: CellAggregate) -> list[MetricVerdict]:
