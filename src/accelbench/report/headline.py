@@ -726,30 +726,19 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
             if shared is not None
             else None
         )
-        if cost is not None and known(cost):
-            assert shared is not None
+        usd = (
+            (cost.baseline_value, cost.value)
+            if cost is not None and known(cost)
+            else (a.usd_per_1m_output, b.usd_per_1m_output)
+        )
+        if usd[0] and usd[1]:
             r = _ratio(
-                "per 1M output tokens there",
-                "cheaper",
-                (base.name, cost.baseline_value),
-                (other.name, cost.value),
-                "$",
-                False,
+                "per 1M output tokens there", "cheaper", (base.name, usd[0]), (other.name, usd[1]), "$", False
             )
-            what = f"per 1M output tokens at input {cost.input_len}, concurrency {cost.concurrency}"
-            figures = f"{_per_million(cost.value)} vs {_per_million(cost.baseline_value)}"
-            out.append(_judged_ratio(what, names, cost, figures, r))
-        elif a.usd_per_1m_output and b.usd_per_1m_output:
-            out.append(
-                _ratio(
-                    "per 1M output tokens there",
-                    "cheaper",
-                    (base.name, a.usd_per_1m_output),
-                    (other.name, b.usd_per_1m_output),
-                    "$",
-                    False,
-                )
-            )
+            if cost is not None and known(cost):
+                what = f"per 1M output tokens at input {cost.input_len}, concurrency {cost.concurrency}"
+                r = _judged_ratio(what, names, cost, f"{_per_million(usd[1])} vs {_per_million(usd[0])}", r)
+            out.append(r)
         pair = next(
             (
                 p
