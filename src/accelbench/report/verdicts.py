@@ -99,34 +99,34 @@ def _percents(value: float, low: float, high: float, word: str) -> str:
     return f"{fmt_pct(value, digits)} {word} ({low:.{digits}f}-{fmt_pct(high, digits)})"
 
 
-def _gain(factor: float, low: float, high: float, word: str) -> str:
-    """A gain of ``factor`` (> 1) with its interval ``low``-``high``: a percent under 2x ("25% faster (22-28%)"),
-    else a factor ("2.5x faster (2.1-2.9x)")."""
-    if factor >= 2.0:
-        return f"{factor:.1f}x {word} ({low:.1f}-{high:.1f}x)"
-    return _percents((factor - 1) * 100, (low - 1) * 100, (high - 1) * 100, word)
+def _change(q: float, low: float, high: float, up: str, down: str) -> str:
+    """A quantity ``q`` times the baseline's, its interval ``low``-``high`` on one side of 1: a rise as a
+    percent ("25% faster (22-28%)"), a fall as the share lost ("20% cheaper (15-25%)"), a factor where it is
+    twice or more either way ("2.5x slower (2.1-2.9x)")."""
+    if q > 1:
+        if q >= 2.0:
+            return f"{q:.1f}x {up} ({low:.1f}-{high:.1f}x)"
+        return _percents((q - 1) * 100, (low - 1) * 100, (high - 1) * 100, up)
+    if 1 / q >= 2.0:
+        return f"{1 / q:.1f}x {down} ({1 / high:.1f}-{1 / low:.1f}x)"
+    return _percents((1 - q) * 100, (1 - high) * 100, (1 - low) * 100, down)
 
 
 def verdict_words(v: MetricVerdict) -> str:
-    """The words of a verdict, the same in every view: a supported difference as the run's gain or loss against
-    the baseline with its interval, "25% faster (22-28%)" (lower latency is speed: the ratio is turned over),
-    "12% higher (8-16%)", "2.5x slower (2.1-2.9x)"; "no detectable difference"; "" when unknown."""
+    """The words of a verdict, the same in every view: a supported difference as the change against the
+    baseline with its interval, of the speed for a latency (one over it: "25% faster (22-28%)"), of the
+    figure itself for a throughput ("12% higher (8-16%)") and a cost ("10% more expensive (8-12%)"); "no
+    detectable difference"; "" when unknown."""
     if v.verdict == "unknown" or v.ratio_ci95 is None:
         return ""
     if v.verdict == NO_DIFFERENCE:
         return NO_DIFFERENCE
-    good, bad = vocabulary(v.metric)
     lo, hi = v.ratio_ci95
-    # the gain as a factor in the better direction: a figure where higher is better as it is, a latency or a
-    # cost turned over
-    higher = v.direction == "higher is better"
-    gain, gain_lo, gain_hi = (v.ratio, lo, hi) if higher else (1 / v.ratio, 1 / hi, 1 / lo)
-    if v.verdict == "better":
-        return _gain(gain, gain_lo, gain_hi, good)
-    if 1 / gain >= 2.0:
-        return _gain(1 / gain, 1 / gain_hi, 1 / gain_lo, bad)
-    # under 2x, a loss is the share lost: 0.8 of the baseline's speed is "20% slower"
-    return _percents((1 - gain) * 100, (1 - gain_hi) * 100, (1 - gain_lo) * 100, bad)
+    if v.metric.endswith("_ms"):  # a latency, said as speed
+        return _change(1 / v.ratio, 1 / hi, 1 / lo, *WORDS_LATENCY)
+    if v.metric == COST_METRIC:
+        return _change(v.ratio, lo, hi, WORDS_COST[1], WORDS_COST[0])
+    return _change(v.ratio, lo, hi, *WORDS_THROUGHPUT)
 
 
 def _judged(v: MetricVerdict) -> MetricVerdict:
@@ -219,21 +219,18 @@ def cost_verdict(
     ci = output.ratio_ci95
     ratio_ci = [price / ci[1], price / ci[0]] if ci is not None and ci[0] > 0 else None
     verdict = judge(ratio_ci, higher_is_better=False)
-    made = MetricVerdict(
-        run_id=output.run_id,
-        baseline=output.baseline,
-        input_len=output.input_len,
-        concurrency=output.concurrency,
-        metric=COST_METRIC,
-        label="$/1M output tokens",
-        direction="lower is better",
-        baseline_value=baseline_usd_per_hour / output.baseline_value / 3600.0 * 1e6,
-        value=usd_per_hour / output.value / 3600.0 * 1e6,
-        ratio=price / output.ratio,
-        ratio_ci95=ratio_ci,
-        verdict=verdict,
-        repeats_needed=output.repeats_needed if verdict == NO_DIFFERENCE else None,
-        repeats=list(output.repeats),
+    made = output.model_copy(
+        update={
+            "metric": COST_METRIC,
+            "label": "$/1M output tokens",
+            "direction": "lower is better",
+            "baseline_value": baseline_usd_per_hour / output.baseline_value / 3600.0 * 1e6,
+            "value": usd_per_hour / output.value / 3600.0 * 1e6,
+            "ratio": price / output.ratio,
+            "ratio_ci95": ratio_ci,
+            "verdict": verdict,
+            "repeats_needed": output.repeats_needed if verdict == NO_DIFFERENCE else None,
+        }
     )
     return _judged(made)
 
