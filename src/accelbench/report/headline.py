@@ -680,9 +680,10 @@ def _whose_best(base: RunHeadline, other: RunHeadline, v: MetricVerdict) -> str:
 def _judged_ratio(
     what: str, names: tuple[str, str], v: MetricVerdict, figures: str, fallback: Ratio
 ) -> Ratio:
-    """A ratio as the verdict says it; the winner the verdict's better side (the larger figure's, with no
-    detectable difference)."""
-    better = v.better == v.run_id if v.better else fallback.winner == names[1]
+    """A ratio as the verdict says it (``fallback``'s sentence where the verdict is unknown); the winner the
+    verdict's better side, with no detectable difference the one ahead at that cell's figures."""
+    ahead = (v.ratio > 1) == (v.direction == "higher is better")
+    better = v.better == v.run_id if v.better else ahead
     winner, loser = (names[1], names[0]) if better else (names[0], names[1])
     mine, theirs = (v.value, v.baseline_value) if better else (v.baseline_value, v.value)
     sentence = supported_sentence(fallback.sentence, names, what, v, figures)

@@ -114,6 +114,10 @@ def test_every_view_reads_the_one_comparison(store: Store) -> None:
         assert ratio.verdict is not None, ratio.sentence  # every ratio rests on a matched cell's verdict
         assert ratio.verdict == verdicts[(ratio.verdict.concurrency, ratio.verdict.metric)]
         assert ratio.verdict.words in ratio.sentence
+        # the winner is the verdict's better side; with no detectable difference, the one ahead at that cell
+        run_ahead = (ratio.verdict.ratio > 1) == (ratio.verdict.direction == "higher is better")
+        ahead = ratio.verdict.better or (b if run_ahead else a)
+        assert ratio.winner == {a: "a", b: "b"}[ahead]
         if ratio.verdict.verdict not in ("better", "worse"):
             assert "faster" not in ratio.sentence and "slower" not in ratio.sentence, ratio.sentence
 
