@@ -80,6 +80,8 @@ def test_every_view_reads_the_one_comparison(store: Store) -> None:
     a, b = _stored_pair(store)
     cmp = compare_runs(store, [a, b])
     report = load_report(store, [a, b])
+    assert report.headline is not None
+    headline = report.headline
     assert report.comparison.verdicts == cmp.verdicts  # the report and `compare` judge the same way
 
     decode = next(v for v in cmp.verdicts if v.metric == "tpot_p50_ms" and v.concurrency == 1)
@@ -87,7 +89,7 @@ def test_every_view_reads_the_one_comparison(store: Store) -> None:
     # what gave two answers: the table called that "1.67x slower", the headline set two different cells apart
     row = next(r for r in side_by_side_rows(cmp) if r[:3] == ["128", "1", "b"])
     assert "slower" not in row[-2] and "faster" not in row[-2], row[-2]
-    assert not any("at their best configurations" in q.sentence for q in report.headline.ratios)
+    assert not any("at their best configurations" in q.sentence for q in headline.ratios)
     words = _said(decode)
     assert words == NO_DIFFERENCE
 
@@ -110,7 +112,7 @@ def test_every_view_reads_the_one_comparison(store: Store) -> None:
 
     # the headline: no "faster" or "slower" that a verdict does not support, and none that contradicts one
     verdicts = {(v.concurrency, v.metric): v for v in cmp.verdicts}
-    for ratio in report.headline.ratios:
+    for ratio in headline.ratios:
         assert ratio.verdict is not None, ratio.sentence  # every ratio rests on a matched cell's verdict
         assert ratio.verdict == verdicts[(ratio.verdict.concurrency, ratio.verdict.metric)]
         assert ratio.verdict.words in ratio.sentence
@@ -140,5 +142,6 @@ def test_a_supported_difference_reads_the_same_everywhere(store: Store) -> None:
     row = next(r for r in side_by_side_rows(cmp) if r[:3] == ["128", "1", "c"])
     assert row[-2] == decode.words
     head = load_report(store, [a, run.id]).headline
+    assert head is not None
     decoding = next(q for q in head.ratios if "decoding" in q.what)
     assert decode.words in decoding.sentence and "c is" in decoding.sentence
