@@ -1,4 +1,4 @@
-"""The Compare page in a real headless Chromium (issue 16): runs compared in the order ticked, the baseline
+"""The Compare page in a real headless Chromium: runs compared in the order ticked, the baseline
 picked among them, the report's charts drawn with data, only comparable runs offered, no console error and no
 request leaving the server."""
 

@@ -1,4 +1,4 @@
-"""The Estimate and Catalog pages in a real headless Chromium (issue 16): an SLO's meeting rows first with the
+"""The Estimate and Catalog pages in a real headless Chromium: an SLO's meeting rows first with the
 SLO column and the cost vs latency chart, sortable columns, "measured" only for the model measured, the
 catalog's search, sort and per-instance detail, and the 404 page for an unknown instance; no console error
 and no request leaving the server."""

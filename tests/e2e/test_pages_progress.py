@@ -1,4 +1,4 @@
-"""A run in flight on its page, in a real headless Chromium (issue 16): the phase in words (never an engine log
+"""A run in flight on its page, in a real headless Chromium: the phase in words (never an engine log
 line), the time so far and the time left, the engine's log kept in its own collapsed block, the page following the
 run without a reload, and a Cancel button that asks first and says what cancelling does."""
 
@@ -82,7 +82,7 @@ def test_a_running_run_says_its_phase_and_time_and_follows_the_run(tab: Tab, art
 def test_the_result_page_shows_the_tails_asked_for_and_the_devices_with_each_cells_window(
     tab: Tab, artifacts_dir: Path
 ) -> None:
-    """Issue 16's tails (?percentiles=) and issue 17's device telemetry on the result page: the devices' chart
+    """The tails (?percentiles=) and the device telemetry on the result page: the devices' chart
     with a band per cell, the per-cell device table with output tokens per joule, the sources this machine lacked;
     the server /metrics chart banded the same way."""
     from accelbench.domain.device import DeviceKind, DeviceSample, DeviceTelemetry

@@ -24,7 +24,7 @@ small look-ahead ahead of the sender, so a cell of any size holds only that look
 stops the tokenizer work too. Every prompt has its own seeded generator (the seed and its index), so the prompts
 do not depend on how many are made at once; ``build_dataset`` makes them all, the same ones.
 
-Workload shapes (issue 15): ``input_dist`` draws each random prompt's exact length around ``input_len`` and
+Workload shapes: ``input_dist`` draws each random prompt's exact length around ``input_len`` and
 ``output_dist`` each request's ``max_tokens`` around ``output_len`` (every dataset), from separate seeded
 streams (``length_rng``), so a config with fixed lengths makes exactly the prompts it made before; the lengths
 are drawn up front (measured and warmup prompts from streams of their own), so the notes give their realised

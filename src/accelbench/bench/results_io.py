@@ -49,7 +49,7 @@ EXTRA_REQUEST_FIELDS = (
     "planned_send_s",
     "queue_s",
     "success",
-    # issue 15's: absent from older files (the record's defaults then apply)
+    # the workload shapes' fields: absent from older files (the record's defaults then apply)
     "session",
     "turn",
     "prefix_group",

@@ -99,8 +99,9 @@ def baseline_line(cmp: Any, *, chosen: bool = False) -> str:
     name = base.name if base.name == base.id else f"{base.name} ({base.id})"
     how = "chosen with --baseline" if chosen else "the first run named (--baseline RUN picks another)"
     return (
-        f'Baseline: {name}, {how}. Every ratio sets a run against it: "2.50x faster" means faster than the '
-        "baseline."
+        f'Baseline: {name}, {how}. Every ratio sets a run against it: "25% faster (22-28%)" means faster than '
+        'the baseline, with the 95% interval of the difference; "no detectable difference" where the interval '
+        "does not tell them apart."
     )
 
 

@@ -48,7 +48,7 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "self_test": ("--self-test/--no-self-test",),
     "max_error_rate": ("--max-error-rate",),
 }
-#: the workload fields above (issue 15's), which every load command passes through as they are
+#: the workload fields above, which every load command passes through as they are
 WORKLOAD_FIELDS = (
     "prefix_groups",
     "turns",

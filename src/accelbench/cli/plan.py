@@ -33,7 +33,7 @@ from accelbench.domain.plan import (
 )
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.report.formatting import fmt_num, fmt_usd
+from accelbench.report.formatting import fmt_num, fmt_pct, fmt_usd
 
 REFUSED_EXIT = 3
 plan_app = typer.Typer(help="Planning: calibrate the speed model from measured runs.", no_args_is_help=True)
@@ -565,10 +565,6 @@ def estimate_cmd(
 
 
 # --------------------------------------------------------------------------------------------- calibrate
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
-
-
 def _render_calibration(rep: CalibrationReport) -> None:
     for g in rep.groups:
         console.print(
@@ -590,9 +586,9 @@ def _render_calibration(rep: CalibrationReport) -> None:
                     str(c.output_len),
                     _num(c.measured_tpot_ms, 2),
                     _num(c.predicted_tpot_ms, 2),
-                    _pct(c.tpot_error_pct),
+                    fmt_pct(c.tpot_error_pct, 1, signed=True),
                     _num(c.fitted_tpot_ms, 2),
-                    _pct(c.fitted_tpot_error_pct),
+                    fmt_pct(c.fitted_tpot_error_pct, 1, signed=True),
                     _num(c.measured_ttft_ms, 0),
                     _num(c.fitted_ttft_ms, 0),
                     _num(c.measured_output_tps, 1),
@@ -663,9 +659,9 @@ def _render_capacity_checks(checks: list[CapacityComparison]) -> None:
             lv(k.measured_max_load),
             lv(k.predicted_at_run),
             lv(k.predicted_before),
-            _pct(k.error_before_pct),
+            fmt_pct(k.error_before_pct, 1, signed=True),
             lv(k.predicted_after),
-            _pct(k.error_after_pct),
+            fmt_pct(k.error_after_pct, 1, signed=True),
         )
     console.print(t)
 

@@ -169,7 +169,7 @@ class LoadSettings(StrictModel):
     temperature: float | None = Field(
         default=None, ge=0, description="Sampling temperature sent with requests (server default if unset)."
     )
-    # ---- workload shapes (issue 15)
+    # ---- workload shapes
     input_dist: LengthDist = Field(
         default_factory=LengthDist, description="How input lengths vary around input_len (random dataset)."
     )

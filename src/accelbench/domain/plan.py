@@ -567,6 +567,14 @@ class EstimateTable(StrictModel):
 
 
 # ------------------------------------------------------------------------------------------ calibration
+def error_pct(predicted: float | None, measured: float | None) -> float | None:
+    """How far a prediction is from the measurement, in percent of the measurement (positive: it said more);
+    None without both (or with a measurement of 0)."""
+    if predicted is None or not measured:
+        return None
+    return (predicted - measured) / measured * 100
+
+
 class CellComparison(StrictModel):
     """One measured cell (input length x concurrency of a run) against the model's prediction(s)."""
 
@@ -599,19 +607,13 @@ class CellComparison(StrictModel):
         default=None, description="Predicted output tokens/s with the fitted factors."
     )
 
-    @staticmethod
-    def pct(predicted: float | None, measured: float | None) -> float | None:
-        if predicted is None or not measured:
-            return None
-        return (predicted - measured) / measured * 100
-
     @property
     def tpot_error_pct(self) -> float | None:
-        return self.pct(self.predicted_tpot_ms, self.measured_tpot_ms)
+        return error_pct(self.predicted_tpot_ms, self.measured_tpot_ms)
 
     @property
     def fitted_tpot_error_pct(self) -> float | None:
-        return self.pct(self.fitted_tpot_ms, self.measured_tpot_ms)
+        return error_pct(self.fitted_tpot_ms, self.measured_tpot_ms)
 
 
 class CapacityComparison(StrictModel):
@@ -632,23 +634,17 @@ class CapacityComparison(StrictModel):
     )
     predicted_after: float | None = Field(default=None, description="Predicted with the fitted factors.")
 
-    @staticmethod
-    def pct(predicted: float | None, measured: float | None) -> float | None:
-        if predicted is None or not measured:
-            return None
-        return (predicted - measured) / measured * 100
-
     @property
     def error_at_run_pct(self) -> float | None:
-        return self.pct(self.predicted_at_run, self.measured_max_load)
+        return error_pct(self.predicted_at_run, self.measured_max_load)
 
     @property
     def error_before_pct(self) -> float | None:
-        return self.pct(self.predicted_before, self.measured_max_load)
+        return error_pct(self.predicted_before, self.measured_max_load)
 
     @property
     def error_after_pct(self) -> float | None:
-        return self.pct(self.predicted_after, self.measured_max_load)
+        return error_pct(self.predicted_after, self.measured_max_load)
 
 
 class CalibrationGroup(StrictModel):

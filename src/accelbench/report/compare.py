@@ -59,7 +59,7 @@ from accelbench.report.like_for_like import check_like_for_like
 from accelbench.report.percentiles import value as percentile_value
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, comparison_json, side_by_side_rows
 from accelbench.report.tables import CellAggregate, MetricAggregate, aggregate_results
-from accelbench.report.verdicts import cell_intervals, comparison_verdicts
+from accelbench.report.verdicts import MetricVerdict, cell_intervals, comparison_verdicts, cost_verdict
 
 #: what the callers of this module use (the model lives in report/comparison.py, the table in
 #: report/side_by_side.py; the names stay importable from here, where a comparison is built)
@@ -738,12 +738,26 @@ def build_comparison(
         pairs=pairs,
         notes=notes,
         capacity=capacity,
-        verdicts=comparison_verdicts(aggregates, baseline, matched),
+        verdicts=with_cost_verdicts(comparison_verdicts(aggregates, baseline, matched), compared),
     )
     check_like_for_like(comparison, [d.run for d in runs], allow_mismatch=allow_mismatch)
     if with_findings:
         comparison.findings = generate_findings(comparison)
     return comparison
+
+
+def with_cost_verdicts(verdicts: list[MetricVerdict], runs: Sequence[ComparedRun]) -> list[MetricVerdict]:
+    """The verdicts, each output throughput's followed by the cost per 1M output tokens' of the same cell where
+    both runs have a price (``report/verdicts.py`` ``cost_verdict``)."""
+    prices = {r.id: r.price.usd_per_hour if r.price else None for r in runs}
+    out: list[MetricVerdict] = []
+    for v in verdicts:
+        out.append(v)
+        if v.metric == "output_throughput":
+            cost = cost_verdict(v, prices.get(v.baseline), prices.get(v.run_id))
+            if cost is not None:
+                out.append(cost)
+    return out
 
 
 def compare_runs(

@@ -15,7 +15,8 @@ sweep. A comparison of sweeps only has exactly the columns above.
 
 The last of ``COLUMNS`` (``VERDICT_COLUMNS``) carry, per table metric, the cell's 95% interval and, on a run's
 rows, its ratio to the baseline's cell with the ratio's interval, the verdict (better, worse, no detectable
-difference, unknown) and the repeats that would detect a 5% difference.
+difference, unknown) and the repeats that would detect a 5% difference; then ``WORDS_COLUMNS``, each verdict
+(the cost per 1M output tokens' too) in the words the findings, the headline and the tables use.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TextIO
 from accelbench.report.compare import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
 from accelbench.report.like_for_like import like_for_like_lines, row_difference
 from accelbench.report.tables import METRICS as VERDICT_METRICS
-from accelbench.report.verdicts import find
+from accelbench.report.verdicts import COST_METRIC, find
 
 #: for each table metric (``report.verdicts``): the cell's 95% interval, then against the baseline's cell its
 #: ratio, the ratio's interval, the verdict and the repeats that would detect 5% (blank on the baseline's rows)
@@ -43,6 +44,12 @@ VERDICT_COLUMNS: tuple[str, ...] = tuple(
         "verdict",
         "repeats_needed",
     )
+)
+
+#: per table metric, then the cost per 1M output tokens: the verdict against the baseline in the words every view
+#: uses ("25% faster (22-28%)", "no detectable difference"; ``report/verdicts.py`` ``verdict_words``)
+WORDS_COLUMNS: tuple[str, ...] = tuple(
+    f"{key}_vs_baseline" for key in (*(m.key for m in VERDICT_METRICS), COST_METRIC)
 )
 
 # The exact columns of the compare CSV, in order.
@@ -89,6 +96,7 @@ COLUMNS: tuple[str, ...] = (
     "tokens_per_joule",
     "joules_per_output_token",
     *VERDICT_COLUMNS,
+    *WORDS_COLUMNS,
 )
 
 # Appended when the comparison holds a capacity search.
@@ -239,7 +247,8 @@ def row_for(run: ComparedRun, cell: CellResult) -> list[str]:
 
 
 def verdict_cells(cmp: Comparison, cell: CellResult) -> list[str]:
-    """The ``VERDICT_COLUMNS`` of one row: the cell's intervals and its verdicts against the baseline."""
+    """The ``VERDICT_COLUMNS`` and ``WORDS_COLUMNS`` of one row: the cell's intervals and its verdicts against
+    the baseline."""
     out: list[str] = []
     for m in VERDICT_METRICS:
         ci = cell.ci95.get(m.key)
@@ -254,7 +263,11 @@ def verdict_cells(cmp: Comparison, cell: CellResult) -> list[str]:
             v.verdict if v is not None else "",
             _num(v.repeats_needed if v is not None else None),
         ]
-    return out
+    keys = (*(m.key for m in VERDICT_METRICS), COST_METRIC)
+    return out + [
+        v.words if (v := find(cmp.verdicts, cell.run_id, cell.input_len, cell.concurrency, k)) else ""
+        for k in keys
+    ]
 
 
 def rows(cmp: Comparison) -> list[list[str]]:

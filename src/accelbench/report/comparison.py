@@ -439,8 +439,11 @@ class Versus:
     better: bool | None  # None: on par at the digits shown
     word: str
     digits: int = 2
+    text: str | None = None  # a verdict's words ("25% faster (22-28%)"), said instead of the factor
 
     def __str__(self) -> str:
+        if self.text is not None:
+            return self.text
         return ON_PAR if self.better is None else f"{self.factor:.{self.digits}f}x {self.word}"
 
 

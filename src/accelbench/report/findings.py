@@ -5,8 +5,10 @@ and the prose always agree. Sentences round as the tables do: ratios to one deci
 0.1 ms, throughputs to 0.1 tok/s, growth to whole percents, dollars to a few significant digits.
 
 With two or more runs, every run is set against the baseline (the first run given, or the one chosen) at each
-input length, in sentences that name the baseline and state each ratio as a factor of at least 1 with its
-direction in words ("B decodes 2.5x faster than the baseline A"); with one
+input length, in sentences that name the baseline and state each difference in its verdict's words, with the
+95% interval ("B decodes 25% faster (22-28%) than the baseline A"), "no detectable difference" where the
+interval does not tell them apart, and a factor of at least 1 with its direction in words where the figures
+have no interval ("B decodes 2.5x faster than the baseline A"); with one
 run, the findings describe how that run scales with concurrency. Capacity searches among the runs come
 first: per SLO and load, the highest load each run sustains and what 1M output tokens cost there ("At p90
 TPOT <= 50 ms, g6.2xlarge sustains 24 users at $0.41/1M output tokens; m8i.2xlarge 3 users at $2.10/1M."),
@@ -37,7 +39,7 @@ from accelbench.report.comparison import (
 from accelbench.report.verdict_phrases import capacity_difference_findings, known, undetected
 from accelbench.report.verdict_phrases import clause as verdict_clause
 from accelbench.report.verdict_phrases import figures as verdict_figures
-from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, find
+from accelbench.report.verdicts import COST_METRIC, MetricVerdict, find
 
 __all__ = ["Finding", "generate_findings"]
 
@@ -78,8 +80,9 @@ def _growth_figures(prefix: str, g: Growth) -> dict[str, float | int | str | Non
 
 
 # ------------------------------------------------------------------------------------ pairs
-# Each sentence sets the run (B) against the baseline (A) and says so: a factor of at least 1 with the direction
-# in words ("B decodes 2.5x faster than the baseline A"), never a ratio below 1 (report/comparison.py versus).
+# Each sentence sets the run (B) against the baseline (A) and says so: in the verdict's words where the figures
+# have intervals (report/verdict_phrases.py undetected), else a factor of at least 1 with the direction in words
+# ("B decodes 2.5x faster than the baseline A"), never a ratio below 1 (report/comparison.py versus).
 def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
     a, b = cmp.run(p.a).name, cmp.run(p.b).name
     base = f"the baseline {a}"
@@ -103,15 +106,12 @@ def _pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
             **verdict_figures(v_decode),
         }
         tpots = f"(TPOT {fms(p.tpot_b_ms)} vs {fms(p.tpot_a_ms)}{verdict_clause(v_decode, 'TPOT')})"
-        if decode.better is None and known(v_decode) and v_decode and v_decode.verdict != NO_DIFFERENCE:
-            # a supported difference too small to show at one decimal
-            way = "faster" if v_decode.verdict == "better" else "slower"
-            text = f"At input {il} and concurrency {lo}, {b} decodes slightly {way} than {base} {tpots}."
-        elif decode.better is None:
+        if decode.better is None:
             like = "with no detectable difference from" if known(v_decode) else "as fast as"
             text = f"At input {il} and concurrency {lo}, {b} decodes {like} {base} {tpots}."
         else:
-            figures["faster"] = p.a if s > 1 else p.b
+            # the faster side as the verdict has it (the verdict's words say it), else as the figures have it
+            figures["faster"] = v_decode.better if v_decode and v_decode.better else (p.a if s > 1 else p.b)
             figures["speedup"] = lead(s)
             text = f"At input {il} and concurrency {lo}, {b} decodes {decode} than {base} {tpots}."
         out.append(Finding(kind="decode_speedup", text=text, input_len=il, runs=runs, figures=figures))
@@ -283,13 +283,15 @@ def _cost_pair_finding(cmp: Comparison, ca: CellResult, cb: CellResult, a: str, 
         "baseline": ca.run_id,
     }
     head = f"At input {ca.input_len} and concurrency {ca.concurrency}, at {tier} prices"
-    v = cost_versus(y, x, digits=1)
+    judged = find(cmp.verdicts, cb.run_id, cb.input_len, cb.concurrency, COST_METRIC)
+    v = undetected(cost_versus(y, x, digits=1), judged)
     assert v is not None
     figures["direction"] = v.word
+    figures.update(verdict_figures(judged))
     if v.better is None:
         text = (
             f"{head}, 1M output tokens cost about the same on {b} ({fmt_usd(y)}) as on the baseline {a} "
-            f"({fmt_usd(x)})."
+            f"({fmt_usd(x)}{verdict_clause(judged, 'cost')})."
         )
     else:
         figures["cheaper"] = ca.run_id if x < y else cb.run_id

@@ -25,6 +25,14 @@ def fmt_num(value: Any, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
+def fmt_pct(value: float | None, digits: int = 0, *, signed: bool = False, missing: str = MISSING) -> str:
+    """A percent for people, the one way everywhere: ``"12%"``, ``"+12.5%"`` with ``signed``, thousands
+    separated; ``missing`` for None and inf/nan."""
+    if value is None or not math.isfinite(value):
+        return missing
+    return f"{value:{'+' if signed else ''},.{digits}f}%"
+
+
 def fmt_usd(value: Any) -> str:
     """Dollars with enough significant digits for a per-request cost ($0.000012); ``MISSING`` for None."""
     if value is None or value == "":

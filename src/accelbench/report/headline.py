@@ -22,14 +22,19 @@ Rules, stated once:
 - The best configuration is the cell with the highest output tok/s that meets the SLO; without an SLO (or when
   none meets it) the cell with the highest output tok/s, said so. A capacity search's answer is its own
   (``report/capacity.py``).
-- Ratios between runs are written with the larger figure first, "B is 2.5x faster than A", never below 1.
+- Ratios between runs are the comparison's verdicts (``report/verdicts.py``), at one matched cell each: output
+  throughput and cost at the run's best configuration (else the baseline's) where both runs measured it, decode
+  speed at the lowest concurrency both measured. A supported difference is said in the verdict's words, "B is 25%
+  faster (22-28%) than A", otherwise "no detectable difference" (the same words as the findings, the tables and
+  the CSV). Only figures without intervals (results stored before them) keep the plain factor, the larger figure
+  first, "B is 2.5x faster than A", never below 1, at the two runs' best configurations.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -49,8 +54,8 @@ from accelbench.report.tables import (
     table_headers,
     table_rows,
 )
-from accelbench.report.verdict_phrases import supported_sentence
-from accelbench.report.verdicts import find
+from accelbench.report.verdict_phrases import known, supported_sentence
+from accelbench.report.verdicts import COST_METRIC, MetricVerdict, find
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
@@ -423,6 +428,8 @@ class Ratio:
     winner_value: float
     loser_value: float
     sentence: str
+    #: the comparison's verdict the sentence says (a matched cell's), None where the figures have no interval
+    verdict: MetricVerdict | None = None
 
 
 @dataclass
@@ -448,7 +455,15 @@ class Headline:
         from dataclasses import asdict
 
         return {"title": self.title, "lines": self.lines, "runs": [asdict(r) for r in self.runs],
-                "ratios": [asdict(q) for q in self.ratios], "stability": self.stability}  # fmt: skip
+                "ratios": [_ratio_dict(q) for q in self.ratios], "stability": self.stability}  # fmt: skip
+
+
+def _ratio_dict(q: Ratio) -> dict[str, object]:
+    from dataclasses import fields
+
+    out: dict[str, object] = {f.name: getattr(q, f.name) for f in fields(q)}
+    out["verdict"] = q.verdict.model_dump(mode="json") if q.verdict is not None else None
+    return out
 
 
 def _best(
@@ -643,9 +658,43 @@ def _ratio(
     return Ratio(what, wn, ln, factor, wv, lv, f"{wn} is {factor:.1f}x {verb} than {ln} {what} ({figures}).")
 
 
+def _shared_best(cmp: Comparison, base: RunHeadline, other: RunHeadline, metric: str) -> MetricVerdict | None:
+    """The verdict of ``metric`` at the run's best configuration where the baseline measured it too, else at the
+    baseline's best; None when neither cell has a verdict resting on intervals."""
+    for best in (other.best, base.best):
+        if best is not None:
+            v = find(cmp.verdicts, other.run_id, best.input_len, best.concurrency, metric)
+            if known(v):
+                return v
+    return None
+
+
+def _whose_best(base: RunHeadline, other: RunHeadline, v: MetricVerdict) -> str:
+    at = (v.input_len, v.concurrency)
+    mine = [
+        r.name for r in (other, base) if r.best is not None and (r.best.input_len, r.best.concurrency) == at
+    ]
+    return "the best configuration of both" if len(mine) == 2 else f"{mine[0]}'s best configuration"
+
+
+def _judged_ratio(
+    what: str, names: tuple[str, str], v: MetricVerdict, figures: str, fallback: Ratio
+) -> Ratio:
+    """A ratio as the verdict says it (``fallback``'s sentence where the verdict is unknown); the winner the
+    verdict's better side, with no detectable difference the one ahead at that cell's figures."""
+    ahead = (v.ratio > 1) == (v.direction == "higher is better")
+    better = v.better == v.run_id if v.better else ahead
+    winner, loser = (names[1], names[0]) if better else (names[0], names[1])
+    mine, theirs = (v.value, v.baseline_value) if better else (v.baseline_value, v.value)
+    sentence = supported_sentence(fallback.sentence, names, what, v, figures)
+    return Ratio(what, winner, loser, lead(v.ratio), mine, theirs, sentence, v)
+
+
 def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Ratio]:
-    """Each run against the baseline: output throughput and cost at their best configurations, and decode speed
-    (TPOT p50) at the lowest concurrency both measured, from the comparison's own pair ratios."""
+    """Each run against the baseline, as the comparison's verdicts say it: output throughput and cost at the
+    run's best configuration (else the baseline's) where both measured it, and decode speed (TPOT p50) at the
+    lowest concurrency both measured; the plain factor at the two best configurations where the figures have
+    no interval."""
     base = next((r for r in runs if r.run_id == cmp.baseline), None)
     if base is None:
         return []
@@ -655,6 +704,7 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
             continue  # a run not like for like with the baseline is not ranked against it
         a, b = base.best, other.best
         names = (base.name, other.name)
+        shared = _shared_best(cmp, base, other, "output_throughput")
         if a.output_tps and b.output_tps:
             r = _ratio(
                 "in output throughput at their best configurations",
@@ -664,21 +714,32 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
                 "tok/s",
                 True,
             )
-            # a verdict exists when both runs' best configuration is the same cell
-            v = find(cmp.verdicts, other.run_id, b.input_len, b.concurrency, "output_throughput")
-            v = v if (a.input_len, a.concurrency) == (b.input_len, b.concurrency) else None
-            out.append(replace(r, sentence=supported_sentence(r.sentence, names, r.what, v)))
-        if a.usd_per_1m_output and b.usd_per_1m_output:
-            out.append(
-                _ratio(
-                    "per 1M output tokens there",
-                    "cheaper",
-                    (base.name, a.usd_per_1m_output),
-                    (other.name, b.usd_per_1m_output),
-                    "$",
-                    False,
+            if shared is not None:
+                what = f"in output throughput at input {shared.input_len}, concurrency {shared.concurrency}"
+                figures = (
+                    f"{fmt_num(shared.value)} vs {fmt_num(shared.baseline_value)} tok/s, "
+                    f"{_whose_best(base, other, shared)}"
                 )
+                r = _judged_ratio(what, names, shared, figures, r)
+            out.append(r)
+        cost = (
+            find(cmp.verdicts, other.run_id, shared.input_len, shared.concurrency, COST_METRIC)
+            if shared is not None
+            else None
+        )
+        usd = (
+            (cost.baseline_value, cost.value)
+            if cost is not None and known(cost)
+            else (a.usd_per_1m_output, b.usd_per_1m_output)
+        )
+        if usd[0] and usd[1]:
+            r = _ratio(
+                "per 1M output tokens there", "cheaper", (base.name, usd[0]), (other.name, usd[1]), "$", False
             )
+            if cost is not None and known(cost):
+                what = f"per 1M output tokens at input {cost.input_len}, concurrency {cost.concurrency}"
+                r = _judged_ratio(what, names, cost, f"{_per_million(usd[1])} vs {_per_million(usd[0])}", r)
+            out.append(r)
         pair = next(
             (
                 p
@@ -697,7 +758,11 @@ def comparison_ratios(cmp: Comparison, runs: Sequence[RunHeadline]) -> list[Rati
                 False,
             )
             v = find(cmp.verdicts, other.run_id, pair.input_len, pair.lowest_concurrency, "tpot_p50_ms")
-            out.append(replace(r, sentence=supported_sentence(r.sentence, names, r.what, v)))
+            if known(v):
+                assert v is not None
+                figures = f"TPOT {fmt_num(pair.tpot_b_ms, 2)} vs {fmt_num(pair.tpot_a_ms, 2)} ms"
+                r = _judged_ratio(r.what, names, v, figures, r)
+            out.append(r)
     return out
 
 

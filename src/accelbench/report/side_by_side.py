@@ -2,9 +2,11 @@
 form: the side-by-side cells (the chosen latency percentiles, throughput, cost, and each run against the
 baseline at the same cell) and, per input length, each run against the baseline (``pair_rows``).
 
-Every ratio is said one way (``report/comparison.py`` ``versus``): a factor of at least 1 with the direction in
-words, "2.50x faster" / "1.30x slower", in a column whose header says what it compares ("decode speed vs
-baseline"); the baseline's own rows say "baseline"."""
+Every ratio is said one way: the verdict's words where the figures have intervals (``report/verdicts.py``:
+"25% faster (22-28%)", "no detectable difference"), else (a result stored before intervals) a factor of at
+least 1 with the direction in words (``report/comparison.py`` ``versus``), "2.50x faster" / "1.30x slower",
+in a column whose header says what it compares ("decode speed vs baseline"); the baseline's own rows say
+"baseline"."""
 
 from __future__ import annotations
 
@@ -13,15 +15,20 @@ from typing import Any
 
 from accelbench.report.comparison import (
     LATENCY_METRICS,
+    CellResult,
     Comparison,
     Growth,
+    PairRatios,
     advantage_phrase,
     decode_versus,
     fmt_num,
     fmt_usd,
     throughput_versus,
 )
+from accelbench.report.formatting import fmt_pct
 from accelbench.report.percentiles import DEFAULT, label
+from accelbench.report.verdict_phrases import known, said
+from accelbench.report.verdicts import MetricVerdict, find
 
 # ------------------------------------------------------------------------------ side-by-side table
 #: the side-by-side table's ratio columns (always its last two: a single run's table leaves them out)
@@ -56,9 +63,13 @@ def side_by_side_columns(percentiles: Sequence[int] = DEFAULT) -> tuple[str, ...
 SIDE_BY_SIDE_COLUMNS: tuple[str, ...] = side_by_side_columns(DEFAULT)
 
 
+def _verdict(comparison: Comparison, c: CellResult, metric: str) -> MetricVerdict | None:
+    return find(comparison.verdicts, c.run_id, c.input_len, c.concurrency, metric)
+
+
 def side_by_side_rows(comparison: Comparison, percentiles: Sequence[int] = DEFAULT) -> list[list[str]]:
     """Rows of the side-by-side table (``side_by_side_columns(percentiles)``): per cell, one row per run; the
-    ratio columns set each run against the baseline's figure at the same cell ("2.50x faster"), the baseline's
+    ratio columns set each run against the baseline's figure at the same cell ("25% faster (22-28%)"), the baseline's
     rows say "baseline"."""
     rows: list[list[str]] = []
     keys = sorted({(c.input_len, c.concurrency) for c in comparison.cells})
@@ -73,8 +84,13 @@ def side_by_side_rows(comparison: Comparison, percentiles: Sequence[int] = DEFAU
                 if len(comparison.runs) > 1:
                     decode = tput = BASELINE_MARK
             elif base is not None and base.repeats and c.repeats:
-                decode = str(decode_versus(c.tpot_p50_ms, base.tpot_p50_ms) or "")
-                tput = str(throughput_versus(c.total_throughput, base.total_throughput) or "")
+                decode = said(
+                    decode_versus(c.tpot_p50_ms, base.tpot_p50_ms), _verdict(comparison, c, "tpot_p50_ms")
+                )
+                tput = said(
+                    throughput_versus(c.total_throughput, base.total_throughput),
+                    _verdict(comparison, c, "total_token_throughput"),
+                )
             latencies = [
                 fmt_num(c.latency(metric, p)) for metric, _name in LATENCY_METRICS for p in percentiles
             ]
@@ -112,12 +128,27 @@ PAIR_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _pct(g: Growth | None) -> str:
-    return "-" if g is None else f"{g.growth_pct:+.0f}%"
+def _growth(g: Growth | None) -> str:
+    return fmt_pct(None if g is None else g.growth_pct, signed=True)
 
 
 def _tps(v: float | None) -> str:
     return fmt_num(v)
+
+
+def _lead_moves(comparison: Comparison, p: PairRatios, a: str, b: str) -> str:
+    """How the total-throughput lead moves from the lowest to the highest concurrency: the verdicts at the two
+    ends where both have one, else ``advantage_phrase`` on the plain figures."""
+    ends = [g.concurrency for g in p.throughput_gaps]
+    if len(ends) < 2 or p.throughput_gap_trend is None:
+        return "-"
+    found = [
+        find(comparison.verdicts, p.b, p.input_len, c, "total_token_throughput") for c in (ends[0], ends[-1])
+    ]
+    if all(known(v) for v in found):
+        lo, hi = (said(None, v) for v in found)
+        return f"{b} vs {a}: {lo} (c{ends[0]}) → {hi} (c{ends[-1]})"
+    return advantage_phrase(p, a, b) or "-"
 
 
 def pair_rows(comparison: Comparison) -> list[list[str]]:
@@ -136,14 +167,23 @@ def pair_rows(comparison: Comparison) -> list[list[str]]:
                 f"{p.lowest_concurrency}→{p.highest_concurrency}"
                 if p.highest_concurrency != p.lowest_concurrency
                 else str(p.lowest_concurrency),
-                str(decode_versus(p.tpot_b_ms, p.tpot_a_ms) or "-"),
+                said(
+                    decode_versus(p.tpot_b_ms, p.tpot_a_ms),
+                    find(comparison.verdicts, p.b, p.input_len, p.lowest_concurrency, "tpot_p50_ms"),
+                    "-",
+                ),
                 ", ".join(
-                    f"c{g.concurrency}: {throughput_versus(g.b_tok_s, g.a_tok_s)}" for g in p.throughput_gaps
+                    f"c{g.concurrency}: "
+                    + said(
+                        throughput_versus(g.b_tok_s, g.a_tok_s),
+                        find(comparison.verdicts, p.b, p.input_len, g.concurrency, "total_token_throughput"),
+                    )
+                    for g in p.throughput_gaps
                 )
                 or "-",
-                advantage_phrase(p, a, b) or "-",
-                f"{_pct(sb.tpot_growth)} | {_pct(sa.tpot_growth)}",
-                f"{_pct(sb.ttft_growth)} | {_pct(sa.ttft_growth)}",
+                _lead_moves(comparison, p, a, b),
+                f"{_growth(sb.tpot_growth)} | {_growth(sa.tpot_growth)}",
+                f"{_growth(sb.ttft_growth)} | {_growth(sa.ttft_growth)}",
                 f"{_tps(sb.per_request_output_tps)} | {_tps(sa.per_request_output_tps)}",
                 f"{_tps(sb.aggregate_output_tps)} | {_tps(sa.aggregate_output_tps)}",
             ]

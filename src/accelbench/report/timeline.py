@@ -17,7 +17,7 @@ from typing import Any
 
 from accelbench.domain.device import DeviceKind, DeviceSummary, DeviceTelemetry
 from accelbench.domain.results import ResultInfo
-from accelbench.report.formatting import fmt_num
+from accelbench.report.formatting import fmt_num, fmt_pct
 
 GIB = 2**30
 
@@ -200,10 +200,6 @@ DEVICE_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _pct(v: float | None) -> str:
-    return fmt_num(v, 0) + ("%" if v is not None else "")
-
-
 def device_table(timeline: RunTimeline) -> list[list[str]]:
     """``DEVICE_COLUMNS`` rows: one per device and cell repeat, in the order the cells ran; energy per token
     on the devices that served (blank, "-", where their energy is unknown)."""
@@ -215,8 +211,8 @@ def device_table(timeline: RunTimeline) -> list[list[str]]:
             [
                 r.window.label,
                 d.device,
-                _pct(d.util_mean_pct),
-                _pct(d.util_peak_pct),
+                fmt_pct(d.util_mean_pct),
+                fmt_pct(d.util_peak_pct),
                 fmt_num(None if d.memory_used_peak_bytes is None else d.memory_used_peak_bytes / GIB, 2),
                 fmt_num(d.power_mean_w, 1),
                 fmt_num(d.energy_j, 1),

@@ -1,13 +1,14 @@
-"""How the findings and the headline say a verdict (``report/verdicts.py``): a difference the data supports with
-its size and interval ("TPOT 12% lower (8-16%)"), one it does not as "no detectable difference" with the repeats
-that would settle it, and a ratio that only looks different said as on par."""
+"""How the findings, the headline and the side-by-side tables say a verdict (``report/verdicts.py``): a
+difference the data supports in the verdict's own words with its size and interval ("25% faster (22-28%)"),
+one it does not as "no detectable difference" with the repeats that would settle it. Only a figure without an
+interval (a result stored before intervals existed) keeps its plain factor ("2.50x faster"): nothing judges it."""
 
 from __future__ import annotations
 
 from accelbench.bench.intervals import half_width_pct
 from accelbench.report.comparison import ON_PAR, CapacityRun, Comparison, Finding, Versus
 from accelbench.report.formatting import fmt_num
-from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase
+from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase, vocabulary
 
 
 def known(v: MetricVerdict | None) -> bool:
@@ -16,28 +17,34 @@ def known(v: MetricVerdict | None) -> bool:
 
 
 def undetected(vs: Versus | None, v: MetricVerdict | None) -> Versus | None:
-    """``vs`` said as on par when the verdict finds no detectable difference: a ratio the interval does not
-    support is never written as a lead."""
-    if vs is None or v is None or v.verdict != NO_DIFFERENCE:
+    """``vs`` as the verdict has it: on par when it finds no detectable difference (a ratio the interval does
+    not support is never written as a lead), in its words when it finds one, as it is without a verdict."""
+    if vs is None or not known(v):
         return vs
-    return Versus(factor=vs.factor, better=None, word=ON_PAR, digits=vs.digits)
+    assert v is not None
+    if v.verdict == NO_DIFFERENCE:
+        return Versus(factor=vs.factor, better=None, word=ON_PAR, digits=vs.digits)
+    better = v.verdict == "better"
+    word = vocabulary(v.metric)[0 if better else 1]
+    return Versus(factor=vs.factor, better=better, word=word, digits=vs.digits, text=v.words)
 
 
-def size_phrase(v: MetricVerdict, what: str) -> str:
-    """A supported difference: ``"TPOT 12% lower (8-16%)"``."""
-    assert v.ratio_ci95 is not None
-    near, far = sorted(abs(x - 1) * 100 for x in v.ratio_ci95)
-    way = "lower" if v.ratio < 1 else "higher"
-    return f"{what} {abs(v.ratio - 1) * 100:.0f}% {way} ({near:.0f}-{far:.0f}% at 95% confidence)"
+def said(vs: Versus | None, v: MetricVerdict | None, missing: str = "") -> str:
+    """One figure against the baseline's in a table cell: the verdict's words, else (no interval) the plain
+    factor, else ``missing``."""
+    if known(v):
+        assert v is not None
+        return v.words
+    return str(vs) if vs is not None else missing
 
 
 def clause(v: MetricVerdict | None, what: str) -> str:
-    """What the verdict adds to a sentence, starting ``"; "``; empty without a known verdict."""
-    if v is None or not known(v):
+    """What a verdict of no detectable difference adds to a sentence, starting ``"; "``: its ratio, interval and
+    the repeats that would settle it; empty otherwise (a supported difference is said in the sentence itself,
+    in the verdict's words)."""
+    if v is None or not known(v) or v.verdict != NO_DIFFERENCE:
         return ""
-    if v.verdict == NO_DIFFERENCE:
-        return f"; {what}: {no_difference_phrase(v)}"
-    return f"; {size_phrase(v, what)}"
+    return f"; {what}: {no_difference_phrase(v)}"
 
 
 def figures(v: MetricVerdict | None, prefix: str = "") -> dict[str, float | int | str | None]:
@@ -54,16 +61,20 @@ def figures(v: MetricVerdict | None, prefix: str = "") -> dict[str, float | int 
     }
 
 
-def supported_sentence(sentence: str, names: tuple[str, str], what: str, v: MetricVerdict | None) -> str:
-    """A headline's ``X is N.Nx faster than Y ...`` sentence as the verdict allows: unchanged without one; with
-    a supported difference, its size and interval added; without one, replaced by the two ``names`` showing no
-    detectable difference ``what`` (the quantity, e.g. "at decoding")."""
+def supported_sentence(
+    sentence: str, names: tuple[str, str], what: str, v: MetricVerdict | None, figures: str = ""
+) -> str:
+    """A headline's sentence as the verdict has it: ``sentence`` (the plain factor) without a verdict; with a
+    supported difference, the run (``names[1]``) against the baseline (``names[0]``) in the verdict's words,
+    "B is 25% faster (22-28%) than A at decoding (figures)"; without one, "Between A and B there is no detectable
+    difference at decoding (ratio ...)". ``what`` is the quantity ("at decoding ..."), ``figures`` the two
+    figures quoted."""
     if v is None or not known(v):
         return sentence
     if v.verdict == NO_DIFFERENCE:
         return f"Between {names[0]} and {names[1]} there is {no_difference_phrase(v)} {what}."
-    short = "TPOT" if v.metric.startswith("tpot") else v.label
-    return f"{sentence.rstrip('.')}; {size_phrase(v, short)}."
+    quoted = f": {figures}" if figures else ""
+    return f"{names[1]} is {v.words} than {names[0]} {what}{quoted}."
 
 
 #: the verdict table of a comparison (CLI, compare page, report)

@@ -8,8 +8,15 @@ The verdict follows the metric's direction (lower latency, higher throughput is 
 (of the same size) would detect a 5% difference at the variance measured (two-sided 5% test, 80% power).
 Cells without intervals (results stored before they existed) get ``unknown``: nothing can be said.
 
+Each verdict also says which side is better (``better``: a run id, None without a detected difference) and the
+words every view writes for it (``words``, made here once by ``verdict_words``): a supported difference as its
+size in the metric's own terms with its interval, "25% faster (22-28%)" (a latency: the speed, one over it),
+"12% higher (8-16%)" (a throughput), "20% cheaper (15-25%)" (a cost), a factor where it is twice or more
+("2.5x slower (2.1-2.9x)"); otherwise "no detectable difference"; blank when unknown. The cost per 1M output
+tokens gets a verdict of its own (``cost_verdict``) from the output throughput's and the two prices.
+
 The comparison holds these once (``Comparison.verdicts``) and every output reads them: the findings, the
-headline, the compare page and the compare CSV.
+headline, the side-by-side tables, the compare page and the compare CSV.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pydantic import Field
 
 from accelbench.bench.intervals import cell_replicates
 from accelbench.domain.base import StrictModel
+from accelbench.report.formatting import fmt_pct
 from accelbench.report.tables import METRICS, CellAggregate, MetricAggregate
 
 Verdict = Literal["better", "worse", "no detectable difference", "unknown"]
@@ -58,6 +66,73 @@ class MetricVerdict(StrictModel):
         "the variance measured (the repeats already made when they would have); None otherwise.",
     )
     repeats: list[int] = Field(description="Repeats of the baseline and of the run.")
+    better: str | None = Field(
+        default=None,
+        description="The run id of the better side (the run or the baseline) when the verdict is better or "
+        "worse; None otherwise.",
+    )
+    words: str = Field(
+        default="",
+        description='How every view says the verdict: "25% faster (22-28%)", "12% higher (8-16%)", "no '
+        'detectable difference"; blank when unknown.',
+    )
+
+
+#: how a difference in each kind of figure is said: (the better word, the worse word)
+WORDS_LATENCY = ("faster", "slower")
+WORDS_THROUGHPUT = ("higher", "lower")
+WORDS_COST = ("cheaper", "more expensive")
+COST_METRIC = "cost_per_1m_tokens_usd"
+
+
+def vocabulary(metric: str) -> tuple[str, str]:
+    """The better and the worse word of a metric: a latency's faster/slower, a throughput's higher/lower, a
+    cost's cheaper/more expensive."""
+    if metric == COST_METRIC:
+        return WORDS_COST
+    return WORDS_LATENCY if metric.endswith("_ms") else WORDS_THROUGHPUT
+
+
+def _percents(value: float, low: float, high: float, word: str) -> str:
+    """``"25% faster (22-28%)"``: whole percents, one decimal where the size is under 1%."""
+    digits = 1 if value < 1 else 0
+    return f"{fmt_pct(value, digits)} {word} ({low:.{digits}f}-{fmt_pct(high, digits)})"
+
+
+def _change(q: float, low: float, high: float, up: str, down: str) -> str:
+    """A quantity ``q`` times the baseline's, its interval ``low``-``high`` on one side of 1: a rise as a
+    percent ("25% faster (22-28%)"), a fall as the share lost ("20% cheaper (15-25%)"), a factor where it is
+    twice or more either way ("2.5x slower (2.1-2.9x)")."""
+    if q > 1:
+        if q >= 2.0:
+            return f"{q:.1f}x {up} ({low:.1f}-{high:.1f}x)"
+        return _percents((q - 1) * 100, (low - 1) * 100, (high - 1) * 100, up)
+    if 1 / q >= 2.0:
+        return f"{1 / q:.1f}x {down} ({1 / high:.1f}-{1 / low:.1f}x)"
+    return _percents((1 - q) * 100, (1 - high) * 100, (1 - low) * 100, down)
+
+
+def verdict_words(v: MetricVerdict) -> str:
+    """The words of a verdict, the same in every view: a supported difference as the change against the
+    baseline with its interval, of the speed for a latency (one over it: "25% faster (22-28%)"), of the
+    figure itself for a throughput ("12% higher (8-16%)") and a cost ("10% more expensive (8-12%)"); "no
+    detectable difference"; "" when unknown."""
+    if v.verdict == "unknown" or v.ratio_ci95 is None:
+        return ""
+    if v.verdict == NO_DIFFERENCE:
+        return NO_DIFFERENCE
+    lo, hi = v.ratio_ci95
+    if v.metric.endswith("_ms"):  # a latency, said as speed
+        return _change(1 / v.ratio, 1 / hi, 1 / lo, *WORDS_LATENCY)
+    if v.metric == COST_METRIC:
+        return _change(v.ratio, lo, hi, WORDS_COST[1], WORDS_COST[0])
+    return _change(v.ratio, lo, hi, *WORDS_THROUGHPUT)
+
+
+def _judged(v: MetricVerdict) -> MetricVerdict:
+    """``v`` with the better side and its words filled in."""
+    v = v.model_copy(update={"better": {"better": v.run_id, "worse": v.baseline}.get(v.verdict)})
+    return v.model_copy(update={"words": verdict_words(v)})
 
 
 def ratio_interval(base: MetricAggregate, other: MetricAggregate) -> list[float] | None:
@@ -111,7 +186,7 @@ def metric_verdict(
         return None
     ci = ratio_interval(a, b)
     verdict = judge(ci, higher_is_better)
-    return MetricVerdict(
+    made = MetricVerdict(
         run_id=cell.run_id,
         baseline=base.run_id,
         input_len=cell.input_len,
@@ -129,6 +204,35 @@ def metric_verdict(
         else None,
         repeats=[a.n, b.n],
     )
+    return _judged(made)
+
+
+def cost_verdict(
+    output: MetricVerdict, baseline_usd_per_hour: float | None, usd_per_hour: float | None
+) -> MetricVerdict | None:
+    """The cost per 1M output tokens of a matched cell against the baseline's, from the output throughput's
+    verdict and the two hourly prices (a price has no noise: the cost ratio is the price ratio over the
+    throughput ratio, its interval likewise); None without both prices."""
+    if not baseline_usd_per_hour or not usd_per_hour or output.ratio <= 0 or output.value <= 0:
+        return None
+    price = usd_per_hour / baseline_usd_per_hour
+    ci = output.ratio_ci95
+    ratio_ci = [price / ci[1], price / ci[0]] if ci is not None and ci[0] > 0 else None
+    verdict = judge(ratio_ci, higher_is_better=False)
+    made = output.model_copy(
+        update={
+            "metric": COST_METRIC,
+            "label": "$/1M output tokens",
+            "direction": "lower is better",
+            "baseline_value": baseline_usd_per_hour / output.baseline_value / 3600.0 * 1e6,
+            "value": usd_per_hour / output.value / 3600.0 * 1e6,
+            "ratio": price / output.ratio,
+            "ratio_ci95": ratio_ci,
+            "verdict": verdict,
+            "repeats_needed": output.repeats_needed if verdict == NO_DIFFERENCE else None,
+        }
+    )
+    return _judged(made)
 
 
 def cell_verdicts(base: CellAggregate, cell: CellAggregate) -> list[MetricVerdict]:

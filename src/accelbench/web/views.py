@@ -16,7 +16,7 @@ from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
-from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
+from accelbench.report.formatting import MISSING, fmt_num, fmt_pct, fmt_usd
 from accelbench.report.served_view import served_context
 from accelbench.store import Store
 from accelbench.web.import_view import imported_view
@@ -169,10 +169,6 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
     ]
 
 
-def _pct(value: float | None) -> str:
-    return MISSING if value is None else f"{value:+.0f}%"
-
-
 def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str, Any] | None:
     """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
     the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
@@ -290,9 +286,9 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
         prediction = {
             "predicted": level(cap.predicted_max_load),
             "measured": level(cap.max_load),
-            "error": _pct(cap.prediction_error_pct),
+            "error": fmt_pct(cap.prediction_error_pct, signed=True),
             "text": (
-                f"{_pct(cap.prediction_error_pct)} against the measured {level(cap.max_load)}"
+                f"{fmt_pct(cap.prediction_error_pct, signed=True)} against the measured {level(cap.max_load)}"
                 if cap.prediction_error_pct is not None
                 else "no measured capacity to hold it against"
             ),

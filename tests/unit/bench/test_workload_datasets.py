@@ -1,4 +1,4 @@
-"""Workload shapes in the datasets (issue 15): drawn input and output lengths, shared-prefix groups with a known
+"""Workload shapes in the datasets: drawn input and output lengths, shared-prefix groups with a known
 expected prefix-cache hit rate, and tool definitions sent with chat requests."""
 
 from __future__ import annotations

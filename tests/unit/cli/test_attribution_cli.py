@@ -1,4 +1,4 @@
-"""Attribution at the source (issue 16): a bench or sweep run with ``--tokenizer DIR`` stores the server's
+"""Attribution at the source: a bench or sweep run with ``--tokenizer DIR`` stores the server's
 served name as its model and the directory only as its tokenizer; a remote endpoint's run stores the remote
 environment (this machine only as the load generator), never this machine's CPU as the engine's; runs show
 says where a run ran."""

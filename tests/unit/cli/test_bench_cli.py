@@ -137,7 +137,7 @@ def test_user_errors(
 
 def test_unreachable_server_for_model_lookup() -> None:
     result = runner.invoke(app, ["bench", "--base-url", "http://127.0.0.1:9", "--no-store"])
-    # a server that is not there is said so, not answered with "give --model" (issue 16)
+    # a server that is not there is said so, not answered with "give --model"
     assert result.exit_code == 1 and "Cannot reach the server at http://127.0.0.1:9" in result.output
     assert "--model" not in result.output
 

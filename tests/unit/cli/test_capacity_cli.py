@@ -130,7 +130,7 @@ def test_a_search_on_this_machine_stores_its_environment_for_calibration(server)
 
 
 def test_the_answer_says_what_the_cpu_did_at_the_capacity(server, tmp_path: Path) -> None:
-    """Issue 17: device utilisation and memory at the capacity point. The fixture server runs on this machine
+    """Device utilisation and memory at the capacity point. The fixture server runs on this machine
     (loopback), so the CPU is sampled during every probe; the answer's probe carries it."""
     s, tok = server
     args = ["capacity", "--base-url", s.base_url, "--model", "fixture-model", "--tokenizer", str(tok),

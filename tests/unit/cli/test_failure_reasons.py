@@ -1,4 +1,4 @@
-"""Why a cell failed is shown where the figures are (issue 16): the HTTP 400 reason of a run whose requests all
+"""Why a cell failed is shown where the figures are: the HTTP 400 reason of a run whose requests all
 failed in ``runs show``, on its result page (instead of empty charts) and in the report; ``--max-error-rate``
 judging a cell with a third of its requests failed."""
 

@@ -1,4 +1,4 @@
-"""`runs show` opens with the answer (issue 16): the headline, then per cell the chosen percentiles, SLO
+"""`runs show` opens with the answer: the headline, then per cell the chosen percentiles, SLO
 attainment and goodput (from the stored per-request records), and the top failure reason."""
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_unreachable_server_is_a_clean_error(store: Store) -> None:
         port = s.getsockname()[1]
     res = runner.invoke(app, ["sweep", "--base-url", f"http://127.0.0.1:{port}", "--input-lens", "48"])
     assert res.exit_code == 1
-    # said as a server that cannot be reached, not as a missing --model (issue 16)
+    # said as a server that cannot be reached, not as a missing --model
     assert f"Cannot reach the server at http://127.0.0.1:{port}" in res.stderr
     assert "Traceback" not in res.output
 

@@ -1,4 +1,4 @@
-"""Output fits the terminal it is printed on (issue 16, "Terminals"): at 80 and 120 columns no line of
+"""Output fits the terminal it is printed on: at 80 and 120 columns no line of
 `catalog list`, `compare`, `runs show`, `estimate` or `--help` is wider than the terminal, no number is split
 across lines or cut, flag names in help are whole, and a table that had to drop columns says which."""
 

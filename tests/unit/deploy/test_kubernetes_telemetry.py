@@ -1,4 +1,4 @@
-"""Device telemetry on Kubernetes (issue 17): what the manifests carry per tier and mode (validated strictly with
+"""Device telemetry on Kubernetes: what the manifests carry per tier and mode (validated strictly with
 kubernetes-validate), the lookup of the node's exporter against the fake Kubernetes API, and the load generator
 storing DeviceTelemetry from a recorded DCGM scrape served by a local HTTP server. No real cluster is used."""
 

@@ -411,7 +411,7 @@ def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
 def test_the_bandwidth_floor_is_never_above_the_predicted_tpot(name: str, instance: str, engine: str) -> None:
     """The floor reads the bytes the prediction reads (one row of an untied embedding, not the table; the KV
     of the prompt, the smallest context a step sees): "TPOT cannot go below" never exceeds the TPOT beside it
-    (issue 16: 376.69 ms typical beside a 390.4 ms floor, llama.cpp on an untied-embedding model)."""
+    (the case that showed it: 376.69 ms typical beside a 390.4 ms floor, llama.cpp on an untied-embedding model)."""
     e = estimate(m(name), instance, input_len=512, output_len=128, concurrency=1, engine=engine)
     assert e.feasible and e.tpot_ms is not None and e.recommendation is not None
     adv = e.recommendation.bandwidth

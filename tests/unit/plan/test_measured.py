@@ -1,4 +1,4 @@
-"""An instance is "measured" for an estimate only where the same model was measured on it (issue 16): the
+"""An instance is "measured" for an estimate only where the same model was measured on it: the
 name rule (plan/measured.py), the store's query, and the estimate rows the CLI and the API share."""
 
 from __future__ import annotations

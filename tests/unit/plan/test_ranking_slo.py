@@ -1,4 +1,4 @@
-"""The ranked catalog answers the user's question (issue 16): with an SLO the rows that meet it come first, then
+"""The ranked catalog answers the user's question: with an SLO the rows that meet it come first, then
 by cost ($ per 1M output tokens, then $/h); without one by cost; the rows that do not fit last."""
 
 from __future__ import annotations

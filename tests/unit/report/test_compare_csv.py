@@ -27,6 +27,12 @@ EXPECTED_COLUMNS = [
         for what in ("ci95_low", "ci95_high", "ratio", "ratio_ci95_low", "ratio_ci95_high", "verdict",
                      "repeats_needed")
     ),
+    # each verdict (and the cost per 1M output tokens') in the words every view uses
+    *(
+        f"{metric}_vs_baseline"
+        for metric in ("ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms", "output_throughput",
+                       "total_token_throughput", "cost_per_1m_tokens_usd")
+    ),
 ]  # fmt: skip
 
 

@@ -3,6 +3,8 @@ no detectable difference, a supported one with its size and interval."""
 
 from __future__ import annotations
 
+import pytest
+
 from accelbench.domain.results import ResultInfo
 from accelbench.report.compare import build_comparison, comparison_json
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
@@ -72,8 +74,8 @@ def test_a_supported_difference_is_written_with_its_interval() -> None:
     [v] = [v for v in cmp.verdicts if v.metric == "tpot_p50_ms"]
     assert v.verdict == "better" and v.direction == "lower is better" and v.repeats_needed is None
     decode = next(f for f in cmp.findings if f.kind == "decode_speedup")
-    assert "faster than the baseline base" in decode.text
-    assert "TPOT 20% lower (" in decode.text and "at 95% confidence" in decode.text
+    # TPOT 0.8x the baseline's: decoding 1.25x as fast, said with the interval of that speed-up
+    assert "other decodes 25% faster (24-26%) than the baseline base (TPOT 8.0 ms vs 10.0 ms)" in decode.text
     _, rows = read_compare_csv(write_compare_csv(cmp))
     other = next(r for r in rows if r["run_id"] == "other")
     assert other["tpot_p50_ms_verdict"] == "better"
@@ -88,7 +90,10 @@ def test_the_headline_reads_the_same_verdicts() -> None:
     cmp, results = _built(8.0, 1.0)
     head = build_headline(cmp, aggregate_results(results), results)
     decode = next(r.sentence for r in head.ratios if "decoding" in r.what)
-    assert "other is 1.2x faster than base" in decode and "TPOT 20% lower (" in decode
+    assert (
+        decode.startswith("other is 25% faster (24-26%) than base at decoding")
+        and "8.00 vs 10.00 ms" in decode
+    )
     # the same output throughput on both: which is on top is a coin toss, and the headline says so
     [stable] = head.stability
     assert "has the highest output throughput at its best configuration in" in stable
@@ -124,3 +129,34 @@ def test_the_report_shows_the_verdicts_and_the_intervals() -> None:
     for text in (md, html):
         assert "Is each difference real?" in text and "better (lower is better)" in text
         assert "10.00 +-0.6%" in text  # the baseline's TPOT with its interval (3 repeats of +-1%)
+
+
+def test_cost_has_a_verdict_of_its_own_said_the_same_everywhere() -> None:
+    """The same throughput at a 10% higher price: the cost per 1M output tokens is 10% more than the baseline's,
+    its interval the output throughput's turned over and scaled by the price ratio; the headline, the cost
+    finding and the CSV say it in the same words."""
+    from accelbench.domain.catalog import PriceTier
+    from accelbench.report.comparison import HourlyPrice
+
+    runs = _runs(10.0, 1.0)
+    for d, usd in zip(runs, (1.0, 1.1), strict=True):
+        d.price = HourlyPrice(usd_per_hour=usd, tier=PriceTier.on_demand, source="test")
+    cmp = build_comparison(runs)
+    [out] = [v for v in cmp.verdicts if v.metric == "output_throughput"]
+    [cost] = [v for v in cmp.verdicts if v.metric == "cost_per_1m_tokens_usd"]
+    assert cost.ratio == pytest.approx(1.1 / out.ratio)
+    assert out.ratio_ci95 is not None and cost.ratio_ci95 == pytest.approx(
+        [1.1 / out.ratio_ci95[1], 1.1 / out.ratio_ci95[0]]
+    )
+    assert cost.verdict == "worse" and cost.better == "base" and cost.words.startswith("10% more expensive (")
+    finding = next(f for f in cmp.findings if f.kind == "cost")
+    assert cost.words in finding.text and finding.figures["verdict"] == "worse"
+    results = [r for d in runs for r in d.results]
+    head = build_headline(cmp, aggregate_results(results), results)
+    said = next(q.sentence for q in head.ratios if "per 1M" in q.what)
+    assert said.startswith(
+        f"other is {cost.words} than base per 1M output tokens at input 128, concurrency 1"
+    )
+    _, rows = read_compare_csv(write_compare_csv(cmp))
+    other = next(r for r in rows if r["run_id"] == "other")
+    assert other["cost_per_1m_tokens_usd_vs_baseline"] == cost.words

@@ -1,4 +1,4 @@
-"""Ratios are said one way everywhere (issue 16): a factor of at least 1 with the direction in words, against
+"""Ratios are said one way everywhere: a factor of at least 1 with the direction in words, against
 the baseline that was given, never a ratio below 1 beside its inverse."""
 
 from __future__ import annotations

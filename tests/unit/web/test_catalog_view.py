@@ -1,4 +1,4 @@
-"""The Catalog page's view (issue 16) over the shipped catalog: the search (every word must match, with the tier
+"""The Catalog page's view over the shipped catalog: the search (every word must match, with the tier
 chips), the sort keys (numbers as numbers, blanks last), the address that keeps a view, and one instance type's
 detail: its specs, the sources the catalog cites, and its prices with their dates, sources and which one is used."""
 

@@ -1,4 +1,4 @@
-"""The dashboard's charts (issue 16) against a real store: one throughput line per recent completed run at the
+"""The dashboard's charts against a real store: one throughput line per recent completed run at the
 input length it measured most, named by model and where it ran (``report/attribution.py``), twins told apart;
 one row per recent capacity answer with its SLO, answer, output tok/s, $/1M output tokens and $/h; the bars
 of those that met their SLO; nothing for an empty store."""

@@ -1,4 +1,4 @@
-"""The Estimate page's view of a ranked estimate (issue 16): the SLO verdict in words (which target is missed
+"""The Estimate page's view of a ranked estimate: the SLO verdict in words (which target is missed
 and by how much), the measured badge, the sort keys, and the cost vs latency chart's data."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The result page opens with the answer (issue 16): ``result_context``'s headline is ``report/headline.py``'s
+"""The result page opens with the answer: ``result_context``'s headline is ``report/headline.py``'s
 ``headline_for`` of the run (its own SLO when it has one), shown above the run's summary, tables and charts;
 a run without results has none."""
 

@@ -1,4 +1,4 @@
-"""A run in flight in words (web/run_progress.py, issue 16): the phase a person understands (never an engine log
+"""A run in flight in words (web/run_progress.py): the phase a person understands (never an engine log
 line), how long it has run, how long the benchmark is predicted to take and has left, and what cancelling does."""
 
 from __future__ import annotations

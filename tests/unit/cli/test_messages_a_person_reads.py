@@ -1,4 +1,4 @@
-"""Validation and messages a person reads (issue 16): versions, typos, suggestions, commands named in hints,
+"""Validation and messages a person reads: versions, typos, suggestions, commands named in hints,
 an unreachable server."""
 
 from __future__ import annotations
