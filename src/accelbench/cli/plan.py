@@ -87,7 +87,14 @@ def _render_recommendation(rec: Recommendation, *, model_max: int, asked: int | 
     console.print(f"[bold]{title}[/]")
     if rec.fits:
         max_len = rec.settings.max_model_len if rec.settings is not None else None
-        said = verdict_sentence(rec.verdict.value, max_len=max_len, model_max=model_max, asked=asked)
+        said = verdict_sentence(
+            rec.verdict.value,
+            max_len=max_len,
+            model_max=model_max,
+            asked=asked,
+            kv_tokens=rec.memory.kv_cache_tokens if rec.memory is not None else None,
+            at_max=rec.settings.concurrency_at_max_len if rec.settings is not None else None,
+        )
         console.print(f"[bold {colour}]FITS[/]{said.removeprefix('fits')}", highlight=False)
     else:
         console.print(f"[bold {colour}]REFUSED[/]")

@@ -1,0 +1,40 @@
+"""One answer from the planner: recommend and estimate agree on precision and context for the same question,
+and the sentences that explain a context come from the same figures (the shipped catalog and presets)."""
+
+from __future__ import annotations
+
+from accelbench.domain.plan import Verdict
+from accelbench.modelspec import load_model_spec
+from accelbench.plan import recommend
+from accelbench.plan.estimate import estimate
+from accelbench.plan.recommend.common import verdict_sentence
+
+
+def test_a_shorter_context_is_explained_once_and_never_as_the_full_context() -> None:
+    spec = load_model_spec("qwen2.5-7b-instruct")
+    rec = recommend(spec, "g6.xlarge")
+    assert rec.verdict == Verdict.clamped and rec.settings is not None and rec.memory is not None
+    assert not any("full context fits" in r for r in rec.reasons), rec.reasons
+    (context,) = [r for r in rec.reasons if r.startswith("Max model len")]
+    kv = f"{rec.memory.kv_cache_tokens:,}"
+    said = verdict_sentence(
+        rec.verdict.value,
+        max_len=rec.settings.max_model_len,
+        model_max=spec.max_position_embeddings,
+        kv_tokens=rec.memory.kv_cache_tokens,
+        at_max=rec.settings.concurrency_at_max_len,
+    )
+    # the verdict and the reason quote the same KV budget and the same length, and neither says memory
+    # is short when one full-length sequence fits
+    assert kv in context and kv in said
+    assert f"{rec.settings.max_model_len:,}" in context
+    assert "too little memory" not in said and "fewer than 4 at once" in said
+
+
+def test_recommend_never_shortens_the_context_below_the_request_it_was_given() -> None:
+    spec = load_model_spec("llama-3.1-8b-instruct")
+    rec = recommend(spec, "g5.xlarge", input_len=10_000, output_len=1_000)
+    est = estimate(spec, "g5.xlarge", input_len=10_000, output_len=1_000, concurrency=1, goal="cost")
+    assert rec.fits and rec.settings is not None and est.feasible
+    assert rec.settings.max_model_len >= 11_000
+    assert (est.weight_format, est.max_model_len) == (rec.settings.weight_format, rec.settings.max_model_len)
