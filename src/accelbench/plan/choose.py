@@ -138,13 +138,15 @@ def estimate_for_goal(
         for s, q in options
     ]
     estimates = [e for _, e in predicted]
+    # the planner's own answer (the settings left open as recommend leaves them) decides the precision
+    planned = predict(
+        model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
+    )
     open_format = allow_quantization or quantization is not None
-    kept = [e for q, e in predicted if open_format or q is None]
+    kept = [e for q, e in predicted if open_format or (q is None and same_precision(e, planned))]
     best = choose(kept, goal)
     if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
-        best = predict(
-            model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
-        )
+        best = planned
         return best.model_copy(
             update={
                 "goal": goal,
@@ -184,6 +186,13 @@ def estimate_for_goal(
             "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
         }
     )
+
+
+def same_precision(option: Estimate, planned: Estimate) -> bool:
+    """Whether an option holds the weights as the planner's own answer does: with the format left open, a
+    degree where the checkpoint's precision does not fit would fall back to a quantized format, which the
+    planner only chooses when the precision fits at no degree (recommend's rule, one decision for both)."""
+    return not option.feasible or not planned.feasible or option.weight_format == planned.weight_format
 
 
 def _change(new: float | None, old: float | None) -> str:

@@ -38,3 +38,28 @@ def test_recommend_never_shortens_the_context_below_the_request_it_was_given() -
     assert rec.fits and rec.settings is not None and est.feasible
     assert rec.settings.max_model_len >= 11_000
     assert (est.weight_format, est.max_model_len) == (rec.settings.weight_format, rec.settings.max_model_len)
+
+
+def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
+    # BF16 fits g6e.12xlarge's four L40S only at TP 4; at TP 2 the fallback chain would pick FP8, which is
+    # cheaper per token, but the checkpoint's precision fits, so the estimate must not choose it unasked
+    spec = load_model_spec("llama-3.1-70b-instruct")
+    rec = recommend(spec, "g6e.12xlarge")
+    est = estimate(spec, "g6e.12xlarge", input_len=512, output_len=128, concurrency=1, goal="cost")
+    assert rec.settings is not None and rec.settings.quantization is None
+    assert est.feasible and not est.quantization_required and est.like_for_like
+    assert (est.weight_format, est.max_model_len, est.tensor_parallel_size) == (
+        rec.settings.weight_format,
+        rec.settings.max_model_len,
+        rec.settings.tensor_parallel_size,
+    )
+    asked = estimate(
+        spec,
+        "g6e.12xlarge",
+        input_len=512,
+        output_len=128,
+        concurrency=1,
+        goal="cost",
+        allow_quantization=True,
+    )
+    assert asked.weight_format == "fp8"  # chosen only when the caller lets the goal choose it
