@@ -63,3 +63,23 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
         allow_quantization=True,
     )
     assert asked.weight_format == "fp8"  # chosen only when the caller lets the goal choose it
+
+
+def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_of_its_kind_first() -> None:
+    from accelbench.domain.catalog import AcceleratorType
+    from accelbench.domain.run import EngineSettings
+
+    spec = load_model_spec("qwen2.5-7b-instruct")  # 28 attention and 4 KV heads
+    three = EngineSettings(tensor_parallel_size=3)
+    small = recommend(spec, "g6.xlarge", settings=three)
+    assert not small.fits and small.refusal is not None
+    (advice,) = [w for w in small.refusal.way_forward if "--tensor-parallel-size" in w]
+    assert "--tensor-parallel-size 1:" in advice and "or less" not in advice
+    kinds = [a.accelerator_type for a in small.alternatives]
+    assert kinds and kinds[0] == AcceleratorType.gpu
+    assert kinds == sorted(kinds, key=lambda k: k != AcceleratorType.gpu), kinds  # the GPUs, then the rest
+    # the reason is said once: in the refusal, not again among the reasons that led to it
+    assert small.refusal.reason not in small.reasons
+    four = recommend(spec, "g6.12xlarge", settings=three)
+    assert four.refusal is not None
+    assert any("--tensor-parallel-size 1, 2 or 4:" in w for w in four.refusal.way_forward)

@@ -239,8 +239,10 @@ def find_alternatives(
     for other in AcceleratorType:
         if other != kind:
             take(functools.partial(_native_of, other))
-    # chosen one per kind and format, shown cheapest first (an unknown price last)
-    picked.sort(key=lambda a: a.hourly_usd if a.hourly_usd is not None else math.inf)
+    # chosen one per kind and format, the kind asked for first, each kind cheapest first (an unknown price last)
+    picked.sort(
+        key=lambda a: (a.accelerator_type != kind, a.hourly_usd if a.hourly_usd is not None else math.inf)
+    )
     return picked[:limit]
 
 

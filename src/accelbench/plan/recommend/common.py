@@ -142,12 +142,20 @@ def refuse(
 ) -> Recommendation:
     return Recommendation(
         **base_fields(ctx, fits=False, verdict=Verdict.refused),
-        reasons=[*ctx.reasons, reason],
+        reasons=list(
+            ctx.reasons
+        ),  # the decisions made before the refusal; its reason is said once, in refusal
         warnings=ctx.warnings,
         refusal=Refusal(code=code, reason=reason, way_forward=way_forward),
         attempts=ctx.attempts,
         bandwidth=bandwidth,
     )
+
+
+def or_list(values: list[int]) -> str:
+    """1 -> "1"; [1, 2, 4] -> "1, 2 or 4"."""
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def pow2_upto(n: int) -> list[int]:
