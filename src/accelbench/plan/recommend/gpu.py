@@ -318,5 +318,5 @@ def gpu_way_forward(ctx: Ctx, fp8_ok: bool) -> list[str]:
         out.append(f"Leave quantization unset so the planner can try {chain}.")
     if ctx.max_model_len:
         out.append("Ask for a shorter max_model_len, or leave it unset to get the longest that fits.")
-    out.append("Choose a larger instance (more GPUs or more memory per GPU); candidates are listed below.")
+    out.append("Choose a larger instance (more GPUs or more memory per GPU).")
     return out
