@@ -138,15 +138,17 @@ def estimate_for_goal(
         for s, q in options
     ]
     estimates = [e for _, e in predicted]
-    # the planner's own answer (the settings left open as recommend leaves them) decides the precision
-    planned = predict(
-        model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
-    )
+
+    def planned() -> Estimate:  # the planner's own answer, the settings left open as recommend leaves them
+        return predict(
+            model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
+        )
+
     open_format = allow_quantization or quantization is not None
-    kept = [e for q, e in predicted if open_format or (q is None and same_precision(e, planned))]
+    kept = [e for _, e in predicted] if open_format else at_planned_precision(predicted, planned)
     best = choose(kept, goal)
     if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
-        best = planned
+        best = planned()
         return best.model_copy(
             update={
                 "goal": goal,
@@ -186,6 +188,20 @@ def estimate_for_goal(
             "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
         }
     )
+
+
+def at_planned_precision(
+    predicted: Sequence[tuple[str | None, Estimate]], planned: Callable[[], Estimate]
+) -> list[Estimate]:
+    """The options (format left open) at the precision recommend decides for the instance: the checkpoint's
+    wherever it fits at some degree; only where it fits at none, the fallback format of the planner's own
+    answer (asked of ``planned`` then, so the common case costs no extra prediction)."""
+    open_ = [e for q, e in predicted if q is None]
+    natives = [e for e in open_ if e.feasible and e.like_for_like]
+    if natives:
+        return natives
+    answer = planned()
+    return [e for e in open_ if same_precision(e, answer)]
 
 
 def same_precision(option: Estimate, planned: Estimate) -> bool:
