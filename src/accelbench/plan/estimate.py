@@ -328,6 +328,81 @@ def estimate(
                 "engine_defaults": engine_defaults,
             },
         )
+    traffic = Traffic(input_len, output_len, concurrency, arrivals)
+    return _one_setting(
+        model,
+        instance,
+        spec,
+        traffic,
+        _Given(
+            engine=engine,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+            engine_settings=engine_settings,
+            engine_defaults=engine_defaults,
+            factors=factors,
+        ),
+        _Known(catalog=catalog, calibrations=calibrations, prices=prices, measured_runs=measured_runs),
+        slo,
+        recommendation,
+    )
+
+
+@dataclass(frozen=True)
+class _Given:
+    """The settings and factors the caller fixed for one prediction."""
+
+    engine: str | None
+    quantization: str | None
+    max_model_len: int | None
+    kv_cache_dtype: str | None
+    engine_settings: EngineSettings | None
+    engine_defaults: bool
+    factors: EfficiencyFactors | None
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the caller knows besides the question: catalog, calibrations, prices, measured runs."""
+
+    catalog: Catalog | None
+    calibrations: CalibrationSet | None
+    prices: Mapping[str, Any] | None
+    measured_runs: MeasuredRuns | None
+
+
+def _one_setting(
+    model: ModelSpec,
+    instance: InstanceType,
+    spec: AcceleratorSpec,
+    traffic: Traffic,
+    given: _Given,
+    known: _Known,
+    slo: SLO | None,
+    recommendation: Recommendation | None,
+) -> Estimate:
+    """The estimate at one setting: the fit (``recommendation`` when it holds the request), then the
+    prediction, or the infeasible estimate saying why."""
+    input_len, output_len, concurrency, arrivals = (
+        traffic.input_len,
+        traffic.output_len,
+        traffic.concurrency,
+        traffic.arrivals,
+    )
+    engine, quantization, max_model_len = given.engine, given.quantization, given.max_model_len
+    kv_cache_dtype, engine_settings, engine_defaults = (
+        given.kv_cache_dtype,
+        given.engine_settings,
+        given.engine_defaults,
+    )
+    catalog, calibrations, prices, measured_runs = (
+        known.catalog,
+        known.calibrations,
+        known.prices,
+        known.measured_runs,
+    )
+    factors = given.factors
     kind = instance.accelerator_type
     engine = normalize_engine(engine, kind)
     f, ref = _factors(instance, engine, calibrations, factors)
@@ -390,7 +465,6 @@ def estimate(
     )
     pred = pm.predict(f, input_len, output_len, concurrency, arrivals)
     setup = PerfSetup(recommendation=rec, perf=pm, factors=f, calibration=ref, engine=engine)
-    traffic = Traffic(input_len, output_len, concurrency, arrivals)
     notes = _notes(model, instance, found, setup, pred, factors, quantization, traffic)
     topology = topology_note(instance, spec, engine, rec.settings.threads, catalog)
     return _prediction(base, setup, pred, notes, traffic, quantization, slo, topology, instance.cpu_isa)
