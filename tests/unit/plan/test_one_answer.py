@@ -83,3 +83,23 @@ def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_o
     four = recommend(spec, "g6.12xlarge", settings=three)
     assert four.refusal is not None
     assert any("--tensor-parallel-size 1, 2 or 4:" in w for w in four.refusal.way_forward)
+
+
+def test_every_tier_names_the_sizes_it_can_run_when_a_size_is_refused() -> None:
+    from accelbench.domain.run import EngineSettings
+
+    spec = load_model_spec("qwen2.5-7b-instruct")
+    for instance, tp, sizes in (
+        ("m7i.2xlarge", 2, "1:"),
+        ("r7i.48xlarge", 3, "1 or 2:"),
+        ("inf2.xlarge", 3, "2:"),
+    ):
+        rec = recommend(
+            spec, instance, settings=EngineSettings(tensor_parallel_size=tp), suggest_alternatives=False
+        )
+        assert rec.refusal is not None, instance
+        assert rec.refusal.way_forward == [
+            f"Give --tensor-parallel-size {sizes} the "
+            + ("only size" if "or" not in sizes else "sizes")
+            + f" {instance} can run this model at; or choose a larger instance."
+        ]

@@ -30,8 +30,9 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for
 from accelbench.plan.recommend.changes import Asked, setting_changes
-from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse
+from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse, tp_advice
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
+from accelbench.plan.recommend.degrees import tp_degrees
 from accelbench.plan.recommend.gpu import recommend_gpu
 from accelbench.plan.recommend.llamacpp import recommend_llamacpp
 from accelbench.plan.recommend.neuron import recommend_neuron
@@ -170,11 +171,23 @@ def recommend(
         rec = recommend_llamacpp(ctx)
     else:
         rec = recommend_cpu(ctx)
+    rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
         rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
         asked = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
         rec = with_changes(rec, model, instance, asked, input_len, output_len, spec, cat, engine)
     return rec
+
+
+def with_tp_advice(
+    rec: Recommendation, model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec
+) -> Recommendation:
+    """A refused tensor-parallel size is told the sizes this instance can run the model at (every tier's
+    from ``tp_degrees``), not a bound such as "1 or less"."""
+    if rec.refusal is None or rec.refusal.code != RefusalCode.no_valid_tensor_parallel:
+        return rec
+    advice = tp_advice(instance.name, tp_degrees(model, instance, spec))
+    return rec.model_copy(update={"refusal": rec.refusal.model_copy(update={"way_forward": [advice]})})
 
 
 def with_changes(

@@ -158,6 +158,17 @@ def or_list(values: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def tp_advice(instance: str, valid: list[int]) -> str:
+    """What to give instead of a tensor-parallel size the instance cannot run: the sizes it can."""
+    if not valid:
+        return f"No tensor-parallel size divides the heads on {instance}: choose another instance."
+    return (
+        f"Give --tensor-parallel-size {or_list(valid)}: "
+        + ("the only size" if len(valid) == 1 else "the sizes")
+        + f" {instance} can run this model at; or choose a larger instance."
+    )
+
+
 def pow2_upto(n: int) -> list[int]:
     out, t = [], 1
     while t <= n:

@@ -37,10 +37,10 @@ from accelbench.plan.recommend.common import (
     fmt_gib,
     formats_to_try,
     gib,
-    or_list,
     params_b,
     pow2_upto,
     refuse,
+    tp_advice,
     verdict_for,
 )
 
@@ -148,7 +148,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
                 ctx,
                 RefusalCode.no_valid_tensor_parallel,
                 f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
-                [tp_advice(ctx, valid)],
+                [tp_advice(ctx.instance.name, valid)],
             )
         if ctx.tp not in valid:
             return refuse(
@@ -157,7 +157,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
                 f"Tensor parallel {ctx.tp} does not divide {model.num_attention_heads} attention"
                 + ("" if model.mla else f" and {model.num_kv_heads} KV")
                 + " heads (vLLM needs both to split evenly).",
-                [tp_advice(ctx, valid)],
+                [tp_advice(ctx.instance.name, valid)],
             )
         return [ctx.tp]
     if not valid:
@@ -169,19 +169,6 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
             ["Choose an instance with a GPU count that divides the heads."],
         )
     return valid
-
-
-def tp_advice(ctx: Ctx, valid: list[int]) -> str:
-    """What to give instead of an invalid tensor-parallel size: the sizes valid on this instance."""
-    if not valid:
-        return "Choose an instance with a GPU count that divides the heads."
-    units = ctx.hw.units
-    return (
-        f"Give --tensor-parallel-size {or_list(valid)}: "
-        + ("the only size that divides" if len(valid) == 1 else "the sizes that divide")
-        + f" the heads on {ctx.instance.name}'s {units} GPU{'s' if units != 1 else ''}; or choose a larger "
-        "instance."
-    )
 
 
 def _first_fit(
