@@ -5,6 +5,7 @@ that would make the instance work, offered as the user's choice (the shipped cat
 from __future__ import annotations
 
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -70,3 +71,14 @@ def test_recommend_prices_its_alternatives_and_says_its_reason_once() -> None:
     assert data["alternatives"][0]["accelerator_type"] == "gpu" and data["alternatives"][0]["tpot_ms"] > 0
     (change,) = data["refusal"]["changes"]
     assert change["flag"] == "--tensor-parallel-size 1" and change["tpot_ms"] > 0
+
+
+def test_recommend_does_not_say_the_full_context_fits_when_it_shortens_it() -> None:
+    res = runner.invoke(app, ["recommend", "-m", "qwen2.5-7b-instruct", "-i", "g6.xlarge"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "FITS only with a shorter context" in out
+    assert "full context fits" not in out and "too little memory" not in out
+    flat = " ".join(out.split())
+    (kv,) = re.findall(r"the KV cache holds ([\d,]+) tokens", flat)
+    assert f"the KV budget holds {kv} tokens" in flat  # the verdict and the reason quote the same KV budget
