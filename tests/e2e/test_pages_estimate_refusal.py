@@ -33,6 +33,9 @@ def test_an_infeasible_estimate_shows_its_reason_and_the_instances_that_fit(
     tpot, tok_s, usd = first[7], first[8], first[9]
     assert float(tpot.replace(",", "")) > 0 and float(tok_s.replace(",", "")) > 0 and usd.startswith("$")
     p.screenshot(path=str(artifacts_dir / "estimate-refusal.png"), full_page=True)
+    p.set_viewport_size({"width": 1024, "height": 900})
+    assert refusal.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the refusal overflows at 1024 px"
+    p.screenshot(path=str(artifacts_dir / "estimate-refusal-1024.png"), full_page=True)
     # a context asked for that does not fit: the change that would make it work is offered, as a choice
     tab.goto(
         "/estimate?model=llama-3.1-8b-instruct&instance_type=g6.xlarge&quantization=none&min_context=131072"
