@@ -26,6 +26,7 @@ def test_an_infeasible_estimate_shows_its_reason_and_the_instances_that_fit(
     reason = refusal.locator(".reason")
     assert reason.is_visible() and "does not fit g6.xlarge" in reason.inner_text()
     assert p.locator("#estimate").count() == 0  # no ranked table with a row of dashes
+    assert "No change of your own settings" in p.locator("#refusal-no-change").inner_text()
     rows = p.locator("#refusal-alternatives tbody tr")
     assert rows.count() >= 2
     first = rows.first.locator("td").all_inner_texts()

@@ -186,7 +186,9 @@ def _render_way_forward(rec: Recommendation) -> None:
         ]
         title = "Cheapest instances that fit" + (f" (predicted at {when})" if when else "")
         print_table(cols, rows, title=title, formats="json")
-    if rec.refusal.changes:
+    if not rec.refusal.changes:
+        console.print(f"No change of your own settings makes {rec.instance} serve it.", highlight=False)
+    else:
         console.print(
             f"[bold]Or change a setting of yours[/] (your choice, not applied; {rec.instance} then serves it):",
             highlight=False,

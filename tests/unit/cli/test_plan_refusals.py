@@ -21,6 +21,7 @@ def test_an_infeasible_estimate_lists_the_instances_that_fit_with_their_predicti
     assert "candidates are listed below" not in out
     assert "Cheapest instances that fit (predicted at 512 in / 128 out tokens, 1 in flight)" in out
     assert out.count("does not fit g6.xlarge") == 1  # the reason, said once
+    assert "No change of your own settings makes g6.xlarge serve it." in out
     data = json.loads(
         runner.invoke(
             app, ["estimate", "-m", "llama-3.1-70b-instruct", "-i", "g6.xlarge", "-f", "json"]
