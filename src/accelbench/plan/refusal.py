@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import Alternative, Estimate, Recommendation, SettingChange
 from accelbench.domain.quant import parse_quantization
@@ -20,6 +21,7 @@ from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import estimate
 from accelbench.plan.recommend import replace_alternatives, resolve_hardware, with_alternatives, with_changes
 from accelbench.plan.recommend.changes import Asked
+from accelbench.plan.recommend.common import ENGINES
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -86,13 +88,13 @@ def portable(settings: EngineSettings | None) -> EngineSettings | None:
 def priced_alternative(alt: Alternative, model: ModelSpec, q: Question) -> Alternative | None:
     """The instance offered instead with its settings and predictions at the caller's traffic; None where the
     request does not fit it after all (its context is shorter than the request)."""
-    same_kind_engine = q.engine if alt.accelerator_type.value in _kinds_of(q.engine) else None
+    same_kind_engine = q.engine if _serves(q.engine, alt.accelerator_type) else None
     est = q.predict(
         model,
         alt.instance,
         engine_settings=portable(q.settings),
         engine=same_kind_engine,
-        kv_cache_dtype=q.kv_cache_dtype if alt.accelerator_type.value == "gpu" else None,
+        kv_cache_dtype=q.kv_cache_dtype if alt.accelerator_type == AcceleratorType.gpu else None,
     )
     if est is None or not est.feasible or est.tensor_parallel_size is None:
         return None
@@ -118,13 +120,10 @@ def priced_alternative(alt: Alternative, model: ModelSpec, q: Question) -> Alter
     )
 
 
-def _kinds_of(engine: str | None) -> tuple[str, ...]:
-    if not engine:
-        return ()
-    e = engine.strip().lower()
-    if e in ("vllm", "sglang"):
-        return ("gpu",)
-    return {"vllm-neuron": ("neuron",), "vllm-cpu": ("cpu",), "llamacpp": ("cpu",)}.get(e, ())
+def _serves(engine: str | None, kind: AcceleratorType) -> bool:
+    """Whether the engine the caller named can serve an instance of ``kind`` ("vllm" is every tier's)."""
+    e = (engine or "").strip().lower()
+    return bool(e) and (e == "vllm" or e in ENGINES[kind])
 
 
 def change_overrides(change: SettingChange, q: Question) -> dict[str, Any]:
