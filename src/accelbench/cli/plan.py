@@ -87,8 +87,17 @@ def _render_recommendation(rec: Recommendation, *, model_max: int, asked: int | 
     console.print(f"[bold]{title}[/]")
     if rec.fits:
         max_len = rec.settings.max_model_len if rec.settings is not None else None
-        said = verdict_sentence(rec.verdict.value, max_len=max_len, model_max=model_max, asked=asked)
+        said = verdict_sentence(
+            rec.verdict.value,
+            max_len=max_len,
+            model_max=model_max,
+            asked=asked,
+            kv_tokens=rec.memory.kv_cache_tokens if rec.memory is not None else None,
+            at_max=rec.settings.concurrency_at_max_len if rec.settings is not None else None,
+        )
         console.print(f"[bold {colour}]FITS[/]{said.removeprefix('fits')}", highlight=False)
+    elif rec.refusal is not None:
+        console.print(f"[bold {colour}]Refused:[/] {rec.refusal.reason}", highlight=False)
     else:
         console.print(f"[bold {colour}]REFUSED[/]")
     if rec.settings is not None:
@@ -134,11 +143,64 @@ def _render_recommendation(rec: Recommendation, *, model_max: int, asked: int | 
         console.print("[bold yellow]Warnings[/]")
         for w in rec.warnings:
             console.print(f"  - {w}", highlight=False)
-    if rec.refusal is not None:
-        console.print(f"[bold red]Refused:[/] {rec.refusal.reason}", highlight=False)
-        console.print("[bold]Way forward[/]")
-        for w in rec.refusal.way_forward:
-            console.print(f"  - {w}", highlight=False)
+    _render_way_forward(rec)
+
+
+def _render_way_forward(rec: Recommendation) -> None:
+    """A refusal's way forward (its reason is said once, by the caller): what to do, the instances that serve
+    the model instead with their predicted speed and cost, and the changes of the user's own settings that
+    would make this instance work, each the user's choice."""
+    if rec.refusal is None:
+        return
+    console.print("[bold]Way forward[/]")
+    for w in rec.refusal.way_forward:
+        console.print(f"  - {w}", highlight=False)
+    if rec.alternatives:
+        when = rec.alternatives[0].predicted_for
+        cols = [
+            Col("instance", 0, whole=True),
+            Col("accelerator", 1),
+            Col("weights", 1),
+            Col("TP", 2, num=True),
+            Col("context", 2, num=True),
+            Col("$/h", 1, num=True),
+            Col("TTFT ms", 2, num=True),
+            Col("TPOT ms", 0, num=True),
+            Col("out tok/s", 0, num=True),
+            Col("$/1M out", 0, num=True),
+        ]
+        rows = [
+            [
+                a.instance,
+                f"{a.accelerator_type.value}: {a.accelerator_name}",
+                a.quantization or "native",
+                str(a.tensor_parallel_size),
+                f"{a.max_model_len:,}",
+                _usd(a.hourly_usd),
+                _num(a.ttft_ms, 0),
+                _num(a.tpot_ms, 1),
+                _num(a.output_tokens_per_s, 1),
+                _usd(a.usd_per_million_output_tokens),
+            ]
+            for a in rec.alternatives
+        ]
+        title = "Cheapest instances that fit" + (f" (predicted at {when})" if when else "")
+        print_table(cols, rows, title=title, formats="json")
+    if not rec.refusal.changes:
+        console.print(f"No change of your own settings makes {rec.instance} serve it.", highlight=False)
+    else:
+        console.print(
+            f"[bold]Or change a setting of yours[/] (your choice, not applied; {rec.instance} then serves it):",
+            highlight=False,
+        )
+        for c in rec.refusal.changes:
+            figures = (
+                f"; predicted TPOT {_num(c.tpot_ms, 1)} ms, {_num(c.output_tokens_per_s, 1)} output tok/s, "
+                f"{_usd(c.usd_per_million_output_tokens)} per 1M output tokens"
+                if c.tpot_ms is not None
+                else ""
+            )
+            console.print(f"  - {c.flag}: {c.effect}{figures}", highlight=False)
 
 
 def _settings(
@@ -177,13 +239,13 @@ def recommend_cmd(
     computed for them; one that cannot work is refused with the reason."""
     with user_errors():
         from accelbench.modelspec import load_model_spec
-        from accelbench.plan import recommend
+        from accelbench.services.plan import recommendation
 
         spec = load_model_spec(model)
         settings = _settings(
             tensor_parallel_size, max_num_seqs, max_num_batched_tokens, kv_cache_space_gib, threads
         )
-        rec = recommend(
+        rec = recommendation(
             spec,
             instance,
             quantization=quantization,
@@ -276,10 +338,7 @@ def _render_estimate(e: Estimate) -> None:
     )
     if not e.feasible:
         console.print(f"[bold red]Not feasible:[/] {e.explanation}", highlight=False)
-        rec = e.recommendation
-        if rec.refusal:
-            for w in rec.refusal.way_forward:
-                console.print(f"  - {w}", highlight=False)
+        _render_way_forward(e.recommendation)
         return
     t = Table(show_header=False, header_style="bold")
     t.add_column("metric")

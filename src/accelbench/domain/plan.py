@@ -161,6 +161,34 @@ class Alternative(StrictModel):
     max_model_len: int = Field(ge=0, description="Context length it would allow.")
     hourly_usd: float | None = Field(default=None, description="On-demand price per hour, when known.")
     reason: str = Field(description="Why it is offered.")
+    ttft_ms: float | None = Field(default=None, description="Predicted typical TTFT there, ms.")
+    tpot_ms: float | None = Field(default=None, description="Predicted typical TPOT there, ms.")
+    output_tokens_per_s: float | None = Field(default=None, description="Predicted output tokens/s there.")
+    usd_per_million_output_tokens: float | None = Field(
+        default=None, description="Predicted cost per 1M output tokens there."
+    )
+    predicted_for: str | None = Field(
+        default=None, description="The traffic the predictions are for (lengths and requests in flight)."
+    )
+
+
+class SettingChange(StrictModel):
+    """A change of the caller's own settings that would make the instance asked for work. It is the caller's
+    choice (a quantization costs quality, a shorter context refuses longer requests): never applied for them."""
+
+    setting: str = Field(
+        description="The setting to change: quantization, max_model_len, tensor_parallel_size ..."
+    )
+    value: str = Field(description="The value that works ('open' for leaving it to the planner).")
+    flag: str = Field(description="How to give it on the command line, e.g. --quantization int4.")
+    effect: str = Field(description="What the instance then serves, in words.")
+    tpot_ms: float | None = Field(default=None, description="Predicted typical TPOT with the change, ms.")
+    output_tokens_per_s: float | None = Field(
+        default=None, description="Predicted output tokens/s with the change."
+    )
+    usd_per_million_output_tokens: float | None = Field(
+        default=None, description="Predicted cost per 1M output tokens with the change."
+    )
 
 
 class Attempt(StrictModel):
@@ -179,6 +207,11 @@ class Refusal(StrictModel):
     code: RefusalCode = Field(description="Machine-readable cause of the refusal.")
     reason: str = Field(description="Why the model cannot be served here as asked, in plain words.")
     way_forward: list[str] = Field(description="What to do instead, most useful first.")
+    changes: list[SettingChange] = Field(
+        default_factory=list,
+        description="Changes of the caller's settings that make this instance work, each the caller's choice "
+        "(the cheaper instances that serve it as asked are the recommendation's alternatives).",
+    )
 
 
 class Recommendation(StrictModel):

@@ -19,35 +19,9 @@ from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, Instance
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import Estimate, SettingsOption
 from accelbench.domain.run import EngineSettings
-from accelbench.plan.recommend.common import pow2_upto
-from accelbench.plan.recommend.gpu import valid_gpu_tps
-from accelbench.plan.recommend.neuron import whole_instance_tp_ok
+from accelbench.plan.recommend.degrees import tp_degrees
 
 GOALS = ("cost", "latency")
-
-
-def tp_degrees(model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec) -> list[int]:
-    """The tensor-parallel degrees the tier can run on this instance, smallest first."""
-    kind = instance.accelerator_type
-    if kind == AcceleratorType.gpu:
-        return valid_gpu_tps(model, instance.accelerator_count)
-    if kind == AcceleratorType.neuron:
-        units = instance.accelerator_count * (spec.neuron_logical_cores or spec.neuron_cores or 2)
-        pow2 = {
-            t
-            for t in pow2_upto(units)
-            if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
-        }
-        return sorted(pow2 | ({units} if whole_instance_tp_ok(model, units) else set()))
-    nodes = max(1, instance.numa_nodes)
-    out = [1]
-    if (
-        nodes > 1
-        and model.num_attention_heads % nodes == 0
-        and (model.mla or model.num_kv_heads % nodes == 0)
-    ):
-        out.append(nodes)
-    return out
 
 
 def setting_options(
@@ -138,13 +112,17 @@ def estimate_for_goal(
         for s, q in options
     ]
     estimates = [e for _, e in predicted]
-    open_format = allow_quantization or quantization is not None
-    kept = [e for q, e in predicted if open_format or q is None]
-    best = choose(kept, goal)
-    if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
-        best = predict(
+
+    def planned() -> Estimate:  # the planner's own answer, the settings left open as recommend leaves them
+        return predict(
             model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
         )
+
+    open_format = allow_quantization or quantization is not None
+    kept = [e for _, e in predicted] if open_format else at_planned_precision(predicted, planned)
+    best = choose(kept, goal)
+    if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward
+        best = planned()
         return best.model_copy(
             update={
                 "goal": goal,
@@ -184,6 +162,27 @@ def estimate_for_goal(
             "alternatives": [option_of(e, e is picked) for e in estimates] if alternatives else [],
         }
     )
+
+
+def at_planned_precision(
+    predicted: Sequence[tuple[str | None, Estimate]], planned: Callable[[], Estimate]
+) -> list[Estimate]:
+    """The options (format left open) at the precision recommend decides for the instance: the checkpoint's
+    wherever it fits at some degree; only where it fits at none, the fallback format of the planner's own
+    answer (asked of ``planned`` then, so the common case costs no extra prediction)."""
+    open_ = [e for q, e in predicted if q is None]
+    natives = [e for e in open_ if e.feasible and e.like_for_like]
+    if natives:
+        return natives
+    answer = planned()
+    return [e for e in open_ if same_precision(e, answer)]
+
+
+def same_precision(option: Estimate, planned: Estimate) -> bool:
+    """Whether an option holds the weights as the planner's own answer does: with the format left open, a
+    degree where the checkpoint's precision does not fit would fall back to a quantized format, which the
+    planner only chooses when the precision fits at no degree (recommend's rule, one decision for both)."""
+    return not option.feasible or not planned.feasible or option.weight_format == planned.weight_format
 
 
 def _change(new: float | None, old: float | None) -> str:

@@ -3,7 +3,7 @@ point (the performance model itself is ``plan/perf_model.py``), and the SLO pars
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from accelbench.plan.choose import GOALS, estimate_for_goal
 from accelbench.plan.cpu_topology import topology_note
 from accelbench.plan.error_records import regime_of
 from accelbench.plan.hardware import Hardware, hardware_for
-from accelbench.plan.measured import MeasuredRuns, attribution, attribution_note
+from accelbench.plan.measured import Attribution, MeasuredRuns, attribution, attribution_note
 from accelbench.plan.memory import (
     GIB,
     WeightFormat,
@@ -328,9 +328,83 @@ def estimate(
                 "engine_defaults": engine_defaults,
             },
         )
+    traffic = Traffic(input_len, output_len, concurrency, arrivals)
+    return _one_setting(
+        model,
+        instance,
+        spec,
+        traffic,
+        _Given(
+            engine=engine,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+            engine_settings=engine_settings,
+            engine_defaults=engine_defaults,
+            factors=factors,
+        ),
+        _Known(catalog=catalog, calibrations=calibrations, prices=prices, measured_runs=measured_runs),
+        slo,
+        recommendation,
+    )
+
+
+@dataclass(frozen=True)
+class _Given:
+    """The settings and factors the caller fixed for one prediction."""
+
+    engine: str | None
+    quantization: str | None
+    max_model_len: int | None
+    kv_cache_dtype: str | None
+    engine_settings: EngineSettings | None
+    engine_defaults: bool
+    factors: EfficiencyFactors | None
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the caller knows besides the question: catalog, calibrations, prices, measured runs."""
+
+    catalog: Catalog | None
+    calibrations: CalibrationSet | None
+    prices: Mapping[str, Any] | None
+    measured_runs: MeasuredRuns | None
+
+
+def _one_setting(
+    model: ModelSpec,
+    instance: InstanceType,
+    spec: AcceleratorSpec,
+    traffic: Traffic,
+    given: _Given,
+    known: _Known,
+    slo: SLO | None,
+    recommendation: Recommendation | None,
+) -> Estimate:
+    """The estimate at one setting: the fit (``recommendation`` when it holds the request), then the
+    prediction, or the infeasible estimate saying why."""
+    input_len, output_len, concurrency, arrivals = (
+        traffic.input_len,
+        traffic.output_len,
+        traffic.concurrency,
+        traffic.arrivals,
+    )
+    engine, quantization, max_model_len = given.engine, given.quantization, given.max_model_len
+    kv_cache_dtype, engine_settings, engine_defaults = (
+        given.kv_cache_dtype,
+        given.engine_settings,
+        given.engine_defaults,
+    )
+    catalog, calibrations, prices, measured_runs = (
+        known.catalog,
+        known.calibrations,
+        known.prices,
+        known.measured_runs,
+    )
+    factors = given.factors
     kind = instance.accelerator_type
     engine = normalize_engine(engine, kind)
-    accel = accelerator_name(instance)
     f, ref = _factors(instance, engine, calibrations, factors)
     need = input_len + output_len
     rec = recommendation
@@ -357,7 +431,7 @@ def estimate(
         "model": model.name,
         "instance": instance.name,
         "accelerator_type": kind,
-        "accelerator_name": accel,
+        "accelerator_name": accelerator_name(instance),
         "accelerator_count": instance.accelerator_count,
         "engine": engine,
         "input_len": input_len,
@@ -390,7 +464,40 @@ def estimate(
         engine_defaults=engine_defaults,
     )
     pred = pm.predict(f, input_len, output_len, concurrency, arrivals)
-    s, mem = rec.settings, rec.memory
+    setup = PerfSetup(recommendation=rec, perf=pm, factors=f, calibration=ref, engine=engine)
+    notes = _notes(model, instance, found, setup, pred, factors, quantization, traffic)
+    topology = topology_note(
+        instance, spec, engine, rec.settings.threads, catalog, rec.settings.tensor_parallel_size
+    )
+    return _prediction(base, setup, pred, notes, traffic, quantization, slo, topology, instance.cpu_isa)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The traffic point one prediction is for."""
+
+    input_len: int
+    output_len: int
+    concurrency: int
+    arrivals: str
+
+
+def _notes(
+    model: ModelSpec,
+    instance: InstanceType,
+    found: Attribution,
+    setup: PerfSetup,
+    pred: Prediction,
+    factors: EfficiencyFactors | None,
+    quantization: str | None,
+    traffic: Traffic,
+) -> list[str]:
+    """How the prediction was made, in words: the factors' source, where the model was measured, the
+    arrivals, Neuron's compiled shapes, a precision other than the checkpoint's, requests that queue."""
+    kind = instance.accelerator_type
+    pm, ref, s = setup.perf, setup.calibration, setup.recommendation.settings
+    concurrency, arrivals = traffic.concurrency, traffic.arrivals
+    assert s is not None
     notes: list[str] = []
     if ref is not None:
         notes.append(
@@ -407,7 +514,7 @@ def estimate(
         notes.append("Efficiency factors given by the caller (no calibration applied).")
     else:
         notes.append(
-            f"Uncalibrated: starting efficiency factors for {kind.value} / {engine} (cited in the data file)."
+            f"Uncalibrated: starting efficiency factors for {kind.value} / {setup.engine} (cited in the data file)."
         )
     if (said := attribution_note(model, instance.name, found)) is not None:
         notes.append(said)
@@ -436,6 +543,52 @@ def estimate(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
             f"KV cache {pm.kv_tokens:,} tokens); the rest queue, which TTFT includes."
         )
+    return notes
+
+
+def _times(pm: PerfModel, pred: Prediction, f: EfficiencyFactors, bound: str) -> TimeBreakdown:
+    """The parts of one prediction, ms."""
+    return TimeBreakdown(
+        decode_step_ms=pred.decode_step * 1000,
+        decode_weights_ms=pred.d_weights * 1000,
+        decode_kv_ms=pred.d_kv * 1000,
+        decode_compute_ms=pred.d_compute * 1000,
+        decode_allreduce_ms=pred.d_allreduce * 1000,
+        decode_overhead_ms=pred.d_overhead * 1000,
+        decode_layer_floor_ms=pred.d_floor * 1000,
+        decode_bound=bound,
+        prefill_ms=pred.prefill * 1000,
+        prefill_bound=pred.prefill_bound,
+        prefill_interference_ms=pred.interference * 1000,
+        queue_ms=pred.queue * 1000,
+        ridge_flops_per_byte=pm.ridge,
+        achievable_bandwidth_gbps=pm.bw_peak * f.bandwidth_efficiency / 1e9,
+        achievable_tflops=pm.flops_peak * f.compute_efficiency / 1e12,
+    )
+
+
+def _prediction(
+    base: dict[str, Any],
+    setup: PerfSetup,
+    pred: Prediction,
+    notes: list[str],
+    traffic: Traffic,
+    quantization: str | None,
+    slo: SLO | None,
+    topology: str | None,
+    cpu_isa: Sequence[str],
+) -> Estimate:
+    """The feasible estimate: the figures, their costs, the SLO search and the 80% ranges."""
+    pm, f, ref = setup.perf, setup.factors, setup.calibration
+    s, mem = setup.recommendation.settings, setup.recommendation.memory
+    assert s is not None and mem is not None
+    input_len, output_len, concurrency, arrivals = (
+        traffic.input_len,
+        traffic.output_len,
+        traffic.concurrency,
+        traffic.arrivals,
+    )
+    hourly = base["hourly_usd"]
     bound = _bound_words(pred)
     bw_eff = pm.bw_peak * f.bandwidth_efficiency / 1e9
     explanation = (
@@ -451,30 +604,13 @@ def estimate(
     slo_met = None
     max_c = None
     usd_m_slo = None
+    cap = max(concurrency, pm.batch_limit)
     if slo is not None:
         slo_met = slo.met(pred.ttft * 1000, pred.tpot * 1000, pred.e2e * 1000)
-        cap = max(concurrency, pm.batch_limit)
         max_c = _max_concurrency_for(pm, f, slo, input_len, output_len, cap, arrivals)
         if max_c and hourly is not None:
             p2 = pm.predict(f, input_len, output_len, max_c, arrivals)
             usd_m_slo = hourly / (p2.out_tps * 3600) * 1e6 if p2.out_tps > 0 else None
-    times = TimeBreakdown(
-        decode_step_ms=pred.decode_step * 1000,
-        decode_weights_ms=pred.d_weights * 1000,
-        decode_kv_ms=pred.d_kv * 1000,
-        decode_compute_ms=pred.d_compute * 1000,
-        decode_allreduce_ms=pred.d_allreduce * 1000,
-        decode_overhead_ms=pred.d_overhead * 1000,
-        decode_layer_floor_ms=pred.d_floor * 1000,
-        decode_bound=bound,
-        prefill_ms=pred.prefill * 1000,
-        prefill_bound=pred.prefill_bound,
-        prefill_interference_ms=pred.interference * 1000,
-        queue_ms=pred.queue * 1000,
-        ridge_flops_per_byte=pm.ridge,
-        achievable_bandwidth_gbps=bw_eff,
-        achievable_tflops=pm.flops_peak * f.compute_efficiency / 1e12,
-    )
     util = (mem.weights_gib + mem.overhead_gib) / mem.usable_gib * 100 if mem.usable_gib else None
     est = Estimate(
         **base,
@@ -497,19 +633,19 @@ def estimate(
         usd_per_million_output_tokens=usd_m,
         usd_per_request=usd_req,
         calibrated=ref is not None,
-        topology=topology_note(instance, spec, engine, s.threads, catalog, s.tensor_parallel_size),
+        topology=topology,
         slo_met=slo_met,
         max_concurrency_meeting_slo=max_c,
         usd_per_million_output_tokens_at_slo=usd_m_slo,
         explanation=explanation,
         factors=f,
         calibration=ref,
-        times=times,
+        times=_times(pm, pred, f, bound),
         notes=notes,
     )
     regime = regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, output_len)
     search = (lambda t: _max_concurrency_for(pm, f, t, input_len, output_len, cap, arrivals)) if slo else None
-    return with_ranges(est, regime, instance.cpu_isa, slo, search, calibration=ref)
+    return with_ranges(est, regime, cpu_isa, slo, search, calibration=ref)
 
 
 def estimate_local(

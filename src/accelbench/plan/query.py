@@ -17,6 +17,7 @@ from accelbench.plan.cpu_topology import described_instance
 from accelbench.plan.estimate import estimate, parse_slo
 from accelbench.plan.hardware import is_local
 from accelbench.plan.ranking import estimate_catalog
+from accelbench.plan.refusal import Question, priced_estimate
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -57,15 +58,7 @@ def answer(
     }
     described = query.cores is not None or query.smt is not None
     if query.instance_type:
-        if is_local(query.instance_type):
-            from accelbench.plan.hardware import local_machine
-
-            inst, accel_spec = local_machine()
-            inst = described_instance(inst, query.cores, query.smt)
-            return estimate(model, inst, spec=accel_spec, max_model_len=query.min_context, **common)
-        if described:
-            return _described_estimate(query, model, ctx, common)
-        return estimate(model, query.instance_type, max_model_len=query.min_context, **common)
+        return priced_estimate(_one_instance(query, model, ctx, common), model, question(query, ctx))
     if described:
         raise UserInputError("--cores and --smt describe one guest: give --instance as well.")
     return estimate_catalog(
@@ -74,6 +67,41 @@ def answer(
         max_cost=query.max_cost,
         min_context=query.min_context,
         **common,
+    )
+
+
+def _one_instance(
+    query: EstimateQuery, model: ModelSpec, ctx: PlanContext, common: dict[str, Any]
+) -> Estimate:
+    """The estimate for the one instance asked for: this machine, a described guest or a catalog row."""
+    assert query.instance_type is not None
+    if is_local(query.instance_type):
+        from accelbench.plan.hardware import local_machine
+
+        inst, accel_spec = local_machine()
+        inst = described_instance(inst, query.cores, query.smt)
+        return estimate(model, inst, spec=accel_spec, max_model_len=query.min_context, **common)
+    if query.cores is not None or query.smt is not None:
+        return _described_estimate(query, model, ctx, common)
+    return estimate(model, query.instance_type, max_model_len=query.min_context, **common)
+
+
+def question(query: EstimateQuery, ctx: PlanContext) -> Question:
+    """The question a refusal's way forward is predicted for: the query's traffic and settings."""
+    return Question(
+        input_len=query.input_len,
+        output_len=query.output_len,
+        concurrency=query.concurrency,
+        quantization=query.quantization,
+        max_model_len=query.min_context,
+        kv_cache_dtype=query.kv_cache_dtype,
+        settings=query.engine_settings(),
+        engine=query.engine,
+        goal=query.goal,
+        arrivals=query.arrivals,
+        calibrations=ctx.calibrations,
+        prices=ctx.prices,
+        catalog=ctx.catalog,
     )
 
 

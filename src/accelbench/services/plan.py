@@ -19,6 +19,8 @@ from accelbench.store.repo import jsonable
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
     from accelbench.domain.capacity import CapacitySLO
+    from accelbench.domain.model import ModelSpec
+    from accelbench.domain.plan import Recommendation
     from accelbench.plan.calibrate import MeasuredRun
     from accelbench.plan.calibrations import CalibrationSet
     from accelbench.plan.query import PlanContext
@@ -71,10 +73,31 @@ def model_spec(name: str) -> dict[str, Any]:
 def recommend(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     """``accelbench recommend``: does the model fit, with which settings, and why (``fits`` false is an
     answer, not an error). ``instance_type`` may be "local" for this machine."""
-    from accelbench import plan
+    return dict(jsonable(recommendation(load_model(model), instance_type, **options)))
 
-    rec = plan.recommend(load_model(model), instance_type, **options)
-    return dict(jsonable(rec))
+
+def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recommendation:
+    """The planner's answer for a model already read; a refusal comes with its way forward priced: the
+    instances offered instead and the setting changes, each predicted at the given lengths (default: the
+    estimate's) and one request in flight (``plan/refusal.py``)."""
+    from accelbench import plan
+    from accelbench.plan.refusal import DEFAULT_TRAFFIC, Question, priced_refusal
+
+    rec = plan.recommend(spec, instance_type, **options)
+    if rec.fits:
+        return rec
+    d_in, d_out, conc = DEFAULT_TRAFFIC
+    question = Question(
+        input_len=options.get("input_len") or d_in,
+        output_len=options.get("output_len") or d_out,
+        concurrency=conc,
+        quantization=options.get("quantization"),
+        max_model_len=options.get("max_model_len"),
+        kv_cache_dtype=options.get("kv_cache_dtype"),
+        settings=options.get("settings"),
+        engine=options.get("engine"),
+    )
+    return priced_refusal(rec, spec, question)
 
 
 def plan_context(

@@ -202,6 +202,32 @@ def range_summary(row: Mapping[str, Any]) -> str:
     return line + "."
 
 
+def refusal_view(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One instance that cannot serve the model as asked: the reason (once), the way forward, the cheapest
+    instances that serve it instead with their predicted TTFT, TPOT, output tok/s and $ per 1M output tokens,
+    and the changes of the reader's own settings that would make this instance work (the reader's choice).
+    The planner's refusal model (``plan/refusal.py``), shown open, never as a row of dashes. None when the
+    result is a ranked table or a feasible estimate."""
+    est = result.get("estimate")
+    if not isinstance(est, Mapping) or est.get("feasible"):
+        return None
+    rec = est.get("recommendation") or {}
+    refusal = rec.get("refusal") or {}
+    alternatives = [
+        dict(a)
+        | {"tier_label": TIER_LABEL.get(str(a.get("accelerator_type")), str(a.get("accelerator_type")))}
+        for a in rec.get("alternatives") or []
+    ]
+    return {
+        "instance": est.get("instance"),
+        "reason": refusal.get("reason") or est.get("explanation") or "does not fit",
+        "way_forward": list(refusal.get("way_forward") or []),
+        "alternatives": alternatives,
+        "predicted_for": next((a.get("predicted_for") for a in alternatives if a.get("predicted_for")), None),
+        "changes": list(refusal.get("changes") or []),
+    }
+
+
 def estimate_page_view(
     result: Mapping[str, Any], *, slo_text: str | None = None, concurrency: int = 1
 ) -> dict[str, Any]:
@@ -233,6 +259,7 @@ def estimate_page_view(
         counts[r["slo"]["state"]] += 1
     return {
         "rows": rows,
+        "refusal": refusal_view(result),
         "summary": result.get("summary") or {},
         "notes": result.get("notes") or [],
         "total_rows": result.get("total_rows", len(rows)),

@@ -108,3 +108,22 @@ def test_each_row_shows_its_80_percent_ranges_and_the_overlaps_of_its_cost_range
         "decode-bound). Cost range overlaps g5.xlarge: the order between them is not certain."
     )
     assert bare["range_text"] == {} and bare["range_summary"] == ""
+
+
+def test_one_refused_instance_is_shown_as_its_refusal_with_priced_alternatives() -> None:
+    from accelbench.web.estimate_view import refusal_view
+
+    query = EstimateQuery(model="llama-3.1-70b-instruct", instance_type="g6.xlarge")
+    view = estimate_page_view(estimate(None, query))
+    x = view["refusal"]
+    assert x is not None and "does not fit g6.xlarge" in x["reason"]
+    assert x["alternatives"] and x["alternatives"][0]["tier_label"] == "GPU"
+    assert all(
+        a["tpot_ms"] and a["output_tokens_per_s"] and a["usd_per_million_output_tokens"]
+        for a in x["alternatives"]
+    )
+    assert x["predicted_for"] == "512 in / 128 out tokens, 1 in flight"
+    assert (
+        refusal_view(estimate(None, EstimateQuery(model="qwen2.5-7b-instruct", instance_type="g6.xlarge")))
+        is None
+    )

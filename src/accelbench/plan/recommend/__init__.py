@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
@@ -29,8 +29,10 @@ from accelbench.domain.quant import parse_quantization as normalize_quantization
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for
-from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse
+from accelbench.plan.recommend.changes import Asked, setting_changes
+from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse, tp_advice
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
+from accelbench.plan.recommend.degrees import tp_degrees
 from accelbench.plan.recommend.gpu import recommend_gpu
 from accelbench.plan.recommend.llamacpp import recommend_llamacpp
 from accelbench.plan.recommend.neuron import recommend_neuron
@@ -169,9 +171,61 @@ def recommend(
         rec = recommend_llamacpp(ctx)
     else:
         rec = recommend_cpu(ctx)
+    rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
         rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
+        asked = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
+        rec = with_changes(rec, model, instance, asked, input_len, output_len, spec, cat, engine)
     return rec
+
+
+def with_tp_advice(
+    rec: Recommendation, model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec
+) -> Recommendation:
+    """A refused tensor-parallel size is told the sizes this instance can run the model at (every tier's
+    from ``tp_degrees``), not a bound such as "1 or less"."""
+    if rec.refusal is None or rec.refusal.code != RefusalCode.no_valid_tensor_parallel:
+        return rec
+    advice = tp_advice(instance.name, tp_degrees(model, instance, spec))
+    return rec.model_copy(update={"refusal": rec.refusal.model_copy(update={"way_forward": [advice]})})
+
+
+def with_changes(
+    rec: Recommendation,
+    model: ModelSpec,
+    instance: InstanceType,
+    asked: Asked,
+    input_len: int | None,
+    output_len: int | None,
+    spec: AcceleratorSpec,
+    catalog: Catalog | None,
+    engine: str | None,
+) -> Recommendation:
+    """The refusal with the changes of the caller's settings that would make ``instance`` work."""
+    if rec.refusal is None:
+        return rec
+
+    def again(**over: Any) -> Recommendation:
+        options: dict[str, Any] = {
+            "quantization": asked.quantization,
+            "max_model_len": asked.max_model_len,
+            "kv_cache_dtype": asked.kv_cache_dtype,
+            "settings": asked.settings,
+        } | over
+        return recommend(
+            model,
+            instance,
+            input_len=input_len,
+            output_len=output_len,
+            spec=spec,
+            catalog=catalog,
+            suggest_alternatives=False,
+            engine=engine,
+            **options,
+        )
+
+    changes = setting_changes(rec, instance, asked, again)
+    return rec.model_copy(update={"refusal": rec.refusal.model_copy(update={"changes": changes})})
 
 
 # --------------------------------------------------------------------------------------------- alternatives
@@ -239,8 +293,10 @@ def find_alternatives(
     for other in AcceleratorType:
         if other != kind:
             take(functools.partial(_native_of, other))
-    # chosen one per kind and format, shown cheapest first (an unknown price last)
-    picked.sort(key=lambda a: a.hourly_usd if a.hourly_usd is not None else math.inf)
+    # chosen one per kind and format, the kind asked for first, each kind cheapest first (an unknown price last)
+    picked.sort(
+        key=lambda a: (a.accelerator_type != kind, a.hourly_usd if a.hourly_usd is not None else math.inf)
+    )
     return picked[:limit]
 
 
@@ -271,13 +327,25 @@ def with_alternatives(
         max_model_len=max_model_len,
         catalog=catalog,
     )
-    way = list(rec.refusal.way_forward)
+    return replace_alternatives(rec, alts)
+
+
+#: how the way forward opens its line on the instances offered instead (replaced when they change)
+ALTERNATIVES_LINE = ("Cheapest instances that fit: ", "No instance in the catalog fits ")
+
+
+def replace_alternatives(rec: Recommendation, alts: list[Alternative]) -> Recommendation:
+    """The recommendation offering ``alts`` instead, its way forward naming them in one line (their settings,
+    fit and predicted speed are in ``alternatives``)."""
+    if rec.refusal is None:
+        return rec
+    way = [w for w in rec.refusal.way_forward if not w.startswith(ALTERNATIVES_LINE)]
     if alts:
-        way.append(
-            "Cheapest instances that fit: " + "; ".join(f"{a.instance} ({a.reason})" for a in alts) + "."
-        )
+        names = [a.instance for a in alts]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        way.append(f"{ALTERNATIVES_LINE[0]}{listed} (each with its settings and predicted speed).")
     else:
-        way.append("No instance in the catalog fits this model as asked.")
+        way.append(f"{ALTERNATIVES_LINE[1]}this model as asked.")
     return rec.model_copy(
         update={"alternatives": alts, "refusal": rec.refusal.model_copy(update={"way_forward": way})}
     )
@@ -289,5 +357,8 @@ __all__ = [
     "bandwidth_advisory",
     "find_alternatives",
     "recommend",
+    "replace_alternatives",
     "resolve_instance",
+    "with_alternatives",
+    "with_changes",
 ]

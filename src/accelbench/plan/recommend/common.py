@@ -142,11 +142,30 @@ def refuse(
 ) -> Recommendation:
     return Recommendation(
         **base_fields(ctx, fits=False, verdict=Verdict.refused),
-        reasons=[*ctx.reasons, reason],
+        reasons=list(
+            ctx.reasons
+        ),  # the decisions made before the refusal; its reason is said once, in refusal
         warnings=ctx.warnings,
         refusal=Refusal(code=code, reason=reason, way_forward=way_forward),
         attempts=ctx.attempts,
         bandwidth=bandwidth,
+    )
+
+
+def or_list(values: list[int]) -> str:
+    """1 -> "1"; [1, 2, 4] -> "1, 2 or 4"."""
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def tp_advice(instance: str, valid: list[int]) -> str:
+    """What to give instead of a tensor-parallel size the instance cannot run: the sizes it can."""
+    if not valid:
+        return f"No tensor-parallel size divides the heads on {instance}: choose another instance."
+    return (
+        f"Give --tensor-parallel-size {or_list(valid)}: "
+        + ("the only size" if len(valid) == 1 else "the sizes")
+        + f" {instance} can run this model at; or choose a larger instance."
     )
 
 
@@ -282,6 +301,52 @@ def sequences_fit(kv_budget: float, per_seq: float, cap: int) -> int:
     return int(KV_PLAN_SHARE * kv_budget / per_seq) if per_seq > 0 else cap
 
 
+def request_tokens(ctx: Ctx) -> int:
+    """Input + output tokens of the request the caller sizes for (0 when it named no lengths)."""
+    return (ctx.input_len or 0) + (ctx.output_len or 0)
+
+
+def context_reason(kv_tokens: int, model_max: int, start: int, c_start: int, max_len: int, c_max: int) -> str:
+    """The one sentence on the context the planner chose (none asked), from the same numbers as the verdict:
+    the tokens the KV budget holds, the length memory allows (``start``, ``c_start`` sequences of it at once)
+    and the length chosen (``max_len``, ``c_max`` at once)."""
+    if max_len == start:
+        if start == model_max:
+            return (
+                f"Max model len {max_len:,}: the model's full context fits in the KV budget ({kv_tokens:,} "
+                f"tokens, {c_max} sequence(s) of {max_len:,} at once)."
+            )
+        return (
+            f"Max model len {max_len:,}: the KV budget holds {kv_tokens:,} tokens of one sequence "
+            f"(model supports {model_max:,}); rounded down to a standard length."
+        )
+    room = (
+        f"one sequence of the model's full {start:,} tokens fits"
+        if start == model_max
+        else f"{start:,} would fit"
+    )
+    return (
+        f"Max model len {max_len:,}: the KV budget holds {kv_tokens:,} tokens, so {room} but only {c_start} "
+        f"at once; halved to {max_len:,}"
+        + (
+            f" so that at least 4 full-length sequences fit ({c_max} do)."
+            if c_max >= 4
+            else f", no shorter than the request, where {c_max} fit at once."
+        )
+    )
+
+
+def clamp_cause(max_len: int, target: int, kv_tokens: int | None, at_max: int | None) -> str:
+    """Why a context is shorter than the target, from the KV budget's own figures: memory for one sequence,
+    or room for fewer than 4 sequences of the target at once."""
+    if kv_tokens is not None and kv_tokens >= target:
+        return (
+            f"the KV cache holds {kv_tokens:,} tokens: one {target:,}-token sequence fits, but fewer than 4 at once"
+            + (f"; at {max_len:,} tokens {at_max} do" if at_max else "")
+        )
+    return "a longer context leaves too little memory for the KV cache"
+
+
 def context_and_batch(
     ctx: Ctx, fit: Fit, kv_bytes: float, seq_cap: int
 ) -> tuple[int, int, int, int, int, list[str]]:
@@ -297,33 +362,21 @@ def context_and_batch(
                 f"max_model_len {requested:,} is beyond what {model.name} supports ({model_max:,}); "
                 f"using {model_max:,}."
             )
-    elif fit.max_tokens >= model_max:
-        # The model's own length when it fits (the seed rounded this down too, e.g. 163840 -> 131072, which
-        # throws away context the memory can hold).
-        max_len = model_max
-        reasons.append(f"Max model len {max_len:,}: the model's full context fits in the KV budget.")
     else:
-        max_len = round_down_length(fit.max_tokens)
-        reasons.append(
-            f"Max model len {max_len:,}: the KV budget holds {fit.max_tokens:,} tokens of one sequence "
-            f"(model supports {model_max:,}); rounded down to a standard length."
-        )
+        max_len = model_max if fit.max_tokens >= model_max else round_down_length(fit.max_tokens)
 
     def conc(length: int) -> int:
         per_seq = seq_kv_bytes_per_rank(model, length, fit.tp, kv_bytes)
         return sequences_fit(fit.budget_per_unit, per_seq, seq_cap)
 
     c_max = conc(max_len)
-    if requested is None and c_max < 4:
-        start = max_len
-        while c_max < 4 and max_len > MIN_CONTEXT:
-            max_len = round_down_length(max_len // 2) or MIN_CONTEXT
+    if requested is None:
+        start, c_start = max_len, c_max
+        floor = max(MIN_CONTEXT, request_tokens(ctx))
+        while c_max < 4 and max_len > floor:
+            max_len = max(round_down_length(max_len // 2) or MIN_CONTEXT, min(floor, max_len))
             c_max = conc(max_len)
-        if max_len != start:
-            reasons.append(
-                f"Max model len halved from {start:,} to {max_len:,} so that at least 4 full-length "
-                f"sequences fit ({c_max} do)."
-            )
+        reasons.append(context_reason(fit.max_tokens, model_max, start, c_start, max_len, c_max))
     d_in, d_out = default_lengths(max_len)
     in_len = ctx.input_len or d_in
     out_len = ctx.output_len or d_out
@@ -350,8 +403,18 @@ def context_and_batch(
     return max_len, max_num_seqs, max(0, c_max), in_len, out_len, reasons
 
 
-def verdict_sentence(verdict: str, *, max_len: int | None, model_max: int, asked: int | None = None) -> str:
-    """A verdict (``fits``/``clamped``/``clamps``/``refused``/``infeasible``) in words a person reads."""
+def verdict_sentence(
+    verdict: str,
+    *,
+    max_len: int | None,
+    model_max: int,
+    asked: int | None = None,
+    kv_tokens: int | None = None,
+    at_max: int | None = None,
+) -> str:
+    """A verdict (``fits``/``clamped``/``clamps``/``refused``/``infeasible``) in words a person reads; a shorter
+    context says why from the KV budget's tokens (``kv_tokens``) and the sequences of ``max_len`` it holds
+    (``at_max``), the figures the reasons quote."""
     target = min(asked or model_max, model_max)
     whose = "asked for" if asked and asked < model_max else "the model supports"
     if verdict == "fits":
@@ -359,7 +422,7 @@ def verdict_sentence(verdict: str, *, max_len: int | None, model_max: int, asked
     if verdict in ("clamped", "clamps") and max_len is not None:
         return (
             f"fits only with a shorter context: max_model_len {max_len:,} tokens, not the {target:,} {whose} "
-            "(a longer context leaves too little memory for the KV cache)"
+            f"({clamp_cause(max_len, target, kv_tokens, at_max)})"
         )
     return "does not fit: the weights, the engine's overhead and the smallest KV cache exceed the memory"
 

@@ -40,6 +40,7 @@ from accelbench.plan.recommend.common import (
     params_b,
     pow2_upto,
     refuse,
+    tp_advice,
     verdict_for,
 )
 
@@ -54,12 +55,60 @@ def valid_gpu_tps(model: ModelSpec, units: int) -> list[int]:
 
 
 def recommend_gpu(ctx: Ctx) -> Recommendation:
-    model, hw, spec = ctx.model, ctx.hw, ctx.spec
+    """The GPU answer in named steps: the KV dtype, the valid tensor-parallel degrees, the first weight
+    format that fits, then the reasons, the context and batch, host RAM and the settings."""
+    hw, spec = ctx.hw, ctx.spec
     util = ctx.gpu_memory_utilization or GPU_MEMORY_UTILIZATION
     usable = hw.unit_memory_gib * GIB * util
-    overhead = overhead_bytes(model)
+    overhead = overhead_bytes(ctx.model)
     fp8_ok = spec.fp8_tflops is not None
-    # vLLM's default: the KV cache in the model's dtype ("auto"); FP8 only when asked for
+    kv_bytes = _kv_bytes(ctx, util, usable, overhead)
+    valid = _valid_tps(ctx)
+    if isinstance(valid, Recommendation):
+        return valid
+    formats = formats_to_try(ctx, allow_fallback=ctx.quantization is None, fp8_ok=fp8_ok)
+    if isinstance(formats, Recommendation):
+        return formats
+    chosen = _first_fit(ctx, formats, usable, overhead, valid, kv_bytes)
+    if isinstance(chosen, Recommendation):
+        return chosen
+    fmt, fit = chosen
+    _explain_fit(ctx, fmt, fit, usable, valid)
+    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, GPU_MAX_NUM_SEQS)
+    ctx.reasons += more
+    memory = _memory_budget(ctx, fmt, fit, util, usable, kv_bytes)
+    settings = ServingSettings(
+        engine=ctx.engine or "vllm",
+        max_num_batched_tokens=ctx.max_num_batched_tokens,
+        tensor_parallel_size=fit.tp,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        dtype="float16" if fmt.name == "fp16" else "bfloat16",
+        quantization=fmt.online,
+        checkpoint_quantization=fmt.checkpoint_method,
+        weight_format=fmt.name,
+        weight_bits=fmt.bits,
+        kv_cache_dtype="fp8" if kv_bytes == 1 else "auto",
+        gpu_memory_utilization=util,
+        concurrency_at_max_len=c_max,
+        default_input_len=in_len,
+        default_output_len=out_len,
+    )
+    verdict = verdict_for(ctx, max_len)
+    return Recommendation(
+        **base_fields(ctx, fits=True, verdict=verdict),
+        settings=settings,
+        memory=memory,
+        reasons=ctx.reasons,
+        warnings=ctx.warnings,
+        attempts=ctx.attempts,
+    )
+
+
+def _kv_bytes(ctx: Ctx, util: float, usable: float, overhead: float) -> float:
+    """Bytes per KV element (vLLM's default: the model's dtype, "auto"; FP8 only when asked for), with the
+    usable-memory and KV reasons."""
+    model, hw, spec = ctx.model, ctx.hw, ctx.spec
     kv_dtype = ctx.kv_cache_dtype or "auto"
     if kv_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"):
         raise UserInputError(f"Unknown kv_cache_dtype {kv_dtype!r}; use auto or fp8.")
@@ -86,6 +135,12 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         )
         + ")."
     )
+    return kv_bytes
+
+
+def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
+    """The tensor-parallel degrees to try (the given one when valid), or the refusal when none is."""
+    model, hw = ctx.model, ctx.hw
     valid = valid_gpu_tps(model, hw.units)
     if ctx.tp is not None:
         if ctx.tp > hw.units:
@@ -93,7 +148,7 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
                 ctx,
                 RefusalCode.no_valid_tensor_parallel,
                 f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
-                [f"Give --tensor-parallel-size {max(valid) if valid else 1} or less, or a larger instance."],
+                [tp_advice(ctx.instance.name, valid)],
             )
         if ctx.tp not in valid:
             return refuse(
@@ -102,9 +157,9 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
                 f"Tensor parallel {ctx.tp} does not divide {model.num_attention_heads} attention"
                 + ("" if model.mla else f" and {model.num_kv_heads} KV")
                 + " heads (vLLM needs both to split evenly).",
-                [f"Use one of {', '.join(map(str, valid))}." if valid else "Choose another instance."],
+                [tp_advice(ctx.instance.name, valid)],
             )
-        valid = [ctx.tp]
+        return [ctx.tp]
     if not valid:
         return refuse(
             ctx,
@@ -113,12 +168,22 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
             f"{model.num_kv_heads} KV heads.",
             ["Choose an instance with a GPU count that divides the heads."],
         )
-    formats = formats_to_try(ctx, allow_fallback=ctx.quantization is None, fp8_ok=fp8_ok)
-    if isinstance(formats, Recommendation):
-        return formats
+    return valid
+
+
+def _first_fit(
+    ctx: Ctx,
+    formats: list[WeightFormat],
+    usable: float,
+    overhead: float,
+    valid: list[int],
+    kv_bytes: float,
+) -> tuple[WeightFormat, Fit] | Recommendation:
+    """The first weight format (in the order given) that fits at a valid TP, each try recorded in
+    ``ctx.attempts``; the refusal when none does."""
+    model, hw, spec = ctx.model, ctx.hw, ctx.spec
     need = ctx.max_model_len or MIN_CONTEXT
     need = min(need, model.max_position_embeddings) if ctx.max_model_len is None else need
-    chosen: tuple[WeightFormat, Fit] | None = None
     for fmt in formats:
         fit, why = fit_units(ctx, fmt, usable, overhead, valid, kv_bytes, need, "GPU")
         wb_total = weight_bytes(model, fmt).total
@@ -134,23 +199,25 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
                 reason=f"{fmt_gib(wb_total)} of weights over {fit.tp} GPU(s)",
             )
         )
-        chosen = (fmt, fit)
-        break
-    if chosen is None:
-        native_fit = ctx.attempts[0].reason if ctx.attempts else ""
-        code = RefusalCode.does_not_fit
-        if ctx.max_model_len is not None:
-            code = RefusalCode.context_does_not_fit
-        tried = ", ".join(a.weight_format for a in ctx.attempts)
-        return refuse(
-            ctx,
-            code,
-            f"{model.name} does not fit {ctx.instance.name} ({hw.units} x {spec.name}, {hw.unit_memory_gib:g} GiB each)"
-            + (f" with a {need:,}-token context" if ctx.max_model_len else "")
-            + f" in any of: {tried}. {native_fit}.",
-            gpu_way_forward(ctx, fp8_ok),
-        )
-    fmt, fit = chosen
+        return fmt, fit
+    native_fit = ctx.attempts[0].reason if ctx.attempts else ""
+    code = RefusalCode.does_not_fit
+    if ctx.max_model_len is not None:
+        code = RefusalCode.context_does_not_fit
+    tried = ", ".join(a.weight_format for a in ctx.attempts)
+    return refuse(
+        ctx,
+        code,
+        f"{model.name} does not fit {ctx.instance.name} ({hw.units} x {spec.name}, {hw.unit_memory_gib:g} GiB each)"
+        + (f" with a {need:,}-token context" if ctx.max_model_len else "")
+        + f" in any of: {tried}. {native_fit}.",
+        gpu_way_forward(ctx, spec.fp8_tflops is not None),
+    )
+
+
+def _explain_fit(ctx: Ctx, fmt: WeightFormat, fit: Fit, usable: float, valid: list[int]) -> None:
+    """The weights, precision and tensor-parallel reasons (and warnings) of the chosen fit."""
+    model, hw = ctx.model, ctx.hw
     wb = weight_bytes(model, fmt)
     ctx.reasons.insert(
         0,
@@ -188,8 +255,14 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         )
     if model.mla is not None and fit.tp > 1:
         ctx.reasons.append("MLA's latent KV cache is replicated on every rank, so TP does not split it.")
-    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, GPU_MAX_NUM_SEQS)
-    ctx.reasons += more
+
+
+def _memory_budget(
+    ctx: Ctx, fmt: WeightFormat, fit: Fit, util: float, usable: float, kv_bytes: float
+) -> MemoryBudget:
+    """The memory budget of the chosen fit, with the host-RAM reason or warning for loading."""
+    model, hw = ctx.model, ctx.hw
+    wb = weight_bytes(model, fmt)
     host = ctx.instance.memory_gib
     share = host_allocatable_share(host)
     peak = host_load_peak_bytes(wb.total)
@@ -207,7 +280,7 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
             f"Host RAM: loading peaks at about {fmt_gib(peak)}, within the {host * share:.1f} GiB allocatable."
         )
     kv_total = fit.budget_per_unit * fit.tp
-    memory = MemoryBudget(
+    return MemoryBudget(
         unit="gpu",
         units=fit.tp,
         unit_memory_gib=hw.unit_memory_gib,
@@ -223,32 +296,6 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         host_allocatable_gib=round(host * share, 2),
         host_peak_gib=gib(peak),
     )
-    settings = ServingSettings(
-        engine=ctx.engine or "vllm",
-        max_num_batched_tokens=ctx.max_num_batched_tokens,
-        tensor_parallel_size=fit.tp,
-        max_model_len=max_len,
-        max_num_seqs=seqs,
-        dtype="float16" if fmt.name == "fp16" else "bfloat16",
-        quantization=fmt.online,
-        checkpoint_quantization=fmt.checkpoint_method,
-        weight_format=fmt.name,
-        weight_bits=fmt.bits,
-        kv_cache_dtype="fp8" if kv_bytes == 1 else "auto",
-        gpu_memory_utilization=util,
-        concurrency_at_max_len=c_max,
-        default_input_len=in_len,
-        default_output_len=out_len,
-    )
-    verdict = verdict_for(ctx, max_len)
-    return Recommendation(
-        **base_fields(ctx, fits=True, verdict=verdict),
-        settings=settings,
-        memory=memory,
-        reasons=ctx.reasons,
-        warnings=ctx.warnings,
-        attempts=ctx.attempts,
-    )
 
 
 def gpu_way_forward(ctx: Ctx, fp8_ok: bool) -> list[str]:
@@ -258,5 +305,5 @@ def gpu_way_forward(ctx: Ctx, fp8_ok: bool) -> list[str]:
         out.append(f"Leave quantization unset so the planner can try {chain}.")
     if ctx.max_model_len:
         out.append("Ask for a shorter max_model_len, or leave it unset to get the longest that fits.")
-    out.append("Choose a larger instance (more GPUs or more memory per GPU); candidates are listed below.")
+    out.append("Choose a larger instance (more GPUs or more memory per GPU).")
     return out
