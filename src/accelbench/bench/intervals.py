@@ -11,10 +11,16 @@ One benchmark (one cell and repeat), the successful requests resampled with repl
 - ITL pools every request's gaps, and a request's gaps move together, so the request is the unit resampled: a
   pooled percentile's interval is Woodruff's (the bootstrap variance of the share of gaps below it, summed per
   request, mapped back through the pooled distribution).
-- A mean, a throughput (tokens of the resampled requests over the run's wall time) and goodput use the
-  bootstrap's exact variance of a resampled sum (n times the per-request variance) with a normal 95% band.
-  Request throughput does not move when requests are resampled (the count and wall time are fixed), so one
-  run's interval is its figure; repeats give it a width.
+- A mean uses the bootstrap's exact variance of a resampled sum (n times the per-request variance) with a
+  normal 95% band.
+- A throughput (requests, output or total tokens, goodput per second of the run) moves with two things a rerun
+  changes: what the requests carry, and how long they take, since the streams of a closed loop run back to
+  back and the run lasts as long as its requests keep them busy. So a resample's throughput is its tokens
+  over its requests' summed latency, scaled to the run's wall time (a ratio estimator: its bootstrap variance
+  is n times the variance of ``tokens - R x latency`` per request, R the run's ratio), and the band is the
+  wider of that and the plain sum's. A run whose requests all carry the same tokens (a fixed output length)
+  still gets a width from its latencies; an open loop's wall time is set by its arrivals rather than its
+  latencies, for which this errs wide.
 
 A cell of several repeats (``cell_interval``): the repeats are resampled with replacement, and within each drawn
 repeat its own request-level variation is drawn again from that repeat's stored interval (a two-sided normal
@@ -102,6 +108,23 @@ def sum_interval(values: np.ndarray, scale: float = 1.0) -> Interval:
     total = float(values.sum()) * scale
     half = Z95 * math.sqrt(values.size * float(np.var(values))) * abs(scale)
     return total - half, total + half
+
+
+def throughput_interval(per_request: np.ndarray, latency_s: np.ndarray, duration_s: float) -> Interval:
+    """95% interval of ``per_request.sum() / duration_s`` (a throughput) when a resample of the requests also
+    moves the run's wall time in proportion to their summed latency: the wider of the ratio estimator's band
+    and the plain sum's (see the module's docstring)."""
+    n = per_request.size
+    total = float(per_request.sum())
+    busy = float(latency_s.sum())
+    plain = math.sqrt(n * float(np.var(per_request)))
+    ratio = 0.0
+    if busy > 0:
+        resid = per_request - (total / busy) * latency_s
+        ratio = math.sqrt(n * float(np.var(resid)))
+    half = Z95 * max(plain, ratio) / duration_s
+    value = total / duration_s
+    return value - half, value + half
 
 
 def stat_intervals(values: np.ndarray) -> dict[str, Interval]:
@@ -208,13 +231,14 @@ def benchmark_intervals(cols: RequestColumns, duration_s: float) -> dict[str, di
     if cols.itl_s.size:
         out["itl_ms"] = pooled_intervals(cols.itl_s, cols.itl_counts, scale=1000.0)
     if duration_s > 0:
+        lat, dur = cols.e2el_s, duration_s
         thr = {
-            "request_throughput": (n / duration_s, n / duration_s),
-            "output_throughput": sum_interval(cols.output_tokens, 1.0 / duration_s),
-            "total_token_throughput": sum_interval(cols.input_tokens + cols.output_tokens, 1.0 / duration_s),
+            "request_throughput": throughput_interval(np.ones(n), lat, dur),
+            "output_throughput": throughput_interval(cols.output_tokens, lat, dur),
+            "total_token_throughput": throughput_interval(cols.input_tokens + cols.output_tokens, lat, dur),
         }
         if cols.good is not None:
-            thr["request_goodput"] = sum_interval(cols.good, 1.0 / duration_s)
+            thr["request_goodput"] = throughput_interval(cols.good, lat, dur)
         out["throughput"] = {k: (max(lo, 0.0), hi) for k, (lo, hi) in thr.items()}
     return out
 

@@ -134,7 +134,9 @@ def test_every_result_carries_intervals_beside_its_figures() -> None:
             assert lo <= getattr(metric, stat) <= hi
     assert m.output_throughput_ci95 is not None
     assert m.output_throughput_ci95[0] <= m.output_throughput <= m.output_throughput_ci95[1]
-    assert m.request_throughput_ci95 == [m.request_throughput, m.request_throughput]
+    lo, hi = m.request_throughput_ci95
+    # the requests' latencies move a rerun's wall time, so request throughput has a width too
+    assert lo < m.request_throughput < hi
     assert m.ci95_method
     summary = BenchmarkSummary(
         date="2026-01-01T00:00:00", config=BenchConfig(), requests=records, **m.model_dump()
@@ -143,6 +145,35 @@ def test_every_result_carries_intervals_beside_its_figures() -> None:
     assert out["median_tpot_ms_ci95"] == m.tpot_ms.median_ci95
     assert out["p99_ttft_ms_ci95"] == m.ttft_ms.p99_ci95
     assert out["output_throughput_ci95"] == m.output_throughput_ci95
+
+
+def _closed_loop_run(
+    rng: np.random.Generator, streams: int, per_stream: int, out: int
+) -> tuple[float, float, float]:
+    """One closed-loop run of ``streams`` streams each sending ``per_stream`` requests back to back, every
+    request ``out`` tokens long and its latency drawn at random: (output tokens/s, interval low, high)."""
+    lat = rng.lognormal(math.log(0.5), 0.4, size=(streams, per_stream))
+    duration = float(lat.sum(axis=1).max())
+    records = [_record(i, 0.05, (x - 0.05) / (out - 1), out) for i, x in enumerate(lat.ravel())]
+    m = compute_metrics(records, duration)
+    assert m.output_throughput_ci95 is not None
+    return m.output_throughput, m.output_throughput_ci95[0], m.output_throughput_ci95[1]
+
+
+def test_a_fixed_output_length_still_gives_throughput_an_honest_width() -> None:
+    # every request carries the same tokens, so only the latencies move a rerun's throughput: the interval's
+    # half-width must match the spread of the figure over independent reruns of the same server
+    rng = np.random.default_rng(11)
+    runs = [_closed_loop_run(rng, streams=4, per_stream=50, out=16) for _ in range(300)]
+    figures = np.array([r[0] for r in runs])
+    half_widths = np.array([(r[2] - r[1]) / 2 for r in runs])
+    assert half_widths.min() > 0
+    spread = 1.96 * float(figures.std())
+    assert 0.6 * spread < float(np.median(half_widths)) < 1.6 * spread
+    # two reruns of the same server: their intervals overlap (no detectable difference) nine times in ten
+    pairs = list(zip(runs[::2], runs[1::2], strict=True))
+    overlap = sum(1 for a, b in pairs if a[1] <= b[2] and b[1] <= a[2])
+    assert overlap >= 0.9 * len(pairs)
 
 
 def test_no_requests_no_intervals() -> None:
