@@ -154,6 +154,11 @@ def _check_accelerator(spec: AcceleratorSpec, where: str) -> None:
     if spec.kind == AcceleratorType.cpu:
         if spec.memory_gib != 0:
             raise bad("memory_gib", "must be 0 for a CPU (host DRAM is the serving memory).")
+        if (spec.l2_outstanding_misses is None) != (spec.dram_latency_ns is None):
+            raise bad(
+                "l2_outstanding_misses" if spec.l2_outstanding_misses is None else "dram_latency_ns",
+                "l2_outstanding_misses and dram_latency_ns derive per_core_bandwidth_gbps together; give both.",
+            )
         for name in (
             "cores_per_socket",
             "memory_channels",
@@ -161,7 +166,10 @@ def _check_accelerator(spec: AcceleratorSpec, where: str) -> None:
             "per_core_bf16_gflops",
         ):
             if not getattr(spec, name):
-                raise bad(name, "is required for a CPU spec.")
+                why = "is required for a CPU spec"
+                if name == "per_core_bandwidth_gbps":
+                    why += " (or l2_outstanding_misses and dram_latency_ns, which derive it)"
+                raise bad(name, why + ".")
         if not spec.isa:
             raise bad("isa", "a CPU spec must list its ISA extensions.")
     else:

@@ -72,10 +72,52 @@ class AcceleratorSpec(StrictModel):
     )
     memory_channels: int | None = None
     per_core_bandwidth_gbps: float | None = Field(
-        default=None, description="What one core can pull from DRAM, GB/s."
+        default=None,
+        description="What one core can read from DRAM, GB/s; derived from l2_outstanding_misses and "
+        "dram_latency_ns (Little's law) when the row gives those instead.",
+    )
+    l2_outstanding_misses: int | None = Field(
+        default=None,
+        ge=1,
+        description="L2 misses one core keeps in flight to DRAM (its miss queue); SMT siblings share it.",
+    )
+    dram_latency_ns: float | None = Field(
+        default=None, gt=0, description="Loaded DRAM latency one core sees, ns."
     )
     per_core_bf16_gflops: float | None = Field(default=None, description="BF16 peak of one core, GFLOP/s.")
     sources: list[Source] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_per_core_bandwidth(cls, data: object) -> object:
+        """A row that gives a core's miss queue and DRAM latency gets its per-core bandwidth from them."""
+        if not isinstance(data, dict):
+            return data
+        misses, latency = data.get("l2_outstanding_misses"), data.get("dram_latency_ns")
+        if misses is None or latency is None:
+            return data
+        derived = little_law_bandwidth_gbps(float(misses), float(latency))
+        given = data.get("per_core_bandwidth_gbps")
+        if given is None:
+            return {**data, "per_core_bandwidth_gbps": derived}
+        if abs(float(given) - derived) > 0.05 * derived:
+            raise ValueError(
+                f"per_core_bandwidth_gbps {given} disagrees with l2_outstanding_misses x {CACHE_LINE_BYTES} B / "
+                f"dram_latency_ns = {derived:g} GB/s; give the inputs or the figure, not both."
+            )
+        return data
+
+
+CACHE_LINE_BYTES = 64
+
+
+def little_law_bandwidth_gbps(outstanding_misses: float, latency_ns: float) -> float:
+    """What one core can read from DRAM by Little's law: the misses it keeps in flight x one cache line each,
+    over the (loaded) latency of one miss, in GB/s (bytes per ns), to 0.1 GB/s.
+
+    This is a read-only stream (LLM decode reads its weights and KV cache): no read-for-ownership and no
+    write-back take miss slots, as they do in a STREAM copy or triad."""
+    return round(outstanding_misses * CACHE_LINE_BYTES / latency_ns, 1)
 
 
 class Price(StrictModel):

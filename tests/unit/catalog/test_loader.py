@@ -149,6 +149,9 @@ def test_missing_snapshot_metadata_for_a_price_is_an_error(tmp_path: Path) -> No
         (("schema_version: 1\naccelerators", "schema_version: 7\naccelerators"), "schema_version 7"),
         (("    sources: [{title: datasheet", "    sourcez: [{title: datasheet"), "field 'sourcez'"),
         (("    per_core_bandwidth_gbps: 20\n", ""), "field 'per_core_bandwidth_gbps'"),
+        (("    per_core_bandwidth_gbps: 20\n", "    l2_outstanding_misses: 48\n"), "field 'dram_latency_ns'"),
+        (("    per_core_bandwidth_gbps: 20\n", "    per_core_bandwidth_gbps: 20\n    l2_outstanding_misses: 48\n"
+          "    dram_latency_ns: 125\n"), "disagrees with l2_outstanding_misses"),
         (("memory_bandwidth_gbps: 300\n    bf16_tflops: 121", "memory_bandwidth_gbps: 0\n    bf16_tflops: 121"),
          "field 'memory_bandwidth_gbps'"),
         (("    fp8_tflops: 242\n", ""), "field 'supports_fp8_kv'"),
@@ -310,3 +313,15 @@ def test_shipped_files_are_where_the_package_says() -> None:
         "gpu.yaml",
         "neuron.yaml",
     ]
+
+
+def test_per_core_bandwidth_is_derived_from_its_inputs(tmp_path: Path) -> None:
+    """A CPU row may give its core's L2 miss queue and DRAM latency instead of the per-core figure: Little's
+    law, misses x 64-byte line / latency."""
+    accels = ACCELS.replace(
+        "    per_core_bandwidth_gbps: 20\n", "    l2_outstanding_misses: 40\n    dram_latency_ns: 128\n"
+    )
+    cat = build_catalog([write(tmp_path, "i.yaml", INSTANCES)], [write(tmp_path, "a.yaml", accels)])
+    spec = cat.accelerator("TestCPU")
+    assert (spec.l2_outstanding_misses, spec.dram_latency_ns) == (40, 128)
+    assert spec.per_core_bandwidth_gbps == pytest.approx(40 * 64 / 128)  # 20.0 GB/s
