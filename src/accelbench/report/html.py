@@ -694,11 +694,12 @@ def capacity_page(cmp: Comparison) -> dict[str, Any] | None:
 
 def compare_charts(data: ReportData) -> list[dict[str, Any]]:
     """The compare page's charts, the report's own figures (TPOT, throughput and TTFT against concurrency, the
-    per-request latency CDFs) as plotly JSON (data and layout) for the page's script: id, title, figure."""
+    per-request latency CDFs) as plotly JSON (data and layout) for the page's script: id, title, figure, and
+    wide: the CDFs' three panels of a line per run and cell get the page's whole width."""
     out: list[dict[str, Any]] = []
     for div_id, title, metric, ytitle in CONCURRENCY_CHARTS:
         fig = concurrency_figure(data, metric, title, ytitle)
-        out.append({"id": div_id, "title": title, "figure": json.loads(fig.to_json())})
+        out.append({"id": div_id, "title": title, "figure": json.loads(fig.to_json()), "wide": False})
     cdf = cdf_figure(data)
     if cdf is not None:
         out.append(
@@ -706,6 +707,7 @@ def compare_charts(data: ReportData) -> list[dict[str, Any]]:
                 "id": "chart-cdf",
                 "title": "Per-request latency CDFs (successful requests, all repeats)",
                 "figure": json.loads(cdf.to_json()),
+                "wide": True,
             }
         )
     return out
