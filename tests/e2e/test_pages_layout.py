@@ -5,6 +5,7 @@ table below it is never drawn over. Screenshots of each whole page are kept in t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_the_device_chart_never_covers_the_device_table(browser: Any, tmp_path: 
         page.context.close()
 
 
-def _screenshot(name: str):
+def _screenshot(name: str) -> Path:
     ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS_DIR / name
 
