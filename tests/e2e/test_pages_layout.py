@@ -176,3 +176,29 @@ def test_the_layout_check_sees_sideways_scrolling_spills_and_overlaps(browser: A
     page.set_content("<main><div class='stat' style='width:60px'>p6-b200.48xlarge</div></main>")
     assert "holds" in "".join(layout_problems(page))  # text wider than its box
     context.close()
+
+
+@pytest.mark.parametrize("width", [1024, 1440])
+def test_every_other_page_holds_at_any_width(browser: Any, tmp_path: Any, width: int) -> None:
+    """The rest of the pages over a seeded store (a CPU sweep, a GPU run, a failed and a pending run)."""
+    store = Store(f"sqlite:///{tmp_path / 'layout.db'}")
+    ids = seed(store)
+    with live_server(store) as server:
+        tab = open_tab(browser, server)
+        page = tab.page
+        page.set_viewport_size({"width": width, "height": 900})
+        tab.sign_in("/runs")
+        pages = {"dashboard": "/", "catalog": "/catalog", "instance": "/catalog/g6.xlarge", "runs": "/runs",
+                 "run-form": "/run", "fleet": "/fleet", "config": "/config", "compare-empty": "/compare",
+                 "run-gpu": f"/runs/{ids['gpu']}", "run-failed": f"/runs/{ids['failed']}"}  # fmt: skip
+        failures = []
+        for name, path in pages.items():
+            tab.goto(path)
+            page.wait_for_load_state("networkidle")
+            try:
+                assert_layout_holds(page, width, _screenshot(f"layout-{name}-{width}.png"))
+            except AssertionError as e:
+                failures.append(f"{path}: {e}")
+        assert failures == [], "\n".join(failures)
+        tab.assert_clean()
+        page.context.close()
