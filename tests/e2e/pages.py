@@ -85,7 +85,7 @@ def seed(store: Store) -> dict[str, str]:
 
 
 @pytest.fixture
-def sqlite_store(tmp_path) -> Store:
+def sqlite_store(tmp_path: Path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'pages.db'}")
 
 
