@@ -51,6 +51,7 @@ from accelbench.report.document import REPORT_SECTIONS, TELEMETRY_GAUGES, CellLa
 from accelbench.report.fleet import fleet_body_html
 from accelbench.report.latency_throughput import LatencyThroughput
 from accelbench.report.plots import build_series
+from accelbench.report.series_styles import series_styles
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
@@ -68,6 +69,8 @@ CONCURRENCY_CHARTS: tuple[tuple[str, str, str, str], ...] = (
 PLOT_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 _DASHES = ("solid", "dash", "dot", "dashdot")
+# every dash plotly draws, the plainest first: the CDFs' runs x cells take pairs of colour and dash from these
+_CDF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 @lru_cache(maxsize=1)
@@ -147,8 +150,11 @@ def cdf_figure(data: ReportData) -> go.Figure | None:
     multi = len(runs) > 1
     fig = make_subplots(rows=1, cols=3, subplot_titles=("TTFT (ms)", "TPOT (ms)", "E2E latency (ms)"))
     keys = sorted({(c.input_len, c.concurrency) for c in cells})
+    # colour tells the cell, dash the run: each line its own pair, however many cells
+    styles = series_styles(len(keys), len(runs), len(_PALETTE), len(_CDF_DASHES))
     for c in cells:
         ri, ki = runs.index(c.run_id), keys.index((c.input_len, c.concurrency))
+        style = styles[ki][ri]
         name = f"input {c.input_len} · c={c.concurrency}"
         if multi:
             name = f"{data.run_names[c.run_id]} · {name}"
@@ -165,10 +171,7 @@ def cdf_figure(data: ReportData) -> go.Figure | None:
                     legendgroup=group,
                     showlegend=col == 1,
                     mode="lines",
-                    line={
-                        "color": _color(ri if multi else ki),
-                        "dash": _DASHES[ki % len(_DASHES)] if multi else "solid",
-                    },
+                    line={"color": _PALETTE[style.colour], "dash": _CDF_DASHES[style.dash]},
                     hovertemplate="%{x:,.1f} ms<br>%{y:.0%} of requests<extra>%{fullData.name}</extra>",
                 ),
                 row=1,
@@ -691,11 +694,12 @@ def capacity_page(cmp: Comparison) -> dict[str, Any] | None:
 
 def compare_charts(data: ReportData) -> list[dict[str, Any]]:
     """The compare page's charts, the report's own figures (TPOT, throughput and TTFT against concurrency, the
-    per-request latency CDFs) as plotly JSON (data and layout) for the page's script: id, title, figure."""
+    per-request latency CDFs) as plotly JSON (data and layout) for the page's script: id, title, figure, and
+    wide: the CDFs' three panels of a line per run and cell get the page's whole width."""
     out: list[dict[str, Any]] = []
     for div_id, title, metric, ytitle in CONCURRENCY_CHARTS:
         fig = concurrency_figure(data, metric, title, ytitle)
-        out.append({"id": div_id, "title": title, "figure": json.loads(fig.to_json())})
+        out.append({"id": div_id, "title": title, "figure": json.loads(fig.to_json()), "wide": False})
     cdf = cdf_figure(data)
     if cdf is not None:
         out.append(
@@ -703,6 +707,7 @@ def compare_charts(data: ReportData) -> list[dict[str, Any]]:
                 "id": "chart-cdf",
                 "title": "Per-request latency CDFs (successful requests, all repeats)",
                 "figure": json.loads(cdf.to_json()),
+                "wide": True,
             }
         )
     return out

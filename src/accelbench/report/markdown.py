@@ -47,6 +47,7 @@ from accelbench.report.plots import (
     latency_throughput_plot,
     write_sweep_plots,
 )
+from accelbench.report.series_styles import series_styles
 from accelbench.report.tables import markdown_table
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
@@ -85,13 +86,15 @@ def cdf_png(data: ReportData, path: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
         ax.set_ylim(0, 1.02)
     axes[0].set_ylabel("fraction of requests")
+    # colour tells the cell, dash the run: each line its own pair, however many cells (report/html.py's rule)
+    styles = series_styles(len(keys), len(runs), 10, len(_STYLES))
     for c in cells:
         ri, ki = runs.index(c.run_id), keys.index((c.input_len, c.concurrency))
         label = f"input {c.input_len} · c={c.concurrency}"
         if multi:
             label = f"{data.run_names[c.run_id]} · {label}"
-        color = f"C{(ri if multi else ki) % 10}"
-        style = _STYLES[ki % len(_STYLES)] if multi else "-"
+        look = styles[ki][ri]
+        color, style = f"C{look.colour}", _STYLES[look.dash]
         for ax, values in zip(axes, (c.ttft_ms, c.tpot_ms, c.e2e_ms), strict=True):
             if not values:
                 continue
