@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, ConsoleDimensions, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -309,7 +309,9 @@ def option_help(param: Any, ctx: Any, markup_mode: Any, choices: Sequence[str]) 
     paragraphs = [" ".join(p.split()) for p in (getattr(param, "help", None) or "").split("\n\n")]
     body = "\n".join(p for p in paragraphs if p)
     if body:
-        made = rich_utils._make_rich_text(text=body, style=rich_utils.STYLE_OPTION_HELP, markup_mode=markup_mode)
+        made = rich_utils._make_rich_text(
+            text=body, style=rich_utils.STYLE_OPTION_HELP, markup_mode=markup_mode
+        )
         text = made if isinstance(made, Text) else Text(body)
     extras: list[tuple[str, str]] = []
     if choices:
@@ -335,7 +337,9 @@ def help_rows(params: Sequence[Any], ctx: Any, markup_mode: Any) -> list[HelpRow
     rows = []
     for param in params:
         value, choices = option_value(param, ctx)
-        rows.append(HelpRow(option_names(param), value, option_help(param, ctx, markup_mode, choices), param.required))
+        rows.append(
+            HelpRow(option_names(param), value, option_help(param, ctx, markup_mode, choices), param.required)
+        )
     return rows
 
 
@@ -387,7 +391,9 @@ def options_layout(rows: Sequence[HelpRow], width: int) -> RenderableType:
     return Group(*parts)
 
 
-def print_options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console) -> None:
+def print_options_panel(
+    *, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console
+) -> None:
     """typer's options/arguments panel, drawn by the rule above."""
     from rich.panel import Panel
     from typer import rich_utils
@@ -430,8 +436,8 @@ def install_help_fit() -> None:
     (idempotent)."""
     from typer import rich_utils
 
-    rich_utils._print_options_panel = print_options_panel  # type: ignore[assignment]
-    rich_utils._make_command_help = command_summary  # type: ignore[assignment]
+    rich_utils._print_options_panel = print_options_panel
+    rich_utils._make_command_help = command_summary
     rich_utils._fix_linebreaks = join_lines
 
 
