@@ -325,10 +325,10 @@ def bench(
     ),
     endpoint_kind: EndpointKind = load_option("endpoint"),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name; default: the first one /v1/models lists."
+        None, "--model", help="Served model name.", show_default="the first one /v1/models lists"
     ),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory; default: the server's /tokenize."
+        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
     ),
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
@@ -358,7 +358,7 @@ def bench(
     stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
+        None, "--max-concurrency", min=1, help="Most requests in flight.", show_default="unlimited"
     ),
     request_rate: float = load_option("request_rate"),
     burstiness: float = load_option("burstiness"),

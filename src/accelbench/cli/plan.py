@@ -40,7 +40,11 @@ plan_app = typer.Typer(help="Planning: calibrate the speed model from measured r
 
 ModelOpt = typer.Option(..., "--model", "-m", help="Preset name, model directory, .gguf file or hub id.")
 QuantOpt = typer.Option(
-    None, "--quantization", "-q", help="auto (default: fallback chain), none, fp8, int8 or int4."
+    None,
+    "--quantization",
+    "-q",
+    help="auto (the fallback chain), none, fp8, int8 or int4.",
+    show_default="auto",
 )
 MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
 KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8.")
@@ -55,7 +59,9 @@ BatchedOpt = typer.Option(
     None, "--max-num-batched-tokens", min=16, help=_EQ["max_num_batched_tokens"].description
 )
 KvSpaceOpt = typer.Option(None, "--kv-cache-space-gib", min=1, help=_EQ["kv_cache_space_gib"].description)
-ThreadsOpt = typer.Option(None, "--threads", min=1, help=_EQ["threads"].description)
+ThreadsOpt = typer.Option(
+    None, "--threads", min=1, help=_EQ["threads"].description, show_default="one per core"
+)
 CoresOpt = typer.Option(None, "--cores", min=1, help=_EQ["cores"].description)
 SmtOpt = typer.Option(None, "--smt", min=1, max=8, help=_EQ["smt"].description)
 
@@ -466,7 +472,13 @@ def _render_table(tab: EstimateTable, show: int) -> None:
 
 def estimate_cmd(
     model: str = ModelOpt,
-    instance: str | None = typer.Option(None, "--instance", "-i", help=_EQ["instance_type"].description),
+    instance: str | None = typer.Option(
+        None,
+        "--instance",
+        "-i",
+        help=_EQ["instance_type"].description,
+        show_default="every catalog instance, ranked",
+    ),
     accelerator: AcceleratorType | None = typer.Option(
         None, "--accelerator", "-a", help=_EQ["accelerator_type"].description
     ),
@@ -677,7 +689,8 @@ def calibrate_cmd(
         "--run",
         "--from-run",
         "-r",
-        help="Only these runs (repeatable; a local, Kubernetes or imported run); default all.",
+        help="Only these runs (repeatable; a local, Kubernetes or imported run).",
+        show_default="all",
     ),
     accelerator: str | None = typer.Option(
         None, "--accelerator", help="Only this accelerator (e.g. H100-SXM, local:AMD EPYC)."

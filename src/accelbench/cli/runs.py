@@ -162,14 +162,14 @@ def list_runs(
 PercentilesOption = typer.Option(
     None,
     "--percentiles",
-    help="Latency percentiles to show, comma-separated, of 50, 90, 95, 99 (default 50,90,99, or "
-    "ACCELBENCH_PERCENTILES).",
+    help="Latency percentiles to show, comma-separated, of 50, 90, 95, 99.",
+    show_default="50,90,99, or ACCELBENCH_PERCENTILES",
 )
 SloOption = typer.Option(
     None,
     "--slo",
-    help="Judge every cell against these targets in ms, e.g. ttft:2000,tpot:100 (ttft, tpot, itl, e2el); "
-    "default: the run's own SLO (a capacity search's, or its spec's), if any.",
+    help="Judge every cell against these targets in ms, e.g. ttft:2000,tpot:100 (ttft, tpot, itl, e2el).",
+    show_default="the run's own SLO (a capacity search's, or its spec's), if any",
 )
 SloPercentileOption = typer.Option(
     90.0, "--slo-percentile", help="Percentile the --slo targets are judged at (0-100)."

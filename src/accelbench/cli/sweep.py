@@ -202,31 +202,34 @@ def sweep(
         None,
         "--base-url",
         envvar="ACCELBENCH_BASE_URL",
-        help="Server root, e.g. http://127.0.0.1:8000 (default: from --spec or the resumed run).",
+        help="Server root, e.g. http://127.0.0.1:8000.",
+        show_default="from --spec or the resumed run",
         callback=base_url_option,
     ),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name (default: the first model the server lists)."
+        None, "--model", help="Served model name.", show_default="the first model the server lists"
     ),
     endpoint: EndpointKind | None = load_option("endpoint", model=SweepSpec, unset=True),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory (default: the server's /tokenize)."
+        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
     ),
     api_key: str | None = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server (env OPENAI_API_KEY)."
+        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
     ),
     header: list[str] | None = typer.Option(
         None, "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."
     ),
     input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
-    repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
+    repeats: int | None = typer.Option(
+        None, "--repeats", min=1, help="Repeats of every cell.", show_default="1"
+    ),
     target_ci: float | None = typer.Option(
         None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
     ),
     output_len: int | None = load_option("output_len", model=SweepSpec, unset=True),
     prompts_per_concurrency: int | None = typer.Option(
-        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this (default 10)."
+        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this.", show_default="10"
     ),
     dataset: DatasetKind | None = load_option("dataset", model=SweepSpec, unset=True),
     dataset_path: str | None = load_option("dataset_path", model=SweepSpec, unset=True),
