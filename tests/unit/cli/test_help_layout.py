@@ -170,6 +170,20 @@ def test_every_help_page_reads_cleanly(width: int) -> None:
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:400])
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_root_summaries_each_fit_one_line(width: int) -> None:
+    """`accelbench --help` lists each command on one line, so no summary is broken ("tear" / "down.")."""
+    from accelbench.cli.main import SUMMARIES
+
+    lines = render([], width).splitlines()
+    start = next(i for i, line in enumerate(lines) if "─ Commands ─" in line)
+    rows = [inner(line) for line in lines[start + 1 :] if line.lstrip().startswith("│")]
+    shown = [name for name, summary in SUMMARIES.items() if summary]
+    assert [row.split()[0] for row in rows] == shown, "\n".join(rows)
+    for row, name in zip(rows, shown, strict=True):
+        assert row.endswith(str(SUMMARIES[name])), row
+
+
 def test_the_walk_covers_every_command_and_subcommand() -> None:
     paths = {" ".join(path) for path, _ in command_tree()}
     assert {"", "estimate", "runs show", "import aiperf", "catalog refresh-prices", "apikey revoke"} <= paths
