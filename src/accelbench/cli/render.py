@@ -13,15 +13,20 @@ The rule every CLI table follows (``fit_table`` / ``print_table``):
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console, ConsoleDimensions, RenderableType
+from rich.console import Console, ConsoleDimensions, Group, RenderableType
 from rich.measure import Measurement
+from rich.padding import Padding
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from typer import rich_utils
 
 from accelbench.report.formatting import MISSING, fmt_num
 
@@ -303,8 +308,6 @@ def _default_text(param: Any, ctx: Any) -> str | None:
 def option_help(param: Any, ctx: Any, markup_mode: Any, choices: Sequence[str]) -> Text:
     """The help text, then the choices moved out of the value column, the env var (once), the default and
     whether it is required."""
-    from typer import rich_utils
-
     text = Text()
     paragraphs = [" ".join(p.split()) for p in (getattr(param, "help", None) or "").split("\n\n")]
     body = "\n".join(p for p in paragraphs if p)
@@ -349,8 +352,6 @@ def _longest_word(text: str) -> int:
 
 def options_layout(rows: Sequence[HelpRow], width: int) -> RenderableType:
     """The rows as a table when the help column gets room for its longest word, else stacked."""
-    from typer import rich_utils
-
     marker = 2 if any(r.required for r in rows) else 0
     names_w = marker + max((len(r.names) for r in rows), default=0)
     value_w = max((len(r.value) for r in rows), default=0)
@@ -377,8 +378,6 @@ def options_layout(rows: Sequence[HelpRow], width: int) -> RenderableType:
         for row in rows:
             table.add_row(name_text(row), *([value_text(row)] if value_w else []), row.help)
         return table
-    from rich.console import Group
-    from rich.padding import Padding
 
     parts: list[RenderableType] = []
     for row in rows:
@@ -395,9 +394,6 @@ def print_options_panel(
     *, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console
 ) -> None:
     """typer's options/arguments panel, drawn by the rule above."""
-    from rich.panel import Panel
-    from typer import rich_utils
-
     rows = help_rows(params, ctx, markup_mode)
     if not rows:
         return
@@ -413,10 +409,6 @@ def print_options_panel(
 
 def command_summary(*, help_text: str, markup_mode: Any) -> Text:
     """A command's line in its group's Commands panel: its help's first sentence, on one logical line."""
-    import inspect
-    import re
-
-    from typer import rich_utils
 
     first = inspect.cleandoc(help_text).split("\n\n")[0].replace("\b", "")
     first = " ".join(first.split())
@@ -434,8 +426,6 @@ def join_lines(paragraphs: list[str], markup_mode: Any) -> str:
 def install_help_fit() -> None:
     """Make typer's rich help draw option panels, command summaries and descriptions by the rule above
     (idempotent)."""
-    from typer import rich_utils
-
     rich_utils._print_options_panel = print_options_panel
     rich_utils._make_command_help = command_summary
     rich_utils._fix_linebreaks = join_lines
