@@ -127,7 +127,30 @@ class LazyGroup(TyperGroup):
             raise
 
 
+def _plain_parse_errors() -> None:
+    """typer checks a flag's value with pydantic and shows pydantic's words ("Input should be greater than or
+    equal to 1"); show the words of ``cli/input_errors.py`` instead (imported only when there is an error)."""
+    from typer import rich_utils
+    from typer._click.exceptions import BadParameter
+
+    show = rich_utils.rich_format_error
+    if getattr(show, "plain_words", False):
+        return
+
+    def plain(exc: Any) -> None:
+        cause = exc.__cause__
+        if isinstance(exc, BadParameter) and hasattr(cause, "errors"):
+            from accelbench.errors import plain_words
+
+            exc.message = "; ".join(plain_words(e) for e in cause.errors()) + "."
+        show(exc)
+
+    plain.plain_words = True  # type: ignore[attr-defined]
+    rich_utils.rich_format_error = plain  # type: ignore[assignment]
+
+
 install_help_fit()  # flag names stay whole in --help at any width (cli/render.py)
+_plain_parse_errors()
 
 app = typer.Typer(
     name="accelbench",
@@ -160,9 +183,17 @@ def _root(
 def main(argv: list[str] | None = None) -> Any:
     try:
         return app(args=argv)
-    except AccelbenchError as exc:  # safety net; commands use cli.common.user_errors
+    except Exception as exc:  # safety net; commands use cli.common.user_errors
+        from pydantic import ValidationError
+
         from accelbench.cli.common import fail
 
+        if isinstance(exc, ValidationError):
+            from accelbench.cli.input_errors import flag_error
+
+            exc = flag_error(exc)
+        if not isinstance(exc, AccelbenchError):
+            raise
         try:
             fail(exc.message, exc.hint, exc.exit_code)
         except typer.Exit as e:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.input_errors import current_params, flag_error
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import (
@@ -32,7 +33,7 @@ from accelbench.domain.plan import (
     Recommendation,
 )
 from accelbench.domain.run import EngineSettings
-from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.errors import AccelbenchError
 from accelbench.report.formatting import fmt_num, fmt_usd
 
 REFUSED_EXIT = 3
@@ -552,17 +553,7 @@ def estimate_cmd(
                 alternatives=alternatives,
             )
         except ValidationError as exc:
-            flags = {
-                "instance_type": "instance",
-                "accelerator_type": "accelerator",
-                "tensor_parallel_size": "tp",
-            }
-            raise UserInputError(
-                "; ".join(
-                    f"--{flags.get(str(e['loc'][0]), str(e['loc'][0])).replace('_', '-')}: {e['msg']}"
-                    for e in exc.errors()
-                )
-            ) from None
+            raise flag_error(exc, params=current_params()) from None
         result = estimate_result(_store_or_none(), query)
         if fmt == OutputFormat.json:
             print_json(result)  # the whole estimate or table (the API wraps it with paging)

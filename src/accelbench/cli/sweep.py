@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from accelbench.bench.context import check_served_context
 from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
-from accelbench.bench.spec import describe_validation_error, load_sweep_file
+from accelbench.bench.spec import load_sweep_file
 from accelbench.bench.sweep import (
     CellKey,
     SweepEvent,
@@ -47,6 +47,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
+from accelbench.cli.input_errors import current_params, flag_error
 from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
 from accelbench.cli.render import print_cells
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
@@ -94,7 +95,7 @@ def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise describe_validation_error(exc, "the command line", SweepSpec) from None
+        raise flag_error(exc, params=current_params()) from None
 
 
 def invocation(ctx: typer.Context) -> list[str]:
