@@ -409,7 +409,6 @@ def print_options_panel(
 
 def command_summary(*, help_text: str, markup_mode: Any) -> Text:
     """A command's line in its group's Commands panel: its help's first sentence, on one logical line."""
-
     first = inspect.cleandoc(help_text).split("\n\n")[0].replace("\b", "")
     first = " ".join(first.split())
     first = re.split(r"(?<=[.!?])\s+(?=[A-Z])", first, maxsplit=1)[0]
