@@ -26,13 +26,20 @@ class AccelbenchError(Exception):
 
 
 class UserInputError(AccelbenchError):
-    """Bad input: a flag, a spec file, an API body."""
+    """Bad input: a flag, a spec file, an API body. The CLI exits 2, as it does for a flag it cannot parse."""
+
+    exit_code = 2
+
+
+class Declined(AccelbenchError):
+    """The person answered no (or nothing) when asked to confirm: nothing was wrong with the input (exit 1)."""
 
 
 class NotFoundError(AccelbenchError):
-    """A named thing (run, model, instance type, engine) does not exist."""
+    """A named thing (run, model, instance type, engine) does not exist: bad input too (exit 2)."""
 
     status_code = 404
+    exit_code = 2
 
 
 class ConflictError(AccelbenchError):

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
+from accelbench.bench.tokenizer import ServerUnreachable
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -100,7 +101,7 @@ def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -
     try:
         r = httpx.get(url, headers=hdrs, timeout=30)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise UserInputError(
+        raise ServerUnreachable(
             f"Cannot reach the server at {redact_url(base_url)} ({exc or type(exc).__name__}).",
             hint="Is it running, and are --base-url and the port right?",
         ) from None

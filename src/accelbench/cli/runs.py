@@ -30,7 +30,7 @@ from accelbench.cli.render import (
 )
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
-from accelbench.errors import ConflictError, UserInputError
+from accelbench.errors import ConflictError, Declined
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.formatting import MISSING
 from accelbench.report.percentiles import parse_percentiles
@@ -401,9 +401,7 @@ def delete_runs(
             except typer.Abort:  # no answer (end of input, Ctrl-C)
                 confirmed = False
             if not confirmed:
-                raise UserInputError(
-                    "Nothing deleted.", hint="Answer y, or pass --yes to delete without asking."
-                )
+                raise Declined("Nothing deleted.", hint="Answer y, or pass --yes to delete without asking.")
         deleted = [store.delete_run(r.id) for r in runs]
         if fmt == OutputFormat.json:
             print_json({"deleted": deleted})

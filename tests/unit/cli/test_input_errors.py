@@ -24,7 +24,7 @@ PYDANTIC = ("Input should", "Value error", "validation error", "type=", "errors.
 def refused(args: list[str]) -> str:
     res = runner.invoke(app, args)
     out = res.output
-    assert res.exit_code != 0, f"accelbench {' '.join(args)}: exit {res.exit_code}\n{out}"
+    assert res.exit_code == 2, f"accelbench {' '.join(args)}: exit {res.exit_code}\n{out}"
     assert "Traceback" not in out, out
     leaked = [p for p in PYDANTIC if p in out]
     assert not leaked, f"accelbench {' '.join(args)} shows pydantic's words {leaked}:\n{out}"
