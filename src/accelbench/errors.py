@@ -5,6 +5,10 @@ The CLI prints them without a traceback and exits non-zero; the API maps ``statu
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 
 class AccelbenchError(Exception):
     """Base of every error a user can cause or fix."""
@@ -22,13 +26,20 @@ class AccelbenchError(Exception):
 
 
 class UserInputError(AccelbenchError):
-    """Bad input: a flag, a spec file, an API body."""
+    """Bad input: a flag, a spec file, an API body. The CLI exits 2, as it does for a flag it cannot parse."""
+
+    exit_code = 2
+
+
+class Declined(AccelbenchError):
+    """The person answered no (or nothing) when asked to confirm: nothing was wrong with the input (exit 1)."""
 
 
 class NotFoundError(AccelbenchError):
-    """A named thing (run, model, instance type, engine) does not exist."""
+    """A named thing (run, model, instance type, engine) does not exist: bad input too (exit 2)."""
 
     status_code = 404
+    exit_code = 2
 
 
 class ConflictError(AccelbenchError):
@@ -87,3 +98,57 @@ class StoreError(AccelbenchError):
     """The results store cannot be opened or used: damaged, empty, written by a newer accelbench, unreachable."""
 
     status_code = 503
+
+
+# pydantic error type -> the sentence after the flag ({...} filled from the error's context)
+_WORDS = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "bool_parsing": "must be true or false",
+    "string_too_short": "must have at least {min_length} characters",
+    "string_too_long": "must have at most {max_length} characters",
+    "too_short": "must have at least {min_length} items",
+    "too_long": "must have at most {max_length} items",
+    "missing": "is required",
+    "extra_forbidden": "is not a setting here; check its spelling",
+}
+
+
+def plain_words(err: Mapping[str, Any], *, with_input: bool = True) -> str:
+    """One pydantic validation problem (an item of ``ValidationError.errors()``) as a phrase without its field:
+    "must be cost or latency (got 'fast')", "unknown quantization 'fp4'; use one of: ..." (a validator's own
+    message, its "Value error, " dropped). ``with_input``: end with the value given when it is short."""
+    kind = str(err.get("type", ""))
+    ctx = err.get("ctx") or {}
+    if kind in ("literal_error", "enum") and "expected" in ctx:
+        text = "must be " + str(ctx["expected"]).replace("'", "")
+    elif kind in _WORDS:
+        try:
+            text = _WORDS[kind].format(**{k: _number(v) for k, v in ctx.items()})
+        except (KeyError, IndexError):
+            text = _WORDS[kind].split(" {")[0]
+    else:
+        msg = str(err.get("msg", "is not valid"))
+        msg = re.sub(r"^(Value|Assertion) error, ", "", msg)
+        text = re.sub(r"^Input should be ", "must be ", msg).rstrip(".")
+        if "(got " in text:
+            return text
+    value = err.get("input")
+    if (
+        with_input
+        and kind not in ("missing", "extra_forbidden")
+        and isinstance(value, str | int | float)
+        and len(repr(value)) <= 60
+    ):
+        text += f" (got {_number(value)!r})"
+    return text
+
+
+def _number(value: Any) -> Any:
+    """0.0 as 0: a bound or value typed as a whole number reads as one."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from accelbench.domain.base import StrictModel
 from accelbench.domain.run import SweepSpec
-from accelbench.errors import UserInputError
+from accelbench.errors import UserInputError, plain_words
 
 
 class SpecServer(StrictModel):
@@ -90,7 +90,8 @@ def describe_validation_error(exc: ValidationError, source: str, model: type[Bas
             shown = repr(got)
             if len(shown) > 60:
                 shown = type(got).__name__
-            lines.append(f"{where}: {err['msg']} (got {shown})")
+            words = plain_words(err, with_input=False)
+            lines.append(f"{where}{' ' if words.startswith('must ') else ': '}{words} (got {shown})")
     unknown = any(e["type"] == "extra_forbidden" for e in exc.errors())
     what = "run spec" if model.__name__ == "RunSpec" else "sweep settings"
     return UserInputError(

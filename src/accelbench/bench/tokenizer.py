@@ -36,7 +36,10 @@ _MARKER = re.compile(r"^<[^<>\s]+>$")
 
 
 class ServerUnreachable(UserInputError):
-    """The server could not be reached (connection refused or timed out, no such host): not a tokenizer problem."""
+    """The server could not be reached (connection refused or timed out, no such host): not a tokenizer problem.
+    The input may be right and the server down, so the CLI exits 1, not 2."""
+
+    exit_code = 1
 
 
 #: Stands in for the user's text when the chat template is rendered once and reused (see ``LocalTokenizer``).

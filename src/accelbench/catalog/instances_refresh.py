@@ -70,9 +70,11 @@ _BANDWIDTH_RE = re.compile(r"(?:(\d+)\s*x\s*)?([\d.]+)\s*(gigabit|megabit)", re.
 
 
 class EndpointError(UserInputError):
-    """The EC2 endpoint could not be used: no credentials, unreachable, or it refused the call."""
+    """The EC2 endpoint could not be used: no credentials, unreachable, or it refused the call (exit 1: not the
+    input's fault)."""
 
     status_code = 503
+    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
+from accelbench.bench.tokenizer import ServerUnreachable
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -100,7 +101,7 @@ def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -
     try:
         r = httpx.get(url, headers=hdrs, timeout=30)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise UserInputError(
+        raise ServerUnreachable(
             f"Cannot reach the server at {redact_url(base_url)} ({exc or type(exc).__name__}).",
             hint="Is it running, and are --base-url and the port right?",
         ) from None
@@ -325,10 +326,10 @@ def bench(
     ),
     endpoint_kind: EndpointKind = load_option("endpoint"),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name; default: the first one /v1/models lists."
+        None, "--model", help="Served model name.", show_default="the first one /v1/models lists"
     ),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory; default: the server's /tokenize."
+        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
     ),
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
@@ -358,7 +359,7 @@ def bench(
     stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
     num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
     max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", min=1, help="Most requests in flight; default unlimited."
+        None, "--max-concurrency", min=1, help="Most requests in flight.", show_default="unlimited"
     ),
     request_rate: float = load_option("request_rate"),
     burstiness: float = load_option("burstiness"),

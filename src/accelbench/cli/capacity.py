@@ -105,9 +105,11 @@ def capacity(
         help="Server root, e.g. http://127.0.0.1:8000.",
         callback=base_url_option,
     ),
-    model: str | None = typer.Option(None, "--model", help="Served model name; default: the first listed."),
+    model: str | None = typer.Option(
+        None, "--model", help="Served model name.", show_default="the first listed"
+    ),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory; default: the server's /tokenize."
+        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
     ),
     api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
     header: list[str] = typer.Option([], "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."),
@@ -145,7 +147,8 @@ def capacity(
     start: float | None = typer.Option(
         None,
         "--start",
-        help="First level to measure (default: the planner's prediction with --instance, else 1).",
+        help="First level to measure.",
+        show_default="the planner's prediction with --instance, else 1",
     ),
     max_load: float = typer.Option(256.0, "--max-load", help="Highest level to try."),
     max_probes: int = typer.Option(12, "--max-probes", min=2, max=64, help="Most levels measured."),

@@ -19,9 +19,10 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
+from accelbench.cli.input_errors import current_params, flag_error
 from accelbench.cli.render import Col, console, err_console, fit_table
 from accelbench.errors import AccelbenchError
 
@@ -89,11 +90,15 @@ def fail(message: str, hint: str | None = None, code: int = 1) -> NoReturn:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn AccelbenchError into a clean message and a non-zero exit."""
+    """Turn AccelbenchError into a clean message and a non-zero exit, and a model's validation error into
+    plain words naming the flags (``cli/input_errors.py``, exit 2)."""
     try:
         yield
     except AccelbenchError as exc:
         fail(exc.message, exc.hint, exc.exit_code)
+    except ValidationError as exc:
+        err = flag_error(exc, params=current_params())
+        fail(err.message, err.hint, err.exit_code)
 
 
 def parse_kv_list(values: Sequence[str] | None, sep: str, what: str) -> dict[str, str]:

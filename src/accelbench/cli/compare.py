@@ -207,13 +207,15 @@ def compare_command(
     baseline: str | None = typer.Option(
         None,
         "--baseline",
-        help="The run every other is set against (one of RUNS, id or prefix); default: the first named.",
+        help="The run every other is set against (one of RUNS, id or prefix).",
+        show_default="the first named",
     ),
     percentiles: str | None = typer.Option(
         None,
         "--percentiles",
-        help="Latency percentiles the table shows, comma-separated, from 50, 90, 95, 99 (default 50,90,99, or "
-        "ACCELBENCH_PERCENTILES); json and csv keep every stored one.",
+        help="Latency percentiles the table shows, comma-separated, from 50, 90, 95, 99; json and csv keep every "
+        "stored one.",
+        show_default="50,90,99, or ACCELBENCH_PERCENTILES",
     ),
     fmt: CompareFormat = typer.Option(
         CompareFormat.table,

@@ -38,7 +38,9 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(None, "--model", "-m", help="Model: preset, hub id, path or s3:// URI."),
         instance: str = typer.Option(None, "--instance", "-i", help="Instance type the server is pinned to."),
         out: Path = typer.Option(..., "--out", "-o", help="Directory to write the manifests into."),
-        runtime: str = typer.Option(None, "--runtime", "-r", help="Runtime; default the instance tier's."),
+        runtime: str = typer.Option(
+            None, "--runtime", "-r", help="Runtime.", show_default="the instance tier's"
+        ),
         spec_file: Path = typer.Option(
             None, "--spec", help="Run spec YAML (engine settings, sweep); --model/--instance override it."
         ),
@@ -164,7 +166,7 @@ def register(app: typer.Typer) -> None:
             ..., "--config", help="The load-generator config (ConfigMap's loadgen.json)."
         ),
         shard: int = typer.Option(
-            None, "--shard", help="Shard index; default from the Job's completion index."
+            None, "--shard", help="Shard index.", show_default="from the Job's completion index"
         ),
     ) -> None:
         """Run one shard of an in-cluster sweep (or the whole capacity search) and print its results, framed."""

@@ -36,9 +36,14 @@ def _size(n: int | None) -> str:
 @engine_app.command("install")
 def install(
     name: str = typer.Argument(..., help="Engine: " + ", ".join(eng.ENGINES.names()) + "."),
-    version: str | None = typer.Option(None, "--version", "-v", help="Engine version (default per engine)."),
+    version: str | None = typer.Option(
+        None, "--version", "-v", help="Engine version.", show_default="per engine"
+    ),
     python: str | None = typer.Option(
-        None, "--python", help="Interpreter to build the environment from (default: the one running this)."
+        None,
+        "--python",
+        help="Interpreter to build the environment from.",
+        show_default="the one running this",
     ),
     extra_index_url: str | None = typer.Option(
         None,
@@ -59,7 +64,10 @@ def install(
         "without the instruction set that failed if it dies of an illegal instruction.",
     ),
     check_model: str | None = typer.Option(
-        None, "--check-model", help="Model the check serves (default: smollm2-135m-instruct, GGUF only)."
+        None,
+        "--check-model",
+        help="Model the check serves (GGUF only).",
+        show_default="smollm2-135m-instruct",
     ),
     fmt: OutputFormat = FormatOption,
 ) -> None:
@@ -145,7 +153,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
 @engine_app.command("remove")
 def remove(
     name: str = typer.Argument(..., help="Engine name."),
-    version: str | None = typer.Option(None, "--version", "-v", help="Version (default per engine)."),
+    version: str | None = typer.Option(None, "--version", "-v", help="Version.", show_default="per engine"),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
     """Delete an installed engine's environment."""
@@ -164,9 +172,9 @@ def remove(
 @engine_app.command("fix-execstack")
 def fix_execstack(
     name: str = typer.Argument(..., help="Engine name."),
-    version: str | None = typer.Option(None, "--version", "-v", help="Version (default per engine)."),
+    version: str | None = typer.Option(None, "--version", "-v", help="Version.", show_default="per engine"),
     paths: list[Path] | None = typer.Argument(
-        None, help="Libraries to fix; default: every library in the engine that asks for one."
+        None, help="Libraries to fix.", show_default="every library in the engine that asks for one"
     ),
 ) -> None:
     """Clear the executable-stack flag on the engine's shared libraries (patchelf --clear-execstack).

@@ -75,7 +75,10 @@ def fleet(
         0.95, "--attainment", help="Share of requests that must meet every target, 0-1."
     ),
     instances: str | None = typer.Option(
-        None, "--instances", help="Candidate instance types, comma-separated; default every feasible one."
+        None,
+        "--instances",
+        help="Candidate instance types, comma-separated.",
+        show_default="every feasible one",
     ),
     interval: float = typer.Option(3600.0, "--interval", help="Seconds per interval a trace is counted in."),
     peak_window: float = typer.Option(
@@ -88,7 +91,10 @@ def fleet(
         1, "--min-servers", help="Fewest servers at any time (0: scale to zero)."
     ),
     provision_s: float | None = typer.Option(
-        None, "--provision-s", help="Instance provisioning seconds; default a stated assumption per tier."
+        None,
+        "--provision-s",
+        help="Instance provisioning seconds.",
+        show_default="a stated assumption per tier",
     ),
     reserved_discount: float | None = typer.Option(
         None,
@@ -105,7 +111,7 @@ def fleet(
         help="Write the Kubernetes objects (Deployment, HPA, NodePool) of the chosen candidate here.",
     ),
     choose: str | None = typer.Option(
-        None, "--choose", help="Candidate --export writes; default the cheapest."
+        None, "--choose", help="Candidate --export writes.", show_default="the cheapest"
     ),
     namespace: str = typer.Option("accelbench", "--namespace", help="Namespace of the exported objects."),
     validate: bool = typer.Option(
@@ -115,10 +121,13 @@ def fleet(
         None, "--base-url", envvar="ACCELBENCH_BASE_URL", help="--validate: the local engine's root URL."
     ),
     served_model: str | None = typer.Option(
-        None, "--served-model", help="--validate: the served model name; default the first listed."
+        None, "--served-model", help="--validate: the served model name.", show_default="the first listed"
     ),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="--validate: local tokenizer directory; default the server's /tokenize."
+        None,
+        "--tokenizer",
+        help="--validate: local tokenizer directory.",
+        show_default="the server's /tokenize",
     ),
     validate_requests: int = typer.Option(
         200, "--validate-requests", help="--validate: most requests replayed."

@@ -1,8 +1,8 @@
 """The load flags ``bench`` and ``sweep`` share, made from the fields of ``LoadSettings`` (domain/bench.py):
 one name, one help text (the field's description), one bound (the field's ``ge``/``le``), one default (the
 field's). ``bench`` takes the default as the flag's default; ``sweep`` leaves an unset flag as None, so that a
-spec file or the resumed run can supply the value, and its help names the default it falls back to (the
-``SweepSpec`` field's, which may differ: a sweep warms the server up by default).
+spec file or the resumed run can supply the value, and its help shows the default it falls back to (the
+``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as ``[default: X]``.
 
 Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the command builds
 its config, with the same error either way.
@@ -168,11 +168,22 @@ def shown_default(value: Any) -> str:
 
 
 def load_option(field: str, *, model: type[LoadSettings] = LoadSettings, unset: bool = False) -> Any:
-    """The typer option of ``model.<field>`` (``unset``: default None, the help names the fallback)."""
+    """The typer option of ``model.<field>`` (``unset``: default None, and the help shows the default the model
+    falls back to, written as every other default is: ``[default: X]``)."""
     info = model.model_fields[field]
     default = info.get_default(call_default_factory=True)
-    text = info.description or ""
-    if unset and default is not None:
-        text = f"{text.rstrip('.')} (default {shown_default(default)})."
     low, high = bounds(model, field)
-    return typer.Option(None if unset else default, *LOAD_FLAGS[field], help=text, min=low, max=high)
+    shown: str | bool = False
+    if unset and default is not None:
+        shown = shown_default(default)
+        if isinstance(default, bool):  # a flag pair's default is the flag in force, as for bench's
+            on, _, off = LOAD_FLAGS[field][0].partition("/")
+            shown = on if default else off
+    return typer.Option(
+        None if unset else default,
+        *LOAD_FLAGS[field],
+        help=info.description or "",
+        min=low,
+        max=high,
+        show_default=shown,
+    )

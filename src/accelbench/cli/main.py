@@ -53,20 +53,20 @@ COMMANDS: dict[str, str] = {
 # Top-level command -> its one-line summary in `accelbench --help` (None: hidden). They live here so that the
 # root --help imports no command module; tests/unit/cli/test_main.py checks they match the commands.
 SUMMARIES: dict[str, str | None] = {
-    "demo": "The main job: a real vLLM CPU engine and model here, swept and reported.",
+    "demo": "The main job: vLLM on this CPU, swept and reported.",
     "bench": "Benchmark one OpenAI-compatible streaming server.",
-    "sweep": "Measure a running server over input lengths x concurrency x repeats.",
+    "sweep": "Measure a server over input lengths x concurrency.",
     "sweep-plot": "Plot and tabulate stored sweeps on shared axes.",
-    "capacity": "Measure capacity at an SLO: the most load that still meets it.",
-    "fleet": "Size, price and rank a fleet per instance type for a day of traffic.",
-    "run": "Deploy a spec's engine and model, measure, store, report, tear down.",
-    "rerun": "Repeat a stored run from its recorded spec; new figures beside old.",
+    "capacity": "The most load a server takes while meeting an SLO.",
+    "fleet": "Size, price and rank fleets for a day of traffic.",
+    "run": "Deploy a spec, measure, store, report, tear down.",
+    "rerun": "Repeat a stored run from its recorded spec.",
     "runs": "List, show, export and delete stored runs.",
-    "compare": "Compare runs against a baseline: matched cells, ratios, cost.",
+    "compare": "Compare runs with a baseline: cells, ratios, cost.",
     "report": "Write an offline HTML and Markdown report with its charts.",
     "import": "Bring results measured elsewhere into the store.",
-    "recommend": "Does a model fit an instance, with which settings, and why.",
-    "estimate": "Predicted TTFT, TPOT, tokens/s and cost, one instance or ranked.",
+    "recommend": "Whether a model fits an instance, with which settings.",
+    "estimate": "Predicted TTFT, TPOT, tokens/s and cost per instance.",
     "memory-breakdown": "Where accelerator memory goes (GPU and Neuron).",
     "plan": "Planning: calibrate the speed model from measured runs.",
     "catalog": "Instance types, accelerator specs and prices.",
@@ -127,7 +127,30 @@ class LazyGroup(TyperGroup):
             raise
 
 
+def _plain_parse_errors() -> None:
+    """typer checks a flag's value with pydantic and shows pydantic's words ("Input should be greater than or
+    equal to 1"); show the words of ``cli/input_errors.py`` instead (imported only when there is an error)."""
+    from typer import rich_utils
+    from typer._click.exceptions import BadParameter
+
+    show = rich_utils.rich_format_error
+    if getattr(show, "plain_words", False):
+        return
+
+    def plain(exc: Any) -> None:
+        cause = exc.__cause__
+        if isinstance(exc, BadParameter) and hasattr(cause, "errors"):
+            from accelbench.errors import plain_words
+
+            exc.message = "; ".join(plain_words(e) for e in cause.errors()) + "."
+        show(exc)
+
+    plain.plain_words = True  # type: ignore[attr-defined]
+    rich_utils.rich_format_error = plain  # type: ignore[assignment]
+
+
 install_help_fit()  # flag names stay whole in --help at any width (cli/render.py)
+_plain_parse_errors()
 
 app = typer.Typer(
     name="accelbench",
@@ -160,9 +183,17 @@ def _root(
 def main(argv: list[str] | None = None) -> Any:
     try:
         return app(args=argv)
-    except AccelbenchError as exc:  # safety net; commands use cli.common.user_errors
+    except Exception as exc:  # safety net; commands use cli.common.user_errors
+        from pydantic import ValidationError
+
         from accelbench.cli.common import fail
 
+        if isinstance(exc, ValidationError):
+            from accelbench.cli.input_errors import flag_error
+
+            exc = flag_error(exc)
+        if not isinstance(exc, AccelbenchError):
+            raise
         try:
             fail(exc.message, exc.hint, exc.exit_code)
         except typer.Exit as e:

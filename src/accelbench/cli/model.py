@@ -27,7 +27,9 @@ def prepare(
     ref: str = typer.Argument(
         ..., help="A preset (" + ", ".join(ms.PRESETS) + "), a GGUF file or a Hugging Face directory."
     ),
-    name: str | None = typer.Option(None, "--name", help="Name to refer to it by (default from the source)."),
+    name: str | None = typer.Option(
+        None, "--name", help="Name to refer to it by.", show_default="from the source"
+    ),
     check: str = typer.Option(
         "engine",
         "--check",

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.input_errors import current_params, flag_error
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import (
@@ -32,7 +33,7 @@ from accelbench.domain.plan import (
     Recommendation,
 )
 from accelbench.domain.run import EngineSettings
-from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.errors import AccelbenchError
 from accelbench.report.formatting import fmt_num, fmt_pct, fmt_usd
 
 REFUSED_EXIT = 3
@@ -40,7 +41,11 @@ plan_app = typer.Typer(help="Planning: calibrate the speed model from measured r
 
 ModelOpt = typer.Option(..., "--model", "-m", help="Preset name, model directory, .gguf file or hub id.")
 QuantOpt = typer.Option(
-    None, "--quantization", "-q", help="auto (default: fallback chain), none, fp8, int8 or int4."
+    None,
+    "--quantization",
+    "-q",
+    help="auto (the fallback chain), none, fp8, int8 or int4.",
+    show_default="auto",
 )
 MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
 KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8.")
@@ -55,7 +60,9 @@ BatchedOpt = typer.Option(
     None, "--max-num-batched-tokens", min=16, help=_EQ["max_num_batched_tokens"].description
 )
 KvSpaceOpt = typer.Option(None, "--kv-cache-space-gib", min=1, help=_EQ["kv_cache_space_gib"].description)
-ThreadsOpt = typer.Option(None, "--threads", min=1, help=_EQ["threads"].description)
+ThreadsOpt = typer.Option(
+    None, "--threads", min=1, help=_EQ["threads"].description, show_default="one per core"
+)
 CoresOpt = typer.Option(None, "--cores", min=1, help=_EQ["cores"].description)
 SmtOpt = typer.Option(None, "--smt", min=1, max=8, help=_EQ["smt"].description)
 
@@ -525,7 +532,13 @@ def _render_table(tab: EstimateTable, show: int) -> None:
 
 def estimate_cmd(
     model: str = ModelOpt,
-    instance: str | None = typer.Option(None, "--instance", "-i", help=_EQ["instance_type"].description),
+    instance: str | None = typer.Option(
+        None,
+        "--instance",
+        "-i",
+        help=_EQ["instance_type"].description,
+        show_default="every catalog instance, ranked",
+    ),
     accelerator: AcceleratorType | None = typer.Option(
         None, "--accelerator", "-a", help=_EQ["accelerator_type"].description
     ),
@@ -599,17 +612,7 @@ def estimate_cmd(
                 alternatives=alternatives,
             )
         except ValidationError as exc:
-            flags = {
-                "instance_type": "instance",
-                "accelerator_type": "accelerator",
-                "tensor_parallel_size": "tp",
-            }
-            raise UserInputError(
-                "; ".join(
-                    f"--{flags.get(str(e['loc'][0]), str(e['loc'][0])).replace('_', '-')}: {e['msg']}"
-                    for e in exc.errors()
-                )
-            ) from None
+            raise flag_error(exc, params=current_params()) from None
         result = estimate_result(_store_or_none(), query)
         if fmt == OutputFormat.json:
             print_json(result)  # the whole estimate or table (the API wraps it with paging)
@@ -732,7 +735,8 @@ def calibrate_cmd(
         "--run",
         "--from-run",
         "-r",
-        help="Only these runs (repeatable; a local, Kubernetes or imported run); default all.",
+        help="Only these runs (repeatable; a local, Kubernetes or imported run).",
+        show_default="all",
     ),
     accelerator: str | None = typer.Option(
         None, "--accelerator", help="Only this accelerator (e.g. H100-SXM, local:AMD EPYC)."

@@ -8,20 +8,25 @@ The rule every CLI table follows (``fit_table`` / ``print_table``):
   widest value and never wrap; text columns fold; headers wrap at spaces;
 - the widths are chosen here, so rich never has to squeeze a column it cannot wrap.
 
-``install_help_fit`` makes typer's option panels keep flag names whole at any width (the help text wraps).
+``install_help_fit`` makes typer's help keep flag names, choices and words whole at any width (see its rule).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, ConsoleDimensions, Group, RenderableType
 from rich.measure import Measurement
+from rich.padding import Padding
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from typer import rich_utils
 
 from accelbench.report.formatting import MISSING, fmt_num
 
@@ -222,90 +227,207 @@ def print_table(
 
 
 # --- help ------------------------------------------------------------------------------------------------
+#
+# typer draws an option panel as a six-column table that rich squeezes to the terminal, cutting flag names,
+# choice lists and long words mid-word. ``install_help_fit`` replaces that panel (and the commands panel's
+# summary, and the description's line breaks) with the rule below, so --help reads at any width:
+# - one row per option: its names (``--model, -m``; a flag pair ``--scrape / --no-scrape``; ``*`` when
+#   required), its value (``<int> [x>=1]``; nothing for a flag), its help;
+# - a choice list longer than ``_CHOICES_INLINE`` cells moves into the help as "Choices: a, b, c.";
+# - defaults are written one way, "[default: X]" (a flag pair's default is the flag in force), an env var once;
+# - a table when the help column gets at least ``_HELP_TEXT_MIN`` cells and its longest word, else each option
+#   on a line of its own with its help indented below it; help text wraps only at spaces.
 
-# the type column of an option panel gets at most this many cells at narrow widths (it folds)
-_HELP_TYPES_MAX = 12
-# below this many cells for the help text, the type column gives up room
-_HELP_TEXT_MIN = 24
-
-
-class _HelpTable(Table):
-    """typer's option panel table, laid out so flag names are whole: the name columns are as wide as their
-    longest name, empty columns are left out, the type column folds, the help text takes the rest."""
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if not self.show_header and len(self.columns) >= 4 and self.columns[-1].width is None:
-            self._fit_names(console, options)
-        yield from super().__rich_console__(console, options)
-
-    def _fit_names(self, console: Console, options: ConsoleOptions) -> None:
-        cols = [c for c in self.columns if any(_cell_width(console, cell)[1] for cell in c._cells)]
-        for i, c in enumerate(cols):
-            c._index = i
-        self.columns = cols
-        if len(cols) < 3:
-            return
-        cols = self._merge_names(console, cols)
-        pad_l, pad_r = self.padding[3], self.padding[1]
-        gaps = (len(cols) - 1) * (pad_l + pad_r)
-        names = [max(_cell_width(console, cell)[1] for cell in c._cells) for c in cols[:-2]]
-        types = max(_cell_width(console, cell)[1] for cell in cols[-2]._cells)
-        room = options.max_width - gaps - sum(names)
-        types_width = min(types, max(room - _HELP_TEXT_MIN, _HELP_TYPES_MAX))
-        if room - types_width < 8:  # too narrow for anything sensible: let rich share it out
-            return
-        for c, w in zip(cols[:-2], names, strict=True):
-            c.width, c.no_wrap = w, True
-        cols[-2].width, cols[-2].overflow = types_width, "fold"
-        cols[-1].overflow = "fold"
-        cols[-1]._cells = [_flat(cell) for cell in cols[-1]._cells]
-
-    def _merge_names(self, console: Console, cols: list[Any]) -> list[Any]:
-        """One column for a flag's names: ``--header -H``, a ``--no-...`` form on the next line."""
-        first = next((i for i, c in enumerate(cols) if any("-" in _plain(x) for x in c._cells)), None)
-        if first is None or len(cols) - 2 - first < 2:
-            return cols
-        names = cols[first:-2]
-        merged: list[Text] = []
-        for parts in zip(*(c._cells for c in names), strict=True):
-            texts = [p if isinstance(p, Text) else Text(str(p)) for p in parts]
-            plain = [t.plain for t in texts]
-            line = Text(" ").join(
-                t for t, p in zip(texts, plain, strict=True) if p and not p.startswith("--no")
-            )
-            rest = [t for t, p in zip(texts, plain, strict=True) if p.startswith("--no")]
-            for t in rest:
-                line.append("\n")
-                line.append_text(t)
-            merged.append(line)
-        names[0]._cells = merged
-        cols = [*cols[:first], names[0], *cols[-2:]]
-        for i, c in enumerate(cols):
-            c._index = i
-        self.columns = cols
-        return cols
+_HELP_TEXT_MIN = 30
+_CHOICES_INLINE = 24
+_PANEL_EXTRA = 4  # a panel's two borders and its padding
+_STACK_INDENT = 6
 
 
-def _flat(cell: Any) -> Any:
-    """typer's help cell (rich Columns of texts) as one text, so a long word folds instead of being cut."""
-    from rich.columns import Columns
+@dataclass(frozen=True)
+class HelpRow:
+    """One option (or argument) as the help shows it."""
 
-    items = getattr(cell, "renderables", None)
-    if isinstance(cell, Columns) and items and all(isinstance(t, Text) for t in items):
-        return Text(" ").join(items)
-    return cell
+    names: str
+    value: str
+    help: Text
+    required: bool
 
 
-def _plain(cell: Any) -> str:
-    return cell.plain if isinstance(cell, Text) else str(cell)
+def option_names(param: Any) -> str:
+    """``--model, -m``; a flag pair ``--scrape / --no-scrape``; an argument its metavar."""
+    if getattr(param, "param_type_name", "") == "argument":
+        name = str(getattr(param, "metavar", None) or param.name).upper()
+        return name + ("..." if param.nargs != 1 else "")
+    main = sorted(param.opts, key=lambda o: not o.startswith("--"))
+    alt = sorted(param.secondary_opts, key=lambda o: not o.startswith("--"))
+    return " / ".join(p for p in (", ".join(main), ", ".join(alt)) if p)
+
+
+def _choices(param: Any) -> list[str]:
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None or not desc.is_choice:
+        return []
+    return [str(getattr(c, "value", c)) for c in desc.choices or ()]
+
+
+def option_value(param: Any, ctx: Any) -> tuple[str, list[str]]:
+    """What an option takes (``<int> [x>=1]``, ``<table|json>``; nothing for a flag) and the choices moved to
+    its help because they are too long to stand in the value column."""
+    if getattr(param, "is_flag", False):
+        return "", []
+    desc = getattr(param, "type_descriptor", None)
+    choices = _choices(param)
+    if choices:
+        inline = "<" + "|".join(choices) + ">"
+        return (inline, []) if len(inline) <= _CHOICES_INLINE else ("<choice>", choices)
+    if desc is not None and desc.is_ranged:
+        kind = f"<{desc.ranged_type_name}>"
+    else:
+        kind = param.display_type_rich(ctx=ctx) or ""
+    bound = param._get_number_range_help_str()
+    return (f"{kind} [{bound}]" if bound else kind), []
+
+
+def _default_text(param: Any, ctx: Any) -> str | None:
+    """The one way a default is written: the value, or for a flag pair the flag in force; None: not shown."""
+    if isinstance(param.show_default, str):
+        return param.show_default
+    value = param._extract_default_help_str(ctx=ctx)
+    if value is None or not (param.show_default or ctx.show_default):
+        return None
+    if getattr(param, "is_bool_flag", False):
+        if not param.secondary_opts:
+            return None
+        opts = param.opts if value else param.secondary_opts
+        return opts[0] if opts else None
+    text = param._get_default_string(ctx=ctx, show_default_is_str=False, default_value=value)
+    return text or None
+
+
+def option_help(param: Any, ctx: Any, markup_mode: Any, choices: Sequence[str]) -> Text:
+    """The help text, then the choices moved out of the value column, the env var (once), the default and
+    whether it is required."""
+    text = Text()
+    paragraphs = [" ".join(p.split()) for p in (getattr(param, "help", None) or "").split("\n\n")]
+    body = "\n".join(p for p in paragraphs if p)
+    if body:
+        made = rich_utils._make_rich_text(
+            text=body, style=rich_utils.STYLE_OPTION_HELP, markup_mode=markup_mode
+        )
+        text = made if isinstance(made, Text) else Text(body)
+    extras: list[tuple[str, str]] = []
+    if choices:
+        extras.append((f"Choices: {', '.join(choices)}.", rich_utils.STYLE_OPTION_HELP))
+    envvar = getattr(param, "envvar", None)
+    names = [envvar] if isinstance(envvar, str) else list(dict.fromkeys(envvar or ()))
+    names = [n for n in names if n not in text.plain]
+    if names and getattr(param, "show_envvar", False):
+        extras.append((f"[env var: {', '.join(names)}]", rich_utils.STYLE_OPTION_ENVVAR))
+    default = _default_text(param, ctx)
+    if default is not None:
+        extras.append((f"[default: {default}]", rich_utils.STYLE_OPTION_DEFAULT))
+    if param.required:
+        extras.append(("[required]", rich_utils.STYLE_REQUIRED_LONG))
+    for extra, style in extras:
+        if text.plain:
+            text.append(" ")
+        text.append(extra, style=style)
+    return text
+
+
+def help_rows(params: Sequence[Any], ctx: Any, markup_mode: Any) -> list[HelpRow]:
+    rows = []
+    for param in params:
+        value, choices = option_value(param, ctx)
+        rows.append(
+            HelpRow(option_names(param), value, option_help(param, ctx, markup_mode, choices), param.required)
+        )
+    return rows
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def options_layout(rows: Sequence[HelpRow], width: int) -> RenderableType:
+    """The rows as a table when the help column gets room for its longest word, else stacked."""
+    marker = 2 if any(r.required for r in rows) else 0
+    names_w = marker + max((len(r.names) for r in rows), default=0)
+    value_w = max((len(r.value) for r in rows), default=0)
+    value_min = max((_longest_word(r.value) for r in rows), default=0)
+    help_min = max(_HELP_TEXT_MIN, max((_longest_word(r.help.plain) for r in rows), default=0))
+    room = width - _PANEL_EXTRA - names_w - (2 if value_w else 0) - 2
+    if room - value_w < help_min and value_w:
+        value_w = value_min if room - value_min >= help_min else value_w
+    fits = room - value_w >= help_min
+
+    def name_text(row: HelpRow) -> Text:
+        prefix = Text("* ", style=rich_utils.STYLE_REQUIRED_SHORT) if row.required else Text(" " * marker)
+        return prefix + rich_utils.highlighter(Text(row.names))
+
+    def value_text(row: HelpRow) -> Text:
+        return rich_utils.types_highlighter(Text(row.value, style=rich_utils.STYLE_TYPES))
+
+    if fits:
+        table = Table(box=None, show_header=False, expand=True, padding=(0, 1), pad_edge=False)
+        table.add_column(width=names_w, no_wrap=True)
+        if value_w:
+            table.add_column(width=value_w, overflow="fold")
+        table.add_column(ratio=1, overflow="fold")
+        for row in rows:
+            table.add_row(name_text(row), *([value_text(row)] if value_w else []), row.help)
+        return table
+
+    parts: list[RenderableType] = []
+    for row in rows:
+        head = name_text(row)
+        if row.value:
+            head = head + Text(" ") + value_text(row)
+        parts.append(head)
+        if row.help.plain:
+            parts.append(Padding(row.help, (0, 0, 0, _STACK_INDENT)))
+    return Group(*parts)
+
+
+def print_options_panel(
+    *, name: str, params: list[Any], ctx: Any, markup_mode: Any, console: Console
+) -> None:
+    """typer's options/arguments panel, drawn by the rule above."""
+    rows = help_rows(params, ctx, markup_mode)
+    if not rows:
+        return
+    console.print(
+        Panel(
+            options_layout(rows, console.width),
+            border_style=rich_utils.STYLE_OPTIONS_PANEL_BORDER,
+            title=name,
+            title_align=rich_utils.ALIGN_OPTIONS_PANEL,
+        )
+    )
+
+
+def command_summary(*, help_text: str, markup_mode: Any) -> Text:
+    """A command's line in its group's Commands panel: its help's first sentence, on one logical line."""
+    first = inspect.cleandoc(help_text).split("\n\n")[0].replace("\b", "")
+    first = " ".join(first.split())
+    first = re.split(r"(?<=[.!?])\s+(?=[A-Z])", first, maxsplit=1)[0]
+    made = rich_utils._make_rich_text(text=first, style=rich_utils.STYLE_OPTION_HELP, markup_mode=markup_mode)
+    return made if isinstance(made, Text) else Text(first)
+
+
+def join_lines(paragraphs: list[str], markup_mode: Any) -> str:
+    """A command's description: each paragraph on one logical line (the terminal wraps it), unless it starts
+    with ``\\b`` (kept as written)."""
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
 
 
 def install_help_fit() -> None:
-    """Make typer's rich help use ``_HelpTable`` for its panels (idempotent)."""
-    from typer import rich_utils
-
-    if rich_utils.Table is not _HelpTable:
-        rich_utils.Table = _HelpTable  # type: ignore[misc]
+    """Make typer's rich help draw option panels, command summaries and descriptions by the rule above
+    (idempotent)."""
+    rich_utils._print_options_panel = print_options_panel
+    rich_utils._make_command_help = command_summary
+    rich_utils._fix_linebreaks = join_lines
 
 
 # --- the cells table (runs show, sweep, sweep-plot) --------------------------------------------------------

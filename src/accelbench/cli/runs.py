@@ -30,7 +30,7 @@ from accelbench.cli.render import (
 )
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
-from accelbench.errors import ConflictError, UserInputError
+from accelbench.errors import ConflictError, Declined
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
 from accelbench.report.formatting import MISSING
 from accelbench.report.percentiles import parse_percentiles
@@ -162,14 +162,14 @@ def list_runs(
 PercentilesOption = typer.Option(
     None,
     "--percentiles",
-    help="Latency percentiles to show, comma-separated, of 50, 90, 95, 99 (default 50,90,99, or "
-    "ACCELBENCH_PERCENTILES).",
+    help="Latency percentiles to show, comma-separated, of 50, 90, 95, 99.",
+    show_default="50,90,99, or ACCELBENCH_PERCENTILES",
 )
 SloOption = typer.Option(
     None,
     "--slo",
-    help="Judge every cell against these targets in ms, e.g. ttft:2000,tpot:100 (ttft, tpot, itl, e2el); "
-    "default: the run's own SLO (a capacity search's, or its spec's), if any.",
+    help="Judge every cell against these targets in ms, e.g. ttft:2000,tpot:100 (ttft, tpot, itl, e2el).",
+    show_default="the run's own SLO (a capacity search's, or its spec's), if any",
 )
 SloPercentileOption = typer.Option(
     90.0, "--slo-percentile", help="Percentile the --slo targets are judged at (0-100)."
@@ -401,9 +401,7 @@ def delete_runs(
             except typer.Abort:  # no answer (end of input, Ctrl-C)
                 confirmed = False
             if not confirmed:
-                raise UserInputError(
-                    "Nothing deleted.", hint="Answer y, or pass --yes to delete without asking."
-                )
+                raise Declined("Nothing deleted.", hint="Answer y, or pass --yes to delete without asking.")
         deleted = [store.delete_run(r.id) for r in runs]
         if fmt == OutputFormat.json:
             print_json({"deleted": deleted})

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from accelbench.bench.context import check_served_context
 from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
-from accelbench.bench.spec import describe_validation_error, load_sweep_file
+from accelbench.bench.spec import load_sweep_file
 from accelbench.bench.sweep import (
     CellKey,
     SweepEvent,
@@ -47,6 +47,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
+from accelbench.cli.input_errors import current_params, flag_error
 from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
 from accelbench.cli.render import print_cells
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
@@ -94,7 +95,7 @@ def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise describe_validation_error(exc, "the command line", SweepSpec) from None
+        raise flag_error(exc, params=current_params()) from None
 
 
 def invocation(ctx: typer.Context) -> list[str]:
@@ -202,31 +203,34 @@ def sweep(
         None,
         "--base-url",
         envvar="ACCELBENCH_BASE_URL",
-        help="Server root, e.g. http://127.0.0.1:8000 (default: from --spec or the resumed run).",
+        help="Server root, e.g. http://127.0.0.1:8000.",
+        show_default="from --spec or the resumed run",
         callback=base_url_option,
     ),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name (default: the first model the server lists)."
+        None, "--model", help="Served model name.", show_default="the first model the server lists"
     ),
     endpoint: EndpointKind | None = load_option("endpoint", model=SweepSpec, unset=True),
     tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory (default: the server's /tokenize)."
+        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
     ),
     api_key: str | None = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server (env OPENAI_API_KEY)."
+        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
     ),
     header: list[str] | None = typer.Option(
         None, "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."
     ),
     input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
-    repeats: int | None = typer.Option(None, "--repeats", min=1, help="Repeats of every cell (default 1)."),
+    repeats: int | None = typer.Option(
+        None, "--repeats", min=1, help="Repeats of every cell.", show_default="1"
+    ),
     target_ci: float | None = typer.Option(
         None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
     ),
     output_len: int | None = load_option("output_len", model=SweepSpec, unset=True),
     prompts_per_concurrency: int | None = typer.Option(
-        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this (default 10)."
+        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this.", show_default="10"
     ),
     dataset: DatasetKind | None = load_option("dataset", model=SweepSpec, unset=True),
     dataset_path: str | None = load_option("dataset_path", model=SweepSpec, unset=True),

@@ -134,9 +134,12 @@ class LoadSettings(StrictModel):
     """How requests are made and paced. Shared by ``bench`` (one cell) and ``sweep`` (every cell)."""
 
     endpoint: EndpointKind = Field(default=EndpointKind.chat, description="chat or completions API.")
-    dataset: DatasetKind = Field(default=DatasetKind.random, description="random, jsonl or sharegpt.")
+    dataset: DatasetKind = Field(
+        default=DatasetKind.random,
+        description="Where prompts come from: random makes them; the others read dataset_path.",
+    )
     dataset_path: str | None = Field(
-        default=None, description='File for jsonl ({"prompt": ...} rows) or sharegpt.'
+        default=None, description='The file every dataset but random reads (jsonl: {"prompt": ...} rows).'
     )
     output_len: int = Field(default=128, ge=1, le=MAX_TOKENS, description="max_tokens per request.")
     prefix_len: int = Field(

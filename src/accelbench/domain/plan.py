@@ -728,7 +728,7 @@ class EstimateQuery(StrictModel):
     instance_type: str | None = Field(
         default=None,
         max_length=64,
-        description="One instance type ('local' for this machine); default: the catalog.",
+        description="One instance type ('local' for this machine).",
     )
     accelerator_type: AcceleratorType | None = Field(default=None, description="Only gpu, neuron or cpu.")
     max_cost: float | None = Field(default=None, gt=0, le=1e6, description="Hourly USD at most.")
@@ -782,7 +782,7 @@ class EstimateQuery(StrictModel):
         default=None,
         ge=1,
         le=4096,
-        description="CPU: OpenMP threads the engine binds (default one per core).",
+        description="CPU: OpenMP threads the engine binds.",
     )
     cores: int | None = Field(
         default=None,

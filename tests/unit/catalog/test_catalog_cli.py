@@ -80,7 +80,7 @@ def test_show_table_and_did_you_mean() -> None:
     for text in ("H100-SXM", "3350", "989", "55.04", "reserved_1yr", "source:"):
         assert text in res.stdout, text
     bad = runner.invoke(app, ["catalog", "show", "g6.2xlarg"])
-    assert bad.exit_code == 1
+    assert bad.exit_code == 2
     assert "Did you mean 'g6.2xlarge'" in bad.stderr and "Traceback" not in bad.output
 
 

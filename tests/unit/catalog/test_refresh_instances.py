@@ -432,11 +432,11 @@ def test_missing_credentials_unreachable_endpoint_and_bad_input(
     assert "did not answer like an EC2 API" in res.stderr
 
     res = invoke("--endpoint-url", "ftp://example.org", "-i", "m8i.2xlarge")
-    assert res.exit_code == 1 and "Not an endpoint URL" in res.stderr
+    assert res.exit_code == 2 and "Not an endpoint URL" in res.stderr
     res = invoke("--endpoint-url", endpoint, "--region", "bad region")
-    assert res.exit_code == 1 and "Not a region name" in res.stderr
+    assert res.exit_code == 2 and "Not a region name" in res.stderr
     res = invoke("--endpoint-url", endpoint, "--provider-name", "Bad Name")
-    assert res.exit_code == 1 and "Not a provider name" in res.stderr
+    assert res.exit_code == 2 and "Not a provider name" in res.stderr
     res = invoke("--endpoint-url", "http://user:s3cret@127.0.0.1:1", "-i", "m8i.2xlarge")
     assert res.exit_code == 1 and "s3cret" not in res.output
     assert overlay.read_text() == before  # every failure left the overlay alone

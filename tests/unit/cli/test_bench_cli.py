@@ -130,7 +130,7 @@ def test_user_errors(
     server: StreamServer, tok_dir: Path, extra: list[str], message: str, store: Store
 ) -> None:
     result = runner.invoke(app, args(server, tok_dir, "--no-store", *extra))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
 

@@ -114,11 +114,11 @@ def test_compare_baseline_not_among_the_runs_and_bad_percentiles(store: Store) -
     gpu, cpu = seed(store)
     other = store.create_run(kind="sweep", label="other", model="smol")
     res = runner.invoke(app, ["compare", gpu, cpu, "--baseline", other.id])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     said = " ".join(res.output.split())
     assert f"The baseline {other.id} is not one of the runs compared ({gpu}, {cpu})." in said
     res = runner.invoke(app, ["compare", gpu, cpu, "--percentiles", "50,42"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     said = " ".join(res.output.split())
     assert "Percentile '42' is not one accelbench stores." in said and "50, 90, 95, 99" in said
 
@@ -261,7 +261,7 @@ def test_compare_tier_without_price(store: Store) -> None:
 def test_compare_needs_two_runs(store: Store) -> None:
     gpu, _ = seed(store)
     res = runner.invoke(app, ["compare", gpu])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "Compare needs at least 2 runs; got 1." in res.output
     assert "accelbench report" in res.output  # the hint points at the single-run report
 
@@ -315,4 +315,4 @@ def test_report_out_is_a_file(store: Store, tmp_path: Path) -> None:
     f = tmp_path / "taken"
     f.write_text("x")
     res = runner.invoke(app, ["report", gpu, "--out", str(f)])
-    assert res.exit_code == 1 and "is a file" in res.output
+    assert res.exit_code == 2 and "is a file" in res.output

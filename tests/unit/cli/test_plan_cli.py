@@ -41,9 +41,9 @@ def test_recommend_refusal_exits_non_zero_and_still_prints_json() -> None:
 
 def test_recommend_unknown_names_are_errors() -> None:
     res = runner.invoke(app, ["recommend", "-m", "qwen2.5-7b-instrct", "-i", "g6.xlarge"])
-    assert res.exit_code == 1 and "Did you mean" in res.output
+    assert res.exit_code == 2 and "Did you mean" in res.output
     res = runner.invoke(app, ["recommend", "-m", "qwen2.5-7b-instruct", "-i", "g6.xlarg"])
-    assert res.exit_code == 1 and "g6.xlarge" in res.output
+    assert res.exit_code == 2 and "g6.xlarge" in res.output
 
 
 def test_memory_breakdown() -> None:
@@ -56,7 +56,7 @@ def test_memory_breakdown() -> None:
         "quantization_metadata",
     }
     res = runner.invoke(app, ["memory-breakdown", "-m", "llama-3.1-8b-instruct", "-i", "r8g.4xlarge"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "CPU instance" in res.output and "accelbench recommend" in res.output
 
 
@@ -156,7 +156,7 @@ def test_estimate_one_instance_and_catalog() -> None:
         app,
         ["estimate", "-m", "qwen2.5-7b-instruct", "--input-len", "1", "--output-len", "1", "--slo", "fast"],
     )
-    assert bad.exit_code == 1 and "Bad SLO" in bad.output
+    assert bad.exit_code == 2 and "Bad SLO" in bad.output
     infeasible = runner.invoke(
         app,
         [
@@ -230,7 +230,7 @@ def test_plan_calibrate_and_estimates_say_calibrated(store: Store) -> None:
 
 def test_plan_calibrate_without_runs(store: Store) -> None:
     res = runner.invoke(app, ["plan", "calibrate"])
-    assert res.exit_code == 1 and "No measured run" in res.output
+    assert res.exit_code == 2 and "No measured run" in res.output
 
 
 def test_settings_flags_on_recommend_and_estimate() -> None:

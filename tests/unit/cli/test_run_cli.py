@@ -67,7 +67,7 @@ def test_run_command_reports_a_bad_spec_without_traceback(tmp_path: Path) -> Non
     f = tmp_path / "run.yaml"
     f.write_text(GOOD.replace("  repeats: 1", "  repeat: 1"))
     res = CliRunner().invoke(app, ["run", str(f)])
-    assert res.exit_code == 1 and "Traceback" not in res.output and "sweep.repeat" in res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output and "sweep.repeat" in res.output
 
 
 def test_engine_and_model_lists_in_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,6 +81,6 @@ def test_engine_and_model_lists_in_json(tmp_path: Path, monkeypatch: pytest.Monk
     data = json.loads(res.stdout)
     assert data["prepared"] == [] and data["presets"][0]["name"] == "smollm2-135m-instruct"
     res = CliRunner().invoke(app, ["engine", "remove", "vllm-cpu", "--yes"])
-    assert res.exit_code == 1 and "not installed" in res.output
+    assert res.exit_code == 2 and "not installed" in res.output
     res = CliRunner().invoke(app, ["engine", "install", "vllm-cpy"])
-    assert res.exit_code == 1 and "Did you mean 'vllm-cpu'" in res.output
+    assert res.exit_code == 2 and "Did you mean 'vllm-cpu'" in res.output

@@ -113,7 +113,7 @@ def test_show_json_and_table(store: Store) -> None:
 
 def test_show_unknown_run(store: Store) -> None:
     res = runner.invoke(app, ["runs", "show", "nope"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "No run 'nope'" in res.stderr and "Traceback" not in res.output
 
 

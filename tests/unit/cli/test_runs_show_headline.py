@@ -86,4 +86,4 @@ def test_the_run_specs_own_slo_is_used(store: Store) -> None:
 def test_bad_flags_say_what_to_change(store: Store, args: list[str], said: str) -> None:
     rid = seed(store)
     res = runner.invoke(app, ["runs", "show", rid, *args])
-    assert res.exit_code == 1 and said in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output

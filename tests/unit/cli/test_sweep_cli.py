@@ -97,7 +97,7 @@ def test_spec_file_with_unknown_key_names_it(store: Store, tmp_path: Path) -> No
     spec = tmp_path / "s.yaml"
     spec.write_text("input_lens: [48]\nconcurrencies: [1]\n")
     res = runner.invoke(app, ["sweep", "--spec", str(spec), "--base-url", "http://127.0.0.1:9"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "unknown key 'concurrencies'" in res.stderr and "did you mean 'concurrency'" in res.stderr
 
 
@@ -180,7 +180,7 @@ def test_sweep_plot_two_runs(store: Store, server: StreamServer, tokenizer_dir: 
     md = (tmp_path / "both" / "results.md").read_text()
     assert "cpu vs gpu" in md and "| Run |" in md
     res = runner.invoke(app, ["sweep-plot", "nope", "--out", str(tmp_path / "x")])
-    assert res.exit_code == 1 and "No run 'nope'" in res.stderr
+    assert res.exit_code == 2 and "No run 'nope'" in res.stderr
 
 
 def test_unreachable_server_is_a_clean_error(store: Store) -> None:
@@ -256,17 +256,17 @@ def test_bad_flags_are_clean_errors(store: Store) -> None:
     res = runner.invoke(
         app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--input-lens", "128,x"]
     )
-    assert res.exit_code == 1 and "Bad --input-lens '128,x'" in res.stderr
+    assert res.exit_code == 2 and "Bad --input-lens '128,x'" in res.stderr
     res = runner.invoke(
         app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "4,4"]
     )
-    assert res.exit_code == 1 and "concurrency" in res.stderr and "unique" in res.stderr
+    assert res.exit_code == 2 and "concurrency" in res.stderr and "unique" in res.stderr
     res = runner.invoke(
         app, ["sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--goodput", "ttft=5"]
     )
-    assert res.exit_code == 1 and "--goodput" in res.stderr
+    assert res.exit_code == 2 and "--goodput" in res.stderr
     res = runner.invoke(app, ["sweep", "--model", "m"])
-    assert res.exit_code == 1 and "--base-url" in res.stderr
+    assert res.exit_code == 2 and "--base-url" in res.stderr
     assert store.list_runs()[1] == 0  # nothing was created for a command that could not start
 
 
@@ -336,7 +336,12 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         swept = SweepSpec.model_fields[field]  # a sweep may default differently (num_warmups: it warms up)
         assert b.help == info.description and sw.help.startswith(swept.description.rstrip(".")), field
         fallback = swept.get_default(call_default_factory=True)
-        assert fallback is None or sw.help.endswith(f"(default {shown_default(fallback)})."), field
+        if (
+            fallback is not None
+        ):  # shown as every default is, [default: X]; a flag pair's is the flag in force
+            on, _, off = LOAD_FLAGS[field][0].partition("/")
+            want = (on if fallback else off) if isinstance(fallback, bool) else shown_default(fallback)
+            assert sw.show_default == want, field
         low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
         assert b.min == low, field
     for name in ("--header", "--api-key", "--base-url", "--model", "--tokenizer", "--goodput", "--label",
@@ -362,7 +367,7 @@ def test_sweep_takes_a_load_plan_and_stores_it_with_the_run(
     (result,) = store.get_results(run.id)
     assert len(store.get_summary(result.id).per_stage) == 2
     bad = runner.invoke(app, [*args[:-4], "--concurrency", "1,4"])
-    assert bad.exit_code == 1 and "leave concurrency unset or give [2]" in bad.output
+    assert bad.exit_code == 2 and "leave concurrency unset or give [2]" in bad.output
 
 
 def test_runs_show_has_each_cells_device_telemetry_of_a_server_on_this_machine(

@@ -264,6 +264,6 @@ def test_a_bad_capacity_section_is_refused_naming_the_spec_and_the_metric(tmp_pa
     spec_file = tmp_path / "bad.yaml"
     spec_file.write_text("model: smollm2\ncapacity: {slo: {tbt: 50}}\n")
     res = runner.invoke(app, ["run", str(spec_file), "--dry-run"])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 2, res.output
     assert "Invalid run spec" in res.output and "Unknown SLO metric in 'tbt" in res.output
     assert "ttft, tpot, itl, e2el" in res.output

@@ -75,7 +75,7 @@ def test_export_spec_file_and_flags(tmp_path: Path) -> None:
 
 def test_export_errors_are_clean(tmp_path: Path) -> None:
     res = runner.invoke(app, ["export", "-m", MODEL, "-i", "inf2.xlarge", "-o", str(tmp_path / "x")])
-    assert res.exit_code == 1 and "host" in res.output and "--force" in res.output
+    assert res.exit_code == 2 and "host" in res.output and "--force" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "x").exists()
     res = runner.invoke(
         app, ["export", "-m", MODEL, "-i", "inf2.xlarge", "-o", str(tmp_path / "x"), "--force"]
@@ -84,9 +84,9 @@ def test_export_errors_are_clean(tmp_path: Path) -> None:
     res = runner.invoke(
         app, ["export", "-m", MODEL, "-i", "m8i.2xlarge", "-o", str(tmp_path / "y"), "--runtime", "vllm"]
     )
-    assert res.exit_code == 1 and "serves gpu, not cpu" in res.output
+    assert res.exit_code == 2 and "serves gpu, not cpu" in res.output
     res = runner.invoke(app, ["export", "-m", MODEL, "-i", "m8i.2xlargee", "-o", str(tmp_path / "z")])
-    assert res.exit_code == 1 and "m8i.2xlarge" in res.output  # did you mean
+    assert res.exit_code == 2 and "m8i.2xlarge" in res.output  # did you mean
 
 
 def test_loadgen_command_prints_framed_results(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -118,4 +118,4 @@ def test_loadgen_command_prints_framed_results(tmp_path: Path, monkeypatch) -> N
     payload = decode_results(res.stdout)
     assert payload["shard"] == 0 and payload["cells"][0]["summary"]["completed"] == 2
     res = runner.invoke(app, ["loadgen", "--config", str(cfg), "--shard", "3"])
-    assert res.exit_code == 1 and "outside" in res.output
+    assert res.exit_code == 2 and "outside" in res.output

@@ -199,7 +199,7 @@ def test_accelbench_run_keeps_them_in_memory_only(
     assert take_secrets(run.id) == {}  # nothing left in memory either
     # a rerun reads the stored spec: its secrets are placeholders, so it is refused before anything starts
     again = CliRunner().invoke(app, ["rerun", run.id])
-    assert again.exit_code == 1 and "placeholder" in again.output, again.output
+    assert again.exit_code == 2 and "placeholder" in again.output, again.output
     assert store.list_runs()[1] == 1
 
 

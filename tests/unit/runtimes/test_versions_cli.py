@@ -47,6 +47,6 @@ def test_set_show_audit(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bad_input(store: Store) -> None:
     res = runner.invoke(app, ["config", "tool-versions", "--set", "vlm=1"])
-    assert res.exit_code == 1 and "Unknown tool 'vlm'" in res.output
+    assert res.exit_code == 2 and "Unknown tool 'vlm'" in res.output
     res = runner.invoke(app, ["config", "tool-versions", "--set", "vllm"])
-    assert res.exit_code == 1 and "KEY=VALUE" in res.output
+    assert res.exit_code == 2 and "KEY=VALUE" in res.output

@@ -233,7 +233,7 @@ def test_cli_refusal_names_the_file_without_a_traceback(store: Store, tmp_path: 
     bad.write_text('{"metadata": {}, "metrics": {}}\nnot json\n')
     res = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["import", "aiperf", str(bad), "--label", "x"])
     out = " ".join(res.output.split())
-    assert res.exit_code == 1 and "Traceback" not in out
+    assert res.exit_code == 2 and "Traceback" not in out
     assert f"{bad}: expected AIPerf per-request records" in out and "found line 2 that is not JSON" in out
     assert "Nothing was imported from any of the files." in out and store.list_runs()[1] == 0
 
