@@ -241,10 +241,10 @@ class _Search:
         return pooled_met(self.at(level))
 
     def thin(self, level: float) -> bool:
-        """The evidence at ``level`` is thin: the SLO's confidence there is neither sure (``LEVEL``) nor a sure
-        miss (``SURE_MISS``)."""
-        c = pooled_confidence(self.at(level))
-        return c is not None and SURE_MISS < c < LEVEL
+        """The evidence at ``level`` is thin: the SLO's confidence there is neither sure (``LEVEL``, its lower
+        bound) nor a sure miss (``SURE_MISS``, its upper bound)."""
+        low, high = pooled_confidence(self.at(level)), pooled_confidence(self.at(level), upper=True)
+        return low is not None and high is not None and low < LEVEL and high > SURE_MISS
 
     def knee_result(self, start: float) -> CapacityResult:
         """Without an SLO: grow until throughput stops growing (or the server falls behind)."""

@@ -10,9 +10,15 @@ the target, and those meeting every target), so the repeats of a level pool: the
 as one sample (``pooled_confidence``, ``pooled_met``). A level with a repeat whose server fell behind is a sure
 miss; levels stored without counts average their repeats' confidences.
 
+The product is a lower bound on the chance the SLO holds, fit to call a level a sure pass; the weakest single
+condition's chance is an upper bound (the conditions moving together), and only a level below 10% on that bound
+is called a sure miss: with the product, one target judged twice (a percentile and an attainment floor on the
+same requests) makes a miss look sure on half the evidence, and the range's high end falls below the true
+capacity too often.
+
 The range (``confidence_range``): its low end is the highest level at or below the answer where the SLO holds
 with at least 90% confidence; its high end is the highest load below the first level above the answer where it
-fails with at least 90% confidence (one user below it for concurrency, the highest level measured below it for
+fails with at least 90% confidence (on the upper bound) (one user below it for concurrency, the highest level measured below it for
 a request rate), so "15 users (14-16 with 90% confidence)" means 14 surely holds and 17 surely does not.
 """
 
@@ -84,15 +90,17 @@ def _attainment_needed(e: SloEvidence) -> int:
     return math.ceil(e.attainment * e.judged - 1e-9)
 
 
-def evidence_confidence(e: SloEvidence) -> float:
-    """The chance the SLO holds on a resample of the requests the counts ``e`` describe."""
-    chance = 1.0
-    for metric, n in e.valued.items():
-        if n > 0:
-            chance *= _at_least(n, _needed(n, e.percentile), e.within.get(metric, 0) / n)
+def evidence_confidence(e: SloEvidence, *, upper: bool = False) -> float:
+    """The chance the SLO holds on a resample of the requests the counts ``e`` describe: the product of each
+    condition's chance (a lower bound), or with ``upper`` the weakest condition's (an upper bound)."""
+    chances = [
+        _at_least(n, _needed(n, e.percentile), e.within.get(metric, 0) / n)
+        for metric, n in e.valued.items()
+        if n > 0
+    ]
     if e.judged > 0:
-        chance *= _at_least(e.judged, _attainment_needed(e), e.meeting / e.judged)
-    return chance
+        chances.append(_at_least(e.judged, _attainment_needed(e), e.meeting / e.judged))
+    return min(chances, default=1.0) if upper else math.prod(chances)
 
 
 def pooled(evidence: Sequence[SloEvidence]) -> SloEvidence | None:
@@ -117,17 +125,17 @@ def _counts(probes: Sequence[Probe]) -> list[SloEvidence] | None:
     return None if any(e is None for e in found) else [e for e in found if e is not None]
 
 
-def pooled_confidence(probes: Sequence[Probe]) -> float | None:
+def pooled_confidence(probes: Sequence[Probe], *, upper: bool = False) -> float | None:
     """The chance the SLO holds at one level, from every repeat ``probes`` (all of one level) measured: 0 when
-    the server fell behind in one; the counts pooled; else (probes without counts) their confidences averaged;
-    None when no repeat has a confidence."""
+    the server fell behind in one; the counts pooled (``upper``: its upper bound); else (probes without counts)
+    their confidences averaged; None when no repeat has a confidence."""
     if any(p.oversaturated and p.met is not None for p in probes):
         return 0.0
     counts = _counts(probes)
     if counts:
         e = pooled(counts)
         assert e is not None
-        return evidence_confidence(e)
+        return evidence_confidence(e, upper=upper)
     known = [p.confidence for p in probes if p.confidence is not None]
     return sum(known) / len(known) if known else None
 
@@ -171,10 +179,10 @@ def level_evidence(probes: Sequence[Probe]) -> list[LevelEvidence]:
     ]
 
 
-def level_confidence(probes: Sequence[Probe]) -> dict[float, float]:
-    """Each measured level's confidence that the SLO holds (its repeats pooled, ``pooled_confidence``; levels
-    without one left out)."""
-    out = {level: pooled_confidence(at) for level, at in by_level(probes).items()}
+def level_confidence(probes: Sequence[Probe], *, upper: bool = False) -> dict[float, float]:
+    """Each measured level's confidence that the SLO holds (its repeats pooled, ``pooled_confidence``, its upper
+    bound with ``upper``; levels without one left out)."""
+    out = {level: pooled_confidence(at, upper=upper) for level, at in by_level(probes).items()}
     return {level: c for level, c in out.items() if c is not None}
 
 
@@ -188,7 +196,8 @@ def confidence_range(
         return None
     sure = [lv for lv, c in conf.items() if lv <= answer and c >= level]
     low = max(sure) if sure else None
-    failing = [lv for lv, c in conf.items() if lv > answer and c <= 1 - level]
+    at_most = level_confidence(probes, upper=True)
+    failing = [lv for lv, c in at_most.items() if lv > answer and c <= 1 - level]
     high: float | None = None
     if failing:
         first = min(failing)

@@ -211,7 +211,8 @@ def test_the_range_contains_the_true_capacity_in_most_seeds() -> None:
         assert r.max_load_range is not None
         low, high = r.max_load_range
         inside += (low is None or low <= 15) and (high is None or high >= 15)
-    assert inside >= 16, inside
+    # a 90% range: 18 of these 20 seeds (16 while a sure miss was judged on the product of the conditions)
+    assert inside >= 18, inside
 
 
 def test_a_resumed_search_with_repeats_replays_without_measuring() -> None:

@@ -11,7 +11,7 @@ from accelbench.bench.capacity_confidence import (
     range_phrase,
     slo_confidence,
 )
-from accelbench.domain.capacity import Probe
+from accelbench.domain.capacity import Probe, SloEvidence
 
 
 def _chance(median_ms: float, target: float = 100.0, n: int = 400) -> float:
@@ -119,3 +119,21 @@ def test_the_repeats_of_a_level_pool_as_one_sample() -> None:
     behind = near[1].model_copy(update={"oversaturated": True})
     assert pooled_confidence([near[0], behind]) == 0.0 and not pooled_met([near[0], behind])
     assert level_confidence([_probe(16, 0.4), _probe(16, 0.2, 2)])[16] == pytest.approx(0.3)
+
+
+def test_a_sure_miss_is_judged_on_the_weakest_condition_not_the_product() -> None:
+    from accelbench.bench.capacity_confidence import evidence_confidence, evidence_of
+
+    # one target judged twice (its p90 and a 90% attainment floor on the same requests), 88 of 101 within
+    e = evidence_of({"tpot": [50.0] * 88 + [150.0] * 13}, {"tpot": 100.0}, 90.0, 88, 101, 0.9)
+    each = evidence_confidence(e, upper=True)
+    assert evidence_confidence(e) == pytest.approx(each * each)
+    assert evidence_confidence(e) < 0.1 < each  # the product alone would call it a sure miss
+
+    def probe(level: float, e: SloEvidence) -> Probe:
+        return Probe(level=level, met=False, confidence=evidence_confidence(e), evidence=e)
+
+    sure = evidence_of({"tpot": [50.0] * 101}, {"tpot": 100.0}, 90.0, 101, 101, 0.9)
+    far = evidence_of({"tpot": [50.0] * 60 + [150.0] * 41}, {"tpot": 100.0}, 90.0, 60, 101, 0.9)
+    probes = [Probe(level=14, met=True, confidence=1.0, evidence=sure), probe(15, e), probe(17, far)]
+    assert confidence_range(probes, 14, "concurrency") == [14, 16]
