@@ -2,7 +2,10 @@
 
 ``search(measure, slo, ...)`` drives probes. It starts from a given level (the planner's predicted capacity when
 there is one, so few levels are needed), grows geometrically until the SLO breaks, bisects to the boundary,
-then re-measures the levels either side of it to confirm; at most ``max_probes`` levels are measured. A level
+then measures the answer and the next level up again while the evidence there is thin (the SLO's confidence,
+its repeats' requests pooled, between 10% and 90%), and settles the answer and its 90% range on the pooled
+evidence; at most ``max_probes`` levels are measured, and the result says when they ran out with the evidence
+still thin. A level
 meets the SLO when the chosen percentile of every named metric is within its target and the share of requests
 meeting all targets (goodput attainment) is at least ``attainment``. Without an SLO the search grows until
 adding load stops adding throughput, and reports the knee.
@@ -25,7 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from accelbench.bench.capacity_confidence import confidence_range, slo_confidence
+from accelbench.bench.capacity_confidence import (
+    LEVEL,
+    SURE_MISS,
+    confidence_range,
+    evidence_confidence,
+    evidence_of,
+    level_evidence,
+    pooled_confidence,
+    pooled_met,
+)
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import (
     METRICS,
@@ -139,18 +151,15 @@ def judge(
         misses.append(f"attainment {probe.attainment:.0%} < {slo.attainment:.0%}")
     if probe.oversaturated:
         misses.append("over-saturated: the server fell behind the offered rate")
-    probe.confidence = (
-        0.0
-        if probe.oversaturated
-        else slo_confidence(
-            {m: [x for v in per_request if (x := v[m]) is not None] for m in slo.targets},
-            slo.targets,
-            slo.percentile,
-            meeting,
-            len(good) + failed,
-            slo.attainment,
-        )
+    probe.evidence = evidence_of(
+        {m: [x for v in per_request if (x := v[m]) is not None] for m in slo.targets},
+        slo.targets,
+        slo.percentile,
+        meeting,
+        len(good) + failed,
+        slo.attainment,
     )
+    probe.confidence = 0.0 if probe.oversaturated else evidence_confidence(probe.evidence)
     probe.met = not misses
     probe.why = "; ".join(misses) or "meets the SLO"
     return probe
@@ -182,6 +191,207 @@ def _next_between(lo: float, hi: float, load: LoadKind) -> float | None:
     return math.sqrt(lo * hi) if hi / lo > 1 + RATE_TOLERANCE else None
 
 
+class _Search:
+    """One search's state: the probes (stored ones reused, new ones measured), the levels asked for (the probe
+    budget counts them) and the steps: the knee, the bracket, the bisection, the confirmation, the answer."""
+
+    def __init__(
+        self,
+        measure: Callable[[float, int], Probe],
+        *,
+        load: LoadKind,
+        slo: CapacitySLO | None,
+        max_load: float,
+        max_probes: int,
+        done: Sequence[Probe],
+    ) -> None:
+        self.measure = measure
+        self.load: LoadKind = load
+        self.slo = slo
+        self.max_load = max_load
+        self.max_probes = max_probes
+        self.probes: list[Probe] = list(done)
+        self.asked: list[tuple[float, int]] = []  # the levels the search has asked for, stored or measured
+
+    def level_of(self, x: float) -> float:
+        x = min(max(x, 1.0 if self.load == "concurrency" else 1e-3), self.max_load)
+        return float(round(x)) if self.load == "concurrency" else float(f"{x:.4g}")
+
+    def probe(self, level: float, repeat: int = 1) -> Probe:
+        if (level, repeat) not in self.asked:
+            self.asked.append((level, repeat))
+        # a stored probe of an interrupted search is reused: the search replays, nothing is measured twice
+        for p in self.probes:
+            if p.level == level and p.repeat == repeat:
+                return p
+        p = self.measure(level, repeat)
+        self.probes.append(p)
+        return p
+
+    def budget(self) -> bool:
+        return len(self.asked) < self.max_probes
+
+    def at(self, level: float) -> list[Probe]:
+        """The measurements of ``level`` the search has asked for so far (a resumed search replays its stored
+        probes in the order they were asked, so it decides as the interrupted one did)."""
+        return [p for p in self.probes if p.level == level and (p.level, p.repeat) in self.asked]
+
+    def holds(self, level: float) -> bool:
+        """Whether the SLO holds at ``level`` on every measurement of it pooled."""
+        return pooled_met(self.at(level))
+
+    def thin(self, level: float) -> bool:
+        """The evidence at ``level`` is thin: the SLO's confidence there is neither sure (``LEVEL``, its lower
+        bound) nor a sure miss (``SURE_MISS``, its upper bound)."""
+        low, high = pooled_confidence(self.at(level)), pooled_confidence(self.at(level), upper=True)
+        return low is not None and high is not None and low < LEVEL and high > SURE_MISS
+
+    def knee_result(self, start: float) -> CapacityResult:
+        """Without an SLO: grow until throughput stops growing (or the server falls behind)."""
+        level = self.level_of(start)
+        last = None
+        while self.budget():
+            p = self.probe(level)
+            if p.oversaturated or (
+                last is not None and p.output_tokens_per_s < 1.05 * last.output_tokens_per_s
+            ):
+                break
+            if level >= self.max_load:
+                break
+            last, level = p, self.level_of(level * 2)
+        result = CapacityResult(load=self.load, slo=self.slo)
+        result.knee = knee([(p.level, p.output_tokens_per_s) for p in self.probes if p.repeat == 1])
+        result.probes = self.probes
+        return result
+
+    def bracket(self, start: float) -> tuple[float | None, float | None]:
+        """(highest level seen meeting the SLO, lowest seen failing it): grow from ``start`` until it fails,
+        or halve until it holds."""
+        lo: float | None = None
+        hi: float | None = None
+        level = self.level_of(start)
+        while self.budget():
+            self.probe(level)
+            if self.holds(level):
+                lo = level if lo is None else max(lo, level)
+                if hi is not None or level >= self.max_load:
+                    break
+                level = self.level_of(level * 2)
+            else:
+                hi = level if hi is None else min(hi, level)
+                if lo is not None:
+                    break
+                if level <= self.level_of(0):
+                    break
+                level = self.level_of(level / 2)
+                if level == hi:
+                    break
+        return lo, hi
+
+    def bisect(self, lo: float | None, hi: float | None) -> tuple[float | None, float | None]:
+        """Narrow the bracket to adjacent levels (concurrency) or within ``RATE_TOLERANCE`` (a rate)."""
+        while lo is not None and hi is not None and self.budget():
+            mid = _next_between(lo, hi, self.load)
+            if mid is None:
+                break
+            mid = self.level_of(mid)
+            if mid in (lo, hi):
+                break
+            self.probe(mid)
+            if self.holds(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, hi
+
+    def boundary(self) -> tuple[float | None, float | None]:
+        """(lo, hi) from every level measured, its repeats pooled: the lowest level failing the SLO and the
+        highest holding it below that one."""
+        levels = sorted({lv for lv, _ in self.asked})
+        hi = min((lv for lv in levels if not self.holds(lv)), default=None)
+        lo = max((lv for lv in levels if self.holds(lv) and (hi is None or lv < hi)), default=None)
+        return lo, hi
+
+    def refine(self, lo: float, hi: float | None) -> None:
+        """Measure the answer ``lo`` and the next level up ``hi`` again (a new repeat each time, the one with
+        fewer first) while the SLO's confidence at either is thin and the budget allows."""
+        while self.budget():
+            thin = [lv for lv in (lo, hi) if lv is not None and self.thin(lv)]
+            if not thin:
+                return
+            level = min(thin, key=lambda lv: len(self.at(lv)))
+            repeat = 1 + max(r for lv, r in self.asked if lv == level)
+            self.probe(level, repeat)
+
+    def settle(self, lo: float | None, hi: float | None, confirm: bool) -> tuple[float | None, float | None]:
+        """Bisect, then measure again where the evidence at the boundary is thin, until the boundary (from the
+        pooled evidence) stays put or the budget ends; a moved boundary is bisected again."""
+        for _ in range(3 * self.max_probes):  # each pass measures a new level or ends; the bound is a guard
+            lo, hi = self.bisect(lo, hi)
+            if not confirm or lo is None:
+                break
+            self.refine(lo, hi)
+            moved = self.boundary()
+            if moved == (lo, hi):
+                break
+            lo, hi = self.extend(*moved)
+        return lo, hi
+
+    def extend(self, lo: float | None, hi: float | None) -> tuple[float | None, float | None]:
+        """A boundary that moved past every level measured on one side: bracket again from there (up from a
+        capacity nothing above it fails, down from a lowest level that no longer holds)."""
+        if lo is not None and hi is None and lo < self.max_load:
+            self.bracket(lo * 2)
+        elif lo is None and hi is not None and hi > self.level_of(0):
+            self.bracket(hi / 2)
+        else:
+            return lo, hi
+        return self.boundary()
+
+    def thin_note(self, lo: float, hi: float | None) -> str | None:
+        """What the budget left unsettled at the boundary, in words; None when the evidence there is clear."""
+        thin = [lv for lv in (lo, hi) if lv is not None and self.thin(lv)]
+        if not thin:
+            return None
+        said = " and ".join(
+            f"at {lv:g} with {pooled_confidence(self.at(lv)) or 0.0:.0%} confidence ({len(self.at(lv))} "
+            f"measurement{'s' if len(self.at(lv)) > 1 else ''})"
+            for lv in thin
+        )
+        return f"The SLO holds {said}; more repeats needed: raise --max-probes (all {self.max_probes} were used)."
+
+    def answer(self, lo: float | None, hi: float | None, confirm: bool = True) -> CapacityResult:
+        """The result: the capacity ``lo`` with its range, throughput at it and notes, or why there is none."""
+        probes = self.probes
+        result = CapacityResult(load=self.load, slo=self.slo, probes=probes, levels=level_evidence(probes))
+        result.knee = knee([(p.level, p.output_tokens_per_s) for p in probes if p.repeat == 1])
+        if lo is None:
+            lowest = min(probes, key=lambda p: p.level) if probes else None
+            result.reason = (
+                f"even the lowest level measured ({lowest.level:g}) misses the SLO: {lowest.why}"
+                if lowest is not None
+                else "no level could be measured"
+            )
+            return result
+        result.max_load = lo
+        result.max_load_range = confidence_range(probes, lo, self.load)
+        at = self.at(lo) or [p for p in probes if p.level == lo]  # the capacity's every repeat, pooled
+        result.output_tokens_per_s_at_max = statistics.fmean(p.output_tokens_per_s for p in at)
+        result.total_tokens_per_s_at_max = statistics.fmean(p.total_tokens_per_s for p in at)
+        result.requests_per_s_at_max = statistics.fmean(p.requests_per_s for p in at)
+        if hi is None and lo >= self.max_load:
+            result.notes.append(
+                f"The SLO is still met at --max-load {self.max_load:g}: the capacity may be higher."
+            )
+        if len(probes) >= self.max_probes and hi is not None and _next_between(lo, hi, self.load) is not None:
+            result.notes.append(
+                f"Stopped after {self.max_probes} levels: the boundary lies between {lo:g} and {hi:g}."
+            )
+        if confirm and not self.budget() and (note := self.thin_note(lo, hi)):
+            result.notes.append(note)
+        return result
+
+
 def search(
     measure: Callable[[float, int], Probe],
     *,
@@ -199,127 +409,11 @@ def search(
         raise UserInputError("--max-load must be at least 1.")
     if max_load <= 0:
         raise UserInputError("--max-load must be positive.")
-    probes: list[Probe] = list(done)
-    result = CapacityResult(load=load, slo=slo)
-
-    def level_of(x: float) -> float:
-        x = min(max(x, 1.0 if load == "concurrency" else 1e-3), max_load)
-        return float(round(x)) if load == "concurrency" else float(f"{x:.4g}")
-
-    asked: list[tuple[float, int]] = []  # the levels the search has asked for, stored or measured
-
-    def probe(level: float, repeat: int = 1) -> Probe:
-        if (level, repeat) not in asked:
-            asked.append((level, repeat))
-        # a stored probe of an interrupted search is reused: the search replays, nothing is measured twice
-        for p in probes:
-            if p.level == level and p.repeat == repeat:
-                return p
-        p = measure(level, repeat)
-        probes.append(p)
-        return p
-
-    def met(p: Probe) -> bool:
-        return bool(p.met)
-
-    def budget() -> bool:
-        return len(asked) < max_probes
-
-    def verdict(level: float) -> bool:
-        """Re-measure ``level``; a split verdict gets a third measurement (budget allowing): the majority."""
-        first, again = probe(level), probe(level, 2)
-        if met(first) == met(again):
-            return met(again)
-        if not budget():
-            return False  # undecided: not counted as sustained
-        return met(probe(level, 3))
-
-    if slo is None:  # the knee: grow until throughput stops growing (or the server falls behind)
-        level = level_of(start)
-        last = None
-        while budget():
-            p = probe(level)
-            if p.oversaturated or (
-                last is not None and p.output_tokens_per_s < 1.05 * last.output_tokens_per_s
-            ):
-                break
-            if level >= max_load:
-                break
-            last, level = p, level_of(level * 2)
-        result.knee = knee([(p.level, p.output_tokens_per_s) for p in probes if p.repeat == 1])
-        result.probes = probes
-        return result
-
-    lo: float | None = None  # highest level seen meeting the SLO
-    hi: float | None = None  # lowest level seen failing it
-    level = level_of(start)
-    while budget():  # bracket
-        p = probe(level)
-        if met(p):
-            lo = level if lo is None else max(lo, level)
-            if hi is not None or level >= max_load:
-                break
-            level = level_of(level * 2)
-        else:
-            hi = level if hi is None else min(hi, level)
-            if lo is not None:
-                break
-            if level <= level_of(0):
-                break
-            level = level_of(level / 2)
-            if level == hi:
-                break
-    for _ in range(3 * max_probes):  # each pass measures a new level or ends; the bound is a guard
-        while lo is not None and hi is not None and budget():  # bisect
-            mid = _next_between(lo, hi, load)
-            if mid is None:
-                break
-            mid = level_of(mid)
-            if mid in (lo, hi):
-                break
-            if met(probe(mid)):
-                lo = mid
-            else:
-                hi = mid
-        if not confirm or lo is None or not budget():
-            break
-        # re-measure either side of the boundary; when the two measurements of a level disagree, a third
-        # decides (a level near the boundary is as often noise as not); a flip moves the boundary and the
-        # bisection goes on
-        if not verdict(lo):
-            hi, lo = lo, max((p.level for p in probes if met(p) and p.level < lo), default=None)
-            if lo is None:
-                break
-            continue
-        if hi is not None and budget() and verdict(hi):
-            lo, hi = hi, min((p.level for p in probes if not met(p) and p.level > hi), default=None)
-            if hi is None:
-                break
-            continue
-        break
-    result.probes = probes
-    result.knee = knee([(p.level, p.output_tokens_per_s) for p in probes if p.repeat == 1])
-    if lo is None:
-        lowest = min(probes, key=lambda p: p.level) if probes else None
-        result.reason = (
-            f"even the lowest level measured ({lowest.level:g}) misses the SLO: {lowest.why}"
-            if lowest is not None
-            else "no level could be measured"
-        )
-        return result
-    result.max_load = lo
-    result.max_load_range = confidence_range(probes, lo, load)
-    at = [p for p in probes if p.level == lo and met(p)]
-    result.output_tokens_per_s_at_max = statistics.fmean(p.output_tokens_per_s for p in at)
-    result.total_tokens_per_s_at_max = statistics.fmean(p.total_tokens_per_s for p in at)
-    result.requests_per_s_at_max = statistics.fmean(p.requests_per_s for p in at)
-    if hi is None and lo >= max_load:
-        result.notes.append(f"The SLO is still met at --max-load {max_load:g}: the capacity may be higher.")
-    if len(probes) >= max_probes and hi is not None and _next_between(lo, hi, load) is not None:
-        result.notes.append(
-            f"Stopped after {max_probes} levels: the boundary lies between {lo:g} and {hi:g}."
-        )
-    return result
+    s = _Search(measure, load=load, slo=slo, max_load=max_load, max_probes=max_probes, done=done)
+    if slo is None:
+        return s.knee_result(start)
+    lo, hi = s.settle(*s.bracket(start), confirm)
+    return s.answer(lo, hi, confirm)
 
 
 def price(result: CapacityResult, hourly_usd: float | None) -> CapacityResult:

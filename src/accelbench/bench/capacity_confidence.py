@@ -5,11 +5,20 @@ A level's confidence (``slo_confidence``) is the bootstrap probability, over its
 same requests would meet the SLO: for each target, that the chosen percentile stays within it (the resample's
 count of requests within the target is binomial, so the chance is exact: ``betainc``), and that the attainment
 stays at or above its floor; the SLO needs all of them, and the product of their chances is taken (a lower
-bound, the conditions moving together). Repeats of a level are averaged.
+bound, the conditions moving together). It rests on counts alone (``SloEvidence``: per metric the requests within
+the target, and those meeting every target), so the repeats of a level pool: their counts are summed and judged
+as one sample (``pooled_confidence``, ``pooled_met``). A level with a repeat whose server fell behind is a sure
+miss; levels stored without counts average their repeats' confidences.
+
+The product is a lower bound on the chance the SLO holds, fit to call a level a sure pass; the weakest single
+condition's chance is an upper bound (the conditions moving together), and only a level below 10% on that bound
+is called a sure miss: with the product, one target judged twice (a percentile and an attainment floor on the
+same requests) makes a miss look sure on half the evidence, and the range's high end falls below the true
+capacity too often.
 
 The range (``confidence_range``): its low end is the highest level at or below the answer where the SLO holds
 with at least 90% confidence; its high end is the highest load below the first level above the answer where it
-fails with at least 90% confidence (one user below it for concurrency, the highest level measured below it for
+fails with at least 90% confidence (on the upper bound) (one user below it for concurrency, the highest level measured below it for
 a request rate), so "15 users (14-16 with 90% confidence)" means 14 surely holds and 17 surely does not.
 """
 
@@ -19,9 +28,11 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from accelbench.domain.capacity import LoadKind, Probe
+from accelbench.domain.capacity import LevelEvidence, LoadKind, Probe, SloEvidence
 
 LEVEL = 0.9
+#: below this the SLO surely fails; between it and ``LEVEL`` the evidence is thin
+SURE_MISS = 1 - LEVEL
 
 
 def _at_least(n: int, k: int, p: float) -> float:
@@ -46,29 +57,133 @@ def slo_confidence(
     """The chance the SLO holds on a resample of the requests: ``values`` per metric (ms, the requests that
     have one), ``targets`` in ms at ``percentile``, and ``meeting`` of ``total`` requests meeting every target
     against the ``attainment`` floor."""
-    chance = 1.0
-    for metric, target in targets.items():
-        vals = values.get(metric) or []
-        n = len(vals)
-        if n == 0:
-            continue
-        # the percentile (linear interpolation) is within the target when the order statistic at or above its
-        # position is: at least ceil((n - 1) q) + 1 of the n values within the target
-        need = math.ceil((n - 1) * percentile / 100.0 - 1e-9) + 1
-        within = sum(1 for v in vals if v <= target)
-        chance *= _at_least(n, need, within / n)
-    if total > 0:
-        chance *= _at_least(total, math.ceil(attainment * total - 1e-9), meeting / total)
-    return chance
+    return evidence_confidence(evidence_of(values, targets, percentile, meeting, total, attainment))
 
 
-def level_confidence(probes: Sequence[Probe]) -> dict[float, float]:
-    """Each measured level's confidence that the SLO holds (its repeats averaged; probes without one left out)."""
-    by_level: dict[float, list[float]] = defaultdict(list)
-    for p in probes:
-        if p.confidence is not None:
-            by_level[p.level].append(p.confidence)
-    return {level: sum(c) / len(c) for level, c in sorted(by_level.items())}
+def evidence_of(
+    values: Mapping[str, Sequence[float]],
+    targets: Mapping[str, float],
+    percentile: float,
+    meeting: int,
+    total: int,
+    attainment: float,
+) -> SloEvidence:
+    """The counts ``slo_confidence`` rests on (its arguments)."""
+    present = {m: values.get(m) or [] for m in targets}
+    return SloEvidence(
+        percentile=percentile,
+        attainment=attainment,
+        valued={m: len(v) for m, v in present.items() if v},
+        within={m: sum(1 for x in v if x <= targets[m]) for m, v in present.items() if v},
+        meeting=meeting,
+        judged=total,
+    )
+
+
+def _needed(n: int, percentile: float) -> int:
+    """Values within the target for the percentile (linear interpolation) to be: the order statistic at or
+    above its position must be, so at least ceil((n - 1) q) + 1 of the n."""
+    return math.ceil((n - 1) * percentile / 100.0 - 1e-9) + 1
+
+
+def _attainment_needed(e: SloEvidence) -> int:
+    return math.ceil(e.attainment * e.judged - 1e-9)
+
+
+def evidence_confidence(e: SloEvidence, *, upper: bool = False) -> float:
+    """The chance the SLO holds on a resample of the requests the counts ``e`` describe: the product of each
+    condition's chance (a lower bound), or with ``upper`` the weakest condition's (an upper bound)."""
+    chances = [
+        _at_least(n, _needed(n, e.percentile), e.within.get(metric, 0) / n)
+        for metric, n in e.valued.items()
+        if n > 0
+    ]
+    if e.judged > 0:
+        chances.append(_at_least(e.judged, _attainment_needed(e), e.meeting / e.judged))
+    return min(chances, default=1.0) if upper else math.prod(chances)
+
+
+def pooled(evidence: Sequence[SloEvidence]) -> SloEvidence | None:
+    """The repeats of one level as one sample: their counts summed (None without any)."""
+    if not evidence:
+        return None
+    first = evidence[0]
+    metrics = {m for e in evidence for m in e.valued}
+    return SloEvidence(
+        percentile=first.percentile,
+        attainment=first.attainment,
+        valued={m: sum(e.valued.get(m, 0) for e in evidence) for m in sorted(metrics)},
+        within={m: sum(e.within.get(m, 0) for e in evidence) for m in sorted(metrics)},
+        meeting=sum(e.meeting for e in evidence),
+        judged=sum(e.judged for e in evidence),
+    )
+
+
+def _counts(probes: Sequence[Probe]) -> list[SloEvidence] | None:
+    """Every repeat's counts, or None when a repeat has none (stored before they were kept)."""
+    found = [p.evidence for p in probes]
+    return None if any(e is None for e in found) else [e for e in found if e is not None]
+
+
+def pooled_confidence(probes: Sequence[Probe], *, upper: bool = False) -> float | None:
+    """The chance the SLO holds at one level, from every repeat ``probes`` (all of one level) measured: 0 when
+    the server fell behind in one; the counts pooled (``upper``: its upper bound); else (probes without counts)
+    their confidences averaged; None when no repeat has a confidence."""
+    if any(p.oversaturated and p.met is not None for p in probes):
+        return 0.0
+    counts = _counts(probes)
+    if counts:
+        e = pooled(counts)
+        assert e is not None
+        return evidence_confidence(e, upper=upper)
+    known = [p.confidence for p in probes if p.confidence is not None]
+    return sum(known) / len(known) if known else None
+
+
+def pooled_met(probes: Sequence[Probe]) -> bool:
+    """Whether the SLO is met at one level on every repeat ``probes`` measured: a single measurement's own
+    verdict; pooled counts for several (each percentile's order statistic within its target, the attainment
+    at its floor; a repeat whose server fell behind fails the level); probes without counts: the majority of
+    their verdicts (a tie is not a pass)."""
+    if len(probes) == 1:
+        return bool(probes[0].met)
+    if any(p.oversaturated for p in probes):
+        return False
+    counts = _counts(probes)
+    if not counts:
+        return sum(1 for p in probes if p.met) * 2 > len(probes)
+    e = pooled(counts)
+    assert e is not None
+    percentiles = all(e.within.get(m, 0) >= _needed(n, e.percentile) for m, n in e.valued.items() if n > 0)
+    return percentiles and e.meeting >= _attainment_needed(e)
+
+
+def by_level(probes: Sequence[Probe]) -> dict[float, list[Probe]]:
+    """The probes of each level, by level."""
+    out: dict[float, list[Probe]] = defaultdict(list)
+    for p in sorted(probes, key=lambda p: (p.level, p.repeat)):
+        out[p.level].append(p)
+    return dict(out)
+
+
+def level_evidence(probes: Sequence[Probe]) -> list[LevelEvidence]:
+    """Each level measured, by level: how many repeats, the SLO's confidence and verdict over them pooled."""
+    return [
+        LevelEvidence(
+            level=level,
+            repeats=len(at),
+            confidence=pooled_confidence(at),
+            met=pooled_met(at) if any(p.met is not None for p in at) else None,
+        )
+        for level, at in by_level(probes).items()
+    ]
+
+
+def level_confidence(probes: Sequence[Probe], *, upper: bool = False) -> dict[float, float]:
+    """Each measured level's confidence that the SLO holds (its repeats pooled, ``pooled_confidence``, its upper
+    bound with ``upper``; levels without one left out)."""
+    out = {level: pooled_confidence(at, upper=upper) for level, at in by_level(probes).items()}
+    return {level: c for level, c in out.items() if c is not None}
 
 
 def confidence_range(
@@ -81,7 +196,8 @@ def confidence_range(
         return None
     sure = [lv for lv, c in conf.items() if lv <= answer and c >= level]
     low = max(sure) if sure else None
-    failing = [lv for lv, c in conf.items() if lv > answer and c <= 1 - level]
+    at_most = level_confidence(probes, upper=True)
+    failing = [lv for lv, c in at_most.items() if lv > answer and c <= 1 - level]
     high: float | None = None
     if failing:
         first = min(failing)

@@ -46,7 +46,7 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
     """A search's probes, its answer and (from ``results``' device telemetry) what the serving devices did
     there."""
     pri = {"level": 0, "#": 2, "requests": 3, "TTFT": 1, "TPOT": 0, "max ITL": 3, "E2EL": 3, "attain": 1}
-    pri |= {"out tok/s": 1, "met": 0, "why": 2}
+    pri |= {"out tok/s": 1, "sure": 1, "met": 0, "why": 2}
     cols = [Col(c, pri[c], num=c not in ("met", "why")) for c in pri]
     rows = []
     for p in sorted(result.probes, key=lambda p: (p.level, p.repeat)):
@@ -62,22 +62,26 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
                 _f(pc.get("e2el")),
                 "-" if p.attainment is None else f"{p.attainment:.0%}",
                 _f(p.output_tokens_per_s),
+                "-" if p.confidence is None else f"{p.confidence:.0%}",
                 "-" if p.met is None else ("yes" if p.met else "no"),
                 p.why,
             ]
         )
     print_table(cols, rows, title=f"Capacity probes ({result.load})", formats="json")
-    from accelbench.report.capacity import load_phrase
+    from accelbench.report.capacity import confidence_sentence, load_phrase, range_text
 
     if result.slo is not None:
         if result.max_load is not None:
+            sure = range_text(result)
             line = (
-                f"[bold green]Capacity at {result.slo.label()}:[/] {load_phrase(result.load, result.max_load)}, "
-                f"{_f(result.output_tokens_per_s_at_max)} output tokens/s"
+                f"[bold green]Capacity at {result.slo.label()}:[/] {load_phrase(result.load, result.max_load)}"
+                f"{f' ({sure})' if sure else ''}, {_f(result.output_tokens_per_s_at_max)} output tokens/s"
             )
             if result.usd_per_million_output_tokens is not None:
                 line += f", ${result.usd_per_million_output_tokens:.2f} per 1M output tokens"
             console.print(line, highlight=False)
+        if levels := confidence_sentence(result):
+            console.print(levels, highlight=False, overflow="fold")
         else:
             console.print(
                 f"[bold red]No level meets {result.slo.label()}:[/] {result.reason}", highlight=False

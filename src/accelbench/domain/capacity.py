@@ -69,6 +69,19 @@ def parse_slo(text: str, *, percentile: float = 90.0, attainment: float = 0.95) 
     return CapacitySLO(targets=targets, percentile=percentile, attainment=attainment)
 
 
+class SloEvidence(StrictModel):
+    """What one measurement of a level says about its SLO, as counts, so that repeats of the level pool: per
+    target metric the requests with a value and those within the target, the requests meeting every target of
+    all judged, and the percentile and attainment floor they were judged against."""
+
+    percentile: float = Field(gt=0, lt=100, description="Percentile the targets were judged at.")
+    attainment: float = Field(ge=0, le=1, description="Share of requests that had to meet every target.")
+    valued: dict[str, int] = Field(default_factory=dict, description="metric -> requests with a value.")
+    within: dict[str, int] = Field(default_factory=dict, description="metric -> of those, within the target.")
+    meeting: int = Field(default=0, ge=0, description="Requests meeting every target.")
+    judged: int = Field(default=0, ge=0, description="Requests judged: the successful and the failed.")
+
+
 class Probe(StrictModel):
     """One measured level."""
 
@@ -94,6 +107,22 @@ class Probe(StrictModel):
         description="The chance (bootstrap over its requests) that the SLO holds at this level; None without an "
         "SLO (bench/capacity_confidence.py).",
     )
+    evidence: SloEvidence | None = Field(
+        default=None,
+        description="The counts the confidence rests on, pooled over a level's repeats; None without an SLO "
+        "(and in probes stored before they were kept).",
+    )
+
+
+class LevelEvidence(StrictModel):
+    """One level as the search settled it: its repeats pooled."""
+
+    level: float = Field(description="Concurrency (users) or request rate (requests/s).")
+    repeats: int = Field(ge=1, description="How many times the level was measured.")
+    confidence: float | None = Field(
+        default=None, description="The chance that the SLO holds at this level, from every repeat's requests."
+    )
+    met: bool | None = Field(default=None, description="Whether the pooled requests meet the SLO.")
 
 
 class CapacityResult(StrictModel):
@@ -115,6 +144,10 @@ class CapacityResult(StrictModel):
         description="[low, high] the capacity lies in with 90% confidence: low holds the SLO surely, high is the "
         "most below the first level that surely misses it (bench/capacity_confidence.py); an end is None when "
         "no level measured settles it.",
+    )
+    levels: list[LevelEvidence] = Field(
+        default_factory=list,
+        description="Each level measured, by level: its repeats, the SLO's confidence and verdict over them pooled.",
     )
     notes: list[str] = Field(default_factory=list)
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from accelbench.bench.capacity_confidence import confidence_range, range_phrase
+from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.results import ResultInfo, RunInfo
@@ -240,6 +240,8 @@ def markdown_section(run: RunInfo, name: str) -> str | None:
         return None
     c = capacity_run(run, res, name=name, hardware=run.instance_type or name, hourly_usd=res.hourly_usd)
     lines = [f"## Capacity at the SLO ({name})" if name else "## Capacity at the SLO", "", answer_sentence(c)]
+    if sure := confidence_sentence(c):
+        lines += ["", sure]
     if c.predicted_max_load is not None:
         lines += ["", prediction_sentence(c)]
     lines += ["", markdown_table(probe_columns(c), probe_rows(c))]
@@ -367,7 +369,7 @@ def probe_columns(c: CapacityRun) -> list[str]:
     cols += ["attainment", "out tok/s", "total tok/s", "req/s"]
     if c.load == "request_rate":
         cols.append("sent req/s")
-    return [*cols, "met", "why"]
+    return [*cols, "SLO sure", "met", "why"]
 
 
 def probe_rows(c: CapacityRun) -> list[list[str]]:
@@ -390,6 +392,7 @@ def probe_rows(c: CapacityRun) -> list[list[str]]:
         ]
         if c.load == "request_rate":
             row.append(fmt_num(p.achieved_rate, 2))
+        row.append("-" if p.confidence is None else f"{p.confidence:.0%}")
         row += ["-" if p.met is None else ("yes" if p.met else "no"), p.why or ""]
         rows.append(row)
     return rows
@@ -413,7 +416,7 @@ def answer_sentence(c: CapacityRun) -> str:
         )
     if c.max_load is None:
         return f"At {c.slo_label}, {c.hardware} meets the SLO at no load measured: {c.reason or 'no probe met it'}."
-    sure = range_phrase(confidence_range(c.probes, c.max_load, c.load))
+    sure = range_text(c)
     text = (
         f"At {c.slo_label} (attainment >= {c.slo.attainment:.0%}), {c.hardware} sustains "
         f"{load_phrase(c.load, c.max_load)}{f' ({sure})' if sure else ''}, "
@@ -428,6 +431,25 @@ def answer_sentence(c: CapacityRun) -> str:
     else:
         text += " (no price: no cost per token)"
     return text + "."
+
+
+def range_text(c: CapacityRun | CapacityResult) -> str:
+    """The 90% range of a search's capacity from its probes, every level's repeats pooled: "14-16 with 90%
+    confidence"; empty without a capacity or confidences."""
+    return range_phrase(confidence_range(c.probes, c.max_load, c.load)) if c.max_load is not None else ""
+
+
+def confidence_sentence(c: CapacityRun | CapacityResult) -> str | None:
+    """How sure the SLO holds at each level measured, its repeats pooled, e.g. "How sure the SLO holds, by
+    level: 8 100% · 14 97% · 15 72% (3 runs) · 16 35% (3 runs) · 17 1%."; None without an SLO or confidences."""
+    if c.slo is None:
+        return None
+    parts = [
+        f"{fmt_level(lv.level)} {lv.confidence:.0%}" + (f" ({lv.repeats} runs)" if lv.repeats > 1 else "")
+        for lv in level_evidence(c.probes)
+        if lv.confidence is not None
+    ]
+    return f"How sure the SLO holds, by level: {' · '.join(parts)}." if parts else None
 
 
 def prediction_sentence(c: CapacityRun) -> str:

@@ -11,7 +11,7 @@ from accelbench.bench.capacity_confidence import (
     range_phrase,
     slo_confidence,
 )
-from accelbench.domain.capacity import Probe
+from accelbench.domain.capacity import Probe, SloEvidence
 
 
 def _chance(median_ms: float, target: float = 100.0, n: int = 400) -> float:
@@ -96,3 +96,44 @@ def test_a_comparison_of_capacities_says_whether_they_differ() -> None:
     close = SimpleNamespace(capacity=[run("a", 15, 14, 17), run("b", 16, 15, 18)])
     [g] = capacity_difference_findings(close)  # type: ignore[arg-type]
     assert g.figures["differ"] == "no" and "show no detectable difference" in g.text
+
+
+def test_the_repeats_of_a_level_pool_as_one_sample() -> None:
+    from accelbench.bench.capacity_confidence import evidence_of, pooled_confidence, pooled_met
+
+    def probe(vals: list[float], repeat: int) -> Probe:
+        meeting = sum(1 for v in vals if v <= 100.0)
+        e = evidence_of({"tpot": vals}, {"tpot": 100.0}, 90.0, meeting, len(vals), 0.9)
+        return Probe(level=15, repeat=repeat, met=float(np.percentile(vals, 90)) <= 100.0, evidence=e)
+
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(80, 15, 100)), list(rng.normal(80, 15, 100))
+    both = pooled_confidence([probe(a, 1), probe(b, 2)])
+    one = slo_confidence({"tpot": a + b}, {"tpot": 100.0}, 90.0, sum(v <= 100 for v in a + b), 200, 0.9)
+    assert both == pytest.approx(one)
+    # 92 and 89 of 100 within: the second misses the SLO, the 181 of 200 pooled meet it
+    near = [probe([50.0] * 92 + [150.0] * 8, 1), probe([50.0] * 89 + [150.0] * 11, 2)]
+    assert [p.met for p in near] == [True, False] and pooled_met(near)
+    assert not pooled_met([*near, probe([50.0] * 85 + [150.0] * 15, 3)])
+    # a repeat whose server fell behind makes the level a sure miss; probes without counts are averaged
+    behind = near[1].model_copy(update={"oversaturated": True})
+    assert pooled_confidence([near[0], behind]) == 0.0 and not pooled_met([near[0], behind])
+    assert level_confidence([_probe(16, 0.4), _probe(16, 0.2, 2)])[16] == pytest.approx(0.3)
+
+
+def test_a_sure_miss_is_judged_on_the_weakest_condition_not_the_product() -> None:
+    from accelbench.bench.capacity_confidence import evidence_confidence, evidence_of
+
+    # one target judged twice (its p90 and a 90% attainment floor on the same requests), 88 of 101 within
+    e = evidence_of({"tpot": [50.0] * 88 + [150.0] * 13}, {"tpot": 100.0}, 90.0, 88, 101, 0.9)
+    each = evidence_confidence(e, upper=True)
+    assert evidence_confidence(e) == pytest.approx(each * each)
+    assert evidence_confidence(e) < 0.1 < each  # the product alone would call it a sure miss
+
+    def probe(level: float, e: SloEvidence) -> Probe:
+        return Probe(level=level, met=False, confidence=evidence_confidence(e), evidence=e)
+
+    sure = evidence_of({"tpot": [50.0] * 101}, {"tpot": 100.0}, 90.0, 101, 101, 0.9)
+    far = evidence_of({"tpot": [50.0] * 60 + [150.0] * 41}, {"tpot": 100.0}, 90.0, 60, 101, 0.9)
+    probes = [Probe(level=14, met=True, confidence=1.0, evidence=sure), probe(15, e), probe(17, far)]
+    assert confidence_range(probes, 14, "concurrency") == [14, 16]

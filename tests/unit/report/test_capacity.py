@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.catalog import price_for
-from accelbench.domain.capacity import CapacitySLO
+from accelbench.domain.capacity import CapacitySLO, Probe
 from accelbench.domain.run import RunStatus
 from accelbench.report.capacity import (
     CAPACITY_COLUMNS,
@@ -532,3 +532,52 @@ def test_the_devices_at_the_capacity_are_read_from_the_answer_s_own_probe() -> N
     # no answer, or no telemetry with the answer's probe: nothing is claimed
     assert devices_at_capacity(CapacityResult(load="concurrency", slo=slo, probes=probes), stored) == []
     assert devices_at_capacity(result, [make_result("cap-1", 256, 8, repeat=1)]) == []
+
+
+def test_the_answer_shows_how_sure_each_level_is_compactly() -> None:
+    from accelbench.report.capacity import confidence_sentence, probe_columns, range_text
+    from accelbench.report.comparison import CapacityRun
+
+    def _probe(level: float, confidence: float, repeat: int = 1) -> Probe:
+        return Probe(level=level, repeat=repeat, met=confidence >= 0.5, confidence=confidence)
+
+    probes = [_probe(8, 1.0), _probe(15, 0.8), _probe(15, 0.6, 2), _probe(16, 0.35), _probe(17, 0.02)]
+    run = CapacityRun(
+        run_id="r", name="r", hardware="g6.xlarge", load="concurrency", slo=CapacitySLO(targets={"tpot": 50.0}),
+        slo_label="p90 TPOT <= 50 ms", finished=True, max_load=15, probes=probes,
+    )  # fmt: skip
+    assert confidence_sentence(run) == (
+        "How sure the SLO holds, by level: 8 100% · 15 70% (2 runs) · 16 35% · 17 2%."
+    )
+    assert range_text(run) == "8-16 with 90% confidence"
+    cols, rows = probe_columns(run), probe_rows(run)
+    sure = cols.index("SLO sure")
+    assert cols[-2:] == ["met", "why"] and [r[sure] for r in rows] == ["100%", "80%", "60%", "35%", "2%"]
+    assert confidence_sentence(run.model_copy(update={"slo": None})) is None
+
+
+def test_the_capacity_command_says_the_range_and_how_sure_each_level_is() -> None:
+    from accelbench.cli.capacity import render
+    from accelbench.cli.common import console
+    from accelbench.domain.capacity import CapacityResult
+
+    probes = [
+        Probe(level=lv, repeat=rp, met=c >= 0.5, confidence=c)
+        for lv, rp, c in [
+            (8, 1, 1.0),
+            (14, 1, 0.95),
+            (15, 1, 0.8),
+            (15, 2, 0.6),
+            (16, 1, 0.35),
+            (17, 1, 0.02),
+        ]
+    ]
+    result = CapacityResult(
+        load="concurrency", slo=CapacitySLO(targets={"tpot": 50.0}), max_load=15, probes=probes,
+        output_tokens_per_s_at_max=300.0,
+    )  # fmt: skip
+    with console.capture() as out:
+        render(result, None)
+    text = " ".join(out.get().split())
+    assert "15 users (14-16 with 90% confidence), 300.0 output tokens/s" in text
+    assert "How sure the SLO holds, by level: 8 100% · 14 95% · 15 70% (2 runs) · 16 35% · 17 2%." in text
