@@ -184,14 +184,14 @@ class GroupedNote:
         return len(self.cells)
 
     def where(self) -> str:
-        """``in 6 of 6 cells``; when only some carry it, the first few of them: ``in 2 of 6 cells (input 128,
-        concurrency 1; input 128, concurrency 2)``."""
+        """``in 6 of 6 cells``; when only some carry it, the first few of them: ``in 2 of 6 cells: input 128,
+        concurrency 1; input 128, concurrency 2``."""
         text = f"in {self.count} of {self.of} cell{'' if self.of == 1 else 's'}"
         if self.count == self.of:
             return text
         named = "; ".join(self.cells[:NAMED_CELLS])
         more = self.count - NAMED_CELLS
-        return f"{text} ({named}{f' and {more} more' if more > 0 else ''})"
+        return f"{text}: {named}{f' and {more} more' if more > 0 else ''}"
 
     def line(self) -> str:
         """``<note> (in 6 of 6 cells)``: how every view writes it."""

@@ -80,7 +80,7 @@ def test_a_note_some_cells_carry_names_them() -> None:
     found = run_warnings(six_cells())
     (lag,) = [n for n in found.notes if n.text == LAG]
     assert lag.cells == ("input 128, concurrency 4", "input 512, concurrency 4")
-    assert lag.where() == "in 2 of 6 cells (input 128, concurrency 4; input 512, concurrency 4)"
+    assert lag.where() == "in 2 of 6 cells: input 128, concurrency 4; input 512, concurrency 4"
 
 
 def test_many_cells_are_named_by_the_first_few() -> None:
@@ -88,7 +88,7 @@ def test_many_cells_are_named_by_the_first_few() -> None:
     results.append(result(9, 512, 4))
     (note,) = run_warnings(results).notes
     assert note.where() == (
-        "in 5 of 6 cells (input 128, concurrency 1; input 128, concurrency 2; input 128, concurrency 4 and 2 more)"
+        "in 5 of 6 cells: input 128, concurrency 1; input 128, concurrency 2; input 128, concurrency 4 and 2 more"
     )
 
 

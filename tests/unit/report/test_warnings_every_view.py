@@ -47,7 +47,7 @@ def test_runs_show_says_each_note_once_with_its_cells(store: Store) -> None:
     out = " ".join(res.stdout.split())
     assert out.count(SCRAPE) == 1 and f"{SCRAPE} (in 6 of 6 cells)" in out
     assert out.count(LAG) == 1
-    assert f"{LAG} (in 2 of 6 cells (input 128, concurrency 4; input 512, concurrency 4))" in out
+    assert f"{LAG} (in 2 of 6 cells: input 128, concurrency 4; input 512, concurrency 4)" in out
     assert out.count("Energy per token: unknown") == 1
     assert "Device telemetry lacks" not in out and "Device cpu: utilisation" not in out
     assert out.count(MISSING) == 1  # the Devices section's "Not measured on this machine"
