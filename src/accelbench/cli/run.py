@@ -240,13 +240,14 @@ def next_steps(run_id: str, report: Path | None, *, platform: str | None = None)
 
 
 def report_file(files: list[str], out_dir: str | None) -> Path | None:
-    """The file a person opens: report.html when it was written, else the directory the files are in."""
+    """The file a person opens: report.html when it was written, else the directory the files are in; None
+    when the run wrote none (it failed before measuring anything)."""
+    if not files:
+        return None
     html = next((Path(f) for f in files if Path(f).name == "report.html"), None)
     if html is not None:
         return html
-    if out_dir:
-        return Path(out_dir)
-    return Path(files[0]).parent if files else None
+    return Path(out_dir) if out_dir else Path(files[0]).parent
 
 
 def print_ending(store: Store, run: RunInfo, data: dict[str, Any]) -> None:

@@ -87,3 +87,15 @@ def test_next_steps_open_the_report_the_platforms_way() -> None:
     steps = [cmd for cmd, _ in next_steps("ab12", report, platform="linux")]
     assert steps == ["xdg-open /data/runs/ab12/report.html", "accelbench runs show ab12", "accelbench serve"]
     assert [cmd for cmd, _ in next_steps("ab12", None)] == ["accelbench runs show ab12", "accelbench serve"]
+
+
+def test_a_run_that_wrote_no_report_is_not_offered_one(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None
+) -> None:
+    """An engine that never answered leaves a run directory with its log and no report: the next steps are
+    runs show and serve, and stdout stays empty."""
+    run = store.create_run(kind="run", status=RunStatus.failed, label="demo", error="did not answer")
+    print_ending(store, run, {"cells": [], "files": [], "out_dir": str(tmp_path)})
+    out, err = capsys.readouterr()
+    assert out == "" and "xdg-open" not in err and str(tmp_path) not in err
+    assert f"accelbench runs show {run.id}" in err and "did not answer" in err
