@@ -128,3 +128,28 @@ def test_the_step_a_run_failed_in_is_crossed(screen: tuple[io.StringIO, Clock]) 
         display.phase("Writing the report")
         display.finish(SimpleNamespace(status=RunStatus.completed))  # type: ignore[arg-type]
     assert lines(buf)[-1] == "✓ Writing the report (0:00)"
+
+
+def test_the_workers_events_keep_a_note_as_a_detail_and_the_phase_as_it_was() -> None:
+    """Through the API worker a note is the latest thing said (a detail), never the run's phase; the display it
+    also feeds gets it as a note."""
+    from accelbench.deploy.base import EventProgress, Progress
+
+    events: list[dict[str, object]] = []
+
+    class Notes(Progress):
+        def __init__(self) -> None:
+            self.said: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.said.append(text)
+
+    also = Notes()
+    progress = EventProgress(events.append, also)
+    progress.phase("Starting vllm-cpu")
+    progress.note("The client and the engine share 2 of 2 cores")
+    assert events == [
+        {"phase": "Starting vllm-cpu"},
+        {"detail": "The client and the engine share 2 of 2 cores"},
+    ]
+    assert also.said == ["The client and the engine share 2 of 2 cores"]
