@@ -33,7 +33,6 @@ from accelbench.deploy.diagnose import Diagnosis
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import UserInputError
-from accelbench.report.percentiles import parse_percentiles
 from accelbench.services.specs import load_run_spec
 from accelbench.store import get_store
 from accelbench.store.repo import Store
@@ -250,9 +249,20 @@ def report_file(files: list[str], out_dir: str | None) -> Path | None:
     return Path(out_dir) if out_dir else Path(files[0]).parent
 
 
+#: the tails the ending shows (``runs show`` has every percentile and metric): the median and the 99th
+#: percentile of TTFT and TPOT, so that on 120 columns they are not the columns dropped to fit
+ENDING_PERCENTILES = (50, 99)
+
+
+def _not_in_ending(header: str) -> bool:
+    """ITL and E2E latency, total tok/s and the completed count stay with ``runs show``; the top failure reason
+    is in the Failures table below the cells."""
+    return header.startswith(("ITL ", "E2E ", "Total tok/s", "Completed", "Top failure reason"))
+
+
 def print_ending(store: Store, run: RunInfo, data: dict[str, Any]) -> None:
-    """How a run ends: the headline, the tails (the percentile table runs show prints, with min-max over
-    repeats where it fits), the failures and warnings grouped, the status, the report files, and the next
+    """How a run ends: the headline, the tails (runs show's percentile table at p50 and p99 of TTFT and TPOT,
+    with their intervals or min-max over repeats where they fit), the failures and warnings grouped, the status, the report files, and the next
     three commands. The report directory is said once, in the command that opens the report; stdout's last
     line is the directory only when stdout is not a terminal (for a script: ``dir=$(accelbench demo)``)."""
     from accelbench.cli.runs import print_answer, run_answer
@@ -265,7 +275,7 @@ def print_ending(store: Store, run: RunInfo, data: dict[str, Any]) -> None:
 
         render(CapacityResult.model_validate(capacity), None, results)
     elif data["cells"]:
-        print_answer(run_answer(store, run, results), results, parse_percentiles(None))
+        print_answer(run_answer(store, run, results), results, ENDING_PERCENTILES, drop=_not_in_ending)
     colour = {"completed": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(
         run.status.value, "red"
     )

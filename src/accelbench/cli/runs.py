@@ -10,6 +10,7 @@ per-request records and telemetry, after confirmation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -234,9 +235,16 @@ def run_answer(store: Store, run: RunInfo, results: list[ResultInfo], given: Any
     return answer
 
 
-def print_answer(answer: RunAnswer, results: list[ResultInfo], percentiles: tuple[int, ...]) -> None:
+def print_answer(
+    answer: RunAnswer,
+    results: list[ResultInfo],
+    percentiles: tuple[int, ...],
+    *,
+    drop: Callable[[str], bool] | None = None,
+) -> None:
     """The answer first: the headline, the per-cell table at ``percentiles`` (min-max over repeats where it
-    fits), the SLO it was judged by, then the failures and warnings, each distinct note once."""
+    fits; ``drop`` leaves out the columns whose header it names), the SLO it was judged by, then the failures and
+    warnings, each distinct note once."""
     from accelbench.report.headline import cell_table, slo_note
 
     if answer.headline is not None:
@@ -246,6 +254,11 @@ def print_answer(answer: RunAnswer, results: list[ResultInfo], percentiles: tupl
     ev = answer.evaluation if answer.choice is not None else None
     headers, ranged = cell_table(answer.cells, results, percentiles, slo=ev)
     _, bare = cell_table(answer.cells, results, percentiles, slo=ev, with_range=False)
+    if drop is not None:
+        keep = [i for i, h in enumerate(headers) if not drop(h)]
+        headers = [headers[i] for i in keep]
+        ranged = [[row[i] for i in keep] for row in ranged]
+        bare = [[row[i] for i in keep] for row in bare]
     print_cells(
         headers,
         ranged,

@@ -52,8 +52,11 @@ def test_the_ending_has_the_headline_the_tails_and_the_next_three_commands(
     print_ending(store, store.get_run(rid), data)
     out, err = capsys.readouterr()
     assert "Headline" in out and "Best: input" in out
-    for header in ("TTFT p50", "TTFT p99", "TPOT p99"):  # the tails, not p50 alone
+    for header in ("TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"):  # the tails, not p50 alone
         assert header in out
+    # the rest stays with runs show, so the tails are not what a terminal's width drops
+    for header in ("ITL p50", "E2E p50", "TTFT p90", "Total tok/s", "Top failure reason"):
+        assert header not in out
     assert " ".join(out.split()).count(NOTE) == 1 and "in 6 of 6 cells" in out
     said = [" ".join(ln.split()) for ln in err.splitlines()]
     start = said.index("Next")
