@@ -7,13 +7,14 @@ client certificate, scrape cost, ...) once each, the failure note left out (the 
 
 ``run_warnings`` is what every view shows: the failed cells first and apart, then each distinct note once with
 the cells it applies to ("in 6 of 6 cells"), so a note every cell carries is one line, not one per cell, and a
-real failure is not lost in them. The device notes the Devices section draws from the telemetry itself (each
+real failure is not lost in them; notes that differ only in their figures are one, the figures as ranges. The device notes the Devices section draws from the telemetry itself (each
 device's figures, the energy line, the sources this machine lacks) are left to that section."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,24 +230,51 @@ def _device_section_notes(summary: Mapping[str, Any]) -> set[str]:
     return {n for n in notes if not n.startswith("Energy per token: unknown")}
 
 
+#: a figure in a note: digits with thousands commas and decimals, not part of a word ("qwen2.5", "7b")
+_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?!\w)")
+
+
+def _value(figure: str) -> float:
+    return float(figure.replace(",", ""))
+
+
+def merged_text(texts: Sequence[str]) -> str:
+    """Notes that differ only in their figures, as one: each figure that differs written as its range over the
+    notes (``75-151 ms``), each one that does not as it is. ``texts`` share one template (``_FIGURE`` masked)."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    parts = _FIGURE.split(texts[0])
+    slots = list(zip(*(_FIGURE.findall(t) for t in texts), strict=True))
+    out = [parts[0]]
+    for figures, after in zip(slots, parts[1:], strict=True):
+        low, high = min(figures, key=_value), max(figures, key=_value)
+        out.append(low if _value(low) == _value(high) else f"{low}-{high}")
+        out.append(after)
+    return "".join(out)
+
+
 def run_warnings(results: Iterable[ResultInfo]) -> RunWarnings:
     """One run's warnings, grouped: ``cell_failures``, then each distinct note of ``cell_warnings`` once with
     the cells that carry it, in the order the first cell that carries it comes (cells in input-length then
-    concurrency order)."""
+    concurrency order). Notes that differ only in their figures (each cell's scrape cost) are one note, each
+    differing figure written as its range over the cells."""
     results = list(results)
     device: set[str] = set()
     for r in results:
         device |= _device_section_notes(r.summary or {})
     cells = sorted({_key(r) for r in results})
+    texts: dict[str, list[str]] = {}
     grouped: dict[str, list[str]] = {}
     for w in cell_warnings(results):
         if w.text in device:
             continue
-        where = grouped.setdefault(w.text, [])
+        template = _FIGURE.sub("#", w.text)
+        texts.setdefault(template, []).append(w.text)
+        where = grouped.setdefault(template, [])
         if w.cell not in where:
             where.append(w.cell)
     return RunWarnings(
         failures=cell_failures(results),
-        notes=[GroupedNote(text, tuple(where), len(cells)) for text, where in grouped.items()],
+        notes=[GroupedNote(merged_text(texts[t]), tuple(where), len(cells)) for t, where in grouped.items()],
         cells=len(cells),
     )

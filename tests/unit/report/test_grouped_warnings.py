@@ -116,3 +116,32 @@ def test_a_run_without_notes_has_no_warnings() -> None:
     found = run_warnings([result(0, 128, 1)])
     assert not found and found.notes == [] and found.failures == []
     assert found.cells == 1
+
+
+SCRAPE = (
+    "Each /metrics scrape took {} ms on average (every 1 s); rendering metrics costs the server CPU, which can "
+    "slow a server with few CPUs: compare with --no-scrape or a longer --scrape-interval."
+)
+
+
+def test_notes_that_differ_only_in_their_figures_are_one_with_ranges() -> None:
+    """Each cell measures its own scrape cost: six sentences that differ in one figure are one line with the
+    figure's range over the cells (the real demo printed six)."""
+    costs = ["114", "75", "149", "136", "141", "1,151"]
+    results = [
+        result(n, il, c, notes=[SCRAPE.format(ms)])
+        for n, ((il, c), ms) in enumerate(zip(CELLS, costs, strict=True))
+    ]
+    (note,) = run_warnings(results).notes
+    assert note.text == SCRAPE.format("75-1,151")
+    assert note.where() == "in 6 of 6 cells"
+
+
+def test_figures_inside_words_and_equal_figures_stay_as_they_are() -> None:
+    results = [
+        result(0, 128, 1, notes=["qwen2.5-7b served 2 requests over 1 s."]),
+        result(1, 128, 2, notes=["qwen2.5-7b served 4 requests over 1 s."]),
+        result(2, 128, 4, notes=["llama-3 served 4 requests over 1 s."]),
+    ]
+    texts = [n.text for n in run_warnings(results).notes]
+    assert texts == ["qwen2.5-7b served 2-4 requests over 1 s.", "llama-3 served 4 requests over 1 s."]
