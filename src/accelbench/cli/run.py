@@ -7,7 +7,7 @@
   old ones, with the differences (figures and what changed: engine version, command, machine).
 - ``demo`` is the README's main job: the vLLM CPU engine (installed if missing), SmolLM2-135M-Instruct
   (prepared if missing), a small sweep; it ends as ``run`` does (``print_ending``): the headline, the tails
-  (the percentile table ``runs show`` prints), the warnings grouped, and the next three commands (open the
+  (p50 and p99 of TTFT and TPOT from ``runs show``'s percentile table), the warnings grouped, and the next three commands (open the
   report, ``runs show ID``, ``serve``), the report directory said once.
 
 Ctrl-C once: the cell in flight is kept as partial and the engine is torn down; twice: stop at once (the
