@@ -6,9 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: setup demo test lint typecheck unit
 
 $(BIN)/accelbench: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	scripts/setup-venv.sh $(PYTHON) $(VENV)
 	touch $@
 
 setup: $(BIN)/accelbench

@@ -66,7 +66,7 @@ from accelbench.domain.bench import (
     RequestRecord,
     TelemetrySummary,
 )
-from accelbench.domain.device import DeviceTelemetry
+from accelbench.domain.device import DeviceTelemetry, device_notes
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact_url
 from accelbench.telemetry.devices import DeviceMonitor, collectors_for
@@ -869,34 +869,6 @@ def _summarize(
         per_turn=turn_metrics(records),
         per_stage=stages_mod.stage_metrics(config.stages, records) if config.stages else [],
     )
-
-
-def device_notes(tel: DeviceTelemetry, output_tokens: int) -> list[str]:
-    """What the devices did, in one line per device, and the energy per token where it is known."""
-    out: list[str] = []
-    for d in tel.devices:
-        parts = []
-        if d.util_mean_pct is not None:
-            parts.append(f"utilisation mean {d.util_mean_pct:.0f}% (peak {d.util_peak_pct:.0f}%)")
-        if d.memory_used_peak_bytes is not None:
-            parts.append(f"memory peak {d.memory_used_peak_bytes / 2**30:.1f} GiB")
-        if d.power_mean_w is not None:
-            parts.append(f"power mean {d.power_mean_w:.0f} W")
-        if d.energy_j is not None:
-            parts.append(f"{d.energy_j:.0f} J")
-        if parts:
-            out.append(f"Device {d.device}: " + ", ".join(parts) + f" over {d.samples} samples.")
-    tpj = tel.tokens_per_joule(output_tokens)
-    jpt = tel.joules_per_output_token(output_tokens)
-    if tpj is not None and jpt is not None:
-        out.append(
-            f"Energy: {tel.energy_j:.0f} J, {tpj:.3g} output tokens per joule ({jpt:.3g} J per output token)."
-        )
-    elif tel.available:
-        out.append("Energy per token: unknown (no power or energy source for the devices that served).")
-    if tel.missing:
-        out.append("Device telemetry lacks: " + "; ".join(tel.missing) + ".")
-    return out
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

@@ -477,13 +477,14 @@ def print_cells(
 
 
 def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None = None) -> None:
-    """Each cell's failed requests with the most common reason, then the notes its figures carry (prompt-token
-    mismatch, client lag, scrape cost, ...), read by ``report/failures.py``; nothing when there are none."""
-    from accelbench.report.failures import cell_failures, cell_warnings
+    """The run's warnings as ``report/failures.py`` ``run_warnings`` groups them: each failed cell with its
+    most common reason first, then each distinct note its figures carry (prompt-token mismatch, client lag,
+    scrape cost, ...) once, with the cells it applies to; nothing when there are none."""
+    from accelbench.report.failures import run_warnings
 
     out = out or console
-    failures = cell_failures(results)
-    if failures:
+    found = run_warnings(results)
+    if found.failures:
         print_table(
             [
                 Col("Input", 1, num=True),
@@ -500,16 +501,15 @@ def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None =
                     f"{f.share:.0%}",
                     Text(f"({f.reason_count}x) {f.reason}" if f.reason else "-"),
                 ]
-                for f in failures
+                for f in found.failures
             ],
             out=out,
             title="Failures",
         )
-    warnings = cell_warnings(results)
-    if warnings:
+    if found.notes:
         out.print("[bold]Warnings[/]")
-        for w in warnings:
-            out.print(Text(f"- {w.cell}: {w.text}"), overflow="fold")
+        for note in found.notes:
+            out.print(Text(f"- {note.line()}"), overflow="fold")
 
 
 def _with_unit(value: float | None, digits: int, unit: str) -> str:

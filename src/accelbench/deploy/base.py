@@ -61,6 +61,10 @@ class Progress:
     def line(self, text: str) -> None:
         """One line of a sub-process's output (pip, a compiler, the engine's log)."""
 
+    def note(self, text: str) -> None:
+        """A remark to say once beside the steps (e.g. that the load generator shares cores with the engine): it
+        neither ends nor renames the step in progress."""
+
     def sweep(self, event: SweepEvent) -> None:
         """A sweep event: the sweep starts, a cell starts, one more request ended, a cell is stored, the end."""
 
@@ -69,7 +73,7 @@ NO_PROGRESS = Progress()
 
 
 class EventProgress(Progress):
-    """Progress as plain dict events (``{"phase": ...}`` / ``{"detail": ...}``) for a callback, such as the
+    """Progress as plain dict events (``{"phase": ...}`` / ``{"detail": ...}``, a note as a detail) for a callback, such as the
     API worker's, which stores them on the run; optionally also passed on to another ``Progress``."""
 
     def __init__(self, emit: Callable[[dict[str, Any]], None] | None, also: Progress | None = None) -> None:
@@ -86,6 +90,12 @@ class EventProgress(Progress):
             self.emit({"detail": text[-300:]})
         if self.also:
             self.also.line(text)
+
+    def note(self, text: str) -> None:
+        if self.emit:  # the latest thing said, as a log line is: the phase stays what it is
+            self.emit({"detail": text[-300:]})
+        if self.also:
+            self.also.note(text)
 
     def sweep(self, event: SweepEvent) -> None:
         if self.also:

@@ -335,7 +335,7 @@ def with_devices(
 ) -> Callable[[Endpoint, BenchConfig], BenchmarkSummary]:
     """``bench`` with the exporters sampled while it runs (every ``scrape_interval_s``), their telemetry and its
     notes stored in the summary as a local run stores them."""
-    from accelbench.bench.runner import device_notes
+    from accelbench.domain.device import device_notes
     from accelbench.telemetry.devices import DeviceMonitor, exporter_collectors
 
     urls, missing = sources
@@ -530,8 +530,8 @@ def merge_shards(
     """
 
     from accelbench.bench.metrics import compute_metrics
-    from accelbench.bench.runner import device_notes
     from accelbench.bench.sweep import cell_config, sweep_keys
+    from accelbench.domain.device import device_notes
 
     by_key: dict[tuple[int, int, int], list[BenchmarkSummary]] = {}
     for payload in sorted(payloads, key=lambda p: int(p.get("shard", 0))):

@@ -365,7 +365,8 @@ class LocalProcessTarget(Target):
             self._client_cpus_before = before
         overlap = core_overlap(engine_cpus)
         self.deployed.extra["core_overlap"] = overlap.model_dump()
-        self.progress.phase(overlap.sentence[:1].upper() + overlap.sentence[1:])
+        # said once, beside the steps: as a phase it named the whole engine start-up after itself
+        self.progress.note(overlap.sentence[:1].upper() + overlap.sentence[1:])
 
     # ---- readiness -----------------------------------------------------------------------------------
 

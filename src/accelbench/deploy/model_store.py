@@ -365,7 +365,7 @@ def prepare_model(
             )
         elif path.is_dir() and (path / "config.json").exists():
             for w in inspect_hf_dir(path):
-                progress.phase(f"Warning: {w}")
+                progress.note(f"Warning: {w}")
             config = json.loads((path / "config.json").read_text())
             model = PreparedModel(
                 name=mname,

@@ -199,4 +199,39 @@ class DeviceTelemetry(StrictModel):
         return e / output_tokens if e is not None and output_tokens > 0 else None
 
 
-__all__ = ["DeviceKind", "DeviceSample", "DeviceSummary", "DeviceTelemetry", "summarise_device"]
+__all__ = [
+    "DeviceKind",
+    "DeviceSample",
+    "DeviceSummary",
+    "DeviceTelemetry",
+    "device_notes",
+    "summarise_device",
+]
+
+
+def device_notes(tel: DeviceTelemetry, output_tokens: int) -> list[str]:
+    """What the devices did, in one line per device, and the energy per token where it is known."""
+    out: list[str] = []
+    for d in tel.devices:
+        parts = []
+        if d.util_mean_pct is not None:
+            parts.append(f"utilisation mean {d.util_mean_pct:.0f}% (peak {d.util_peak_pct:.0f}%)")
+        if d.memory_used_peak_bytes is not None:
+            parts.append(f"memory peak {d.memory_used_peak_bytes / 2**30:.1f} GiB")
+        if d.power_mean_w is not None:
+            parts.append(f"power mean {d.power_mean_w:.0f} W")
+        if d.energy_j is not None:
+            parts.append(f"{d.energy_j:.0f} J")
+        if parts:
+            out.append(f"Device {d.device}: " + ", ".join(parts) + f" over {d.samples} samples.")
+    tpj = tel.tokens_per_joule(output_tokens)
+    jpt = tel.joules_per_output_token(output_tokens)
+    if tpj is not None and jpt is not None:
+        out.append(
+            f"Energy: {tel.energy_j:.0f} J, {tpj:.3g} output tokens per joule ({jpt:.3g} J per output token)."
+        )
+    elif tel.available:
+        out.append("Energy per token: unknown (no power or energy source for the devices that served).")
+    if tel.missing:
+        out.append("Device telemetry lacks: " + "; ".join(tel.missing) + ".")
+    return out

@@ -19,6 +19,7 @@ from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo
 from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
+from accelbench.report.failures import GroupedNote, run_warnings
 from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice, cell_table, headline_for, slo_note
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
 from accelbench.report.percentiles import parse_percentiles
@@ -118,8 +119,9 @@ class ReportData:
     prediction_notes: list[str] = field(default_factory=list)
     #: (run name, cell, line): each cell's failed requests and most common reason (report/failures.py)
     failures: list[tuple[str, str, str]] = field(default_factory=list)
-    #: (run name, cell, note): what each cell's figures should be read with
-    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (run name, note): what each run's figures should be read with, each distinct note once with the cells it
+    #: applies to (report/failures.py ``run_warnings``)
+    warnings: list[tuple[str, GroupedNote]] = field(default_factory=list)
     #: each run's cells and device samples on one axis, and its cells' device rows (report/timeline.py)
     devices: list[RunTimeline] = field(default_factory=list)
     #: every stored (cell, repeat) of every run: the percentile table's failure column reads them
@@ -228,7 +230,6 @@ def build_report(
     The headline is made here, once, by ``headline_for``: each run judged by ``slo`` when given, else by its own
     (a capacity search's or its spec's), from ``records`` (per-request records by result id) where given, else
     from the cells' stored percentiles. ``percentiles`` are the table's (default: ``report/percentiles.py``)."""
-    from accelbench.report.failures import cell_failures, cell_warnings
 
     comparison = build_comparison(runs, tier=tier)
     results = [r for d in runs for r in d.results]
@@ -238,6 +239,7 @@ def build_report(
     headline, slos, evaluation = headline_for(
         None, comparison, aggregates, results, [d.run for d in runs], given=slo, records=records
     )
+    warned = [(names.get(d.run.id, d.run.id), run_warnings(d.results)) for d in runs]
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -245,12 +247,8 @@ def build_report(
         telemetry=list(telemetry),
         predictions=list(predictions),
         prediction_notes=list(prediction_notes),
-        failures=[
-            (names.get(d.run.id, d.run.id), f.cell, f.text()) for d in runs for f in cell_failures(d.results)
-        ],
-        warnings=[
-            (names.get(d.run.id, d.run.id), w.cell, w.text) for d in runs for w in cell_warnings(d.results)
-        ],
+        failures=[(name, f.cell, f.text()) for name, w in warned for f in w.failures],
+        warnings=[(name, note) for name, w in warned for note in w.notes],
         devices=[run_timeline(d.run.id, d.results, origin_wall=origins.get(d.run.id)) for d in runs],
         results=results,
         percentiles=parse_percentiles(percentiles),

@@ -1,14 +1,20 @@
 """Why cells failed and what their figures should be read with, from stored results: the one reading that
-``runs show``, ``bench``/``sweep``'s console, the result page and the HTML report share.
+``runs show``, ``bench``/``sweep``'s console, the demo, the result page and the HTML and Markdown report share.
 
 A cell's failures are summed over its repeats (the request counts and the ``errors`` reason -> count of each
 stored summary); its warnings are the notes its summaries carry (prompt-token mismatch, client lag and the
-client certificate, scrape cost, ...) once each, the failure note left out (the failure line says it)."""
+client certificate, scrape cost, ...) once each, the failure note left out (the failure line says it).
+
+``run_warnings`` is what every view shows: the failed cells first and apart, then each distinct note once with
+the cells it applies to ("in 6 of 6 cells"), so a note every cell carries is one line, not one per cell, and a
+real failure is not lost in them; notes that differ only in their figures are one, the figures as ranges. The device notes the Devices section draws from the telemetry itself (each
+device's figures, the energy line, the sources this machine lacks) are left to that section."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,3 +165,116 @@ def cell_devices(results: Iterable[ResultInfo]) -> list[CellDevices]:
             r.input_len, r.concurrency, r.repeat, tel, int((r.summary or {}).get("total_output_tokens") or 0)
         )
     return list(out.values())
+
+
+#: how many cells a grouped note names when it applies to some but not all of them
+NAMED_CELLS = 3
+
+
+@dataclass(frozen=True)
+class GroupedNote:
+    """One distinct note of a run, once, with the cells that carry it (in input-length then concurrency order)."""
+
+    text: str
+    cells: tuple[str, ...]
+    #: the cells of the run, the count's denominator
+    of: int
+
+    @property
+    def count(self) -> int:
+        return len(self.cells)
+
+    def where(self) -> str:
+        """``in 6 of 6 cells``; when only some carry it, the first few of them: ``in 2 of 6 cells: input 128,
+        concurrency 1; input 128, concurrency 2``."""
+        text = f"in {self.count} of {self.of} cell{'' if self.of == 1 else 's'}"
+        if self.count == self.of:
+            return text
+        named = "; ".join(self.cells[:NAMED_CELLS])
+        more = self.count - NAMED_CELLS
+        return f"{text}: {named}{f' and {more} more' if more > 0 else ''}"
+
+    def line(self) -> str:
+        """``<note> (in 6 of 6 cells)``: how every view writes it."""
+        return f"{self.text} ({self.where()})"
+
+
+@dataclass(frozen=True)
+class RunWarnings:
+    """A run's warnings collected once: its failed cells (real failures, first and apart), then its notes, each
+    distinct note once with the cells it applies to."""
+
+    failures: list[CellFailures]
+    notes: list[GroupedNote]
+    #: the cells of the run
+    cells: int
+
+    def __bool__(self) -> bool:
+        return bool(self.failures or self.notes)
+
+
+def _device_section_notes(summary: Mapping[str, Any]) -> set[str]:
+    """The notes of a summary that its Devices section shows from the telemetry itself (each device's figures,
+    the energy line, the sources not measured): left out of the warnings, where they would repeat per cell. The
+    sentence that energy per token is unknown stays a note: the Devices table only shows a blank for it."""
+    from accelbench.domain.device import DeviceTelemetry, device_notes
+
+    data = summary.get("device_telemetry")
+    if not data:
+        return set()
+    try:
+        tel = DeviceTelemetry.model_validate(data)
+    except ValueError:  # a layout this version does not read: its notes stay notes
+        return set()
+    notes = device_notes(tel, int(summary.get("total_output_tokens") or 0))
+    return {n for n in notes if not n.startswith("Energy per token: unknown")}
+
+
+#: a figure in a note: digits with thousands commas and decimals, not part of a word ("qwen2.5", "7b")
+_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?!\w)")
+
+
+def _value(figure: str) -> float:
+    return float(figure.replace(",", ""))
+
+
+def merged_text(texts: Sequence[str]) -> str:
+    """Notes that differ only in their figures, as one: each figure that differs written as its range over the
+    notes (``75-151 ms``), each one that does not as it is. ``texts`` share one template (``_FIGURE`` masked)."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    parts = _FIGURE.split(texts[0])
+    slots = list(zip(*(_FIGURE.findall(t) for t in texts), strict=True))
+    out = [parts[0]]
+    for figures, after in zip(slots, parts[1:], strict=True):
+        low, high = min(figures, key=_value), max(figures, key=_value)
+        out.append(low if _value(low) == _value(high) else f"{low}-{high}")
+        out.append(after)
+    return "".join(out)
+
+
+def run_warnings(results: Iterable[ResultInfo]) -> RunWarnings:
+    """One run's warnings, grouped: ``cell_failures``, then each distinct note of ``cell_warnings`` once with
+    the cells that carry it, in the order the first cell that carries it comes (cells in input-length then
+    concurrency order). Notes that differ only in their figures (each cell's scrape cost) are one note, each
+    differing figure written as its range over the cells."""
+    results = list(results)
+    device: set[str] = set()
+    for r in results:
+        device |= _device_section_notes(r.summary or {})
+    cells = sorted({_key(r) for r in results})
+    texts: dict[str, list[str]] = {}
+    grouped: dict[str, list[str]] = {}
+    for w in cell_warnings(results):
+        if w.text in device:
+            continue
+        template = _FIGURE.sub("#", w.text)
+        texts.setdefault(template, []).append(w.text)
+        where = grouped.setdefault(template, [])
+        if w.cell not in where:
+            where.append(w.cell)
+    return RunWarnings(
+        failures=cell_failures(results),
+        notes=[GroupedNote(merged_text(texts[t]), tuple(where), len(cells)) for t, where in grouped.items()],
+        cells=len(cells),
+    )

@@ -922,6 +922,7 @@ def render_html(data: ReportData) -> str:
         prediction_notes=data.prediction_notes,
         failures=data.failures,
         warnings=data.warnings,
+        multi_run=len(cmp.runs) > 1,
         notes=cmp.notes,
         capacity=capacity_context(data),
         fleet=[Markup(fleet_body_html(p, f"chart-fleet-{i}")) for i, p in enumerate(data.fleet_plans)],

@@ -1,7 +1,8 @@
 """The report as Markdown with PNG charts, for pasting into docs and pull requests.
 
 Same content as ``report.html``, in the same order (``REPORT_SECTIONS``): the headline, the percentile table
-(with SLO attainment and goodput when an SLO is known) and each run against the baseline, capacity at the SLO
+(with SLO attainment and goodput when an SLO is known) and each run against the baseline, the failures and
+warnings (each distinct note once, with the cells it applies to), capacity at the SLO
 when some runs searched it, the latency-throughput chart, the other charts, telemetry (each cell's window
 marked), predicted vs measured, the environment, findings, cost, notes. The charts are PNG files next to
 ``report.md``, linked by relative path. The charts against concurrency, the latency-throughput chart and the
@@ -310,6 +311,21 @@ def results_markdown(data: ReportData) -> list[str]:
     return out
 
 
+def failures_markdown(data: ReportData) -> list[str]:
+    """Failures and warnings, as the HTML report has them: each failed cell's line, then each distinct note of
+    each run once with the cells it applies to; nothing when there are none."""
+    if not (data.failures or data.warnings):
+        return []
+    multi = len(data.comparison.runs) > 1
+    out = ["## Failures and warnings", ""]
+    if data.failures:
+        rows = [[_md_escape(run), cell, _md_escape(line)] for run, cell, line in data.failures]
+        out += [_table(["run", "cell", "failed requests and the most common reason"], rows), ""]
+    for run, note in data.warnings:
+        out.append(f"- {f'**{_md_escape(run)}**: ' if multi else ''}{_md_escape(note.line())}")
+    return [*out, ""] if data.warnings else out
+
+
 def telemetry_markdown(data: ReportData, images: dict[str, Path | None]) -> list[str]:
     """The server's gauges over time (each cell's window shaded when one run has them) and, per run, its devices
     over the run (cells shaded) and each cell's device figures."""
@@ -375,6 +391,7 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
 
     out += headline_markdown(data)
     out += results_markdown(data)
+    out += failures_markdown(data)
     out += capacity_markdown(data, images)
     out += [fleet_markdown(plan) for plan in data.fleet_plans]
 

@@ -327,7 +327,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
     from accelbench import services as service
     from accelbench.api.routers.runs import public_run
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
-    from accelbench.report.failures import any_completed, cell_failures, cell_warnings
+    from accelbench.report.failures import any_completed, run_warnings
     from accelbench.report.headline import cell_table, headline_for, slo_note
     from accelbench.report.html import cell_band_layout, device_figure
     from accelbench.report.percentiles import parse_percentiles
@@ -382,6 +382,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
     headers, rows = cell_table(cells, results, chosen, slo=evaluation)
     spec = run.spec or {}
     settings = (spec.get("engine") or {}).get("settings") or {}
+    warned = run_warnings(results)
     return {
         "run": run,
         "accelerator": accelerator_label(run),
@@ -420,9 +421,9 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
                 "reason": f.reason,
                 "count": f.reason_count,
             }
-            for f in cell_failures(results)
+            for f in warned.failures
         ],
-        "warnings": [{"cell": w.cell, "text": w.text} for w in cell_warnings(results)],
+        "warnings": [{"text": n.text, "where": n.where()} for n in warned.notes],
         "charted": any_completed(results),
     }
 

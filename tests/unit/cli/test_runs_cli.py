@@ -101,7 +101,7 @@ def test_show_json_and_table(store: Store) -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "cpu-baseline" in out and "AMD EPYC" in out and "AVX512-BF16" in out
-    assert "input_lens" in out  # the spec
+    assert "input_lens" not in out  # the spec only with --spec
     # the tails by default (p50/p90/p99 of each latency): make_summary's p90 is 1.1 x p50, p99 1.25 x
     assert "TTFT p90 (ms)" in out and "TTFT p99 (ms)" in out and "TTFT p95" not in out
     assert "231.0" in out and "262.5" in out
@@ -109,6 +109,38 @@ def test_show_json_and_table(store: Store) -> None:
     res = runner.invoke(app, ["runs", "show", done, "--percentiles", "50"])
     assert res.exit_code == 0, res.output
     assert "210.0 (200.0-220.0)" in res.stdout and "p90" not in res.stdout
+
+
+def test_show_leaves_the_spec_behind_a_flag_and_its_nulls_out(store: Store) -> None:
+    """``runs show`` leads with the headline and the table; ``--spec`` adds the spec, without its unset fields
+    (a stored spec is the whole model, most of it null)."""
+    run = store.create_run(
+        kind="run",
+        status=RunStatus.completed,
+        served_model="smol",
+        spec={
+            "model": "smol",
+            "engine": {
+                "name": "vllm-cpu",
+                "version": None,
+                "settings": {"max_model_len": 2048, "dtype": None},
+            },
+            "target": {"kind": "local", "port": None},
+            "sweep": {"input_lens": [128], "concurrency": [1], "goodput": None},
+            "quality": {"tasks": None},
+        },
+    )
+    store.save_result(run.id, input_len=128, concurrency=1, repeat=0, summary=make_summary())
+    plain = runner.invoke(app, ["runs", "show", run.id])
+    assert plain.exit_code == 0, plain.output
+    assert "Spec" not in plain.stdout and "max_model_len" not in plain.stdout
+    assert plain.stdout.index("Headline") < plain.stdout.index("Cells") < plain.stdout.index("Run ")
+    shown = runner.invoke(app, ["runs", "show", run.id, "--spec"])
+    assert shown.exit_code == 0, shown.output
+    out = shown.stdout
+    assert "Spec" in out and "max_model_len: 2048" in out and "name: vllm-cpu" in out and "kind: local" in out
+    assert "null" not in out and "dtype" not in out and "goodput" not in out
+    assert "quality" not in out  # left empty by its unset field
 
 
 def test_show_unknown_run(store: Store) -> None:

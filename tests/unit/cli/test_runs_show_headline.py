@@ -38,7 +38,7 @@ def test_headline_first_with_slo_attainment_goodput_and_failures(store: Store) -
     res = runner.invoke(app, ["runs", "show", rid, "--slo", "tpot:50", "--slo-percentile", "50"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert out.index("Headline") < out.index("Run ") < out.index("Cells")
+    assert out.index("Headline") < out.index("Cells") < out.index("Run ")  # the answer and its table first
     assert "Best: input 128, concurrency 4:" in out and "meeting the SLO" in out
     assert "At input 128 the SLO holds up to concurrency 4 and breaks at 16" in out
     assert "1 of 210 requests failed (0.5%)" in out

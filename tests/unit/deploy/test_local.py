@@ -394,3 +394,32 @@ def test_the_load_generator_leaves_the_engines_cores_and_the_overlap_is_recorded
             assert os.sched_getaffinity(0) == before
     finally:
         os.sched_setaffinity(0, before)
+
+
+def test_the_core_sharing_sentence_is_a_note_not_the_name_of_the_engine_start(hf_model_dir: Path) -> None:
+    """While the engine starts, the step is called what it is ("Starting toy ..."); that the load generator shares
+    the engine's cores is said once as a note, not as the label of that step."""
+    from accelbench.deploy.base import Progress
+
+    class Recorder(Progress):
+        def __init__(self) -> None:
+            self.phases: list[str] = []
+            self.notes: list[str] = []
+
+        def phase(self, message: str) -> None:
+            self.phases.append(message)
+
+        def note(self, text: str) -> None:
+            self.notes.append(text)
+
+    seen = Recorder()
+    spec = spec_for(hf_model_dir)
+    with LocalProcessTarget(spec.target, progress=seen) as target:  # type: ignore[arg-type]
+        target.deploy(spec)
+        target.wait_ready()
+        assert target.deployed is not None
+        sentence = target.deployed.extra["core_overlap"]["sentence"]
+    assert [n.lower() for n in seen.notes] == [sentence.lower()]
+    assert not any(sentence.lower() in p.lower() for p in seen.phases)
+    starting = next(i for i, p in enumerate(seen.phases) if p.startswith("Starting toy"))
+    assert "ready after" in seen.phases[starting + 1]  # the start-up's step runs until the engine answers

@@ -139,3 +139,27 @@ def test_unknown_reference_to_prepare(cache_dir: Path) -> None:
         ms.prepare_model("no-such-model", check="none")
     with pytest.raises(UserInputError, match="model hub id"):
         ms.prepare_model("org/name", check="none")
+
+
+def test_a_model_directorys_warning_is_a_note_not_a_step(cache_dir: Path, hf_model_dir: Path) -> None:
+    """A directory without weights is prepared with a warning, said as a note: as a step it named the time
+    until the next step after itself."""
+    from accelbench.deploy.base import Progress
+
+    class Recorder(Progress):
+        def __init__(self) -> None:
+            self.phases: list[str] = []
+            self.notes: list[str] = []
+
+        def phase(self, message: str) -> None:
+            self.phases.append(message)
+
+        def note(self, text: str) -> None:
+            self.notes.append(text)
+
+    for weights in [*hf_model_dir.glob("*.safetensors"), *hf_model_dir.glob("*.bin")]:
+        weights.unlink()
+    seen = Recorder()
+    ms.prepare_model(str(hf_model_dir), name="bare", check="none", progress=seen)
+    assert seen.notes == ["Warning: no .safetensors or .bin weights found"]
+    assert not any("weights" in p for p in seen.phases)
