@@ -130,6 +130,13 @@ class GoodputSLO(StrictModel):
         return self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None
 
 
+def in_ramp(start_s: float, ramp_up_s: float) -> bool:
+    """Whether a request sent ``start_s`` seconds after the clock started within a staggered start of
+    ``ramp_up_s`` seconds (``LoadSettings.ramp_up_s``): the one rule, used by the runner (bench/ramp.py) and by
+    the store, which keeps no column for it."""
+    return ramp_up_s > 0 and start_s < ramp_up_s
+
+
 class LoadSettings(StrictModel):
     """How requests are made and paced. Shared by ``bench`` (one cell) and ``sweep`` (every cell)."""
 
