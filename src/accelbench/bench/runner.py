@@ -11,7 +11,8 @@
 4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample, and, when the engine runs on
    this machine, sampling its devices on a background thread (``telemetry.devices``: CPU, GPUs, Neuron);
 5. sends the measured requests. With an infinite rate, ``max_concurrency`` workers take the next prompt as soon
-   as they are free; with a finite rate a dispatcher releases each request at its planned time and a semaphore
+   as they are free (with ``ramp_up_s`` they start one by one over the ramp, and the requests that start within
+   it are left out of the figures: ``bench.ramp``); with a finite rate a dispatcher releases each request at its planned time and a semaphore
    bounds concurrency. Raw responses are kept and parsed after the run (a memory budget switches to parsing
    as responses end, for very long runs);
 6. builds one ``RequestRecord`` per request sent and the summary (``metrics``), with notes: scheduling lag when
