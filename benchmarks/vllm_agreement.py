@@ -15,6 +15,16 @@ and the others together a step later, so one repeat's median can sit in either m
 pooling several interleaved repeats measures the distribution, not one wave's luck. The per-repeat medians'
 spread is printed beside, so a gap smaller than it is read as noise.
 
+Both clients get the same arrival process and leave out the same requests. Without ``--ramp-up`` both start
+every stream at once (vLLM's client: every request due at once, a semaphore of the concurrency; accelbench: a
+closed loop of that many streams). With ``--ramp-up SECONDS`` accelbench staggers its streams over the ramp
+(``ramp_up_s``, bench/ramp.py) and vLLM's client gets the same staggered start: its semaphore is replaced by
+accelbench's ``RampGate``, whose count rises one stream at a time over the ramp (vLLM's own ``--ramp-up-strategy``
+ramps a request rate, not a closed loop's streams). From both, the requests that started within the ramp are left
+out, by the same rule (``bench.ramp.in_ramp`` on each request's start). ``--num-warmups`` sends that many warm-up
+requests from both clients before their clocks start (vLLM's ``num_warmups``; accelbench's are distinct prompts,
+vLLM's repeat its first prompt), results discarded.
+
 accelbench computes the metrics with ``--metrics-definition`` (default ``vllm``: chunk for chunk as vLLM's client
 does, the role-only first chunk counted as the first token; ``accelbench``: the first chunk with text).
 
@@ -46,6 +56,32 @@ def vllm_worker(a: argparse.Namespace) -> None:
     from vllm.benchmarks.datasets import SampleRequest
     from vllm.benchmarks.serve import TaskType, benchmark
 
+    sys.path.insert(0, str(ROOT / "src"))  # bench/ramp.py imports nothing else of accelbench
+    from accelbench.bench import ramp
+
+    gates: list[ramp.RampGate] = []
+    if a.ramp_up:
+        # the benchmark's main semaphore (the last one of the concurrency it makes; the first is the warm-ups'
+        # when there are any) becomes the staggered start
+        from vllm.benchmarks import serve
+
+        made = {"n": 0}
+        main_index = 1 if a.num_warmups else 0
+
+        class StaggeredAsyncio:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(asyncio, name)
+
+            def Semaphore(self, value: int = 1) -> Any:
+                if value == a.concurrency:
+                    made["n"] += 1
+                    if made["n"] - 1 == main_index:
+                        gates.append(ramp.RampGate(value, a.ramp_up))
+                        return gates[-1]
+                return asyncio.Semaphore(value)
+
+        serve.asyncio = StaggeredAsyncio()  # type: ignore[assignment]
+
     prompts = [
         json.loads(line)["prompt"] for line in Path(a.prompts).read_text().splitlines() if line.strip()
     ]
@@ -70,7 +106,7 @@ def vllm_worker(a: argparse.Namespace) -> None:
                 request_rate=float("inf"),
                 burstiness=1.0,
                 disable_tqdm=True,
-                num_warmups=0,
+                num_warmups=a.num_warmups,
                 profile=False,
                 selected_percentile_metrics=["ttft", "tpot", "itl", "e2el"],
                 selected_percentiles=[50.0],
@@ -94,12 +130,20 @@ def vllm_worker(a: argparse.Namespace) -> None:
         "completed",
         "failed",
     )
-    print(json.dumps({k: result[k] for k in keep}))
+    out = {k: result[k] for k in keep}
+    # each request's start on the client's clock: from the staggered start's first send, else the first send
+    zero = gates[0].t0 if gates and gates[0].t0 is not None else min(result["start_times"])
+    out["starts"] = [t - zero for t in result["start_times"]]
+    print(json.dumps(out))
 
 
-def vllm_requests(r: dict[str, Any]) -> dict[str, list[float]]:
-    """Per-request values of vLLM's result arrays (successful requests), seconds; TPOT as vLLM computes it."""
-    ok = [i for i, e in enumerate(r["errors"]) if not e]
+def vllm_requests(r: dict[str, Any], ramp_s: float) -> dict[str, list[float]]:
+    """Per-request values of vLLM's result arrays (successful requests that did not start within the ramp),
+    seconds; TPOT as vLLM computes it."""
+    from accelbench.bench.ramp import in_ramp
+
+    kept = [i for i, t in enumerate(r["starts"]) if not in_ramp(t, ramp_s)]
+    ok = [i for i in kept if not r["errors"][i]]
     return {
         "ttft": [r["ttfts"][i] for i in ok],
         "tpot": [
@@ -109,14 +153,16 @@ def vllm_requests(r: dict[str, Any]) -> dict[str, list[float]]:
         ],
         "itl": [g for i in ok for g in r["itls"][i]],
         "e2el": [r["latencies"][i] for i in ok],
-        "failed": [float(len(r["errors"]) - len(ok))],
+        "failed": [float(len(kept) - len(ok))],
         "prompt_tokens": [float(r["input_lens"][i]) for i in ok],
+        "left_out": [float(len(r["starts"]) - len(kept))],
     }
 
 
 def accelbench_requests(summary: Any) -> dict[str, list[float]]:
-    """The same values from accelbench's request records (its own metrics definition already applied)."""
-    ok = [q for q in summary.requests if q.success]
+    """The same values from accelbench's request records (its own metrics definition already applied), those
+    that started within the ramp left out."""
+    ok = [q for q in summary.requests if q.success and not q.ramp]
     return {
         "ttft": [q.ttft_s for q in ok],
         "tpot": [t for q in ok if (t := q.tpot_s) is not None],
@@ -124,6 +170,7 @@ def accelbench_requests(summary: Any) -> dict[str, list[float]]:
         "e2el": [q.latency_s for q in ok],
         "failed": [float(summary.failed)],
         "prompt_tokens": [float(q.server_prompt_tokens or q.prompt_len) for q in ok],
+        "left_out": [float(summary.ramp_requests)],
     }
 
 
@@ -137,6 +184,7 @@ def pooled(reps: list[dict[str, list[float]]]) -> dict[str, float]:
     out = {m: float(np.median([v for r in reps for v in r[m]])) * 1000 for m in METRICS}
     out["failed"] = sum(v for r in reps for v in r["failed"])
     out["prompt_tokens"] = float(np.mean([v for r in reps for v in r["prompt_tokens"]]))
+    out["left_out"] = sum(v for r in reps for v in r["left_out"])
     return out
 
 
@@ -169,6 +217,14 @@ def main() -> None:
         help="accelbench does not scrape /metrics (vLLM's client never does; rendering /metrics costs the server "
         "a little CPU)",
     )
+    p.add_argument(
+        "--ramp-up",
+        type=float,
+        default=0.0,
+        help="staggered start for both clients: streams start one by one over this many seconds, and the "
+        "requests that start within it are left out of both clients' figures (0: every stream at once)",
+    )
+    p.add_argument("--num-warmups", type=int, default=0, help="warm-up requests each client sends first")
     p.add_argument("--vllm-python", default=None)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--prompts", help=argparse.SUPPRESS)
@@ -205,6 +261,7 @@ def main() -> None:
                         endpoint=a.endpoint, input_len=input_len, output_len=a.output_len, num_prompts=n,
                         max_concurrency=c, seed=1000 * rep + c, temperature=0.0 if a.greedy else None,
                         scrape_metrics=not a.no_scrape, metrics_definition=a.metrics_definition,
+                        ramp_up_s=a.ramp_up, num_warmups=a.num_warmups,
                     )  # fmt: skip
                     other = build_dataset(
                         config.model_copy(update={"seed": config.seed + 1}), tokenizer
@@ -221,14 +278,15 @@ def main() -> None:
                             cmd = [vllm_python, str(Path(__file__).resolve()), "--worker", "--base-url", a.base_url,
                                    "--model", a.model, "--tokenizer", a.tokenizer, "--endpoint", a.endpoint,
                                    "--prompts", str(path), "--input-len", str(input_len), "--output-len",
-                                   str(a.output_len), "--concurrency", str(c)] + (["--greedy"] if a.greedy else [])  # fmt: skip
+                                   str(a.output_len), "--concurrency", str(c), "--ramp-up", str(a.ramp_up),
+                                   "--num-warmups", str(a.num_warmups)] + (["--greedy"] if a.greedy else [])  # fmt: skip
                             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
                             env["VLLM_LOGGING_LEVEL"] = "ERROR"
                             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
                             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
                             if proc.returncode != 0 or not lines:
                                 sys.exit(f"vLLM client failed:\n{proc.stderr[-3000:]}")
-                            runs[who].append(vllm_requests(json.loads(lines[-1])))
+                            runs[who].append(vllm_requests(json.loads(lines[-1]), a.ramp_up))
                 mean = {who: pooled(rs) for who, rs in runs.items()}
                 noise = {m: max(spread(runs["accelbench"], m), spread(runs["vllm"], m)) for m in METRICS}
                 rows.append((input_len, c, mean))
@@ -237,9 +295,11 @@ def main() -> None:
                       + "  ".join(f"{m} {ab[m]:.1f}/{vl[m]:.1f} ms ({(ab[m] - vl[m]) / vl[m]:+.1%}, "
                                   f"repeats spread {noise[m]:.0%})" for m in METRICS)
                       + f"  failed {ab['failed']:.0f}/{vl['failed']:.0f}"
+                      + f"  left out (ramp) {ab['left_out']:.0f}/{vl['left_out']:.0f}"
                       + f"  prompt tokens {ab['prompt_tokens']:.0f}/{vl['prompt_tokens']:.0f}", flush=True)  # fmt: skip
     print(f"\n(accelbench / vLLM client medians over {a.repeats} interleaved repeats pooled; in brackets accelbench "
-          f"relative to vLLM; accelbench metrics definition: {a.metrics_definition})")  # fmt: skip
+          f"relative to vLLM; accelbench metrics definition: {a.metrics_definition}; ramp-up {a.ramp_up:g} s, "
+          f"warm-ups {a.num_warmups})")  # fmt: skip
     worst = {
         m: max(abs(r[2]["accelbench"][m] - r[2]["vllm"][m]) / r[2]["vllm"][m] for r in rows) for m in METRICS
     }

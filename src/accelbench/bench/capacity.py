@@ -78,8 +78,11 @@ def _values_ms(r: RequestRecord) -> dict[str, float | None]:
 
 
 def steady(records: Sequence[RequestRecord], load: LoadKind, level: float) -> list[RequestRecord]:
-    """The requests of the steady state: a closed loop's first wave (sent together) is left out."""
+    """The requests of the steady state: a closed loop's first wave (sent together) is left out, or, after a
+    staggered start, the requests that started within its ramp (which the first streams' requests are)."""
     ok = sorted(records, key=lambda r: r.start_s)
+    if any(r.ramp for r in ok):
+        return [r for r in ok if not r.ramp]
     if load == "concurrency":
         skip = int(level)
         return ok[skip:] if len(ok) > 2 * skip else ok

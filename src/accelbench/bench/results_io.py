@@ -59,6 +59,8 @@ EXTRA_REQUEST_FIELDS = (
     "reasoning_chunks",
     "answer_chunks",
     "token_split_source",
+    # absent from files written before the staggered start (False then)
+    "ramp",
 )
 #: the fields every file of this format has
 REQUIRED_REQUEST_FIELDS = EXTRA_REQUEST_FIELDS[: EXTRA_REQUEST_FIELDS.index("success") + 1]

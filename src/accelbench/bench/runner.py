@@ -11,7 +11,8 @@
 4. starts scraping ``/metrics`` (``telemetry.prometheus``) with a baseline sample, and, when the engine runs on
    this machine, sampling its devices on a background thread (``telemetry.devices``: CPU, GPUs, Neuron);
 5. sends the measured requests. With an infinite rate, ``max_concurrency`` workers take the next prompt as soon
-   as they are free; with a finite rate a dispatcher releases each request at its planned time and a semaphore
+   as they are free (with ``ramp_up_s`` they start one by one over the ramp, and the requests that start within
+   it are left out of the figures: ``bench.ramp``); with a finite rate a dispatcher releases each request at its planned time and a semaphore
    bounds concurrency. Raw responses are kept and parsed after the run (a memory budget switches to parsing
    as responses end, for very long runs);
 6. builds one ``RequestRecord`` per request sent and the summary (``metrics``), with notes: scheduling lag when
@@ -37,6 +38,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from accelbench.bench import ramp
 from accelbench.bench import stages as stages_mod
 from accelbench.bench.client import ParsedStream, RawResponse, StreamClient, parse_stream
 from accelbench.bench.datasets import PromptSource, open_dataset
@@ -210,19 +212,24 @@ async def _send_all(
     stop: _Stop,
     t0: float,
     interruptible: list[asyncio.Task[Any]],
+    ramp_s: float = 0.0,
 ) -> None:
     """Send ``n`` requests from ``feed`` by the plan and collect the outcomes into ``col``. A task that only
-    waits to send (the dispatcher of a finite rate) is put in ``interruptible`` so a cancel can wake it."""
+    waits to send (the dispatcher of a finite rate) is put in ``interruptible`` so a cancel can wake it. A
+    closed loop with a ramp starts its workers one by one over ``ramp_s`` seconds (``bench.ramp``)."""
     if n == 0:
         return
     if all(o == 0.0 for o in offsets):
         # Everything is due at once: a fixed set of workers, each takes the next request when free.
         workers = min(max_concurrency or n, n)
         next_i = 0
+        starts = ramp.stream_starts(workers, ramp_s)
 
-        async def worker() -> None:
+        async def worker(k: int) -> None:
             nonlocal next_i
             send = client.send
+            if starts[k] and not await _wait_until(t0 + starts[k], stop):
+                return
             while True:
                 if next_i >= n or stop.should_stop(_pc()):
                     return
@@ -241,7 +248,7 @@ async def _send_all(
                 col.scheduled[i] = t0
                 col.add(i, await send(item.data))
 
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        await asyncio.gather(*(worker(k) for k in range(workers)))
         return
 
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
@@ -298,6 +305,16 @@ async def _send_all(
             dispatcher.cancel()
         while tasks:
             await asyncio.gather(*list(tasks), return_exceptions=True)
+
+
+async def _wait_until(due: float, stop: _Stop) -> bool:
+    """Sleep until ``due`` (perf_counter) in short slices, so that a cancel or the deadline ends the wait;
+    whether it is still time to send."""
+    while (left := due - _pc()) > 0:
+        if stop.should_stop(_pc()):
+            return False
+        await asyncio.sleep(min(left, 0.05))
+    return not stop.should_stop(_pc())
 
 
 async def _send_staged(
@@ -627,6 +644,7 @@ async def arun_benchmark(
                     stop,
                     t0,
                     interruptible,
+                    config.ramp_up_s,
                 )
     finally:
         feed.halt()
@@ -752,14 +770,19 @@ def _summarize(
         for r in records:
             r.session, r.turn = divmod(r.index, config.turns)
             r.turn += 1
-    ends = [col.times[i][1] for i in sent]
-    starts = [col.times[i][0] for i in sent]
+    left_out = ramp.mark(records, config.ramp_up_s)
+    kept = {r.index for r in ramp.measured(records)}
+    ends = [col.times[i][1] for i in sent if i in kept]
+    starts = [col.times[i][0] for i in sent if i in kept]
     first = min(starts) if starts else t0
     last = max(ends) if ends else t0
     duration = max(0.0, last - first)
-    m = compute_metrics(records, duration, config.goodput)
+    m = compute_metrics(ramp.measured(records), duration, config.goodput)
 
     notes = list(notes)
+    if config.ramp_up_s:
+        streams = min(config.max_concurrency or n, n)
+        notes.append(ramp.note(streams, config.ramp_up_s, left_out, len(records)))
     lag = m.scheduling_lag_ms
     if lag.count and (lag.p50 > LAG_NOTE_P50_MS or lag.p99 > LAG_NOTE_P99_MS):
         notes.append(
@@ -864,6 +887,7 @@ def _summarize(
         requests=records,
         notes=notes,
         interrupted=interrupted,
+        ramp_requests=left_out,
         itl_counting=ITL_COUNTING[config.metrics_definition],
         expected_prefix_hit_rate=expected_hit,
         per_turn=turn_metrics(records),

@@ -565,7 +565,7 @@ def merge_shards(
         started = min(p.started_at for p in parts)
         finished = max(p.finished_at for p in parts)
         duration = max(0.0, finished - started)
-        m = compute_metrics(records, duration, config.goodput)
+        m = compute_metrics([r for r in records if not r.ramp], duration, config.goodput)  # a ramp's left out
         metric_values = dict(m)
         first = parts[0]
         devices = first.device_telemetry
@@ -600,6 +600,7 @@ def merge_shards(
             requests=records,
             notes=list(dict.fromkeys(notes)),
             interrupted=any(p.interrupted for p in parts),
+            ramp_requests=sum(p.ramp_requests for p in parts),
             **metric_values,
         )
         status = CellStatus.completed if summary.completed and not summary.interrupted else CellStatus.failed

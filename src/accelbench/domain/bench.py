@@ -130,6 +130,13 @@ class GoodputSLO(StrictModel):
         return self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None
 
 
+def in_ramp(start_s: float, ramp_up_s: float) -> bool:
+    """Whether a request sent ``start_s`` seconds after the clock started within a staggered start of
+    ``ramp_up_s`` seconds (``LoadSettings.ramp_up_s``): the one rule, used by the runner (bench/ramp.py) and by
+    the store, which keeps no column for it."""
+    return ramp_up_s > 0 and start_s < ramp_up_s
+
+
 class LoadSettings(StrictModel):
     """How requests are made and paced. Shared by ``bench`` (one cell) and ``sweep`` (every cell)."""
 
@@ -220,6 +227,16 @@ class LoadSettings(StrictModel):
         "In a sweep every cell runs the plan: concurrency stages replace the concurrency axis (one level, the "
         "plan's peak); with rate stages each concurrency level caps the requests in flight.",
     )
+    ramp_up_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="A staggered start for a closed loop (an infinite request_rate): its streams start one by one, "
+        "evenly over this many seconds (stream k at k x ramp_up_s / streams), and every request that starts "
+        "within them is left out of the figures (kept in the records, counted in ramp_requests) so the loop "
+        "is measured after its streams have spread out, not in the waves of streams started at once. 0 (the "
+        "default) starts every stream at once, as vllm bench serve does.",
+    )
     self_test: bool = Field(
         default=False,
         description="Before measuring, drive a zero-delay loopback server at this load with the same client for "
@@ -257,6 +274,14 @@ class LoadSettings(StrictModel):
                 raise ValueError("stages set the load themselves: not with turns > 1 or a trace")
             if self.duration_s is not None or not math.isinf(self.request_rate):
                 raise ValueError("stages set the load and the time: leave duration_s and request_rate unset")
+        if self.ramp_up_s:
+            if not math.isinf(self.request_rate) or self.stages:
+                raise ValueError(
+                    "ramp_up_s staggers the streams of a closed loop: leave request_rate at inf and give no "
+                    "stages (a stage has its own ramp_up_s, whose requests are measured)"
+                )
+            if self.turns > 1 or DatasetKind(self.dataset) == DatasetKind.trace:
+                raise ValueError("ramp_up_s staggers single requests: not with turns > 1 or a trace")
         if DatasetKind(self.dataset) == DatasetKind.trace and not self.dataset_path:
             raise ValueError("the trace dataset needs its file: give dataset_path")
         return self
@@ -310,6 +335,10 @@ class RequestRecord(StrictModel):
     turn: int | None = Field(default=None, description="Multi-turn: its turn in the conversation, from 1.")
     prefix_group: int | None = Field(default=None, description="Shared prefixes: its prefix group.")
     stage: int | None = Field(default=None, description="Load plans: the stage it was sent in.")
+    ramp: bool = Field(
+        default=False,
+        description="Started within the staggered start (LoadSettings.ramp_up_s): left out of the figures.",
+    )
     prompt_len: int = Field(description="Input tokens as counted by the client's tokenizer.")
     server_prompt_tokens: int | None = Field(
         default=None, description="usage.prompt_tokens reported by the server."
@@ -679,6 +708,12 @@ class BenchmarkSummary(SummaryMetrics):
     client_verdict: str | None = Field(
         default=None,
         description="Whether the client had headroom for what this run needed, with the figures.",
+    )
+    ramp_requests: int = Field(
+        default=0,
+        ge=0,
+        description="Requests that started within the staggered start (config.ramp_up_s), left out of every "
+        "figure; they are in requests, marked ramp.",
     )
     per_stage: list[StageMetrics] = Field(
         default_factory=list, description="Load plans: the figures of each stage (empty otherwise)."

@@ -204,6 +204,10 @@ class CapacitySpec(LoadSettings):
             )
         if self.stages:
             raise ValueError("stages cannot be set in a capacity search: the search sets each level's load")
+        if self.ramp_up_s and self.load == "request_rate":
+            raise ValueError(
+                "ramp_up_s staggers a closed loop's streams: give load concurrency, or leave ramp_up_s at 0"
+            )
         if self.turns > 1 and self.load == "request_rate":
             raise ValueError(
                 "turns > 1 searches concurrency (conversations at once), not a request rate: give load concurrency"

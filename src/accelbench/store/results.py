@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
-from accelbench.domain.bench import BenchmarkSummary, RequestRecord, TelemetrySample
+from accelbench.domain.bench import BenchmarkSummary, RequestRecord, TelemetrySample, in_ramp
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError
@@ -131,8 +131,9 @@ class ResultStore(StoreBase):
                 raise NotFoundError(f"No result {result_id}.")
             data = dict(row.summary)
             if with_requests:
+                ramp_s = self._ramp_s(data)
                 data["requests"] = [
-                    self._record(r)
+                    self._record(r, ramp_s)
                     for r in s.scalars(
                         select(RequestRow).where(RequestRow.result_id == result_id).order_by(RequestRow.idx)
                     )
@@ -150,8 +151,10 @@ class ResultStore(StoreBase):
 
     def get_request_records(self, result_id: int) -> list[RequestRecord]:
         with self.session() as s:
+            row = s.get(ResultRow, result_id)
+            ramp_s = self._ramp_s(row.summary) if row is not None else 0.0
             return [
-                RequestRecord.model_validate(self._record(r))
+                RequestRecord.model_validate(self._record(r, ramp_s))
                 for r in s.scalars(
                     select(RequestRow).where(RequestRow.result_id == result_id).order_by(RequestRow.idx)
                 )
@@ -180,8 +183,16 @@ class ResultStore(StoreBase):
             ]
 
     @staticmethod
-    def _record(r: RequestRow) -> dict[str, Any]:
+    def _ramp_s(summary: dict[str, Any]) -> float:
+        """The staggered start of a stored result (``config.ramp_up_s``; 0 before there was one)."""
+        return float((summary.get("config") or {}).get("ramp_up_s") or 0.0)
+
+    @staticmethod
+    def _record(r: RequestRow, ramp_s: float = 0.0) -> dict[str, Any]:
+        """A stored request as a record; whether it started within a staggered start is not a column, so it
+        is judged again from its start and the result's ``ramp_up_s`` (the runner's rule)."""
         return {
+            "ramp": in_ramp(r.start_s, ramp_s),
             "index": r.idx,
             "prompt_len": r.prompt_len,
             "server_prompt_tokens": r.server_prompt_tokens,

@@ -250,3 +250,20 @@ def test_an_aliased_served_model_is_stored_as_the_directory_the_server_loaded(
     assert result.exit_code == 0, result.output
     run = store.get_run(json.loads(result.stdout)["run_id"])
     assert run.model == str(tok_dir) and run.served_model == "alias"
+
+
+def test_ramp_up_staggers_the_streams_and_the_result_says_what_it_left_out(
+    tok_dir: Path, store: Store
+) -> None:
+    # each request ~40 ms: over a 0.1 s ramp the second stream starts at 0.05 s; the requests sent before 0.1 s
+    # are left out of the figures and the result counts them
+    with StreamServer(Script(ttft_ms=20, itl_ms=5), tokenizer_dir=tok_dir, model="smol") as s:
+        result = runner.invoke(app, args(s, tok_dir, "--ramp-up", "0.1", "--format", "json", "--no-store"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["config"]["ramp_up_s"] == 0.1
+    assert summary["ramp_requests"] >= 2
+    assert summary["completed"] == 6 - summary["ramp_requests"]
+    assert any(n.startswith("Staggered start: the 2 streams") for n in summary["notes"])
+    refused = runner.invoke(app, args(s, tok_dir, "--no-store", "--ramp-up", "1", "--request-rate", "5"))
+    assert refused.exit_code == 1 and "ramp_up_s staggers the streams of a closed loop" in refused.output

@@ -84,3 +84,16 @@ def test_engine_and_model_lists_in_json(tmp_path: Path, monkeypatch: pytest.Monk
     assert res.exit_code == 2 and "not installed" in res.output
     res = CliRunner().invoke(app, ["engine", "install", "vllm-cpy"])
     assert res.exit_code == 2 and "Did you mean 'vllm-cpu'" in res.output
+
+
+def test_a_spec_staggers_its_sweep_and_every_cell_keeps_the_ramp(tmp_path: Path) -> None:
+    from accelbench.bench.sweep import cell_config, sweep_keys
+
+    f = tmp_path / "run.yaml"
+    f.write_text(GOOD.replace("  repeats: 1", "  repeats: 1\n  ramp_up_s: 2"))
+    spec = load_run_spec(f)
+    assert spec.sweep.ramp_up_s == 2.0
+    assert {cell_config(spec.sweep, k).ramp_up_s for k in sweep_keys(spec.sweep)} == {2.0}
+    f.write_text(GOOD.replace("  repeats: 1", "  repeats: 1\n  ramp_up_s: 2\n  request_rate: 5"))
+    with pytest.raises(UserInputError, match="ramp_up_s staggers the streams of a closed loop"):
+        load_run_spec(f)

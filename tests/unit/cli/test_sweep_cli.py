@@ -322,7 +322,8 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
         ("burstiness", "burstiness"), ("num_warmups", "num_warmups"), ("ignore_eos", "ignore_eos"),
         ("timeout", "timeout"), ("seed", "seed"), ("temperature", "temperature"), ("scrape", "scrape"),
         ("scrape_interval", "scrape_interval"), ("prefix_groups", "prefix_groups"), ("turns", "turns"),
-        ("think_time", "think_time"), ("time_scale", "time_scale"), ("trace_format", "trace_format"),
+        ("think_time", "think_time"), ("ramp_up", "ramp_up"), ("time_scale", "time_scale"),
+        ("trace_format", "trace_format"),
         ("tools", "tools"), ("metrics_definition", "metrics_definition"), ("self_test", "self_test"),
         ("max_error_rate", "max_error_rate"),
     ], strict=True)}  # fmt: skip

@@ -140,6 +140,40 @@ def test_two_shards_merge_into_the_local_sweeps_cells() -> None:
     assert c3.duration_s > 0 and c3.request_throughput == pytest.approx(6 / c3.duration_s)
 
 
+def test_merged_shards_leave_out_each_shards_staggered_start() -> None:
+    from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+
+    sweep = SweepSpec(
+        input_lens=[64],
+        concurrency=[2],
+        prompts_per_concurrency=2,
+        output_len=6,
+        num_warmups=0,
+        ramp_up_s=0.5,
+    )
+    key = sweep_keys(sweep)[0]
+
+    def shard(i: int) -> dict[str, object]:
+        # two requests within the ramp (slow: 1 s to the first token), one after it (0.1 s)
+        recs = [
+            RequestRecord(index=k, prompt_len=64, start_s=t, ttft_s=ttft, latency_s=ttft + 0.5, output_tokens=6,
+                          output_tokens_source="usage", success=True, ramp=t < 0.5)
+            for k, (t, ttft) in enumerate([(0.0, 1.0), (0.25, 1.0), (0.6, 0.1)])
+        ]  # fmt: skip
+        summary = BenchmarkSummary(
+            date="2026-12-04T00:00:00", config=cell_config(sweep, key, label="r1"), num_prompts=3,
+            started_at=1000.6, finished_at=1001.2, requests=recs, ramp_requests=2,
+        )  # fmt: skip
+        return {"shard": i, "cells": [{"key": key.as_dict(), "status": "completed",
+                                       "summary": summary.model_dump(mode="json")}]}  # fmt: skip
+
+    (_, _, merged), *_ = merge_shards(sweep, [shard(0), shard(1)])
+    assert merged.ramp_requests == 4 and len(merged.requests) == 6
+    assert merged.completed == 2 and merged.ttft_ms.p50 == pytest.approx(
+        100.0
+    )  # the ramp's 1 s TTFTs left out
+
+
 def test_dockerfile_matches_the_job() -> None:
     """The Job runs `accelbench loadgen` as uid 10001: the image must provide both."""
     from tests.unit.deploy.test_manifests import bundle

@@ -70,6 +70,24 @@ def test_run_lifecycle_and_results(store: Store) -> None:
     assert store.list_runs() == ([], 0)
 
 
+def test_a_stored_result_knows_which_requests_started_within_its_staggered_start(store: Store) -> None:
+    run = store.create_run(kind="bench", label="ramp", model="smollm2", spec=SweepSpec(), engine="vllm-cpu")
+    summary = _summary(n=6)
+    summary.config = BenchConfig(
+        input_len=128, output_len=32, num_prompts=7, max_concurrency=2, ramp_up_s=0.025
+    )
+    for r in summary.requests:
+        # requests 0, 1 and 2 (0.00, 0.01, 0.02 s) and the failed one (start 0: it was never sent)
+        r.ramp = r.start_s < 0.025
+    summary.ramp_requests = 4
+    store.save_result(run.id, input_len=128, concurrency=2, repeat=0, summary=summary)
+    rid = store.get_results(run.id)[0].id
+    # no column keeps the flag: it is judged again from each start and the result's ramp_up_s
+    assert [r.ramp for r in store.get_summary(rid).requests] == [r.ramp for r in summary.requests]
+    assert [r.ramp for r in store.get_request_records(rid)] == [True, True, True, False, False, False, True]
+    assert store.get_summary(rid).ramp_requests == 4
+
+
 def test_list_filters_and_pagination(store: Store) -> None:
     ids = [
         store.create_run(kind="sweep", model=f"m{i % 2}", instance_type="m8i.2xlarge" if i % 2 else None).id
