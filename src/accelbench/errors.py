@@ -100,15 +100,19 @@ class StoreError(AccelbenchError):
     status_code = 503
 
 
-# pydantic error type -> the sentence after the flag ({...} filled from the error's context)
-_WORDS = {
+#: pydantic error type -> the sentence after the flag or field ({...} filled from the error's context); the pages
+#: use it too (``web/form_errors.py``), with a few words of their own for a form
+PLAIN_WORDS = {
     "greater_than_equal": "must be at least {ge}",
     "greater_than": "must be more than {gt}",
     "less_than_equal": "must be at most {le}",
     "less_than": "must be less than {lt}",
     "int_parsing": "must be a whole number",
     "int_from_float": "must be a whole number",
+    "int_type": "must be a whole number",
     "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
     "bool_parsing": "must be true or false",
     "string_too_short": "must have at least {min_length} characters",
     "string_too_long": "must have at most {max_length} characters",
@@ -127,11 +131,11 @@ def plain_words(err: Mapping[str, Any], *, with_input: bool = True) -> str:
     ctx = err.get("ctx") or {}
     if kind in ("literal_error", "enum") and "expected" in ctx:
         text = "must be " + str(ctx["expected"]).replace("'", "")
-    elif kind in _WORDS:
+    elif kind in PLAIN_WORDS:
         try:
-            text = _WORDS[kind].format(**{k: _number(v) for k, v in ctx.items()})
+            text = PLAIN_WORDS[kind].format(**{k: _number(v) for k, v in ctx.items()})
         except (KeyError, IndexError):
-            text = _WORDS[kind].split(" {")[0]
+            text = PLAIN_WORDS[kind].split(" {")[0]
     else:
         msg = str(err.get("msg", "is not valid"))
         msg = re.sub(r"^(Value|Assertion) error, ", "", msg)

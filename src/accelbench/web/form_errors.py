@@ -13,24 +13,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import PLAIN_WORDS, AccelbenchError
 
-#: a pydantic error's ``type`` -> the sentence after the field's label; ``{...}`` is filled from its context
+#: a pydantic error's ``type`` -> the sentence after the field's label; ``{...}`` is filled from its context. The
+#: CLI's words (``errors.PLAIN_WORDS``), with a form's own where a form reads differently
 _PLAIN: dict[str, str] = {
-    "greater_than_equal": "must be at least {ge}",
-    "greater_than": "must be more than {gt}",
-    "less_than_equal": "must be at most {le}",
-    "less_than": "must be less than {lt}",
-    "int_parsing": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "int_type": "must be a whole number",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "finite_number": "must be a finite number",
+    **PLAIN_WORDS,
     "bool_parsing": "must be yes or no",
     "string_too_short": "is required",
     "string_too_long": "must be at most {max_length} characters",
-    "missing": "is required",
     "enum": "must be one of {expected}",
     "literal_error": "must be one of {expected}",
 }
