@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from accelbench.errors import AccelbenchError
 
@@ -50,3 +51,21 @@ def named_as_given(exc: AccelbenchError, req: ImportRequest) -> AccelbenchError:
         message = message.replace(str(path.resolve()), name).replace(str(path), name)
     exc.message = message
     return exc
+
+
+def instance_hardware(instance: str) -> dict[str, Any]:
+    """What an imported run records of the instance type the user named: the catalog's accelerator and price."""
+    from accelbench.catalog import (  # the catalog's YAML is read only when an import names one
+        get_catalog,
+        price_for,
+    )
+
+    inst = get_catalog().instance(instance)
+    price = price_for(inst.name)
+    return {
+        "instance_type": inst.name,
+        "accelerator_type": inst.accelerator_type.value,
+        "accelerator_name": inst.accelerator_name,
+        "accelerator_count": inst.accelerator_count,
+        "hourly_usd": price.usd_per_hour if price else None,
+    }

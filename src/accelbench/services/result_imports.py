@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.services.import_request import ImportOutcome, ImportRequest, named_as_given
+from accelbench.services.import_request import ImportOutcome, ImportRequest, instance_hardware, named_as_given
 from accelbench.services.vllm_imports import import_vllm_results
 from accelbench.store import Store
 
@@ -141,17 +141,7 @@ def _cell_keys(
 
 def _hardware(req: ImportRequest, loaded: list[ImportedFile]) -> dict[str, Any]:
     if req.instance:
-        from accelbench.catalog import get_catalog, price_for
-
-        inst = get_catalog().instance(req.instance)
-        price = price_for(inst.name)
-        return {
-            "instance_type": inst.name,
-            "accelerator_type": inst.accelerator_type.value,
-            "accelerator_name": inst.accelerator_name,
-            "accelerator_count": inst.accelerator_count,
-            "hourly_usd": price.usd_per_hour if price else None,
-        }
+        return instance_hardware(req.instance)
     acc = next((f for f in loaded if f.accelerator), None)
     if acc is None:
         return {}

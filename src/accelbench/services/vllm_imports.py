@@ -19,7 +19,7 @@ from typing import Any
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
-from accelbench.services.import_request import ImportOutcome, ImportRequest, named_as_given
+from accelbench.services.import_request import ImportOutcome, ImportRequest, instance_hardware, named_as_given
 from accelbench.store import Store
 
 SOURCE = "vllm bench serve --save-result"
@@ -74,19 +74,7 @@ def import_failure(failed: list[tuple[Path, BenchmarkSummary]]) -> str:
 
 
 def _hardware(instance: str | None) -> dict[str, Any]:
-    if not instance:
-        return {}
-    from accelbench.catalog import get_catalog, price_for
-
-    inst = get_catalog().instance(instance)
-    price = price_for(inst.name)
-    return {
-        "instance_type": inst.name,
-        "accelerator_type": inst.accelerator_type.value,
-        "accelerator_name": inst.accelerator_name,
-        "accelerator_count": inst.accelerator_count,
-        "hourly_usd": price.usd_per_hour if price else None,
-    }
+    return instance_hardware(instance) if instance else {}
 
 
 def _read_all(req: ImportRequest) -> list[tuple[Path, BenchmarkSummary, int]]:
