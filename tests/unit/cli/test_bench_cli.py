@@ -266,4 +266,4 @@ def test_ramp_up_staggers_the_streams_and_the_result_says_what_it_left_out(
     assert summary["completed"] == 6 - summary["ramp_requests"]
     assert any(n.startswith("Staggered start: the 2 streams") for n in summary["notes"])
     refused = runner.invoke(app, args(s, tok_dir, "--no-store", "--ramp-up", "1", "--request-rate", "5"))
-    assert refused.exit_code == 1 and "ramp_up_s staggers the streams of a closed loop" in refused.output
+    assert refused.exit_code == 2 and "ramp_up_s staggers the streams of a closed loop" in refused.output
