@@ -186,7 +186,10 @@ def with_tp_advice(
     from ``tp_degrees``), not a bound such as "1 or less"."""
     if rec.refusal is None or rec.refusal.code != RefusalCode.no_valid_tensor_parallel:
         return rec
-    advice = tp_advice(instance.name, tp_degrees(model, instance, spec))
+    devices = {"gpu": "GPUs", "neuron": "NeuronCores", "cpu": "NUMA nodes"}.get(
+        instance.accelerator_type.value
+    )
+    advice = tp_advice(instance.name, tp_degrees(model, instance, spec), devices or "accelerators")
     return rec.model_copy(update={"refusal": rec.refusal.model_copy(update={"way_forward": [advice]})})
 
 

@@ -158,10 +158,11 @@ def or_list(values: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def tp_advice(instance: str, valid: list[int]) -> str:
-    """What to give instead of a tensor-parallel size the instance cannot run: the sizes it can."""
+def tp_advice(instance: str, valid: list[int], devices: str = "accelerators") -> str:
+    """What to give instead of a tensor-parallel size the instance cannot run: the sizes it can, or, when it can
+    run none, an instance with more ``devices`` to split the heads over ("GPUs", "NeuronCores")."""
     if not valid:
-        return f"No tensor-parallel size divides the heads on {instance}: choose another instance."
+        return f"No tensor-parallel size divides the heads on {instance}: choose an instance with more {devices}."
     return (
         f"Give --tensor-parallel-size {or_list(valid)}: "
         + ("the only size" if len(valid) == 1 else "the sizes")

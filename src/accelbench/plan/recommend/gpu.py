@@ -148,7 +148,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
                 ctx,
                 RefusalCode.no_valid_tensor_parallel,
                 f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
-                [tp_advice(ctx.instance.name, valid)],
+                [tp_advice(ctx.instance.name, valid, "GPUs")],
             )
         if ctx.tp not in valid:
             return refuse(
@@ -157,7 +157,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
                 f"Tensor parallel {ctx.tp} does not divide {model.num_attention_heads} attention"
                 + ("" if model.mla else f" and {model.num_kv_heads} KV")
                 + " heads (vLLM needs both to split evenly).",
-                [tp_advice(ctx.instance.name, valid)],
+                [tp_advice(ctx.instance.name, valid, "GPUs")],
             )
         return [ctx.tp]
     if not valid:
