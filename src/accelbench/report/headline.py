@@ -212,7 +212,7 @@ def _from_records(
     tps: list[float] = []
     per_metric: dict[str, list[float]] = defaultdict(list)
     for r in used:
-        recs = records[r.id]
+        recs = [x for x in records[r.id] if not x.ramp]  # a staggered start's requests are not measured
         good = [x for x in recs if x.success and _meets(_per_request(x), slo.targets)]
         meeting += len(good)
         total += len(recs)

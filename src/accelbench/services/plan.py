@@ -185,7 +185,7 @@ def measured_runs(store: Store, run_ids: Iterable[str] | None = None) -> tuple[l
     for run in runs:
         results = store.get_results(run.id)
         starts = {
-            cell.id: [r.start_s for r in store.get_request_records(cell.id) if r.success]
+            cell.id: [r.start_s for r in store.get_request_records(cell.id) if r.success and not r.ramp]
             for cell in results
             if cell.concurrency > 1 and cell.status.value in USABLE_CELL_STATUSES and cell.completed > 0
         }

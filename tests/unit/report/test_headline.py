@@ -63,6 +63,16 @@ def test_attainment_and_goodput_from_known_records() -> None:
     assert e3.met is False and "p90 TTFT 730.0 ms > 500 ms" in e3.why
 
 
+def test_the_requests_of_a_staggered_start_are_left_out_of_the_attainment() -> None:
+    # four measured requests meet the SLO; two slow ones started within the ramp and are not measured
+    recs = [record(i, ttft_ms=100.0, tpot_ms=10.0) for i in range(4)]
+    recs += [record(4 + i, ttft_ms=900.0, tpot_ms=10.0).model_copy(update={"ramp": True}) for i in range(2)]
+    res = make_result("r", 128, 4, completed=6, failed=0)
+    slo = CapacitySLO(targets={"ttft": 500.0}, percentile=90, attainment=0.9)
+    (e,) = evaluate_cells(aggregate_results([res]), [res], slo, {res.id: recs}).values()
+    assert e.attainment == pytest.approx(1.0) and e.met is True
+
+
 def test_without_records_the_attainment_is_a_lower_bound_from_percentiles() -> None:
     # make_result: p95 = 1.5 x p50, p99 = 2 x p50; TTFT p50 100 -> p95 150, p99 200
     res = make_result("r", 128, 1, ttft=100.0, tpot=10.0, rps=2.0, output_tps=256.0)
