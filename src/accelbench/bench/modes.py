@@ -10,8 +10,10 @@ called two modes when each side holds at least ``MIN_SHARE`` of the requests and
 between the two means over their pooled spread, ``sqrt(2) |m1 - m2| / sqrt(s1^2 + s2^2)``, is above ``MIN_D``
 (2 is the textbook bound for a clean separation of two normal components), and the values thin out between
 the two sides (fewer than half as many near the split as near either side's median: a single mode cut in two
-is densest at the cut, which the distance alone would not reveal). At least ``MIN_REQUESTS`` values are
-needed.
+is densest at the cut, which the distance alone would not reveal), and the upper mode's median is at least
+``MIN_RATIO`` times the lower's (two tight clusters 1 ms apart, as a deterministic server gives, are cleanly
+separated yet no median flipping between them could be read as a change of speed). At least ``MIN_REQUESTS``
+values are needed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ MIN_SHARE = 0.1
 MIN_D = 2.0
 MIN_REQUESTS = 20
 DIP = 0.5
+#: the least ratio of the two modes' medians worth saying: below it a median's flip moves it under 10%
+MIN_RATIO = 1.1
 
 
 def two_modes(values_ms: Sequence[float] | np.ndarray) -> dict[str, float] | None:
@@ -53,11 +57,14 @@ def two_modes(values_ms: Sequence[float] | np.ndarray) -> dict[str, float] | Non
     d = math.sqrt(2.0) * abs(float(b.mean()) - float(a.mean())) / spread
     if d <= MIN_D or not _dips(y, split):
         return None
+    low, high = float(np.median(x[:split])), float(np.median(x[split:]))
+    if high < MIN_RATIO * low:
+        return None
     return {
         "low_share": split / n,
-        "low_median_ms": float(np.median(x[:split])),
+        "low_median_ms": low,
         "high_share": (n - split) / n,
-        "high_median_ms": float(np.median(x[split:])),
+        "high_median_ms": high,
         "separation": d,
     }
 

@@ -31,6 +31,15 @@ def test_one_mode_is_not_called_two() -> None:
     assert two_modes([100.0, 400.0] * 5) is None  # too few requests
 
 
+def test_two_tight_clusters_a_millisecond_apart_are_not_called_two_modes() -> None:
+    # a deterministic server: TTFT 80.5 or 81.5 ms with almost no spread is cleanly split, but a median flipping
+    # between them moves it about 1%, which no one should read as a change of speed
+    rng = np.random.default_rng(5)
+    values = np.concatenate([80.5 + rng.normal(0, 0.01, 60), 81.5 + rng.normal(0, 0.01, 40)])
+    assert two_modes(values) is None
+    assert two_modes(np.concatenate([values[:60], 2 * values[60:]])) is not None  # twice as slow: two modes
+
+
 def test_a_result_names_its_bimodal_metric() -> None:
     records = [
         RequestRecord(
