@@ -31,6 +31,13 @@ class UserInputError(AccelbenchError):
     exit_code = 2
 
 
+class ServerUnreachable(UserInputError):
+    """The server could not be reached (connection refused or timed out, no such host). The input may be right
+    and the server down, so the CLI exits 1, not 2."""
+
+    exit_code = 1
+
+
 class Declined(AccelbenchError):
     """The person answered no (or nothing) when asked to confirm: nothing was wrong with the input (exit 1)."""
 

@@ -28,18 +28,11 @@ import httpx
 
 from accelbench.domain.answers import DetokenizeAnswer, MalformedAnswer, TokenizeAnswer, parse_answer
 from accelbench.domain.bench import Endpoint, EndpointKind
-from accelbench.errors import UserInputError
+from accelbench.errors import ServerUnreachable, UserInputError
 from accelbench.redact import redact_text, redact_url
 
 #: Text of a special token (``<|im_start|>``, ``<s>``, ``</s>``).
 _MARKER = re.compile(r"^<[^<>\s]+>$")
-
-
-class ServerUnreachable(UserInputError):
-    """The server could not be reached (connection refused or timed out, no such host): not a tokenizer problem.
-    The input may be right and the server down, so the CLI exits 1, not 2."""
-
-    exit_code = 1
 
 
 #: Stands in for the user's text when the chat template is rendered once and reused (see ``LocalTokenizer``).

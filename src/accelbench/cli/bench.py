@@ -23,7 +23,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
-from accelbench.bench.tokenizer import ServerUnreachable
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -44,7 +43,7 @@ from accelbench.domain.bench import (
     GoodputSLO,
 )
 from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.errors import AccelbenchError, ServerUnreachable, UserInputError
 from accelbench.redact import redact_url
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
