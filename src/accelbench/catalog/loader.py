@@ -44,6 +44,7 @@ from pydantic import ValidationError
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
 from accelbench.registry import did_you_mean
+from accelbench.settings import get_settings
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
@@ -517,7 +518,6 @@ def get_catalog() -> Catalog:
     It is loaded again when the refreshed-instances overlay changes (a refresh in another process, e.g. the
     CLI while ``accelbench serve`` runs); after editing hand-written files call :func:`reset_catalog_cache`.
     """
-    from accelbench.settings import get_settings
 
     data_dir = get_settings().data_dir
     key = str(data_dir)

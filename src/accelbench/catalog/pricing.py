@@ -261,8 +261,8 @@ class RefreshReport:
 
 def pricing_client(endpoint_url: str | None = None) -> Any:
     """A boto3 Pricing client at the API's home region, with quick retries (a refresh makes many calls)."""
-    import boto3
-    from botocore.config import Config
+    import boto3  # heavy: boto3/botocore, only when AWS is called
+    from botocore.config import Config  # heavy: boto3/botocore, only when AWS is called
 
     cfg = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=30)
     return boto3.client("pricing", region_name=PRICING_ENDPOINT_REGION, endpoint_url=endpoint_url, config=cfg)
@@ -286,7 +286,7 @@ def _fetch_documents(client: Any, instance_type: str, region: str) -> list[str]:
 
 
 def _explain(exc: Exception) -> PricingUnavailableError:
-    from botocore.exceptions import (
+    from botocore.exceptions import (  # heavy: boto3/botocore, only when AWS is called
         BotoCoreError,
         ClientError,
         EndpointConnectionError,

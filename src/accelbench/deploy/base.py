@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
+from accelbench.bench.sweep import run_sweep
+from accelbench.deploy.capacity import search_endpoint
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec, RunStatus
@@ -248,7 +250,6 @@ class Target(ABC):
     ) -> SweepOutcome:
         """Run the sweep and store each (cell, repeat); the run's final status is the lifecycle's. Default:
         the load generator on this machine against ``endpoint``."""
-        from accelbench.bench.sweep import run_sweep
 
         return run_sweep(
             store, run_id, endpoint, sweep, cancel=self.cancel, progress=events.sweep, finish_run=False
@@ -268,7 +269,6 @@ class Target(ABC):
         probe stored as a cell, the probes in the run's ``extra["capacity"]``; the lifecycle prices the answer
         and sets the final status. Default: the search from this machine against ``endpoint``. A cancel stops
         it after the level in flight (``DeployCancelled``; the levels measured stay stored)."""
-        from accelbench.deploy.capacity import search_endpoint
 
         def progress(message: str) -> None:  # a level starts (a phase), or its verdict (indented: a line)
             (events.line if message.startswith(" ") else events.phase)(message.strip())

@@ -19,10 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from accelbench.bench.capacity import cell_key, price, run_capacity
+from accelbench.bench.tokenizer import load_tokenizer
+from accelbench.catalog import get_catalog
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchmarkSummary, Endpoint
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, Probe
 from accelbench.domain.run import CellStatus
+from accelbench.errors import AccelbenchError
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store
@@ -56,12 +60,9 @@ def first_level(capacity: CapacitySpec, predicted: float | None) -> tuple[float,
 
 def unplanned(capacity: CapacitySpec, instance: str | None) -> CapacityPlan:
     """The plan of a run stored without one (made outside ``services``): the catalog's price, no prediction."""
-    from accelbench.errors import AccelbenchError
 
     hourly = None
     if instance:
-        from accelbench.catalog import get_catalog
-
         try:
             hourly = get_catalog().instance(instance).on_demand_usd
         except AccelbenchError:
@@ -93,8 +94,6 @@ def search_endpoint(
     """The search from this machine against ``endpoint``; with a store, every probe is a cell of ``run_id``
     and a search interrupted before resumes from the probes stored. ``cancel`` (or Ctrl-C) stops it after
     the level in flight by raising ``KeyboardInterrupt``; the levels measured stay stored."""
-    from accelbench.bench.capacity import run_capacity
-    from accelbench.bench.tokenizer import load_tokenizer
 
     return run_capacity(
         endpoint,
@@ -122,7 +121,6 @@ def store_probes(
 ) -> None:
     """Probes measured elsewhere, in the order measured, stored as ``run_capacity`` stores its own: each a
     cell under ``bench.capacity.cell_key``, the probes in the run's ``extra["capacity"]``."""
-    from accelbench.bench.capacity import cell_key
 
     for index, (probe, summary) in enumerate(measured):
         concurrency, repeat = cell_key(load, index, probe.level, probe.repeat)
@@ -140,7 +138,6 @@ def store_probes(
 def finish(result: CapacityResult, plan: CapacityPlan) -> CapacityResult:
     """The answer priced at the capacity (cost per million tokens from the hourly price) and set beside the
     planner's capacity, with the planner's error against the measured."""
-    from accelbench.bench.capacity import price
 
     out = price(result, plan.hourly_usd)
     notes = list(out.notes)

@@ -17,17 +17,20 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from accelbench.deploy import model_index as ms
+from accelbench.deploy.answer_check import check_endpoint
 from accelbench.deploy.base import Progress, Target
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.redact import redact
 from accelbench.store.repo import Store
+from accelbench.telemetry.host import capture_environment, remote_environment
+from accelbench.telemetry.isa import format_report, parse_log
 
 
 def answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, events: Progress) -> None:
     """Ask the served model the check question; record the verdict (and on a prepared model too)."""
-    from accelbench.deploy.answer_check import check_endpoint
 
     d = target.deployed
     source = f"{d.runtime} {d.engine_version}" if d and d.runtime else "server"
@@ -48,7 +51,6 @@ def answer_check(store: Store, run_id: str, target: Target, endpoint: Endpoint, 
 
 
 def _remember_check(model_ref: str, check: Any) -> None:
-    from accelbench.deploy import model_index as ms
 
     with contextlib.suppress(AccelbenchError, OSError):
         m = ms.resolve_model(model_ref)
@@ -62,7 +64,6 @@ def _remember_check(model_ref: str, check: Any) -> None:
 
 def record_environment(store: Store, run_id: str, target: Target, endpoint: Endpoint) -> None:
     """Store where the run happened (``telemetry.host``), and the engine's environment and build."""
-    from accelbench.telemetry.host import capture_environment, remote_environment
 
     d = target.deployed
     command = d.command if d and d.command else None
@@ -127,7 +128,6 @@ def isa_trace(
     if d is None or not d.log_path or not Path(d.log_path).exists():
         store.merge_run_extra(run_id, isa_trace={"available": False, "verdict": "no engine log to read"})
         return None
-    from accelbench.telemetry.isa import format_report, parse_log
 
     events.phase("Reading oneDNN's trace from the engine log")
     report = parse_log(

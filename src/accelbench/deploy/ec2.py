@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from accelbench.catalog import get_catalog
 from accelbench.deploy.base import (
     TARGETS,
     DeployedEngine,
@@ -40,6 +41,8 @@ from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.runtimes.base import Runtime, ServeParams
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
+from accelbench.runtimes.versions import effective_tool_versions
+from accelbench.store import get_store
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +137,7 @@ class Ec2DeployTarget(Target):
     @property
     def ec2(self) -> Any:
         if self._ec2 is None:
-            import boto3
+            import boto3  # heavy: boto3/botocore, only when AWS is called
 
             self._ec2 = boto3.client(
                 "ec2", region_name=self.config.region, endpoint_url=self.config.endpoint_url
@@ -144,7 +147,7 @@ class Ec2DeployTarget(Target):
     @property
     def ssm(self) -> Any:
         if self._ssm is None:
-            import boto3
+            import boto3  # heavy: boto3/botocore, only when AWS is called
 
             self._ssm = boto3.client("ssm", region_name=self.config.region)
         return self._ssm
@@ -152,7 +155,6 @@ class Ec2DeployTarget(Target):
     # ---- deploy ----------------------------------------------------------------------------------------
     def plan(self, spec: RunSpec) -> tuple[Runtime, ServeParams, str, dict[str, str], list[str]]:
         """(runtime, params, image, env, warnings) for ``spec`` on its instance type; guards applied."""
-        from accelbench.catalog import get_catalog
 
         if not spec.instance_type:
             raise UserInputError(
@@ -161,9 +163,6 @@ class Ec2DeployTarget(Target):
             )
         self.instance = inst = get_catalog().instance(spec.instance_type)
         if self.tool_versions is None:
-            from accelbench.runtimes.versions import effective_tool_versions
-            from accelbench.store import get_store
-
             self.tool_versions = effective_tool_versions(get_store())
         facts, model_spec = load_model_facts(spec)
         rec = recommend_for(spec, model_spec, inst)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.model_index import resolve_model
 from accelbench.deploy.target_policy import active_policy
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint
@@ -80,8 +81,6 @@ class ExistingEndpointTarget(Target):
             else:
                 served = spec.model
         if self._tokenizer is None:
-            from accelbench.deploy.model_index import resolve_model
-
             with contextlib.suppress(AccelbenchError):
                 self._tokenizer = resolve_model(spec.model).tokenizer
         self.deployed = DeployedEngine(

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from accelbench.deploy import model_store as ms
 from accelbench.deploy.base import NO_PROGRESS, Progress
 from accelbench.deploy.diagnose import REBUILD_ISA_KEYS, STARTUP_FAILURES, diagnose
 from accelbench.deploy.engine_store import (
@@ -58,6 +59,7 @@ from accelbench.deploy.engine_store import (
 )
 from accelbench.deploy.isa_fault import (
     GROUP_LABELS,
+    NEWEST_FIRST,
     IsaFault,
     compiled_groups,
     dependents,
@@ -65,6 +67,7 @@ from accelbench.deploy.isa_fault import (
     host_groups,
 )
 from accelbench.errors import EngineError, NotFoundError, UserInputError
+from accelbench.telemetry.host import cpu_info
 
 #: the installer's own names, and the installed-engine names it re-exports from deploy/engine_store.py
 __all__ = [
@@ -245,7 +248,6 @@ MAX_REBUILDS = 3
 
 def _cpu() -> tuple[str | None, frozenset[str], str | None]:
     """This CPU's model name, its flags, and a fingerprint of them (a check made on another CPU is void)."""
-    from accelbench.telemetry.host import cpu_info
 
     info = cpu_info()
     flags = frozenset(str(f).lower() for f in info.get("flags") or [])
@@ -324,7 +326,6 @@ def install_engine(
 
 
 def _known_group(name: str) -> str:
-    from accelbench.deploy.isa_fault import NEWEST_FIRST
 
     g = name.strip().lower().replace("-", "_")
     if g not in NEWEST_FIRST:
@@ -549,7 +550,6 @@ def _check_log(root: Path) -> list[str]:
 
 def _serve_once(info: EngineInstall, model_ref: str, progress: Progress) -> ServeCheck:
     """Start the engine on the model, ask one question, stop it; the log stays in ``serve-check/``."""
-    from accelbench.deploy import model_store as ms
 
     try:
         model = ms.resolve_model(model_ref)

@@ -37,6 +37,7 @@ def _sha256(path: Path) -> str:
 
 
 def convert(gguf: Path, out: Path) -> dict[str, Any]:
+    # heavy, and only in the engine's own environment, where this script runs
     import torch
     import transformers
     from safetensors.torch import save_file
@@ -96,6 +97,7 @@ def convert(gguf: Path, out: Path) -> dict[str, Any]:
 
 def answer(model_dir: Path, question: str, max_new_tokens: int) -> str:
     """Ask the converted directory (not the GGUF) a question with transformers, greedy decoding."""
+    # heavy, and only in the engine's own environment, where this script runs
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -39,13 +39,18 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from accelbench.bench import load_tokenizer, run_benchmark
+from accelbench.bench.capacity import judge, level_config, search
+from accelbench.bench.metrics import compute_metrics
+from accelbench.bench.sweep import cell_config, sweep_keys
 from accelbench.deploy.manifests.loadgen import LoadgenConfig
 from accelbench.deploy.manifests.telemetry import LoadgenTelemetry, selector_dict
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import CapacityResult, Probe
-from accelbench.domain.device import DeviceTelemetry
+from accelbench.domain.device import DeviceTelemetry, device_notes
 from accelbench.domain.run import CellStatus, SweepSpec
 from accelbench.errors import AccelbenchError, EngineError
+from accelbench.telemetry.devices import DeviceMonitor, exporter_collectors
 
 BEGIN = "ACCELBENCH-RESULT-BEGIN"
 PART = "ACCELBENCH-RESULT-PART"
@@ -278,8 +283,8 @@ def discover_in_pod(telemetry: LoadgenTelemetry) -> LoadgenTelemetry:
         return telemetry
     label = telemetry.kind.label if telemetry.kind else "device exporter"
     try:
-        from kubernetes import client as k8s
-        from kubernetes import config as kconfig
+        from kubernetes import client as k8s  # heavy: the Kubernetes client, only when a cluster is used
+        from kubernetes import config as kconfig  # heavy: the Kubernetes client, only when a cluster is used
 
         kconfig.load_incluster_config()
         core = k8s.CoreV1Api(k8s.ApiClient())
@@ -335,8 +340,6 @@ def with_devices(
 ) -> Callable[[Endpoint, BenchConfig], BenchmarkSummary]:
     """``bench`` with the exporters sampled while it runs (every ``scrape_interval_s``), their telemetry and its
     notes stored in the summary as a local run stores them."""
-    from accelbench.domain.device import device_notes
-    from accelbench.telemetry.devices import DeviceMonitor, exporter_collectors
 
     urls, missing = sources
 
@@ -374,12 +377,9 @@ def run_shard(
 ) -> dict[str, Any]:
     """Run this shard's part of every cell (or, with ``config.capacity``, the whole capacity search) and
     print the framed results; returns the payload."""
-    from accelbench.bench.sweep import cell_config, sweep_keys
 
     endpoint = Endpoint(base_url=config.base_url, served_model=config.served_model)
     if bench is None:
-        from accelbench.bench import load_tokenizer, run_benchmark
-
         tokenizer = load_tokenizer(endpoint)
 
         def bench(ep: Endpoint, cfg: BenchConfig) -> BenchmarkSummary:
@@ -452,7 +452,6 @@ def run_capacity_search(
     from this machine (``bench.capacity``); every probe travels with its ``BenchmarkSummary`` in the framed
     payload (``capacity.probes``, in the order measured) and the answer in ``capacity.result``, for the
     Kubernetes target to store exactly as a search from here stores them."""
-    from accelbench.bench.capacity import judge, level_config, search
 
     cap = config.capacity
     assert cap is not None
@@ -528,10 +527,6 @@ def merge_shards(
     of any shard to the last completion of any shard. Telemetry is shard 0's (the only one that scrapes and
     reads the device exporters), moved onto the merged clock, its notes said again over every shard's tokens.
     """
-
-    from accelbench.bench.metrics import compute_metrics
-    from accelbench.bench.sweep import cell_config, sweep_keys
-    from accelbench.domain.device import device_notes
 
     by_key: dict[tuple[int, int, int], list[BenchmarkSummary]] = {}
     for payload in sorted(payloads, key=lambda p: int(p.get("shard", 0))):

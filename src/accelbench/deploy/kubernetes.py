@@ -26,6 +26,7 @@ small in-process HTTP server that answers the same REST calls).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -36,19 +37,31 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
+from accelbench.catalog import get_catalog
 from accelbench.deploy.base import (
     TARGETS,
     DeployedEngine,
     Progress,
     Target,
 )
-from accelbench.deploy.incluster import decode_results, find_node_exporter, merge_shards
-from accelbench.deploy.manifests import Bundle, ExportOptions, load_model_facts, plan_bundle, validate_objects
+from accelbench.deploy.capacity import store_probes
+from accelbench.deploy.incluster import decode_capacity, decode_results, find_node_exporter, merge_shards
+from accelbench.deploy.manifests import (
+    Bundle,
+    ExportOptions,
+    LoadgenConfig,
+    load_model_facts,
+    plan_bundle,
+    validate_objects,
+)
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
 from accelbench.deploy.manifests.telemetry import EXPORTERS, LoadgenTelemetry
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError, UserInputError
+from accelbench.runtimes.versions import effective_tool_versions
+from accelbench.store import get_store
 
 if TYPE_CHECKING:
     from accelbench.bench.sweep import SweepOutcome
@@ -90,7 +103,7 @@ _CRUD = {
 
 def load_api_client(config: KubernetesTarget) -> k8s.ApiClient:
     """kubeconfig (the given file/context, else the default) or, inside a pod, the service account."""
-    from kubernetes import config as kconfig
+    from kubernetes import config as kconfig  # heavy: the Kubernetes client, only when a cluster is used
 
     if config.kubeconfig or config.context:
         return kconfig.new_client_from_config(config_file=config.kubeconfig, context=config.context)
@@ -109,7 +122,6 @@ def load_api_client(config: KubernetesTarget) -> k8s.ApiClient:
 
 
 def _api_error(exc: ApiException) -> str:
-    import json
 
     try:
         body = json.loads(exc.body or "{}")
@@ -178,8 +190,6 @@ class KubernetesDeployTarget(Target):
     # ---- render ---------------------------------------------------------------------------------------
     def render(self, spec: RunSpec) -> Bundle:
         """The same bundle ``accelbench export`` writes (planner settings, guards, strict validation)."""
-        from accelbench.catalog import get_catalog
-        from accelbench.runtimes.versions import effective_tool_versions
 
         if not spec.instance_type:
             raise UserInputError(
@@ -188,8 +198,6 @@ class KubernetesDeployTarget(Target):
             )
         self.instance = get_catalog().instance(spec.instance_type)
         if self.tool_versions is None:
-            from accelbench.store import get_store
-
             self.tool_versions = effective_tool_versions(get_store())
         facts, _ = load_model_facts(spec)
         base = dns_name("ab", facts.served_name, limit=30)
@@ -483,9 +491,6 @@ class KubernetesDeployTarget(Target):
     ) -> list[dict[str, Any]]:
         """Create the load-generator objects, wait for the Job, return each shard's decoded payload.
         ``config_update`` changes the pods' config (``LoadgenConfig``) before it is created."""
-        import json
-
-        from accelbench.deploy.manifests import LoadgenConfig
 
         assert self.bundle is not None
         lg = [
@@ -568,7 +573,6 @@ class KubernetesDeployTarget(Target):
         self, store: Store, run_id: str, endpoint: Endpoint, sweep: SweepSpec, *, events: Progress
     ) -> SweepOutcome:
         """Run the sweep in the cluster, merge the shards, store one result per (cell, repeat)."""
-        from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
 
         payloads = self.run_loadgen(self._telemetry_update())
         merged = merge_shards(sweep, payloads)
@@ -609,8 +613,6 @@ class KubernetesDeployTarget(Target):
     ) -> CapacityResult:
         """The capacity search in the cluster: one load-generator pod runs it from ``start``; its probes, each
         with its summary, come back through the pod's log and are stored as a search from here stores them."""
-        from accelbench.deploy.capacity import store_probes
-        from accelbench.deploy.incluster import decode_capacity
 
         update = {"capacity_start": start, **(self._telemetry_update() or {})}
         (payload,) = self.run_loadgen(update, what="the capacity search")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -49,6 +50,8 @@ from accelbench.deploy.base import (
     TerminatedBySignal,
 )
 from accelbench.deploy.diagnose import AMX_TILE_FAULT, Diagnosis, diagnose
+from accelbench.deploy.engine_store import get_engine
+from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
 from accelbench.deploy.isa_fault import (
     IsaFault,
     compiled_groups,
@@ -58,6 +61,7 @@ from accelbench.deploy.isa_fault import (
     killed_by,
     uptime,
 )
+from accelbench.deploy.model_index import resolve_model
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint
@@ -68,7 +72,7 @@ from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.redact import redact, redact_argv
 from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
-from accelbench.telemetry.host import cpu_info
+from accelbench.telemetry.host import cpu_info, numa_node_count
 
 LOG_TAIL = 30
 #: variables of accelbench's own environment that would leak into the engine's interpreter
@@ -91,13 +95,11 @@ def client_host(host: str) -> str:
 
 
 def numa_nodes() -> int:
-    from accelbench.telemetry.host import numa_node_count
 
     return numa_node_count()
 
 
 def machine_arch() -> Literal["x86_64", "arm64"]:
-    import platform
 
     return "arm64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
 
@@ -223,8 +225,6 @@ class LocalProcessTarget(Target):
 
     def serve_params(self, spec: RunSpec, *, port: int) -> tuple[ServeParams, Any, Any]:
         """The runtime's parameters for ``spec`` on this machine, with the installed engine and model."""
-        from accelbench.deploy.engine_store import get_engine
-        from accelbench.deploy.model_index import resolve_model
 
         runtime = get_runtime(spec.engine.name)
         engine = get_engine(spec.engine.name, spec.engine.version)
@@ -465,8 +465,6 @@ class LocalProcessTarget(Target):
     def _try_fix(self, diag: Diagnosis) -> bool:
         if diag.failure.action != "clear-execstack" or self.fix is None or not self.fix(diag):
             return False
-        from accelbench.deploy.engine_store import get_engine
-        from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
 
         assert self.deployed is not None and self.deployed.runtime is not None
         engine = get_engine(self.deployed.runtime, self.deployed.engine_version)

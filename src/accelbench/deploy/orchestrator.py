@@ -45,12 +45,15 @@ from accelbench.deploy.base import (
     get_target_class,
     settle,
 )
+from accelbench.deploy.capacity import finish, stored_plan
 from accelbench.deploy.checks import answer_check, engine_error, isa_trace, record_environment
+from accelbench.deploy.cost import record_held_cost
 from accelbench.deploy.machine import MACHINE
 from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus, secret_slot_name
 from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.modelspec import load_model_spec
 from accelbench.redact import redact, redact_url
 from accelbench.store.owner import process_owner
 from accelbench.store.repo import Store
@@ -285,7 +288,6 @@ def _measure_capacity(
     """A spec's capacity search in place of the sweep: from the plan kept at submission (the first level, the
     price, the planner's capacity), through the target's ``measure_capacity``, priced and set beside the
     prediction (``deploy.capacity.finish``) in the run's ``extra["capacity"]``."""
-    from accelbench.deploy.capacity import finish, stored_plan
 
     capacity = spec.capacity
     assert capacity is not None
@@ -307,7 +309,6 @@ def _measure_capacity(
 def _record_held(store: Store, run_id: str, target: Target, held_s: float) -> None:
     """The cost (what the target held x the time from deploy to the end of teardown) and the target's own
     summary of what it created and what is left."""
-    from accelbench.deploy.cost import record_held_cost
 
     held = target.held()
     if held is not None:
@@ -343,7 +344,6 @@ def weights_precision(d: Any) -> str | None:
     """The precision the engine serves the weights in, for comparisons: a GGUF file's quantization type
     (``GGUF Q4_1``), a pre-quantized checkpoint's scheme, else the ``--dtype`` the engine was given (``bf16``).
     A comparison of a Q4_1 llama.cpp run with a BF16 vLLM run must say that precision differs too."""
-    from accelbench.modelspec import load_model_spec
 
     if d.model_path:
         with contextlib.suppress(AccelbenchError, OSError, ValueError):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from accelbench.report.files import write_report_files
+from accelbench.report.sweep_outputs import write_sweep_outputs
 from accelbench.settings import get_settings
 from accelbench.store.repo import Store
 
@@ -31,8 +33,6 @@ def write_reports(store: Store, run_id: str, out_dir: Path) -> list[Path]:
 def write_run_files(store: Store, run_id: str, out_dir: Path) -> list[Path]:
     """A run's files: report.html (self-contained) and report.md with PNG charts, then the sweep's
     results.md / results.csv / plots / per-repeat JSON. report.html comes first: the file a person opens."""
-    from accelbench.report.files import write_report_files
-    from accelbench.report.sweep_outputs import write_sweep_outputs
 
     sweep_files = list(write_sweep_outputs(store, run_id, out_dir).all_paths())
     # both write the same concurrency charts under the same names: list each file once

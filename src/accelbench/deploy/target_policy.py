@@ -28,9 +28,12 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import psutil
+
 from accelbench.domain.run import Ec2Target, EndpointTarget, RunSpec
 from accelbench.errors import UserInputError
 from accelbench.redact import redact_url
+from accelbench.settings import get_settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -226,7 +229,6 @@ def _is_ip(host: str) -> bool:
 
 
 def _local_addresses() -> list[str]:
-    import psutil
 
     return [a.address.split("%", 1)[0] for addrs in psutil.net_if_addrs().values() for a in addrs]
 
@@ -243,7 +245,6 @@ def note_listening(host: str, port: int) -> None:
 
 def service_policy() -> TargetPolicy:
     """The policy the service applies, from the settings and its own listening addresses."""
-    from accelbench.settings import get_settings
 
     return TargetPolicy(allowed=list(get_settings().allowed_targets), own=list(_listening))
 

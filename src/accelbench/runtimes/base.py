@@ -6,6 +6,7 @@ Runtime modules register themselves on import; the registry imports the known mo
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar, Literal
@@ -79,7 +80,6 @@ class Runtime(ABC):
         environ: Mapping[str, str] | None = None,
     ) -> str:
         """The image to deploy: the environment override when set, else the default."""
-        import os
 
         env = os.environ if environ is None else environ
         if self.image_env_var and env.get(self.image_env_var):

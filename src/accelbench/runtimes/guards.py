@@ -21,7 +21,7 @@ from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.errors import GuardError
-from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
+from accelbench.runtimes.base import Runtime, ServeParams, get_runtime, runtime_for_accelerator
 
 
 @dataclass
@@ -42,7 +42,6 @@ def _quantized(params: ServeParams) -> bool:
 
 def evaluate(params: ServeParams, runtime: Runtime | str | None = None) -> GuardReport:
     """All guard findings for ``params`` served by ``runtime`` (default: the tier's runtime)."""
-    from accelbench.runtimes.base import runtime_for_accelerator
 
     if runtime is None:
         rt = runtime_for_accelerator(params.accelerator_type)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 
+from accelbench.errors import StoreError
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -56,7 +58,7 @@ def at_head(engine: Engine) -> bool:
 
 def alembic_config(url: str) -> Config:
     # alembic here, not at the top: a store already at head is opened without it (start-up time of every command)
-    from alembic.config import Config
+    from alembic.config import Config  # heavy: only when migrating
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -121,7 +123,6 @@ def check_sqlite_file(url: str) -> None:
     """Refuse a SQLite store file that exists but cannot be one: SQLite would turn a 0-byte file (a truncated
     copy, a failed restore) into a new empty store without a word. Called under the migration lock: a file
     another process is creating is never seen empty here (it is created and migrated under the same lock)."""
-    from accelbench.errors import StoreError
 
     if not url.startswith("sqlite") or "///" not in url:
         return
@@ -141,9 +142,7 @@ def upgrade_schema(engine: Engine) -> None:
     if at_head(engine):
         return
     from alembic.util.exc import CommandError  # only when migrating: see alembic_config
-    from sqlalchemy.exc import DatabaseError
-
-    from accelbench.errors import StoreError
+    from sqlalchemy.exc import DatabaseError  # only when migrating
 
     where = engine.url.render_as_string(hide_password=True)
     cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))

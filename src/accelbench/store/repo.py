@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+from accelbench.settings import get_settings
 from accelbench.store.admin import AdminStore
 from accelbench.store.base import jsonable, new_run_id
 from accelbench.store.claims import ClaimStore
@@ -32,7 +33,6 @@ _lock = threading.Lock()
 
 def get_store(url: str | None = None) -> Store:
     """The process-wide store for ``url`` (default: from settings), migrated on first use."""
-    from accelbench.settings import get_settings
 
     url = url or get_settings().effective_database_url
     with _lock:

@@ -21,6 +21,7 @@ from accelbench.store.models import (
     TelemetryRow,
     utcnow,
 )
+from accelbench.store.owner import IN_FLIGHT, owner_is_dead, process_owner
 
 RUN_FIELDS = {
     "label",
@@ -143,8 +144,6 @@ class RunStore(StoreBase):
                 if row is not None and row.started_at is None:
                     fields["started_at"] = now
                 if row is not None and row.worker_id is None:
-                    from accelbench.store.owner import process_owner
-
                     fields["worker_id"] = process_owner()  # a CLI process runs it: found if it dies
         if status.finished:
             fields["finished_at"] = now
@@ -156,7 +155,6 @@ class RunStore(StoreBase):
         """Take a stopped run over to resume it: compare-and-set of its owner, so two resumes of one run cannot
         both measure it, and refused while the process that owns it is measuring it. The run goes in flight
         (benchmarking) with its stale error cleared."""
-        from accelbench.store.owner import IN_FLIGHT, owner_is_dead, process_owner
 
         owner = owner or process_owner()
         with self.session() as s:

@@ -42,7 +42,7 @@ Backend = tuple[str, str, Callable[[int], None], Callable[[int, int, int], Calla
 
 
 def _torch_backend() -> Backend:
-    import torch
+    import torch  # heavy, and only in the engine's own environment
 
     torch.manual_seed(0)
 
@@ -61,7 +61,7 @@ def _torch_backend() -> Backend:
 
 
 def _numpy_backend() -> Backend:
-    import numpy as np
+    import numpy as np  # heavy, only in the GEMM probe's own process
 
     rng = np.random.default_rng(0)
 

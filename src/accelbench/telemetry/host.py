@@ -35,7 +35,7 @@ import psutil
 from accelbench import __version__
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.errors import UserInputError
-from accelbench.redact import redact_text
+from accelbench.redact import redact_argv, redact_text
 
 # Flags worth knowing for LLM serving on CPUs, by the names Linux uses in /proc/cpuinfo ("flags" on x86,
 # "Features" on Arm). The value is the name people write in docs and tables.
@@ -190,7 +190,7 @@ def cpu_info() -> dict[str, Any]:
     else:
         source = "py-cpuinfo"
         try:
-            import cpuinfo
+            import cpuinfo  # slow (probes the CPU), only when asked
 
             raw = cpuinfo.get_cpu_info()
             parsed = {
@@ -405,7 +405,6 @@ def engine_info(
 def redact_command(argv: Sequence[str]) -> str:
     """The command line as a shell would accept it, with secrets masked by the one rule (``accelbench/redact.py``:
     secret options' values, secret headers, URL passwords)."""
-    from accelbench.redact import redact_argv
 
     return shlex.join(redact_argv(list(argv)))
 

@@ -136,7 +136,7 @@ class NvmlCollector(DeviceCollector):
         self._nvml = nvml
         if nvml is None:
             try:
-                import pynvml
+                import pynvml  # optional: only on NVIDIA hosts
 
                 nvml = pynvml
             except ImportError:
