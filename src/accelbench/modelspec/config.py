@@ -8,6 +8,7 @@ slide) are written here with the model type they belong to.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.domain.model import (
@@ -208,6 +209,18 @@ def _moe(cfg: dict[str, Any], model_type: str, hidden: int, intermediate: int) -
     )
 
 
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """What a checkpoint says beside its config.json (``hub.read_model_dir``): its size, the model card's
+    pipeline tag, sentence-transformers or diffusers files, and an old ``quantize_config.json``."""
+
+    checkpoint_bytes: int | None = None
+    pipeline_tag: str | None = None
+    sentence_transformers: bool = False
+    diffusers: bool = False
+    extra_quant_config: dict[str, Any] | None = None
+
+
 def spec_from_config(
     config: dict[str, Any],
     *,
@@ -216,128 +229,45 @@ def spec_from_config(
     ref: str,
     hf_id: str | None = None,
     revision: str | None = None,
-    checkpoint_bytes: int | None = None,
-    pipeline_tag: str | None = None,
-    sentence_transformers: bool = False,
-    diffusers: bool = False,
-    extra_quant_config: dict[str, Any] | None = None,
+    facts: CheckpointFacts = CheckpointFacts(),
 ) -> ModelSpec:
     """Build a ``ModelSpec`` from a config dict. Raises ``UserInputError`` when essential fields are missing."""
     if not isinstance(config, dict):
         raise UserInputError(f"{ref}: config.json is not a JSON object.")
     notes: list[str] = []
     task, task_reason = decide_task(
-        config, pipeline_tag=pipeline_tag, sentence_transformers=sentence_transformers, diffusers=diffusers
+        config,
+        pipeline_tag=facts.pipeline_tag,
+        sentence_transformers=facts.sentence_transformers,
+        diffusers=facts.diffusers,
     )
     top = config
-    cfg = config
-    if isinstance(config.get("text_config"), dict):
-        # Vision-language models: the language model's shape is in text_config; the vision tower is extra.
-        cfg = {**config.get("text_config", {})}
-        cfg.setdefault("architectures", top.get("architectures"))
-        notes.append("vision-language model: the vision encoder's parameters are not counted")
+    cfg = _language_config(config, notes)
     archs = [str(a) for a in (top.get("architectures") or [])]
     architecture = archs[0] if archs else str(cfg.get("model_type") or "unknown")
     model_type = str(cfg.get("model_type") or top.get("model_type") or "unknown")
-
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    missing = [
-        k
-        for k, v in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads))
-        if v is None
-    ]
-    if vocab is None:
-        missing.append("vocab_size")
-    if missing:
-        raise UserInputError(
-            f"{ref}: config.json lacks {', '.join(missing)}; cannot size the model.",
-            hint="Give the model's original config.json (or a preset name: `accelbench model list`).",
-        )
-    hidden, layers, heads, vocab = int(hidden), int(layers), int(heads), int(vocab)
-    kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads) or heads)
-    if cfg.get("multi_query") is True:
-        kv_heads = 1
-    head_dim = int(_first(cfg, "head_dim", "kv_channels", default=hidden // heads) or hidden // heads)
-    non_gated = model_type in NON_GATED_TYPES
-    intermediate = int(
-        _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0)
-        or (4 * hidden if non_gated else 0)
-    )
-    max_pos = int(
-        _first(
-            cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048
-        )
-    )
-    tie = cfg.get("tie_word_embeddings")
-    if tie is None:
-        tie = top.get("tie_word_embeddings")
-    if tie is None:
-        # transformers' PretrainedConfig defaults to tied; decoder families that untie say so in their configs
-        tie = model_type in TIED_BY_DEFAULT or model_type not in EXACT_MODEL_TYPES
-    qkv_bias = model_type in QKV_BIAS_TYPES or bool(cfg.get("attention_bias"))
-    o_bias = bool(cfg.get("attention_bias")) and model_type not in QKV_BIAS_TYPES
-    if model_type in NON_GATED_TYPES:
-        qkv_bias = o_bias = bool(cfg.get("bias", True)) if model_type != "falcon" else bool(cfg.get("bias"))
-    mlp_bias = bool(cfg.get("mlp_bias")) or (model_type in NON_GATED_TYPES and o_bias)
-    norms_per_layer = 4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2
-    if model_type in ("olmo2",):
-        norms_per_layer = 2
-    qk_norm = model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2")
-    moe = _moe(cfg, model_type, hidden, intermediate)
-    mla = None
-    if cfg.get("kv_lora_rank"):
-        mla = MLASpec(
-            q_lora_rank=_first(cfg, "q_lora_rank"),
-            kv_lora_rank=int(cfg["kv_lora_rank"]),
-            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 128),
-            qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 64),
-            v_head_dim=int(cfg.get("v_head_dim") or 128),
-        )
-        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    window, n_sliding = _sliding(cfg, model_type, layers, max_pos)
+    common, max_pos = _shape_fields(cfg, top, model_type, ref)
     exact = model_type in EXACT_MODEL_TYPES and "text_config" not in config
     if not exact and task == ModelTask.generate:
         notes.append(
             f"model type {model_type!r} is counted with the generic decoder formula; "
             "the parameter count may be off by biases or extra modules"
         )
-    # the fields counting needs are the ModelSpec's own: one set of values for both
-    common: dict[str, Any] = {
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "num_layers": layers,
-        "num_attention_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "vocab_size": vocab,
-        "tie_word_embeddings": bool(tie),
-        "qkv_bias": qkv_bias,
-        "o_bias": o_bias,
-        "mlp_bias": mlp_bias,
-        "mlp_gated": not non_gated,
-        "norms_per_layer": norms_per_layer,
-        "norm_bias": model_type in LAYERNORM_BIAS_TYPES,
-        "qk_norm": qk_norm,
-        "moe": moe,
-        "mla": mla,
-    }
     shape = Shape(
         **common,
         learned_positions=max_pos if model_type in ("gpt2", "opt", "gpt_bigcode") else 0,
         exact=exact,
     )
-    quant: QuantizationInfo | None = detect_quantization(top, extra_quant_config)
+    quant: QuantizationInfo | None = detect_quantization(top, facts.extra_quant_config)
     if quant is None and cfg is not top:
         quant = detect_quantization(cfg)
     dtype = str(_first(top, "torch_dtype", "dtype", default=cfg.get("torch_dtype") or "bfloat16"))
-    if mla is not None and top.get("num_nextn_predict_layers"):
+    if common["mla"] is not None and top.get("num_nextn_predict_layers"):
         notes.append(
             f"{top['num_nextn_predict_layers']} multi-token-prediction layer(s) ship with the checkpoint and "
             "are not counted (they serve speculative decoding only)"
         )
+    window, n_sliding = _sliding(cfg, model_type, common["num_layers"], max_pos)
     return ModelSpec(
         **common,
         name=name,
@@ -355,6 +285,118 @@ def spec_from_config(
         quantization=quant,
         torch_dtype=dtype,
         parameters=count_parameters(shape),
-        checkpoint_bytes=checkpoint_bytes,
+        checkpoint_bytes=facts.checkpoint_bytes,
         notes=notes,
     )
+
+
+def _language_config(config: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The part of the config that shapes the language model: ``text_config`` of a vision-language model (the
+    vision tower is extra and not counted), else the config itself."""
+    if not isinstance(config.get("text_config"), dict):
+        return config
+    cfg = {**config.get("text_config", {})}
+    cfg.setdefault("architectures", config.get("architectures"))
+    notes.append("vision-language model: the vision encoder's parameters are not counted")
+    return cfg
+
+
+def _dimensions(cfg: dict[str, Any], ref: str) -> tuple[int, int, int, int]:
+    """hidden size, layers, attention heads and vocabulary: without them the model cannot be sized."""
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
+    missing = [
+        k
+        for k, v in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads))
+        if v is None
+    ]
+    if vocab is None:
+        missing.append("vocab_size")
+    if missing:
+        raise UserInputError(
+            f"{ref}: config.json lacks {', '.join(missing)}; cannot size the model.",
+            hint="Give the model's original config.json (or a preset name: `accelbench model list`).",
+        )
+    return int(hidden), int(layers), int(heads), int(vocab)
+
+
+def _tied(cfg: dict[str, Any], top: dict[str, Any], model_type: str) -> bool:
+    tie = cfg.get("tie_word_embeddings")
+    if tie is None:
+        tie = top.get("tie_word_embeddings")
+    if tie is None:
+        # transformers' PretrainedConfig defaults to tied; decoder families that untie say so in their configs
+        tie = model_type in TIED_BY_DEFAULT or model_type not in EXACT_MODEL_TYPES
+    return bool(tie)
+
+
+def _biases(cfg: dict[str, Any], model_type: str) -> tuple[bool, bool, bool]:
+    """Whether the q/k/v projections, the output projection and the MLP carry biases."""
+    qkv_bias = model_type in QKV_BIAS_TYPES or bool(cfg.get("attention_bias"))
+    o_bias = bool(cfg.get("attention_bias")) and model_type not in QKV_BIAS_TYPES
+    if model_type in NON_GATED_TYPES:
+        qkv_bias = o_bias = bool(cfg.get("bias", True)) if model_type != "falcon" else bool(cfg.get("bias"))
+    mlp_bias = bool(cfg.get("mlp_bias")) or (model_type in NON_GATED_TYPES and o_bias)
+    return qkv_bias, o_bias, mlp_bias
+
+
+def _mla(cfg: dict[str, Any]) -> MLASpec | None:
+    """Multi-head latent attention (DeepSeek-V2/V3), when the config has a KV LoRA rank."""
+    if not cfg.get("kv_lora_rank"):
+        return None
+    return MLASpec(
+        q_lora_rank=_first(cfg, "q_lora_rank"),
+        kv_lora_rank=int(cfg["kv_lora_rank"]),
+        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 128),
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 64),
+        v_head_dim=int(cfg.get("v_head_dim") or 128),
+    )
+
+
+def _shape_fields(
+    cfg: dict[str, Any], top: dict[str, Any], model_type: str, ref: str
+) -> tuple[dict[str, Any], int]:
+    """The fields parameter counting needs, which are the ``ModelSpec``'s own (one set of values for both),
+    and the maximum position."""
+    hidden, layers, heads, vocab = _dimensions(cfg, ref)
+    kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads) or heads)
+    if cfg.get("multi_query") is True:
+        kv_heads = 1
+    head_dim = int(_first(cfg, "head_dim", "kv_channels", default=hidden // heads) or hidden // heads)
+    non_gated = model_type in NON_GATED_TYPES
+    intermediate = int(
+        _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=0)
+        or (4 * hidden if non_gated else 0)
+    )
+    max_pos = int(
+        _first(
+            cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048
+        )
+    )
+    qkv_bias, o_bias, mlp_bias = _biases(cfg, model_type)
+    norms_per_layer = 4 if model_type in ("gemma2", "gemma3", "gemma3_text") else 2
+    mla = _mla(cfg)
+    if mla is not None:
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    common: dict[str, Any] = {
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_layers": layers,
+        "num_attention_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "vocab_size": vocab,
+        "tie_word_embeddings": _tied(cfg, top, model_type),
+        "qkv_bias": qkv_bias,
+        "o_bias": o_bias,
+        "mlp_bias": mlp_bias,
+        "mlp_gated": not non_gated,
+        "norms_per_layer": norms_per_layer,
+        "norm_bias": model_type in LAYERNORM_BIAS_TYPES,
+        "qk_norm": model_type in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"),
+        "moe": _moe(cfg, model_type, hidden, intermediate),
+        "mla": mla,
+    }
+    return common, max_pos

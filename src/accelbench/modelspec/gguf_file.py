@@ -8,6 +8,7 @@ the 4-bit-plus-scales checkpoint it is.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,95 @@ def _value(reader: Any, key: str) -> Any:
         return None
 
 
-def spec_from_gguf(path: Path, *, ref: str | None = None) -> ModelSpec:
-    """Build a ``ModelSpec`` from a GGUF file."""
+class _Meta:
+    """The ``<arch>.*`` metadata of one GGUF file, read by key with a default."""
+
+    def __init__(self, reader: Any, arch: str) -> None:
+        self.reader, self.arch = reader, arch
+
+    def __call__(self, key: str, default: Any = None) -> Any:
+        v = _value(self.reader, f"{self.arch}.{key}")
+        return default if v is None else v
+
+    def first_int(self, key: str, default: Any) -> int:
+        """A per-layer list keeps its first value (the count is the same for every layer)."""
+        v = self(key, default)
+        return int(v[0] if isinstance(v, list) else v)
+
+
+@dataclass
+class _Tally:
+    """The tensor table summed by role: parameters, stored bytes and the element count of each tensor type."""
+
+    total: int = 0
+    embedding: int = 0
+    lm_head: int = 0
+    attention: int = 0
+    mlp: int = 0
+    routed: int = 0
+    norms: int = 0
+    other: int = 0
+    linear_params: int = 0
+    linear_bytes: int = 0
+    total_bytes: int = 0
+    type_counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, n: int, nbytes: int, type_name: str) -> None:
+        self.total_bytes += nbytes
+        self.total += n
+        self.type_counts[type_name] = self.type_counts.get(type_name, 0) + n
+        linear = False
+        if name == "token_embd.weight":
+            self.embedding += n
+        elif name == "output.weight":
+            self.lm_head += n
+        elif "norm" in name:
+            self.norms += n
+        elif _EXPERT_TENSOR.search(name):
+            self.routed += n
+            self.mlp += n
+            linear = True
+        elif ".attn_" in name:
+            self.attention += n
+            linear = True
+        elif ".ffn_" in name and "gate_inp" not in name:
+            self.mlp += n
+            linear = True
+        else:
+            self.other += n
+        if linear:
+            self.linear_params += n
+            self.linear_bytes += nbytes
+
+    def counts(self, experts: int, used: int) -> ParameterCounts:
+        inactive = self.routed * (experts - used) // experts if experts and used else 0
+        active = self.total - inactive
+        tied = self.lm_head == 0
+        return ParameterCounts(
+            total=self.total,
+            active=active,
+            active_matmul=active - self.embedding + (self.embedding if tied else 0),
+            embedding=self.embedding,
+            lm_head=self.lm_head,
+            attention=self.attention,
+            mlp=self.mlp,
+            routed_experts=self.routed,
+            norms=self.norms,
+            other=self.other,
+            exact=True,
+            counted_from="gguf",
+        )
+
+    def main_type(self) -> str:
+        """The dominant stored type of the tensors (F32 norms aside), which names the file (e.g. Q4_1)."""
+        linear_types = {k: v for k, v in self.type_counts.items() if k not in ("F32",)}
+        return max(linear_types, key=lambda k: linear_types[k]) if linear_types else "F32"
+
+
+def _open(path: Path) -> tuple[Any, Any, str]:
+    """The ``gguf`` module, a reader of ``path`` and its architecture, or a clear error."""
     try:
-        import gguf
+        import gguf  # heavy: numpy-backed reader, only when a GGUF file is read
     except ImportError as exc:  # a declared dependency; only a broken install gets here
         raise UserInputError("Reading GGUF files needs the 'gguf' package.") from exc
     try:
@@ -67,128 +153,88 @@ def spec_from_gguf(path: Path, *, ref: str | None = None) -> ModelSpec:
     arch = str(_value(reader, "general.architecture") or "")
     if not arch:
         raise UserInputError(f"{path}: GGUF metadata has no general.architecture.")
+    return gguf, reader, arch
 
-    def a(key: str, default: Any = None) -> Any:
-        v = _value(reader, f"{arch}.{key}")
-        return default if v is None else v
 
+def _moe(a: _Meta, intermediate: int) -> MoESpec | None:
+    experts = int(a("expert_count", 0) or 0)
+    if experts <= 1:
+        return None
+    shared = int(a("expert_shared_count", 0) or 0)
+    expert_ff = int(a("expert_feed_forward_length", intermediate) or intermediate)
+    return MoESpec(
+        num_experts=experts,
+        experts_per_token=max(1, int(a("expert_used_count", 0) or 0)),
+        expert_intermediate_size=expert_ff,
+        num_shared_experts=shared,
+        shared_intermediate_size=shared * expert_ff,
+        first_dense_layers=int(a("leading_dense_block_count", 0) or 0),
+    )
+
+
+def _mla(a: _Meta, head_dim: int) -> MLASpec | None:
+    if not a("attention.kv_lora_rank"):
+        return None
+    rope = int(a("rope.dimension_count", 64))
+    return MLASpec(
+        q_lora_rank=a("attention.q_lora_rank"),
+        kv_lora_rank=int(a("attention.kv_lora_rank")),
+        qk_nope_head_dim=head_dim - rope,
+        qk_rope_head_dim=rope,
+        v_head_dim=int(a("attention.value_length", head_dim - rope)),
+    )
+
+
+def _sliding_layers(a: _Meta, layers: int) -> tuple[int | None, int]:
+    """The sliding window and how many layers use it (gemma2 alternates; gemma3 has one global layer in six)."""
+    window = a("attention.sliding_window")
+    if not window:
+        return None, 0
+    n_sliding = (layers + 1) // 2 if a.arch == "gemma2" else layers
+    if a.arch == "gemma3":
+        n_sliding = layers - layers // 6
+    return int(window), n_sliding
+
+
+def _quantization(gguf: Any, tally: _Tally, main_type: str) -> QuantizationInfo | None:
+    if main_type in ("F32", "F16", "BF16"):
+        return None
+    bits = 8.0 * tally.linear_bytes / tally.linear_params if tally.linear_params else 16.0
+    return QuantizationInfo(
+        method="gguf",
+        bits=round(bits, 3),
+        group_size=int(gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[main_type]][0]),
+        scheme=f"GGUF {main_type} ({bits:.2f} bits/weight incl. scales)",
+        embeddings_quantized=True,
+    )
+
+
+def spec_from_gguf(path: Path, *, ref: str | None = None) -> ModelSpec:
+    """Build a ``ModelSpec`` from a GGUF file."""
+    gguf, reader, arch = _open(path)
+    a = _Meta(reader, arch)
     hf_arch, model_type = GGUF_ARCHS.get(arch, (f"{arch} (GGUF)", arch))
     hidden = int(a("embedding_length"))
     layers = int(a("block_count"))
     heads = int(a("attention.head_count"))
-    kv_raw = a("attention.head_count_kv", heads)
-    kv_heads = int(kv_raw[0] if isinstance(kv_raw, list) else kv_raw)
+    kv_heads = a.first_int("attention.head_count_kv", heads)
     head_dim = int(a("attention.key_length", hidden // heads))
     tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = int(a("vocab_size") or (len(tokens.data) if tokens is not None else 0))
-    ff = a("feed_forward_length", 0)
-    intermediate = int(ff[0] if isinstance(ff, list) else ff)
-    max_pos = int(a("context_length", 2048))
-
-    total = active = embedding = lm_head = attention = mlp = routed = norms = other = 0
-    linear_bytes = linear_params = 0
-    total_bytes = 0
-    type_counts: dict[str, int] = {}
-    experts = int(a("expert_count", 0) or 0)
-    used = int(a("expert_used_count", 0) or 0)
+    intermediate = a.first_int("feed_forward_length", 0)
+    tally = _Tally()
     for t in reader.tensors:
-        n = int(t.n_elements)
-        nbytes = int(t.n_bytes)
-        total_bytes += nbytes
-        total += n
-        name = t.name
-        tname = t.tensor_type.name
-        type_counts[tname] = type_counts.get(tname, 0) + n
-        if name == "token_embd.weight":
-            embedding += n
-        elif name == "output.weight":
-            lm_head += n
-        elif "norm" in name:
-            norms += n
-        elif _EXPERT_TENSOR.search(name):
-            routed += n
-            mlp += n
-            linear_params += n
-            linear_bytes += nbytes
-        elif ".attn_" in name:
-            attention += n
-            linear_params += n
-            linear_bytes += nbytes
-        elif ".ffn_" in name and "gate_inp" not in name:
-            mlp += n
-            linear_params += n
-            linear_bytes += nbytes
-        else:
-            other += n
-    inactive = routed * (experts - used) // experts if experts and used else 0
-    active = total - inactive
-    tied = lm_head == 0
-    active_matmul = active - embedding + (embedding if tied else 0)
-    counts = ParameterCounts(
-        total=total,
-        active=active,
-        active_matmul=active_matmul,
-        embedding=embedding,
-        lm_head=lm_head,
-        attention=attention,
-        mlp=mlp,
-        routed_experts=routed,
-        norms=norms,
-        other=other,
-        exact=True,
-        counted_from="gguf",
-    )
-    moe = None
-    if experts > 1:
-        shared = int(a("expert_shared_count", 0) or 0)
-        expert_ff = int(a("expert_feed_forward_length", intermediate) or intermediate)
-        moe = MoESpec(
-            num_experts=experts,
-            experts_per_token=max(1, used),
-            expert_intermediate_size=expert_ff,
-            num_shared_experts=shared,
-            shared_intermediate_size=shared * expert_ff,
-            first_dense_layers=int(a("leading_dense_block_count", 0) or 0),
-        )
-    mla = None
-    if a("attention.kv_lora_rank"):
-        rope = int(a("rope.dimension_count", 64))
-        mla = MLASpec(
-            q_lora_rank=a("attention.q_lora_rank"),
-            kv_lora_rank=int(a("attention.kv_lora_rank")),
-            qk_nope_head_dim=head_dim - rope,
-            qk_rope_head_dim=rope,
-            v_head_dim=int(a("attention.value_length", head_dim - rope)),
-        )
-    window = a("attention.sliding_window")
-    n_sliding = 0
-    if window:
-        n_sliding = (layers + 1) // 2 if arch == "gemma2" else layers
-        if arch == "gemma3":
-            n_sliding = layers - layers // 6
-    # The dominant quantized type of the linear layers names the file (e.g. Q4_1, with Q8_0 embeddings).
-    linear_types = {k: v for k, v in type_counts.items() if k not in ("F32",)}
-    main_type = max(linear_types, key=lambda k: linear_types[k]) if linear_types else "F32"
-    bits = 8.0 * linear_bytes / linear_params if linear_params else 16.0
-    quant = None
-    if main_type not in ("F32", "F16", "BF16"):
-        quant = QuantizationInfo(
-            method="gguf",
-            bits=round(bits, 3),
-            group_size=int(gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[main_type]][0]),
-            scheme=f"GGUF {main_type} ({bits:.2f} bits/weight incl. scales)",
-            embeddings_quantized=True,
-        )
+        tally.add(t.name, int(t.n_elements), int(t.n_bytes), t.tensor_type.name)
+    main_type = tally.main_type()
+    window, n_sliding = _sliding_layers(a, layers)
     name = str(_value(reader, "general.basename") or _value(reader, "general.name") or path.stem)
     size_label = _value(reader, "general.size_label")
     finetune = _value(reader, "general.finetune")
-    display = path.stem if not size_label else f"{name}-{size_label}"
     task, reason = decide_task({"architectures": [hf_arch], "model_type": model_type})
     notes = [f"read from GGUF metadata ({len(reader.tensors)} tensors, file type {main_type})"]
     if finetune:
         notes.append(f"fine-tune: {finetune}")
     return ModelSpec(
-        name=display,
+        name=path.stem if not size_label else f"{name}-{size_label}",
         source=ModelSource.gguf,
         ref=ref or str(path),
         architecture=hf_arch,
@@ -201,17 +247,17 @@ def spec_from_gguf(path: Path, *, ref: str | None = None) -> ModelSpec:
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        vocab_size=vocab,
-        max_position_embeddings=max_pos,
-        tie_word_embeddings=tied,
+        vocab_size=int(a("vocab_size") or (len(tokens.data) if tokens is not None else 0)),
+        max_position_embeddings=int(a("context_length", 2048)),
+        tie_word_embeddings=tally.lm_head == 0,
         qkv_bias=any(t.name.endswith("attn_q.bias") for t in reader.tensors),
-        sliding_window=int(window) if window else None,
+        sliding_window=window,
         sliding_window_layers=n_sliding,
-        moe=moe,
-        mla=mla,
-        quantization=quant,
+        moe=_moe(a, intermediate),
+        mla=_mla(a, head_dim),
+        quantization=_quantization(gguf, tally, main_type),
         torch_dtype="bfloat16",
-        parameters=counts,
-        checkpoint_bytes=total_bytes,
+        parameters=tally.counts(int(a("expert_count", 0) or 0), int(a("expert_used_count", 0) or 0)),
+        checkpoint_bytes=tally.total_bytes,
         notes=notes,
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.settings import get_settings
 
 HUB_TIMEOUT_S = 5.0
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
@@ -122,7 +123,7 @@ def hf_cache_dir() -> Path:
 def find_in_hf_cache(repo_id: str, revision: str | None = None) -> Path | None:
     """The cached snapshot directory holding ``config.json`` for ``repo_id``, or None. Offline."""
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # heavy: only when the hub cache is read
     except ImportError:  # pragma: no cover - huggingface_hub comes with tokenizers
         return None
     found = try_to_load_from_cache(repo_id, "config.json", cache_dir=hf_cache_dir(), revision=revision)
@@ -140,7 +141,6 @@ def network_allowed() -> bool:
 
 
 def _download_cache_dir(repo_id: str, revision: str | None) -> Path:
-    from accelbench.settings import get_settings
 
     return get_settings().cache_dir / "model-configs" / repo_id.replace("/", "--") / (revision or "main")
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from accelbench.domain.model import ModelSource, ModelSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.modelspec import hub, presets
-from accelbench.modelspec.config import spec_from_config
+from accelbench.modelspec.config import CheckpointFacts, spec_from_config
 from accelbench.modelspec.gguf_file import spec_from_gguf
 from accelbench.registry import did_you_mean
+from accelbench.settings import get_settings
 
 
 def spec_from_dir(path: Path, *, ref: str, source: ModelSource, hf_id: str | None = None) -> ModelSpec:
@@ -47,18 +48,19 @@ def spec_from_dir(path: Path, *, ref: str, source: ModelSource, hf_id: str | Non
         ref=ref,
         hf_id=hf_id,
         revision=revision,
-        checkpoint_bytes=info.checkpoint_bytes,
-        pipeline_tag=info.pipeline_tag,
-        sentence_transformers=info.sentence_transformers,
-        diffusers=info.diffusers,
-        extra_quant_config=info.extra_quant_config,
+        facts=CheckpointFacts(
+            checkpoint_bytes=info.checkpoint_bytes,
+            pipeline_tag=info.pipeline_tag,
+            sentence_transformers=info.sentence_transformers,
+            diffusers=info.diffusers,
+            extra_quant_config=info.extra_quant_config,
+        ),
     )
 
 
 def _prepared_dir(ref: str) -> Path | None:
     """A prepared model's directory: ``<cache>/models/<name>/`` holds ``hf/`` (the BF16 directory vLLM
     serves) and/or ``gguf/<file>.gguf`` (what llama.cpp serves); the ``hf/`` one describes the model best."""
-    from accelbench.settings import get_settings
 
     root = get_settings().models_dir
     for candidate in (root / ref, root / ref.replace("/", "--"), root / ref.lower()):
@@ -74,7 +76,6 @@ def _prepared_dir(ref: str) -> Path | None:
 
 
 def _prepared_names() -> list[str]:
-    from accelbench.settings import get_settings
 
     root = get_settings().models_dir
     if not root.is_dir():
