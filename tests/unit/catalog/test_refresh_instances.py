@@ -25,12 +25,9 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from accelbench.catalog import CatalogDataError, get_catalog, load_catalog, reset_catalog_cache
+from accelbench.catalog.instance_mapping import Provenance, Skipped, map_instance_type, network_gbps
 from accelbench.catalog.instances_refresh import (
-    Provenance,
-    Skipped,
     default_provider,
-    map_instance_type,
-    network_gbps,
     read_overlay,
     refresh_instances,
     split_names,
