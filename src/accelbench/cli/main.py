@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
     "model": "model",
     "config": "config",
     "serve": "serve",
-    "apikey": "serve",
+    "apikey": "apikey",
 }
 
 # Top-level command -> its one-line summary in `accelbench --help` (None: hidden). They live here so that the
