@@ -25,12 +25,20 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class RecommendRequest:
+class BreakdownRequest:
+    """A model (preset, hub id, path) on an instance, with the settings asked for (else the planner's)."""
+
     model: str
     instance: str
     quantization: str | None = None
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class RecommendRequest(BreakdownRequest):
+    """The breakdown's question, with the typical lengths and the engine settings the answer must keep."""
+
     input_len: int | None = None
     output_len: int | None = None
     settings: EngineSettings | None = None
@@ -57,15 +65,6 @@ def recommend_for(req: RecommendRequest) -> RecommendOutcome:
         engine=req.engine,
     )
     return RecommendOutcome(recommendation=rec, model_max=spec.max_position_embeddings)
-
-
-@dataclass(frozen=True)
-class BreakdownRequest:
-    model: str
-    instance: str
-    quantization: str | None = None
-    max_model_len: int | None = None
-    kv_cache_dtype: str | None = None
 
 
 @dataclass(frozen=True)
