@@ -15,20 +15,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from accelbench.catalog import (
-    Catalog,
-    get_catalog,
-    price_map,
-    prices_for,
-    refresh_prices,
-    serving_memory_gib,
-)
-from accelbench.catalog.pricing import SNAPSHOT_REGION
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
-from accelbench.errors import AccelbenchError, UserInputError
+from accelbench.errors import AccelbenchError
 from accelbench.redact import redact_url
+from accelbench.services import catalog_views as views
+from accelbench.services.catalog_views import SNAPSHOT_REGION, InstanceView
+from accelbench.services.session import get_store
 
 catalog_app = typer.Typer(help="Instance types, accelerator specs and prices.", no_args_is_help=True)
 
@@ -36,8 +30,6 @@ catalog_app = typer.Typer(help="Instance types, accelerator specs and prices.", 
 def _store_or_none(quiet: bool = False) -> Any:
     """The results store for refreshed prices; None (snapshot only) when it cannot be opened."""
     try:
-        from accelbench.store import get_store
-
         return get_store()
     except AccelbenchError as exc:
         if not quiet:
@@ -48,16 +40,6 @@ def _store_or_none(quiet: bool = False) -> Any:
         if not quiet:
             err_console.print(f"[yellow]Warning:[/] store unavailable ({exc}); using snapshot prices.")
     return None
-
-
-def instance_row(inst: InstanceType, price: Price | None) -> dict[str, Any]:
-    """One instance as ``catalog list --format json`` prints it: every catalog field, the serving memory
-    and the best known on-demand price."""
-    row = inst.model_dump(mode="json")
-    row["cores"] = inst.cores
-    row["serving_memory_gib"] = serving_memory_gib(inst)
-    row["price"] = price.model_dump(mode="json") if price else None
-    return row
 
 
 def _fmt_num(value: float | None, digits: int = 4) -> str:
@@ -98,18 +80,17 @@ def list_instances(
 ) -> None:
     """List instance types, filtered."""
     with user_errors():
-        cat = get_catalog()
-        prices = price_map(PriceTier.on_demand, region, _store_or_none(quiet=fmt == OutputFormat.json))
-        rows = cat.filter(
-            accelerator_type=accelerator,
+        query = views.InstanceQuery(
+            accelerator=accelerator,
             family=family or None,
             min_memory_gib=min_memory,
             max_price=max_price,
             arch=arch,
-            prices={k: p.usd_per_hour for k, p in prices.items()},
+            region=region,
         )
+        rows = views.list_instances(_store_or_none(quiet=fmt == OutputFormat.json), query)
         if fmt == OutputFormat.json:
-            print_json([instance_row(i, prices.get(i.name)) for i in rows])
+            print_json([r.as_json() for r in rows])
             return
         # name and price matter most; the memory the engine may use, then the accelerator next
         cols = [
@@ -125,8 +106,8 @@ def list_instances(
             Col("USD/h", 0, num=True),
         ]
         table_rows = []
-        for i in rows:
-            p = prices.get(i.name)
+        for row in rows:
+            i, p = row.instance, row.price
             table_rows.append(
                 [
                     i.name,
@@ -135,7 +116,7 @@ def list_instances(
                     str(i.vcpus),
                     str(i.cores),
                     _fmt_num(i.memory_gib),
-                    _fmt_num(serving_memory_gib(i)),
+                    _fmt_num(row.serving_memory_gib),
                     str(i.numa_nodes),
                     i.arch,
                     _fmt_num(p.usd_per_hour) if p else "-",
@@ -190,25 +171,24 @@ def show_instance(
 ) -> None:
     """Show one instance type with its accelerator spec, sources and prices."""
     with user_errors():
-        cat = get_catalog()
-        inst = cat.instance(name)
-        spec = cat.accelerator_for(inst)
-        prices = prices_for(inst.name, region, _store_or_none(quiet=fmt == OutputFormat.json), catalog=cat)
+        store = _store_or_none(quiet=fmt == OutputFormat.json)
+        detail = views.instance_detail(store, name, region)
         if fmt == OutputFormat.json:
             print_json(
                 {
-                    "instance": instance_row(inst, prices.get(PriceTier.on_demand)),
-                    "accelerator": spec.model_dump(mode="json"),
-                    "prices": {t.value: p.model_dump(mode="json") for t, p in prices.items()},
+                    "instance": detail.view.as_json(),
+                    "accelerator": detail.spec.model_dump(mode="json"),
+                    "prices": {t.value: p.model_dump(mode="json") for t, p in detail.prices.items()},
                 }
             )
             return
-        _render_show(cat, inst, spec, prices, region)
+        _render_show(detail.view, detail.spec, detail.prices, region)
 
 
 def _render_show(
-    cat: Catalog, inst: InstanceType, spec: AcceleratorSpec, prices: dict[PriceTier, Price], region: str
+    row: InstanceView, spec: AcceleratorSpec, prices: dict[PriceTier, Price], region: str
 ) -> None:
+    inst = row.instance
     t = Table(title=inst.name, show_header=False)
     t.add_column("field", style="bold")
     t.add_column("value", overflow="fold")
@@ -218,7 +198,7 @@ def _render_show(
     t.add_row("vCPU", str(inst.vcpus))
     t.add_row("physical cores", _topology_text(inst))
     t.add_row("memory GiB", _fmt_num(inst.memory_gib))
-    t.add_row("serving memory GiB", _fmt_num(serving_memory_gib(inst)))
+    t.add_row("serving memory GiB", _fmt_num(row.serving_memory_gib))
     t.add_row("architecture", inst.arch)
     t.add_row("NUMA nodes", str(inst.numa_nodes))
     t.add_row("network Gbps", _fmt_num(inst.network_gbps))
@@ -274,16 +254,15 @@ def refresh_prices_cmd(
     """Fetch on-demand and reserved (1 yr / 3 yr all upfront, as hourly) prices from the AWS Pricing API
     into the store. Needs AWS credentials with pricing:GetProducts; without them the snapshot stays in use."""
     with user_errors():
-        cat = get_catalog()
-        names = [cat.instance(n).name for n in instance or []]
-        if family:
-            names += [i.name for i in cat.filter(family=family) if i.name not in names]
-        from accelbench.store import get_store
-
+        request = views.PriceRefresh(
+            regions=region or [SNAPSHOT_REGION],
+            instances=instance or [],
+            families=family or [],
+            delay_s=delay,
+        )
+        names = request.instance_names()
         store = get_store()
-        regions = region or [SNAPSHOT_REGION]
-        if len(set(regions)) != len(regions):
-            raise UserInputError("A region is given twice.", hint="Give each --region once.")
+        regions = request.checked_regions()
         reports = []
         for reg in regions:
             with err_console.status(f"Pricing {reg} ...") as status:
@@ -292,9 +271,7 @@ def refresh_prices_cmd(
                     if name:
                         _st.update(f"Pricing {_reg}: {name} ({i + 1}/{n})")
 
-                rep = refresh_prices(
-                    store, reg, names or None, delay_s=delay, catalog=cat, on_progress=progress
-                )
+                rep = views.refresh_region_prices(store, request, reg, names, progress)
             reports.append(rep)
             err_console.print(
                 f"{reg}: {rep.written} prices for {len({p.instance_type for p in rep.prices})} instance types"
@@ -354,11 +331,9 @@ def refresh_instances_cmd(
     from an EC2-compatible endpoint's DescribeInstanceTypes into the catalog overlay, which the planner, the
     CLI and the API then use. Types with no catalog family or accelerator spec are skipped with the reason.
     Needs credentials from the usual AWS chain with ec2:DescribeInstanceTypes."""
-    from accelbench.catalog.instances_refresh import refresh_instances
-
     with user_errors():
         with err_console.status(f"Reading instance types from {redact_url(endpoint_url)} ..."):
-            rep = refresh_instances(endpoint_url, region, instance_types, provider_name)
+            rep = views.refresh_instance_types(endpoint_url, region, instance_types, provider_name)
         counts = rep.as_dict()["counts"]
         err_console.print(
             f"{rep.endpoint} ({rep.provider}, {rep.region}): {counts['added']} added, {counts['updated']} "

@@ -8,7 +8,9 @@ Conventions:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import inspect
 import json
 import signal
 import sys
@@ -16,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, get_type_hints
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -27,6 +29,8 @@ from accelbench.cli.render import Col, console, err_console, fit_table
 from accelbench.errors import AccelbenchError
 
 __all__ = ["console", "err_console"]
+
+T = TypeVar("T")
 
 
 class OutputFormat(enum.StrEnum):
@@ -134,3 +138,30 @@ def graceful_interrupt(cancel: threading.Event, message: str) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def options_command(options: type[T], run: Callable[[T], None]) -> Callable[..., None]:
+    """A typer command whose flags are the fields of the dataclass ``options`` (each field ``Annotated`` with its
+    ``typer.Option`` or ``typer.Argument``, or with one as its default), calling ``run`` with one filled-in ``options``: a command with
+    many flags keeps them in one model instead of one parameter each. Its help is ``run``'s docstring."""
+    hints = get_type_hints(options, include_extras=True)  # the Annotated[..., typer.Option(...)] kept
+    fields = dataclasses.fields(options)  # type: ignore[arg-type]
+    params = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+            annotation=hints[f.name],
+        )
+        for f in fields
+    ]
+
+    def command(**values: Any) -> None:
+        run(options(**values))
+
+    command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    command.__annotations__ = {**{f.name: hints[f.name] for f in fields}, "return": None}
+    command.__name__ = command.__qualname__ = run.__name__
+    command.__doc__ = run.__doc__
+    command.__module__ = run.__module__
+    return command

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import io
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,28 @@ import typer
 from rich.console import Console
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
+from accelbench.cli.imports import register_importers
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.catalog import PriceTier
 from accelbench.errors import UserInputError
+from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
+from accelbench.report.compare import TIER_LABELS, comparison_json, fmt_usd, side_by_side_rows
+from accelbench.report.compare_csv import write_compare_csv
 from accelbench.report.comparison import LATENCY_METRICS
-from accelbench.report.percentiles import DEFAULT, label
-from accelbench.report.side_by_side import RATIO_COLUMNS
+from accelbench.report.like_for_like import like_for_like_lines
+from accelbench.report.percentiles import DEFAULT, label, parse_percentiles
+from accelbench.report.side_by_side import (
+    PAIR_COLUMNS,
+    RATIO_COLUMNS,
+    latency_header,
+    pair_rows,
+    side_by_side_columns,
+)
+from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
+from accelbench.services.comparisons import CompareRequest, ReportRequest, compare, write_report
+from accelbench.services.import_request import ImportRequest
+from accelbench.services.session import get_store
+from accelbench.services.vllm_imports import import_vllm_results
 
 import_app = typer.Typer(
     help="Bring results measured elsewhere into the store (they then compare like any run).",
@@ -77,8 +94,6 @@ _CAPACITY_NUMBERS = {"out tok/s at max", "$/1M output", "$/1M total"}
 def cell_columns(percentiles: Sequence[int]) -> list[Col]:
     """The side-by-side table's columns with their priorities: a latency column at the first percentile chosen
     takes its metric's priority, the tails after it drop first."""
-    from accelbench.report.side_by_side import latency_header, side_by_side_columns
-
     first = {latency_header(name, percentiles[0]): name for _m, name in LATENCY_METRICS}
     tails = {latency_header(name, p): name for _m, name in LATENCY_METRICS for p in percentiles[1:]}
     cols = []
@@ -110,12 +125,6 @@ def render_comparison(
 ) -> None:
     """The human form of a comparison: the baseline, runs, capacity at the SLO (capacity searches), side-by-side
     cells at the chosen latency percentiles, each run against the baseline, findings, notes."""
-    from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
-    from accelbench.report.compare import TIER_LABELS, fmt_usd, side_by_side_rows
-    from accelbench.report.like_for_like import like_for_like_lines
-    from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows
-    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
-
     out.print(baseline_line(cmp, chosen=baseline_chosen), highlight=False)
     for line in like_for_like_lines(cmp):  # said first: whether the runs served the same thing
         out.print(line if line.startswith("Like for like") else f"  - {line}", highlight=False, markup=False)
@@ -235,24 +244,16 @@ def compare_command(
     """Compare two or more runs against a baseline (the first named, or --baseline): cells matched on (input
     length, concurrency), ratios, findings and cost; capacity searches among them by their capacity at the SLO
     and its cost per 1M tokens."""
-    from accelbench.report.compare import compare_runs, comparison_json
-    from accelbench.report.compare_csv import write_compare_csv
-    from accelbench.report.percentiles import parse_percentiles
-    from accelbench.store import get_store
-
     with user_errors():
         chosen = parse_percentiles(percentiles)
-        cmp = compare_runs(
-            get_store(), runs, tier=tier, min_runs=2, baseline=baseline, allow_mismatch=allow_mismatch
-        )
+        request = CompareRequest(runs=runs, tier=tier, baseline=baseline, allow_mismatch=allow_mismatch)
+        cmp = compare(get_store(), request)
         if fmt == CompareFormat.csv:
             text = write_compare_csv(cmp)
         elif fmt == CompareFormat.json:
             if out is None:
                 print_json(comparison_json(cmp))
                 return
-            import json
-
             text = json.dumps(comparison_json(cmp), indent=2, allow_nan=False) + "\n"
         else:
             if out is None:
@@ -295,20 +296,23 @@ def report_command(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Write an offline HTML report (report.html), the same as Markdown (report.md) and its PNG charts."""
-    from accelbench.report.files import write_report_files
-    from accelbench.store import get_store
-
     with user_errors():
         if out.exists() and not out.is_dir():
             raise UserInputError(f"--out {out} is a file; give a directory for the report files.")
         try:
-            html, md, *images = write_report_files(get_store(), runs, out, tier=tier)
+            written = write_report(get_store(), ReportRequest(runs=runs, out_dir=out, tier=tier))
         except OSError as exc:
             raise UserInputError(f"Cannot write the report into {out}: {exc.strerror or exc}.") from None
         if fmt == OutputFormat.json:
-            print_json({"html": str(html), "markdown": str(md), "images": [str(p) for p in images]})
+            print_json(
+                {
+                    "html": str(written.html),
+                    "markdown": str(written.markdown),
+                    "images": [str(p) for p in written.images],
+                }
+            )
             return
-        for p in (html, md, *images):
+        for p in (written.html, written.markdown, *written.images):
             typer.echo(str(p))
 
 
@@ -336,10 +340,6 @@ def import_vllm_bench(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Import vLLM benchmark result files as one run; cells are recognised by input length and concurrency."""
-    from accelbench.services.import_request import ImportRequest
-    from accelbench.services.vllm_imports import import_vllm_results
-    from accelbench.store import get_store
-
     with user_errors():
         req = ImportRequest(
             tool="vllm-bench",
@@ -376,7 +376,5 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_command)
     app.command("report")(report_command)
     import_app.command("vllm-bench")(import_vllm_bench)
-    from accelbench.cli.imports import register_importers  # guidellm, aiperf, ... (bench.importers)
-
-    register_importers(import_app)
+    register_importers(import_app)  # guidellm, aiperf, ... (bench.importers)
     app.add_typer(import_app, name="import")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import getpass
 import os
-from typing import Any
 
 import typer
 
@@ -24,7 +23,8 @@ from accelbench.cli.common import (
     simple_table,
     user_errors,
 )
-from accelbench.runtimes.versions import parse_assignments, set_tool_version, tool_versions_table
+from accelbench.services.session import get_store
+from accelbench.services.tool_versions import ToolVersionsRequest, update_tool_versions
 
 config_app = typer.Typer(help="Configuration: tool versions and their audit log.", no_args_is_help=True)
 
@@ -47,16 +47,11 @@ def tool_versions(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Show (and with --set, change) the engine and load-generator versions deployments use."""
-    from accelbench.store import get_store
-
     with user_errors():
         store = get_store()
-        changes: list[dict[str, Any]] = []
-        for key, value in parse_assignments(list(set_ or [])):
-            changed = set_tool_version(store, key, value, actor=_actor(), source="cli")
-            changes.append({"key": key, "value": value, "changed": changed})
-        rows = tool_versions_table(store.get_tool_versions())
-        audit = store.audit_log(limit=audit_limit) if audit_limit else []
+        request = ToolVersionsRequest(assignments=list(set_ or []), actor=_actor(), audit_limit=audit_limit)
+        result = update_tool_versions(store, request)
+    rows, changes, audit = result.rows, result.changes, result.audit
     by_key = {r.key: r for r in rows}
     shadowed = [c for c in changes if c["changed"] and by_key[c["key"]].source == "env"]
     if fmt == OutputFormat.json:

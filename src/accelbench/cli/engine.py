@@ -19,9 +19,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.render import Col, print_table
-from accelbench.deploy import engines as eng
-from accelbench.deploy import execstack
-from accelbench.errors import NotFoundError
+from accelbench.services import engines
 
 engine_app = typer.Typer(
     help="Install, list and remove serving engines (isolated environments under the cache dir).",
@@ -35,7 +33,7 @@ def _size(n: int | None) -> str:
 
 @engine_app.command("install")
 def install(
-    name: str = typer.Argument(..., help="Engine: " + ", ".join(eng.ENGINES.names()) + "."),
+    name: str = typer.Argument(..., help="Engine: " + ", ".join(engines.engine_names()) + "."),
     version: str | None = typer.Option(
         None, "--version", "-v", help="Engine version.", show_default="per engine"
     ),
@@ -73,25 +71,24 @@ def install(
 ) -> None:
     """Install an engine into its own virtual environment (idempotent: a finished install is reused)."""
     with user_errors():
-        recipe = eng.get_recipe(name)
-        v = version or recipe.default_version
-        if recipe.compiles and not eng.find_engine(name, v):
+        slow = engines.slow_install(name, version)
+        if slow:
             err_console.print(
-                f"{name} {v} compiles from source: this takes several minutes (about 5 on 2 cores).",
+                f"{name} {slow} compiles from source: this takes several minutes (about 5 on 2 cores).",
                 highlight=False,
             )
+        request = engines.EngineInstallRequest(
+            name=name,
+            version=version,
+            python=python,
+            extra_index_url=extra_index_url,
+            force=force,
+            without_isa=tuple(without_isa or ()),
+            check=check,
+            check_model=check_model,
+        )
         with ConsoleProgress() as progress:
-            info = eng.install_engine(
-                name,
-                v,
-                python=python,
-                extra_index_url=extra_index_url,
-                force=force,
-                without_isa=without_isa or (),
-                check=check,
-                check_model=check_model,
-                progress=progress,
-            )
+            info = engines.install_engine(request, progress)
             took = progress.elapsed
         if fmt == OutputFormat.json:
             emit(info, fmt, lambda: None)
@@ -117,7 +114,7 @@ def install(
 def list_cmd(fmt: OutputFormat = FormatOption) -> None:
     """Installed engines."""
     with user_errors():
-        infos = eng.list_engines()
+        infos = engines.installed_engines()
 
         def table() -> None:
             if not infos:
@@ -127,9 +124,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
                 (
                     i.name,
                     i.version,
-                    ", ".join(
-                        f"{k} {v}" for k, v in i.packages.items() if k != eng.get_recipe(i.name).package
-                    ),
+                    engines.other_packages(i),
                     i.python_version,
                     i.build_summary() or "",
                     _size(i.size_bytes),
@@ -158,14 +153,10 @@ def remove(
 ) -> None:
     """Delete an installed engine's environment."""
     with user_errors():
-        v = version or eng.default_version(name)
-        if not eng.engine_dir(name, v).exists():
-            raise NotFoundError(
-                f"Engine {name} {v} is not installed.", hint="`accelbench engine list` shows what is."
-            )
-        if not yes and not typer.confirm(f"Remove {name} {v} ({eng.engine_dir(name, v)})?"):
+        removal = engines.engine_to_remove(name, version)
+        if not yes and not typer.confirm(f"Remove {name} {removal.version} ({removal.path})?"):
             raise typer.Exit(1)
-        path = eng.remove_engine(name, v)
+        path = engines.remove_engine(removal)
         err_console.print(f"Removed {path}", highlight=False)
 
 
@@ -182,13 +173,14 @@ def fix_execstack(
     Needed where the kernel refuses to load a library that asks for an executable stack ("cannot enable
     executable stack as shared object requires")."""
     with user_errors():
-        info = eng.get_engine(name, version)
-        targets = list(paths) if paths else execstack.find_execstack_libraries(Path(info.path))
-        if not targets:
-            err_console.print(f"No library in {name} {info.version} asks for an executable stack.")
+        fix = engines.execstack_targets(
+            engines.ExecstackFix(name=name, version=version, paths=list(paths or []))
+        )
+        if not fix.targets:
+            err_console.print(f"No library in {name} {fix.engine.version} asks for an executable stack.")
             return
         with ConsoleProgress() as progress:
-            changed = execstack.clear_execstack(targets, engine=info, progress=progress)
+            changed = engines.clear_engine_execstack(fix, progress)
         for p in changed:
             err_console.print(f"cleared: {p}", highlight=False)
         if not changed:

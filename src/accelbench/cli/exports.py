@@ -10,6 +10,8 @@ from pathlib import Path
 import typer
 
 from accelbench.cli.common import err_console, user_errors
+from accelbench.services.run_export import export_run
+from accelbench.services.session import get_store
 
 
 def export_results(
@@ -29,9 +31,6 @@ def export_results(
     ),
 ) -> None:
     """Export a run's results in another tool's format."""
-    from accelbench.services.run_export import export_run
-    from accelbench.store import get_store
-
     with user_errors():
         files = export_run(get_store(), run_id, fmt)
     if output is not None:

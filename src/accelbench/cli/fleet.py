@@ -7,21 +7,33 @@ against a local engine); the table and the report come from ``report/fleet.py``.
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from accelbench.cli.bench import first_served_model
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
     console,
     err_console,
     graceful_interrupt,
+    options_command,
     print_json,
     user_errors,
 )
 from accelbench.cli.render import Col, print_table
+from accelbench.domain.bench import Endpoint
+from accelbench.errors import UserInputError
+from accelbench.fleet.result import FleetPlan
+from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table, write_fleet_report
+from accelbench.services.fleet import FleetRequest, fleet_request, load_traffic, plan_fleet
+from accelbench.services.fleet_export import fleet_files, write_fleet_files
+from accelbench.services.fleet_validate import replay_options, validate_fleet
+from accelbench.services.session import get_store
 
 _PRIORITY = {
     "#": 0,
@@ -40,9 +52,6 @@ _PRIORITY = {
 
 
 def render(plan: object, top: int) -> None:
-    from accelbench.fleet.result import FleetPlan
-    from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
-
     assert isinstance(plan, FleetPlan)
     cols = [
         Col(h, _PRIORITY[h], num=h not in ("instance", "source", "SLO risk", "cold start"))
@@ -60,105 +69,141 @@ def render(plan: object, top: int) -> None:
         console.print(f"  - {line}", highlight=False, overflow="fold")
 
 
-def fleet(
-    traffic: Path = typer.Option(
-        ...,
-        "--traffic",
-        help="Trace (Mooncake .jsonl, BurstGPT .csv) or profile (.yaml, or .csv with requests_per_s).",
-    ),
-    model: str = typer.Option(..., "--model", help="Model preset name, prepared model or path."),
-    slo: str = typer.Option(..., "--slo", help="Targets in ms, e.g. ttft:2000,tpot:100 (also e2el, itl)."),
-    percentile: float = typer.Option(
-        90.0, "--percentile", help="Percentile the targets are judged at (0-100)."
-    ),
-    attainment: float = typer.Option(
-        0.95, "--attainment", help="Share of requests that must meet every target, 0-1."
-    ),
-    instances: str | None = typer.Option(
-        None,
-        "--instances",
-        help="Candidate instance types, comma-separated.",
-        show_default="every feasible one",
-    ),
-    interval: float = typer.Option(3600.0, "--interval", help="Seconds per interval a trace is counted in."),
-    peak_window: float = typer.Option(
-        60.0, "--peak-window", help="Seconds the within-interval peak is read over."
-    ),
-    peak_quantile: float = typer.Option(
-        0.99, "--peak-quantile", help="Quantile of arrivals per window the servers are sized for."
-    ),
-    min_servers: int = typer.Option(
-        1, "--min-servers", help="Fewest servers at any time (0: scale to zero)."
-    ),
-    provision_s: float | None = typer.Option(
-        None,
-        "--provision-s",
-        help="Instance provisioning seconds.",
-        show_default="a stated assumption per tier",
-    ),
-    reserved_discount: float | None = typer.Option(
-        None,
-        "--reserved-discount",
-        help="Where no reserved price is stored, assume reserved = on demand x (1 - this), e.g. 0.4.",
-    ),
-    top: int = typer.Option(10, "--top", help="Candidates shown in the table (0: all); JSON has all."),
-    report: Path | None = typer.Option(
-        None, "--report", help="Write fleet.md and fleet.html to this directory."
-    ),
-    export: Path | None = typer.Option(
-        None,
-        "--export",
-        help="Write the Kubernetes objects (Deployment, HPA, NodePool) of the chosen candidate here.",
-    ),
-    choose: str | None = typer.Option(
-        None, "--choose", help="Candidate --export writes.", show_default="the cheapest"
-    ),
-    namespace: str = typer.Option("accelbench", "--namespace", help="Namespace of the exported objects."),
-    validate: bool = typer.Option(
-        False, "--validate", help="Replay one server's share of the busiest interval against --base-url."
-    ),
-    base_url: str | None = typer.Option(
-        None, "--base-url", envvar="ACCELBENCH_BASE_URL", help="--validate: the local engine's root URL."
-    ),
-    served_model: str | None = typer.Option(
-        None, "--served-model", help="--validate: the served model name.", show_default="the first listed"
-    ),
-    tokenizer: str | None = typer.Option(
-        None,
-        "--tokenizer",
-        help="--validate: local tokenizer directory.",
-        show_default="the server's /tokenize",
-    ),
-    validate_requests: int = typer.Option(
-        200, "--validate-requests", help="--validate: most requests replayed."
-    ),
-    fmt: OutputFormat = FormatOption,
-) -> None:
+@dataclass(kw_only=True)
+class FleetFlags:
+    """The flags of ``fleet``: the traffic, model and SLO, how the fleet is sized and priced, what is written
+    (--report, --export) and the replay of --validate."""
+
+    traffic: Annotated[
+        Path,
+        typer.Option(
+            "--traffic",
+            help="Trace (Mooncake .jsonl, BurstGPT .csv) or profile (.yaml, or .csv with requests_per_s).",
+        ),
+    ]
+    model: Annotated[str, typer.Option("--model", help="Model preset name, prepared model or path.")]
+    slo: Annotated[
+        str, typer.Option("--slo", help="Targets in ms, e.g. ttft:2000,tpot:100 (also e2el, itl).")
+    ]
+    percentile: Annotated[
+        float, typer.Option("--percentile", help="Percentile the targets are judged at (0-100).")
+    ] = 90.0
+    attainment: Annotated[
+        float, typer.Option("--attainment", help="Share of requests that must meet every target, 0-1.")
+    ] = 0.95
+    instances: Annotated[
+        str | None,
+        typer.Option(
+            "--instances",
+            help="Candidate instance types, comma-separated.",
+            show_default="every feasible one",
+        ),
+    ] = None
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds per interval a trace is counted in.")
+    ] = 3600.0
+    peak_window: Annotated[
+        float, typer.Option("--peak-window", help="Seconds the within-interval peak is read over.")
+    ] = 60.0
+    peak_quantile: Annotated[
+        float,
+        typer.Option("--peak-quantile", help="Quantile of arrivals per window the servers are sized for."),
+    ] = 0.99
+    min_servers: Annotated[
+        int, typer.Option("--min-servers", help="Fewest servers at any time (0: scale to zero).")
+    ] = 1
+    provision_s: Annotated[
+        float | None,
+        typer.Option(
+            "--provision-s",
+            help="Instance provisioning seconds.",
+            show_default="a stated assumption per tier",
+        ),
+    ] = None
+    reserved_discount: Annotated[
+        float | None,
+        typer.Option(
+            "--reserved-discount",
+            help="Where no reserved price is stored, assume reserved = on demand x (1 - this), e.g. 0.4.",
+        ),
+    ] = None
+    top: Annotated[
+        int, typer.Option("--top", help="Candidates shown in the table (0: all); JSON has all.")
+    ] = 10
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write fleet.md and fleet.html to this directory.")
+    ] = None
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export",
+            help="Write the Kubernetes objects (Deployment, HPA, NodePool) of the chosen candidate here.",
+        ),
+    ] = None
+    choose: Annotated[
+        str | None, typer.Option("--choose", help="Candidate --export writes.", show_default="the cheapest")
+    ] = None
+    namespace: Annotated[str, typer.Option("--namespace", help="Namespace of the exported objects.")] = (
+        "accelbench"
+    )
+    validate: Annotated[
+        bool,
+        typer.Option(
+            "--validate", help="Replay one server's share of the busiest interval against --base-url."
+        ),
+    ] = False
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", envvar="ACCELBENCH_BASE_URL", help="--validate: the local engine's root URL."
+        ),
+    ] = None
+    served_model: Annotated[
+        str | None,
+        typer.Option(
+            "--served-model", help="--validate: the served model name.", show_default="the first listed"
+        ),
+    ] = None
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="--validate: local tokenizer directory.",
+            show_default="the server's /tokenize",
+        ),
+    ] = None
+    validate_requests: Annotated[
+        int, typer.Option("--validate-requests", help="--validate: most requests replayed.")
+    ] = 200
+    fmt: OutputFormat = FormatOption
+
+    def request(self) -> FleetRequest:
+        return fleet_request(
+            traffic=str(self.traffic),
+            model=self.model,
+            slo=self.slo,
+            percentile=self.percentile,
+            attainment=self.attainment,
+            instances=[x.strip() for x in (self.instances or "").split(",") if x.strip()],
+            interval_s=self.interval,
+            peak_window_s=self.peak_window,
+            peak_quantile=self.peak_quantile,
+            min_servers=self.min_servers,
+            provision_s=self.provision_s,
+            reserved_discount=self.reserved_discount,
+        )
+
+
+def fleet(flags: FleetFlags) -> None:
     """Size, price and rank a fleet per instance type for a day of traffic within an SLO."""
     with user_errors():
-        from accelbench.services.fleet import fleet_request, plan_fleet
-        from accelbench.store import get_store
-
-        request = fleet_request(
-            traffic=str(traffic),
-            model=model,
-            slo=slo,
-            percentile=percentile,
-            attainment=attainment,
-            instances=[x.strip() for x in (instances or "").split(",") if x.strip()],
-            interval_s=interval,
-            peak_window_s=peak_window,
-            peak_quantile=peak_quantile,
-            min_servers=min_servers,
-            provision_s=provision_s,
-            reserved_discount=reserved_discount,
-        )
+        request = flags.request()
         plan = plan_fleet(get_store(), request)
-        files = _write_outputs(plan, report, export, choose, namespace)
+        files = _write_outputs(plan, flags.report, flags.export, flags.choose, flags.namespace)
         checked = None
-        if validate:
-            checked = _validate(plan, request, base_url, served_model, tokenizer, validate_requests)
-    _show(plan, checked, fmt, top, files)
+        if flags.validate:
+            checked = _validate(plan, request, flags)
+    _show(plan, checked, flags.fmt, flags.top, files)
 
 
 def _show(plan: Any, checked: Any, fmt: OutputFormat, top: int, files: list[Path]) -> None:
@@ -181,12 +226,8 @@ def _write_outputs(
     """``--report`` (fleet.md, fleet.html) and ``--export`` (the manifests), written only when asked."""
     files: list[Path] = []
     if report is not None:
-        from accelbench.report.fleet import write_fleet_report
-
         files = write_fleet_report(plan, report)
     if export is not None:
-        from accelbench.services.fleet_export import fleet_files, write_fleet_files
-
         manifests, warnings = fleet_files(plan, instance=choose, namespace=namespace)
         files += write_fleet_files(manifests, export)
         for w in warnings:
@@ -194,20 +235,15 @@ def _write_outputs(
     return files
 
 
-def _validate(
-    plan: Any, request: Any, base_url: str | None, served: str | None, tokenizer: str | None, most: int
-) -> Any:
+def _validate(plan: Any, request: FleetRequest, flags: FleetFlags) -> Any:
     """The replay of ``--validate``: this machine's plan (candidate ``local``) against the engine at
-    ``base_url``."""
-    import threading
-
-    from accelbench.cli.bench import first_served_model
-    from accelbench.domain.bench import Endpoint
-    from accelbench.errors import UserInputError
-    from accelbench.services.fleet import load_traffic, plan_fleet
-    from accelbench.services.fleet_validate import replay_options, validate_fleet
-    from accelbench.store import get_store
-
+    ``--base-url``."""
+    base_url, served, tokenizer, most = (
+        flags.base_url,
+        flags.served_model,
+        flags.tokenizer,
+        flags.validate_requests,
+    )
     if not base_url:
         raise UserInputError("--validate needs --base-url: the local engine to replay against.")
     traffic = load_traffic(request)
@@ -251,4 +287,4 @@ def render_validation(v: Any) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("fleet")(fleet)
+    app.command("fleet")(options_command(FleetFlags, fleet))

@@ -10,6 +10,8 @@ from pathlib import Path
 import typer
 
 from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
+from accelbench.services.result_imports import ImportRequest, import_results, importers
+from accelbench.services.session import get_store
 
 
 def _command(tool: str, description: str) -> Callable[..., None]:
@@ -34,9 +36,6 @@ def _command(tool: str, description: str) -> Callable[..., None]:
         ),
         fmt: OutputFormat = FormatOption,
     ) -> None:
-        from accelbench.services.result_imports import ImportRequest, import_results
-        from accelbench.store import get_store
-
         with user_errors():
             req = ImportRequest(
                 tool=tool,
@@ -69,7 +68,5 @@ def _command(tool: str, description: str) -> Callable[..., None]:
 
 def register_importers(import_app: typer.Typer) -> None:
     """Add one ``import`` subcommand per registered importer."""
-    from accelbench.bench.importers import IMPORTERS
-
-    for name, importer in IMPORTERS.items():
-        import_app.command(name)(_command(name, importer.description))
+    for name, description in importers():
+        import_app.command(name)(_command(name, description))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from typer._click.globals import get_current_context
 
 from accelbench.errors import UserInputError, plain_words
 
@@ -41,6 +42,7 @@ def flag_for(field: str, flags: Mapping[str, str], params: Sequence[Any]) -> str
     """The flag a person types for a model field."""
     if field in flags:
         return flags[field]
+    # start-up time: the load flags (and domain/bench.py's models) load only when an error names a flag
     from accelbench.cli.load_flags import LOAD_FLAGS
 
     if field in LOAD_FLAGS:
@@ -58,7 +60,5 @@ def flag_for(field: str, flags: Mapping[str, str], params: Sequence[Any]) -> str
 
 def current_params() -> list[Any]:
     """The parameters of the command being run (none outside one)."""
-    from typer._click.globals import get_current_context
-
     ctx = get_current_context(silent=True)
     return list(ctx.command.params) if ctx is not None else []

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.domain.machine import MachineProbe
+from accelbench.services.machine import probe_this_machine
 
 machine_app = typer.Typer(help="This machine, as the planner sees it.", no_args_is_help=True)
 
@@ -70,7 +71,6 @@ def probe(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Measure memory bandwidth and matrix-multiply speed of this machine; the planner's "local" uses them."""
-    from accelbench.services.machine import probe_this_machine
 
     def progress(message: str) -> None:
         err_console.print(f"[dim]probe:[/] {message}", highlight=False)

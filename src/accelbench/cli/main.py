@@ -13,12 +13,14 @@ from functools import cache
 from typing import Any
 
 import typer
-from typer._click.exceptions import UsageError
+from typer import rich_utils
+from typer._click.exceptions import BadParameter, UsageError
 from typer.core import TyperCommand, TyperGroup
 
 from accelbench import __version__
 from accelbench.cli.render import install_help_fit
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, plain_words
+from accelbench.redact import install_log_redaction
 from accelbench.registry import suggestion
 
 # Top-level command -> module under accelbench.cli that registers it. Order is the order in --help.
@@ -47,7 +49,7 @@ COMMANDS: dict[str, str] = {
     "model": "model",
     "config": "config",
     "serve": "serve",
-    "apikey": "serve",
+    "apikey": "apikey",
 }
 
 # Top-level command -> its one-line summary in `accelbench --help` (None: hidden). They live here so that the
@@ -130,9 +132,6 @@ class LazyGroup(TyperGroup):
 def _plain_parse_errors() -> None:
     """typer checks a flag's value with pydantic and shows pydantic's words ("Input should be greater than or
     equal to 1"); show the words of ``cli/input_errors.py`` instead (imported only when there is an error)."""
-    from typer import rich_utils
-    from typer._click.exceptions import BadParameter
-
     show = rich_utils.rich_format_error
     if getattr(show, "plain_words", False):
         return
@@ -140,8 +139,6 @@ def _plain_parse_errors() -> None:
     def plain(exc: Any) -> None:
         cause = exc.__cause__
         if isinstance(exc, BadParameter) and hasattr(cause, "errors"):
-            from accelbench.errors import plain_words
-
             exc.message = "; ".join(plain_words(e) for e in cause.errors()) + "."
         show(exc)
 
@@ -175,8 +172,6 @@ def _root(
     ),
 ) -> None:
     """accelbench: plan, deploy, measure and compare LLM serving on GPU, Neuron and CPU."""
-    from accelbench.redact import install_log_redaction
-
     install_log_redaction()  # a URL's password never reaches a log line
 
 
@@ -184,13 +179,13 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return app(args=argv)
     except Exception as exc:  # safety net; commands use cli.common.user_errors
+        # start-up time: pydantic and the modules that use it load only when a command failed this way
         from pydantic import ValidationError
 
         from accelbench.cli.common import fail
+        from accelbench.cli.input_errors import flag_error
 
         if isinstance(exc, ValidationError):
-            from accelbench.cli.input_errors import flag_error
-
             exc = flag_error(exc)
         if not isinstance(exc, AccelbenchError):
             raise

@@ -17,7 +17,7 @@ from accelbench.cli.common import (
     simple_table,
     user_errors,
 )
-from accelbench.deploy import model_store as ms
+from accelbench.services import engines
 
 model_app = typer.Typer(help="Prepare and list models for the local engines.", no_args_is_help=True)
 
@@ -25,7 +25,10 @@ model_app = typer.Typer(help="Prepare and list models for the local engines.", n
 @model_app.command("prepare")
 def prepare(
     ref: str = typer.Argument(
-        ..., help="A preset (" + ", ".join(ms.PRESETS) + "), a GGUF file or a Hugging Face directory."
+        ...,
+        help="A preset ("
+        + ", ".join(engines.model_presets())
+        + "), a GGUF file or a Hugging Face directory.",
     ),
     name: str | None = typer.Option(
         None, "--name", help="Name to refer to it by.", show_default="from the source"
@@ -49,15 +52,17 @@ def prepare(
         if check not in ("engine", "transformers", "none"):
             raise typer.BadParameter("--check must be engine, transformers or none")
         with ConsoleProgress() as progress:
-            model = ms.prepare_model(
-                ref,
-                name=name,
-                check=check,  # type: ignore[arg-type]
-                engine_version=engine_version,
-                revision=revision,
-                convert=not no_convert,
-                force=force,
-                progress=progress,
+            model = engines.prepare_model(
+                engines.ModelPrepareRequest(
+                    ref=ref,
+                    name=name,
+                    check=check,
+                    engine_version=engine_version,
+                    revision=revision,
+                    convert=not no_convert,
+                    force=force,
+                ),
+                progress,
             )
             took = progress.elapsed
         if fmt == OutputFormat.json:
@@ -81,9 +86,8 @@ def prepare(
 def list_cmd(fmt: OutputFormat = FormatOption) -> None:
     """Prepared models, and presets not prepared yet."""
     with user_errors():
-        models = ms.list_models()
-        prepared = {m.name for m in models}
-        presets = [p for p in ms.PRESETS.values() if p.name not in prepared]
+        listing = engines.list_prepared_models()
+        models, presets = listing.prepared, listing.presets
 
         def table() -> None:
             rows = []
@@ -130,7 +134,7 @@ def remove(
     with user_errors():
         if not yes and not typer.confirm(f"Remove the prepared model {name}?"):
             raise typer.Exit(1)
-        path = ms.remove_model(name)
+        path = engines.remove_model(name)
         err_console.print(f"Removed {path}", highlight=False)
 
 

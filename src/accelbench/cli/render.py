@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box as rich_box
 from rich.console import Console, ConsoleDimensions, Group, RenderableType
 from rich.measure import Measurement
 from rich.padding import Padding
@@ -92,8 +93,6 @@ def _cell_width(console: Console, cell: Any) -> tuple[int, int]:
 
 def _table_extra(n: int, table_kw: dict[str, Any]) -> int:
     """Cells a table with ``n`` columns spends on borders and padding."""
-    from rich import box as rich_box
-
     box = table_kw.get("box", rich_box.HEAVY_HEAD)
     show_edge = table_kw.get("show_edge", True)
     pad = table_kw.get("padding", (0, 1))
@@ -480,7 +479,7 @@ def print_failures_and_warnings(results: Sequence[Any], *, out: Console | None =
     """The run's warnings as ``report/failures.py`` ``run_warnings`` groups them: each failed cell with its
     most common reason first, then each distinct note its figures carry (prompt-token mismatch, client lag,
     scrape cost, ...) once, with the cells it applies to; nothing when there are none."""
-    from accelbench.report.failures import run_warnings
+    from accelbench.report.failures import run_warnings  # heavy (statistics); render loads with --help
 
     out = out or console
     found = run_warnings(results)
@@ -521,7 +520,7 @@ def _with_unit(value: float | None, digits: int, unit: str) -> str:
 def print_device_telemetry(results: Sequence[Any], *, out: Console | None = None) -> None:
     """Each cell's devices (utilisation mean/peak, peak memory, mean power, energy and output tokens per joule),
     then, once, the sources this machine lacked; nothing when no cell has device telemetry."""
-    from accelbench.report.failures import cell_devices
+    from accelbench.report.failures import cell_devices  # heavy (statistics); render loads with --help
 
     out = out or console
     cells = cell_devices(results)

@@ -45,10 +45,16 @@ def tools() -> list[str]:
     return IMPORTERS.names()
 
 
+def importers() -> list[tuple[str, str]]:
+    """The registered importers (every tool but vllm-bench), each with the one line saying which files it
+    reads."""
+    return [(name, importer.description) for name, importer in IMPORTERS.items()]
+
+
 def tool_choices() -> list[tuple[str, str]]:
     """Every tool ``import`` takes, vllm-bench first, with the one line saying which files it reads."""
     vllm = (VLLM_BENCH, "`vllm bench serve --save-result` JSON files (one per cell and repeat)")
-    return [vllm, *((name, importer.description) for name, importer in IMPORTERS.items())]
+    return [vllm, *importers()]
 
 
 def read_all(tool: str, files: list[Path]) -> list[ImportedFile]:

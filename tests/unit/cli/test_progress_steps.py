@@ -101,7 +101,7 @@ def test_quiet_prints_nothing(screen: tuple[io.StringIO, Clock]) -> None:
 def test_a_runs_display_passes_notes_on(screen: tuple[io.StringIO, Clock]) -> None:
     """``run``/``demo`` hand the lifecycle their ``RunDisplay``: a note the engine start makes reaches the
     terminal (the base class would drop it)."""
-    from accelbench.cli.run import RunDisplay
+    from accelbench.cli.run_display import RunDisplay
 
     buf, _ = screen
     display = RunDisplay(enabled=True)
@@ -115,7 +115,7 @@ def test_the_step_a_run_failed_in_is_crossed(screen: tuple[io.StringIO, Clock]) 
     failed in is crossed, not ticked."""
     from types import SimpleNamespace
 
-    from accelbench.cli.run import RunDisplay
+    from accelbench.cli.run_display import RunDisplay
     from accelbench.domain.run import RunStatus
 
     buf, clock = screen

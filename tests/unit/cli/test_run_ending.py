@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.cli import render
-from accelbench.cli.run import next_steps, open_command, print_ending
+from accelbench.cli.run_ending import next_steps, open_command, print_ending
 from accelbench.domain.run import RunStatus
 from accelbench.report.tables import aggregate_results
 from accelbench.store.repo import Store

@@ -1,0 +1,85 @@
+"""Whether a model fits an instance (``recommend``) and where the accelerator's memory goes (``memory
+breakdown``), as the CLI asks: the model named (a preset, a hub id, a path) is read first, and the answer comes
+with the model's own longest context, which the verdict's sentence is said against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelbench.domain.plan import MemoryBreakdown, Recommendation
+from accelbench.domain.run import EngineSettings
+from accelbench.modelspec import load_model_spec
+from accelbench.plan import memory_breakdown
+from accelbench.plan.recommend.common import verdict_sentence
+from accelbench.services.plan import recommendation
+
+__all__ = [
+    "BreakdownOutcome",
+    "BreakdownRequest",
+    "RecommendOutcome",
+    "RecommendRequest",
+    "breakdown",
+    "recommend_for",
+    "verdict_sentence",
+]
+
+
+@dataclass(frozen=True)
+class BreakdownRequest:
+    """A model (preset, hub id, path) on an instance, with the settings asked for (else the planner's)."""
+
+    model: str
+    instance: str
+    quantization: str | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class RecommendRequest(BreakdownRequest):
+    """The breakdown's question, with the typical lengths and the engine settings the answer must keep."""
+
+    input_len: int | None = None
+    output_len: int | None = None
+    settings: EngineSettings | None = None
+    engine: str | None = None
+
+
+@dataclass(frozen=True)
+class RecommendOutcome:
+    recommendation: Recommendation
+    model_max: int
+
+
+def recommend_for(req: RecommendRequest) -> RecommendOutcome:
+    spec = load_model_spec(req.model)
+    rec = recommendation(
+        spec,
+        req.instance,
+        quantization=req.quantization,
+        max_model_len=req.max_model_len,
+        kv_cache_dtype=req.kv_cache_dtype,
+        input_len=req.input_len,
+        output_len=req.output_len,
+        settings=req.settings,
+        engine=req.engine,
+    )
+    return RecommendOutcome(recommendation=rec, model_max=spec.max_position_embeddings)
+
+
+@dataclass(frozen=True)
+class BreakdownOutcome:
+    breakdown: MemoryBreakdown
+    model_max: int
+
+
+def breakdown(req: BreakdownRequest) -> BreakdownOutcome:
+    spec = load_model_spec(req.model)
+    b = memory_breakdown(
+        spec,
+        req.instance,
+        quantization=req.quantization,
+        max_model_len=req.max_model_len,
+        kv_cache_dtype=req.kv_cache_dtype,
+    )
+    return BreakdownOutcome(breakdown=b, model_max=spec.max_position_embeddings)
