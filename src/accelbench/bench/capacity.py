@@ -24,7 +24,7 @@ import math
 import statistics
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from accelbench.bench.capacity_confidence import (
     pooled_confidence,
     pooled_met,
 )
+from accelbench.bench.recorder import RunRecorder
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import (
     METRICS,
@@ -48,9 +49,6 @@ from accelbench.domain.capacity import (
 )
 from accelbench.domain.run import CellStatus
 from accelbench.errors import UserInputError
-
-if TYPE_CHECKING:
-    from accelbench.store.repo import Store
 
 RATE_TOLERANCE = 0.1  # a rate boundary is found to within 10%
 
@@ -476,14 +474,16 @@ def run_capacity(
     max_load: float,
     max_probes: int = 12,
     tokenizer: Any = None,
-    store: Store | None = None,
+    store: RunRecorder | None = None,
     run_id: str | None = None,
     progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> CapacityResult:
     """The search against a live server, each probe stored as a cell of ``run_id`` (with the probes so far in
     the run's ``extra["capacity"]``, from which an interrupted search resumes)."""
-    from accelbench.bench.runner import run_benchmark
+    from accelbench.bench.runner import (
+        run_benchmark,
+    )  # heavy: the client and its telemetry, only for a search
 
     done: list[Probe] = []
     if store is not None and run_id is not None:

@@ -34,14 +34,16 @@ from typing import Any, NamedTuple
 import httpx
 
 from accelbench.bench.context import check_served_context
+from accelbench.bench.quality_run import before_load
+from accelbench.bench.recorder import RunRecorder
 from accelbench.bench.spec import spec_differences
+from accelbench.bench.target_ci import MIN_REPEATS, record, settled
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint, LoadSettings
+from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.redact import redact_url
-from accelbench.store.owner import process_owner
-from accelbench.store.repo import Store
 
 PROGRESS_WRITE_S = 2.0
 HEALTH_TIMEOUT_S = 5.0
@@ -209,7 +211,9 @@ def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str |
 class _Progress:
     """Writes the run's progress JSON, at cell boundaries and at most every PROGRESS_WRITE_S seconds."""
 
-    def __init__(self, store: Store, run_id: str, total: int, done: int, callback: ProgressFn | None) -> None:
+    def __init__(
+        self, store: RunRecorder, run_id: str, total: int, done: int, callback: ProgressFn | None
+    ) -> None:
         self.store, self.run_id, self.callback = store, run_id, callback
         self.total, self.done = total, done
         self.key: CellKey | None = None
@@ -260,7 +264,7 @@ class _Progress:
 def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
     """Build one prompt of every input length still to run, so a setting that cannot work (an input length
     shorter than the chat template, a bad dataset file) fails before the first request, not an hour in."""
-    from accelbench.bench import build_dataset
+    from accelbench.bench import build_dataset  # heavy: numpy's dataset code, only once a sweep runs
 
     for input_len in dict.fromkeys(k.input_len for k in keys):
         key = next(k for k in keys if k.input_len == input_len)
@@ -268,7 +272,7 @@ def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
 
 
 def create_sweep_run(
-    store: Store,
+    store: RunRecorder,
     endpoint: Endpoint,
     spec: SweepSpec,
     *,
@@ -308,7 +312,7 @@ def create_sweep_run(
 
 
 def run_sweep(
-    store: Store,
+    store: RunRecorder,
     run_id: str,
     endpoint: Endpoint,
     spec: SweepSpec,
@@ -330,8 +334,8 @@ def run_sweep(
     ``finish_run=False`` the run's final status is left to the caller (an orchestrator that still has an
     engine to tear down and files to write); the outcome carries the status it would have set.
     """
+    # heavy: the client, the tokenizers and numpy, only once a sweep runs (report/ reads this module)
     from accelbench.bench import load_tokenizer, run_benchmark
-    from accelbench.bench.quality_run import before_load
     from accelbench.bench.selftest import certify, client_self_test
 
     run = store.get_run(run_id)
@@ -441,21 +445,17 @@ def run_sweep(
     return outcome
 
 
-def reached_target(store: Store, run_id: str, spec: SweepSpec, key: CellKey) -> bool:
+def reached_target(store: RunRecorder, run_id: str, spec: SweepSpec, key: CellKey) -> bool:
     """With a target_ci: whether ``key``'s cell already reached it with its earlier repeats (so ``key`` need
     not run)."""
-    from accelbench.bench.target_ci import MIN_REPEATS, settled
-
     if spec.target_ci is None or key.repeat < MIN_REPEATS:
         return False
     cell = [r for r in store.get_results(run_id) if (r.input_len, r.concurrency) == key[:2]]
     return settled(cell, spec.target_ci)
 
 
-def note_target_ci(store: Store, run_id: str, spec: SweepSpec) -> dict[str, Any]:
+def note_target_ci(store: RunRecorder, run_id: str, spec: SweepSpec) -> dict[str, Any]:
     """Keep in the run's ``extra`` which cells reached the target_ci and which hit the cap; return it."""
-    from accelbench.bench.target_ci import record
-
     assert spec.target_ci is not None
     rec = record(store.get_results(run_id), spec.target_ci, spec.repeats)
     store.update_run(run_id, extra={**store.get_run(run_id).extra, "target_ci": rec})
@@ -505,7 +505,7 @@ def failure_line(key: CellKey | None, summary: BenchmarkSummary) -> str:
 
 
 def _finish(
-    store: Store,
+    store: RunRecorder,
     prog: _Progress,
     outcome: SweepOutcome,
     keys: list[CellKey],
