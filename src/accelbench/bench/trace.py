@@ -39,20 +39,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from accelbench.bench.datasets import (
+from accelbench.bench.file_datasets import need_path
+from accelbench.bench.prompts import DATASETS, Prompt, PromptSource, StopFn
+from accelbench.bench.tokenizer import Tokenizer
+from accelbench.bench.word_tokens import (
     BYTES_PER_TOKEN,
-    DATASETS,
     MAX_FIT_ROUNDS,
-    Prompt,
-    PromptSource,
-    StopFn,
-    _common_prefix,
-    _exact_prefix,
-    _need_path,
-    _random_seed,
+    common_prefix,
+    exact_prefix,
+    prompt_seed,
     token_pool,
 )
-from accelbench.bench.tokenizer import Tokenizer
 from accelbench.domain.bench import BenchConfig, EndpointKind
 from accelbench.domain.limits import MAX_CELL_PROMPT_TOKENS, MAX_TOKENS
 from accelbench.errors import UserInputError
@@ -246,7 +243,7 @@ def read_trace(path: Path, fmt: TraceFormat, limit: int) -> Trace:
 
 # ------------------------------------------------------------------------------------------------ prompts
 def _trace_seed(config: BenchConfig) -> int:
-    key = f"{_random_seed(config)}|trace|{config.time_scale}"
+    key = f"{prompt_seed(config)}|trace|{config.time_scale}"
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
 
 
@@ -263,7 +260,7 @@ class _Plan:
 @DATASETS.register("trace")
 def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int) -> PromptSource:
     """Replays the first ``count`` rows of ``config.dataset_path`` (see the module docstring)."""
-    path = _need_path(config)
+    path = need_path(config)
     fmt = trace_format(path, config.trace_format)
     if tokenizer is None:
         raise UserInputError(
@@ -286,7 +283,7 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
     probes = tok.prompt_token_ids_batch(
         tok.decode_batch([[int(pool[i])] for i in range(min(4, len(pool)))]), endpoint
     )
-    front = max(_common_prefix(a, b) for j, a in enumerate(probes) for b in probes[j + 1 :])
+    front = max(common_prefix(a, b) for j, a in enumerate(probes) for b in probes[j + 1 :])
     total_tokens = sum(max(r.input_length, shortest) for r in rows)
     if total_tokens > MAX_CELL_PROMPT_TOKENS:
         raise UserInputError(
@@ -364,7 +361,7 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
     def block(h: int) -> tuple[str, list[int]]:
         got = cache.get(h)
         if got is None:
-            text = _exact_prefix(tok, block_pool, BLOCK_TOKENS, np.random.default_rng([seed, 0, h]))
+            text = exact_prefix(tok, block_pool, BLOCK_TOKENS, np.random.default_rng([seed, 0, h]))
             got = (text, tok.encode(text, add_special_tokens=False))
             if uses[h] > 1:
                 cache[h] = got
