@@ -93,17 +93,19 @@ def search_endpoint(
     """The search from this machine against ``endpoint``; with a store, every probe is a cell of ``run_id``
     and a search interrupted before resumes from the probes stored. ``cancel`` (or Ctrl-C) stops it after
     the level in flight by raising ``KeyboardInterrupt``; the levels measured stay stored."""
-    from accelbench.bench.capacity import run_capacity
+    from accelbench.bench.capacity import SearchBounds, run_capacity
     from accelbench.bench.tokenizer import load_tokenizer
 
     return run_capacity(
         endpoint,
         capacity.bench_config(label=label),
-        load=capacity.load,
-        slo=capacity.target(),
-        start=start,
-        max_load=capacity.max_load,
-        max_probes=capacity.max_probes,
+        SearchBounds(
+            load=capacity.load,
+            slo=capacity.target(),
+            start=start,
+            max_load=capacity.max_load,
+            max_probes=capacity.max_probes,
+        ),
         tokenizer=tokenizer if tokenizer is not None else load_tokenizer(endpoint),
         store=store,
         run_id=run_id,
