@@ -108,7 +108,7 @@ def lm_eval_score(results: dict[str, Any], task: str) -> dict[str, Any]:
 
 def run_lm_eval(endpoint: Endpoint, task: str, *, limit: int = LM_EVAL_LIMIT) -> dict[str, Any]:
     """Run lm-evaluation-harness's ``task`` (at most ``limit`` samples) against ``endpoint``'s chat route."""
-    import lm_eval  # optional; parse_quality checked it is installed
+    import lm_eval  # heavy and optional: only for an lm-eval task, which parse_quality checked is installed
 
     root = endpoint.base_url.rstrip("/").removesuffix("/v1")
     args = f"model={endpoint.served_model},base_url={root}/v1/chat/completions,num_concurrent=4,max_retries=1"

@@ -18,6 +18,7 @@ How GuideLLM defines its figures (``guidellm/schemas/request_stats.py``, ``backe
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -361,8 +362,6 @@ def _record(
 
 
 def _iso(t: Any) -> str:
-    from datetime import UTC, datetime
-
     if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
         return datetime.fromtimestamp(t, UTC).isoformat()
     return ""

@@ -27,6 +27,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
 from accelbench.bench.importers.common import (
     Fields,
@@ -106,8 +108,6 @@ class InferencePerfImporter:
 def _with_server(got: ImportedFile) -> ImportedFile:
     """What the ``config.yaml`` inference-perf writes beside its reports says of the server: model, engine type
     and base URL (absent or unreadable: nothing)."""
-    import yaml
-
     config_path = got.path.with_name(CONFIG)
     try:
         config = yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
