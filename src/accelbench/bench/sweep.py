@@ -38,6 +38,7 @@ from accelbench.bench.quality_run import before_load
 from accelbench.bench.recorder import RunRecorder
 from accelbench.bench.spec import spec_differences
 from accelbench.bench.target_ci import MIN_REPEATS, record, settled
+from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint, LoadSettings
 from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
@@ -264,7 +265,8 @@ class _Progress:
 def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
     """Build one prompt of every input length still to run, so a setting that cannot work (an input length
     shorter than the chat template, a bad dataset file) fails before the first request, not an hour in."""
-    from accelbench.bench import build_dataset  # heavy: numpy's dataset code, only once a sweep runs
+    # start-up: the dataset builders load once a sweep runs (report/ imports this module)
+    from accelbench.bench import build_dataset
 
     for input_len in dict.fromkeys(k.input_len for k in keys):
         key = next(k for k in keys if k.input_len == input_len)
@@ -434,8 +436,7 @@ class _Sweep:
     def prepare(self, todo: list[CellKey]) -> None:
         """Before the first cell: the tokenizer, the settings checked against the server, what the run serves
         (and its quality when asked), the client's self test when asked."""
-        # heavy: the client, the tokenizers and numpy, only once a sweep runs (report/ reads this module)
-        from accelbench.bench import load_tokenizer
+        # heavy: the client; report/ imports this module
         from accelbench.bench.selftest import client_self_test
 
         prog, spec = self.prog, self.spec
@@ -458,8 +459,8 @@ class _Sweep:
 
     def measure_cell(self, key: CellKey) -> Ending | None:
         """Run one (cell, repeat), store it, count it; how the sweep ends when it must stop here, else None."""
-        # heavy: the client, the tokenizers and numpy, only once a sweep runs (report/ reads this module)
-        from accelbench.bench import run_benchmark
+        # heavy: the client and the runner, loaded only once a sweep runs (report/ imports this module)
+        from accelbench.bench.runner import run_benchmark
         from accelbench.bench.selftest import certify
 
         prog = self.prog
