@@ -24,7 +24,8 @@ import math
 import statistics
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from accelbench.bench.capacity_confidence import (
     pooled_confidence,
     pooled_met,
 )
+from accelbench.bench.recorder import RunRecorder
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import (
     METRICS,
@@ -48,9 +50,6 @@ from accelbench.domain.capacity import (
 )
 from accelbench.domain.run import CellStatus
 from accelbench.errors import UserInputError
-
-if TYPE_CHECKING:
-    from accelbench.store.repo import Store
 
 RATE_TOLERANCE = 0.1  # a rate boundary is found to within 10%
 
@@ -466,31 +465,38 @@ def cell_key(load: LoadKind, probe_index: int, level: float, repeat: int) -> tup
     return 0, probe_index + 1
 
 
+@dataclass(frozen=True)
+class SearchBounds:
+    """What a search varies and how far: the load kind, the SLO to hold (None: find the knee), the first level,
+    the highest level it may try and at most how many levels it measures."""
+
+    load: LoadKind
+    slo: CapacitySLO | None
+    start: float
+    max_load: float
+    max_probes: int = 12
+
+
 def run_capacity(
     endpoint: Endpoint,
     base: BenchConfig,
+    bounds: SearchBounds,
     *,
-    load: LoadKind,
-    slo: CapacitySLO | None,
-    start: float,
-    max_load: float,
-    max_probes: int = 12,
     tokenizer: Any = None,
-    store: Store | None = None,
+    store: RunRecorder | None = None,
     run_id: str | None = None,
     progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> CapacityResult:
     """The search against a live server, each probe stored as a cell of ``run_id`` (with the probes so far in
     the run's ``extra["capacity"]``, from which an interrupted search resumes)."""
+    # heavy: the client and its telemetry, only when a search runs
     from accelbench.bench.runner import run_benchmark
 
-    done: list[Probe] = []
-    if store is not None and run_id is not None:
-        stored = (store.get_run(run_id).extra or {}).get("capacity") or {}
-        done = [Probe.model_validate(p) for p in stored.get("probes") or []]
-        if done and progress:
-            progress(f"resuming from {len(done)} stored probe(s)")
+    load, slo = bounds.load, bounds.slo
+    recorder = _ProbeRecorder(store, run_id, input_len=base.input_len, load=load)
+    if recorder.done and progress:
+        progress(f"resuming from {len(recorder.done)} stored probe(s)")
 
     def measure(level: float, repeat: int) -> Probe:
         if cancel is not None and cancel.is_set():
@@ -504,27 +510,54 @@ def run_capacity(
         if summary.interrupted:
             raise KeyboardInterrupt
         p = judge(summary, level=level, load=load, slo=slo, repeat=repeat)
-        if store is not None and run_id is not None:
-            conc, rep = cell_key(load, len(done) + len(new), level, repeat)
-            store.save_result(
-                run_id,
-                input_len=base.input_len,
-                concurrency=conc,
-                repeat=rep,
-                summary=summary,
-                status=CellStatus.completed,
-            )
-            new.append(p)
-            store.merge_run_extra(
-                run_id, capacity={"probes": [x.model_dump(mode="json") for x in [*done, *new]]}
-            )
+        recorder.keep(p, summary)
         if progress:
             progress(
                 f"  {'meets' if p.met else 'misses' if p.met is False else 'measured'}: {p.why or ''}".rstrip()
             )
         return p
 
-    new: list[Probe] = []
     return search(
-        measure, load=load, slo=slo, start=start, max_load=max_load, max_probes=max_probes, done=done
+        measure,
+        load=load,
+        slo=slo,
+        start=bounds.start,
+        max_load=bounds.max_load,
+        max_probes=bounds.max_probes,
+        done=recorder.done,
     )
+
+
+class _ProbeRecorder:
+    """Where a search against a live server keeps its probes: each a cell of the stored run, the probes so far
+    in its ``extra["capacity"]``. Without a stored run it keeps nothing."""
+
+    def __init__(
+        self, store: RunRecorder | None, run_id: str | None, *, input_len: int, load: LoadKind
+    ) -> None:
+        stored_run = store is not None and run_id is not None
+        self.store: RunRecorder | None = store if stored_run else None
+        self.run_id: str | None = run_id if stored_run else None
+        self.input_len, self.load = input_len, load
+        self.done: list[Probe] = []
+        self.new: list[Probe] = []
+        if self.store is not None and self.run_id is not None:
+            stored = (self.store.get_run(self.run_id).extra or {}).get("capacity") or {}
+            self.done = [Probe.model_validate(p) for p in stored.get("probes") or []]
+
+    def keep(self, probe: Probe, summary: BenchmarkSummary) -> None:
+        if self.store is None or self.run_id is None:
+            return
+        conc, rep = cell_key(self.load, len(self.done) + len(self.new), probe.level, probe.repeat)
+        self.store.save_result(
+            self.run_id,
+            input_len=self.input_len,
+            concurrency=conc,
+            repeat=rep,
+            summary=summary,
+            status=CellStatus.completed,
+        )
+        self.new.append(probe)
+        self.store.merge_run_extra(
+            self.run_id, capacity={"probes": [x.model_dump(mode="json") for x in [*self.done, *self.new]]}
+        )

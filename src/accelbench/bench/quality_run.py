@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.bench.quality import DEFAULT_TASKS, MAX_TASKS, agreement, run_probe, same_prompts, scored
+from accelbench.bench.recorder import RunNotes
+from accelbench.bench.served_identity import record_served, sampling_of
 from accelbench.domain.bench import Endpoint
 from accelbench.errors import UserInputError
-from accelbench.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def lm_eval_score(results: dict[str, Any], task: str) -> dict[str, Any]:
 
 def run_lm_eval(endpoint: Endpoint, task: str, *, limit: int = LM_EVAL_LIMIT) -> dict[str, Any]:
     """Run lm-evaluation-harness's ``task`` (at most ``limit`` samples) against ``endpoint``'s chat route."""
-    import lm_eval  # optional; parse_quality checked it is installed
+    import lm_eval  # heavy and optional: only for an lm-eval task, which parse_quality checked is installed
 
     root = endpoint.base_url.rstrip("/").removesuffix("/v1")
     args = f"model={endpoint.served_model},base_url={root}/v1/chat/completions,num_concurrent=4,max_retries=1"
@@ -128,7 +129,7 @@ def run_lm_eval(endpoint: Endpoint, task: str, *, limit: int = LM_EVAL_LIMIT) ->
     return out
 
 
-def find_reference(store: Store, run_id: str, result: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def find_reference(store: RunNotes, run_id: str, result: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """The oldest of the newest stored runs of the same model whose probe asked the same prompts."""
     run = store.get_run(run_id)
     name = run.model or run.served_model
@@ -146,7 +147,12 @@ def find_reference(store: Store, run_id: str, result: dict[str, Any]) -> tuple[s
 
 
 def measure_quality(
-    store: Store | None, run_id: str | None, endpoint: Endpoint, setting: QualitySetting, *, api: str = "chat"
+    store: RunNotes | None,
+    run_id: str | None,
+    endpoint: Endpoint,
+    setting: QualitySetting,
+    *,
+    api: str = "chat",
 ) -> dict[str, Any]:
     """Measure ``setting`` against ``endpoint``; with a stored run, state the agreement with its reference and
     store the result in the run's ``extra["quality"]``. Returns the result."""
@@ -179,14 +185,17 @@ def quality_line(result: dict[str, Any]) -> str:
 
 
 def before_load(
-    store: Store | None, run_id: str | None, endpoint: Endpoint, settings: Any, *, quality: str | None = None
+    store: RunNotes | None,
+    run_id: str | None,
+    endpoint: Endpoint,
+    settings: Any,
+    *,
+    quality: str | None = None,
 ) -> dict[str, Any] | None:
     """What a sweep or bench records before its load: what the run serves (``extra["served"]``, unless its
     deployment already recorded it) and, when ``quality`` (else ``settings.quality``) asks, the quality
     (``extra["quality"]``, unless a resumed run has it). Without a stored run the quality is only measured.
     Neither ever fails the run: a problem is stored in words. Returns the quality result measured now, if any."""
-    from accelbench.bench.served_identity import record_served, sampling_of
-
     extra = (store.get_run(run_id).extra or {}) if store is not None and run_id is not None else {}
     if store is not None and run_id is not None and "served" not in extra:
         record_served(store, run_id, endpoint, sampling=sampling_of(settings))

@@ -303,40 +303,9 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
     backend = str(data.get("backend") or data.get("endpoint_type") or "")
     kind = EndpointKind.chat if "chat" in backend else EndpointKind.completions
     notes = [f"Imported from a vllm bench serve result ({source}); its dataset and seed are not recorded."]
-    raw_ttfts = data.get("ttfts")
-    ttfts: list[Any] = raw_ttfts if isinstance(raw_ttfts, list) else []
-    detailed = len(ttfts) > 0
-    records: list[RequestRecord] = []
+    records = _vllm_records(data)
+    detailed = bool(records)
     if detailed:
-        n = len(ttfts)
-        starts = data.get("start_times") or [0.0] * n
-        t_min = min(starts) if starts else 0.0
-        errs = data.get("errors") or [""] * n
-        itls = data.get("itls") or [[] for _ in range(n)]
-        lats = data.get("latencies") or [0.0] * n
-        ins = data.get("input_lens") or [0] * n
-        outs = data.get("output_lens") or [0] * n
-        texts = data.get("generated_texts") or [""] * n
-        queues = data.get("queue_times") or [0.0] * n
-        for i in range(n):
-            ok = not errs[i]
-            records.append(
-                RequestRecord(
-                    index=i,
-                    prompt_len=int(ins[i] or 0),
-                    output_tokens=int(outs[i] or 0),
-                    output_tokens_source="usage" if ok else "none",
-                    planned_send_s=starts[i] - t_min,
-                    queue_s=float(queues[i] or 0.0),
-                    start_s=starts[i] - t_min,
-                    ttft_s=float(ttfts[i] or 0.0),
-                    itl_s=[float(x) for x in itls[i] or []],
-                    latency_s=float(lats[i] or 0.0),
-                    success=ok,
-                    error=str(errs[i] or ""),
-                    generated_text=str(texts[i] or ""),
-                )
-            )
         notes.append(
             "vLLM's client starts TTFT at its first chunk with choices (a role-only chunk counts) and records "
             "no output-token source; counts are taken as the server's usage."
@@ -346,54 +315,11 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
             "The file has no per-request arrays (saved without --save-detailed): statistics are vLLM's own."
         )
     completed = int(data.get("completed") or 0)
-    # the asked length is the completed requests' (or, when none completed, every request's)
-    ok_in = [r.prompt_len for r in records if r.success] or [r.prompt_len for r in records if r.prompt_len]
-    ok_out = [r.output_tokens for r in records if r.success]
-    if ok_in:
-        input_len = int(statistics.median(ok_in))
-    else:
-        input_len = int(_num(data.get("total_input_tokens")) / max(1, completed))
-    output_len = max(ok_out) if ok_out else int(_num(data.get("total_output_tokens")) / max(1, completed))
-    rate = _num(data.get("request_rate"), math.inf)
-    config = BenchConfig(
-        endpoint=kind,
-        input_len=max(1, input_len),
-        output_len=max(1, output_len),
-        num_prompts=max(1, int(data.get("num_prompts") or len(records) or completed or 1)),
-        max_concurrency=data.get("max_concurrency"),
-        request_rate=rate if rate > 0 else math.inf,
-        burstiness=_num(data.get("burstiness"), 1.0) or 1.0,
-        label=data.get("label"),
-    )
-    stats: dict[str, MetricStats] = {}
-    recomputed = compute_metrics(records, _num(data.get("duration"))) if detailed else None
-    for metric in METRICS:
-        base = getattr(recomputed, f"{metric}_ms") if recomputed is not None else MetricStats()
-        vals = base.model_dump()
-        for key, field_name in (("mean", "mean"), ("median", "median"), ("std", "std")):
-            v = data.get(f"{key}_{metric}_ms")
-            if v is not None:
-                vals[field_name] = float(v)
-        for p in PERCENTILE_KEYS:
-            v = data.get(f"{p}_{metric}_ms")
-            if v is not None:
-                vals[p] = float(v)
-        if recomputed is None and vals["median"] and not vals["p50"]:
-            vals["p50"] = vals["median"]
-        if recomputed is None and data.get(f"mean_{metric}_ms") is not None and metric in ("ttft", "e2el"):
-            vals["count"] = completed
-        stats[metric] = MetricStats.model_validate(vals)
-    errors_list = [str(e) for e in (data.get("errors") or []) if e]
-    errors: dict[str, int] = {}
-    for e in errors_list:
-        k = error_kind(e.strip().splitlines()[-1] if e.strip() else e)
-        errors[k] = errors.get(k, 0) + 1
-    date = str(data.get("date") or "")
-    with contextlib.suppress(ValueError):
-        date = datetime.strptime(date, "%Y%m%d-%H%M%S").isoformat()
+    config = _vllm_config(data, kind, records, completed)
+    stats = _vllm_stats(data, records, completed)
     return BenchmarkSummary(
         label=data.get("label"),
-        date=date,
+        date=_vllm_file_date(data),
         model_id=str(data.get("model_id") or ""),
         tokenizer_id=str(data.get("tokenizer_id") or ""),
         config=config,
@@ -401,7 +327,7 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
         num_prompts=config.num_prompts,
         completed=completed,
         failed=int(data.get("failed") or (len(records) - completed if records else 0)),
-        errors=errors,
+        errors=_vllm_errors(data),
         total_input_tokens=int(data.get("total_input_tokens") or 0),
         total_output_tokens=int(data.get("total_output_tokens") or 0),
         request_throughput=_num(data.get("request_throughput")),
@@ -422,3 +348,108 @@ def _from_vllm(data: dict[str, Any], source: str) -> BenchmarkSummary:
         requests=records,
         notes=notes,
     )
+
+
+def _vllm_records(data: dict[str, Any]) -> list[RequestRecord]:
+    """The per-request records of a file saved with ``--save-detailed`` (none without its arrays): times from
+    the first send, a request with an error failed."""
+    raw_ttfts = data.get("ttfts")
+    ttfts: list[Any] = raw_ttfts if isinstance(raw_ttfts, list) else []
+    n = len(ttfts)
+    if not n:
+        return []
+    starts = data.get("start_times") or [0.0] * n
+    t_min = min(starts) if starts else 0.0
+    errs = data.get("errors") or [""] * n
+    itls = data.get("itls") or [[] for _ in range(n)]
+    lats = data.get("latencies") or [0.0] * n
+    ins = data.get("input_lens") or [0] * n
+    outs = data.get("output_lens") or [0] * n
+    texts = data.get("generated_texts") or [""] * n
+    queues = data.get("queue_times") or [0.0] * n
+    records: list[RequestRecord] = []
+    for i in range(n):
+        ok = not errs[i]
+        records.append(
+            RequestRecord(
+                index=i,
+                prompt_len=int(ins[i] or 0),
+                output_tokens=int(outs[i] or 0),
+                output_tokens_source="usage" if ok else "none",
+                planned_send_s=starts[i] - t_min,
+                queue_s=float(queues[i] or 0.0),
+                start_s=starts[i] - t_min,
+                ttft_s=float(ttfts[i] or 0.0),
+                itl_s=[float(x) for x in itls[i] or []],
+                latency_s=float(lats[i] or 0.0),
+                success=ok,
+                error=str(errs[i] or ""),
+                generated_text=str(texts[i] or ""),
+            )
+        )
+    return records
+
+
+def _vllm_config(
+    data: dict[str, Any], kind: EndpointKind, records: list[RequestRecord], completed: int
+) -> BenchConfig:
+    """The config a vLLM result was measured with, as far as the file says: the asked length is the completed
+    requests' (or, when none completed, every request's), else the totals per completed request."""
+    ok_in = [r.prompt_len for r in records if r.success] or [r.prompt_len for r in records if r.prompt_len]
+    ok_out = [r.output_tokens for r in records if r.success]
+    if ok_in:
+        input_len = int(statistics.median(ok_in))
+    else:
+        input_len = int(_num(data.get("total_input_tokens")) / max(1, completed))
+    output_len = max(ok_out) if ok_out else int(_num(data.get("total_output_tokens")) / max(1, completed))
+    rate = _num(data.get("request_rate"), math.inf)
+    return BenchConfig(
+        endpoint=kind,
+        input_len=max(1, input_len),
+        output_len=max(1, output_len),
+        num_prompts=max(1, int(data.get("num_prompts") or len(records) or completed or 1)),
+        max_concurrency=data.get("max_concurrency"),
+        request_rate=rate if rate > 0 else math.inf,
+        burstiness=_num(data.get("burstiness"), 1.0) or 1.0,
+        label=data.get("label"),
+    )
+
+
+def _vllm_stats(data: dict[str, Any], records: list[RequestRecord], completed: int) -> dict[str, MetricStats]:
+    """Per metric: vLLM's own statistics where the file has them, over those recomputed from the records."""
+    stats: dict[str, MetricStats] = {}
+    recomputed = compute_metrics(records, _num(data.get("duration"))) if records else None
+    for metric in METRICS:
+        base = getattr(recomputed, f"{metric}_ms") if recomputed is not None else MetricStats()
+        vals = base.model_dump()
+        for key, field_name in (("mean", "mean"), ("median", "median"), ("std", "std")):
+            v = data.get(f"{key}_{metric}_ms")
+            if v is not None:
+                vals[field_name] = float(v)
+        for p in PERCENTILE_KEYS:
+            v = data.get(f"{p}_{metric}_ms")
+            if v is not None:
+                vals[p] = float(v)
+        if recomputed is None and vals["median"] and not vals["p50"]:
+            vals["p50"] = vals["median"]
+        if recomputed is None and data.get(f"mean_{metric}_ms") is not None and metric in ("ttft", "e2el"):
+            vals["count"] = completed
+        stats[metric] = MetricStats.model_validate(vals)
+    return stats
+
+
+def _vllm_errors(data: dict[str, Any]) -> dict[str, int]:
+    """How many requests failed of each kind, from the file's error texts (their last lines)."""
+    errors: dict[str, int] = {}
+    for e in (str(e) for e in (data.get("errors") or []) if e):
+        k = error_kind(e.strip().splitlines()[-1] if e.strip() else e)
+        errors[k] = errors.get(k, 0) + 1
+    return errors
+
+
+def _vllm_file_date(data: dict[str, Any]) -> str:
+    """The file's ``date`` (vLLM's ``%Y%m%d-%H%M%S``) in ISO form; as written when it is not that."""
+    date = str(data.get("date") or "")
+    with contextlib.suppress(ValueError):
+        date = datetime.strptime(date, "%Y%m%d-%H%M%S").isoformat()
+    return date

@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
+from accelbench.bench.recorder import RunNotes
 from accelbench.domain.bench import Endpoint
-from accelbench.store.repo import Store
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +277,7 @@ def served_value(served: Mapping[str, Any] | None, name: str) -> Any:
 
 
 def record_served(
-    store: Store, run_id: str, endpoint: Endpoint | None, *, sampling: Mapping[str, Any]
+    store: RunNotes, run_id: str, endpoint: Endpoint | None, *, sampling: Mapping[str, Any]
 ) -> None:
     """Store what run ``run_id`` serves in its ``extra["served"]``: the server (``endpoint``, None when it cannot
     be reached from here), the launch command its deployment kept, the engine its environment names. Never
@@ -287,7 +287,9 @@ def record_served(
         launch = ((run.extra or {}).get("deployment") or {}).get("command") or None
         engine = (run.environment or {}).get("engine") or {"name": run.engine, "version": run.engine_version}
         if endpoint is not None and not (engine.get("name") or engine.get("version")):
-            from accelbench.telemetry.host import engine_info  # a bench stores its environment after the load
+            # start-up: report/ and web/ read FIELDS from here; the host probes (psutil) load only when a run
+            # must ask its engine (a bench stores its environment after the load)
+            from accelbench.telemetry.host import engine_info
 
             engine = engine_info(endpoint.base_url, headers=endpoint.headers)
         served = served_identity(

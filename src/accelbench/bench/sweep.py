@@ -34,14 +34,17 @@ from typing import Any, NamedTuple
 import httpx
 
 from accelbench.bench.context import check_served_context
+from accelbench.bench.quality_run import before_load
+from accelbench.bench.recorder import RunRecorder
 from accelbench.bench.spec import spec_differences
+from accelbench.bench.target_ci import MIN_REPEATS, record, settled
+from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint, LoadSettings
+from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.redact import redact_url
-from accelbench.store.owner import process_owner
-from accelbench.store.repo import Store
 
 PROGRESS_WRITE_S = 2.0
 HEALTH_TIMEOUT_S = 5.0
@@ -209,7 +212,9 @@ def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str |
 class _Progress:
     """Writes the run's progress JSON, at cell boundaries and at most every PROGRESS_WRITE_S seconds."""
 
-    def __init__(self, store: Store, run_id: str, total: int, done: int, callback: ProgressFn | None) -> None:
+    def __init__(
+        self, store: RunRecorder, run_id: str, total: int, done: int, callback: ProgressFn | None
+    ) -> None:
         self.store, self.run_id, self.callback = store, run_id, callback
         self.total, self.done = total, done
         self.key: CellKey | None = None
@@ -260,6 +265,7 @@ class _Progress:
 def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
     """Build one prompt of every input length still to run, so a setting that cannot work (an input length
     shorter than the chat template, a bad dataset file) fails before the first request, not an hour in."""
+    # start-up: the dataset builders load once a sweep runs (report/ imports this module)
     from accelbench.bench import build_dataset
 
     for input_len in dict.fromkeys(k.input_len for k in keys):
@@ -268,7 +274,7 @@ def preflight(spec: SweepSpec, keys: list[CellKey], tokenizer: Any) -> None:
 
 
 def create_sweep_run(
-    store: Store,
+    store: RunRecorder,
     endpoint: Endpoint,
     spec: SweepSpec,
     *,
@@ -308,7 +314,7 @@ def create_sweep_run(
 
 
 def run_sweep(
-    store: Store,
+    store: RunRecorder,
     run_id: str,
     endpoint: Endpoint,
     spec: SweepSpec,
@@ -330,10 +336,49 @@ def run_sweep(
     ``finish_run=False`` the run's final status is left to the caller (an orchestrator that still has an
     engine to tear down and files to write); the outcome carries the status it would have set.
     """
-    from accelbench.bench import load_tokenizer, run_benchmark
-    from accelbench.bench.quality_run import before_load
-    from accelbench.bench.selftest import certify, client_self_test
+    run, spec = open_sweep_run(store, run_id, spec, resume=resume)
+    keys = sweep_keys(spec)
+    stored = stored_statuses(store, run.id)
+    done_keys = {k for k in keys if stored.get(k) == CellStatus.completed}
+    outcome = SweepOutcome(run_id=run.id, status=RunStatus.benchmarking, error=None, cells_total=len(keys))
+    outcome.skipped = [k for k in keys if k in done_keys]
+    sweep = _Sweep(
+        store=store,
+        run=run,
+        endpoint=endpoint,
+        spec=spec,
+        cancel=cancel or threading.Event(),
+        prog=_Progress(store, run.id, len(keys), len(done_keys), progress),
+        outcome=outcome,
+        on_cell=on_cell,
+        tokenizer=tokenizer,
+    )
+    store.set_status(run.id, RunStatus.benchmarking)
+    store.update_run(run.id, error=None)
+    sweep.prog.phase = "tokenizer"
+    sweep.prog.write(force=True)
+    sweep.prog.emit("start")
+    try:
+        status, error = sweep.measure([k for k in keys if k not in done_keys])
+    except KeyboardInterrupt:
+        _finish(store, sweep.prog, outcome, keys, RunStatus.interrupted, "interrupted (Ctrl-C)", finish_run)
+        raise
+    except BaseException as exc:
+        _finish(
+            store, sweep.prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}", finish_run
+        )
+        raise
+    if spec.target_ci is not None:
+        outcome.target_ci = note_target_ci(store, run.id, spec)
+    _finish(store, sweep.prog, outcome, keys, status, error, finish_run)
+    return outcome
 
+
+def open_sweep_run(
+    store: RunRecorder, run_id: str, spec: SweepSpec, *, resume: bool
+) -> tuple[RunInfo, SweepSpec]:
+    """The stored run to measure and the spec to run: on resume the stored spec (refused when ``spec`` differs)
+    and the run claimed by this process; a fresh start is refused once the run has results."""
     run = store.get_run(run_id)
     if resume:
         spec = check_resume_spec(run, spec)
@@ -343,119 +388,142 @@ def run_sweep(
             f"Run {run.id} already has results; resume it instead of starting it again.",
             hint=f"accelbench sweep --resume {run.id}",
         )
-    keys = sweep_keys(spec)
-    stored = {CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(run.id)}
-    done_keys = {k for k in keys if stored.get(k) == CellStatus.completed}
-    outcome = SweepOutcome(run_id=run.id, status=RunStatus.benchmarking, error=None, cells_total=len(keys))
-    outcome.skipped = [k for k in keys if k in done_keys]
-    todo = [k for k in keys if k not in done_keys]
-    prog = _Progress(store, run.id, len(keys), len(done_keys), progress)
-    cancel = cancel or threading.Event()
+    return run, spec
 
-    store.set_status(run.id, RunStatus.benchmarking)
-    store.update_run(run.id, error=None)
-    prog.phase = "tokenizer"
-    prog.write(force=True)
-    prog.emit("start")
-    status = RunStatus.completed
-    error: str | None = None
-    try:
-        if todo:
-            if tokenizer is None:
-                tokenizer = load_tokenizer(endpoint)
-            prog.phase = "checking"
+
+def stored_statuses(store: RunRecorder, run_id: str) -> dict[CellKey, CellStatus]:
+    """The status of every (cell, repeat) stored for ``run_id``."""
+    return {CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(run_id)}
+
+
+#: how a sweep ends when nothing stops it early
+Ending = tuple[RunStatus, str | None]
+
+
+@dataclass
+class _Sweep:
+    """One ``run_sweep`` call's state: what it measures against what, and where it stores it."""
+
+    store: RunRecorder
+    run: RunInfo
+    endpoint: Endpoint
+    spec: SweepSpec
+    cancel: threading.Event
+    prog: _Progress
+    outcome: SweepOutcome
+    on_cell: OnCellFn | None
+    tokenizer: Any
+    cert: Any = None
+    warmups: int = 0
+
+    def measure(self, todo: list[CellKey]) -> Ending:
+        """Run every (cell, repeat) of ``todo`` in order, until a cancel or a server that went away stops it."""
+        if not todo:
+            return RunStatus.completed, None
+        self.prepare(todo)
+        self.warmups = self.spec.num_warmups
+        for key in todo:
+            if self.cancel.is_set():
+                return RunStatus.interrupted, "interrupted before " + str(key)
+            if reached_target(self.store, self.run.id, self.spec, key):
+                self.outcome.settled.append(key)
+                continue
+            ending = self.measure_cell(key)
+            if ending is not None:
+                return ending
+        return RunStatus.completed, None
+
+    def prepare(self, todo: list[CellKey]) -> None:
+        """Before the first cell: the tokenizer, the settings checked against the server, what the run serves
+        (and its quality when asked), the client's self test when asked."""
+        # heavy: the client; report/ imports this module
+        from accelbench.bench.selftest import client_self_test
+
+        prog, spec = self.prog, self.spec
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.endpoint)
+        prog.phase = "checking"
+        prog.write(force=True)
+        if DatasetKind(spec.dataset) == DatasetKind.random:
+            check_served_context(self.endpoint, (k.input_len for k in todo), spec.output_len)
+        preflight(spec, todo, self.tokenizer)
+        if spec.quality:
+            prog.phase = "quality"
             prog.write(force=True)
-            if DatasetKind(spec.dataset) == DatasetKind.random:
-                check_served_context(endpoint, (k.input_len for k in todo), spec.output_len)
-            preflight(spec, todo, tokenizer)
-            if spec.quality:
-                prog.phase = "quality"
-                prog.write(force=True)
-            before_load(store, run.id, endpoint, spec)  # what it serves, and the quality probe when asked
-            cert = None
-            if spec.self_test:
-                # once, at the heaviest cell: a client that keeps up there keeps up everywhere
-                heaviest = max(todo, key=lambda k: (k.concurrency, -k.input_len))
-                cert = client_self_test(cell_config(spec, heaviest))
-            warmups = spec.num_warmups
-            for key in todo:
-                if cancel.is_set():
-                    status, error = RunStatus.interrupted, "interrupted before " + str(key)
-                    break
-                if reached_target(store, run.id, spec, key):
-                    outcome.settled.append(key)
-                    continue
-                config = cell_config(spec, key, label=run.label, warmups=warmups)
-                prog.key = key
-                prog.requests_done, prog.requests_total = 0, config.num_prompts
-                prog.phase = "warmup" if warmups else "measuring"
-                prog.write(force=True)
-                prog.emit("cell_start")
-                summary = run_benchmark(
-                    endpoint, config, tokenizer=tokenizer, progress=prog.on_request, cancel=cancel
-                )
-                if cert is not None:
-                    summary = certify(summary, cert)
-                warmups = 0  # once per sweep, before the first cell that runs
-                gone = server_alive(endpoint) if summary.failed else None
-                cell_status = judge_cell(summary, cancelled=cancel.is_set(), server_gone=gone is not None)
-                result_id = None
-                if cell_status is not None:
-                    result_id = store.save_result(
-                        run.id,
-                        input_len=key.input_len,
-                        concurrency=key.concurrency,
-                        repeat=key.repeat,
-                        summary=summary,
-                        status=cell_status,
-                    )
-                    if on_cell is not None:
-                        on_cell(CellResult(key=key, status=cell_status, result_id=result_id, summary=summary))
-                outcome.ran.append(key)
-                if cell_status == CellStatus.completed:
-                    prog.done += 1
-                elif cell_status == CellStatus.partial:
-                    outcome.partial.append(key)
-                elif cell_status == CellStatus.failed:
-                    outcome.failed.append(key)
-                    outcome.reasons.append(failure_line(key, summary))
-                prog.requests_done = summary.completed + summary.failed
-                prog.write(force=True)
-                prog.emit("cell_done", status=cell_status, summary=summary)
-                if gone is not None:
-                    status = RunStatus.failed
-                    error = f"the server at {redact_url(endpoint.base_url)} stopped answering during {key}: {gone}"
-                    break
-                if cancel.is_set():
-                    status, error = RunStatus.interrupted, f"interrupted during {key}"
-                    break
-    except KeyboardInterrupt:
-        _finish(store, prog, outcome, keys, RunStatus.interrupted, "interrupted (Ctrl-C)", finish_run)
-        raise
-    except BaseException as exc:
-        _finish(store, prog, outcome, keys, RunStatus.failed, f"{type(exc).__name__}: {exc}", finish_run)
-        raise
-    if spec.target_ci is not None:
-        outcome.target_ci = note_target_ci(store, run.id, spec)
-    _finish(store, prog, outcome, keys, status, error, finish_run)
-    return outcome
+        # what it serves, and the quality probe when asked
+        before_load(self.store, self.run.id, self.endpoint, spec)
+        if spec.self_test:
+            # once, at the heaviest cell: a client that keeps up there keeps up everywhere
+            heaviest = max(todo, key=lambda k: (k.concurrency, -k.input_len))
+            self.cert = client_self_test(cell_config(spec, heaviest))
+
+    def measure_cell(self, key: CellKey) -> Ending | None:
+        """Run one (cell, repeat), store it, count it; how the sweep ends when it must stop here, else None."""
+        # heavy: the client and the runner, loaded only once a sweep runs (report/ imports this module)
+        from accelbench.bench.runner import run_benchmark
+        from accelbench.bench.selftest import certify
+
+        prog = self.prog
+        config = cell_config(self.spec, key, label=self.run.label, warmups=self.warmups)
+        prog.key = key
+        prog.requests_done, prog.requests_total = 0, config.num_prompts
+        prog.phase = "warmup" if self.warmups else "measuring"
+        prog.write(force=True)
+        prog.emit("cell_start")
+        summary = run_benchmark(
+            self.endpoint, config, tokenizer=self.tokenizer, progress=prog.on_request, cancel=self.cancel
+        )
+        if self.cert is not None:
+            summary = certify(summary, self.cert)
+        self.warmups = 0  # once per sweep, before the first cell that runs
+        gone = server_alive(self.endpoint) if summary.failed else None
+        cell_status = judge_cell(summary, cancelled=self.cancel.is_set(), server_gone=gone is not None)
+        self.keep(key, cell_status, summary)
+        prog.requests_done = summary.completed + summary.failed
+        prog.write(force=True)
+        prog.emit("cell_done", status=cell_status, summary=summary)
+        if gone is not None:
+            where = redact_url(self.endpoint.base_url)
+            return RunStatus.failed, f"the server at {where} stopped answering during {key}: {gone}"
+        if self.cancel.is_set():
+            return RunStatus.interrupted, f"interrupted during {key}"
+        return None
+
+    def keep(self, key: CellKey, cell_status: CellStatus | None, summary: BenchmarkSummary) -> None:
+        """Store a finished (cell, repeat) (unless nothing worth storing happened) and count it in the outcome."""
+        outcome = self.outcome
+        if cell_status is not None:
+            result_id = self.store.save_result(
+                self.run.id,
+                input_len=key.input_len,
+                concurrency=key.concurrency,
+                repeat=key.repeat,
+                summary=summary,
+                status=cell_status,
+            )
+            if self.on_cell is not None:
+                self.on_cell(CellResult(key=key, status=cell_status, result_id=result_id, summary=summary))
+        outcome.ran.append(key)
+        if cell_status == CellStatus.completed:
+            self.prog.done += 1
+        elif cell_status == CellStatus.partial:
+            outcome.partial.append(key)
+        elif cell_status == CellStatus.failed:
+            outcome.failed.append(key)
+            outcome.reasons.append(failure_line(key, summary))
 
 
-def reached_target(store: Store, run_id: str, spec: SweepSpec, key: CellKey) -> bool:
+def reached_target(store: RunRecorder, run_id: str, spec: SweepSpec, key: CellKey) -> bool:
     """With a target_ci: whether ``key``'s cell already reached it with its earlier repeats (so ``key`` need
     not run)."""
-    from accelbench.bench.target_ci import MIN_REPEATS, settled
-
     if spec.target_ci is None or key.repeat < MIN_REPEATS:
         return False
     cell = [r for r in store.get_results(run_id) if (r.input_len, r.concurrency) == key[:2]]
     return settled(cell, spec.target_ci)
 
 
-def note_target_ci(store: Store, run_id: str, spec: SweepSpec) -> dict[str, Any]:
+def note_target_ci(store: RunRecorder, run_id: str, spec: SweepSpec) -> dict[str, Any]:
     """Keep in the run's ``extra`` which cells reached the target_ci and which hit the cap; return it."""
-    from accelbench.bench.target_ci import record
-
     assert spec.target_ci is not None
     rec = record(store.get_results(run_id), spec.target_ci, spec.repeats)
     store.update_run(run_id, extra={**store.get_run(run_id).extra, "target_ci": rec})
@@ -505,7 +573,7 @@ def failure_line(key: CellKey | None, summary: BenchmarkSummary) -> str:
 
 
 def _finish(
-    store: Store,
+    store: RunRecorder,
     prog: _Progress,
     outcome: SweepOutcome,
     keys: list[CellKey],
@@ -513,9 +581,7 @@ def _finish(
     error: str | None,
     finish_run: bool = True,
 ) -> None:
-    stored = {
-        CellKey(r.input_len, r.concurrency, r.repeat): r.status for r in store.get_results(outcome.run_id)
-    }
+    stored = stored_statuses(store, outcome.run_id)
     outcome.missing = [k for k in keys if stored.get(k) != CellStatus.completed and k not in outcome.settled]
     if status == RunStatus.completed and outcome.missing:
         # every cell ran, but some ended failed: the run did not produce the full matrix

@@ -39,20 +39,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from accelbench.bench.datasets import (
+from accelbench.bench.file_datasets import need_path
+from accelbench.bench.prompts import DATASETS, Prompt, PromptSource, StopFn
+from accelbench.bench.tokenizer import Tokenizer
+from accelbench.bench.word_tokens import (
     BYTES_PER_TOKEN,
-    DATASETS,
     MAX_FIT_ROUNDS,
-    Prompt,
-    PromptSource,
-    StopFn,
-    _common_prefix,
-    _exact_prefix,
-    _need_path,
-    _random_seed,
+    common_prefix,
+    exact_prefix,
+    prompt_seed,
     token_pool,
 )
-from accelbench.bench.tokenizer import Tokenizer
 from accelbench.domain.bench import BenchConfig, EndpointKind
 from accelbench.domain.limits import MAX_CELL_PROMPT_TOKENS, MAX_TOKENS
 from accelbench.errors import UserInputError
@@ -246,7 +243,7 @@ def read_trace(path: Path, fmt: TraceFormat, limit: int) -> Trace:
 
 # ------------------------------------------------------------------------------------------------ prompts
 def _trace_seed(config: BenchConfig) -> int:
-    key = f"{_random_seed(config)}|trace|{config.time_scale}"
+    key = f"{prompt_seed(config)}|trace|{config.time_scale}"
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
 
 
@@ -263,7 +260,7 @@ class _Plan:
 @DATASETS.register("trace")
 def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, warmups: int) -> PromptSource:
     """Replays the first ``count`` rows of ``config.dataset_path`` (see the module docstring)."""
-    path = _need_path(config)
+    path = need_path(config)
     fmt = trace_format(path, config.trace_format)
     if tokenizer is None:
         raise UserInputError(
@@ -277,59 +274,109 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
     if n == 0:  # nothing asked for (the file was still checked to hold requests)
         return PromptSource(count=0, num_warmups=0, make=lambda chunk, stop: iter(()), offsets=[])
     endpoint = EndpointKind(config.endpoint)
-    seed = _trace_seed(config)
     pool = token_pool(tok)
     overhead = tok.count_prompt("", endpoint)
-    shortest = overhead + 1
-    # the front every prompt shares (special tokens, what the chat template puts before the message): the most
-    # leading tokens two one-token probes share
+    front = shared_front(tok, pool, endpoint)
+    check_trace_size(trace, overhead + 1)
+    targets = [max(r.input_length, overhead + 1) for r in rows]
+    blocks = BlockUse.of(rows, targets, overhead)
+    t0 = rows[0].timestamp_s
+    offsets = [(r.timestamp_s - t0) * config.time_scale for r in rows]
+    notes = trace_notes(
+        trace, config, count, warmups, overhead=overhead, span=offsets[-1], sharing=blocks.sharing
+    )
+    prompts = TracePrompts(
+        tok=tok,
+        endpoint=endpoint,
+        pool=pool,
+        block_pool=spaced_pool(tok, pool),
+        seed=_trace_seed(config),
+        overhead=overhead,
+        rows=rows,
+        targets=targets,
+        blocks=blocks,
+        warmups=warmups,
+    )
+    return PromptSource(
+        count=n,
+        num_warmups=warmups,
+        make=prompts.make,
+        notes=notes,
+        shared_prefix_tokens=front if n + warmups >= 2 else 0,
+        offsets=offsets,
+        expected_prefix_hit_rate=blocks.expected_hit_rate(rows, targets, overhead),
+        approx_prompt_bytes=BYTES_PER_TOKEN * sum(targets) / len(targets) if targets else None,
+    )
+
+
+def shared_front(tok: Tokenizer, pool: np.ndarray, endpoint: EndpointKind) -> int:
+    """The front every prompt shares (special tokens, what the chat template puts before the message): the most
+    leading tokens two one-token probes share."""
     probes = tok.prompt_token_ids_batch(
         tok.decode_batch([[int(pool[i])] for i in range(min(4, len(pool)))]), endpoint
     )
-    front = max(_common_prefix(a, b) for j, a in enumerate(probes) for b in probes[j + 1 :])
-    total_tokens = sum(max(r.input_length, shortest) for r in rows)
+    return max(common_prefix(a, b) for j, a in enumerate(probes) for b in probes[j + 1 :])
+
+
+def check_trace_size(trace: Trace, shortest: int) -> None:
+    """Refuse rows that ask for more prompt tokens than one benchmark may send."""
+    total_tokens = sum(max(r.input_length, shortest) for r in trace.rows)
     if total_tokens > MAX_CELL_PROMPT_TOKENS:
         raise UserInputError(
-            f"The first {n:,} rows of {path} ask for {total_tokens:,} prompt tokens, more than the "
-            f"{MAX_CELL_PROMPT_TOKENS:,} one benchmark may send.",
+            f"The first {len(trace.rows):,} rows of {trace.path} ask for {total_tokens:,} prompt tokens, more "
+            f"than the {MAX_CELL_PROMPT_TOKENS:,} one benchmark may send.",
             hint="Replay fewer rows (--num-prompts).",
         )
 
-    notes: list[str] = []
-    t0 = rows[0].timestamp_s
-    scale = config.time_scale
-    offsets = [(r.timestamp_s - t0) * scale for r in rows]
-    span = offsets[-1]
+
+@dataclass
+class BlockUse:
+    """Which blocks each row sends whole or in part (``used``), how many rows use each block (``uses``) and
+    how many rows share a block with another row (``sharing``)."""
+
+    used: list[list[int]]
+    uses: Counter[int]
+    sharing: int
+
+    @classmethod
+    def of(cls, rows: list[TraceRow], targets: list[int], overhead: int) -> BlockUse:
+        def blocks_of(row: TraceRow, target: int) -> list[int]:
+            room = max(1, target - overhead)
+            return list(row.hash_ids[: min(len(row.hash_ids), math.ceil(room / BLOCK_TOKENS))])
+
+        used = [blocks_of(r, t) for r, t in zip(rows, targets, strict=True)]
+        uses: Counter[int] = Counter(h for b in used for h in set(b))
+        sharing = sum(1 for b in used if any(uses[h] > 1 for h in b))
+        return cls(used=used, uses=uses, sharing=sharing)
+
+    def expected_hit_rate(self, rows: list[TraceRow], targets: list[int], overhead: int) -> float | None:
+        """The ideal prefix-cache hit ratio: each row's leading whole blocks that an earlier row already sent;
+        None when the trace has no hash ids."""
+        seen: set[int] = set()
+        hit = 0
+        for b, target in zip(self.used, targets, strict=True):
+            room = target - overhead
+            k = 0
+            while k < len(b) and b[k] in seen and (k + 1) * BLOCK_TOKENS <= room:
+                k += 1
+            hit += k * BLOCK_TOKENS
+            seen.update(b)
+        return hit / sum(targets) if any(r.hash_ids for r in rows) else None
+
+
+def trace_notes(
+    trace: Trace, config: BenchConfig, count: int, warmups: int, *, overhead: int, span: float, sharing: int
+) -> list[str]:
+    """What the result notes say of the replay: the trace, how much of it, what was skipped or lengthened."""
+    rows, n, shortest = trace.rows, len(trace.rows), overhead + 1
     mean_in = sum(r.input_length for r in rows) / n
     mean_out = sum(r.output_length for r in rows) / n
-
-    # which blocks each row sends whole or in part, and how often each block is used
-    def blocks_of(row: TraceRow, target: int) -> list[int]:
-        room = max(1, target - overhead)
-        return list(row.hash_ids[: min(len(row.hash_ids), math.ceil(room / BLOCK_TOKENS))])
-
-    targets = [max(r.input_length, shortest) for r in rows]
-    used = [blocks_of(r, t) for r, t in zip(rows, targets, strict=True)]
-    uses: Counter[int] = Counter(h for b in used for h in set(b))
-    sharing = sum(1 for b in used if any(uses[h] > 1 for h in b))
-    # the ideal prefix-cache hit ratio: each row's leading whole blocks that an earlier row already sent
-    seen: set[int] = set()
-    hit = 0
-    for b, target in zip(used, targets, strict=True):
-        room = target - overhead
-        k = 0
-        while k < len(b) and b[k] in seen and (k + 1) * BLOCK_TOKENS <= room:
-            k += 1
-        hit += k * BLOCK_TOKENS
-        seen.update(b)
-    expected = hit / sum(targets) if any(r.hash_ids for r in rows) else None
-
-    what = "Mooncake JSONL" if fmt == "mooncake" else "BurstGPT CSV"
-    notes.append(
-        f"Trace {path.name} ({what}): {n} rows replayed over {span:.3f} s (time scale {scale:g}); mean input "
-        f"{mean_in:.1f} tokens, mean output {mean_out:.1f} tokens; {sharing} of {n} rows share "
+    what = "Mooncake JSONL" if trace.format == "mooncake" else "BurstGPT CSV"
+    notes = [
+        f"Trace {trace.path.name} ({what}): {n} rows replayed over {span:.3f} s (time scale {config.time_scale:g}); "
+        f"mean input {mean_in:.1f} tokens, mean output {mean_out:.1f} tokens; {sharing} of {n} rows share "
         f"{BLOCK_TOKENS}-token blocks with another row."
-    )
+    ]
     if n < count:
         notes.append(f"The trace has only {n} rows; {count} were asked for, so all {n} are replayed.")
     elif trace.more:
@@ -341,7 +388,11 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
         )
     short = sum(1 for r in rows if r.input_length < shortest)
     if short:
-        what_fixed = "the chat template" if endpoint == EndpointKind.chat else "the special tokens"
+        what_fixed = (
+            "the chat template"
+            if EndpointKind(config.endpoint) == EndpointKind.chat
+            else "the special tokens"
+        )
         notes.append(
             f"{short} rows ask for fewer input tokens than {what_fixed} take ({overhead}): they were sent with "
             f"{shortest} tokens."
@@ -351,52 +402,87 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
             f"The {warmups} warmup requests have the first rows' lengths and text of their own; they are not "
             "part of the trace's timing."
         )
+    return notes
 
-    # Blocks are made of tokens that start with a space: each starts a word of its own, so a block's tokens do
-    # not merge with the next block's (text that merged across a boundary would lose the block's last tokens)
+
+def spaced_pool(tok: Tokenizer, pool: np.ndarray) -> np.ndarray:
+    """The tokens blocks are made of: those that start with a space, so each starts a word of its own and a
+    block's tokens do not merge with the next block's (text that merged across a boundary would lose the
+    block's last tokens); the whole pool when too few do."""
     spaced = [
         int(i) for i, t in zip(pool, tok.decode_batch([[int(i)] for i in pool]), strict=True) if t[:1] == " "
     ]
-    block_pool = np.array(spaced, dtype=np.int64) if len(spaced) >= 50 else pool
-    cache: dict[int, tuple[str, list[int]]] = {}  # shared blocks still to be sent: (text, ids)
-    left: Counter[int] = Counter(uses)
+    return np.array(spaced, dtype=np.int64) if len(spaced) >= 50 else pool
 
-    def block(h: int) -> tuple[str, list[int]]:
-        got = cache.get(h)
+
+@dataclass
+class TracePrompts:
+    """Makes the trace's prompts lazily (``make``): a shared block's text made once and kept until the last row
+    that uses it was made, every prompt's tail fitted so that its total is exact."""
+
+    tok: Tokenizer
+    endpoint: EndpointKind
+    pool: np.ndarray
+    block_pool: np.ndarray
+    seed: int
+    overhead: int
+    rows: list[TraceRow]
+    targets: list[int]
+    blocks: BlockUse
+    warmups: int
+    #: shared blocks still to be sent: (text, ids)
+    cache: dict[int, tuple[str, list[int]]] = field(default_factory=dict)
+    left: Counter[int] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.left = Counter(self.blocks.uses)
+
+    def block(self, h: int) -> tuple[str, list[int]]:
+        got = self.cache.get(h)
         if got is None:
-            text = _exact_prefix(tok, block_pool, BLOCK_TOKENS, np.random.default_rng([seed, 0, h]))
-            got = (text, tok.encode(text, add_special_tokens=False))
-            if uses[h] > 1:
-                cache[h] = got
+            text = exact_prefix(
+                self.tok, self.block_pool, BLOCK_TOKENS, np.random.default_rng([self.seed, 0, h])
+            )
+            got = (text, self.tok.encode(text, add_special_tokens=False))
+            if self.blocks.uses[h] > 1:
+                self.cache[h] = got
         return got
 
-    def release(hs: list[int]) -> None:
+    def release(self, hs: list[int]) -> None:
         for h in set(hs):
-            left[h] -= 1
-            if left[h] <= 0:
-                cache.pop(h, None)
+            self.left[h] -= 1
+            if self.left[h] <= 0:
+                self.cache.pop(h, None)
 
-    def fit(plans: list[_Plan], stop: StopFn) -> list[str]:
-        """Every plan's text, exactly its target: the head as is, the tail's ids adjusted by the difference."""
-        heads: list[list[int]] = [list(p.head) for p in plans]
+    def first_tails(self, plans: list[_Plan], heads: list[list[int]]) -> list[list[int]]:
+        """Every plan's tail ids to start from: its tail block's first tokens, then its own draws."""
         tails: list[list[int]] = []
         for p, head in zip(plans, heads, strict=True):
-            room = p.target - overhead
+            room = p.target - self.overhead
             ids: list[int] = []
             if p.tail_block is not None:
-                ids = block(p.tail_block)[1][: max(0, room - len(head) * BLOCK_TOKENS)]
+                ids = self.block(p.tail_block)[1][: max(0, room - len(head) * BLOCK_TOKENS)]
             extra = room - len(head) * BLOCK_TOKENS - len(ids)
             if extra > 0:
-                ids = ids + [int(x) for x in p.rng.choice(pool, size=extra)]
+                ids = ids + [int(x) for x in p.rng.choice(self.pool, size=extra)]
             tails.append(ids)
+        return tails
+
+    def fit(self, plans: list[_Plan], stop: StopFn) -> list[str]:
+        """Every plan's text, exactly its target: the head as is, the tail's ids adjusted by the difference."""
+        tok, pool = self.tok, self.pool
+        heads: list[list[int]] = [list(p.head) for p in plans]
+        tails = self.first_tails(plans, heads)
         done: list[str | None] = [None] * len(plans)
         for rnd in range(MAX_FIT_ROUNDS):
             todo = [i for i in range(len(plans)) if done[i] is None]
             if not todo or stop():
                 break
             decoded = tok.decode_batch([tails[i] for i in todo])
-            cand = ["".join(block(h)[0] for h in heads[i]) + d for i, d in zip(todo, decoded, strict=True)]
-            counted = tok.prompt_token_ids_batch(cand, endpoint)
+            cand = [
+                "".join(self.block(h)[0] for h in heads[i]) + d for i, d in zip(todo, decoded, strict=True)
+            ]
+            counted = tok.prompt_token_ids_batch(cand, self.endpoint)
             for i, text, toks in zip(todo, cand, counted, strict=True):
                 diff = plans[i].target - len(toks)
                 if diff == 0:
@@ -410,7 +496,7 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
                     cur = cur[: max(1, len(cur) + diff)]
                 else:  # the tail is used up: the last whole block becomes the tail
                     h = heads[i].pop()
-                    cur = block(h)[1] + cur
+                    cur = self.block(h)[1] + cur
                     cur = cur[: max(1, len(cur) + diff)]
                 if rnd >= MAX_FIT_ROUNDS // 2 and len(cur) > 1:
                     cur[-1] = int(rng.choice(pool))  # break a merge that flips back and forth
@@ -425,44 +511,35 @@ def trace_dataset(config: BenchConfig, tokenizer: Tokenizer | None, count: int, 
             )
         return [d for d in done if d is not None]
 
-    def plan(g: int) -> tuple[_Plan, int | None, int]:
+    def plan(self, g: int) -> tuple[_Plan, int | None, int]:
         """Prompt ``g``: (how to make it, its row or None for a warmup, its max_tokens). Warmups are
         ``n..n+warmups-1`` (text of their own, the lengths of the first rows), the rows ``0..n-1``."""
+        n, rows, seed = len(self.rows), self.rows, self.seed
         if g >= n:
             w = (g - n) % n
             return (
-                _Plan(targets[w], [], None, np.random.default_rng([seed, 2, g - n])),
+                _Plan(self.targets[w], [], None, np.random.default_rng([seed, 2, g - n])),
                 None,
                 rows[w].output_length,
             )
-        b = used[g]
+        b = self.blocks.used[g]
         rng = np.random.default_rng([seed, 1, g])
         out = rows[g].output_length
         if not b:
-            return _Plan(targets[g], [], None, rng), g, out
-        return _Plan(targets[g], b[:-1], b[-1], rng), g, out
+            return _Plan(self.targets[g], [], None, rng), g, out
+        return _Plan(self.targets[g], b[:-1], b[-1], rng), g, out
 
-    def make(chunk: int, stop: StopFn) -> Iterator[Prompt]:
-        order = list(range(n, n + warmups)) + list(range(n))  # warmups first: they are sent first
+    def make(self, chunk: int, stop: StopFn) -> Iterator[Prompt]:
+        n = len(self.rows)
+        order = list(range(n, n + self.warmups)) + list(range(n))  # warmups first: they are sent first
         for at in range(0, len(order), chunk):
             if stop():
                 return
-            planned = [plan(g) for g in order[at : at + chunk]]
-            texts = fit([p for p, _, _ in planned], stop)
+            planned = [self.plan(g) for g in order[at : at + chunk]]
+            texts = self.fit([p for p, _, _ in planned], stop)
             if not texts:
                 return
             for (p, row, out), text in zip(planned, texts, strict=True):
                 if row is not None:
-                    release(used[row])
+                    self.release(self.blocks.used[row])
                 yield Prompt(text, p.target, max_tokens=out)
-
-    return PromptSource(
-        count=n,
-        num_warmups=warmups,
-        make=make,
-        notes=notes,
-        shared_prefix_tokens=front if n + warmups >= 2 else 0,
-        offsets=offsets,
-        expected_prefix_hit_rate=expected,
-        approx_prompt_bytes=BYTES_PER_TOKEN * sum(targets) / len(targets) if targets else None,
-    )

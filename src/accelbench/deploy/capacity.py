@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from accelbench.bench.capacity import cell_key, price, run_capacity
+from accelbench.bench import capacity as bench_capacity
+from accelbench.bench.capacity import SearchBounds, cell_key, price
 from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.catalog import get_catalog
 from accelbench.domain.base import StrictModel
@@ -94,15 +95,17 @@ def search_endpoint(
     """The search from this machine against ``endpoint``; with a store, every probe is a cell of ``run_id``
     and a search interrupted before resumes from the probes stored. ``cancel`` (or Ctrl-C) stops it after
     the level in flight by raising ``KeyboardInterrupt``; the levels measured stay stored."""
-
-    return run_capacity(
+    # through the module, so that a test's stand-in for the search is the one called
+    return bench_capacity.run_capacity(
         endpoint,
         capacity.bench_config(label=label),
-        load=capacity.load,
-        slo=capacity.target(),
-        start=start,
-        max_load=capacity.max_load,
-        max_probes=capacity.max_probes,
+        SearchBounds(
+            load=capacity.load,
+            slo=capacity.target(),
+            start=start,
+            max_load=capacity.max_load,
+            max_probes=capacity.max_probes,
+        ),
         tokenizer=tokenizer if tokenizer is not None else load_tokenizer(endpoint),
         store=store,
         run_id=run_id,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, or_, select
 
+from accelbench.domain.owner import PROCESS_TAG, process_owner  # noqa: F401  (process_owner: kept importable from here for the store's callers)
 from accelbench.domain.run import RunStatus
 from accelbench.store.models import RunRow
 
@@ -23,11 +24,6 @@ if TYPE_CHECKING:
 
 #: statuses of a run that some process is executing right now
 IN_FLIGHT = (RunStatus.deploying.value, RunStatus.benchmarking.value)
-PROCESS_TAG = "proc"
-
-
-def process_owner(tag: str = PROCESS_TAG) -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{tag}"
 
 
 def is_process_owner(owner: str | None) -> bool:

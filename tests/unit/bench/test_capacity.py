@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbench.bench.capacity import judge, knee, price, requests_for, run_capacity, search
+from accelbench.bench.capacity import SearchBounds, judge, knee, price, requests_for, run_capacity, search
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import CapacityResult, Probe, parse_slo
 from accelbench.errors import UserInputError
@@ -41,7 +41,7 @@ def test_finds_the_exact_concurrency_for_a_tpot_slo_within_one_level(engine_serv
     # TPOT = 10 + 4 x C ms while C <= 12: a 44 ms median target holds up to C = 8 (42 ms) and breaks at 9
     # (46 ms); judged at the median with 2 ms either side, so a busy machine's timer jitter cannot move it
     slo = parse_slo("tpot:44", percentile=50, attainment=0.5)
-    result = run_capacity(endpoint, base(), load="concurrency", slo=slo, start=2, max_load=64)
+    result = run_capacity(endpoint, base(), SearchBounds(load="concurrency", slo=slo, start=2, max_load=64))
     assert result.max_load is not None and abs(result.max_load - 8) <= 1, result.probes
     assert len(result.probes) <= 12
     levels = {p.level for p in result.probes}
@@ -52,7 +52,7 @@ def test_finds_the_exact_concurrency_for_a_tpot_slo_within_one_level(engine_serv
 
 def test_the_knee_lands_where_the_slots_run_out(engine_server) -> None:
     _, endpoint, _ = engine_server
-    result = run_capacity(endpoint, base(), load="concurrency", slo=None, start=2, max_load=64)
+    result = run_capacity(endpoint, base(), SearchBounds(load="concurrency", slo=None, start=2, max_load=64))
     assert result.max_load is None and result.knee is not None
     assert SLOTS / 2 <= result.knee <= 2 * SLOTS, [(p.level, p.output_tokens_per_s) for p in result.probes]
 
@@ -63,7 +63,7 @@ def test_request_rate_load_finds_the_rate_the_engine_can_serve(engine_server) ->
     # 17 requests/s; a TTFT target of 400 ms breaks once arrivals outrun that and the queue grows
     slo = parse_slo("ttft:400", percentile=90, attainment=0.9)
     result = run_capacity(
-        endpoint, base(), load="request_rate", slo=slo, start=4, max_load=200, max_probes=12
+        endpoint, base(), SearchBounds(load="request_rate", slo=slo, start=4, max_load=200, max_probes=12)
     )
     assert result.max_load is not None, result.probes
     assert 4 <= result.max_load <= 24, [(p.level, p.why) for p in result.probes]

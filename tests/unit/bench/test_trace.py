@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from accelbench.bench import build_dataset, run_benchmark
-from accelbench.bench.datasets import _common_prefix, open_dataset
+from accelbench.bench.datasets import open_dataset
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.bench.trace import BLOCK_TOKENS, read_trace, trace_format
+from accelbench.bench.word_tokens import common_prefix
 from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind
 from accelbench.errors import UserInputError
 from tests.support.stream_server import Script, StreamServer
@@ -185,11 +186,11 @@ def test_rows_sharing_hash_ids_share_exactly_those_blocks(tok: LocalTokenizer, e
         for b in range(a + 1, 20):
             ha = list(rows[a].get("hash_ids") or [])  # type: ignore[call-overload]
             hb = list(rows[b].get("hash_ids") or [])  # type: ignore[call-overload]
-            k = _common_prefix(ha, hb)
+            k = common_prefix(ha, hb)
             # only whole blocks count (a row's last block is cut to its length)
             room = min(int(rows[a]["input_length"]), int(rows[b]["input_length"])) - front  # type: ignore[call-overload]
             k = min(k, room // BLOCK_TOKENS)
-            common = _common_prefix(ids[a], ids[b])
+            common = common_prefix(ids[a], ids[b])
             if k:
                 checked += 1
                 # the shared blocks' tokens, all of them, and not much more (the next blocks differ)

@@ -11,17 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 from accelbench.bench import build_dataset, run_benchmark
-from accelbench.bench.datasets import (
-    PREFIX_CACHE_BLOCK,
-    draw_lengths,
-    expected_hit_rate,
-    length_rng,
-    open_dataset,
-    shared_prefix_report,
-)
+from accelbench.bench.datasets import open_dataset
+from accelbench.bench.prompt_lengths import PREFIX_CACHE_BLOCK, draw_lengths, expected_hit_rate, length_rng
 from accelbench.bench.runner import request_body
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.bench.tools import BUILTIN_TOOLS, load_tools
+from accelbench.bench.word_tokens import shared_prefix_report
 from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind, LengthDist
 from accelbench.errors import UserInputError
 from tests.support.stream_server import FixtureTokenizer, Script, StreamServer

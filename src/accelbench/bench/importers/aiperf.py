@@ -220,16 +220,8 @@ def _load(config: dict[str, Any]) -> tuple[str | None, str | None, int | None, A
 def _stat(f: Fields, stats: dict[str, Any], name: str) -> dict[str, float]:
     """An AIPerf statistic under accelbench's names (absent: empty)."""
     block = stats.get(name)
-    if block is None:
-        return {}
-    if not isinstance(block, dict):
-        raise f.refuse(f"records.{name} is {describe(block)}, not an object")
-    out = {}
-    for theirs, ours in STATS.items():
-        v = f.number(block, theirs, f"records.{name}", required=False)
-        if v is not None:
-            out[ours] = v
-    if "count" in block:
+    out = f.stats(block, STATS, f"records.{name}")
+    if isinstance(block, dict) and "count" in block:
         out["count"] = float(f.number(block, "count", f"records.{name}") or 0)
     return out
 

@@ -111,6 +111,22 @@ class Fields:
             raise self.refuse(f"{where}.{key} is {describe(value)}, not a number")
         return float(value)
 
+    def stats(
+        self, block: Any, names: Mapping[str, str], where: str, *, scale: float = 1.0
+    ) -> dict[str, float]:
+        """A tool's block of statistics under accelbench's names (``names``: the tool's -> accelbench's), each
+        times ``scale``; an absent block gives none, one that is not an object is refused."""
+        if block is None:
+            return {}
+        if not isinstance(block, dict):
+            raise self.refuse(f"{where} is {describe(block)}, not an object")
+        out: dict[str, float] = {}
+        for theirs, ours in names.items():
+            v = self.number(block, theirs, where, required=False)
+            if v is not None:
+                out[ours] = v * scale
+        return out
+
     def text(self, data: Any, key: str, default: str = "") -> str:
         value = data.get(key) if isinstance(data, dict) else None
         return value if isinstance(value, str) else default

@@ -26,7 +26,7 @@ from accelbench.bench.importers.common import (
     load_json,
     summary_from_records,
 )
-from accelbench.domain.bench import RequestRecord
+from accelbench.domain.bench import BenchmarkSummary, RequestRecord
 
 EXPECTED = "a genai-bench run result (an object with 'aggregated_metrics' and 'individual_request_metrics')"
 METADATA = "experiment_metadata.json"
@@ -53,27 +53,13 @@ class GenAIBenchImporter:
             raise f.refuse(describe(data))
         agg = f.obj(data, "aggregated_metrics", "(top level)")
         rows = f.items(data, "individual_request_metrics", "(top level)")
-        meta_path = path.with_name(METADATA)
-        meta = load_json(meta_path, "genai-bench experiment metadata") if meta_path.is_file() else {}
-        meta = meta if isinstance(meta, dict) else {}
-        scenario = f.text(agg, "scenario")
-        m = SCENARIO.match(scenario.replace(" ", ""))
-        if m is None:
-            raise f.refuse(
-                f"aggregated_metrics.scenario {describe(scenario)} (expected e.g. D(100,100) or N(480,240)/(300,150))"
-            )
-        in_mean = float(m.group(1))
-        out_mean = float(m.group(3)) if m.group(3) else float(m.group(2))
+        meta = _metadata(path)
+        scenario, in_mean, out_mean = _scenario(f, agg)
         conc = agg.get("num_concurrency") or agg.get("batch_size")
         concurrency = int(conc) if isinstance(conc, int) and conc >= 1 else None
         records = _records(f, rows)
         completed = int(f.number(agg, "num_completed_requests", "aggregated_metrics") or 0)
-        rps = f.number(agg, "requests_per_second", "aggregated_metrics", required=False)  # 0.0.5 and later
-        if rps is None:
-            rps = (f.number(agg, "requests_per_minute", "aggregated_metrics", required=False) or 0.0) / 60.0
-        duration = f.number(agg, "run_duration", "aggregated_metrics", required=False)  # 0.0.5 and later
-        if not duration:
-            duration = completed / rps if rps > 0 else 0.0
+        rps, duration = _rate_and_duration(f, agg, completed)
         model = f.text(meta, "api_model_name") or f.text(meta, "model") or None
         config = config_for(
             input_len=in_mean,
@@ -92,63 +78,16 @@ class GenAIBenchImporter:
             itl_counting="not recorded by genai-bench",
         )
         summary.max_concurrent_requests = 0  # no send times: peaks unknown
-        total = int(f.number(agg, "num_requests", "aggregated_metrics", required=False) or len(records))
-        if len(records) != total:  # the file kept some of the requests: counts are genai-bench's
-            summary.completed = completed
-            summary.failed = int(
-                f.number(agg, "num_error_requests", "aggregated_metrics", required=False) or 0
-            )
-            summary.num_prompts = total
-            summary.request_throughput = rps
-            summary.notes.append(
-                f"The file holds {len(records)} of {total} requests' records: latency figures are recomputed from "
-                "them, counts and throughputs are genai-bench's."
-            )
+        _their_counts(f, agg, summary, kept=len(records), completed=completed, rps=rps)
         summary.max_output_tokens_per_s = 0.0
-        out_rate = f.number(agg, "mean_output_throughput_tokens_per_s", "aggregated_metrics", required=False)
-        total_rate = f.number(
-            agg, "mean_total_tokens_throughput_tokens_per_s", "aggregated_metrics", required=False
-        )
-        if out_rate is not None:
-            summary.output_throughput = out_rate
-            summary.total_output_tokens = round(out_rate * duration)
-        if out_rate is not None and total_rate is not None:
-            summary.total_token_throughput = total_rate
-            summary.total_input_tokens = round((total_rate - out_rate) * duration)
-        in_rate = f.number(agg, "mean_input_throughput_tokens_per_s", "aggregated_metrics", required=False)
-        metrics = [
-            ToolMetric(
-                name="mean_input_throughput_tokens_per_s",
-                unit="tokens/s",
-                values={"mean": in_rate},
-                comparable=False,
-                difference="As genai-bench reports it; accelbench's input rate is the input tokens of the "
-                "completed requests over the run's duration (here: total minus output throughput).",
-            )
-        ] if in_rate is not None else []  # fmt: skip
-        tpot = as_obj(as_obj(agg.get("stats")).get("tpot"))
-        theirs = {
-            k: float(v) * 1000 for k, v in tpot.items() if k in TPOT_STATS and isinstance(v, (int, float))
-        }
-        if theirs:
-            metrics.append(
-                ToolMetric(
-                    name="tpot",
-                    unit="ms",
-                    values={TPOT_STATS[k]: v for k, v in theirs.items()},
-                    comparable=False,
-                    difference="genai-bench leaves a request out of TPOT when its output latency (E2E latency - "
-                    "TTFT) is under 1 ms, and its E2E latency runs to the end of the stream; accelbench's TPOT "
-                    "keeps every request with more than one output token.",
-                )
-            )
+        _their_throughputs(f, agg, summary, duration)
         gpu_count = meta.get("server_gpu_count")
         return ImportedFile(
             path=path,
             tool=self.tool,
             tool_version=f.text(meta, "benchmark_version"),
-            cells=[ImportedCell(where=path.name, summary=summary, concurrency=concurrency, tool_metrics=metrics,
-                                input_len=round(in_mean), from_records=True)],
+            cells=[ImportedCell(where=path.name, summary=summary, concurrency=concurrency,
+                                tool_metrics=_tool_metrics(f, agg), input_len=round(in_mean), from_records=True)],
             model=model,
             engine=(f.text(meta, "server_engine").lower() or None),
             engine_version=f.text(meta, "server_version") or None,
@@ -156,6 +95,99 @@ class GenAIBenchImporter:
             accelerator_count=int(str(gpu_count)) if str(gpu_count or "").isdigit() else None,
             base_url=f.text(meta.get("auth_config"), "api_base") or None,
         )  # fmt: skip
+
+
+def _metadata(path: Path) -> dict[str, Any]:
+    """``experiment_metadata.json`` from beside the result file; empty when there is none."""
+    meta_path = path.with_name(METADATA)
+    meta = load_json(meta_path, "genai-bench experiment metadata") if meta_path.is_file() else {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _scenario(f: Fields, agg: dict[str, Any]) -> tuple[str, float, float]:
+    """The traffic scenario as written, and its mean input and output lengths."""
+    scenario = f.text(agg, "scenario")
+    m = SCENARIO.match(scenario.replace(" ", ""))
+    if m is None:
+        raise f.refuse(
+            f"aggregated_metrics.scenario {describe(scenario)} (expected e.g. D(100,100) or N(480,240)/(300,150))"
+        )
+    in_mean = float(m.group(1))
+    out_mean = float(m.group(3)) if m.group(3) else float(m.group(2))
+    return scenario, in_mean, out_mean
+
+
+def _rate_and_duration(f: Fields, agg: dict[str, Any], completed: int) -> tuple[float, float]:
+    """Requests per second and the run's duration: written by 0.0.5 and later, else from requests per minute
+    and the completed requests."""
+    rps = f.number(agg, "requests_per_second", "aggregated_metrics", required=False)  # 0.0.5 and later
+    if rps is None:
+        rps = (f.number(agg, "requests_per_minute", "aggregated_metrics", required=False) or 0.0) / 60.0
+    duration = f.number(agg, "run_duration", "aggregated_metrics", required=False)  # 0.0.5 and later
+    if not duration:
+        duration = completed / rps if rps > 0 else 0.0
+    return rps, duration
+
+
+def _their_counts(
+    f: Fields, agg: dict[str, Any], summary: BenchmarkSummary, *, kept: int, completed: int, rps: float
+) -> None:
+    """When the file kept only ``kept`` of the requests' records, the counts and request rate are genai-bench's."""
+    total = int(f.number(agg, "num_requests", "aggregated_metrics", required=False) or kept)
+    if kept == total:
+        return
+    summary.completed = completed
+    summary.failed = int(f.number(agg, "num_error_requests", "aggregated_metrics", required=False) or 0)
+    summary.num_prompts = total
+    summary.request_throughput = rps
+    summary.notes.append(
+        f"The file holds {kept} of {total} requests' records: latency figures are recomputed from "
+        "them, counts and throughputs are genai-bench's."
+    )
+
+
+def _their_throughputs(f: Fields, agg: dict[str, Any], summary: BenchmarkSummary, duration: float) -> None:
+    """genai-bench's output and total token rates, and the token totals they imply over ``duration``."""
+    out_rate = f.number(agg, "mean_output_throughput_tokens_per_s", "aggregated_metrics", required=False)
+    total_rate = f.number(
+        agg, "mean_total_tokens_throughput_tokens_per_s", "aggregated_metrics", required=False
+    )
+    if out_rate is not None:
+        summary.output_throughput = out_rate
+        summary.total_output_tokens = round(out_rate * duration)
+    if out_rate is not None and total_rate is not None:
+        summary.total_token_throughput = total_rate
+        summary.total_input_tokens = round((total_rate - out_rate) * duration)
+
+
+def _tool_metrics(f: Fields, agg: dict[str, Any]) -> list[ToolMetric]:
+    """What genai-bench reports under definitions of its own: its input rate and its TPOT statistics."""
+    in_rate = f.number(agg, "mean_input_throughput_tokens_per_s", "aggregated_metrics", required=False)
+    metrics = [
+        ToolMetric(
+            name="mean_input_throughput_tokens_per_s",
+            unit="tokens/s",
+            values={"mean": in_rate},
+            comparable=False,
+            difference="As genai-bench reports it; accelbench's input rate is the input tokens of the "
+            "completed requests over the run's duration (here: total minus output throughput).",
+        )
+    ] if in_rate is not None else []  # fmt: skip
+    tpot = as_obj(as_obj(agg.get("stats")).get("tpot"))
+    theirs = {k: float(v) * 1000 for k, v in tpot.items() if k in TPOT_STATS and isinstance(v, (int, float))}
+    if theirs:
+        metrics.append(
+            ToolMetric(
+                name="tpot",
+                unit="ms",
+                values={TPOT_STATS[k]: v for k, v in theirs.items()},
+                comparable=False,
+                difference="genai-bench leaves a request out of TPOT when its output latency (E2E latency - "
+                "TTFT) is under 1 ms, and its E2E latency runs to the end of the stream; accelbench's TPOT "
+                "keeps every request with more than one output token.",
+            )
+        )
+    return metrics
 
 
 def _records(f: Fields, rows: list[Any]) -> list[RequestRecord]:

@@ -18,6 +18,7 @@ How GuideLLM defines its figures (``guidellm/schemas/request_stats.py``, ``backe
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ DIFFERENCES = {
         "GuideLLM's time to the first non-reasoning token; accelbench calls it TTFO.",
     ),
 }
+#: GuideLLM's statistic names of a distribution -> accelbench's, and those of its percentiles
+STATS = {"mean": "mean", "median": "median", "std_dev": "std", "min": "min", "max": "max", "count": "count",
+         "total_sum": "total"}  # fmt: skip
+PERCENTILES = {p: p for p in ("p50", "p90", "p95", "p99")}
 PERCENTILE_NOTE = (
     "GuideLLM's percentiles are nearest-rank; accelbench interpolates (numpy linear), so p90/p99 of few requests "
     "differ."
@@ -184,25 +189,9 @@ def _dist(f: Fields, metrics: dict[str, Any], name: str, where: str) -> dict[str
     if block is None:
         return {}
     d = f.obj(f.obj(metrics, name, f"{where}.metrics"), "successful", f"{where}.metrics.{name}")
-    out: dict[str, float] = {}
-    for ours, theirs in (
-        ("mean", "mean"),
-        ("median", "median"),
-        ("std", "std_dev"),
-        ("min", "min"),
-        ("max", "max"),
-        ("count", "count"),
-        ("total", "total_sum"),
-    ):
-        v = f.number(d, theirs, f"{where}.metrics.{name}.successful", required=False)
-        if v is not None:
-            out[ours] = v
+    at = f"{where}.metrics.{name}.successful"
     pct = d.get("percentiles") if isinstance(d.get("percentiles"), dict) else {}
-    for p in ("p50", "p90", "p95", "p99"):
-        v = f.number(pct, p, f"{where}.metrics.{name}.successful.percentiles", required=False)
-        if v is not None:
-            out[p] = v
-    return out
+    return {**f.stats(d, STATS, at), **f.stats(pct, PERCENTILES, f"{at}.percentiles")}
 
 
 def _tool_metrics(f: Fields, metrics: dict[str, Any], where: str) -> list[ToolMetric]:
@@ -243,8 +232,7 @@ def _from_statistics(
     ttft = _dist(f, metrics, "time_to_first_token_ms", where)
     tpot = _dist(f, metrics, "inter_token_latency_ms", where)  # per-request token average = accelbench TPOT
     e2el = _dist(f, metrics, "request_latency", where)
-    in_total = in_len.get("total", in_len.get("mean", 0.0) * ok)
-    out_total = out_len.get("total", out_len.get("mean", 0.0) * ok)
+    in_total, out_total = _totals(in_len, out_len, ok)
     return BenchmarkSummary(
         date="",
         config=config,
@@ -266,6 +254,13 @@ def _from_statistics(
     )
 
 
+def _totals(in_len: dict[str, float], out_len: dict[str, float], ok: int) -> tuple[float, float]:
+    """Input and output tokens of the successful requests: GuideLLM's sums, else its means times ``ok``."""
+    return in_len.get("total", in_len.get("mean", 0.0) * ok), out_len.get(
+        "total", out_len.get("mean", 0.0) * ok
+    )
+
+
 def _scale_totals(
     summary: BenchmarkSummary,
     ok: int,
@@ -274,8 +269,7 @@ def _scale_totals(
     out_len: dict[str, float],
     duration: float,
 ) -> None:
-    in_total = in_len.get("total", in_len.get("mean", 0.0) * ok)
-    out_total = out_len.get("total", out_len.get("mean", 0.0) * ok)
+    in_total, out_total = _totals(in_len, out_len, ok)
     summary.completed, summary.failed = ok, errored
     summary.total_input_tokens, summary.total_output_tokens = round(in_total), round(out_total)
     if duration > 0:
@@ -368,8 +362,6 @@ def _record(
 
 
 def _iso(t: Any) -> str:
-    from datetime import UTC, datetime
-
     if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
         return datetime.fromtimestamp(t, UTC).isoformat()
     return ""

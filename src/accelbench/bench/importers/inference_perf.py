@@ -27,6 +27,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
 from accelbench.bench.importers.common import (
     Fields,
@@ -106,8 +108,6 @@ class InferencePerfImporter:
 def _with_server(got: ImportedFile) -> ImportedFile:
     """What the ``config.yaml`` inference-perf writes beside its reports says of the server: model, engine type
     and base URL (absent or unreadable: nothing)."""
-    import yaml
-
     config_path = got.path.with_name(CONFIG)
     try:
         config = yaml.safe_load(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
@@ -122,19 +122,6 @@ def _with_server(got: ImportedFile) -> ImportedFile:
         cell.summary.model_id = cell.summary.tokenizer_id = got.model or ""
         cell.summary.base_url = got.base_url or ""
     return got
-
-
-def _dist(f: Fields, block: Any, where: str, scale: float = 1.0) -> dict[str, float]:
-    if block is None:
-        return {}
-    if not isinstance(block, dict):
-        raise f.refuse(f"{where} is {describe(block)}, not an object")
-    out = {}
-    for theirs, ours in STATS.items():
-        v = f.number(block, theirs, where, required=False)
-        if v is not None:
-            out[ours] = v * scale
-    return out
 
 
 def _summary(
@@ -153,8 +140,8 @@ def _summary(
     duration = f.number(data, "benchmark_time_seconds", "(top level)", required=False)  # 0.7 and later
     if not duration:
         duration = ok / rps if rps > 0 else float(load.get("send_duration") or 0.0)
-    prompt = _dist(f, ok_block.get("prompt_len"), "successes.prompt_len")
-    output = _dist(f, ok_block.get("output_len"), "successes.output_len")
+    prompt = f.stats(ok_block.get("prompt_len"), STATS, "successes.prompt_len")
+    output = f.stats(ok_block.get("output_len"), STATS, "successes.output_len")
     config = config_for(
         input_len=prompt.get("mean", 1.0),
         output_len=output.get("max", output.get("mean", 1.0)),
@@ -165,7 +152,9 @@ def _summary(
     errors = fail_block.get("error_messages") if isinstance(fail_block.get("error_messages"), dict) else None
 
     def ms(name: str) -> Any:
-        return metric_stats(_dist(f, latency.get(name), f"successes.latency.{name}", 1000.0), count=ok)
+        return metric_stats(
+            f.stats(latency.get(name), STATS, f"successes.latency.{name}", scale=1000.0), count=ok
+        )
 
     summary = BenchmarkSummary(
         date="",
@@ -192,7 +181,7 @@ def _summary(
     metrics = [
         ToolMetric(name=name, unit="ms", values=vals, comparable=False, difference=words)
         for name, words in DIFFERENCES.items()
-        if (vals := _dist(f, latency.get(name), f"successes.latency.{name}", 1000.0))
+        if (vals := f.stats(latency.get(name), STATS, f"successes.latency.{name}", scale=1000.0))
     ]
     return summary, metrics
 

@@ -11,6 +11,7 @@ token), stay under the report's names, not directly comparable.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -232,8 +233,6 @@ def _from_statistics(
 
 def _duration(rep: dict[str, Any]) -> float:
     """Seconds of the report's ISO-8601 ``run.time.duration`` (``PT12.5S``, ``PT1M2S``), else 0."""
-    import re
-
     text = str(((rep.get("run") or {}).get("time") or {}).get("duration") or "")
     m = re.fullmatch(r"PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?", text)
     if not m:

@@ -30,7 +30,7 @@ def _deepest(err: Any) -> Any:
 def report_errors(report: Any, *, limit: int = 5) -> list[str]:
     """Where ``report`` breaks the schema: up to ``limit`` messages, each with the dotted path of the field and
     the rule it breaks (a value shown at most 120 characters long)."""
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator  # heavy: only when a report is checked (report/ imports this)
 
     validator = Draft202012Validator(report_schema())
     out = []
