@@ -18,9 +18,12 @@ from accelbench.domain.bench import RequestRecord, TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo
+from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
+from accelbench.report.cell_table import cell_table, slo_note
 from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
 from accelbench.report.failures import GroupedNote, run_warnings
-from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice, cell_table, headline_for, slo_note
+from accelbench.report.headline import headline_for
+from accelbench.report.headline_data import Headline
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.tables import CellAggregate, aggregate_results
