@@ -330,7 +330,7 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.failures import any_completed, run_warnings
     from accelbench.report.headline import headline_for
-    from accelbench.report.html import cell_band_layout, device_figure
+    from accelbench.report.html_figures import cell_band_layout, device_figure
     from accelbench.report.percentiles import parse_percentiles
     from accelbench.report.tables import has_repeats
     from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
