@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
+from plotly.offline import get_plotlyjs
 
 from accelbench.report.capacity import (
     CAPACITY_COLUMNS,
@@ -63,8 +64,6 @@ PLOT_CONFIG: dict[str, Any] = {"displaylogo": False, "responsive": True}
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
     """plotly.js, minified, to embed inline (about 4.8 MB)."""
-    from plotly.offline import get_plotlyjs
-
     return str(get_plotlyjs())
 
 

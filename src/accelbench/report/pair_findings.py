@@ -3,6 +3,8 @@ growth under load, the throughput gap and how it moves, what one request gets an
 
 from __future__ import annotations
 
+from typing import Literal
+
 from accelbench.report.comparison import (
     ON_PAR,
     TIER_LABELS,
@@ -31,12 +33,12 @@ from accelbench.report.verdicts import COST_METRIC, MetricVerdict, find
 def pair_findings(cmp: Comparison, p: PairRatios) -> list[Finding]:
     a, b = cmp.run(p.a).name, cmp.run(p.b).name
     il, hi = p.input_len, p.highest_concurrency
-    out = [f for f in (_decode_finding(cmp, p), _tpot_growth_finding(cmp, p)) if f is not None]
+    out = [f for f in (_decode_finding(cmp, p), _growth_finding(cmp, p, "tpot")) if f is not None]
     if p.throughput_gaps:
         ends = (p.throughput_gaps[0].concurrency, p.throughput_gaps[-1].concurrency)
         found = tuple(find(cmp.verdicts, p.b, il, c, "total_token_throughput") for c in ends)
         out.append(_gap_finding(p, a, b, (found[0], found[1])))
-    out += [f for f in (_ttft_growth_finding(cmp, p), _stream_finding(cmp, p)) if f is not None]
+    out += [f for f in (_growth_finding(cmp, p, "ttft"), _stream_finding(cmp, p)) if f is not None]
     ca, cb = cmp.cell(p.a, il, hi), cmp.cell(p.b, il, hi)
     if (
         ca is not None
@@ -81,54 +83,42 @@ def _decode_finding(cmp: Comparison, p: PairRatios) -> Finding | None:
     return Finding(kind="decode_speedup", text=text, input_len=il, runs=[p.a, p.b], figures=figures)
 
 
-def _tpot_growth_finding(cmp: Comparison, p: PairRatios) -> Finding | None:
-    """How each run's TPOT grows from the lowest to the highest concurrency."""
-    a, b = cmp.run(p.a).name, cmp.run(p.b).name
-    il, lo, hi = p.input_len, p.lowest_concurrency, p.highest_concurrency
-    ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
-    if ga is None or gb is None:
-        return None
-    return Finding(
-        kind="tpot_growth",
-        text=(
-            f"At input {il}, under load (concurrency {lo} → {hi}) {b}'s TPOT {growth_phrase(gb)} "
-            f"while the baseline {a}'s {growth_phrase(ga)}."
-        ),
-        input_len=il,
-        runs=[p.a, p.b],
-        figures={
-            "from_concurrency": lo,
-            "to_concurrency": hi,
-            **growth_figures("tpot_a", ga),
-            **growth_figures("tpot_b", gb),
-        },
-    )
-
-
-def _ttft_growth_finding(cmp: Comparison, p: PairRatios) -> Finding | None:
-    """How each run's TTFT grows from the lowest to the highest concurrency."""
+def _growth_finding(cmp: Comparison, p: PairRatios, metric: Literal["tpot", "ttft"]) -> Finding | None:
+    """How each run's TPOT or TTFT grows from the lowest to the highest concurrency."""
     a, b = cmp.run(p.a).name, cmp.run(p.b).name
     base = f"the baseline {a}"
     il, lo, hi = p.input_len, p.lowest_concurrency, p.highest_concurrency
-    ta, tb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
-    if ta is None or tb is None:
+    if metric == "tpot":
+        ga, gb = p.a_scaling.tpot_growth, p.b_scaling.tpot_growth
+    else:
+        ga, gb = p.a_scaling.ttft_growth, p.b_scaling.ttft_growth
+    if ga is None or gb is None:
         return None
-    vb, pb, spb = growth_parts(tb)
-    va, pa, spa = growth_parts(ta)
-    second = f"{pa} on {base} {spa}" if va == vb and pa else f"{va}{' ' + pa if pa else ''} on {base} {spa}"
-    return Finding(
-        kind="ttft_growth",
-        text=(
+    if metric == "tpot":
+        text = (
+            f"At input {il}, under load (concurrency {lo} → {hi}) {b}'s TPOT {growth_phrase(gb)} "
+            f"while {base}'s {growth_phrase(ga)}."
+        )
+    else:
+        vb, pb, spb = growth_parts(gb)
+        va, pa, spa = growth_parts(ga)
+        second = (
+            f"{pa} on {base} {spa}" if va == vb and pa else f"{va}{' ' + pa if pa else ''} on {base} {spa}"
+        )
+        text = (
             f"At input {il}, from concurrency {lo} to {hi} TTFT {vb}{' ' + pb if pb else ''} on {b} "
             f"{spb} and {second}."
-        ),
+        )
+    return Finding(
+        kind=f"{metric}_growth",
+        text=text,
         input_len=il,
         runs=[p.a, p.b],
         figures={
             "from_concurrency": lo,
             "to_concurrency": hi,
-            **growth_figures("ttft_a", ta),
-            **growth_figures("ttft_b", tb),
+            **growth_figures(f"{metric}_a", ga),
+            **growth_figures(f"{metric}_b", gb),
         },
     )
 
