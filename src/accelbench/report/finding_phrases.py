@@ -40,3 +40,13 @@ def growth_phrase(g: Growth) -> str:
 
 def growth_figures(prefix: str, g: Growth) -> dict[str, float | int | str | None]:
     return {f"{prefix}_from_ms": g.from_ms, f"{prefix}_to_ms": g.to_ms, f"{prefix}_growth_pct": g.growth_pct}
+
+
+def stream_phrase(input_len: int, concurrency: int, output_tps: float, where: str) -> str:
+    """``At input 128 and concurrency 1, one request gets 64.0 tok/s of output end to end on A``: per request,
+    end to end (its TTFT included), the speed one user sees, not the decode rate alone."""
+    who = "one request gets" if concurrency == 1 else "each request gets"
+    return (
+        f"At input {input_len} and concurrency {concurrency}, {who} {ftps(output_tps)} of output end to end "
+        f"on {where}"
+    )

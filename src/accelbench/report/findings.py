@@ -29,7 +29,7 @@ from accelbench.report.comparison import (
     RunScaling,
     fmt_usd,
 )
-from accelbench.report.finding_phrases import ftps, fx, growth_figures, growth_phrase
+from accelbench.report.finding_phrases import ftps, fx, growth_figures, growth_phrase, stream_phrase
 from accelbench.report.pair_findings import pair_findings
 from accelbench.report.verdict_phrases import capacity_difference_findings
 
@@ -79,11 +79,7 @@ def _scaling_findings(cmp: Comparison, s: RunScaling) -> list[Finding]:
     if s.ttft_growth is not None:
         out.append(_growth_finding(name, s, "ttft", s.ttft_growth))
     if s.per_request_output_tps is not None:
-        who = "one request gets" if lo == 1 else "each request gets"
-        text = (
-            f"At input {il} and concurrency {lo}, {who} {ftps(s.per_request_output_tps)} of output end to end "
-            f"on {name}"
-        )
+        text = stream_phrase(il, lo, s.per_request_output_tps, name)
         figures: dict[str, float | int | str | None] = {
             "low_concurrency": lo,
             "per_request_output_tps": s.per_request_output_tps,

@@ -20,7 +20,14 @@ from accelbench.report.comparison import (
     lead,
     throughput_versus,
 )
-from accelbench.report.finding_phrases import fms, ftps, growth_figures, growth_parts, growth_phrase
+from accelbench.report.finding_phrases import (
+    fms,
+    ftps,
+    growth_figures,
+    growth_parts,
+    growth_phrase,
+    stream_phrase,
+)
 from accelbench.report.verdict_phrases import clause as verdict_clause
 from accelbench.report.verdict_phrases import figures as verdict_figures
 from accelbench.report.verdict_phrases import known, undetected
@@ -131,11 +138,9 @@ def _stream_finding(cmp: Comparison, p: PairRatios) -> Finding | None:
     sa, sb = p.a_scaling, p.b_scaling
     if sa.per_request_output_tps is None or sb.per_request_output_tps is None:
         return None
-    # per request, end to end (its TTFT included): the speed one user sees, not the decode rate alone
-    who = "one request gets" if lo == 1 else "each request gets"
     text = (
-        f"At input {il} and concurrency {lo}, {who} {ftps(sb.per_request_output_tps)} of output end to end "
-        f"on {b} vs {ftps(sa.per_request_output_tps)} on {base}"
+        stream_phrase(il, lo, sb.per_request_output_tps, b)
+        + f" vs {ftps(sa.per_request_output_tps)} on {base}"
     )
     figures: dict[str, float | int | str | None] = {
         "low_concurrency": lo,
