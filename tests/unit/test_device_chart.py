@@ -12,7 +12,8 @@ from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.device import DeviceKind, DeviceSample, DeviceTelemetry
 from accelbench.domain.results import ResultInfo
 from accelbench.report.document import build_report, telemetry_series
-from accelbench.report.html import device_figure, render_html, telemetry_figure
+from accelbench.report.html import render_html
+from accelbench.report.html_figures import device_figure, telemetry_figure
 from accelbench.report.timeline import cell_label, chart_payload, device_table, run_timeline
 from tests.support.report_data import make_result, make_run, run_data
 

@@ -41,7 +41,8 @@ from accelbench.store.owner import recover_dead_owners
 
 if TYPE_CHECKING:
     from accelbench.domain.results import ResultInfo
-    from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice
+    from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
+    from accelbench.report.headline_data import Headline
     from accelbench.report.tables import CellAggregate
     from accelbench.store.repo import Store
 
@@ -245,7 +246,7 @@ def print_answer(
     """The answer first: the headline, the per-cell table at ``percentiles`` (min-max over repeats where it
     fits; ``drop`` leaves out the columns whose header it names), the SLO it was judged by, then the failures and
     warnings, each distinct note once."""
-    from accelbench.report.headline import cell_table, slo_note
+    from accelbench.report.cell_table import cell_table, slo_note
 
     if answer.headline is not None:
         print_headline(answer.headline)
@@ -333,7 +334,7 @@ def show_run(
     """Show one run: the headline (best configuration, SLO, cost, failures) and per-cell results with latency
     tails, SLO attainment and goodput, then its failures and warnings, environment and devices (--spec: its
     spec)."""
-    from accelbench.report.headline import given_slo
+    from accelbench.report.cell_slo import given_slo
     from accelbench.telemetry.host import describe_environment
 
     with user_errors():

@@ -17,11 +17,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from accelbench.bench.capacity import cell_key
 from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.report.comparison import CapacityRun, ComparedRun, DeviceAtCapacity, RunData, fmt_num, fmt_usd
+from accelbench.report.tables import markdown_table
 
 GIB = 2**30
 
@@ -122,8 +124,6 @@ def devices_at_capacity(result: CapacityResult, results: Sequence[ResultInfo]) -
     """What the serving devices (the accelerators, else the CPU) did at the search's answer: utilisation,
     memory, power and output tokens per joule over the probe's window, read from the device telemetry stored
     with that probe's cell (``bench/capacity.py`` ``cell_key``). Empty when no telemetry was stored with it."""
-    from accelbench.bench.capacity import cell_key
-
     found = answer_probe(result)
     if found is None:
         return []
@@ -233,8 +233,6 @@ def capacity_run(
 def markdown_section(run: RunInfo, name: str) -> str | None:
     """A run's capacity answer, its prediction and its probes, for the run's own ``results.md`` (None: the run
     is not a capacity search)."""
-    from accelbench.report.tables import markdown_table
-
     res, _ = capacity_result(run)
     if res is None:
         return None

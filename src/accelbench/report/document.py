@@ -18,9 +18,18 @@ from accelbench.domain.bench import RequestRecord, TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo
+from accelbench.domain.run import EngineSettings
+from accelbench.errors import AccelbenchError
+from accelbench.modelspec import load_model_spec
+from accelbench.plan import CalibrationSet, estimate, estimate_local
+from accelbench.plan.measured_error import error_sentence
+from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
+from accelbench.report.cell_table import cell_table, slo_note
 from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
 from accelbench.report.failures import GroupedNote, run_warnings
-from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice, cell_table, headline_for, slo_note
+from accelbench.report.fleet import fleet_plans
+from accelbench.report.headline import headline_for
+from accelbench.report.headline_data import Headline
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.tables import CellAggregate, aggregate_results
@@ -300,8 +309,6 @@ def load_report(
         percentiles=percentiles,
     )
     report.predictions, report.prediction_notes = predicted_vs_measured(runs, report.comparison, store)
-    from accelbench.report.fleet import fleet_plans
-
     report.fleet_plans = fleet_plans(d.run.extra for d in runs)
     return report
 
@@ -324,11 +331,6 @@ def predicted_vs_measured(
     calibrations. The model spec is read offline (a preset, a prepared model, a local path or the hub
     cache): a report never reaches a network. Returns (predictions, notes saying why a run has none).
     """
-    from accelbench.domain.run import EngineSettings
-    from accelbench.errors import AccelbenchError
-    from accelbench.modelspec import load_model_spec
-    from accelbench.plan import CalibrationSet, estimate, estimate_local
-
     calibrations = CalibrationSet.from_rows(store.active_calibrations()) if store is not None else None
     predictions: list[Prediction] = []
     notes: list[str] = []
@@ -401,8 +403,6 @@ def predicted_vs_measured(
             how = "a measured calibration" if calibrated else "the planner's default efficiency factors"
             note = f"{name}: estimated for {where} with {how}."
             if not calibrated and kind is not None:
-                from accelbench.plan.measured_error import error_sentence
-
                 note += " " + (error_sentence(kind) or "")
             notes.append(note.strip())
     return predictions, notes

@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.bench.modes import modes_sentence
 from accelbench.bench.sweep import failure_text
+from accelbench.domain.device import DeviceTelemetry, device_notes
 from accelbench.domain.results import ResultInfo
 
 #: the runner's own note on failed requests (bench/runner.py ``_summarize``), which the failure line replaces
@@ -109,8 +111,6 @@ _MODE_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "e2el": "E2E latency"}
 def mode_warnings(results: Iterable[ResultInfo]) -> list[CellWarning]:
     """A cell's latency metrics with two modes (``bench.modes``), once per cell and metric: the first repeat
     that shows them, with each mode's share and median."""
-    from accelbench.bench.modes import modes_sentence
-
     seen: set[tuple[int, int, str]] = set()
     out = []
     for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
@@ -153,8 +153,6 @@ class CellDevices:
 
 def cell_devices(results: Iterable[ResultInfo]) -> list[CellDevices]:
     """Each cell's device telemetry (its first repeat with some), in input-length then concurrency order."""
-    from accelbench.domain.device import DeviceTelemetry
-
     out: dict[tuple[int, int], CellDevices] = {}
     for r in sorted(results, key=lambda r: (r.input_len, r.concurrency, r.repeat)):
         data = (r.summary or {}).get("device_telemetry")
@@ -217,8 +215,6 @@ def _device_section_notes(summary: Mapping[str, Any]) -> set[str]:
     """The notes of a summary that its Devices section shows from the telemetry itself (each device's figures,
     the energy line, the sources not measured): left out of the warnings, where they would repeat per cell. The
     sentence that energy per token is unknown stays a note: the Devices table only shows a blank for it."""
-    from accelbench.domain.device import DeviceTelemetry, device_notes
-
     data = summary.get("device_telemetry")
     if not data:
         return set()

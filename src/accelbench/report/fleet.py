@@ -12,6 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.offline import get_plotlyjs
 
 from accelbench.fleet.result import Candidate, FleetPlan
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
@@ -204,8 +205,6 @@ def fleet_body_html(plan: FleetPlan, div_id: str = "fleet-servers") -> str:
 
 def fleet_html(plan: FleetPlan) -> str:
     """The fleet report: one self-contained page (plotly.js embedded)."""
-    from plotly.offline import get_plotlyjs
-
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>Fleet plan</title>'
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"

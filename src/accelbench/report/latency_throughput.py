@@ -19,7 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from accelbench.report.headline import METRIC_NAMES, CellSLO, Headline, Key, SLOChoice
+from accelbench.report.cell_slo import METRIC_NAMES, CellSLO, Key, SLOChoice
+from accelbench.report.headline_data import Headline
 from accelbench.report.percentiles import STORED
 from accelbench.report.tables import CellAggregate
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -80,8 +81,6 @@ def _lengths(values: list[int]) -> dict[str, Any] | None:
 
 
 def _time(run: RunInfo, s: BenchmarkSummary) -> dict[str, Any]:
-    from datetime import UTC, datetime
-
     out: dict[str, Any] = {"duration": f"PT{s.duration_s:.6f}S"}
     if s.started_at > 0:
         out["start"] = datetime.fromtimestamp(s.started_at, UTC).isoformat()

@@ -32,14 +32,6 @@ from accelbench.report.capacity import (
 from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
 from accelbench.report.document import TELEMETRY_GAUGES, ReportData
 from accelbench.report.fleet import fleet_markdown
-from accelbench.report.html import (
-    COST_COLUMNS,
-    PREDICTION_COLUMNS,
-    compared_rows,
-    cost_rows,
-    prediction_rows,
-    telemetry_cells,
-)
 from accelbench.report.like_for_like import like_for_like_lines
 from accelbench.report.plots import (
     SWEEP_PLOTS,
@@ -47,6 +39,14 @@ from accelbench.report.plots import (
     capacity_curve_figure,
     latency_throughput_plot,
     write_sweep_plots,
+)
+from accelbench.report.report_tables import (
+    COST_COLUMNS,
+    PREDICTION_COLUMNS,
+    compared_rows,
+    cost_rows,
+    prediction_rows,
+    telemetry_cells,
 )
 from accelbench.report.series_styles import series_styles
 from accelbench.report.tables import markdown_table

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.bench.results_io import write_result  # the vLLM save-result layout lives with the engine
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
 from accelbench.report.attribution import model_label, ran_here, tokenizer_of, where_label
+from accelbench.report.capacity import markdown_section
 from accelbench.report.formatting import MISSING
 from accelbench.report.plots import write_sweep_plots
 from accelbench.report.tables import (
@@ -125,8 +127,6 @@ def render_markdown(
             lines += ["", "Environment:", ""]
             lines += [f"- {k}: {v}" if k != "Command" else f"- {k}: `{v}`" for k, v in env]
         parts.append("\n".join(lines) + "\n")
-    from accelbench.report.capacity import markdown_section
-
     for run in runs:  # a capacity search's answer before its cells (the probes)
         section = markdown_section(run, names[run.id] if multi else "")
         if section:
@@ -216,8 +216,6 @@ def write_sweep_outputs(
     With several runs the tables get a Run column, the plots one line per run and input length, and the
     per-repeat JSON files go into ``repeats/<run id>/``.
     """
-    from accelbench.bench.results_io import write_result  # the vLLM save-result layout lives with the engine
-
     ids = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
     runs = [store.get_run(ref) for ref in ids]
     multi = len(runs) > 1

@@ -31,6 +31,7 @@ from accelbench.domain.base import StrictModel
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.report.formatting import MISSING, fmt_num
+from accelbench.report.percentiles import STORED, value
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,6 @@ def latency_columns(
 ) -> list[MetricColumn]:
     """The columns of ``metrics`` at each chosen percentile (``report/percentiles.py`` chooses them), metric by
     metric: TTFT p50, TTFT p90, TTFT p99, TPOT p50, ..."""
-    from accelbench.report.percentiles import STORED
-
     out = []
     for key, _name, _digits in LATENCIES:
         if key not in metrics:
@@ -233,8 +232,6 @@ def result_value(r: ResultInfo, key: str) -> float | None:
         v = getattr(r, key)
         return None if v is None else float(v)
     metric, _, rest = key.partition("_p")
-    from accelbench.report.percentiles import value
-
     return value((r.summary or {}).get(f"{metric}_ms"), int(rest.removesuffix("_ms")))
 
 

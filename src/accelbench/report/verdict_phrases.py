@@ -5,6 +5,7 @@ interval (a result stored before intervals existed) keeps its plain factor ("2.5
 
 from __future__ import annotations
 
+from accelbench.bench.capacity_confidence import LEVEL, confidence_range
 from accelbench.bench.intervals import half_width_pct
 from accelbench.report.comparison import ON_PAR, CapacityRun, Comparison, Finding, Versus
 from accelbench.report.formatting import fmt_num
@@ -132,8 +133,6 @@ def capacity_difference_findings(cmp: Comparison) -> list[Finding]:
     """Whether the capacities of searches with the same SLO and load differ: each set against the first, by
     their 90% confidence ranges (``bench.capacity_confidence``): apart when the ranges do not overlap, else no
     detectable difference. Searches without a range on both ends say nothing."""
-    from accelbench.bench.capacity_confidence import LEVEL, confidence_range
-
     groups: dict[tuple[str | None, str], list[CapacityRun]] = {}
     for c in cmp.capacity:
         if c.finished and c.max_load is not None:

@@ -326,10 +326,11 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
 
     from accelbench import services as service
     from accelbench.api.routers.runs import public_run
+    from accelbench.report.cell_table import cell_table, slo_note
     from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
     from accelbench.report.failures import any_completed, run_warnings
-    from accelbench.report.headline import cell_table, headline_for, slo_note
-    from accelbench.report.html import cell_band_layout, device_figure
+    from accelbench.report.headline import headline_for
+    from accelbench.report.html_figures import cell_band_layout, device_figure
     from accelbench.report.percentiles import parse_percentiles
     from accelbench.report.tables import has_repeats
     from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline

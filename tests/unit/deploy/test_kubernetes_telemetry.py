@@ -38,7 +38,7 @@ from accelbench.domain.run import (
     RunStatus,
     SweepSpec,
 )
-from accelbench.report.compare import device_figures
+from accelbench.report.compared_cells import device_figures
 from accelbench.report.failures import cell_devices
 from accelbench.services.specs import load_run_spec
 from accelbench.store.repo import Store

@@ -26,7 +26,8 @@ from accelbench.report.compare import build_comparison, compare_runs, comparison
 from accelbench.report.compare_csv import CAPACITY_COLUMNS as CSV_CAPACITY_COLUMNS
 from accelbench.report.compare_csv import COLUMNS, read_compare_csv, write_compare_csv
 from accelbench.report.document import build_report, load_report
-from accelbench.report.html import capacity_compare_figure, capacity_figure, capacity_page, render_html
+from accelbench.report.html import capacity_page, render_html
+from accelbench.report.html_capacity_figures import capacity_compare_figure, capacity_figure
 from accelbench.report.markdown import render_markdown, write_markdown, write_pngs
 from accelbench.report.plots import capacity_compare_figure as capacity_compare_png
 from accelbench.report.plots import capacity_curve_figure

@@ -10,20 +10,17 @@ from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats
 from accelbench.domain.catalog import Price, PriceTier
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.report.catalog_lookup import resolve_price
 from accelbench.report.compare import (
     HourlyPrice,
-    aggregate_cells,
     build_comparison,
     compare_runs,
-    cost_per_1m_tokens,
-    cost_per_request,
     display_names,
-    gap_trend,
     load_runs,
-    pair_ratios,
-    resolve_price,
     side_by_side_rows,
 )
+from accelbench.report.compared_cells import aggregate_cells, cost_per_1m_tokens, cost_per_request
+from accelbench.report.scaling import gap_trend, pair_ratios
 from accelbench.report.side_by_side import SIDE_BY_SIDE_COLUMNS, side_by_side_columns
 from accelbench.store.repo import Store
 from tests.support.report_data import make_result, make_run, run_data

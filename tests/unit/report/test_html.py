@@ -23,19 +23,15 @@ from accelbench.report.document import (
     telemetry_series,
 )
 from accelbench.report.headline import headline_for
-from accelbench.report.html import (
+from accelbench.report.html import charts, render_html, sections, write_html
+from accelbench.report.html_figures import (
     cdf_figure,
-    charts,
-    compared_rows,
     concurrency_figure,
-    cost_rows,
     latency_throughput_figure,
-    render_html,
-    sections,
     telemetry_figure,
-    write_html,
 )
 from accelbench.report.markdown import write_markdown
+from accelbench.report.report_tables import compared_rows, cost_rows
 from tests.support.report_data import make_result, make_run, run_data
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.report.document import CellLatencies
-from accelbench.report.html import cdf_figure
+from accelbench.report.html_figures import cdf_figure
 from accelbench.report.series_styles import SeriesStyle, series_styles
 from tests.unit.report.test_html import _report
 
