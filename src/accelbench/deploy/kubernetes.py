@@ -46,7 +46,7 @@ from accelbench.deploy.base import (
     Target,
 )
 from accelbench.deploy.capacity import store_probes
-from accelbench.deploy.incluster import decode_capacity, decode_results, find_node_exporter, merge_shards
+from accelbench.deploy.incluster import decode_capacity, find_node_exporter, merge_shards
 from accelbench.deploy.manifests import (
     Bundle,
     ExportOptions,
@@ -57,6 +57,7 @@ from accelbench.deploy.manifests import (
 )
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
 from accelbench.deploy.manifests.telemetry import EXPORTERS, LoadgenTelemetry
+from accelbench.deploy.shards import decode_results
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError, UserInputError

@@ -8,10 +8,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from accelbench.bench.capacity import level_config, requests_for
+from accelbench.deploy.engines import find_engine
 from accelbench.domain.catalog import InstanceType
 from accelbench.domain.run import DryRun, DryRunCapacity, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
+from accelbench.plan.estimate import estimate
+from accelbench.plan.hardware import local_machine
 from accelbench.redact import redact
+from accelbench.runtimes import get_runtime
+from accelbench.services.capacity import plan_for_run
 from accelbench.services.runs import CheckedRun, load_model, preflight, tier_of
 
 log = logging.getLogger("accelbench.services")
@@ -20,7 +26,6 @@ log = logging.getLogger("accelbench.services")
 def dry_run(spec: RunSpec) -> DryRun:
     """What ``spec`` would deploy and measure (runtime, image, exact argv, environment with secrets masked,
     warnings, cells), after the same preflight a submitted run passes; nothing is stored or started."""
-    from accelbench.runtimes import get_runtime
 
     checked = preflight(spec)
     spec = checked.spec
@@ -33,8 +38,6 @@ def dry_run(spec: RunSpec) -> DryRun:
     if params is not None:
         env = redact(runtime.env(params))
         if spec.target.kind == "local":
-            from accelbench.deploy.engines import find_engine
-
             engine = find_engine(spec.engine.name, spec.engine.version)
             argv = runtime.command(params, python=engine.python if engine else "python3")
         else:
@@ -85,7 +88,6 @@ def checked_prediction(checked: CheckedRun) -> SweepPrediction:
         )
         for n, c in sweep.cells()
     ]
-    from accelbench.runtimes import get_runtime
 
     return predict_sweep(spec, checked.instance, get_runtime(spec.engine.name).name, cells)
 
@@ -94,8 +96,6 @@ def plan_search(spec: RunSpec) -> tuple[DryRunCapacity, float | None, list[str]]
     """What a spec's capacity search will do: its load and SLO, the first level and where it comes from (the
     spec, the planner's predicted capacity, else 1), how far and how many levels it may go, the requests each
     level judges and the most it can send; with the instance's hourly price and what is not predicted."""
-    from accelbench.bench.capacity import level_config, requests_for
-    from accelbench.services.capacity import plan_for_run
 
     capacity = spec.capacity
     plan = plan_for_run(spec)
@@ -142,15 +142,12 @@ def predict_sweep(
     run's own engine settings: a cell's repeat takes its requests / the predicted requests per second at its
     concurrency (requests sent in bursts, as the sweep sends them); the warm-ups, sent once, take their
     predicted latency each. The engine's start-up and the model's download are not predicted."""
-    from accelbench.plan.estimate import estimate
 
     sweep = spec.sweep
     notes = ["load only: the engine's start-up and the model's download are not included"]
     try:
         model = load_model(spec.model)
         if instance is None:
-            from accelbench.plan.hardware import local_machine
-
             inst, accel = local_machine()
         else:
             inst, accel = instance, None

@@ -16,13 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
+from accelbench.catalog import get_catalog
+from accelbench.catalog.pricing import price_for
 from accelbench.domain.base import StrictModel
 from accelbench.domain.capacity import CapacitySLO, parse_slo
+from accelbench.domain.catalog import PriceTier
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.fleet.cold_start import cold_start_cost, provision_from, ready_from
 from accelbench.fleet.result import Candidate, FleetPlan, ServerCapacity, Skipped, TrafficSummary, rank
 from accelbench.fleet.sizing import Rules, size_fleet
 from accelbench.fleet.traffic import Traffic, read_traffic
+from accelbench.plan.hardware import is_local, local_machine
+from accelbench.plan.ranges import throughput_interval
+from accelbench.report.capacity import capacity_result
+from accelbench.runtimes.base import DEFAULT_RUNTIME
+from accelbench.services.plan import capacity_plan
 
 if TYPE_CHECKING:
     from accelbench.domain.catalog import InstanceType
@@ -124,7 +132,6 @@ def measured_capacity(
     store: Store, model: str, instance: str, slo: CapacitySLO, lengths: tuple[float, float]
 ) -> ServerCapacity | None:
     """The newest completed capacity run of ``model`` on ``instance`` at this SLO and length mix, as requests/s."""
-    from accelbench.report.capacity import capacity_result
 
     runs, _ = store.list_runs(kind="capacity", instance_type=instance, status="completed", limit=200)
     for run in runs:
@@ -175,9 +182,6 @@ def predicted_capacity(
     store: Store | None, model: str, inst: InstanceType, slo: CapacitySLO, lengths: tuple[float, float]
 ) -> tuple[ServerCapacity | None, str | None]:
     """The planner's capacity at the SLO (Poisson arrivals) with its 80% range, or (None, why not)."""
-    from accelbench.plan.ranges import throughput_interval
-    from accelbench.runtimes.base import DEFAULT_RUNTIME
-    from accelbench.services.plan import capacity_plan
 
     inp, out = max(1, round(lengths[0])), max(1, round(lengths[1]))
     try:
@@ -219,9 +223,6 @@ def _reserved(
     store: Store | None, inst: InstanceType, discount: float | None
 ) -> tuple[float | None, str | None]:
     """The reserved (1 yr) hourly price: stored, else the on-demand price less ``discount`` (said as assumed)."""
-    from accelbench.catalog.pricing import price_for
-    from accelbench.domain.catalog import PriceTier
-    from accelbench.plan.hardware import is_local
 
     if is_local(inst.name):  # this machine has no price
         return None, None
@@ -237,8 +238,6 @@ def _reserved(
 
 # --------------------------------------------------------------------------------------------- the plan
 def _candidates(request: FleetRequest) -> list[InstanceType]:
-    from accelbench.catalog import get_catalog
-    from accelbench.plan.hardware import is_local, local_machine
 
     cat = get_catalog()
     if request.instances:

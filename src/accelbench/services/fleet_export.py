@@ -23,8 +23,13 @@ from typing import Any
 
 import yaml
 
+from accelbench.deploy.manifests import ExportOptions, KarpenterOptions, bundle_files, validate_objects
+from accelbench.deploy.manifests.karpenter import pool_for
+from accelbench.deploy.manifests.render import Bundle
+from accelbench.domain.run import RunSpec
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import Candidate, FleetPlan
+from accelbench.services.runs import export_bundle
 
 WAITING_METRIC = {
     "vllm": "vllm:num_requests_waiting",
@@ -116,11 +121,6 @@ def fleet_files(
     plan: FleetPlan, *, instance: str | None = None, namespace: str = "accelbench", k8s_version: str = "1.33"
 ) -> tuple[dict[str, str], list[str]]:
     """(file name -> text, warnings) for the chosen candidate; every object validated strictly."""
-    from accelbench.deploy.manifests import ExportOptions, KarpenterOptions, bundle_files, validate_objects
-    from accelbench.deploy.manifests.karpenter import pool_for
-    from accelbench.deploy.manifests.render import Bundle
-    from accelbench.domain.run import RunSpec
-    from accelbench.services.runs import export_bundle
 
     c = choose(plan, instance)
     spec = RunSpec(model=plan.model, instance_type=c.instance)

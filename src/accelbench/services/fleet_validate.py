@@ -29,6 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import Field
 
+from accelbench.bench import run_benchmark
+from accelbench.bench.capacity import judge
+from accelbench.bench.sweep import too_many_failed
+from accelbench.bench.trace import read_trace
 from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint
 from accelbench.domain.capacity import CapacitySLO
@@ -76,7 +80,6 @@ def replay_rows(
     traffic: Traffic, candidate: Candidate, max_requests: int, seed: int
 ) -> tuple[list[dict[str, Any]], str]:
     """Mooncake rows (timestamp ms, lengths) of one server's share of the busiest interval, and how they were made."""
-    from accelbench.bench.trace import read_trace
 
     j = busiest(candidate)
     span, servers = traffic.intervals[j], max(1, candidate.intervals[j].servers)
@@ -161,7 +164,6 @@ def _measure(
     cancel: threading.Event | None,
 ) -> tuple[BenchmarkSummary, BenchConfig, str | None]:
     """Run the replay (a stored run first, so a store that cannot be written refuses before any load)."""
-    from accelbench.bench import run_benchmark
 
     replay, instance = options
     with tempfile.TemporaryDirectory(prefix="accelbench-fleet-") as tmp:
@@ -193,8 +195,6 @@ def validate_fleet(
 ) -> FleetValidation:
     """Replay one server's share of the busiest interval against ``endpoint``, judge it, store it (see the
     module docstring)."""
-    from accelbench.bench.capacity import judge
-    from accelbench.bench.sweep import too_many_failed
 
     replay = replay or Replay()
     rows, how = replay_rows(traffic, candidate, replay.max_requests, replay.seed)

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.catalog import (
+    get_catalog,
+    price_for,
+)
 from accelbench.errors import AccelbenchError
 
 
@@ -55,10 +59,6 @@ def named_as_given(exc: AccelbenchError, req: ImportRequest) -> AccelbenchError:
 
 def instance_hardware(instance: str) -> dict[str, Any]:
     """What an imported run records of the instance type the user named: the catalog's accelerator and price."""
-    from accelbench.catalog import (  # the catalog's YAML is read only when an import names one
-        get_catalog,
-        price_for,
-    )
 
     inst = get_catalog().instance(instance)
     price = price_for(inst.name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from accelbench.deploy.engine_store import find_engine
 from accelbench.domain.machine import MachineProbe
 from accelbench.telemetry.probe import GemmPython, Progress, probe_machine, save_probe
 
@@ -23,7 +24,6 @@ class ProbeOutcome:
 
 def engine_torch() -> GemmPython | None:
     """The installed vLLM CPU engine's interpreter (it has torch with the CPU's BF16 kernels), if any."""
-    from accelbench.deploy.engine_store import find_engine
 
     info = find_engine(TORCH_ENGINE)
     if info is None or not info.python_path.exists():

@@ -10,10 +10,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.bench.importers.llm_d_schema import report_errors
+from accelbench.bench.results_io import to_vllm_dict
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import UserInputError
 from accelbench.registry import suggestion
+from accelbench.report import tables
+from accelbench.report.llm_d_report import run_reports
 from accelbench.store import Store
 
 FORMATS = ("llm-d-report", "vllm", "csv")
@@ -53,14 +57,10 @@ def export_run(store: Store, ref: str, fmt: str) -> list[ExportFile]:
     if not cells:
         raise UserInputError(f"Run {run.id} has no stored results to export.")
     if fmt == "vllm":
-        from accelbench.bench.results_io import to_vllm_dict
-
         return [
             ExportFile(f"{_cell_name(run, r)}.json", _dumps(to_vllm_dict(s)), "application/json")
             for r, s in cells
         ]
-    from accelbench.bench.importers.llm_d_schema import report_errors
-    from accelbench.report.llm_d_report import run_reports
 
     out = []
     for (r, _s), report in zip(cells, run_reports(run, cells), strict=True):
@@ -75,7 +75,6 @@ def export_run(store: Store, ref: str, fmt: str) -> list[ExportFile]:
 
 def results_csv(store: Store, run: RunInfo) -> str:
     """The run's per-cell table (the same columns as ``runs show`` and the results CSV)."""
-    from accelbench.report import tables
 
     cells = tables.aggregate_results(store.get_results(run.id))
     rng = tables.has_repeats(cells)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from accelbench.bench.spec import describe_validation_error
 from accelbench.domain.run import RunSpec
 from accelbench.errors import UserInputError
 
@@ -36,7 +37,6 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 def load_run_spec(path: Path) -> RunSpec:
     """Read a run spec file; every mistake is a ``UserInputError`` naming the key."""
-    from accelbench.bench.spec import describe_validation_error
 
     try:
         text = path.read_text()

@@ -16,13 +16,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from accelbench.deploy.orchestrator import create_run, take_secrets
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, secret_slot_name
 from accelbench.errors import UserInputError
 from accelbench.redact import MASK
 from accelbench.services.capacity import plan_for_run
+from accelbench.services.dryrun import checked_prediction
 from accelbench.services.runs import CheckedRun, preflight, tier_of
 from accelbench.store import Store
+from accelbench.store.owner import process_owner
 
 log = logging.getLogger("accelbench.services")
 
@@ -49,8 +52,6 @@ def store_run(
     The calling process claims the run as it is stored (it executes it: ``accelbench run``, ``rerun``,
     ``demo``), so a worker never takes it; ``for_worker`` leaves it unclaimed for a worker to take (the API).
     ``owner_key_id``: the API key that submitted it, whose run it is."""
-    from accelbench.deploy.orchestrator import create_run, take_secrets
-    from accelbench.store.owner import process_owner
 
     placeholders = checked.spec.secret_placeholders()
     if placeholders:  # a stored run's spec (rerun, or one read from the API) sent back: its secrets are gone
@@ -91,7 +92,6 @@ def sweep_prediction(checked: CheckedRun) -> dict[str, Any]:
     """The dry run's prediction of a checked run's sweep as a run keeps it (``extra["sweep_prediction"]``):
     the whole load's seconds (None when the planner cannot predict every cell), each cell's seconds per
     repeat, and what the figure leaves out (the engine's start-up, the model's download)."""
-    from accelbench.services.dryrun import checked_prediction
 
     prediction = checked_prediction(checked)
     return {
@@ -121,7 +121,6 @@ def submit_run(
     secrets are stored masked; their values reach the worker through ``keep_secrets``, in memory only.
     ``owner_key_id``: the API key submitting it, the only key besides an admin's that may cancel, delete or
     rerun it."""
-    from accelbench.deploy.orchestrator import take_secrets
 
     if spec.hf_token and worker is None:
         raise UserInputError(

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from accelbench.bench.results_io import read_result
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
@@ -79,7 +80,6 @@ def _hardware(instance: str | None) -> dict[str, Any]:
 
 def _read_all(req: ImportRequest) -> list[tuple[Path, BenchmarkSummary, int]]:
     """Every file read and its concurrency found, before anything is stored; the first bad file refused."""
-    from accelbench.bench.results_io import read_result
 
     resolved = [f.resolve() for f in req.files]
     dupes = sorted({str(f) for f in resolved if resolved.count(f) > 1})

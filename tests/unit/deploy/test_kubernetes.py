@@ -14,10 +14,11 @@ import pytest
 
 from accelbench.bench.metrics import compute_metrics
 from accelbench.catalog import get_catalog
-from accelbench.deploy.incluster import Barrier, run_shard
+from accelbench.deploy.incluster import run_shard
 from accelbench.deploy.kubernetes import KubernetesDeployTarget
 from accelbench.deploy.manifests import LoadgenConfig
 from accelbench.deploy.orchestrator import execute_run
+from accelbench.deploy.shards import Barrier
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.run import KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.store.repo import Store

@@ -11,17 +11,16 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench.sweep import cell_config, sweep_keys
-from accelbench.deploy.incluster import (
+from accelbench.deploy.incluster import merge_shards, run_shard
+from accelbench.deploy.manifests import LoadgenConfig
+from accelbench.deploy.shards import (
     Barrier,
     decode_results,
     encode_results,
-    merge_shards,
     remote_barrier,
-    run_shard,
     shard_config,
     share,
 )
-from accelbench.deploy.manifests import LoadgenConfig
 from accelbench.domain.bench import BenchConfig
 from accelbench.domain.run import SweepSpec
 from accelbench.errors import EngineError

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from pydantic import ValidationError
 
-from accelbench.deploy.incluster import Barrier, find_node_exporter, merge_shards, run_shard
+from accelbench.deploy.incluster import find_node_exporter, merge_shards, run_shard
 from accelbench.deploy.kubernetes import KubernetesDeployTarget
 from accelbench.deploy.manifests import (
     Bundle,
@@ -28,6 +28,7 @@ from accelbench.deploy.manifests import (
 )
 from accelbench.deploy.manifests.telemetry import LoadgenTelemetry
 from accelbench.deploy.orchestrator import execute_run
+from accelbench.deploy.shards import Barrier
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import (

@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from accelbench.cli.main import app
-from accelbench.deploy.incluster import decode_results
 from accelbench.deploy.manifests import validate_objects
+from accelbench.deploy.shards import decode_results
 from tests.support.crd import crd_errors
 
 runner = CliRunner(env={"COLUMNS": "200"})
