@@ -27,6 +27,7 @@ from accelbench.domain.estimate import (
 )
 from accelbench.domain.plan_query import (
     EstimateQuery,
+    FitQuery,
     PlanQuery,
     Traffic,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "EstimateRow",
     "EstimateSummary",
     "EstimateTable",
+    "FitQuery",
     "MemoryBreakdown",
     "MemoryBudget",
     "PlanQuery",

@@ -1,5 +1,5 @@
 """The questions put to the planner: ``EstimateQuery`` (what a user asks `accelbench estimate`, the API and the
-Estimate page; its fields carry the bounds and help text) and ``PlanQuery`` (what one prediction is for, as the
+Estimate page; its fields carry the bounds and help text) and ``FitQuery`` (what a fit is asked for) and ``PlanQuery`` (what one prediction is for, as the
 planner passes it down: the traffic, the settings the caller fixed, the SLO and the goal)."""
 
 from __future__ import annotations
@@ -24,6 +24,21 @@ class Traffic:
     output_len: int
     concurrency: int
     arrivals: str
+
+
+@dataclass(frozen=True)
+class FitQuery:
+    """What a fit is asked for (``plan.recommend``): the weight format (None/"auto": the fallback chain), the
+    context, the KV dtype, the typical lengths that size the batch, the settings a deployment fixes and the
+    engine (None: the tier's)."""
+
+    quantization: str | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    settings: EngineSettings | None = None
+    engine: str | None = None
 
 
 @dataclass(frozen=True)
