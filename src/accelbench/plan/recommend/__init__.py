@@ -151,8 +151,8 @@ def recommend(
     rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
         rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
-        asked = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
-        rec = with_changes(rec, model, instance, asked, input_len, output_len, spec, cat, engine)
+        fixed = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
+        rec = with_changes(rec, model, instance, fixed, input_len, output_len, spec, cat, engine)
     return rec
 
 
