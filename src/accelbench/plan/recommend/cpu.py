@@ -356,18 +356,24 @@ def _tensor_parallel(ctx: Ctx) -> int | Recommendation:
     return tp
 
 
+def more_threads_than_vcpus(ctx: Ctx) -> Recommendation:
+    """The refusal for more engine threads than the instance has vCPUs (vLLM CPU's and llama.cpp's alike)."""
+    inst = ctx.instance
+    return refuse(
+        ctx,
+        RefusalCode.does_not_fit,
+        f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
+        [f"Give --threads {inst.cores} (one per physical core) or less."],
+    )
+
+
 def _threads(ctx: Ctx, tp: int) -> Recommendation | None:
     """The OpenMP threads: the given count (refused above the vCPUs), or what vLLM binds by default."""
     inst = ctx.instance
     cores = inst.cores
     if ctx.threads is not None:
         if ctx.threads > inst.vcpus:
-            return refuse(
-                ctx,
-                RefusalCode.does_not_fit,
-                f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
-                [f"Give --threads {cores} (one per physical core) or less."],
-            )
+            return more_threads_than_vcpus(ctx)
         ctx.reasons.append(
             f"{ctx.threads} OpenMP threads as given"
             + (

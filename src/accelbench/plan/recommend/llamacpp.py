@@ -22,7 +22,7 @@ from accelbench.plan.memory import (
     weight_bytes,
 )
 from accelbench.plan.recommend.common import Ctx, fmt_gib, gib, params_b, refuse
-from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit
+from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit, more_threads_than_vcpus
 
 # llama.cpp's default physical batch (n_ubatch): the compute buffer holds this many rows of attention scores
 # and logits in f32
@@ -220,12 +220,7 @@ def _threads(ctx: Ctx) -> Recommendation | None:
     cores = inst.cores
     if ctx.threads is not None:
         if ctx.threads > inst.vcpus:
-            return refuse(
-                ctx,
-                RefusalCode.does_not_fit,
-                f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
-                [f"Give --threads {cores} (one per physical core) or less."],
-            )
+            return more_threads_than_vcpus(ctx)
         ctx.reasons.append(f"{ctx.threads} threads as given (of {cores} physical cores).")
     else:
         ctx.reasons.append(
