@@ -17,6 +17,7 @@ from pydantic import Field
 from accelbench.domain.base import StrictModel
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.run import EngineSettings
+from accelbench.errors import GuardError
 
 
 class Verdict(enum.StrEnum):
@@ -243,8 +244,6 @@ class Recommendation(StrictModel):
 
     def engine_settings(self) -> EngineSettings:
         if self.settings is None:
-            from accelbench.errors import GuardError
-
             raise GuardError(
                 self.refusal.reason if self.refusal else "The model does not fit this instance.",
                 hint="; ".join(self.refusal.way_forward) if self.refusal else None,
