@@ -14,6 +14,7 @@ figures (``plan/data/accuracy.yaml``) that estimates quote next to their predict
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -21,14 +22,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.catalog import get_catalog
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
+from accelbench.modelspec import load_model_spec
+from accelbench.plan.calibrate import fit_factors
 from accelbench.plan.error_records import ErrorRecord, engine_group, family_of, regime_of
+from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
 from accelbench.plan.perf_model import PerfModel, Prediction
+from accelbench.plan.recommend import recommend
 
 # precision as sources write it -> the planner's quantization
 PRECISION = {
@@ -146,129 +152,134 @@ def _arrivals(row: Any) -> str:
 
 def public_points(rows: Iterable[Any], catalog: Any = None) -> tuple[list[PublicPoint], list[Skipped]]:
     """Prediction setups for the usable rows, and why the others cannot be predicted."""
-    from accelbench.modelspec import load_model_spec
-    from accelbench.plan.estimate import predict_for
-    from accelbench.plan.recommend import recommend
-
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     points: list[PublicPoint] = []
     skipped: list[Skipped] = []
     specs: dict[str, Any] = {}
     for row in rows:
-        rid = str(_get(row, "id"))
-        inst_name = _get(row, "catalog_instance")
-        if not inst_name or inst_name not in catalog:
-            skipped.append(Skipped(rid, f"instance {inst_name!r} is not in the catalog"))
-            continue
-        inst = catalog.instance(inst_name)
-        kind = inst.accelerator_type
-        engine = _engine(row, kind)
-        if engine is None:
-            skipped.append(Skipped(rid, f"engine {_get(row, 'engine')!r} is not one the planner models"))
-            continue
-        model_name = str(_get(row, "model") or "")
-        try:
-            if model_name not in specs:
-                specs[model_name] = load_model_spec(model_name, allow_network=False)
-            model = specs[model_name]
-        except AccelbenchError as exc:
-            skipped.append(Skipped(rid, f"model {model_name!r}: {exc.message}"))
-            continue
-        precision = str(_get(row, "precision") or "bf16").lower()
-        quant = PRECISION.get(precision)
-        if quant is None:
-            skipped.append(Skipped(rid, f"precision {precision!r} is not one the planner models"))
-            continue
-        input_len, output_len = _get(row, "input_len"), _get(row, "output_len")
-        if not input_len or not output_len:
-            skipped.append(Skipped(rid, "no input or output length"))
-            continue
-        tp = _get(row, "tensor_parallel_size")
-        if tp is None and kind == AcceleratorType.gpu:
-            tp = _get(row, "units")
-        kv_dtype = _get(row, "kv_cache_dtype")
-        if str(kv_dtype or "").lower() in ("bf16", "bfloat16", "fp16", "float16", "auto"):
-            kv_dtype = None  # the model dtype: vLLM's "auto"
-        # on a CPU, "units" is the threads the engine ran with (llama.cpp -t, vLLM's OpenMP threads)
-        threads = _get(row, "threads") or (_get(row, "units") if kind == AcceleratorType.cpu else None)
-        settings = EngineSettings(
-            threads=int(threads) if threads else None,
-            tensor_parallel_size=int(tp) if tp else None,
-            max_num_seqs=_get(row, "max_num_seqs"),
-            max_num_batched_tokens=_get(row, "max_num_batched_tokens"),
-            kv_cache_dtype=str(kv_dtype) if kv_dtype and kv_dtype != "auto" else None,
-        )
-        load = str(_get(row, "load") or "concurrency")
-        level = _get(row, "concurrency") or _get(row, "batch")
-        rate = _get(row, "request_rate") if load == "request_rate" else None
-        one_shot = False
-        if rate is not None and math.isinf(float(rate)):
-            # every prompt sent at once: one wave of num_prompts requests, graded over its makespan
-            level, rate, one_shot = _get(row, "num_prompts"), None, True
-        if not level and not rate:
-            skipped.append(Skipped(rid, "no concurrency, batch or request rate"))
-            continue
-        try:
-            spec = catalog.accelerator(inst.accelerator_name)
-            rec = recommend(
-                model,
-                inst,
-                spec=spec,
-                catalog=catalog,
-                quantization=quant,
-                input_len=int(input_len),
-                output_len=int(output_len),
-                max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
-                settings=settings,
-                engine=engine,
-                suggest_alternatives=False,
-            )
-        except AccelbenchError as exc:
-            skipped.append(Skipped(rid, f"the planner refuses the settings: {exc.message}"))
-            continue
-        if not rec.fits:
-            skipped.append(
-                Skipped(rid, f"the planner says it does not fit: {rec.refusal and rec.refusal.reason}")
-            )
-            continue
-        perf, _, _ = predict_for(
-            model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
-        )
-        if str(_get(row, "kernel") or "").lower() == "dot":
-            # a llama.cpp build that ran the weights as downloaded, with its per-row dot-product kernels
-            perf.dot_kernel = True
-        if load == "batch" and _get(row, "max_num_seqs") is None:
-            # a static-batch benchmark (Neuron's tables) compiles and runs exactly that batch
-            perf.batch_limit = int(level or 1)
-        tpot = _get(row, "tpot_ms") or _get(row, "itl_ms")
-        points.append(
-            PublicPoint(
-                id=rid,
-                source=str(_get(row, "source")),
-                kind=kind.value,
-                accelerator=inst.accelerator_name,
-                instance=inst.name,
-                model=model.name,
-                perf=perf,
-                input_len=int(input_len),
-                output_len=int(output_len),
-                concurrency=int(level) if level else 0,
-                arrivals=_arrivals(row),
-                tpot_ms=float(tpot) if tpot else None,
-                ttft_ms=float(_get(row, "ttft_ms")) if _get(row, "ttft_ms") else None,
-                out_tps=float(_get(row, "output_tokens_per_s")) if _get(row, "output_tokens_per_s") else None,
-                request_rate=float(rate) if rate else None,
-                label=f"{model.name} {precision} {inst.name} TP{perf.tp}",
-                modelled_engine=is_modelled_engine(_get(row, "engine")),
-                engine=engine,
-                one_shot=one_shot,
-                dataset_lengths=str(_get(row, "lengths") or "") == "dataset",
-            )
-        )
+        got = _point(row, catalog, specs)
+        if isinstance(got, Skipped):
+            skipped.append(got)
+        else:
+            points.append(got)
     return points, skipped
+
+
+def _point(row: Any, catalog: Any, specs: dict[str, Any]) -> PublicPoint | Skipped:
+    """One row's prediction setup (the planner's fit at the row's settings, its engine's defaults for the
+    ones not given), or why it cannot be predicted. ``specs`` caches the models read."""
+    rid = str(_get(row, "id"))
+    inst_name = _get(row, "catalog_instance")
+    if not inst_name or inst_name not in catalog:
+        return Skipped(rid, f"instance {inst_name!r} is not in the catalog")
+    inst = catalog.instance(inst_name)
+    kind = inst.accelerator_type
+    engine = _engine(row, kind)
+    if engine is None:
+        return Skipped(rid, f"engine {_get(row, 'engine')!r} is not one the planner models")
+    model_name = str(_get(row, "model") or "")
+    try:
+        if model_name not in specs:
+            specs[model_name] = load_model_spec(model_name, allow_network=False)
+        model = specs[model_name]
+    except AccelbenchError as exc:
+        return Skipped(rid, f"model {model_name!r}: {exc.message}")
+    precision = str(_get(row, "precision") or "bf16").lower()
+    quant = PRECISION.get(precision)
+    if quant is None:
+        return Skipped(rid, f"precision {precision!r} is not one the planner models")
+    input_len, output_len = _get(row, "input_len"), _get(row, "output_len")
+    if not input_len or not output_len:
+        return Skipped(rid, "no input or output length")
+    settings = _settings(row, kind)
+    load, level, rate, one_shot = _load(row)
+    if not level and not rate:
+        return Skipped(rid, "no concurrency, batch or request rate")
+    try:
+        spec = catalog.accelerator(inst.accelerator_name)
+        rec = recommend(
+            model,
+            inst,
+            spec=spec,
+            catalog=catalog,
+            quantization=quant,
+            input_len=int(input_len),
+            output_len=int(output_len),
+            max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
+            settings=settings,
+            engine=engine,
+            suggest_alternatives=False,
+        )
+    except AccelbenchError as exc:
+        return Skipped(rid, f"the planner refuses the settings: {exc.message}")
+    if not rec.fits:
+        return Skipped(rid, f"the planner says it does not fit: {rec.refusal and rec.refusal.reason}")
+    perf, _, _ = predict_for(
+        model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
+    )
+    if str(_get(row, "kernel") or "").lower() == "dot":
+        # a llama.cpp build that ran the weights as downloaded, with its per-row dot-product kernels
+        perf.dot_kernel = True
+    if load == "batch" and _get(row, "max_num_seqs") is None:
+        # a static-batch benchmark (Neuron's tables) compiles and runs exactly that batch
+        perf.batch_limit = int(level or 1)
+    tpot = _get(row, "tpot_ms") or _get(row, "itl_ms")
+    return PublicPoint(
+        id=rid,
+        source=str(_get(row, "source")),
+        kind=kind.value,
+        accelerator=inst.accelerator_name,
+        instance=inst.name,
+        model=model.name,
+        perf=perf,
+        input_len=int(input_len),
+        output_len=int(output_len),
+        concurrency=int(level) if level else 0,
+        arrivals=_arrivals(row),
+        tpot_ms=float(tpot) if tpot else None,
+        ttft_ms=float(_get(row, "ttft_ms")) if _get(row, "ttft_ms") else None,
+        out_tps=float(_get(row, "output_tokens_per_s")) if _get(row, "output_tokens_per_s") else None,
+        request_rate=float(rate) if rate else None,
+        label=f"{model.name} {precision} {inst.name} TP{perf.tp}",
+        modelled_engine=is_modelled_engine(_get(row, "engine")),
+        engine=engine,
+        one_shot=one_shot,
+        dataset_lengths=str(_get(row, "lengths") or "") == "dataset",
+    )
+
+
+def _settings(row: Any, kind: AcceleratorType) -> EngineSettings:
+    """The engine settings a row was measured with."""
+    tp = _get(row, "tensor_parallel_size")
+    if tp is None and kind == AcceleratorType.gpu:
+        tp = _get(row, "units")
+    kv_dtype = _get(row, "kv_cache_dtype")
+    if str(kv_dtype or "").lower() in ("bf16", "bfloat16", "fp16", "float16", "auto"):
+        kv_dtype = None  # the model dtype: vLLM's "auto"
+    # on a CPU, "units" is the threads the engine ran with (llama.cpp -t, vLLM's OpenMP threads)
+    threads = _get(row, "threads") or (_get(row, "units") if kind == AcceleratorType.cpu else None)
+    settings = EngineSettings(
+        threads=int(threads) if threads else None,
+        tensor_parallel_size=int(tp) if tp else None,
+        max_num_seqs=_get(row, "max_num_seqs"),
+        max_num_batched_tokens=_get(row, "max_num_batched_tokens"),
+        kv_cache_dtype=str(kv_dtype) if kv_dtype and kv_dtype != "auto" else None,
+    )
+    return settings
+
+
+def _load(row: Any) -> tuple[str, Any, Any, bool]:
+    """A row's load: its kind, its level (concurrency or batch), its request rate, and whether every prompt
+    was sent at once (an infinite rate: one wave of num_prompts requests, graded over its makespan)."""
+    load = str(_get(row, "load") or "concurrency")
+    level = _get(row, "concurrency") or _get(row, "batch")
+    rate = _get(row, "request_rate") if load == "request_rate" else None
+    one_shot = False
+    if rate is not None and math.isinf(float(rate)):
+        # every prompt sent at once: one wave of num_prompts requests, graded over its makespan
+        level, rate, one_shot = _get(row, "num_prompts"), None, True
+    return load, level, rate, one_shot
 
 
 def predict_point(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
@@ -465,8 +476,6 @@ PRIOR_WEIGHT = 0.3
 def _fit_points(points: Sequence[PublicPoint]) -> list[Any]:
     """What factors are fitted to: rows of the engines the planner models. Other engines' rows are graded only:
     their schedulers, batch limits and KV-cache defaults are not the ones the model describes."""
-    import dataclasses
-
     return [
         p if p.tps_graded else dataclasses.replace(p, out_tps=None)
         for p in points
@@ -475,8 +484,6 @@ def _fit_points(points: Sequence[PublicPoint]) -> list[Any]:
 
 
 def fit_kind(points: Sequence[PublicPoint], prior: EfficiencyFactors) -> EfficiencyFactors:
-    from accelbench.plan.calibrate import fit_factors
-
     pts = _fit_points(points)
     if not pts:
         return prior

@@ -12,17 +12,20 @@ CPU instances are refused: host RAM is the serving memory there and ``recommend`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import BreakdownItem, MemoryBreakdown, RefusalCode
+from accelbench.domain.plan import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
 from accelbench.errors import GuardError, UserInputError
-from accelbench.plan.hardware import hardware_for
+from accelbench.plan.hardware import Hardware, hardware_for
 from accelbench.plan.memory import (
     GIB,
     GPU_MEMORY_UTILIZATION,
     NEURON_MEMORY_UTILIZATION,
+    WeightBytes,
+    WeightFormat,
     block_table_bytes,
     native_format,
     neuron_overhead_bytes,
@@ -79,6 +82,90 @@ def memory_breakdown(
     usable = per_unit * util
     overhead = overhead_bytes(model) if gpu else neuron_overhead_bytes(model)
     reasons = list(rec.reasons)
+    shape = _shape(model, rec, hw, max_model_len)
+    fmt, tp, kv_bytes, max_len, seqs = shape.fmt, shape.tp, shape.kv_bytes, shape.max_len, shape.seqs
+    kv_label, verdict = shape.kv_label, shape.verdict
+    wb = weight_bytes(model, fmt)
+    meta = wb.metadata
+    weights_only = wb.total - meta
+    blocks = block_table_bytes(seqs, max_len)
+    w_unit = weights_only / tp
+    m_unit = meta / tp
+    b_unit = blocks  # every rank keeps the block tables
+    kv_unit = usable - w_unit - m_unit - overhead - b_unit
+    per_seq = seq_kv_bytes_per_rank(model, max_len, tp, kv_bytes)
+    # the planner's own count (the rule its reasons state), not a second one
+    if rec.fits and rec.settings is not None:
+        seqs_at_max = rec.settings.concurrency_at_max_len
+    else:
+        seqs_at_max = sequences_fit(kv_unit, per_seq, 0) if kv_unit > 0 else 0
+    room = _Room(unit=unit, per_unit=per_unit, usable=usable, util=util, overhead=overhead, gpu=gpu)
+    items = _items(model, shape, room, wb, kv_unit, seqs_at_max)
+    used = w_unit + m_unit + overhead + b_unit + max(kv_unit, 0.0)
+    if verdict == "infeasible":
+        need = math.ceil(wb.total / (usable - overhead)) if usable > overhead else None
+        reasons.append(
+            f"Infeasible: {_g(wb.total)} GiB of weights need "
+            + (f"at least {need} units of {_g(usable - overhead)} GiB free" if need else "more memory")
+            + f"; {inst.name} offers {hw.units}."
+        )
+    return MemoryBreakdown(
+        model=model.name,
+        instance=inst.name,
+        accelerator_type=inst.accelerator_type,
+        accelerator_name=accelerator_name(inst),
+        unit=unit,
+        units=tp,
+        unit_memory_gib=hw.unit_memory_gib,
+        utilization=util,
+        usable_gib_per_unit=_g(usable),
+        weight_format=fmt.name,
+        kv_cache_dtype=kv_label,
+        max_model_len=max_len,
+        concurrency=seqs,
+        items=items,
+        used_gib_per_unit=_g(used),
+        free_gib_per_unit=_g(usable - used),
+        verdict=verdict,
+        reasons=reasons,
+        quantization={
+            "format": fmt.name,
+            "bits": fmt.bits,
+            "scale_bytes_per_128": {"int8": 2.0, "int4": 4.0}.get(fmt.name, 0.0),
+            "metadata_gib": _g(meta),
+            "checkpoint_method": fmt.checkpoint_method,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the breakdown is drawn for: the recommended settings, or for a refusal the native weights over
+    the most units the instance offers."""
+
+    fmt: WeightFormat
+    tp: int
+    kv_bytes: float
+    kv_label: str
+    max_len: int
+    seqs: int
+    verdict: str
+
+
+@dataclass(frozen=True)
+class _Room:
+    """One unit's memory: its kind, size, the share the engine may use and the runtime overhead on it."""
+
+    unit: str
+    per_unit: float
+    usable: float
+    util: float
+    overhead: float
+    gpu: bool
+
+
+def _shape(model: ModelSpec, rec: Recommendation, hw: Hardware, max_model_len: int | None) -> _Shape:
+    """The settings the breakdown is drawn for (a refusal other than "does not fit" is the user's error)."""
     if rec.fits and rec.settings is not None:
         s = rec.settings
         tp = s.tensor_parallel_size
@@ -103,21 +190,33 @@ def memory_breakdown(
         max_len = max_model_len or min(model.max_position_embeddings, 512)
         seqs = 1
         verdict = "infeasible"
-    wb = weight_bytes(model, fmt)
+    return _Shape(fmt, tp, kv_bytes, kv_label, max_len, seqs, verdict)
+
+
+def _items(
+    model: ModelSpec, shape: _Shape, room: _Room, wb: WeightBytes, kv_unit: float, seqs_at_max: int
+) -> list[BreakdownItem]:
+    """The items per unit: weights, quantization metadata, overhead, block tables, KV cache, headroom."""
+    fmt, tp, kv_bytes, kv_label, max_len, seqs = (
+        shape.fmt,
+        shape.tp,
+        shape.kv_bytes,
+        shape.kv_label,
+        shape.max_len,
+        shape.seqs,
+    )
+    unit, per_unit, usable, util, overhead, gpu = (
+        room.unit,
+        room.per_unit,
+        room.usable,
+        room.util,
+        room.overhead,
+        room.gpu,
+    )
     meta = wb.metadata
     weights_only = wb.total - meta
-    blocks = block_table_bytes(seqs, max_len)
-    w_unit = weights_only / tp
-    m_unit = meta / tp
-    b_unit = blocks  # every rank keeps the block tables
-    kv_unit = usable - w_unit - m_unit - overhead - b_unit
-    per_seq = seq_kv_bytes_per_rank(model, max_len, tp, kv_bytes)
-    # the planner's own count (the rule its reasons state), not a second one
-    if rec.fits and rec.settings is not None:
-        seqs_at_max = rec.settings.concurrency_at_max_len
-    else:
-        seqs_at_max = sequences_fit(kv_unit, per_seq, 0) if kv_unit > 0 else 0
-    items = [
+    w_unit, m_unit, b_unit = weights_only / tp, meta / tp, block_table_bytes(seqs, max_len)
+    return [
         BreakdownItem(
             name="weights",
             gib_per_unit=_g(w_unit),
@@ -171,38 +270,3 @@ def memory_breakdown(
             detail=f"outside the {util:.0%} the engine may use",
         ),
     ]
-    used = w_unit + m_unit + overhead + b_unit + max(kv_unit, 0.0)
-    if verdict == "infeasible":
-        need = math.ceil(wb.total / (usable - overhead)) if usable > overhead else None
-        reasons.append(
-            f"Infeasible: {_g(wb.total)} GiB of weights need "
-            + (f"at least {need} units of {_g(usable - overhead)} GiB free" if need else "more memory")
-            + f"; {inst.name} offers {hw.units}."
-        )
-    return MemoryBreakdown(
-        model=model.name,
-        instance=inst.name,
-        accelerator_type=inst.accelerator_type,
-        accelerator_name=accelerator_name(inst),
-        unit=unit,
-        units=tp,
-        unit_memory_gib=hw.unit_memory_gib,
-        utilization=util,
-        usable_gib_per_unit=_g(usable),
-        weight_format=fmt.name,
-        kv_cache_dtype=kv_label,
-        max_model_len=max_len,
-        concurrency=seqs,
-        items=items,
-        used_gib_per_unit=_g(used),
-        free_gib_per_unit=_g(usable - used),
-        verdict=verdict,
-        reasons=reasons,
-        quantization={
-            "format": fmt.name,
-            "bits": fmt.bits,
-            "scale_bytes_per_128": {"int8": 2.0, "int4": 4.0}.get(fmt.name, 0.0),
-            "metadata_gib": _g(meta),
-            "checkpoint_method": fmt.checkpoint_method,
-        },
-    )

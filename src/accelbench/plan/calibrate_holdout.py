@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from accelbench.domain.plan import CalibrationReport
-from accelbench.plan.calibrate import MeasuredRun, collect, compare_cells, error_summary, points_of
+from accelbench.plan.calibrate import compare_cells, error_summary
+from accelbench.plan.measured_points import MeasuredRun, collect, points_of
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
@@ -97,26 +96,21 @@ def estimate_for_goal(
     alternatives: bool,
     quantization: str | None,
     engine_settings: EngineSettings | None,
-    kwargs: dict[str, Any],
     allow_quantization: bool = False,
-    predict: Callable[..., Estimate],
+    predict: Callable[[str | None, EngineSettings | None], Estimate],
 ) -> Estimate:
     """Every open setting predicted; the best for the goal reported, the others listed when asked.
 
     The checkpoint's own precision is kept whenever it fits: FP8 weights are predicted beside it and offered
     in a note with their gain, but chosen only when the caller allows it (``allow_quantization``) or asked
-    for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported."""
+    for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported.
+    ``predict(quantization, engine_settings)`` is the estimate of this question at one setting."""
     options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
-    predicted = [
-        (q, predict(model, instance, spec=spec, quantization=q, engine_settings=s, **kwargs))
-        for s, q in options
-    ]
+    predicted = [(q, predict(q, s)) for s, q in options]
     estimates = [e for _, e in predicted]
 
     def planned() -> Estimate:  # the planner's own answer, the settings left open as recommend leaves them
-        return predict(
-            model, instance, spec=spec, quantization=quantization, engine_settings=engine_settings, **kwargs
-        )
+        return predict(quantization, engine_settings)
 
     open_format = allow_quantization or quantization is not None
     kept = [e for _, e in predicted] if open_format else at_planned_precision(predicted, planned)

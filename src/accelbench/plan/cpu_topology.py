@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelbench.catalog import get_catalog
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import LOCAL_INSTANCE
@@ -171,8 +172,6 @@ def topology_note(
     if instance.accelerator_type != AcceleratorType.cpu:
         return None
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     origin = CATALOG
     if instance.name == LOCAL_INSTANCE:

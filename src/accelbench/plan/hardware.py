@@ -249,6 +249,7 @@ def local_machine(
     and threads per core, as a catalog row is: the engine binds, and memory is pulled by, physical cores.
     """
     if environment is None:
+        # heavy: the host probe (psutil, httpx), only for "this machine"
         from accelbench.telemetry.host import capture_environment
 
         environment = capture_environment(command="")
@@ -329,6 +330,7 @@ def _saved_probe(cpu_model: str | None) -> MachineProbe | None:
     """The probe ``accelbench machine probe`` saved for this CPU model; None without one (or no model)."""
     if not cpu_model:
         return None
+    # heavy: the hardware probe (numpy), only for "this machine"
     from accelbench.telemetry.probe import load_probe
 
     return load_probe(str(cpu_model))

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from accelbench.catalog import get_catalog
 from accelbench.errors import AccelbenchError
 
 SCHEMA_VERSION = 1
@@ -214,8 +215,6 @@ def kind_of(row: PublicMeasurement, catalog: Any = None) -> str:
     """The row's accelerator kind as the catalog describes it (the row's own ``kind`` when the catalog does
     not know the accelerator)."""
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     spec = catalog.accelerators.get(row.accelerator)
     return str(spec.kind.value) if spec is not None else row.kind
@@ -224,8 +223,6 @@ def kind_of(row: PublicMeasurement, catalog: Any = None) -> str:
 def by_kind(ds: PublicDataSet, catalog: Any = None) -> dict[str, list[PublicMeasurement]]:
     """Rows grouped by accelerator kind (gpu / neuron / cpu; every kind present, possibly empty)."""
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     out: dict[str, list[PublicMeasurement]] = {k: [] for k in KINDS}
     for row in ds.measurements:

@@ -5,33 +5,19 @@ planner never opens one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
+from accelbench.catalog import get_catalog
+from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable
+from accelbench.domain.plan import Estimate, EstimateQuery, EstimateTable, PlanQuery
 from accelbench.errors import UserInputError
-from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.context import PlanContext
 from accelbench.plan.cpu_topology import described_instance
 from accelbench.plan.estimate import estimate, parse_slo
-from accelbench.plan.hardware import is_local
-from accelbench.plan.ranking import estimate_catalog
+from accelbench.plan.hardware import is_local, local_machine
+from accelbench.plan.ranking import CatalogFilters, estimate_catalog
 from accelbench.plan.refusal import Question, priced_estimate
 
-if TYPE_CHECKING:
-    from accelbench.catalog import Catalog
-
-
-@dataclass(frozen=True)
-class PlanContext:
-    """What the planner is told besides the question."""
-
-    calibrations: CalibrationSet | None = None
-    prices: Mapping[str, Any] | None = None  # instance -> price (stored prices win over the snapshot)
-    # instance type -> the names of each stored run measured there (plan/measured.py says which are this model)
-    measured_runs: Mapping[str, Sequence[Sequence[str]]] = field(default_factory=dict)
-    catalog: Catalog | None = None
+__all__ = ["PlanContext", "answer", "plan_query", "question"]
 
 
 def answer(
@@ -39,51 +25,44 @@ def answer(
 ) -> Estimate | EstimateTable:
     """One instance's estimate (``query.instance_type``, "local" for this machine) or the ranked catalog."""
     ctx = context or PlanContext()
-    common: dict[str, Any] = {
-        "input_len": query.input_len,
-        "output_len": query.output_len,
-        "concurrency": query.concurrency,
-        "quantization": query.quantization,
-        "slo": parse_slo(query.slo) if query.slo else None,
-        "calibrations": ctx.calibrations,
-        "prices": ctx.prices,
-        "measured_runs": ctx.measured_runs,
-        "arrivals": query.arrivals,
-        "engine": query.engine,
-        "engine_settings": query.engine_settings(),
-        "goal": query.goal,
-        "alternatives": query.alternatives,
-        "allow_quantization": query.allow_quantization,
-        "catalog": ctx.catalog,
-    }
+    asked = plan_query(query)
     described = query.cores is not None or query.smt is not None
     if query.instance_type:
-        return priced_estimate(_one_instance(query, model, ctx, common), model, question(query, ctx))
+        return priced_estimate(_one_instance(query, model, ctx, asked), model, question(query, ctx))
     if described:
         raise UserInputError("--cores and --smt describe one guest: give --instance as well.")
-    return estimate_catalog(
-        model,
-        accelerator=query.accelerator_type,
-        max_cost=query.max_cost,
-        min_context=query.min_context,
-        **common,
+    filters = CatalogFilters(accelerator=query.accelerator_type, max_cost=query.max_cost)
+    return estimate_catalog(model, asked, ctx, filters=filters)
+
+
+def plan_query(query: EstimateQuery) -> PlanQuery:
+    """What the planner asks of each instance for a user's query (its ``min_context`` the context needed)."""
+    return PlanQuery(
+        input_len=query.input_len,
+        output_len=query.output_len,
+        concurrency=query.concurrency,
+        arrivals=query.arrivals,
+        engine=query.engine,
+        quantization=query.quantization,
+        max_model_len=query.min_context,
+        engine_settings=query.engine_settings(),
+        slo=parse_slo(query.slo) if query.slo else None,
+        goal=query.goal,
+        alternatives=query.alternatives,
+        allow_quantization=query.allow_quantization,
     )
 
 
-def _one_instance(
-    query: EstimateQuery, model: ModelSpec, ctx: PlanContext, common: dict[str, Any]
-) -> Estimate:
+def _one_instance(query: EstimateQuery, model: ModelSpec, ctx: PlanContext, asked: PlanQuery) -> Estimate:
     """The estimate for the one instance asked for: this machine, a described guest or a catalog row."""
     assert query.instance_type is not None
     if is_local(query.instance_type):
-        from accelbench.plan.hardware import local_machine
-
         inst, accel_spec = local_machine()
         inst = described_instance(inst, query.cores, query.smt)
-        return estimate(model, inst, spec=accel_spec, max_model_len=query.min_context, **common)
+        return estimate(model, inst, asked, ctx, spec=accel_spec)
     if query.cores is not None or query.smt is not None:
-        return _described_estimate(query, model, ctx, common)
-    return estimate(model, query.instance_type, max_model_len=query.min_context, **common)
+        return _described_estimate(query, model, ctx, asked)
+    return estimate(model, query.instance_type, asked, ctx)
 
 
 def question(query: EstimateQuery, ctx: PlanContext) -> Question:
@@ -106,12 +85,9 @@ def question(query: EstimateQuery, ctx: PlanContext) -> Question:
 
 
 def _described_estimate(
-    query: EstimateQuery, model: ModelSpec, ctx: PlanContext, common: dict[str, Any]
+    query: EstimateQuery, model: ModelSpec, ctx: PlanContext, asked: PlanQuery
 ) -> Estimate:
     """One catalog instance planned with the guest topology the user described (``--cores`` / ``--smt``)."""
-    from accelbench.catalog import get_catalog
-    from accelbench.domain.catalog import AcceleratorType
-
     catalog = ctx.catalog or get_catalog()
     name = str(query.instance_type)
     row = catalog.instance(name)
@@ -121,4 +97,4 @@ def _described_estimate(
         )
     inst = described_instance(row, query.cores, query.smt)
     spec = catalog.accelerator(inst.accelerator_name)
-    return estimate(model, inst, spec=spec, max_model_len=query.min_context, **common)
+    return estimate(model, inst, asked, ctx, spec=spec)

@@ -3,30 +3,29 @@ the instances that meet it first), and the instance that meets an SLO at the lea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
+from accelbench.catalog import Catalog, get_catalog
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan import (
-    SLO,
     CalibrationRef,
     Estimate,
     EstimateRow,
     EstimateSummary,
     EstimateTable,
+    PlanQuery,
 )
-from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
-from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.context import PlanContext, query_and_context
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
-from accelbench.plan.measured import MeasuredRuns
 from accelbench.plan.ranges import mark_overlaps
-
-if TYPE_CHECKING:
-    from accelbench.catalog import Catalog
+from accelbench.plan.recommend.common import ENGINES
 
 
 # --------------------------------------------------------------------------------------------- the catalog
@@ -35,8 +34,6 @@ def _engine_for(engine: str | None, inst: InstanceType) -> str | None:
     `--engine sglang` ranks GPUs with SGLang and still shows CPUs with theirs)."""
     if engine is None:
         return None
-    from accelbench.plan.recommend.common import ENGINES
-
     e = engine.strip().lower()
     names = ENGINES[inst.accelerator_type]
     return e if e in names or e == "vllm" else None
@@ -57,53 +54,111 @@ def _row(e: Estimate) -> EstimateRow:
     return EstimateRow(**{k: getattr(e, k) for k in EstimateRow.model_fields})
 
 
+@dataclass(frozen=True)
+class CatalogFilters:
+    """Which catalog rows a ranking covers: one tier (``accelerator``), one instance (``instance_type``), the
+    given ``instances`` instead of the catalog's, a price ceiling (``max_cost``, $/h); and how many rows it
+    keeps (``limit``; ``include_infeasible`` keeps the rows that do not fit, last)."""
+
+    accelerator: AcceleratorType | str | None = None
+    instance_type: str | None = None
+    max_cost: float | None = None
+    instances: Iterable[InstanceType] | None = None
+    limit: int | None = None
+    include_infeasible: bool = True
+
+
+def _split_filters(asked: dict[str, Any]) -> CatalogFilters:
+    """The filters among a caller's keyword arguments (``accelerator_type`` is another name for
+    ``accelerator``; ``min_context`` is the query's ``max_model_len``; an SLO may come as text)."""
+    fields = {f.name for f in dataclasses.fields(CatalogFilters)}
+    filters = {k: asked.pop(k) for k in list(asked) if k in fields}
+    other_name = asked.pop("accelerator_type", None)
+    filters["accelerator"] = filters.get("accelerator") or other_name
+    if "min_context" in asked:
+        asked["max_model_len"] = asked.pop("min_context")
+    if isinstance(asked.get("slo"), str):
+        asked["slo"] = parse_slo(asked["slo"])
+    return CatalogFilters(**filters)
+
+
 def estimate_catalog(
     model: ModelSpec | str,
+    query: PlanQuery | None = None,
+    context: PlanContext | None = None,
     *,
-    input_len: int,
-    output_len: int,
-    concurrency: int,
-    accelerator: AcceleratorType | str | None = None,
-    accelerator_type: AcceleratorType | str | None = None,
-    instance_type: str | None = None,
-    max_cost: float | None = None,
-    min_context: int | None = None,
-    quantization: str | None = None,
-    slo: SLO | str | None = None,
-    instances: Iterable[InstanceType] | None = None,
-    catalog: Catalog | None = None,
-    calibrations: CalibrationSet | None = None,
-    prices: Mapping[str, Any] | None = None,
-    measured_runs: MeasuredRuns | None = None,
-    limit: int | None = None,
-    include_infeasible: bool = True,
-    arrivals: str = "bursts",
-    engine: str | None = None,
-    engine_settings: EngineSettings | None = None,
-    goal: str | None = None,
-    alternatives: bool = False,
-    allow_quantization: bool = False,
+    filters: CatalogFilters | None = None,
+    **asked: Any,
 ) -> EstimateTable:
-    """Estimates for every catalog instance matching the filters, ranked by ``rank_key``: with an SLO the
+    """Estimates for every catalog instance matching the ``filters``, ranked by ``rank_key``: with an SLO the
     rows that meet it first, then by cost per 1M output tokens and $/h; the infeasible rows last.
 
-    ``accelerator`` (or ``accelerator_type``) keeps one tier; ``instance_type`` keeps one instance.
-    ``prices`` (stored prices, which win over the snapshot), ``calibrations`` and ``measured_runs`` (the
-    stored runs' models by instance: a row is measured only where this model was) come from the caller's context (``services.plan.plan_context`` builds them from a
-    store; the planner never opens one). ``engine_settings``/``engine`` fix settings on every row; ``goal``
-    chooses the open ones per row (``plan/choose.py``) and ``alternatives`` lists them. With ``slo``, each row also gets the highest concurrency meeting it, and the summary names the
-    cheapest instance that meets it (cost per 1M output tokens at that concurrency).
+    ``query`` is asked of every row (``plan/estimate.py``); its ``max_model_len`` is the context the
+    deployment needs. ``context``: ``prices`` (stored prices, which win over the snapshot), ``calibrations``
+    and ``measured_runs`` (the stored runs' models by instance: a row is measured only where this model was),
+    built by ``services.plan.plan_context`` from a store (the planner never opens one). The query's
+    ``engine_settings``/``engine`` fix settings on every row; its ``goal`` chooses the open ones per row
+    (``plan/choose.py``) and ``alternatives`` lists them. With an SLO, each row also gets the highest
+    concurrency meeting it, and the summary names the cheapest instance that meets it (cost per 1M output
+    tokens at that concurrency). ``asked``: the fields of the query, the context and the filters, for a
+    caller without them built.
     """
     started = time.perf_counter()
+    if filters is None:
+        filters = _split_filters(asked)
+    query, context = query_and_context(query, context, asked)
     model = as_model_spec(model)
-    if engine is not None:
-        from accelbench.plan.recommend.common import ENGINES
+    _check_question(model, query)
+    catalog = context.catalog or get_catalog()
+    context = replace(context, catalog=catalog)
+    insts = _instances(catalog, filters, context)
+    rows: list[EstimateRow] = []
+    used_refs: dict[tuple[str, str], CalibrationRef] = {}
+    for inst in insts:
+        est = estimate(model, inst, replace(query, engine=_engine_for(query.engine, inst)), context)
+        if est.calibration is not None:
+            used_refs[(est.calibration.accelerator, est.calibration.engine)] = est.calibration
+        if est.feasible or filters.include_infeasible:
+            rows.append(_row(est))
+    feasible = [r for r in rows if r.feasible]
+    infeasible = [r for r in rows if not r.feasible]
+    feasible.sort(key=rank_key)
+    mark_overlaps(feasible)
+    infeasible.sort(key=lambda r: (r.accelerator_type.value, r.hourly_usd or math.inf))
+    summary, notes = _summary(feasible, infeasible, query)
+    ranked = feasible + infeasible
+    if filters.limit is not None:
+        ranked = ranked[: filters.limit]
+    return EstimateTable(
+        model=model.name,
+        input_len=query.input_len,
+        output_len=query.output_len,
+        concurrency=query.concurrency,
+        filters={
+            "accelerator": str(filters.accelerator) if filters.accelerator else None,
+            "max_cost": filters.max_cost,
+            "min_context": query.max_model_len,
+            "quantization": query.quantization,
+            "arrivals": query.arrivals,
+        },
+        slo=query.slo,
+        rows=ranked,
+        summary=summary,
+        calibrations_used=list(used_refs.values()),
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+        notes=notes,
+    )
 
+
+def _check_question(model: ModelSpec, query: PlanQuery) -> None:
+    """An engine no tier knows, or a request longer than the model's context, is the user's error."""
+    if query.engine is not None:
         known = {e for names in ENGINES.values() for e in names} | {"vllm"}
-        if engine.strip().lower() not in known:
+        if query.engine.strip().lower() not in known:
             raise UserInputError(
-                f"Unknown engine {engine!r}.", hint=f"Use one of {', '.join(sorted(known))}."
+                f"Unknown engine {query.engine!r}.", hint=f"Use one of {', '.join(sorted(known))}."
             )
+    input_len, output_len = query.input_len, query.output_len
     if input_len + output_len > model.max_position_embeddings:
         raise UserInputError(
             f"A request of {input_len:,} input + {output_len:,} output tokens is longer than {model.name}'s "
@@ -111,56 +166,33 @@ def estimate_catalog(
             hint=f"Keep input + output within {model.max_position_embeddings:,} tokens, or pick a model with a "
             "longer context.",
         )
-    if isinstance(slo, str):
-        slo = parse_slo(slo)
-    accelerator = accelerator or accelerator_type
-    if catalog is None:
-        from accelbench.catalog import get_catalog
 
-        catalog = get_catalog()
-    if instance_type is not None:
-        instances = [catalog.instance(instance_type)]
+
+def _instances(catalog: Catalog, filters: CatalogFilters, context: PlanContext) -> list[InstanceType]:
+    """The rows to estimate: the catalog's matching the filters, priced at the known prices."""
+    instances = filters.instances
+    if filters.instance_type is not None:
+        instances = [catalog.instance(filters.instance_type)]
     price_of: dict[str, float] = {}
-    if prices is not None:
-        price_of = {k: float(getattr(v, "usd_per_hour", v)) for k, v in prices.items()}
+    if context.prices is not None:
+        price_of = {k: float(getattr(v, "usd_per_hour", v)) for k, v in context.prices.items()}
+    max_cost = filters.max_cost
     if instances is None:
-        insts = catalog.filter(accelerator_type=accelerator, max_price=max_cost, prices=price_of or None)
-    else:
-        insts = list(instances)
-        if max_cost is not None:
-            insts = [i for i in insts if (price_of.get(i.name, i.on_demand_usd) or math.inf) <= max_cost]
-    rows: list[EstimateRow] = []
-    used_refs: dict[tuple[str, str], CalibrationRef] = {}
-    for inst in insts:
-        est = estimate(
-            model,
-            inst,
-            input_len=input_len,
-            output_len=output_len,
-            concurrency=concurrency,
-            quantization=quantization,
-            max_model_len=min_context,
-            catalog=catalog,
-            calibrations=calibrations,
-            prices=prices,
-            slo=slo,
-            measured_runs=measured_runs,
-            arrivals=arrivals,
-            engine=_engine_for(engine, inst),
-            engine_settings=engine_settings,
-            goal=goal,
-            alternatives=alternatives,
-            allow_quantization=allow_quantization,
+        return catalog.filter(
+            accelerator_type=filters.accelerator, max_price=max_cost, prices=price_of or None
         )
-        if est.calibration is not None:
-            used_refs[(est.calibration.accelerator, est.calibration.engine)] = est.calibration
-        if est.feasible or include_infeasible:
-            rows.append(_row(est))
-    feasible = [r for r in rows if r.feasible]
-    infeasible = [r for r in rows if not r.feasible]
-    feasible.sort(key=rank_key)
-    mark_overlaps(feasible)
-    infeasible.sort(key=lambda r: (r.accelerator_type.value, r.hourly_usd or math.inf))
+    insts = list(instances)
+    if max_cost is not None:
+        insts = [i for i in insts if (price_of.get(i.name, i.on_demand_usd) or math.inf) <= max_cost]
+    return insts
+
+
+def _summary(
+    feasible: list[EstimateRow], infeasible: list[EstimateRow], query: PlanQuery
+) -> tuple[EstimateSummary, list[str]]:
+    """The table's summary (how many rows fit, the cheapest, fastest and roomiest, the cheapest meeting the
+    SLO) and its notes."""
+    slo, concurrency = query.slo, query.concurrency
     summary = EstimateSummary(
         feasible_native=sum(1 for r in feasible if not r.quantization_required),
         feasible_quantized=sum(1 for r in feasible if r.quantization_required),
@@ -191,25 +223,4 @@ def estimate_catalog(
             summary.slo_max_concurrency = meeting[0].max_concurrency_meeting_slo
         else:
             notes.append(f"No instance meets {slo.label()} at concurrency {concurrency}.")
-    ranked = feasible + infeasible
-    if limit is not None:
-        ranked = ranked[:limit]
-    return EstimateTable(
-        model=model.name,
-        input_len=input_len,
-        output_len=output_len,
-        concurrency=concurrency,
-        filters={
-            "accelerator": str(accelerator) if accelerator else None,
-            "max_cost": max_cost,
-            "min_context": min_context,
-            "quantization": quantization,
-            "arrivals": arrivals,
-        },
-        slo=slo,
-        rows=ranked,
-        summary=summary,
-        calibrations_used=list(used_refs.values()),
-        elapsed_ms=(time.perf_counter() - started) * 1000,
-        notes=notes,
-    )
+    return summary, notes

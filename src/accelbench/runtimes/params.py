@@ -108,21 +108,16 @@ def params_for(
     settings: EngineSettings | None = None,
     recommendation: Any | None = None,
     model_size_gib: float | None = None,
-    parameters: float | None = None,
-    moe: bool = False,
-    pre_quantized: str | None = None,
-    trust_remote_code: bool = False,
     stream_weights: bool | None = None,
-    isa_trace: bool = False,
-    host: str = "0.0.0.0",
-    port: int = 8000,
-    hf_token_secret: str | None = None,
+    **serve: Any,
 ) -> ServeParams:
     """The one way to build ``ServeParams``.
 
     ``recommendation`` is the planner's result (``accelbench.plan.recommend``); any object or dict with
     the attributes listed in ``_FROM_RECOMMENDATION`` works. ``stream_weights`` defaults to "the model is an
-    s3:// URI"; a runtime whose image lacks the streamer downloads instead.
+    s3:// URI"; a runtime whose image lacks the streamer downloads instead. ``serve``: the other
+    ``ServeParams`` fields as the caller has them (parameters, moe, pre_quantized, trust_remote_code,
+    isa_trace, host, port, hf_token_secret); ``ServeParams`` refuses an unknown one.
     """
     merged = merge_settings(settings, recommendation, instance)
     if model_size_gib is None and recommendation is not None:
@@ -130,20 +125,13 @@ def params_for(
     return ServeParams(
         model=model,
         served_model_name=served_model_name,
-        host=host,
-        port=port,
         accelerator_type=instance.accelerator_type,
         accelerator_count=instance.accelerator_count,
         arch=instance.arch,
         numa_nodes=instance.numa_nodes,
         instance=instance,
         settings=merged,
-        trust_remote_code=trust_remote_code,
         stream_weights=model.startswith("s3://") if stream_weights is None else stream_weights,
         model_size_gib=model_size_gib,
-        parameters=parameters,
-        moe=moe,
-        pre_quantized=pre_quantized,
-        isa_trace=isa_trace,
-        hf_token_secret=hf_token_secret,
+        **serve,
     )

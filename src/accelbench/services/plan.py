@@ -4,6 +4,9 @@ capacity a deployment is predicted to sustain at an SLO, and calibration from me
 
 The planner never opens a store: what it learns from one (active calibrations, prices, measured runs and
 their cells) is read here and handed to it as plain data.
+
+``accelbench.services`` loads this module for every command, and importing the planner package takes about a
+second, so the use cases import it where they use it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from accelbench.domain.plan import CalibrationReport, CellComparison, Estimate, EstimateQuery, EstimateTable
+from accelbench.catalog import get_catalog, price_map
+from accelbench.domain.plan import (
+    CalibrationReport,
+    CellComparison,
+    Estimate,
+    EstimateQuery,
+    EstimateRow,
+    EstimateTable,
+    PlanQuery,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.modelspec import load_model_spec, preset_names
+from accelbench.modelspec.presets import load_preset, preset_document
 from accelbench.services.runs import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
@@ -21,16 +36,13 @@ if TYPE_CHECKING:
     from accelbench.domain.capacity import CapacitySLO
     from accelbench.domain.model import ModelSpec
     from accelbench.domain.plan import Recommendation
-    from accelbench.plan.calibrate import MeasuredRun
     from accelbench.plan.calibrations import CalibrationSet
-    from accelbench.plan.query import PlanContext
+    from accelbench.plan.context import PlanContext
+    from accelbench.plan.measured_points import MeasuredRun
 
 
 def presets() -> list[dict[str, Any]]:
     """Shipped model presets with the figures a picker needs."""
-    from accelbench.modelspec import preset_names
-    from accelbench.modelspec.presets import load_preset, preset_document
-
     out = []
     for name in preset_names():
         spec = load_preset(name)
@@ -51,6 +63,7 @@ def presets() -> list[dict[str, Any]]:
 
 def prepared_models() -> list[dict[str, Any]]:
     """Models prepared on this machine (``accelbench model prepare``): what local runs can serve now."""
+    # start-up: the model store pulls in deploy/, which no other planning use case needs
     from accelbench.deploy.model_store import list_models
 
     return [
@@ -80,6 +93,7 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
     """The planner's answer for a model already read; a refusal comes with its way forward priced: the
     instances offered instead and the setting changes, each predicted at the given lengths (default: the
     estimate's) and one request in flight (``plan/refusal.py``)."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench import plan
     from accelbench.plan.refusal import DEFAULT_TRAFFIC, Question, priced_refusal
 
@@ -106,8 +120,8 @@ def plan_context(
     """What the planner takes from a store, in three queries so a catalog-wide estimate stays fast: the
     active calibrations, the best known prices (stored ones win over the snapshot) and the models measured
     on each instance type (an instance is measured for an estimate only where its model was). No store: the snapshot prices and the cited factors."""
-    from accelbench.catalog import price_map
-    from accelbench.plan.query import PlanContext
+    # start-up: the planner package, imported where used (module note)
+    from accelbench.plan.context import PlanContext
 
     if store is None:
         return PlanContext()
@@ -122,6 +136,7 @@ def plan_context(
 def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
     ranked catalog, with the store's calibrations, prices and measured runs when there is a store."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.query import answer
 
     return answer(
@@ -154,13 +169,12 @@ def estimate_json(result: Estimate | EstimateTable, query: EstimateQuery) -> dic
 
 
 def _row_fields() -> list[str]:
-    from accelbench.domain.plan import EstimateRow
-
     return list(EstimateRow.model_fields)
 
 
 def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     """Where accelerator memory goes (GPU, Neuron); the planner refuses CPU instances (GuardError, 400)."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench import plan
 
     return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
@@ -168,6 +182,7 @@ def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str
 
 def calibrations(store: Store) -> CalibrationSet:
     """The store's active calibrations, as the planner takes them."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.calibrations import CalibrationSet
 
     return CalibrationSet.from_rows(store.active_calibrations())
@@ -178,7 +193,8 @@ def measured_runs(store: Store, run_ids: Iterable[str] | None = None) -> tuple[l
     for the closed-loop cells with more than one user, the start times of their successful requests (from
     which calibration tells waves from spread-out arrivals). A capacity search is a run like a sweep: its
     probes are its cells, its answer in the run's ``extra["capacity"]``. Returns (runs, runs not read)."""
-    from accelbench.plan.calibrate import USABLE_CELL_STATUSES, MeasuredRun
+    # start-up: the planner package, imported where used (module note)
+    from accelbench.plan.measured_points import USABLE_CELL_STATUSES, MeasuredRun
 
     runs = [store.get_run(r) for r in run_ids] if run_ids else store.list_runs(limit=100_000)[0]
     out: list[MeasuredRun] = []
@@ -206,6 +222,7 @@ def calibrate(
     runs, capacity searches: every probe a measured point), starting from the active calibrations, and store
     each fit unless ``dry_run``; estimates use them from then on. Capacity runs also report the measured
     capacity against the planner's, before and after the fit."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.calibrate import calibrate as fit
 
     measured, unread = measured_runs(store, run_ids)
@@ -218,6 +235,7 @@ def calibrate(
         catalog=catalog,
     )
     if run_ids:  # fitted to the runs named: grade the fit on the store's other runs of the same hardware
+        # start-up: the planner package, imported where used (module note)
         from accelbench.plan.calibrate_holdout import with_held_out
 
         fitted = {m.run.id for m in measured}
@@ -241,6 +259,7 @@ def calibrate(
 
 def calibration_json(report: CalibrationReport) -> dict[str, Any]:
     """A calibration report as JSON, with each cell's and each capacity run's error percentages."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.calibrate import calibration_dict
 
     return calibration_dict(report)
@@ -255,6 +274,7 @@ def predicted_vs_measured(
 ) -> tuple[list[CellComparison], list[str]]:
     """Every usable stored cell with the prediction estimates make now (the active calibrations applied
     unless ``use_calibrations`` is false), and the runs skipped with the reason."""
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.calibrate import predicted_vs_measured as compare
 
     measured, unread = measured_runs(store, run_ids)
@@ -286,10 +306,9 @@ def capacity_plan(
     cannot predict: no prediction (None)."""
     if not instance:
         return None, None
-    from accelbench.catalog import get_catalog
-    from accelbench.errors import AccelbenchError
-    from accelbench.modelspec import load_model_spec
+    # start-up: the planner package, imported where used (module note)
     from accelbench.plan.capacity import predict_capacity
+    from accelbench.plan.context import PlanContext
     from accelbench.plan.estimate import perf_setup
     from accelbench.plan.hardware import is_local, local_machine
 
@@ -308,10 +327,9 @@ def capacity_plan(
         setup = perf_setup(
             load_model_spec(model_ref, allow_network=False),
             inst,
+            PlanQuery(input_len=input_len, output_len=output_len),
+            PlanContext(calibrations=calibrations(store) if store is not None else None),
             spec=spec_of,
-            input_len=input_len,
-            output_len=output_len,
-            calibrations=calibrations(store) if store is not None else None,
         )
         if isinstance(setup, str):  # does not fit: nothing to predict
             return hourly, None

@@ -151,7 +151,7 @@ def test_a_cpu_server_reporting_plain_vllm_calibrates_the_cpu_engine(store: Stor
 
 
 def test_observed_arrivals() -> None:
-    from accelbench.plan.calibrate import observed_arrivals
+    from accelbench.plan.measured_points import observed_arrivals
 
     # waves of 4: the leader re-sends ~50 ms before the other three
     waves = [t + d for t in (0.0, 4.9, 9.8, 14.7) for d in (0.0, 0.05, 0.05, 0.05)]

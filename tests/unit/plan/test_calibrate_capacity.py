@@ -16,10 +16,10 @@ from accelbench.domain.bench import BenchConfig
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.domain.run import RunStatus
-from accelbench.plan.calibrate import MeasuredRun, RunModel, run_model
 from accelbench.plan.calibrate import calibrate as fit_measured
 from accelbench.plan.capacity import RateModel, predict_capacity
 from accelbench.plan.hardware import default_factors
+from accelbench.plan.measured_points import MeasuredRun, RunModel, run_model
 from accelbench.services.plan import calibrate, calibration_json, measured_runs
 from accelbench.store.repo import Store
 from tests.support.plan_data import add_sweep, summary

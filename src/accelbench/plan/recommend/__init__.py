@@ -22,13 +22,14 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from accelbench.catalog import get_catalog
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import Alternative, EfficiencyFactors, Recommendation, RefusalCode
+from accelbench.domain.plan import Alternative, EfficiencyFactors, FitQuery, Recommendation, RefusalCode
 from accelbench.domain.quant import parse_quantization as normalize_quantization
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
-from accelbench.plan.hardware import hardware_for
+from accelbench.plan.hardware import hardware_for, is_local, local_machine
 from accelbench.plan.recommend.changes import Asked, setting_changes
 from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse, tp_advice
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
@@ -47,8 +48,6 @@ def resolve_instance(
 ) -> tuple[InstanceType, Catalog]:
     """An instance row from a name (catalog lookup with did-you-mean) or the row itself, and the catalog."""
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     if isinstance(instance, str):
         return catalog.instance(instance), catalog
@@ -62,16 +61,12 @@ def resolve_hardware(
     (``local_machine``), a name is looked up in the catalog (with did-you-mean), a row is taken as it is; the
     spec defaults to the catalog's spec of the row's accelerator. Returns the catalog it used, if any."""
     if isinstance(instance, str):
-        from accelbench.plan.hardware import is_local, local_machine
-
         if is_local(instance):
             instance, spec = local_machine()
         else:
             instance, catalog = resolve_instance(instance, catalog)
     if spec is None:
         if catalog is None:
-            from accelbench.catalog import get_catalog
-
             catalog = get_catalog()
         spec = catalog.accelerator(instance.accelerator_name)
     return instance, spec, catalog
@@ -80,18 +75,13 @@ def resolve_hardware(
 def recommend(
     model: ModelSpec,
     instance: InstanceType | str,
+    query: FitQuery | None = None,
     *,
-    quantization: str | None = None,
-    max_model_len: int | None = None,
-    kv_cache_dtype: str | None = None,
-    input_len: int | None = None,
-    output_len: int | None = None,
     spec: AcceleratorSpec | None = None,
     catalog: Catalog | None = None,
     suggest_alternatives: bool = True,
     factors: EfficiencyFactors | None = None,
-    settings: EngineSettings | None = None,
-    engine: str | None = None,
+    **asked: Any,
 ) -> Recommendation:
     """Whether ``model`` fits ``instance`` and with which settings.
 
@@ -107,7 +97,19 @@ def recommend(
     the seed's lengths for the max length). ``spec`` defaults to the catalog's spec of the instance's
     accelerator. ``suggest_alternatives`` searches the catalog for instances that fit when this one does not.
     ``factors`` are the efficiency factors of the CPU bandwidth advisory (default: the cited ones).
+    ``query`` holds what was asked (``FitQuery``); ``asked`` its fields, for a caller without one built.
     """
+    if query is None:
+        query = FitQuery(**asked)
+    elif asked:
+        raise TypeError(f"give the query or {', '.join(asked)}, not both")
+    max_model_len, input_len, output_len = query.max_model_len, query.input_len, query.output_len
+    quantization, kv_cache_dtype, settings, engine = (
+        query.quantization,
+        query.kv_cache_dtype,
+        query.settings,
+        query.engine,
+    )
     if max_model_len is not None and max_model_len < 16:
         raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
     s = settings or EngineSettings()
@@ -134,8 +136,32 @@ def recommend(
         gpu_memory_utilization=s.gpu_memory_utilization,
         engine=check_engine(engine, instance.accelerator_type),
     )
+    refused = _unanswerable(ctx, input_len, output_len)
+    if refused is not None:
+        return refused
+    kind = instance.accelerator_type
+    if kind == AcceleratorType.gpu:
+        rec = recommend_gpu(ctx)
+    elif kind == AcceleratorType.neuron:
+        rec = recommend_neuron(ctx)
+    elif ctx.engine == "llamacpp":
+        rec = recommend_llamacpp(ctx)
+    else:
+        rec = recommend_cpu(ctx)
+    rec = with_tp_advice(rec, model, instance, spec)
+    if not rec.fits and suggest_alternatives and rec.refusal is not None:
+        rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
+        fixed = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
+        rec = with_changes(rec, model, instance, fixed, input_len, output_len, spec, cat, engine)
+    return rec
+
+
+def _unanswerable(ctx: Ctx, input_len: int | None, output_len: int | None) -> Recommendation | None:
+    """The refusal for a question no instance answers: a model that does not generate text, or a request
+    longer than the model's context."""
+    model = ctx.model
     if not model.is_generative:
-        rec = refuse(
+        return refuse(
             ctx,
             RefusalCode.non_generative,
             f"{model.name} is not a text-generation model: {model.task_reason or model.task.value}. "
@@ -146,7 +172,6 @@ def recommend(
                 "Pick a generative model (a ...ForCausalLM checkpoint or a preset: `accelbench model list`).",
             ],
         )
-        return rec
     longest = (input_len or 0) + (output_len or 0)
     if longest > model.max_position_embeddings:
         return refuse(
@@ -162,21 +187,7 @@ def recommend(
                 "Or pick a model with a longer context.",
             ],
         )
-    kind = instance.accelerator_type
-    if kind == AcceleratorType.gpu:
-        rec = recommend_gpu(ctx)
-    elif kind == AcceleratorType.neuron:
-        rec = recommend_neuron(ctx)
-    elif ctx.engine == "llamacpp":
-        rec = recommend_llamacpp(ctx)
-    else:
-        rec = recommend_cpu(ctx)
-    rec = with_tp_advice(rec, model, instance, spec)
-    if not rec.fits and suggest_alternatives and rec.refusal is not None:
-        rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
-        asked = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
-        rec = with_changes(rec, model, instance, asked, input_len, output_len, spec, cat, engine)
-    return rec
+    return None
 
 
 def with_tp_advice(
@@ -245,8 +256,6 @@ def find_alternatives(
     """Cheapest catalog instances that fit: the cheapest native and quantized ones of ``kind`` and the cheapest
     native one of every other kind, in order of price."""
     if catalog is None:
-        from accelbench.catalog import get_catalog
-
         catalog = get_catalog()
     fitting: list[tuple[float, Alternative]] = []
     for inst in catalog.instances:

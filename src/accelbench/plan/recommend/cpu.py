@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.model import ModelSpec
@@ -21,6 +22,7 @@ from accelbench.plan.hardware import Hardware, default_factors
 from accelbench.plan.memory import (
     GIB,
     WeightBytes,
+    WeightFormat,
     decode_read_bytes,
     host_allocatable_share,
     max_seq_tokens,
@@ -99,54 +101,116 @@ def bandwidth_advisory(
     )
 
 
+@dataclass(frozen=True)
+class _Host:
+    """Host RAM as serving memory: its size, the share vLLM may allocate, and the fixed overhead per rank."""
+
+    gib: float
+    share: float
+    allocatable: float
+    overhead: float
+
+
 def recommend_cpu(ctx: Ctx) -> Recommendation:
-    model, hw, inst = ctx.model, ctx.hw, ctx.instance
+    """vLLM on CPU: the weight format, the dense-model ceiling, TP over NUMA nodes, threads, the KV-cache
+    space, then the context and batch it holds."""
+    model = ctx.model
     factors = ctx.factors or default_factors("cpu", "vllm-cpu")
-    host = inst.memory_gib
-    share = host_allocatable_share(host)
-    allocatable = host * share * GIB
-    overhead = overhead_bytes(model)
-    q, pre = ctx.quantization, model.quantization
+    host_gib = ctx.instance.memory_gib
+    share = host_allocatable_share(host_gib)
+    host = _Host(host_gib, share, host_gib * share * GIB, overhead_bytes(model))
     ctx.reasons.append(
-        f"CPU instance: host RAM is the serving memory. Allocatable: {host:g} GiB x {share} = "
-        f"{host * share:.2f} GiB (0.92 of hosts >= 64 GiB, else 0.85)."
+        f"CPU instance: host RAM is the serving memory. Allocatable: {host_gib:g} GiB x {share} = "
+        f"{host_gib * share:.2f} GiB (0.92 of hosts >= 64 GiB, else 0.85)."
     )
     if ctx.kv_cache_dtype and ctx.kv_cache_dtype != "auto":
         ctx.warnings.append("kv_cache_dtype is GPU-only and is not set on CPU (the KV cache is BF16).")
-    # ---- weight format
-    if pre is not None:
-        method = pre.method
-        if method == "compressed-tensors" and not pre.scheme.startswith("FP"):
-            fmt = native_format(model)
-            ctx.reasons.append(f"Pre-quantized {pre.scheme} checkpoint: compressed-tensors has CPU kernels.")
-        elif method in ("awq", "gptq") and inst.arch == "x86_64":
-            fmt = native_format(model)
-            ctx.warnings.append(
-                f"{pre.scheme} on CPU runs on x86 weight-only kernels that are slower than W8A8; a "
-                "compressed-tensors W8A8 checkpoint is the better CPU format."
-            )
-        else:
-            return refuse(
-                ctx,
-                RefusalCode.unsupported_quantization,
-                f"vLLM on CPU has no kernels for this checkpoint's quantization ({pre.scheme}"
-                + (f" on {inst.arch}" if method in ("awq", "gptq") else "")
-                + ").",
-                [
-                    f"Use the BF16 checkpoint of {model.name}, or a compressed-tensors W8A8 / W4A8 one.",
-                    "GGUF files serve on CPUs with the llamacpp runtime."
-                    if method == "gguf"
-                    else "Or choose a GPU instance.",
-                ],
-            )
-        if q not in (None, "native") and not matches_checkpoint(pre, q):
-            return refuse(
-                ctx,
-                RefusalCode.unsupported_quantization,
-                f"Quantization {q} was asked for, but the checkpoint is already {pre.scheme}.",
-                ["Leave quantization unset to serve the checkpoint as it is."],
-            )
-    elif q == "fp8":
+    fmt = _weight_format(ctx)
+    if isinstance(fmt, Recommendation):
+        return fmt
+    wb = weight_bytes(model, fmt)
+    ctx.reasons.insert(
+        0,
+        f"Weights: {fmt_gib(wb.total)} in {fmt.label} ({params_b(model.parameters.total)} parameters"
+        + (f", {params_b(model.parameters.active)} active per token" if model.is_moe else "")
+        + ").",
+    )
+    ctx.reasons.append("dtype bfloat16: the CPU kernels are BF16 ones (FP16 is unstable on CPU).")
+    refused = _dense_ceiling(ctx, fmt, wb, host, factors)
+    if refused is not None:
+        return refused
+    tp = _tensor_parallel(ctx)
+    if isinstance(tp, Recommendation):
+        return tp
+    refused = _threads(ctx, tp)
+    if refused is not None:
+        return refused
+    busy = topology_of(ctx.instance, "vllm-cpu", ctx.threads, tp=tp).busy_cores
+    adv = bandwidth_advisory(model, ctx.hw, wb, 1024, factors, busy)
+    kv_space = _kv_space(ctx, host, wb, tp, adv)
+    if isinstance(kv_space, Recommendation):
+        return kv_space
+    kv_bytes_budget = kv_space * GIB
+    fit = Fit(tp, wb.total, host.overhead, kv_bytes_budget, max_seq_tokens(model, kv_bytes_budget, tp, 2.0))
+    if ctx.max_model_len and fit.max_tokens < ctx.max_model_len:
+        return refuse(
+            ctx,
+            RefusalCode.context_does_not_fit,
+            f"A {ctx.max_model_len:,}-token context needs {fmt_gib(model.kv_bytes_for_tokens(ctx.max_model_len))} "
+            f"of KV cache; {kv_space} GiB holds {fit.max_tokens:,} tokens.",
+            ["Ask for a shorter max_model_len, or choose a CPU instance with more memory."],
+            bandwidth=adv,
+        )
+    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
+    # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
+    ctx.reasons += more
+    adv = bandwidth_advisory(model, ctx.hw, wb, in_len, factors, busy)
+    ctx.warnings.append(adv.message)
+    used = wb.total + host.overhead * tp + kv_bytes_budget * tp
+    memory = MemoryBudget(
+        unit="host",
+        units=1,
+        unit_memory_gib=host.gib,
+        utilization=share,
+        usable_gib=round(host.gib * share, 2),
+        weights_gib=gib(wb.total),
+        overhead_gib=gib(host.overhead * tp),
+        kv_cache_gib=float(kv_space * tp),
+        free_gib=gib(host.allocatable - used),
+        kv_bytes_per_token=model.kv_bytes_per_token(2),
+        kv_cache_tokens=fit.max_tokens,
+        host_memory_gib=host.gib,
+        host_allocatable_gib=round(host.gib * share, 2),
+        host_peak_gib=gib(used),
+    )
+    settings = ServingSettings(
+        engine=ctx.engine or "vllm-cpu",
+        threads=ctx.threads,
+        max_num_batched_tokens=ctx.max_num_batched_tokens,
+        tensor_parallel_size=tp,
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        dtype="bfloat16",
+        quantization=fmt.online,
+        checkpoint_quantization=fmt.checkpoint_method,
+        weight_format=fmt.name,
+        weight_bits=fmt.bits,
+        kv_cache_space_gib=kv_space,
+        omp_threads_bind="auto",
+        concurrency_at_max_len=c_max,
+        default_input_len=in_len,
+        default_output_len=out_len,
+    )
+    return host_fit(ctx, settings, memory, adv)
+
+
+def _weight_format(ctx: Ctx) -> WeightFormat | Recommendation:
+    """The format the weights are served in on a CPU: the checkpoint's where vLLM has CPU kernels for it,
+    int8/int4 as compressed-tensors W8A8/W4A8; FP8 and checkpoints without CPU kernels are refused."""
+    model, q = ctx.model, ctx.quantization
+    if model.quantization is not None:
+        return _prequantized_format(ctx)
+    if q == "fp8":
         return refuse(
             ctx,
             RefusalCode.unsupported_quantization,
@@ -156,8 +220,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
                 "Or choose a GPU with FP8 (L4, L40S, H100, H200, B200).",
             ],
         )
-    elif q in ("int8", "int4"):
-        fmt = online_format(q)
+    if q in ("int8", "int4"):
         ctx.reasons.append(
             f"{q} on CPU means a compressed-tensors {CPU_QUANT[q]} checkpoint (vLLM has CPU kernels for it); "
             f"the runtime passes --quantization compressed-tensors."
@@ -166,34 +229,71 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             f"Serve a {CPU_QUANT[q]} compressed-tensors checkpoint of {model.name}; vLLM on CPU does not "
             "quantize BF16 weights at load time."
         )
-    elif q in ("awq", "gptq", "compressed-tensors"):
+        return online_format(q)
+    if q in ("awq", "gptq", "compressed-tensors"):
         return refuse(
             ctx,
             RefusalCode.unsupported_quantization,
             f"Quantization {q} needs a checkpoint quantized with it; {model.name} is not.",
             ["Use such a checkpoint, or ask for int8 / int4 (compressed-tensors W8A8 / W4A8)."],
         )
-    else:
+    if q == "fp16":
+        ctx.warnings.append("FP16 is unstable on CPU; the weights are served in BF16.")
+    return native_format(model)
+
+
+def _prequantized_format(ctx: Ctx) -> WeightFormat | Recommendation:
+    """A pre-quantized checkpoint on CPU: compressed-tensors integer schemes, AWQ/GPTQ on x86; else refused."""
+    model, inst, q = ctx.model, ctx.instance, ctx.quantization
+    pre = model.quantization
+    assert pre is not None
+    method = pre.method
+    if method == "compressed-tensors" and not pre.scheme.startswith("FP"):
         fmt = native_format(model)
-        if q == "fp16":
-            ctx.warnings.append("FP16 is unstable on CPU; the weights are served in BF16.")
-            fmt = native_format(model)
-    wb = weight_bytes(model, fmt)
-    ctx.reasons.insert(
-        0,
-        f"Weights: {fmt_gib(wb.total)} in {fmt.label} ({params_b(model.parameters.total)} parameters"
-        + (f", {params_b(model.parameters.active)} active per token" if model.is_moe else "")
-        + ").",
-    )
-    ctx.reasons.append("dtype bfloat16: the CPU kernels are BF16 ones (FP16 is unstable on CPU).")
-    # ---- the dense-model ceiling: speed, not memory
+        ctx.reasons.append(f"Pre-quantized {pre.scheme} checkpoint: compressed-tensors has CPU kernels.")
+    elif method in ("awq", "gptq") and inst.arch == "x86_64":
+        fmt = native_format(model)
+        ctx.warnings.append(
+            f"{pre.scheme} on CPU runs on x86 weight-only kernels that are slower than W8A8; a "
+            "compressed-tensors W8A8 checkpoint is the better CPU format."
+        )
+    else:
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"vLLM on CPU has no kernels for this checkpoint's quantization ({pre.scheme}"
+            + (f" on {inst.arch}" if method in ("awq", "gptq") else "")
+            + ").",
+            [
+                f"Use the BF16 checkpoint of {model.name}, or a compressed-tensors W8A8 / W4A8 one.",
+                "GGUF files serve on CPUs with the llamacpp runtime."
+                if method == "gguf"
+                else "Or choose a GPU instance.",
+            ],
+        )
+    if q not in (None, "native") and not matches_checkpoint(pre, q):
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Quantization {q} was asked for, but the checkpoint is already {pre.scheme}.",
+            ["Leave quantization unset to serve the checkpoint as it is."],
+        )
+    return fmt
+
+
+def _dense_ceiling(
+    ctx: Ctx, fmt: WeightFormat, wb: WeightBytes, host: _Host, factors: EfficiencyFactors
+) -> Recommendation | None:
+    """The dense-model ceiling (speed, not memory): an unquantized model above 13 B parameters per token is
+    refused, one near it warned about."""
+    model = ctx.model
     size_params = model.parameters.active if model.is_moe else model.parameters.total
     if not fmt.quantized and size_params > CPU_DENSE_CEILING:
-        adv = bandwidth_advisory(model, hw, wb, 1024, factors)
+        adv = bandwidth_advisory(model, ctx.hw, wb, 1024, factors)
         alts = []
         for qq in ("int8", "int4"):
             b = weight_bytes(model, online_format(qq)).total
-            fits_mem = b + overhead + CPU_KV_MIN * GIB <= allocatable
+            fits_mem = b + host.overhead + CPU_KV_MIN * GIB <= host.allocatable
             alts.append(
                 f"Serve a compressed-tensors {CPU_QUANT[qq]} checkpoint (quantization {qq}): weights "
                 f"{fmt_gib(b)}, {'fits' if fits_mem else 'does not fit'} this instance's memory."
@@ -214,7 +314,13 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             f"{params_b(size_params)} parameters unquantized is heavy for a CPU: expect low tokens/s per "
             "request; a W8A8 (int8) checkpoint halves the bytes read per token."
         )
-    # ---- tensor parallel = NUMA nodes
+    return None
+
+
+def _tensor_parallel(ctx: Ctx) -> int | Recommendation:
+    """Tensor parallel on CPU is one rank per NUMA node: the given degree when it divides the heads and the
+    nodes allow it, else the node count (1 when the heads do not split over the nodes)."""
+    model, inst = ctx.model, ctx.instance
     tp = max(1, inst.numa_nodes)
     if ctx.tp is not None:
         if ctx.tp > tp:
@@ -247,15 +353,27 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
         else f"Tensor parallel {tp} = NUMA nodes ({inst.numa_nodes}): one rank per socket keeps its weights in "
         "local memory; threads inside a node come from OpenMP (VLLM_CPU_OMP_THREADS_BIND=auto)."
     )
+    return tp
+
+
+def more_threads_than_vcpus(ctx: Ctx) -> Recommendation:
+    """The refusal for more engine threads than the instance has vCPUs (vLLM CPU's and llama.cpp's alike)."""
+    inst = ctx.instance
+    return refuse(
+        ctx,
+        RefusalCode.does_not_fit,
+        f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
+        [f"Give --threads {inst.cores} (one per physical core) or less."],
+    )
+
+
+def _threads(ctx: Ctx, tp: int) -> Recommendation | None:
+    """The OpenMP threads: the given count (refused above the vCPUs), or what vLLM binds by default."""
+    inst = ctx.instance
     cores = inst.cores
     if ctx.threads is not None:
         if ctx.threads > inst.vcpus:
-            return refuse(
-                ctx,
-                RefusalCode.does_not_fit,
-                f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
-                [f"Give --threads {cores} (one per physical core) or less."],
-            )
+            return more_threads_than_vcpus(ctx)
         ctx.reasons.append(
             f"{ctx.threads} OpenMP threads as given"
             + (
@@ -271,14 +389,22 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             f"Threads: {bound}, as vLLM's CPU backend binds them by default: one per physical core ({cores})"
             + (f", less {cores - bound} it keeps for its scheduler process." if bound < cores else ".")
         )
-    busy = topology_of(inst, "vllm-cpu", ctx.threads, tp=tp).busy_cores
-    # ---- KV-cache space (exact VLLM_CPU_KVCACHE_SPACE)
-    seed_kv = seed_cpu_kv_space_gib(host)
-    left = allocatable - wb.total - overhead * tp
+    return None
+
+
+def _kv_space(
+    ctx: Ctx, host: _Host, wb: WeightBytes, tp: int, adv: BandwidthAdvisory
+) -> int | Recommendation:
+    """VLLM_CPU_KVCACHE_SPACE (GiB per rank): the given value, or the seed rule lowered to what the weights and
+    overhead leave; refused when it does not fit."""
+    model, inst = ctx.model, ctx.instance
+    seed_kv = seed_cpu_kv_space_gib(host.gib)
+    left = host.allocatable - wb.total - host.overhead * tp
     # vLLM's CPU worker reserves VLLM_CPU_KVCACHE_SPACE per tensor-parallel rank (per NUMA node), so with
     # TP > 1 the host holds TP times that value.
     left_per_rank_gib = int(left / GIB / tp) if left > 0 else 0
     kv_space = min(seed_kv, left_per_rank_gib)
+    usable = host.gib * host.share
     if ctx.kv_cache_space_gib is not None:
         if ctx.kv_cache_space_gib != int(ctx.kv_cache_space_gib) or ctx.kv_cache_space_gib < 1:
             raise UserInputError(
@@ -291,25 +417,24 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
                 ctx,
                 RefusalCode.does_not_fit,
                 f"VLLM_CPU_KVCACHE_SPACE {kv_space:g} GiB per rank (x {tp}) does not fit beside the weights "
-                f"{fmt_gib(wb.total)} and overhead {fmt_gib(overhead * tp)} in the {host * share:.2f} GiB "
+                f"{fmt_gib(wb.total)} and overhead {fmt_gib(host.overhead * tp)} in the {usable:.2f} GiB "
                 "allocatable.",
                 [
                     f"Give --kv-cache-space-gib {max(left_per_rank_gib, 1)} or less.",
                     "Or choose a CPU instance with more memory.",
                 ],
             )
-    adv = bandwidth_advisory(model, hw, wb, 1024, factors, busy)
     if kv_space < 1 and ctx.kv_cache_space_gib is None:
         return refuse(
             ctx,
             RefusalCode.does_not_fit,
             f"{model.name} does not fit {inst.name}: weights {fmt_gib(wb.total)} + overhead "
-            f"{fmt_gib(overhead * tp)} "
+            f"{fmt_gib(host.overhead * tp)} "
             + (
-                f"leave {left / GIB:.2f} GiB of the {host * share:.2f} GiB allocatable, less than the 1 GiB "
+                f"leave {left / GIB:.2f} GiB of the {usable:.2f} GiB allocatable, less than the 1 GiB "
                 "minimum KV cache per rank."
                 if left > 0
-                else f"exceed the {host * share:.2f} GiB allocatable by {-left / GIB:.2f} GiB."
+                else f"exceed the {usable:.2f} GiB allocatable by {-left / GIB:.2f} GiB."
             ),
             [
                 "Choose a CPU instance with more memory (candidates below).",
@@ -321,8 +446,8 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
         ctx.reasons.append(f"KV-cache space {kv_space:g} GiB (VLLM_CPU_KVCACHE_SPACE, per rank) as given.")
     else:
         ctx.reasons.append(
-            f"KV-cache space {kv_space} GiB (VLLM_CPU_KVCACHE_SPACE, per rank): clamp(int({host:g} x {share} x "
-            f"0.35), 4, 128) = {seed_kv} GiB"
+            f"KV-cache space {kv_space} GiB (VLLM_CPU_KVCACHE_SPACE, per rank): clamp(int({host.gib:g} x "
+            f"{host.share} x 0.35), 4, 128) = {seed_kv} GiB"
             + (
                 f", lowered to the {left_per_rank_gib} GiB the weights and overhead leave"
                 if kv_space < seed_kv
@@ -335,58 +460,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
             f"Only {kv_space} GiB is left for the KV cache after the weights (the rule gives {seed_kv}); "
             "long contexts and high concurrency will be limited."
         )
-    kv_bytes_budget = kv_space * GIB
-    fit = Fit(tp, wb.total, overhead, kv_bytes_budget, max_seq_tokens(model, kv_bytes_budget, tp, 2.0))
-    if ctx.max_model_len and fit.max_tokens < ctx.max_model_len:
-        return refuse(
-            ctx,
-            RefusalCode.context_does_not_fit,
-            f"A {ctx.max_model_len:,}-token context needs {fmt_gib(model.kv_bytes_for_tokens(ctx.max_model_len))} "
-            f"of KV cache; {kv_space} GiB holds {fit.max_tokens:,} tokens.",
-            ["Ask for a shorter max_model_len, or choose a CPU instance with more memory."],
-            bandwidth=adv,
-        )
-    max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
-    # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
-    ctx.reasons += more
-    adv = bandwidth_advisory(model, hw, wb, in_len, factors, busy)
-    ctx.warnings.append(adv.message)
-    used = wb.total + overhead * tp + kv_bytes_budget * tp
-    memory = MemoryBudget(
-        unit="host",
-        units=1,
-        unit_memory_gib=host,
-        utilization=share,
-        usable_gib=round(host * share, 2),
-        weights_gib=gib(wb.total),
-        overhead_gib=gib(overhead * tp),
-        kv_cache_gib=float(kv_space * tp),
-        free_gib=gib(allocatable - used),
-        kv_bytes_per_token=model.kv_bytes_per_token(2),
-        kv_cache_tokens=fit.max_tokens,
-        host_memory_gib=host,
-        host_allocatable_gib=round(host * share, 2),
-        host_peak_gib=gib(used),
-    )
-    settings = ServingSettings(
-        engine=ctx.engine or "vllm-cpu",
-        threads=ctx.threads,
-        max_num_batched_tokens=ctx.max_num_batched_tokens,
-        tensor_parallel_size=tp,
-        max_model_len=max_len,
-        max_num_seqs=seqs,
-        dtype="bfloat16",
-        quantization=fmt.online,
-        checkpoint_quantization=fmt.checkpoint_method,
-        weight_format=fmt.name,
-        weight_bits=fmt.bits,
-        kv_cache_space_gib=kv_space,
-        omp_threads_bind="auto",
-        concurrency_at_max_len=c_max,
-        default_input_len=in_len,
-        default_output_len=out_len,
-    )
-    return host_fit(ctx, settings, memory, adv)
+    return kv_space
 
 
 def host_fit(

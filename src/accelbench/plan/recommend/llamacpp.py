@@ -22,7 +22,7 @@ from accelbench.plan.memory import (
     weight_bytes,
 )
 from accelbench.plan.recommend.common import Ctx, fmt_gib, gib, params_b, refuse
-from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit
+from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit, more_threads_than_vcpus
 
 # llama.cpp's default physical batch (n_ubatch): the compute buffer holds this many rows of attention scores
 # and logits in f32
@@ -91,6 +91,8 @@ def compute_buffer_bytes(model_heads: int, vocab: int, n_ctx: int) -> float:
 
 
 def recommend_llamacpp(ctx: Ctx) -> Recommendation:
+    """llama.cpp on a CPU: the vLLM settings it lacks refused, the GGUF format, threads, the context host RAM
+    holds beside the weights and buffers, one request at a time."""
     model, hw, inst = ctx.model, ctx.hw, ctx.instance
     factors = ctx.factors or default_factors("cpu", "llamacpp")
     host = inst.memory_gib
@@ -100,38 +102,9 @@ def recommend_llamacpp(ctx: Ctx) -> Recommendation:
         f"CPU instance: host RAM is the serving memory. Allocatable: {host:g} GiB x {share} = "
         f"{host * share:.2f} GiB (0.92 of hosts >= 64 GiB, else 0.85)."
     )
-    for name, value, why in (
-        ("kv_cache_dtype", ctx.kv_cache_dtype not in (None, "auto"), "the cache is f16"),
-        (
-            "kv_cache_space_gib",
-            ctx.kv_cache_space_gib is not None,
-            "llama.cpp sizes its cache from the context",
-        ),
-        ("max_num_batched_tokens", ctx.max_num_batched_tokens is not None, "llama.cpp batches 512 rows"),
-    ):
-        if value:
-            return refuse(
-                ctx,
-                RefusalCode.does_not_fit,
-                f"{name} is a vLLM setting that llama.cpp does not have ({why}).",
-                [f"Remove {name}, or plan with --engine vllm-cpu."],
-            )
-    if ctx.tp is not None and ctx.tp > 1:
-        return refuse(
-            ctx,
-            RefusalCode.no_valid_tensor_parallel,
-            f"Tensor parallel {ctx.tp}: llama.cpp on a CPU runs one process over the whole host.",
-            [
-                "Remove --tensor-parallel-size (or give 1), or plan with --engine vllm-cpu (one rank per socket)."
-            ],
-        )
-    if ctx.max_num_seqs is not None and ctx.max_num_seqs > 1:
-        return refuse(
-            ctx,
-            RefusalCode.does_not_fit,
-            f"max_num_seqs {ctx.max_num_seqs}: llama-cpp-python's server decodes one request at a time.",
-            ["Give max_num_seqs 1 (the rest queue), or plan with --engine vllm-cpu for batching."],
-        )
+    refused = _vllm_only_settings(ctx)
+    if refused is not None:
+        return refused
     got = _weight_format(ctx)
     if isinstance(got, Recommendation):
         return got
@@ -148,64 +121,15 @@ def recommend_llamacpp(ctx: Ctx) -> Recommendation:
             f"{inst.name} has {inst.numa_nodes} NUMA nodes and llama.cpp runs one process over them: pass "
             "--numa distribute so its threads and pages spread over the sockets."
         )
-    cores = inst.cores
-    if ctx.threads is not None:
-        if ctx.threads > inst.vcpus:
-            return refuse(
-                ctx,
-                RefusalCode.does_not_fit,
-                f"{ctx.threads} threads asked for; {inst.name} has {inst.vcpus} vCPUs.",
-                [f"Give --threads {cores} (one per physical core) or less."],
-            )
-        ctx.reasons.append(f"{ctx.threads} threads as given (of {cores} physical cores).")
-    else:
-        ctx.reasons.append(
-            f"Threads: all {inst.vcpus} vCPUs (accelbench passes them; llama-cpp-python would use half); the "
-            f"{cores} physical cores set the matrix rate."
-        )
-    # ---- memory: weights + process + compute buffer + a KV cache of exactly n_ctx tokens
+    refused = _threads(ctx)
+    if refused is not None:
+        return refused
+    got_ctx = _context(ctx, wb.total, allocatable, host * share)
+    if isinstance(got_ctx, Recommendation):
+        return got_ctx
+    n_ctx = got_ctx
     kv_per_token = model.kv_bytes_per_token(KV_BYTES)
     heads = model.num_attention_heads
-    fixed = wb.total + PROCESS_BYTES + UBATCH * model.vocab_size * 4.0
-    per_token = kv_per_token + UBATCH * heads * 4.0
-    left = allocatable - fixed
-    fits_tokens = int(left / per_token) if left > 0 else 0
-    model_max = model.max_position_embeddings
-    if fits_tokens < MIN_CONTEXT:
-        return refuse(
-            ctx,
-            RefusalCode.does_not_fit,
-            f"{model.name} does not fit {inst.name} with llama.cpp: weights {fmt_gib(wb.total)} + buffers "
-            f"{fmt_gib(fixed - wb.total)} leave room for {max(fits_tokens, 0):,} tokens of context in the "
-            f"{host * share:.2f} GiB allocatable (at least {MIN_CONTEXT:,} needed).",
-            [
-                "Choose a CPU instance with more memory (candidates below).",
-                "Or serve a smaller GGUF file (int4 = Q4_0).",
-            ],
-        )
-    if ctx.max_model_len is not None:
-        n_ctx = min(ctx.max_model_len, model_max)
-        if n_ctx > fits_tokens:
-            return refuse(
-                ctx,
-                RefusalCode.context_does_not_fit,
-                f"A {n_ctx:,}-token context needs {fmt_gib(n_ctx * per_token)} of KV cache and attention "
-                f"buffer beside the weights; {inst.name} has room for {fits_tokens:,} tokens.",
-                [
-                    f"Ask for max_model_len {round_down_length(fits_tokens) or fits_tokens:,} or less.",
-                    "Or choose a CPU instance with more memory.",
-                ],
-            )
-        ctx.reasons.append(f"Context (n_ctx) {n_ctx:,} as given; room for {fits_tokens:,} tokens.")
-    elif fits_tokens >= model_max:
-        n_ctx = model_max
-        ctx.reasons.append(f"Context (n_ctx) {n_ctx:,}: the model's full context fits.")
-    else:
-        n_ctx = round_down_length(fits_tokens)
-        ctx.reasons.append(
-            f"Context (n_ctx) {n_ctx:,}: memory holds {fits_tokens:,} tokens (model supports {model_max:,}); "
-            "rounded down to a standard length."
-        )
     kv_bytes = n_ctx * kv_per_token
     buffers = PROCESS_BYTES + compute_buffer_bytes(heads, model.vocab_size, n_ctx)
     ctx.reasons.append(
@@ -251,3 +175,106 @@ def recommend_llamacpp(ctx: Ctx) -> Recommendation:
         default_output_len=out_len,
     )
     return host_fit(ctx, settings, memory, adv)
+
+
+def _vllm_only_settings(ctx: Ctx) -> Recommendation | None:
+    """The refusal for a setting llama.cpp does not have: a KV dtype or space, a scheduler chunk, TP, a batch."""
+    for name, value, why in (
+        ("kv_cache_dtype", ctx.kv_cache_dtype not in (None, "auto"), "the cache is f16"),
+        (
+            "kv_cache_space_gib",
+            ctx.kv_cache_space_gib is not None,
+            "llama.cpp sizes its cache from the context",
+        ),
+        ("max_num_batched_tokens", ctx.max_num_batched_tokens is not None, "llama.cpp batches 512 rows"),
+    ):
+        if value:
+            return refuse(
+                ctx,
+                RefusalCode.does_not_fit,
+                f"{name} is a vLLM setting that llama.cpp does not have ({why}).",
+                [f"Remove {name}, or plan with --engine vllm-cpu."],
+            )
+    if ctx.tp is not None and ctx.tp > 1:
+        return refuse(
+            ctx,
+            RefusalCode.no_valid_tensor_parallel,
+            f"Tensor parallel {ctx.tp}: llama.cpp on a CPU runs one process over the whole host.",
+            [
+                "Remove --tensor-parallel-size (or give 1), or plan with --engine vllm-cpu (one rank per socket)."
+            ],
+        )
+    if ctx.max_num_seqs is not None and ctx.max_num_seqs > 1:
+        return refuse(
+            ctx,
+            RefusalCode.does_not_fit,
+            f"max_num_seqs {ctx.max_num_seqs}: llama-cpp-python's server decodes one request at a time.",
+            ["Give max_num_seqs 1 (the rest queue), or plan with --engine vllm-cpu for batching."],
+        )
+    return None
+
+
+def _threads(ctx: Ctx) -> Recommendation | None:
+    """The threads: the given count (refused above the vCPUs), else every vCPU."""
+    inst = ctx.instance
+    cores = inst.cores
+    if ctx.threads is not None:
+        if ctx.threads > inst.vcpus:
+            return more_threads_than_vcpus(ctx)
+        ctx.reasons.append(f"{ctx.threads} threads as given (of {cores} physical cores).")
+    else:
+        ctx.reasons.append(
+            f"Threads: all {inst.vcpus} vCPUs (accelbench passes them; llama-cpp-python would use half); the "
+            f"{cores} physical cores set the matrix rate."
+        )
+    return None
+
+
+def _context(ctx: Ctx, weights: float, allocatable: float, usable_gib: float) -> int | Recommendation:
+    """n_ctx: the given context (refused when host RAM does not hold it), the model's full one, or what
+    fits rounded down to a standard length."""
+    model, inst = ctx.model, ctx.instance
+    # ---- memory: weights + process + compute buffer + a KV cache of exactly n_ctx tokens
+    kv_per_token = model.kv_bytes_per_token(KV_BYTES)
+    heads = model.num_attention_heads
+    fixed = weights + PROCESS_BYTES + UBATCH * model.vocab_size * 4.0
+    per_token = kv_per_token + UBATCH * heads * 4.0
+    left = allocatable - fixed
+    fits_tokens = int(left / per_token) if left > 0 else 0
+    model_max = model.max_position_embeddings
+    if fits_tokens < MIN_CONTEXT:
+        return refuse(
+            ctx,
+            RefusalCode.does_not_fit,
+            f"{model.name} does not fit {inst.name} with llama.cpp: weights {fmt_gib(weights)} + buffers "
+            f"{fmt_gib(fixed - weights)} leave room for {max(fits_tokens, 0):,} tokens of context in the "
+            f"{usable_gib:.2f} GiB allocatable (at least {MIN_CONTEXT:,} needed).",
+            [
+                "Choose a CPU instance with more memory (candidates below).",
+                "Or serve a smaller GGUF file (int4 = Q4_0).",
+            ],
+        )
+    if ctx.max_model_len is not None:
+        n_ctx = min(ctx.max_model_len, model_max)
+        if n_ctx > fits_tokens:
+            return refuse(
+                ctx,
+                RefusalCode.context_does_not_fit,
+                f"A {n_ctx:,}-token context needs {fmt_gib(n_ctx * per_token)} of KV cache and attention "
+                f"buffer beside the weights; {inst.name} has room for {fits_tokens:,} tokens.",
+                [
+                    f"Ask for max_model_len {round_down_length(fits_tokens) or fits_tokens:,} or less.",
+                    "Or choose a CPU instance with more memory.",
+                ],
+            )
+        ctx.reasons.append(f"Context (n_ctx) {n_ctx:,} as given; room for {fits_tokens:,} tokens.")
+    elif fits_tokens >= model_max:
+        n_ctx = model_max
+        ctx.reasons.append(f"Context (n_ctx) {n_ctx:,}: the model's full context fits.")
+    else:
+        n_ctx = round_down_length(fits_tokens)
+        ctx.reasons.append(
+            f"Context (n_ctx) {n_ctx:,}: memory holds {fits_tokens:,} tokens (model supports {model_max:,}); "
+            "rounded down to a standard length."
+        )
+    return n_ctx

@@ -14,6 +14,7 @@ from accelbench.plan.memory import (
     GIB,
     MIN_CONTEXT,
     NEURON_MEMORY_UTILIZATION,
+    WeightFormat,
     host_allocatable_share,
     max_seq_tokens,
     native_format,
@@ -26,6 +27,7 @@ from accelbench.plan.recommend.common import (
     NEURON_ARCHITECTURES,
     NEURON_MAX_NUM_SEQS,
     Ctx,
+    Fit,
     base_fields,
     context_and_batch,
     fit_units,
@@ -47,31 +49,12 @@ def whole_instance_tp_ok(model: ModelSpec, units: int) -> bool:
 
 
 def recommend_neuron(ctx: Ctx) -> Recommendation:
+    """vLLM on Neuron: the architectures and formats it serves, the TP degree over NeuronCores, the fit per
+    core, the host RAM compiling needs, then the context and batch."""
     model, hw, spec = ctx.model, ctx.hw, ctx.spec
-    mt = model.model_type
-    if mt not in NEURON_ARCHITECTURES:
-        return refuse(
-            ctx,
-            RefusalCode.unsupported_architecture,
-            f"{model.name} ({model.architecture}, model type {mt}) is not among the architectures vLLM on "
-            f"Neuron serves here ({', '.join(NEURON_ARCHITECTURES)}).",
-            ["Choose a GPU or CPU instance, or a model of a supported architecture."],
-        )
-    if model.quantization is not None:
-        return refuse(
-            ctx,
-            RefusalCode.unsupported_quantization,
-            f"Neuron serves BF16 only; this checkpoint is quantized ({model.quantization.scheme}).",
-            [f"Use the unquantized BF16 checkpoint of {model.name}.", "Or choose a GPU instance."],
-        )
-    if ctx.quantization not in (None, "native", "int8"):
-        return refuse(
-            ctx,
-            RefusalCode.unsupported_quantization,
-            f"Quantization {ctx.quantization} was asked for, but Neuron serves BF16, or INT8 weights "
-            "(weight-only), here.",
-            ["Leave quantization unset (BF16), or ask for int8.", "Or choose a GPU instance for fp8 / int4."],
-        )
+    refused = _unservable(ctx)
+    if refused is not None:
+        return refused
     if ctx.kv_cache_dtype and ctx.kv_cache_dtype != "auto":
         ctx.warnings.append("kv_cache_dtype is ignored on Neuron: the KV cache is BF16.")
     cores_per_device = spec.neuron_logical_cores or spec.neuron_cores or 2
@@ -94,44 +77,9 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
         if int8
         else "BF16 weights and KV cache."
     )
-    # NxD Inference pads attention heads to a multiple of the TP degree, so every instance's full NeuronCore
-    # count is a valid degree (e.g. TP 24 on inf2.48xlarge for 32 heads); powers of two split them evenly.
-    valid = sorted(
-        {
-            t
-            for t in pow2_upto(hw.units)
-            if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
-        }
-        | ({hw.units} if whole_instance_tp_ok(model, hw.units) else set())
-    )
-    if ctx.tp is not None:
-        if ctx.tp > hw.units:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                f"Tensor parallel {ctx.tp} needs {ctx.tp} NeuronCores; {ctx.instance.name} has {hw.units}.",
-                [f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."],
-            )
-        if ctx.tp < 2 and model.num_kv_heads > 1:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                "Neuron needs tensor parallel >= 2 for grouped KV heads.",
-                [f"Use one of {', '.join(map(str, valid))}."],
-            )
-        valid = [ctx.tp]
-    else:
-        # What Neuron deployments run: every NeuronCore of the instance (the weights and the KV cache
-        # spread over all of them, and each core's bandwidth adds up); the largest valid degree
-        valid = valid[-1:]
-    if not valid:
-        return refuse(
-            ctx,
-            RefusalCode.no_valid_tensor_parallel,
-            f"No power-of-two TP up to {hw.units} NeuronCores divides {model.num_attention_heads} heads "
-            "(and Neuron needs TP >= 2 for grouped KV heads).",
-            ["Choose an instance with more NeuronCores, or a GPU instance."],
-        )
+    valid = _tp_degrees(ctx)
+    if isinstance(valid, Recommendation):
+        return valid
     fmt = online_format("int8") if int8 else native_format(model)
     kv_bytes = 2.0
     need = ctx.max_model_len or MIN_CONTEXT
@@ -180,6 +128,91 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
     ctx.reasons.append(
         f"Host RAM {ctx.instance.memory_gib:g} GiB >= the {min_host:.0f} GiB Neuron needs to compile and load."
     )
+    return _fitted(ctx, fit, fmt, usable, overhead, min_host)
+
+
+def _unservable(ctx: Ctx) -> Recommendation | None:
+    """The refusal for what vLLM on Neuron does not serve: the architecture, a quantized checkpoint, a format
+    other than BF16 or INT8."""
+    model = ctx.model
+    mt = model.model_type
+    if mt not in NEURON_ARCHITECTURES:
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_architecture,
+            f"{model.name} ({model.architecture}, model type {mt}) is not among the architectures vLLM on "
+            f"Neuron serves here ({', '.join(NEURON_ARCHITECTURES)}).",
+            ["Choose a GPU or CPU instance, or a model of a supported architecture."],
+        )
+    if model.quantization is not None:
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Neuron serves BF16 only; this checkpoint is quantized ({model.quantization.scheme}).",
+            [f"Use the unquantized BF16 checkpoint of {model.name}.", "Or choose a GPU instance."],
+        )
+    if ctx.quantization not in (None, "native", "int8"):
+        return refuse(
+            ctx,
+            RefusalCode.unsupported_quantization,
+            f"Quantization {ctx.quantization} was asked for, but Neuron serves BF16, or INT8 weights "
+            "(weight-only), here.",
+            ["Leave quantization unset (BF16), or ask for int8.", "Or choose a GPU instance for fp8 / int4."],
+        )
+    return None
+
+
+def _tp_degrees(ctx: Ctx) -> list[int] | Recommendation:
+    """The TP degrees to try: the given one, else the largest valid one (every NeuronCore of the instance)."""
+    model, hw = ctx.model, ctx.hw
+    # NxD Inference pads attention heads to a multiple of the TP degree, so every instance's full NeuronCore
+    # count is a valid degree (e.g. TP 24 on inf2.48xlarge for 32 heads); powers of two split them evenly.
+    valid = sorted(
+        {
+            t
+            for t in pow2_upto(hw.units)
+            if model.num_attention_heads % t == 0 and (t >= 2 or model.num_kv_heads == 1)
+        }
+        | ({hw.units} if whole_instance_tp_ok(model, hw.units) else set())
+    )
+    if ctx.tp is not None:
+        if ctx.tp > hw.units:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                f"Tensor parallel {ctx.tp} needs {ctx.tp} NeuronCores; {ctx.instance.name} has {hw.units}.",
+                [f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."],
+            )
+        if ctx.tp < 2 and model.num_kv_heads > 1:
+            return refuse(
+                ctx,
+                RefusalCode.no_valid_tensor_parallel,
+                "Neuron needs tensor parallel >= 2 for grouped KV heads.",
+                [f"Use one of {', '.join(map(str, valid))}."],
+            )
+        valid = [ctx.tp]
+    else:
+        # What Neuron deployments run: every NeuronCore of the instance (the weights and the KV cache
+        # spread over all of them, and each core's bandwidth adds up); the largest valid degree
+        valid = valid[-1:]
+    if not valid:
+        return refuse(
+            ctx,
+            RefusalCode.no_valid_tensor_parallel,
+            f"No power-of-two TP up to {hw.units} NeuronCores divides {model.num_attention_heads} heads "
+            "(and Neuron needs TP >= 2 for grouped KV heads).",
+            ["Choose an instance with more NeuronCores, or a GPU instance."],
+        )
+    return valid
+
+
+def _fitted(
+    ctx: Ctx, fit: Fit, fmt: WeightFormat, usable: float, overhead: float, min_host: float
+) -> Recommendation:
+    """The fitting recommendation: context and batch, the memory per NeuronCore and the settings."""
+    model, hw = ctx.model, ctx.hw
+    kv_bytes = 2.0
+    wb = weight_bytes(model, fmt)
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, NEURON_MAX_NUM_SEQS)
     ctx.reasons += more
     host = ctx.instance.memory_gib
