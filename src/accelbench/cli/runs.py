@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -363,6 +362,8 @@ def show_run(
         print_answer(answer, results, chosen)
         print_run_panel(run)
         if spec and run.spec:
+            import yaml  # start-up time: only `show --spec` writes YAML, and `runs list` should not load it
+
             console.print(
                 Panel(
                     yaml.safe_dump(without_nulls(run.spec), sort_keys=False).rstrip(),
