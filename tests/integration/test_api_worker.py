@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accelbench.api.worker import RunWorker, recover_interrupted
+from accelbench.services.worker import RunWorker, recover_interrupted
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, EngineError
 from accelbench.store import Store

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from accelbench.api.worker import RunWorker
+from accelbench.services.worker import RunWorker
 from accelbench.deploy.orchestrator import create_run
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.store import Store

@@ -27,8 +27,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from accelbench.errors import AuthError, ForbiddenError
+from accelbench.services.session import Store
 from accelbench.settings import Settings
-from accelbench.store import Store
 
 KEY_PREFIX = "abk_"
 PREFIX_LEN = len(KEY_PREFIX) + 8

@@ -265,7 +265,7 @@ def print_ending(store: Store, run: RunInfo, data: dict[str, Any]) -> None:
     with their intervals or min-max over repeats where they fit), the failures and warnings grouped, the status, the report files, and the next
     three commands. The report directory is said once, in the command that opens the report; stdout's last
     line is the directory only when stdout is not a terminal (for a script: ``dir=$(accelbench demo)``)."""
-    from accelbench.cli.runs import print_answer, run_answer
+    from accelbench.cli.run_show import print_answer, run_answer
 
     results = store.get_results(run.id)
     capacity = (run.extra or {}).get("capacity") or {}

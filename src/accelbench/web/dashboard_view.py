@@ -16,7 +16,7 @@ from accelbench.report.capacity import fmt_usd_per_million, load_phrase, slo_lab
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.services import aggregate
 from accelbench.services.capacity import capacity_answer
-from accelbench.store import Store
+from accelbench.services.session import Store
 from accelbench.web.views import accelerator_label
 
 #: completed runs drawn as throughput lines, newest first

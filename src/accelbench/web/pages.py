@@ -27,8 +27,9 @@ from accelbench.domain.catalog import AcceleratorType, PriceTier
 from accelbench.domain.plan import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
+from accelbench.services.session import Store
+from accelbench.services.tool_versions import tool_versions_state
 from accelbench.settings import Settings
-from accelbench.store import Store
 from accelbench.web import catalog_view, views
 from accelbench.web.dashboard_view import dashboard_view
 
@@ -461,15 +462,8 @@ def compare_page(
 def config_page(request: Request) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    from accelbench.runtimes.versions import tool_versions_table
-
-    store = _store(request)
-    return render(
-        request,
-        "config.html",
-        versions=tool_versions_table(store.get_tool_versions()),
-        audit=store.audit_log(limit=50),
-    )
+    state = tool_versions_state(_store(request), 50)
+    return render(request, "config.html", versions=state.versions, audit=state.audit)
 
 
 # ------------------------------------------------------------------------------------------ assets

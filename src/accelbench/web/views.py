@@ -11,14 +11,43 @@ from typing import Any
 
 from markupsafe import Markup
 
+from accelbench import services as service
+from accelbench.api.responses import finite
+from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.errors import AccelbenchError
+from accelbench.domain.run import EngineSettings, SweepSpec
+from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
+from accelbench.report.capacity import (
+    answer_level,
+    devices_at_capacity,
+    devices_sentence,
+    fmt_level,
+    fmt_usd_per_million,
+    load_phrase,
+    slo_label,
+)
+from accelbench.report.compare import baseline_first, not_comparable
+from accelbench.report.document import TELEMETRY_GAUGES, load_report, telemetry_series
+from accelbench.report.failures import RunWarnings, any_completed
 from accelbench.report.formatting import MISSING, fmt_num, fmt_pct, fmt_usd
+from accelbench.report.headline import cell_table, slo_note
+from accelbench.report.html import capacity_page, cell_band_layout, compare_charts, device_figure
+from accelbench.report.like_for_like import like_for_like_lines
+from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.served_view import served_context
-from accelbench.store import Store
+from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows, side_by_side_columns, side_by_side_rows
+from accelbench.report.tables import has_repeats
+from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
+from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
+from accelbench.services.capacity import capacity_answer
+from accelbench.services.instances import all_instances, runtime_choices
+from accelbench.services.run_view import RunViewRequest, run_view
+from accelbench.services.session import Store
+from accelbench.services.stored_runs import get_run
+from accelbench.web.estimate_view import estimate_page_view
 from accelbench.web.import_view import imported_view
 from accelbench.web.run_progress import cancel_warning, progress_view
 
@@ -63,8 +92,6 @@ def status_class(status: Any) -> str:
 def to_json(value: Any) -> Markup:
     """JSON for a <script type="application/json"> block. Script content is not HTML-decoded, so it must not be
     HTML-escaped; instead '<', '>' and '&' are written as JSON unicode escapes, so no '</script>' can close it."""
-    from accelbench.api.responses import finite
-
     text = json.dumps(finite(value), allow_nan=False, default=str)
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
@@ -96,10 +123,8 @@ def instance_label(inst: InstanceType) -> str:
 
 
 def catalog_tier_counts() -> dict[str, int]:
-    from accelbench.catalog import get_catalog
-
     counts = dict.fromkeys(TIER_ORDER, 0)
-    for inst in get_catalog().instances:
+    for inst in all_instances():
         counts[inst.accelerator_type.value] += 1
     return counts
 
@@ -107,8 +132,6 @@ def catalog_tier_counts() -> dict[str, int]:
 # ------------------------------------------------------------------------------------------ run form
 def model_choices() -> dict[str, list[str]]:
     """Names for the model pickers: prepared models (runnable locally now) and presets (for planning)."""
-    from accelbench import services as service
-
     out: dict[str, list[str]] = {"prepared": [], "presets": []}
     try:
         out["prepared"] = sorted({str(m.get("name")) for m in service.prepared_models() if m.get("name")})
@@ -122,13 +145,8 @@ def model_choices() -> dict[str, list[str]]:
 
 
 def run_form_context() -> dict[str, Any]:
-    from accelbench.catalog import get_catalog
-    from accelbench.domain.capacity import CapacitySpec
-    from accelbench.domain.run import EngineSettings, SweepSpec
-    from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES
-
     groups: dict[str, list[dict[str, Any]]] = {t: [] for t in TIER_ORDER}
-    for inst in get_catalog().instances:
+    for inst in all_instances():
         groups[inst.accelerator_type.value].append(
             {
                 "name": inst.name,
@@ -139,14 +157,14 @@ def run_form_context() -> dict[str, Any]:
                 "memory_gib": inst.memory_gib,
             }
         )
-    runtimes = {name: sorted(a.value for a in rt.accelerators) for name, rt in RUNTIMES.items()}
+    choices = runtime_choices()
     sweep = SweepSpec()
     return {
         "groups": [(TIER_LABEL[t], groups[t]) for t in TIER_ORDER if groups[t]],
         "form_data": {
             # The one table that decides a tier's runtime, handed to the page script as data.
-            "default_runtime": {k.value: v for k, v in DEFAULT_RUNTIME.items()},
-            "runtimes": runtimes,
+            "default_runtime": choices.default_runtime,
+            "runtimes": choices.runtimes,
         },
         "models": model_choices(),
         "sweep": sweep,
@@ -175,17 +193,6 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
     per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
     probe table, and what the serving devices did at the answer (from ``results``' device telemetry). None for a
     run without a capacity answer."""
-    from accelbench.report.capacity import (
-        answer_level,
-        devices_at_capacity,
-        devices_sentence,
-        fmt_level,
-        fmt_usd_per_million,
-        load_phrase,
-        slo_label,
-    )
-    from accelbench.services.capacity import capacity_answer
-
     try:
         cap = capacity_answer(run)
     except AccelbenchError as exc:
@@ -317,30 +324,8 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
     }
 
 
-def result_context(store: Store, run_ref: str, percentiles: str | None = None) -> dict[str, Any]:
-    """The result page of one run: the headline, the per-cell table at the chosen latency percentiles (with SLO
-    attainment and goodput when the run has an SLO, and each cell's top failure reason: ``report/headline.py``
-    ``cell_table``, as ``runs show``), the charts, the server's /metrics and the devices on one axis with each
-    cell's window, findings, failures, settings and environment."""
-    import json
-
-    from accelbench import services as service
-    from accelbench.api.routers.runs import public_run
-    from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
-    from accelbench.report.failures import any_completed, run_warnings
-    from accelbench.report.headline import cell_table, headline_for, slo_note
-    from accelbench.report.html import cell_band_layout, device_figure
-    from accelbench.report.percentiles import parse_percentiles
-    from accelbench.report.tables import has_repeats
-    from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
-    from accelbench.telemetry.host import describe_environment
-
-    chosen = parse_percentiles(percentiles)  # a percentile that is not stored is refused saying which are
-    run = public_run(store.get_run(run_ref))
-    results = store.get_results(run.id)
-    cells = service.aggregate(results)
-    samples = store.get_telemetry(run.id)
-    charts = {
+def _cell_charts(cells: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    return {
         "tpot": {"title": "Median TPOT vs concurrency", "y": "TPOT p50 (ms)",
                  "series": _series_by_input(cells, "tpot_p50_ms")},
         "ttft": {"title": "Median TTFT vs concurrency", "y": "TTFT p50 (ms)",
@@ -348,9 +333,12 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "throughput": {"title": "Total token throughput vs concurrency", "y": "tokens/s",
                        "series": _series_by_input(cells, "total_token_throughput")},
     }  # fmt: skip
-    # The report's own reading of the scrapes (canonical names, vLLM's or not), so page and report agree.
-    series = telemetry_series(run.id, samples)
-    telemetry = [
+
+
+def _telemetry_lines(series: Any) -> list[dict[str, Any]]:
+    """The server's /metrics gauges as chart lines, the report's own reading of the scrapes (canonical names,
+    vLLM's or not), so page and report agree."""
+    return [
         {
             "name": title,
             "kv": key == "kv_cache_pct",
@@ -360,58 +348,20 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         for key, title, *_ in TELEMETRY_GAUGES
         if any(v is not None for v in series.values.get(key, []))
     ]
-    # the devices and the cells' windows on the /metrics chart's own clock (report/timeline.py)
-    timeline = run_timeline(run.id, results, origin_wall=series.origin_wall)
-    devices_fig = device_figure(timeline)
-    findings: list[str] = []
-    findings_error = None
-    headline = None
-    evaluation: dict[Any, Any] | None = None
-    note = None
-    if results:
-        try:
-            cmp = service.run_comparison(store, run.id)
-            findings = [f.text for f in cmp.findings]
-            # the page opens with the answer, the report's and `runs show`'s one reading of it
-            headline, slos, judged = headline_for(store, cmp, cells, results, [run])
-            if slos.get(run.id) is not None:
-                evaluation = judged
-                note = slo_note(slos[run.id], judged)
-        except AccelbenchError as exc:
-            findings_error = exc.message
-    headers, rows = cell_table(cells, results, chosen, slo=evaluation)
-    spec = run.spec or {}
-    settings = (spec.get("engine") or {}).get("settings") or {}
-    warned = run_warnings(results)
+
+
+def _devices(timeline: Any) -> dict[str, Any]:
+    figure = device_figure(timeline)
     return {
-        "run": run,
-        "accelerator": accelerator_label(run),
-        "is_cpu": accelerator_label(run) == "CPU",
-        "results": results,
-        "headers": headers,
-        "rows": rows,
-        "ranged": has_repeats(cells),
-        "percentiles": chosen,
-        "slo_note": note,
-        "cell_bands": cell_band_layout(timeline.cells),
-        "devices": {
-            "chart": json.loads(devices_fig.to_json()) if devices_fig is not None else None,
-            "columns": DEVICE_COLUMNS,
-            "rows": device_table(timeline),
-            "missing": timeline.missing,
-        },
-        "charts": charts,
-        "telemetry": telemetry,
-        "telemetry_samples": len(samples),
-        "findings": findings,
-        "findings_error": findings_error,
-        "headline": headline,
-        "environment": describe_environment(run.environment) if run.environment else [],
-        **served_context(run),  # what it served and its quality (report/served_view.py)
-        "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
-        "in_flight": not run.status.finished,
-        "capacity": capacity_view(run, results),
-        "imported": imported_view(run, results),  # where an imported run's figures came from
+        "chart": json.loads(figure.to_json()) if figure is not None else None,
+        "columns": DEVICE_COLUMNS,
+        "rows": device_table(timeline),
+        "missing": timeline.missing,
+    }
+
+
+def _failures(warned: RunWarnings) -> dict[str, Any]:
+    return {
         "failures": [
             {
                 "cell": f.cell,
@@ -424,6 +374,48 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
             for f in warned.failures
         ],
         "warnings": [{"text": n.text, "where": n.where()} for n in warned.notes],
+    }
+
+
+def result_context(store: Store, run_ref: str, percentiles: str | None = None) -> dict[str, Any]:
+    """The result page of one run (its ``RunView``, as ``runs show`` and the API read it): the headline, the
+    per-cell table at the chosen latency percentiles (with SLO attainment and goodput when the run has an SLO,
+    and each cell's top failure reason: ``report/headline.py`` ``cell_table``), the charts, the server's
+    /metrics and the devices on one axis with each cell's window, findings, failures, settings and
+    environment."""
+    chosen = parse_percentiles(percentiles)  # a percentile that is not stored is refused saying which are
+    view = run_view(store, RunViewRequest(run_ref=run_ref, public=True, telemetry=True, keep_going=True))
+    run, results, cells = view.run, view.results, view.cells
+    series = telemetry_series(run.id, view.samples)
+    # the devices and the cells' windows on the /metrics chart's own clock (report/timeline.py)
+    timeline = run_timeline(run.id, results, origin_wall=series.origin_wall)
+    headers, rows = cell_table(cells, results, chosen, slo=view.judged)
+    settings = ((run.spec or {}).get("engine") or {}).get("settings") or {}
+    return {
+        "run": run,
+        "accelerator": accelerator_label(run),
+        "is_cpu": accelerator_label(run) == "CPU",
+        "results": results,
+        "headers": headers,
+        "rows": rows,
+        "ranged": has_repeats(cells),
+        "percentiles": chosen,
+        "slo_note": slo_note(view.choice, view.judged) if view.choice is not None else None,
+        "cell_bands": cell_band_layout(timeline.cells),
+        "devices": _devices(timeline),
+        "charts": _cell_charts(cells),
+        "telemetry": _telemetry_lines(series),
+        "telemetry_samples": len(view.samples),
+        "findings": [f.text for f in view.findings],
+        "findings_error": view.findings_error,
+        "headline": view.headline,
+        "environment": view.environment,
+        **served_context(run),  # what it served and its quality (report/served_view.py)
+        "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
+        "in_flight": not run.status.finished,
+        "capacity": capacity_view(run, results),
+        "imported": imported_view(run, results),  # where an imported run's figures came from
+        **_failures(view.warnings),
         "charted": any_completed(results),
     }
 
@@ -439,22 +431,9 @@ def comparison_view(
     """The Compare page's comparison: the runs against the baseline (``baseline``, else the first ticked), the
     side-by-side table at the chosen percentiles, each run against the baseline, the report's charts, findings,
     notes and capacity. A run that cannot be compared (``not_comparable``) is refused saying why."""
-    from accelbench.errors import UserInputError
-    from accelbench.report.compare import baseline_first, not_comparable
-    from accelbench.report.document import load_report
-    from accelbench.report.html import capacity_page, compare_charts
-    from accelbench.report.like_for_like import like_for_like_lines
-    from accelbench.report.side_by_side import (
-        PAIR_COLUMNS,
-        pair_rows,
-        side_by_side_columns,
-        side_by_side_rows,
-    )
-    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
-
     order = baseline_first(store, run_ids, baseline)
     for run_id in order:
-        why = not_comparable(store.get_run(run_id))
+        why = not_comparable(get_run(store, run_id))
         if why:
             raise UserInputError(
                 f"Run {run_id} cannot be compared: {why}.", hint="Pick completed runs that have results."
@@ -482,6 +461,4 @@ def comparison_view(
 def estimate_view(result: dict[str, Any], *, slo: str | None = None, concurrency: int = 1) -> dict[str, Any]:
     """A ranked estimate as the page shows it, in the planner's order: each row's SLO verdict, measured badge
     and sort keys, and the cost vs latency chart (``web/estimate_view.py``)."""
-    from accelbench.web.estimate_view import estimate_page_view
-
     return estimate_page_view(result, slo_text=slo, concurrency=concurrency)

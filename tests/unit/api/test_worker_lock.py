@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.api.worker import WorkerLock
+from accelbench.services.worker import WorkerLock
 from accelbench.errors import StoreError
 
 
