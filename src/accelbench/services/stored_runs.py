@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from accelbench.domain.results import RunInfo
+from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.store import Store
 from accelbench.store.owner import recover_dead_owners
@@ -64,6 +64,16 @@ def list_runs(store: Store, request: RunListRequest) -> RunPage:
 def get_run(store: Store, ref: str) -> RunInfo:
     """One run by id or unambiguous prefix (NotFoundError otherwise)."""
     return store.get_run(ref)
+
+
+def get_results(store: Store, ref: str) -> list[ResultInfo]:
+    """One run's results, one per (cell, repeat)."""
+    return store.get_results(ref)
+
+
+def status_counts(store: Store) -> dict[str, int]:
+    """How many runs are stored in each state."""
+    return {s.value: store.list_runs(status=s.value, limit=1)[1] for s in RunStatus}
 
 
 def get_runs(store: Store, refs: Sequence[str]) -> list[RunInfo]:

@@ -187,6 +187,109 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
     ]
 
 
+def _capacity_state(run: RunInfo, cap: Any, level: Callable[[float | None], str]) -> tuple[str, str]:
+    """(state, answer line) of a capacity search: in progress, stopped, met, none met, or the knee."""
+    slo = cap.slo
+    label = slo_label(slo)
+    if not cap.complete and run.status.value == "pending":
+        return "progress", "Queued: the search starts when the worker picks the run up."
+    if not cap.complete and not run.status.finished:
+        return "progress", f"Searching: {len(cap.probes)} level(s) measured so far."
+    if not cap.complete:  # stopped (cancelled, failed, interrupted) before it answered
+        return "stopped", cap.reason or "The search stopped before it answered."
+    if slo is not None and cap.max_load is not None:
+        answer = (
+            f"Capacity at {label}: {level(cap.max_load)}, "
+            f"{fmt_num(cap.output_tokens_per_s_at_max)} output tokens/s"
+        )
+        if cap.total_tokens_per_s_at_max is not None:
+            answer += f" ({fmt_num(cap.total_tokens_per_s_at_max)} total)"
+        if cap.usd_per_million_output_tokens is not None:
+            answer += f", {fmt_usd_per_million(cap.usd_per_million_output_tokens)} per 1M output tokens"
+            if cap.usd_per_million_total_tokens is not None:
+                answer += f" ({fmt_usd_per_million(cap.usd_per_million_total_tokens)} per 1M total)"
+        return "met", answer + "."
+    if slo is not None:
+        return "none", f"No level meets {label}: {cap.reason or 'no level was measured'}"
+    if cap.knee is not None:
+        return "knee", f"No SLO given: the knee (throughput stops growing) is at {level(cap.knee)}."
+    return "none", cap.reason or "No SLO given and no knee found: too few levels rose in throughput."
+
+
+def _capacity_point(p: Any, metric: str, level: Callable[[float | None], str]) -> dict[str, Any] | None:
+    y = p.percentiles.get(metric)
+    if y is None:
+        return None
+    return {"x": p.output_tokens_per_s, "y": y, "level": p.level, "label": level(p.level),
+            "repeat": p.repeat, "met": p.met}  # fmt: skip
+
+
+def _capacity_charts(
+    cap: Any, probes: Sequence[Any], marked: tuple[Any, Any], level: Callable[[float | None], str], unit: str
+) -> list[dict[str, Any]]:
+    """One latency-vs-throughput chart per judged metric: each probe a point, the SLO target, the chosen point
+    and the knee (``marked``) marked."""
+    slo = cap.slo
+    chosen, knee = marked
+    metrics = [m for m in METRIC_LABEL if slo is not None and m in slo.targets] or ["tpot", "ttft"]
+    percentile = slo.percentile if slo is not None else 90.0
+    charts = []
+    for m in metrics:
+        pts = [q for p in probes if (q := _capacity_point(p, m, level)) is not None]
+        if not pts:
+            continue
+        charts.append(
+            {
+                "metric": m,
+                "title": f"p{percentile:g} {METRIC_LABEL[m]} vs output throughput",
+                "y": f"{METRIC_LABEL[m]} p{percentile:g} (ms)",
+                "unit": unit,
+                "target": slo.targets.get(m) if slo is not None else None,
+                "points": pts,
+                "chosen": _capacity_point(chosen, m, level) if chosen is not None else None,
+                "knee": _capacity_point(knee, m, level) if knee is not None else None,
+            }
+        )
+    return charts
+
+
+def _probe_row(p: Any, marked: tuple[Any, Any]) -> dict[str, Any]:
+    return {
+        "level": fmt_level(p.level),
+        "repeat": p.repeat,
+        "requests": p.requests,
+        "failed": p.failed,
+        "metrics": [fmt_num(p.percentiles.get(m), 2 if m in ("tpot", "itl") else 1) for m in METRIC_LABEL],
+        "attainment": MISSING if p.attainment is None else f"{p.attainment:.0%}",
+        "output_tps": fmt_num(p.output_tokens_per_s),
+        "total_tps": fmt_num(p.total_tokens_per_s),
+        "rps": fmt_num(p.requests_per_s, 2),
+        "achieved_rate": fmt_num(p.achieved_rate, 2),
+        "oversaturated": "yes" if p.oversaturated else "",
+        "met": MISSING if p.met is None else ("yes" if p.met else "no"),
+        "why": p.why,
+        "chosen": p is marked[0],
+        "knee": p is marked[1],
+    }
+
+
+def _capacity_prediction(cap: Any, level: Callable[[float | None], str]) -> dict[str, Any] | None:
+    """The planner's predicted capacity beside the measured one, None when it predicted none."""
+    if cap.predicted_max_load is None:
+        return None
+    error = fmt_pct(cap.prediction_error_pct, signed=True)
+    return {
+        "predicted": level(cap.predicted_max_load),
+        "measured": level(cap.max_load),
+        "error": error,
+        "text": (
+            f"{error} against the measured {level(cap.max_load)}"
+            if cap.prediction_error_pct is not None
+            else "no measured capacity to hold it against"
+        ),
+    }
+
+
 def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str, Any] | None:
     """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
     the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
@@ -199,124 +302,34 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
         return {"error": exc.message}
     if cap is None:
         return None
-    rate = cap.load == "request_rate"
-    unit = "requests/s" if rate else "users"
+    unit = "requests/s" if cap.load == "request_rate" else "users"
 
     def level(x: float | None) -> str:
         return MISSING if x is None else load_phrase(cap.load, x)
 
     slo = cap.slo
-    label = slo_label(slo)
-    probes = sorted(cap.probes, key=lambda p: (p.level, p.repeat))
-    if not cap.complete and run.status.value == "pending":
-        state, answer = "progress", "Queued: the search starts when the worker picks the run up."
-    elif not cap.complete and not run.status.finished:
-        state, answer = "progress", f"Searching: {len(probes)} level(s) measured so far."
-    elif not cap.complete:  # stopped (cancelled, failed, interrupted) before it answered
-        state, answer = "stopped", cap.reason or "The search stopped before it answered."
-    elif slo is not None and cap.max_load is not None:
-        state = "met"
-        answer = (
-            f"Capacity at {label}: {level(cap.max_load)}, "
-            f"{fmt_num(cap.output_tokens_per_s_at_max)} output tokens/s"
-        )
-        if cap.total_tokens_per_s_at_max is not None:
-            answer += f" ({fmt_num(cap.total_tokens_per_s_at_max)} total)"
-        if cap.usd_per_million_output_tokens is not None:
-            answer += f", {fmt_usd_per_million(cap.usd_per_million_output_tokens)} per 1M output tokens"
-            if cap.usd_per_million_total_tokens is not None:
-                answer += f" ({fmt_usd_per_million(cap.usd_per_million_total_tokens)} per 1M total)"
-        answer += "."
-    elif slo is not None:
-        state = "none"
-        answer = f"No level meets {label}: {cap.reason or 'no level was measured'}"
-    elif cap.knee is not None:
-        state = "knee"
-        answer = f"No SLO given: the knee (throughput stops growing) is at {level(cap.knee)}."
-    else:
-        state = "none"
-        answer = cap.reason or "No SLO given and no knee found: too few levels rose in throughput."
-
-    metrics = [m for m in METRIC_LABEL if slo is not None and m in slo.targets] or ["tpot", "ttft"]
     percentile = slo.percentile if slo is not None else 90.0
+    probes = sorted(cap.probes, key=lambda p: (p.level, p.repeat))
     chosen = next((p for p in probes if cap.max_load is not None and p.level == cap.max_load and p.met), None)
     knee = next((p for p in probes if cap.knee is not None and p.level == cap.knee), None)
-
-    def point(p: Any, metric: str) -> dict[str, Any] | None:
-        y = p.percentiles.get(metric)
-        if y is None:
-            return None
-        return {"x": p.output_tokens_per_s, "y": y, "level": p.level, "label": level(p.level),
-                "repeat": p.repeat, "met": p.met}  # fmt: skip
-
-    charts = []
-    for m in metrics:
-        pts = [q for p in probes if (q := point(p, m)) is not None]
-        if not pts:
-            continue
-        charts.append(
-            {
-                "metric": m,
-                "title": f"p{percentile:g} {METRIC_LABEL[m]} vs output throughput",
-                "y": f"{METRIC_LABEL[m]} p{percentile:g} (ms)",
-                "unit": unit,
-                "target": slo.targets.get(m) if slo is not None else None,
-                "points": pts,
-                "chosen": point(chosen, m) if chosen is not None else None,
-                "knee": point(knee, m) if knee is not None else None,
-            }
-        )
-    rows = [
-        {
-            "level": fmt_level(p.level),
-            "repeat": p.repeat,
-            "requests": p.requests,
-            "failed": p.failed,
-            "metrics": [
-                fmt_num(p.percentiles.get(m), 2 if m in ("tpot", "itl") else 1) for m in METRIC_LABEL
-            ],
-            "attainment": MISSING if p.attainment is None else f"{p.attainment:.0%}",
-            "output_tps": fmt_num(p.output_tokens_per_s),
-            "total_tps": fmt_num(p.total_tokens_per_s),
-            "rps": fmt_num(p.requests_per_s, 2),
-            "achieved_rate": fmt_num(p.achieved_rate, 2),
-            "oversaturated": "yes" if p.oversaturated else "",
-            "met": MISSING if p.met is None else ("yes" if p.met else "no"),
-            "why": p.why,
-            "chosen": p is chosen,
-            "knee": p is knee,
-        }
-        for p in probes
-    ]
-    prediction = None
-    if cap.predicted_max_load is not None:
-        prediction = {
-            "predicted": level(cap.predicted_max_load),
-            "measured": level(cap.max_load),
-            "error": fmt_pct(cap.prediction_error_pct, signed=True),
-            "text": (
-                f"{fmt_pct(cap.prediction_error_pct, signed=True)} against the measured {level(cap.max_load)}"
-                if cap.prediction_error_pct is not None
-                else "no measured capacity to hold it against"
-            ),
-        }
+    state, answer = _capacity_state(run, cap, level)
     return {
         "error": None,
         "result": cap,
         "state": state,
         "answer": answer,
         "unit": unit,
-        "rate": rate,
-        "slo": label,
+        "rate": cap.load == "request_rate",
+        "slo": slo_label(slo),
         "attainment": f"{slo.attainment:.0%}" if slo is not None else None,
         "percentile": f"p{percentile:g}",
         "max_load": level(cap.max_load),
         "knee": level(cap.knee),
         "hourly_usd": cap.hourly_usd,
-        "prediction": prediction,
-        "charts": charts,
+        "prediction": _capacity_prediction(cap, level),
+        "charts": _capacity_charts(cap, probes, (chosen, knee), level, unit),
         "metric_headers": [f"{METRIC_LABEL[m]} p{percentile:g} (ms)" for m in METRIC_LABEL],
-        "rows": rows,
+        "rows": [_probe_row(p, (chosen, knee)) for p in probes],
         "notes": cap.notes,
         "devices": devices_sentence(devices_at_capacity(cap, results), cap.load, answer_level(cap))
         if cap.complete
