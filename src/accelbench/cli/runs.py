@@ -6,6 +6,10 @@ chosen by report/percentiles.py, SLO attainment and goodput, the top failure rea
 report), then its failures and warnings (each distinct note once: report/failures.py ``run_warnings``), the run,
 environment and devices; its spec only with ``--spec``, unset fields left out; ``delete`` removes a run with its results,
 per-request records and telemetry, after confirmation.
+
+Each command calls one use case of ``services``: ``list`` and ``delete`` ``services/stored_runs.py``; ``show`` the
+run's ``RunView`` (``services/run_view.py``, the one the run page and the API render too), printed by
+``cli/run_show.py``, which only ``show`` loads (the headline and statistics code would slow every other command).
 """
 
 from __future__ import annotations
