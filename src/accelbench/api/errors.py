@@ -283,8 +283,6 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
         async def wrapped(request: Request, exc: Exception) -> Response:
             response: JSONResponse = await handler(request, exc)
             if html is not None and wants_html(request):
-                import json
-
                 err = json.loads(bytes(response.body))["error"]
                 return html(request, response.status_code, err["message"], err.get("hint"))
             return response

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
+from accelbench.cli.exports import export_results
 from accelbench.cli.render import Col, print_table
 from accelbench.cli.run_status import status_text
 from accelbench.domain.results import RunInfo
@@ -221,7 +222,5 @@ def delete_runs(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    from accelbench.cli.exports import export_results
-
     runs_app.command("export")(export_results)
     app.add_typer(runs_app, name="runs")
