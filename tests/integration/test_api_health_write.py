@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from accelbench.api.routers import health as health_router
+from accelbench.services import store_health as health_router
 from accelbench.store import Store
 from tests.support.api_app import api_for
 

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accelbench.api.worker import RunWorker, recover_interrupted
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, EngineError
+from accelbench.services.worker import RunWorker, recover_interrupted
 from accelbench.store import Store
 from tests.support.api_app import ScriptedExecutor, api_for, summary, wait_for
 

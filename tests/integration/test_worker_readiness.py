@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from accelbench.api.worker import RunWorker
 from accelbench.deploy.orchestrator import create_run
 from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.services.worker import RunWorker
 from accelbench.store import Store
 from tests.support.api_app import wait_for
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir

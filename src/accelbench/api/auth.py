@@ -26,9 +26,10 @@ from typing import Literal
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from accelbench.errors import AuthError, ForbiddenError
+from accelbench.errors import AuthError, ForbiddenError, TooManyAttempts, UserInputError
+from accelbench.services import api_keys
+from accelbench.services.session import Store
 from accelbench.settings import Settings
-from accelbench.store import Store
 
 KEY_PREFIX = "abk_"
 PREFIX_LEN = len(KEY_PREFIX) + 8
@@ -113,7 +114,6 @@ class FailedAuthLimiter:
         return times
 
     def check(self, client: str) -> None:
-        from accelbench.errors import TooManyAttempts
 
         now = time.monotonic()
         with self._lock:
@@ -164,8 +164,6 @@ def key_prefix(key: str) -> str | None:
 def create_api_key(store: Store, name: str, role: str = "user") -> str:
     """Make and store a new key with ``role`` (admin, user or read-only); returns the plain key, which is never
     retrievable again."""
-    from accelbench.errors import UserInputError
-
     name = name.strip()
     if not name or len(name) > 100:
         raise UserInputError("An API key needs a name of 1 to 100 characters, e.g. `ci` or `alice`.")
@@ -177,7 +175,7 @@ def create_api_key(store: Store, name: str, role: str = "user") -> str:
     key = new_api_key()
     prefix = key_prefix(key)
     assert prefix is not None
-    store.add_api_key(name, prefix, hash_api_key(key), role=role)
+    api_keys.add_key(store, name, prefix, hash_api_key(key), role)
     return key
 
 
@@ -200,7 +198,7 @@ class TokenVerifier:
     def configured(self) -> bool:
         if self.settings.api_token:
             return True
-        return any(not k["revoked"] for k in self.store.list_api_keys())
+        return api_keys.any_live_key(self.store)
 
     def verify(self, token: str) -> Principal | None:
         token = token.strip()
@@ -212,7 +210,7 @@ class TokenVerifier:
         prefix = key_prefix(token)
         if prefix is None:
             return None
-        candidates = self.store.api_keys_with_prefix(prefix)
+        candidates = api_keys.keys_with_prefix(self.store, prefix)
         if not candidates:
             verify_api_key(token, _dummy_hash())  # as long as a wrong secret: the prefix is not an oracle
             return None
@@ -234,7 +232,7 @@ class TokenVerifier:
             if last is not None and now - last < _TOUCH_EVERY_S:
                 return
             self._touched[key_id] = now
-        self.store.touch_api_key(key_id)
+        api_keys.touch_key(self.store, key_id)
 
 
 def _role(stored: str) -> Role:

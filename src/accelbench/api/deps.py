@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Query, Request
 
+from accelbench.services.session import Store
 from accelbench.settings import Settings
-from accelbench.store import Store
 
 if TYPE_CHECKING:
-    from accelbench.api.worker import RunWorker
+    from accelbench.services.worker import RunWorker
 
 
 def settings_dep(request: Request) -> Settings:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,9 +18,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from accelbench.errors import AccelbenchError
+from accelbench.domain.limits import MAX_BODY_BYTES
+from accelbench.errors import AccelbenchError, PayloadTooLarge, UserInputError
+from accelbench.redact import is_secret_name
 
 log = logging.getLogger("accelbench.api")
 
@@ -82,7 +86,6 @@ def _loc(loc: Sequence[Any]) -> str:
 
 
 def is_secret_loc(loc: Sequence[Any]) -> bool:
-    from accelbench.redact import is_secret_name
 
     return any(isinstance(p, str) and is_secret_name(p) for p in loc)
 
@@ -144,8 +147,6 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
 def allowed_methods(request: Request) -> list[str]:
     """Every method the API answers on this path, from its OpenAPI schema (Starlette's own 405 names only the
     first route that matched the path: GET and POST on /api/v1/runs came back as "Allow: POST")."""
-    import re
-
     methods: set[str] = set()
     for template, item in request.app.openapi().get("paths", {}).items():
         pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
@@ -212,8 +213,6 @@ def _bad_text(value: Any, where: str) -> tuple[str, str] | None:
 
 
 async def _check_body_size(request: Request) -> None:
-    from accelbench.domain.limits import MAX_BODY_BYTES
-    from accelbench.errors import PayloadTooLarge
 
     declared = request.headers.get("content-length", "")
     size = int(declared) if declared.isdigit() else len(await request.body())
@@ -228,8 +227,6 @@ async def reject_nul(request: Request) -> None:
     """Dependency of every route: NUL characters in the path or query, and NULs or lone surrogates in a JSON
     body, are refused up front with where they are (no database can store them; a lone surrogate stored on
     SQLite used to break every listing that included it)."""
-    from accelbench.errors import UserInputError
-
     raw = request.url.query.lower() + request.url.path.lower()
     if "%00" in raw or "\x00" in raw:
         raise UserInputError(
@@ -286,8 +283,6 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
         async def wrapped(request: Request, exc: Exception) -> Response:
             response: JSONResponse = await handler(request, exc)
             if html is not None and wants_html(request):
-                import json
-
                 err = json.loads(bytes(response.body))["error"]
                 return html(request, response.status_code, err["message"], err.get("hint"))
             return response
@@ -298,7 +293,6 @@ def install_error_handlers(app: FastAPI, html: HtmlErrorRenderer | None = None) 
     app.add_exception_handler(RequestValidationError, both(_validation_error))
     app.add_exception_handler(ValidationError, both(_validation_error))
     app.add_exception_handler(StarletteHTTPException, both(_http_error))
-    from sqlalchemy.exc import DataError, OperationalError
 
     app.add_exception_handler(DataError, both(_data_error))
     app.add_exception_handler(OperationalError, both(_storage_error))

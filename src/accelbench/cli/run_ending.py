@@ -15,7 +15,7 @@ from rich.text import Text
 
 from accelbench.cli.capacity import render as render_capacity
 from accelbench.cli.common import OutputFormat, console, err_console, print_json
-from accelbench.cli.runs import print_answer, run_answer
+from accelbench.cli.run_show import print_answer, run_answer
 from accelbench.domain.capacity import CapacityResult
 from accelbench.domain.results import RunInfo
 from accelbench.services.run_local import RunSummaryRequest, recorded_lines, run_results, run_summary

@@ -6,57 +6,31 @@ chosen by report/percentiles.py, SLO attainment and goodput, the top failure rea
 report), then its failures and warnings (each distinct note once: report/failures.py ``run_warnings``), the run,
 environment and devices; its spec only with ``--spec``, unset fields left out; ``delete`` removes a run with its results,
 per-request records and telemetry, after confirmation.
+
+Each command calls one use case of ``services``: ``list`` and ``delete`` ``services/stored_runs.py``; ``show`` the
+run's ``RunView`` (``services/run_view.py``, the one the run page and the API render too), printed by
+``cli/run_show.py``, which only ``show`` loads (the headline and statistics code would slow every other command).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
-import yaml
-from rich.console import Group
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
-from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
-from accelbench.cli.render import (
-    Col,
-    cell_priority,
-    print_cells,
-    print_device_telemetry,
-    print_failures_and_warnings,
-    print_table,
-)
+from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
+from accelbench.cli.exports import export_results
+from accelbench.cli.render import Col, print_table
+from accelbench.cli.run_status import status_text
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, Declined
-from accelbench.report.attribution import model_label, tokenizer_of, where_label
-from accelbench.report.formatting import MISSING
+from accelbench.report.attribution import model_label, where_label
 from accelbench.report.percentiles import parse_percentiles
-from accelbench.store import get_store
-from accelbench.store.owner import recover_dead_owners
-
-if TYPE_CHECKING:
-    from accelbench.domain.results import ResultInfo
-    from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
-    from accelbench.report.headline_data import Headline
-    from accelbench.report.tables import CellAggregate
-    from accelbench.store.repo import Store
+from accelbench.services import stored_runs
+from accelbench.services.session import get_store
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
-
-_STATUS_STYLE = {
-    RunStatus.completed: "green",
-    RunStatus.failed: "red",
-    RunStatus.interrupted: "yellow",
-    RunStatus.cancelled: "yellow",
-    RunStatus.benchmarking: "cyan",
-    RunStatus.deploying: "cyan",
-    RunStatus.pending: "dim",
-}
 
 
 def run_brief(run: RunInfo) -> dict[str, Any]:
@@ -92,10 +66,6 @@ def _progress_text(run: RunInfo) -> str:
     return str(run.cells) if run.cells else "-"
 
 
-def _status_text(status: RunStatus) -> str:
-    return f"[{_STATUS_STYLE.get(status, 'white')}]{status.value}[/]"
-
-
 @runs_app.command("list")
 def list_runs(
     status: list[RunStatus] | None = typer.Option(
@@ -115,15 +85,13 @@ def list_runs(
 ) -> None:
     """List stored runs, newest first, with their status and request counts."""
     with user_errors():
-        store = get_store()
-        recover_dead_owners(store)  # a run whose process was killed outright is not "benchmarking" any more
-        runs, total = store.list_runs(
-            status=[s.value for s in status] if status else None,
-            model=model,
-            label=label,
-            kind=kind,
-            limit=limit,
+        page = stored_runs.list_runs(
+            get_store(),
+            stored_runs.RunListRequest(
+                status=status, model=model, label=label, kind=kind, limit=limit, recover=True
+            ),
         )
+        runs, total = page.items, page.total
         if fmt == OutputFormat.json:
             print_json({"total": total, "runs": [run_brief(r) for r in runs]})
             return
@@ -148,7 +116,7 @@ def list_runs(
                 [
                     r.id,
                     r.kind,
-                    _status_text(r.status),
+                    status_text(r.status),
                     r.label or "",
                     model_label(r),
                     where_label(r),
@@ -185,141 +153,6 @@ SloAttainmentOption = typer.Option(
 )
 
 
-def print_headline(headline: Headline) -> None:
-    """The answer first: the headline's title in bold, then its sentences."""
-    lines = [Text(headline.title, style="bold")]
-    lines += [Text(f"- {line}") for line in headline.lines]
-    console.print(Panel(Group(*lines), title="Headline", expand=False), overflow="fold")
-
-
-def print_served(run: RunInfo) -> None:
-    """What the run served (each field and where it was read) and its quality, when it recorded them."""
-    from accelbench.report.served_view import quality_text, served_rows
-
-    served = served_rows(run)
-    if served:
-        table = Table("field", "value", "read from", box=None, header_style="bold")
-        for row in served:
-            table.add_row(*row)
-        console.print(Panel(table, title="What it served", expand=False))
-    quality = quality_text(run)
-    if quality:
-        console.print(quality, highlight=False, markup=False)
-
-
-@dataclass
-class RunAnswer:
-    """What a finished run answers, as ``runs show`` and the end of ``run``/``demo`` print it: its cells, the
-    headline (report/headline.py), the SLO it is judged by and each cell against it."""
-
-    cells: list[CellAggregate]
-    headline: Headline | None = None
-    choice: SLOChoice | None = None
-    evaluation: dict[Key, CellSLO] = field(default_factory=dict)
-
-
-def run_answer(store: Store, run: RunInfo, results: list[ResultInfo], given: Any = None) -> RunAnswer:
-    """The run's cells and headline, judged by ``given`` (an SLO) when there is one, else by its own."""
-    # here, not at the top: the comparison, headline and statistics code is what makes `runs list` and every
-    # other runs command slow to start, and only `show` needs it
-    from accelbench.report.compare import compare_runs
-    from accelbench.report.headline import headline_for
-    from accelbench.report.tables import aggregate_results
-
-    answer = RunAnswer(cells=aggregate_results(results))
-    if results:
-        cmp = compare_runs(store, [run.id], min_runs=1)
-        answer.headline, slos, answer.evaluation = headline_for(
-            store, cmp, answer.cells, results, [run], given=given
-        )
-        answer.choice = slos.get(run.id)
-    return answer
-
-
-def print_answer(
-    answer: RunAnswer,
-    results: list[ResultInfo],
-    percentiles: tuple[int, ...],
-    *,
-    drop: Callable[[str], bool] | None = None,
-) -> None:
-    """The answer first: the headline, the per-cell table at ``percentiles`` (min-max over repeats where it
-    fits; ``drop`` leaves out the columns whose header it names), the SLO it was judged by, then the failures and
-    warnings, each distinct note once."""
-    from accelbench.report.cell_table import cell_table, slo_note
-
-    if answer.headline is not None:
-        print_headline(answer.headline)
-    if not answer.cells:
-        return
-    ev = answer.evaluation if answer.choice is not None else None
-    headers, ranged = cell_table(answer.cells, results, percentiles, slo=ev)
-    _, bare = cell_table(answer.cells, results, percentiles, slo=ev, with_range=False)
-    if drop is not None:
-        keep = [i for i, h in enumerate(headers) if not drop(h)]
-        headers = [headers[i] for i in keep]
-        ranged = [[row[i] for i in keep] for row in ranged]
-        bare = [[row[i] for i in keep] for row in bare]
-    print_cells(
-        headers,
-        ranged,
-        bare,
-        title="Cells (mean over repeats of each repeat's percentiles; min-max over repeats)",
-        plain_title="Cells (mean over repeats of each repeat's percentiles)",
-    )
-    note = slo_note(answer.choice, ev)
-    if note:
-        console.print(Text(note, style="dim"), overflow="fold")
-    print_failures_and_warnings(results)
-
-
-def without_nulls(value: Any) -> Any:
-    """A spec as a person reads it: fields left unset (None) left out, and mappings left empty by that."""
-    if isinstance(value, dict):
-        kept = {k: without_nulls(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in kept.items() if v != {}}
-    if isinstance(value, list):
-        return [without_nulls(v) for v in value]
-    return value
-
-
-def print_run_panel(run: RunInfo) -> None:
-    """Who, where, when and how far: the run's id, label, status, times, model, engine and requests."""
-    head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column(overflow="fold")
-    head.add_row("Run", f"{run.id} ({run.kind})")
-    if run.label:
-        head.add_row("Label", run.label)
-    head.add_row("Status", _status_text(run.status))
-    if run.error:
-        head.add_row("Reason", f"[red]{run.error}[/]")
-    if run.progress:
-        p = run.progress
-        text = f"{p.get('cells_done', '?')}/{p.get('cells_total', '?')} cell repeats"
-        if p.get("current"):
-            text += f", current: {p['current']}"
-        head.add_row("Progress", text)
-    head.add_row("Created", run.created_at.isoformat(timespec="seconds"))
-    if run.started_at:
-        head.add_row("Started", run.started_at.isoformat(timespec="seconds"))
-    if run.finished_at:
-        head.add_row("Finished", run.finished_at.isoformat(timespec="seconds"))
-    model = model_label(run)
-    for label, value in (
-        ("Model", model),
-        ("Served model", run.served_model if run.served_model != model else None),
-        ("Tokenizer", tokenizer_of(run)),
-        ("Base URL", run.base_url),
-        ("Engine", " ".join(x for x in (run.engine, run.engine_version) if x) or None),
-        ("Where", where_label(run)),
-    ):
-        if value and value != MISSING:
-            head.add_row(label, value)
-    head.add_row("Requests", f"{run.completed_requests} completed, {run.failed_requests} failed")
-    console.print(Panel(head, title="Run", expand=False))
-
-
 @runs_app.command("show")
 def show_run(
     run_id: str = typer.Argument(..., help="Run id (or an unambiguous prefix)."),
@@ -334,110 +167,19 @@ def show_run(
     """Show one run: the headline (best configuration, SLO, cost, failures) and per-cell results with latency
     tails, SLO attainment and goodput, then its failures and warnings, environment and devices (--spec: its
     spec)."""
-    from accelbench.report.cell_slo import given_slo
-    from accelbench.telemetry.host import describe_environment
+    # start-up time: the headline, comparison and statistics code is what would make `runs list` and `runs
+    # delete` slow to start; only `show` needs it
+    from accelbench.cli import run_show
+    from accelbench.services.run_view import RunViewRequest, run_view, run_view_json
 
     with user_errors():
         chosen = parse_percentiles(percentiles)
-        given = given_slo(slo, percentile=slo_percentile, attainment=slo_attainment)
-        store = get_store()
-        recover_dead_owners(store)
-        run = store.get_run(run_id)
-        results = store.get_results(run.id)
-        answer = run_answer(store, run, results, given)
+        given = run_show.given_slo(slo, percentile=slo_percentile, attainment=slo_attainment)
+        view = run_view(get_store(), RunViewRequest(run_ref=run_id, slo=given, recover=True))
         if fmt == OutputFormat.json:
-            print_json(
-                {
-                    "run": run.model_dump(mode="json"),
-                    "headline": answer.headline.as_dict() if answer.headline is not None else None,
-                    "slo": (
-                        {"source": answer.choice.source, **answer.choice.slo.model_dump(mode="json")}
-                        if answer.choice is not None
-                        else None
-                    ),
-                    "cells": [c.model_dump(mode="json") for c in answer.cells],
-                    "cells_slo": [asdict(e) for e in answer.evaluation.values()],
-                    "results": [r.model_dump(mode="json", exclude={"summary"}) for r in results],
-                }
-            )
+            print_json(run_view_json(view))
             return
-        print_answer(answer, results, chosen)
-        print_run_panel(run)
-        if spec and run.spec:
-            console.print(
-                Panel(
-                    yaml.safe_dump(without_nulls(run.spec), sort_keys=False).rstrip(),
-                    title="Spec",
-                    expand=False,
-                ),
-                highlight=False,
-            )
-        env_lines = describe_environment(run.environment)
-        if env_lines:
-            env = Table.grid(padding=(0, 2))
-            env.add_column(style="bold")
-            env.add_column(overflow="fold")
-            for k, v in env_lines:
-                env.add_row(k, v)
-            console.print(Panel(env, title="Environment", expand=False))
-        print_served(run)
-        capacity = (run.extra or {}).get("capacity")
-        if capacity and capacity.get("load"):  # `capacity`, or a run spec's capacity: section
-            from accelbench.cli.capacity import render as render_capacity
-            from accelbench.domain.capacity import CapacityResult
-
-            render_capacity(CapacityResult.model_validate(capacity), None, results)
-        if not answer.cells:
-            console.print("No results stored for this run.")
-            return
-        print_device_telemetry(results)
-        from accelbench.report.imported import definition_lines
-
-        for i, line in enumerate(definition_lines(run, results)):
-            console.print(
-                Text(("Imported figures: " if i == 0 else "  ") + line, style="dim"), overflow="fold"
-            )
-        if repeats:
-            rep_headers = (
-                "Input",
-                "Conc.",
-                "Repeat",
-                "Status",
-                "TTFT p50",
-                "TPOT p50",
-                "ITL p50",
-                "E2E p50",
-                "Out tok/s",
-                "Completed",
-                "Failed",
-            )
-            rep_rows = []
-            for r in results:
-                rep_rows.append(
-                    [
-                        str(r.input_len),
-                        str(r.concurrency),
-                        str(r.repeat),
-                        r.status.value,
-                        *(
-                            "-" if v is None else f"{v:,.2f}"
-                            for v in (
-                                r.ttft_p50_ms,
-                                r.tpot_p50_ms,
-                                r.itl_p50_ms,
-                                r.e2el_p50_ms,
-                                r.output_throughput,
-                            )
-                        ),
-                        str(r.completed),
-                        str(r.failed),
-                    ]
-                )
-            print_table(
-                [Col(h, cell_priority(h) if h != "Status" else 2, num=h != "Status") for h in rep_headers],
-                rep_rows,
-                title="Repeats",
-            )
+        run_show.show(view, chosen, spec=spec, repeats=repeats)
 
 
 @runs_app.command("delete")
@@ -450,7 +192,7 @@ def delete_runs(
     """Delete runs with their results, per-request records and telemetry."""
     with user_errors():
         store = get_store()
-        runs = [store.get_run(ref) for ref in dict.fromkeys(run_ids)]
+        runs = stored_runs.get_runs(store, run_ids)
         active = [r for r in runs if not r.status.finished and r.status != RunStatus.pending]
         if active and not force:
             raise ConflictError(
@@ -470,7 +212,7 @@ def delete_runs(
                 confirmed = False
             if not confirmed:
                 raise Declined("Nothing deleted.", hint="Answer y, or pass --yes to delete without asking.")
-        deleted = [store.delete_run(r.id) for r in runs]
+        deleted = stored_runs.delete_runs(store, [r.id for r in runs])
         if fmt == OutputFormat.json:
             print_json({"deleted": deleted})
         else:
@@ -480,7 +222,5 @@ def delete_runs(
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    from accelbench.cli.exports import export_results
-
     runs_app.command("export")(export_results)
     app.add_typer(runs_app, name="runs")

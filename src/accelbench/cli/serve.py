@@ -14,7 +14,7 @@ from uvicorn.config import LOGGING_CONFIG
 from accelbench.cli.common import err_console, user_errors
 from accelbench.redact import RedactingFilter
 from accelbench.server.app import create_app
-from accelbench.services.serving import guard_service
+from accelbench.services.service_targets import guard_service
 from accelbench.settings import get_settings
 
 

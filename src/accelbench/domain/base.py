@@ -12,5 +12,9 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, validate_assignment=True, ser_json_inf_nan="strings"
+        extra="forbid",
+        populate_by_name=True,
+        validate_assignment=True,
+        ser_json_inf_nan="strings",
+        defer_build=True,
     )

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from accelbench.domain.results import RunInfo
 from accelbench.report.formatting import MISSING
 
@@ -27,6 +25,8 @@ def endpoint_address(base_url: str | None) -> tuple[str, bool] | None:
     """``("host:port", is_loopback)`` of a server URL (credentials never shown), None when there is none."""
     if not base_url:
         return None
+    import httpx  # start-up time: `runs list` draws these labels and needs httpx only for a run with a URL
+
     try:
         url = httpx.URL(base_url if "://" in base_url else f"http://{base_url}")
     except (httpx.InvalidURL, TypeError, ValueError):

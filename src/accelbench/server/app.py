@@ -12,17 +12,27 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import swagger_ui_bundle
 from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from accelbench import __version__
 from accelbench.api.auth import TokenVerifier
 from accelbench.api.errors import install_error_handlers, reject_nul
 from accelbench.api.responses import SafeJSONResponse
+from accelbench.api.routers import catalog, compare, config, fleet, health, imports, models, plan, runs
+from accelbench.redact import install_log_redaction
+from accelbench.services.service_targets import apply_service_policy
+from accelbench.services.session import Store, get_store
+from accelbench.services.worker import RunWorker
 from accelbench.settings import Settings, get_settings
-from accelbench.store import Store, get_store
+from accelbench.web import fleet_page, import_page, pages
 
 if TYPE_CHECKING:
-    from accelbench.api.worker import Executor
+    from accelbench.services.worker import Executor
 
 log = logging.getLogger("accelbench.api")
 
@@ -45,11 +55,6 @@ def create_app(
     executor: Executor | None = None,
 ) -> FastAPI:
     """Build the app. ``executor`` replaces the orchestrator's ``execute_run`` (for tests of the worker)."""
-    from accelbench.api.routers import catalog, compare, config, fleet, health, imports, models, plan, runs
-    from accelbench.api.worker import RunWorker
-    from accelbench.redact import install_log_redaction
-    from accelbench.web import fleet_page, import_page, pages
-
     install_log_redaction()  # the worker's httpx requests name URLs that may carry a password
 
     settings = settings or get_settings()
@@ -62,9 +67,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from accelbench.deploy.target_policy import enforce, service_policy
-
-        enforce(service_policy())  # the worker's endpoint targets check and pin the servers they reach
+        apply_service_policy(True)  # the worker's endpoint targets check and pin the servers they reach
         if worker is not None:
             worker.start()
         try:
@@ -72,7 +75,7 @@ def create_app(
         finally:
             if worker is not None:
                 worker.stop()
-            enforce(None)
+            apply_service_policy(False)
 
     app = FastAPI(
         title="accelbench",
@@ -105,7 +108,6 @@ def install_openapi(app: FastAPI, *, reads_open: bool) -> None:
     """The schema says what the service does: with reads open (the default) a read needs no token, though a
     token that is sent is still checked, so reads list "no token" as well as the bearer token. The schema used
     to say every read needed one."""
-    from fastapi.openapi.utils import get_openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -125,11 +127,6 @@ def install_openapi(app: FastAPI, *, reads_open: bool) -> None:
 
 def install_docs(app: FastAPI) -> None:
     """/docs: Swagger UI from the ``swagger-ui-bundle-v2`` package, so the API docs work offline too."""
-    import swagger_ui_bundle
-    from fastapi.openapi.docs import get_swagger_ui_html
-    from fastapi.responses import HTMLResponse
-    from fastapi.staticfiles import StaticFiles
-
     app.mount(
         "/vendor/swagger-ui", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="swagger-ui"
     )

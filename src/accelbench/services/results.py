@@ -5,25 +5,24 @@ HTML report, each computed by the report layer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from accelbench.domain.catalog import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.report.compare import compare_runs, comparison_json
+from accelbench.report.compare_csv import write_compare_csv
+from accelbench.report.document import load_report
+from accelbench.report.html import render_html
+from accelbench.report.tables import CellAggregate, aggregate_results
 from accelbench.store import Store
-
-if TYPE_CHECKING:
-    from accelbench.report.tables import CellAggregate
 
 
 def aggregate(results: Sequence[ResultInfo]) -> list[CellAggregate]:
-    from accelbench.report.tables import aggregate_results
-
     return aggregate_results(results)
 
 
 def run_comparison(store: Store, run_id: str) -> Any:
     """The report layer's comparison of one run with itself: its cells, scaling and findings."""
-    from accelbench.report.compare import compare_runs
-
     return compare_runs(store, [run_id], min_runs=1)
 
 
@@ -36,23 +35,14 @@ def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> l
 
 def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str:
     """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
-    from accelbench.domain.catalog import PriceTier
-    from accelbench.report.document import load_report
-    from accelbench.report.html import render_html
-
     return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
 
 
 def compare_json(
     store: Store, run_ids: Sequence[str], tier: Any, *, allow_mismatch: bool = False
 ) -> dict[str, Any]:
-    from accelbench.report.compare import compare_runs, comparison_json
-
     return comparison_json(compare_runs(store, list(run_ids), tier=tier, allow_mismatch=allow_mismatch))
 
 
 def compare_csv(store: Store, run_ids: Sequence[str], tier: Any, *, allow_mismatch: bool = False) -> str:
-    from accelbench.report.compare import compare_runs
-    from accelbench.report.compare_csv import write_compare_csv
-
     return write_compare_csv(compare_runs(store, list(run_ids), tier=tier, allow_mismatch=allow_mismatch))

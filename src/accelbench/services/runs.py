@@ -7,20 +7,27 @@ imports typer or FastAPI.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from accelbench.catalog import get_catalog
+from accelbench.deploy.manifests import Bundle, plan_bundle, validate_objects
+from accelbench.deploy.manifests.render import ExportOptions, load_model_facts, recommend_for, render_for_spec
+from accelbench.deploy.model_store import preset_for, resolve_model
 from accelbench.domain.catalog import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
-from accelbench.domain.run import RunSpec
-from accelbench.errors import NotFoundError, UserInputError
-from accelbench.runtimes.base import ServeParams
+from accelbench.domain.run import KubernetesTarget, RunSpec
+from accelbench.errors import GuardError, NotFoundError, UserInputError
+from accelbench.modelspec import load_model_spec, preset_names
+from accelbench.runtimes import get_runtime, guards
+from accelbench.runtimes.base import DEFAULT_RUNTIME, ServeParams
+from accelbench.runtimes.params import params_for
+from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import Store
-
-if TYPE_CHECKING:
-    from accelbench.deploy.manifests import Bundle, ExportOptions
+from accelbench.telemetry.host import numa_node_count
 
 log = logging.getLogger("accelbench.services")
 
@@ -29,8 +36,6 @@ log = logging.getLogger("accelbench.services")
 def model_lookup(model: str) -> Iterator[None]:
     """Reading a model spec touches the file system (the name may be a path): a name the OS cannot even stat
     (too long, bad bytes, ``~user`` of an unknown user) is bad input, not a server error."""
-    import os
-
     if model.startswith("~") and os.path.expanduser(model).startswith("~"):
         raise UserInputError(
             f"Model {model[:80]!r}: no home directory for {model.split('/', 1)[0]!r}.",
@@ -46,7 +51,6 @@ def model_lookup(model: str) -> Iterator[None]:
 
 
 def load_model(model: str, **kwargs: Any) -> Any:
-    from accelbench.modelspec import load_model_spec
 
     with model_lookup(model):
         return load_model_spec(model, **kwargs)
@@ -66,7 +70,6 @@ def resolve_instance(spec: RunSpec) -> InstanceType | None:
                 hint="GET /api/v1/instance-types lists them.",
             )
         return None
-    from accelbench.catalog import get_catalog
 
     try:
         return get_catalog().instance(spec.instance_type)
@@ -81,8 +84,6 @@ def tier_of(instance: InstanceType | None) -> AcceleratorType:
 
 def with_default_runtime(spec: RunSpec, instance: InstanceType | None) -> RunSpec:
     """The runtime follows the instance's tier unless the spec names one (one table decides: DEFAULT_RUNTIME)."""
-    from accelbench.runtimes.base import DEFAULT_RUNTIME
-
     if "name" in spec.engine.model_fields_set:
         return spec
     engine = spec.engine.model_copy(update={"name": DEFAULT_RUNTIME[tier_of(instance)]})
@@ -90,7 +91,6 @@ def with_default_runtime(spec: RunSpec, instance: InstanceType | None) -> RunSpe
 
 
 def this_machine_numa_nodes() -> int:
-    from accelbench.telemetry.host import numa_node_count
 
     return numa_node_count()
 
@@ -110,9 +110,6 @@ def model_facts(model: str) -> tuple[float | None, bool, str | None, int | None]
 def check_local_model(spec: RunSpec) -> None:
     """A local run's model must be servable here: prepared (or a preset to prepare), a local path, or a hub id.
     A misspelled name is refused with the names it could have meant."""
-    from accelbench.deploy.model_store import preset_for, resolve_model
-    from accelbench.modelspec import preset_names
-
     try:
         with model_lookup(spec.model):
             resolve_model(spec.model)
@@ -156,8 +153,6 @@ def check_context(
     for limit, what in limits:
         too_long = [n for n in input_lens if n + out > limit]
         if too_long:
-            from accelbench.errors import GuardError
-
             longest = max(too_long)
             raise GuardError(
                 f"{key} {', '.join(map(str, too_long))} + output_len {out} = {longest + out} tokens "
@@ -171,8 +166,6 @@ def check_context(
 def check_capacity(spec: RunSpec) -> None:
     """A capacity search decides each level from the one before, so its load comes from one load generator:
     the in-cluster one cannot be split over several pods."""
-    from accelbench.domain.run import KubernetesTarget
-
     target = spec.target
     if spec.capacity is not None and isinstance(target, KubernetesTarget) and target.loadgen_shards > 1:
         raise UserInputError(
@@ -186,8 +179,6 @@ def check_capacity(spec: RunSpec) -> None:
 def _deployment_context(runtime_name: str, params: Any, model_context: int | None) -> int | None:
     """The context the engine will be started with: the setting, else the runtime's own default (llama.cpp's
     2048), else the model's (vLLM takes the model's maximum)."""
-    from accelbench.runtimes import get_runtime
-
     if params.settings.max_model_len:
         return int(params.settings.max_model_len)
     own = getattr(get_runtime(runtime_name), "context", None)
@@ -200,8 +191,6 @@ def local_model_path(spec: RunSpec) -> str:
     """What the local engine will load for the spec's model: the prepared model's file or directory for the
     chosen runtime (the GGUF for llama.cpp), as the local target resolves it; the name itself when the model is
     not prepared yet (the run then prepares or fails with its own message)."""
-    from accelbench.deploy.model_store import resolve_model
-
     try:
         return resolve_model(spec.model).path_for(spec.engine.name)
     except NotFoundError:
@@ -227,14 +216,9 @@ def guard(
     ``allow_misfit`` (``export --force``) turns the planner's refusal into a warning; the guards still apply."""
     if spec.target.kind == "endpoint":
         return [], None
-    from accelbench.errors import GuardError
-    from accelbench.runtimes import guards
-    from accelbench.runtimes.params import params_for
 
     rec = None
     if instance is not None:
-        from accelbench.deploy.manifests.render import load_model_facts, recommend_for
-
         try:
             with model_lookup(spec.model):
                 facts, model_spec = load_model_facts(spec)
@@ -318,7 +302,6 @@ def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
     if instance is not None:
         spec = spec.model_copy(update={"instance_type": instance.name})  # the catalog's spelling
     spec = with_default_runtime(spec, instance)
-    from accelbench.runtimes import get_runtime
 
     try:
         get_runtime(spec.engine.name)
@@ -336,10 +319,6 @@ def export_bundle(spec: RunSpec, options: ExportOptions, *, k8s_version: str) ->
     """``accelbench export``: the preflight a Kubernetes run of ``spec`` passes (``options.force``: even if the
     planner says it cannot fit; the guards and the context check still apply), then the manifests, validated
     against Kubernetes ``k8s_version`` in strict mode."""
-    from accelbench.deploy.manifests import plan_bundle, validate_objects
-    from accelbench.domain.run import KubernetesTarget
-    from accelbench.errors import GuardError
-
     try:
         preflight(
             spec.model_copy(update={"target": KubernetesTarget(namespace=options.namespace)}),
@@ -360,9 +339,6 @@ def export_bundle(spec: RunSpec, options: ExportOptions, *, k8s_version: str) ->
 def export_manifests(store: Store, run: RunInfo) -> dict[str, str]:
     """Manifests (file name -> text) for the run's recorded spec, as ``accelbench export`` writes them, with
     the store's tool versions."""
-    from accelbench.deploy.manifests.render import ExportOptions, render_for_spec
-    from accelbench.runtimes.versions import effective_tool_versions
-
     spec = RunSpec.model_validate(run.spec)
     return render_for_spec(
         spec,

@@ -15,12 +15,28 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeEngine
 
-JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+class JsonType(TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL. The PostgreSQL type is chosen when a PostgreSQL engine asks for it,
+    so a SQLite store (every CLI command) does not import the PostgreSQL dialect and its drivers."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            # start-up time: only a PostgreSQL store needs its dialect
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
 
 
 def utcnow() -> datetime:

@@ -19,7 +19,8 @@ from urllib.parse import quote, urlencode
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import UserInputError
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
-from accelbench.store import Store
+from accelbench.services.instances import catalog_table, instance_prices, serving_memory_gib
+from accelbench.services.session import Store
 from accelbench.web.views import TIER_LABEL
 
 #: the table's sortable columns: (key, header, kind); "num" sorts numerically, blanks last either way
@@ -130,8 +131,6 @@ def is_estimate(price: Price | None) -> bool:
 
 def catalog_row(inst: InstanceType, spec: AcceleratorSpec | None, price: Price | None) -> dict[str, Any]:
     """One table row: the shown values, the sort value of each column, and the search text."""
-    from accelbench.catalog import serving_memory_gib
-
     tier = inst.accelerator_type.value
     row: dict[str, Any] = {
         "name": inst.name,
@@ -288,8 +287,6 @@ def _times(count: int, value: float | None) -> float | None:
 
 def instance_facts(inst: InstanceType) -> list[dict[str, str]]:
     """The instance type itself: what the cloud sells (vCPUs, memory, network) and how its CPU is made."""
-    from accelbench.catalog import serving_memory_gib
-
     cpu = inst.accelerator_type == AcceleratorType.cpu
     facts = [
         _fact("Provider", inst.provider),
@@ -497,28 +494,19 @@ def catalog_context(
     store: Store, *, q: str | None, tier: str | None, sort: str | None, direction: str | None
 ) -> dict[str, Any]:
     """The Catalog page from the catalog and the store's on-demand prices (one query)."""
-    from accelbench.catalog import get_catalog, price_map
-
-    cat = get_catalog()
-    prices = price_map(PriceTier.on_demand, TABLE_REGION, store=store, catalog=cat)
-    rows = catalog_rows(cat.instances, cat.accelerators, prices)
+    table = catalog_table(store, TABLE_REGION)
+    rows = catalog_rows(table.instances, table.accelerators, table.prices)
     return catalog_page_view(rows, q=q, tier=tier, sort=sort, direction=direction)
 
 
 def detail_context(store: Store, name: str) -> dict[str, Any]:
     """One instance type's page (NotFoundError, with suggestions, for a name the catalog does not have)."""
-    from accelbench.catalog import get_catalog, price_map, prices_for, snapshot_price
-
-    cat = get_catalog()
-    inst = cat.instance(name)
-    best = prices_for(inst.name, TABLE_REGION, store, catalog=cat)
-    siblings = [i for i in cat.instances if i.family == inst.family]
-    prices = price_map(PriceTier.on_demand, TABLE_REGION, store=store, catalog=cat)
+    found = instance_prices(store, name, TABLE_REGION, with_family=True)
     return instance_detail(
-        inst,
-        cat.accelerator_for(inst),
-        snapshot=snapshot_price(inst),
-        stored=store.latest_prices(instance_type=inst.name),
-        best=best,
-        family=catalog_rows(siblings, cat.accelerators, prices),
+        found.instance,
+        found.accelerator,
+        snapshot=found.snapshot,
+        stored=found.stored,
+        best=found.best,
+        family=catalog_rows(found.siblings, found.accelerators, found.family_prices),
     )

@@ -10,13 +10,15 @@ from collections import Counter
 from typing import Any
 
 from accelbench.domain.results import RunInfo
+from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError
 from accelbench.report.attribution import model_label, where_label
 from accelbench.report.capacity import fmt_usd_per_million, load_phrase, slo_label
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.services import aggregate
 from accelbench.services.capacity import capacity_answer
-from accelbench.store import Store
+from accelbench.services.session import Store
+from accelbench.services.stored_runs import RunListRequest, get_results, list_runs
 from accelbench.web.views import accelerator_label
 
 #: completed runs drawn as throughput lines, newest first
@@ -70,7 +72,7 @@ def _throughput_line(store: Store, run: RunInfo) -> dict[str, Any] | None:
     (the shortest of a tie): a sweep over several input lengths would otherwise zigzag on one line. None when
     no cell has a throughput (every cell failed)."""
     points: dict[int, list[tuple[int, float]]] = {}
-    for cell in aggregate(store.get_results(run.id)):
+    for cell in aggregate(get_results(store, run.id)):
         tps = cell.mean("output_throughput")
         if tps is not None:
             points.setdefault(cell.input_len, []).append((cell.concurrency, tps))
@@ -141,7 +143,7 @@ def dashboard_view(store: Store) -> dict[str, Any]:
     newest first), ``capacity`` (one row per recent completed capacity answer, newest first) and
     ``capacity_bars`` (those that met their SLO, with output tokens/s there; oldest first, so a horizontal bar
     chart, which draws its first category at the bottom, shows the newest on top)."""
-    runs, _ = store.list_runs(status="completed", limit=SCAN_RUNS)
+    runs = list_runs(store, RunListRequest(status=[RunStatus.completed], limit=SCAN_RUNS)).items
     lines: list[dict[str, Any]] = []
     capacity: list[dict[str, Any]] = []
     for run in runs:

@@ -12,6 +12,7 @@ from typing import Any
 from accelbench.domain.plan import SLO
 from accelbench.report.formatting import fmt_num
 from accelbench.report.percentiles import label
+from accelbench.services.estimate_slo import estimate_slo
 
 TIER_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 #: an SLO's targets as the estimate row holds their predictions: (target field, row field, what it is)
@@ -27,9 +28,7 @@ def slo_of(result: Mapping[str, Any], text: str | None) -> SLO | None:
     if isinstance(raw, Mapping):
         return SLO.model_validate(raw)
     if text:
-        from accelbench.plan.estimate import parse_slo
-
-        return parse_slo(text)
+        return estimate_slo(text)
     return None
 
 

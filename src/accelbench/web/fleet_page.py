@@ -8,8 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
+from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
+from accelbench.services.fleet import FleetRequest, plan_fleet
+from accelbench.services.paths import confine, resolve_file
+from accelbench.web.form_errors import field_errors, refusal_text
+from accelbench.web.pages import _store, need_sign_in, render
 
 router = APIRouter(include_in_schema=False)  # a page, like web/pages.py: not part of the API
 
@@ -43,11 +49,6 @@ def fleet_form_request(typed: dict[str, str]) -> tuple[Any, dict[str, str]]:
     """The Fleet form's typed values (blank: the default) as a ``FleetRequest``, or the reason for each field
     that is wrong, in plain words. A field not filled in yet is not complained about until the plan is asked
     for (traffic, model and SLO all given); the traffic file is resolved under the data roots first."""
-    from pydantic import ValidationError
-
-    from accelbench.services.fleet import FleetRequest
-    from accelbench.services.paths import confine, resolve_file
-    from accelbench.web.form_errors import field_errors, refusal_text
 
     values: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v and v.strip()}
     filled = set(values)
@@ -87,8 +88,6 @@ def fleet_page(
     peak_quantile: str | None = Query(None, max_length=20),
 ) -> Response:
     """A fleet plan; what was typed stays in the form and a wrong value is said beside its field."""
-    from accelbench.web.pages import _store, need_sign_in, render
-
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     typed = {
@@ -106,9 +105,6 @@ def fleet_page(
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = None
     if plan_request is not None:
-        from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
-        from accelbench.services.fleet import plan_fleet
-
         try:
             plan = plan_fleet(_store(request), plan_request)
             result = {

@@ -12,6 +12,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from accelbench.web.import_view import import_form
+from accelbench.web.pages import need_sign_in, render
+
 router = APIRouter(include_in_schema=False)  # a page, like web/pages.py: not part of the API
 
 
@@ -21,8 +24,6 @@ def import_page(
     tool: str | None = Query(None, max_length=40),
     label: str | None = Query(None, max_length=200),
 ) -> Response:
-    from accelbench.web.import_view import import_form
-    from accelbench.web.pages import need_sign_in, render
 
     if (redirect := need_sign_in(request)) is not None:
         return redirect

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.report.imported import definition_lines
+from accelbench.services.result_imports import tool_choices
 
 
 def import_form(tool: str | None, label: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The Import form (tool choices, the chosen one's expected files, the label typed) and its field errors:
     a tool that ``import`` does not take is said beside the tool field, with the ones it does."""
-    from accelbench.services.result_imports import tool_choices
-
     choices = tool_choices()
     known = dict(choices)
     errors: dict[str, str] = {}
@@ -47,7 +47,6 @@ def imported_view(run: RunInfo, results: Sequence[ResultInfo]) -> dict[str, Any]
     """What an imported run's page says about its files (None for a run measured here)."""
     if run.kind != "import":
         return None
-    from accelbench.report.imported import definition_lines
 
     extra = run.extra or {}
     files = [str(f) for f in extra.get("files") or []]

@@ -1,6 +1,6 @@
 """Page routes: server-rendered HTML over the same service functions the API uses.
 
-Pages read through the store and the library directly; actions (queue a run, cancel, delete, set tool
+Pages read through the same ``services`` use cases as the API; actions (queue a run, cancel, delete, set tool
 versions) are made by the page's script through the JSON API, with the sign-in cookie and the
 ``X-Requested-With`` header the API requires of cookie-authenticated writes.
 """
@@ -11,7 +11,7 @@ import enum
 import logging
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
@@ -19,18 +19,25 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from accelbench import __version__
+from accelbench import services as service
 from accelbench.api.auth import COOKIE_NAME, page_principal
 from accelbench.domain.catalog import AcceleratorType, PriceTier
 from accelbench.domain.plan import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
+from accelbench.report.compare import not_comparable
+from accelbench.report.percentiles import parse_percentiles
+from accelbench.services import stored_runs
+from accelbench.services.paths import confine
+from accelbench.services.session import Store
+from accelbench.services.tool_versions import tool_versions_state
 from accelbench.settings import Settings
-from accelbench.store import Store
 from accelbench.web import catalog_view, views
 from accelbench.web.dashboard_view import dashboard_view
+from accelbench.web.form_errors import field_errors, refusal_text
 
 log = logging.getLogger("accelbench.web")
 
@@ -166,8 +173,9 @@ def dashboard(request: Request) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     store = _store(request)
-    recent, total = store.list_runs(limit=10)
-    counts = {s.value: store.list_runs(status=s.value, limit=1)[1] for s in RunStatus}
+    recent_runs = stored_runs.list_runs(store, stored_runs.RunListRequest(limit=10))
+    recent, total = recent_runs.items, recent_runs.total
+    counts = stored_runs.status_counts(store)
     worker = request.app.state.worker
     return render(
         request,
@@ -246,8 +254,6 @@ def estimate_query(typed: dict[str, str], alternatives: bool) -> tuple[EstimateQ
     """The Estimate form's typed values (blank: the query's default) as an ``EstimateQuery``, or the reason
     for each field that is wrong, in plain words (``web/form_errors.py``). With no model typed the form is
     only being filled in: no query and no complaint about the model."""
-    from accelbench.web.form_errors import field_errors
-
     values: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v and v.strip()}
     try:
         return EstimateQuery(**values, alternatives=alternatives), {}
@@ -258,48 +264,35 @@ def estimate_query(typed: dict[str, str], alternatives: bool) -> tuple[EstimateQ
     return None, errors
 
 
+class EstimateForm(BaseModel):
+    """The Estimate form as typed (every field text, so a wrong value is said beside its field, not refused)."""
+
+    model: str | None = Field(None, max_length=300)
+    accelerator_type: str | None = Field(None, max_length=16)
+    instance_type: str | None = Field(None, max_length=64)
+    max_cost: str | None = Field(None, max_length=20)
+    min_context: str | None = Field(None, max_length=20)
+    quantization: str | None = Field(None, max_length=16)
+    input_len: str | None = Field(None, max_length=20)
+    output_len: str | None = Field(None, max_length=20)
+    concurrency: str | None = Field(None, max_length=20)
+    slo: str | None = Field(None, max_length=100)
+    limit: str | None = Field(None, max_length=20)
+    engine: str | None = Field(None, max_length=32)
+    tensor_parallel_size: str | None = Field(None, max_length=8)
+    max_num_seqs: str | None = Field(None, max_length=8)
+    kv_cache_dtype: str | None = Field(None, max_length=16)
+    goal: str | None = Field(None, max_length=16)
+    alternatives: str | None = Field(None, max_length=8)
+
+
 @router.get("/estimate", response_class=HTMLResponse, response_model=None)
-def estimate_page(
-    request: Request,
-    model: str | None = Query(None, max_length=300),
-    accelerator_type: str | None = Query(None, max_length=16),
-    instance_type: str | None = Query(None, max_length=64),
-    max_cost: str | None = Query(None, max_length=20),
-    min_context: str | None = Query(None, max_length=20),
-    quantization: str | None = Query(None, max_length=16),
-    input_len: str | None = Query(None, max_length=20),
-    output_len: str | None = Query(None, max_length=20),
-    concurrency: str | None = Query(None, max_length=20),
-    slo: str | None = Query(None, max_length=100),
-    limit: str | None = Query(None, max_length=20),
-    engine: str | None = Query(None, max_length=32),
-    tensor_parallel_size: str | None = Query(None, max_length=8),
-    max_num_seqs: str | None = Query(None, max_length=8),
-    kv_cache_dtype: str | None = Query(None, max_length=16),
-    goal: str | None = Query(None, max_length=16),
-    alternatives: str | None = Query(None, max_length=8),
-) -> Response:
+def estimate_page(request: Request, typed_form: Annotated[EstimateForm, Query()]) -> Response:
     """The ranked estimate. What was typed stays in the form; a wrong value is said beside its field."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    typed = {
-        "model": model or "",
-        "accelerator_type": accelerator_type or "",
-        "instance_type": instance_type or "",
-        "max_cost": max_cost or "",
-        "min_context": min_context or "",
-        "quantization": quantization or "",
-        "input_len": input_len or "",
-        "output_len": output_len or "",
-        "concurrency": concurrency or "",
-        "slo": slo or "",
-        "limit": limit or "",
-        "engine": engine or "",
-        "tensor_parallel_size": tensor_parallel_size or "",
-        "max_num_seqs": max_num_seqs or "",
-        "kv_cache_dtype": kv_cache_dtype or "",
-        "goal": goal or "",
-    }
+    alternatives = typed_form.alternatives
+    typed = {k: v or "" for k, v in typed_form.model_dump(exclude={"alternatives"}).items()}
     query, errors = estimate_query(typed, bool(alternatives))
     form: dict[str, Any] = {
         **typed,
@@ -309,9 +302,6 @@ def estimate_page(
     result: dict[str, Any] | None = None
     error: AccelbenchError | None = UserInputError(errors[""]) if "" in errors else None
     if query is not None:
-        from accelbench import services as service
-        from accelbench.services.paths import confine
-
         try:
             confine(query.model, "model")
             result = service.estimate(_store(request), query)
@@ -347,7 +337,6 @@ def runs_page(
 ) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    from accelbench.web.form_errors import refusal_text
 
     errors: dict[str, str] = {}  # a filter that is not one of its choices: said beside it, and not applied
     state = tier = None
@@ -360,13 +349,17 @@ def runs_page(
     except AccelbenchError as exc:
         errors["accelerator_type"] = refusal_text(exc)
     per_page = 25
-    items, total = _store(request).list_runs(
-        status=state.value if state else None,
-        accelerator_type=tier.value if tier else None,
-        model=model or None,
-        limit=per_page,
-        offset=(page - 1) * per_page,
+    found = stored_runs.list_runs(
+        _store(request),
+        stored_runs.RunListRequest(
+            status=[state] if state else None,
+            accelerator_type=tier.value if tier else None,
+            model=model or None,
+            limit=per_page,
+            offset=(page - 1) * per_page,
+        ),
     )
+    items, total = found.items, found.total
     return render(
         request,
         "runs.html",
@@ -409,9 +402,6 @@ def compare_page(
     baseline is picked among them (default: the first ticked)."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    from accelbench.report.compare import not_comparable
-    from accelbench.report.percentiles import parse_percentiles
-    from accelbench.web.form_errors import refusal_text
 
     store = _store(request)
     comparison = None
@@ -438,7 +428,7 @@ def compare_page(
             )
     except AccelbenchError as exc:
         error = exc
-    listed, _ = store.list_runs(limit=200)
+    listed = stored_runs.list_runs(store, stored_runs.RunListRequest(limit=200)).items
     offered = [r for r in listed if not_comparable(r) is None]
     withheld = [(r, why) for r in listed if (why := not_comparable(r)) is not None]
     return render(
@@ -461,15 +451,8 @@ def compare_page(
 def config_page(request: Request) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    from accelbench.runtimes.versions import tool_versions_table
-
-    store = _store(request)
-    return render(
-        request,
-        "config.html",
-        versions=tool_versions_table(store.get_tool_versions()),
-        audit=store.audit_log(limit=50),
-    )
+    state = tool_versions_state(_store(request), 50)
+    return render(request, "config.html", versions=state.versions, audit=state.audit)
 
 
 # ------------------------------------------------------------------------------------------ assets

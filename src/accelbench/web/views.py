@@ -11,14 +11,44 @@ from typing import Any
 
 from markupsafe import Markup
 
+from accelbench import services as service
+from accelbench.api.responses import finite
+from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.errors import AccelbenchError
+from accelbench.domain.run import EngineSettings, SweepSpec
+from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
+from accelbench.report.capacity import (
+    answer_level,
+    devices_at_capacity,
+    devices_sentence,
+    fmt_level,
+    fmt_usd_per_million,
+    load_phrase,
+    slo_label,
+)
+from accelbench.report.cell_table import cell_table, slo_note
+from accelbench.report.compare import baseline_first, not_comparable
+from accelbench.report.document import TELEMETRY_GAUGES, load_report, telemetry_series
+from accelbench.report.failures import RunWarnings, any_completed
 from accelbench.report.formatting import MISSING, fmt_num, fmt_pct, fmt_usd
+from accelbench.report.html import capacity_page, compare_charts
+from accelbench.report.html_figures import cell_band_layout, device_figure
+from accelbench.report.like_for_like import like_for_like_lines
+from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.served_view import served_context
-from accelbench.store import Store
+from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows, side_by_side_columns, side_by_side_rows
+from accelbench.report.tables import has_repeats
+from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
+from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
+from accelbench.services.capacity import capacity_answer
+from accelbench.services.instances import all_instances, runtime_choices
+from accelbench.services.run_view import RunViewRequest, run_view
+from accelbench.services.session import Store
+from accelbench.services.stored_runs import get_run
+from accelbench.web.estimate_view import estimate_page_view
 from accelbench.web.import_view import imported_view
 from accelbench.web.run_progress import cancel_warning, progress_view
 
@@ -63,8 +93,6 @@ def status_class(status: Any) -> str:
 def to_json(value: Any) -> Markup:
     """JSON for a <script type="application/json"> block. Script content is not HTML-decoded, so it must not be
     HTML-escaped; instead '<', '>' and '&' are written as JSON unicode escapes, so no '</script>' can close it."""
-    from accelbench.api.responses import finite
-
     text = json.dumps(finite(value), allow_nan=False, default=str)
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
@@ -96,10 +124,8 @@ def instance_label(inst: InstanceType) -> str:
 
 
 def catalog_tier_counts() -> dict[str, int]:
-    from accelbench.catalog import get_catalog
-
     counts = dict.fromkeys(TIER_ORDER, 0)
-    for inst in get_catalog().instances:
+    for inst in all_instances():
         counts[inst.accelerator_type.value] += 1
     return counts
 
@@ -107,8 +133,6 @@ def catalog_tier_counts() -> dict[str, int]:
 # ------------------------------------------------------------------------------------------ run form
 def model_choices() -> dict[str, list[str]]:
     """Names for the model pickers: prepared models (runnable locally now) and presets (for planning)."""
-    from accelbench import services as service
-
     out: dict[str, list[str]] = {"prepared": [], "presets": []}
     try:
         out["prepared"] = sorted({str(m.get("name")) for m in service.prepared_models() if m.get("name")})
@@ -122,13 +146,8 @@ def model_choices() -> dict[str, list[str]]:
 
 
 def run_form_context() -> dict[str, Any]:
-    from accelbench.catalog import get_catalog
-    from accelbench.domain.capacity import CapacitySpec
-    from accelbench.domain.run import EngineSettings, SweepSpec
-    from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES
-
     groups: dict[str, list[dict[str, Any]]] = {t: [] for t in TIER_ORDER}
-    for inst in get_catalog().instances:
+    for inst in all_instances():
         groups[inst.accelerator_type.value].append(
             {
                 "name": inst.name,
@@ -139,14 +158,14 @@ def run_form_context() -> dict[str, Any]:
                 "memory_gib": inst.memory_gib,
             }
         )
-    runtimes = {name: sorted(a.value for a in rt.accelerators) for name, rt in RUNTIMES.items()}
+    choices = runtime_choices()
     sweep = SweepSpec()
     return {
         "groups": [(TIER_LABEL[t], groups[t]) for t in TIER_ORDER if groups[t]],
         "form_data": {
             # The one table that decides a tier's runtime, handed to the page script as data.
-            "default_runtime": {k.value: v for k, v in DEFAULT_RUNTIME.items()},
-            "runtimes": runtimes,
+            "default_runtime": choices.default_runtime,
+            "runtimes": choices.runtimes,
         },
         "models": model_choices(),
         "sweep": sweep,
@@ -169,46 +188,17 @@ def _series_by_input(cells: Sequence[Any], metric: str) -> list[dict[str, Any]]:
     ]
 
 
-def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str, Any] | None:
-    """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
-    the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
-    per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
-    probe table, and what the serving devices did at the answer (from ``results``' device telemetry). None for a
-    run without a capacity answer."""
-    from accelbench.report.capacity import (
-        answer_level,
-        devices_at_capacity,
-        devices_sentence,
-        fmt_level,
-        fmt_usd_per_million,
-        load_phrase,
-        slo_label,
-    )
-    from accelbench.services.capacity import capacity_answer
-
-    try:
-        cap = capacity_answer(run)
-    except AccelbenchError as exc:
-        return {"error": exc.message}
-    if cap is None:
-        return None
-    rate = cap.load == "request_rate"
-    unit = "requests/s" if rate else "users"
-
-    def level(x: float | None) -> str:
-        return MISSING if x is None else load_phrase(cap.load, x)
-
+def _capacity_state(run: RunInfo, cap: Any, level: Callable[[float | None], str]) -> tuple[str, str]:
+    """(state, answer line) of a capacity search: in progress, stopped, met, none met, or the knee."""
     slo = cap.slo
     label = slo_label(slo)
-    probes = sorted(cap.probes, key=lambda p: (p.level, p.repeat))
     if not cap.complete and run.status.value == "pending":
-        state, answer = "progress", "Queued: the search starts when the worker picks the run up."
-    elif not cap.complete and not run.status.finished:
-        state, answer = "progress", f"Searching: {len(probes)} level(s) measured so far."
-    elif not cap.complete:  # stopped (cancelled, failed, interrupted) before it answered
-        state, answer = "stopped", cap.reason or "The search stopped before it answered."
-    elif slo is not None and cap.max_load is not None:
-        state = "met"
+        return "progress", "Queued: the search starts when the worker picks the run up."
+    if not cap.complete and not run.status.finished:
+        return "progress", f"Searching: {len(cap.probes)} level(s) measured so far."
+    if not cap.complete:  # stopped (cancelled, failed, interrupted) before it answered
+        return "stopped", cap.reason or "The search stopped before it answered."
+    if slo is not None and cap.max_load is not None:
         answer = (
             f"Capacity at {label}: {level(cap.max_load)}, "
             f"{fmt_num(cap.output_tokens_per_s_at_max)} output tokens/s"
@@ -219,32 +209,34 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
             answer += f", {fmt_usd_per_million(cap.usd_per_million_output_tokens)} per 1M output tokens"
             if cap.usd_per_million_total_tokens is not None:
                 answer += f" ({fmt_usd_per_million(cap.usd_per_million_total_tokens)} per 1M total)"
-        answer += "."
-    elif slo is not None:
-        state = "none"
-        answer = f"No level meets {label}: {cap.reason or 'no level was measured'}"
-    elif cap.knee is not None:
-        state = "knee"
-        answer = f"No SLO given: the knee (throughput stops growing) is at {level(cap.knee)}."
-    else:
-        state = "none"
-        answer = cap.reason or "No SLO given and no knee found: too few levels rose in throughput."
+        return "met", answer + "."
+    if slo is not None:
+        return "none", f"No level meets {label}: {cap.reason or 'no level was measured'}"
+    if cap.knee is not None:
+        return "knee", f"No SLO given: the knee (throughput stops growing) is at {level(cap.knee)}."
+    return "none", cap.reason or "No SLO given and no knee found: too few levels rose in throughput."
 
+
+def _capacity_point(p: Any, metric: str, level: Callable[[float | None], str]) -> dict[str, Any] | None:
+    y = p.percentiles.get(metric)
+    if y is None:
+        return None
+    return {"x": p.output_tokens_per_s, "y": y, "level": p.level, "label": level(p.level),
+            "repeat": p.repeat, "met": p.met}  # fmt: skip
+
+
+def _capacity_charts(
+    cap: Any, probes: Sequence[Any], marked: tuple[Any, Any], level: Callable[[float | None], str], unit: str
+) -> list[dict[str, Any]]:
+    """One latency-vs-throughput chart per judged metric: each probe a point, the SLO target, the chosen point
+    and the knee (``marked``) marked."""
+    slo = cap.slo
+    chosen, knee = marked
     metrics = [m for m in METRIC_LABEL if slo is not None and m in slo.targets] or ["tpot", "ttft"]
     percentile = slo.percentile if slo is not None else 90.0
-    chosen = next((p for p in probes if cap.max_load is not None and p.level == cap.max_load and p.met), None)
-    knee = next((p for p in probes if cap.knee is not None and p.level == cap.knee), None)
-
-    def point(p: Any, metric: str) -> dict[str, Any] | None:
-        y = p.percentiles.get(metric)
-        if y is None:
-            return None
-        return {"x": p.output_tokens_per_s, "y": y, "level": p.level, "label": level(p.level),
-                "repeat": p.repeat, "met": p.met}  # fmt: skip
-
     charts = []
     for m in metrics:
-        pts = [q for p in probes if (q := point(p, m)) is not None]
+        pts = [q for p in probes if (q := _capacity_point(p, m, level)) is not None]
         if not pts:
             continue
         charts.append(
@@ -255,61 +247,90 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
                 "unit": unit,
                 "target": slo.targets.get(m) if slo is not None else None,
                 "points": pts,
-                "chosen": point(chosen, m) if chosen is not None else None,
-                "knee": point(knee, m) if knee is not None else None,
+                "chosen": _capacity_point(chosen, m, level) if chosen is not None else None,
+                "knee": _capacity_point(knee, m, level) if knee is not None else None,
             }
         )
-    rows = [
-        {
-            "level": fmt_level(p.level),
-            "repeat": p.repeat,
-            "requests": p.requests,
-            "failed": p.failed,
-            "metrics": [
-                fmt_num(p.percentiles.get(m), 2 if m in ("tpot", "itl") else 1) for m in METRIC_LABEL
-            ],
-            "attainment": MISSING if p.attainment is None else f"{p.attainment:.0%}",
-            "output_tps": fmt_num(p.output_tokens_per_s),
-            "total_tps": fmt_num(p.total_tokens_per_s),
-            "rps": fmt_num(p.requests_per_s, 2),
-            "achieved_rate": fmt_num(p.achieved_rate, 2),
-            "oversaturated": "yes" if p.oversaturated else "",
-            "met": MISSING if p.met is None else ("yes" if p.met else "no"),
-            "why": p.why,
-            "chosen": p is chosen,
-            "knee": p is knee,
-        }
-        for p in probes
-    ]
-    prediction = None
-    if cap.predicted_max_load is not None:
-        prediction = {
-            "predicted": level(cap.predicted_max_load),
-            "measured": level(cap.max_load),
-            "error": fmt_pct(cap.prediction_error_pct, signed=True),
-            "text": (
-                f"{fmt_pct(cap.prediction_error_pct, signed=True)} against the measured {level(cap.max_load)}"
-                if cap.prediction_error_pct is not None
-                else "no measured capacity to hold it against"
-            ),
-        }
+    return charts
+
+
+def _probe_row(p: Any, marked: tuple[Any, Any]) -> dict[str, Any]:
+    return {
+        "level": fmt_level(p.level),
+        "repeat": p.repeat,
+        "requests": p.requests,
+        "failed": p.failed,
+        "metrics": [fmt_num(p.percentiles.get(m), 2 if m in ("tpot", "itl") else 1) for m in METRIC_LABEL],
+        "attainment": MISSING if p.attainment is None else f"{p.attainment:.0%}",
+        "output_tps": fmt_num(p.output_tokens_per_s),
+        "total_tps": fmt_num(p.total_tokens_per_s),
+        "rps": fmt_num(p.requests_per_s, 2),
+        "achieved_rate": fmt_num(p.achieved_rate, 2),
+        "oversaturated": "yes" if p.oversaturated else "",
+        "met": MISSING if p.met is None else ("yes" if p.met else "no"),
+        "why": p.why,
+        "chosen": p is marked[0],
+        "knee": p is marked[1],
+    }
+
+
+def _capacity_prediction(cap: Any, level: Callable[[float | None], str]) -> dict[str, Any] | None:
+    """The planner's predicted capacity beside the measured one, None when it predicted none."""
+    if cap.predicted_max_load is None:
+        return None
+    error = fmt_pct(cap.prediction_error_pct, signed=True)
+    return {
+        "predicted": level(cap.predicted_max_load),
+        "measured": level(cap.max_load),
+        "error": error,
+        "text": (
+            f"{error} against the measured {level(cap.max_load)}"
+            if cap.prediction_error_pct is not None
+            else "no measured capacity to hold it against"
+        ),
+    }
+
+
+def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str, Any] | None:
+    """A capacity run's section of its page (whatever the run's kind: the answer is in ``extra["capacity"]``):
+    the answer line, the planner's prediction beside the measured capacity, one latency-vs-throughput chart
+    per judged metric (each probe a point; the SLO target, the chosen point and the knee marked) and the
+    probe table, and what the serving devices did at the answer (from ``results``' device telemetry). None for a
+    run without a capacity answer."""
+    try:
+        cap = capacity_answer(run)
+    except AccelbenchError as exc:
+        return {"error": exc.message}
+    if cap is None:
+        return None
+    unit = "requests/s" if cap.load == "request_rate" else "users"
+
+    def level(x: float | None) -> str:
+        return MISSING if x is None else load_phrase(cap.load, x)
+
+    slo = cap.slo
+    percentile = slo.percentile if slo is not None else 90.0
+    probes = sorted(cap.probes, key=lambda p: (p.level, p.repeat))
+    chosen = next((p for p in probes if cap.max_load is not None and p.level == cap.max_load and p.met), None)
+    knee = next((p for p in probes if cap.knee is not None and p.level == cap.knee), None)
+    state, answer = _capacity_state(run, cap, level)
     return {
         "error": None,
         "result": cap,
         "state": state,
         "answer": answer,
         "unit": unit,
-        "rate": rate,
-        "slo": label,
+        "rate": cap.load == "request_rate",
+        "slo": slo_label(slo),
         "attainment": f"{slo.attainment:.0%}" if slo is not None else None,
         "percentile": f"p{percentile:g}",
         "max_load": level(cap.max_load),
         "knee": level(cap.knee),
         "hourly_usd": cap.hourly_usd,
-        "prediction": prediction,
-        "charts": charts,
+        "prediction": _capacity_prediction(cap, level),
+        "charts": _capacity_charts(cap, probes, (chosen, knee), level, unit),
         "metric_headers": [f"{METRIC_LABEL[m]} p{percentile:g} (ms)" for m in METRIC_LABEL],
-        "rows": rows,
+        "rows": [_probe_row(p, (chosen, knee)) for p in probes],
         "notes": cap.notes,
         "devices": devices_sentence(devices_at_capacity(cap, results), cap.load, answer_level(cap))
         if cap.complete
@@ -317,31 +338,8 @@ def capacity_view(run: RunInfo, results: Sequence[ResultInfo] = ()) -> dict[str,
     }
 
 
-def result_context(store: Store, run_ref: str, percentiles: str | None = None) -> dict[str, Any]:
-    """The result page of one run: the headline, the per-cell table at the chosen latency percentiles (with SLO
-    attainment and goodput when the run has an SLO, and each cell's top failure reason: ``report/headline.py``
-    ``cell_table``, as ``runs show``), the charts, the server's /metrics and the devices on one axis with each
-    cell's window, findings, failures, settings and environment."""
-    import json
-
-    from accelbench import services as service
-    from accelbench.api.routers.runs import public_run
-    from accelbench.report.cell_table import cell_table, slo_note
-    from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
-    from accelbench.report.failures import any_completed, run_warnings
-    from accelbench.report.headline import headline_for
-    from accelbench.report.html_figures import cell_band_layout, device_figure
-    from accelbench.report.percentiles import parse_percentiles
-    from accelbench.report.tables import has_repeats
-    from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
-    from accelbench.telemetry.host import describe_environment
-
-    chosen = parse_percentiles(percentiles)  # a percentile that is not stored is refused saying which are
-    run = public_run(store.get_run(run_ref))
-    results = store.get_results(run.id)
-    cells = service.aggregate(results)
-    samples = store.get_telemetry(run.id)
-    charts = {
+def _cell_charts(cells: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    return {
         "tpot": {"title": "Median TPOT vs concurrency", "y": "TPOT p50 (ms)",
                  "series": _series_by_input(cells, "tpot_p50_ms")},
         "ttft": {"title": "Median TTFT vs concurrency", "y": "TTFT p50 (ms)",
@@ -349,9 +347,12 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         "throughput": {"title": "Total token throughput vs concurrency", "y": "tokens/s",
                        "series": _series_by_input(cells, "total_token_throughput")},
     }  # fmt: skip
-    # The report's own reading of the scrapes (canonical names, vLLM's or not), so page and report agree.
-    series = telemetry_series(run.id, samples)
-    telemetry = [
+
+
+def _telemetry_lines(series: Any) -> list[dict[str, Any]]:
+    """The server's /metrics gauges as chart lines, the report's own reading of the scrapes (canonical names,
+    vLLM's or not), so page and report agree."""
+    return [
         {
             "name": title,
             "kv": key == "kv_cache_pct",
@@ -361,58 +362,20 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
         for key, title, *_ in TELEMETRY_GAUGES
         if any(v is not None for v in series.values.get(key, []))
     ]
-    # the devices and the cells' windows on the /metrics chart's own clock (report/timeline.py)
-    timeline = run_timeline(run.id, results, origin_wall=series.origin_wall)
-    devices_fig = device_figure(timeline)
-    findings: list[str] = []
-    findings_error = None
-    headline = None
-    evaluation: dict[Any, Any] | None = None
-    note = None
-    if results:
-        try:
-            cmp = service.run_comparison(store, run.id)
-            findings = [f.text for f in cmp.findings]
-            # the page opens with the answer, the report's and `runs show`'s one reading of it
-            headline, slos, judged = headline_for(store, cmp, cells, results, [run])
-            if slos.get(run.id) is not None:
-                evaluation = judged
-                note = slo_note(slos[run.id], judged)
-        except AccelbenchError as exc:
-            findings_error = exc.message
-    headers, rows = cell_table(cells, results, chosen, slo=evaluation)
-    spec = run.spec or {}
-    settings = (spec.get("engine") or {}).get("settings") or {}
-    warned = run_warnings(results)
+
+
+def _devices(timeline: Any) -> dict[str, Any]:
+    figure = device_figure(timeline)
     return {
-        "run": run,
-        "accelerator": accelerator_label(run),
-        "is_cpu": accelerator_label(run) == "CPU",
-        "results": results,
-        "headers": headers,
-        "rows": rows,
-        "ranged": has_repeats(cells),
-        "percentiles": chosen,
-        "slo_note": note,
-        "cell_bands": cell_band_layout(timeline.cells),
-        "devices": {
-            "chart": json.loads(devices_fig.to_json()) if devices_fig is not None else None,
-            "columns": DEVICE_COLUMNS,
-            "rows": device_table(timeline),
-            "missing": timeline.missing,
-        },
-        "charts": charts,
-        "telemetry": telemetry,
-        "telemetry_samples": len(samples),
-        "findings": findings,
-        "findings_error": findings_error,
-        "headline": headline,
-        "environment": describe_environment(run.environment) if run.environment else [],
-        **served_context(run),  # what it served and its quality (report/served_view.py)
-        "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
-        "in_flight": not run.status.finished,
-        "capacity": capacity_view(run, results),
-        "imported": imported_view(run, results),  # where an imported run's figures came from
+        "chart": json.loads(figure.to_json()) if figure is not None else None,
+        "columns": DEVICE_COLUMNS,
+        "rows": device_table(timeline),
+        "missing": timeline.missing,
+    }
+
+
+def _failures(warned: RunWarnings) -> dict[str, Any]:
+    return {
         "failures": [
             {
                 "cell": f.cell,
@@ -425,6 +388,48 @@ def result_context(store: Store, run_ref: str, percentiles: str | None = None) -
             for f in warned.failures
         ],
         "warnings": [{"text": n.text, "where": n.where()} for n in warned.notes],
+    }
+
+
+def result_context(store: Store, run_ref: str, percentiles: str | None = None) -> dict[str, Any]:
+    """The result page of one run (its ``RunView``, as ``runs show`` and the API read it): the headline, the
+    per-cell table at the chosen latency percentiles (with SLO attainment and goodput when the run has an SLO,
+    and each cell's top failure reason: ``report/headline.py`` ``cell_table``), the charts, the server's
+    /metrics and the devices on one axis with each cell's window, findings, failures, settings and
+    environment."""
+    chosen = parse_percentiles(percentiles)  # a percentile that is not stored is refused saying which are
+    view = run_view(store, RunViewRequest(run_ref=run_ref, public=True, telemetry=True, keep_going=True))
+    run, results, cells = view.run, view.results, view.cells
+    series = telemetry_series(run.id, view.samples)
+    # the devices and the cells' windows on the /metrics chart's own clock (report/timeline.py)
+    timeline = run_timeline(run.id, results, origin_wall=series.origin_wall)
+    headers, rows = cell_table(cells, results, chosen, slo=view.judged)
+    settings = ((run.spec or {}).get("engine") or {}).get("settings") or {}
+    return {
+        "run": run,
+        "accelerator": accelerator_label(run),
+        "is_cpu": accelerator_label(run) == "CPU",
+        "results": results,
+        "headers": headers,
+        "rows": rows,
+        "ranged": has_repeats(cells),
+        "percentiles": chosen,
+        "slo_note": slo_note(view.choice, view.judged) if view.choice is not None else None,
+        "cell_bands": cell_band_layout(timeline.cells),
+        "devices": _devices(timeline),
+        "charts": _cell_charts(cells),
+        "telemetry": _telemetry_lines(series),
+        "telemetry_samples": len(view.samples),
+        "findings": [f.text for f in view.findings],
+        "findings_error": view.findings_error,
+        "headline": view.headline,
+        "environment": view.environment,
+        **served_context(run),  # what it served and its quality (report/served_view.py)
+        "settings": {k: v for k, v in redact(settings).items() if v not in (None, [], {}, "")},
+        "in_flight": not run.status.finished,
+        "capacity": capacity_view(run, results),
+        "imported": imported_view(run, results),  # where an imported run's figures came from
+        **_failures(view.warnings),
         "charted": any_completed(results),
     }
 
@@ -440,22 +445,9 @@ def comparison_view(
     """The Compare page's comparison: the runs against the baseline (``baseline``, else the first ticked), the
     side-by-side table at the chosen percentiles, each run against the baseline, the report's charts, findings,
     notes and capacity. A run that cannot be compared (``not_comparable``) is refused saying why."""
-    from accelbench.errors import UserInputError
-    from accelbench.report.compare import baseline_first, not_comparable
-    from accelbench.report.document import load_report
-    from accelbench.report.html import capacity_page, compare_charts
-    from accelbench.report.like_for_like import like_for_like_lines
-    from accelbench.report.side_by_side import (
-        PAIR_COLUMNS,
-        pair_rows,
-        side_by_side_columns,
-        side_by_side_rows,
-    )
-    from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
-
     order = baseline_first(store, run_ids, baseline)
     for run_id in order:
-        why = not_comparable(store.get_run(run_id))
+        why = not_comparable(get_run(store, run_id))
         if why:
             raise UserInputError(
                 f"Run {run_id} cannot be compared: {why}.", hint="Pick completed runs that have results."
@@ -483,6 +475,4 @@ def comparison_view(
 def estimate_view(result: dict[str, Any], *, slo: str | None = None, concurrency: int = 1) -> dict[str, Any]:
     """A ranked estimate as the page shows it, in the planner's order: each row's SLO verdict, measured badge
     and sort keys, and the cost vs latency chart (``web/estimate_view.py``)."""
-    from accelbench.web.estimate_view import estimate_page_view
-
     return estimate_page_view(result, slo_text=slo, concurrency=concurrency)

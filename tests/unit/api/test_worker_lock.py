@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.api.worker import WorkerLock
 from accelbench.errors import StoreError
+from accelbench.services.worker import WorkerLock
 
 
 def test_a_lock_file_that_cannot_be_created_is_a_store_error_with_the_way_out() -> None:

@@ -11,6 +11,7 @@ from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.services import instances
 
 router = APIRouter(tags=["catalog"], responses=ERROR_RESPONSES)
 
@@ -40,10 +41,8 @@ class PriceList(BaseModel):
 
 
 def _row(inst: InstanceType) -> InstanceRow:
-    from accelbench.catalog import serving_memory_gib
-
     data: dict[str, Any] = inst.model_dump()
-    return InstanceRow(**data, serving_memory_gib=serving_memory_gib(inst))
+    return InstanceRow(**data, serving_memory_gib=instances.serving_memory_gib(inst))
 
 
 @router.get("/instance-types", response_model=InstanceList, summary="Instance types, filtered")
@@ -59,20 +58,15 @@ def list_instance_types(
     arch: str | None = Query(None, max_length=16, description="x86_64 or arm64."),
     _: Principal = Depends(require_read),
 ) -> InstanceList:
-    from accelbench.catalog import get_catalog
-    from accelbench.errors import NotFoundError
-    from accelbench.services import as_input_error
-
-    try:
-        rows = get_catalog().filter(
+    rows = instances.find_instances(
+        instances.InstanceFilter(
             accelerator_type=accelerator_type,
-            family=([f for f in family if f] or None) if family else None,
+            family=family,
             min_memory_gib=min_memory_gib,
             max_price=max_price,
-            arch=arch or None,
+            arch=arch,
         )
-    except NotFoundError as exc:  # an unknown family or architecture in a filter is bad input
-        raise as_input_error(exc, "filter") from None
+    )
     return InstanceList(items=[_row(i) for i in rows], total=len(rows))
 
 
@@ -83,14 +77,9 @@ def get_instance_type(
     region: str = Query("us-east-1", min_length=1, max_length=32),
     _: Principal = Depends(require_read),
 ) -> InstanceDetail:
-    from accelbench.catalog import get_catalog, prices_for
-
-    cat = get_catalog()
-    inst = cat.instance(name)
+    found = instances.instance_prices(store, name, region)
     return InstanceDetail(
-        instance=_row(inst),
-        accelerator=cat.accelerator_for(inst),
-        prices=list(prices_for(inst.name, region, store, catalog=cat).values()),
+        instance=_row(found.instance), accelerator=found.accelerator, prices=list(found.best.values())
     )
 
 
@@ -102,12 +91,7 @@ def pricing(
     tier: PriceTier = Query(PriceTier.on_demand, description="on_demand, reserved_1yr or reserved_3yr."),
     _: Principal = Depends(require_read),
 ) -> PriceList:
-    from accelbench.catalog import get_catalog, price_for, price_map
-
-    cat = get_catalog()
-    if instance_type:
-        p = price_for(instance_type, tier, region, store, catalog=cat)
-        items = [p] if p is not None else []
-    else:
-        items = list(price_map(tier, region, store, catalog=cat).values())
+    items = instances.prices(
+        store, instances.PriceQuery(instance_type=instance_type, region=region, tier=tier)
+    )
     return PriceList(items=items, total=len(items), region=region, tier=tier)

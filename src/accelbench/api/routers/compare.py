@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from accelbench import services as service
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
@@ -40,8 +41,6 @@ def compare(
     ),
     _: Principal = Depends(require_read),
 ) -> Any:
-    from accelbench import services as service
-
     if format == "csv":
         text = service.compare_csv(store, runs, tier, allow_mismatch=allow_mismatch)
         return Response(

@@ -12,6 +12,12 @@ from accelbench.api.auth import Principal, require_admin, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.base import StrictModel
+from accelbench.services.tool_versions import (
+    ToolVersionsState,
+    ToolVersionsUpdate,
+    set_tool_versions,
+    tool_versions_state,
+)
 
 router = APIRouter(prefix="/config", tags=["config"], responses=ERROR_RESPONSES)
 
@@ -51,13 +57,10 @@ class ToolVersionsChanged(ToolVersionsOut):
     )
 
 
-def _state(store: StoreDep, audit_limit: int) -> ToolVersionsOut:
-    from accelbench.runtimes.versions import tool_versions_table
-
-    rows = tool_versions_table(store.get_tool_versions())
+def _out(state: ToolVersionsState) -> ToolVersionsOut:
     return ToolVersionsOut(
-        versions=[r.model_dump(mode="json") for r in rows],
-        audit=[AuditLine(**line) for line in store.audit_log(limit=audit_limit)],
+        versions=[r.model_dump(mode="json") for r in state.versions],
+        audit=[AuditLine(**line) for line in state.audit],
     )
 
 
@@ -69,34 +72,17 @@ def get_tool_versions(
     audit_limit: int = Query(50, ge=0, le=1000, description="Audit lines returned."),
     _: Principal = Depends(require_read),
 ) -> ToolVersionsOut:
-    return _state(store, audit_limit)
+    return _out(tool_versions_state(store, audit_limit))
 
 
 @router.put("/tool-versions", response_model=ToolVersionsChanged, summary="Set tool versions")
 def put_tool_versions(
     body: ToolVersionsIn, store: StoreDep, who: Principal = Depends(require_admin)
 ) -> ToolVersionsChanged:
-    from accelbench.registry import did_you_mean
-    from accelbench.runtimes import versions as tv
-    from accelbench.services import as_input_error
-
-    known = tv.tool_defaults()
-    # Every key and value is checked before anything is written, so a bad entry never half-applies an update.
-    for key, value in body.versions.items():
-        if key not in known:
-            raise as_input_error(did_you_mean(key, list(known), "tool"), "versions")
-        if value.strip():
-            tv.check_version(key, value)
-    changed = [
-        key
-        for key, value in body.versions.items()
-        if tv.set_tool_version(store, key, value, actor=who.actor, source="api")
-    ]
-    state = _state(store, 50)
-    env_keys = {r.key for r in tv.tool_versions_table(store.get_tool_versions()) if r.source == "env"}
+    change = set_tool_versions(
+        store, ToolVersionsUpdate(versions=body.versions, actor=who.actor, source="api")
+    )
+    state = _out(change)
     return ToolVersionsChanged(
-        versions=state.versions,
-        audit=state.audit,
-        changed=changed,
-        shadowed=[k for k in changed if k in env_keys],
+        versions=state.versions, audit=state.audit, changed=change.changed, shadowed=change.shadowed
     )

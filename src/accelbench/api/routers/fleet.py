@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.services.fleet import FleetRequest
+from accelbench.services.fleet import FleetRequest, plan_fleet
+from accelbench.services.paths import confine, resolve_file
 
 router = APIRouter(tags=["fleet"], responses=ERROR_RESPONSES)
 
@@ -20,9 +21,6 @@ def fleet(body: FleetRequest, store: StoreDep, _: Principal = Depends(require_re
     """Reads the traffic file (under the data roots), writes nothing: ``candidates`` ranked cheapest first, each
     with ``instance, hourly_usd, usd_per_day, usd_per_million_tokens, idle_share, capacity_source`` and its
     ``intervals`` (``start_s, seconds, requests_per_s, servers``), cold starts, reserved split and SLO risk."""
-    from accelbench.services.fleet import plan_fleet
-    from accelbench.services.paths import confine, resolve_file
-
     traffic = resolve_file(body.traffic, "traffic")
     confine(body.model, "model")
     return plan_fleet(store, body.model_copy(update={"traffic": traffic})).public_json()

@@ -21,6 +21,9 @@ from accelbench.api.auth import Principal, require_read, require_write
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES, ErrorBody
 from accelbench.errors import UserInputError
+from accelbench.services.result_imports import ImportRequest, import_results
+from accelbench.services.run_export import export_run
+from accelbench.services.stored_runs import get_run
 
 router = APIRouter(tags=["imports"], responses=ERROR_RESPONSES)
 
@@ -88,8 +91,6 @@ def import_files(
     instance: Annotated[str | None, Form(max_length=64, description="Instance type measured on.")] = None,
     principal: Principal = Depends(require_write),
 ) -> ImportedRun:
-    from accelbench.services.result_imports import ImportRequest, import_results
-
     names = [_safe_name(f.filename, i) for i, f in enumerate(files)]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -131,9 +132,7 @@ def export_results(
     ),
     _: Principal = Depends(require_read),
 ) -> ExportedRun:
-    from accelbench.services.run_export import export_run
-
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     files = export_run(store, run.id, format)
     return ExportedRun(
         run_id=run.id,

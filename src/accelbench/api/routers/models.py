@@ -7,8 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, Field
 
+from accelbench import services as service
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.errors import ERROR_RESPONSES
+from accelbench.services.paths import confine
 
 router = APIRouter(prefix="/models", tags=["models"], responses=ERROR_RESPONSES)
 
@@ -20,8 +22,6 @@ class ModelList(BaseModel):
 
 @router.get("", response_model=ModelList, summary="Model presets and prepared models")
 def list_models(_: Principal = Depends(require_read)) -> ModelList:
-    from accelbench import services as service
-
     return ModelList(presets=service.presets(), prepared=service.prepared_models())
 
 
@@ -29,8 +29,5 @@ def list_models(_: Principal = Depends(require_read)) -> ModelList:
 def get_model(
     name: Annotated[str, Path(min_length=1, max_length=300)], _: Principal = Depends(require_read)
 ) -> dict[str, Any]:
-    from accelbench import services as service
-    from accelbench.services.paths import confine
-
     confine(name, "model")
     return service.model_spec(name)

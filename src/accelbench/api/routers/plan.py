@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
 
+from accelbench import services as service
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.domain.plan import EstimateQuery
+from accelbench.services.paths import confine
 
 router = APIRouter(tags=["plan"], responses=ERROR_RESPONSES)
 
@@ -17,59 +20,61 @@ _EQ = EstimateQuery.model_fields
 ModelQ = Query(..., min_length=1, max_length=300, description="Model preset name, prepared model or path.")
 
 
-@router.get("/recommend", summary="Does the model fit on the instance, and with which settings")
-def recommend(
-    model: str = ModelQ,
-    instance_type: str = Query(
+class RecommendQuery(BaseModel):
+    """``/recommend``'s query: the model, the instance, and the settings to keep (the CLI's names)."""
+
+    model: str = Field(
+        ..., min_length=1, max_length=300, description="Model preset name, prepared model or path."
+    )
+    instance_type: str = Field(
         ..., min_length=1, max_length=64, description="Catalog instance type, or 'local' for this machine."
-    ),
-    quantization: str | None = Query(
+    )
+    quantization: str | None = Field(
         None, max_length=16, description="auto (fallback chain), none, fp8, int8 or int4."
-    ),
-    max_model_len: int | None = Query(None, ge=16, le=10_000_000, description="Context length to fit."),
-    kv_cache_dtype: str | None = Query(None, pattern="^(auto|fp8)$", description="auto or fp8 (GPU)."),
-    input_len: int | None = Query(
+    )
+    max_model_len: int | None = Field(None, ge=16, le=10_000_000, description="Context length to fit.")
+    kv_cache_dtype: str | None = Field(None, pattern="^(auto|fp8)$", description="auto or fp8 (GPU).")
+    input_len: int | None = Field(
         None, ge=1, le=10_000_000, description="Input tokens the batch is sized for."
-    ),
-    output_len: int | None = Query(
+    )
+    output_len: int | None = Field(
         None, ge=1, le=10_000_000, description="Output tokens the batch is sized for."
-    ),
-    engine: str | None = Query(None, max_length=32, description=_EQ["engine"].description),
-    tensor_parallel_size: int | None = Query(
+    )
+    engine: str | None = Field(None, max_length=32, description=_EQ["engine"].description)
+    tensor_parallel_size: int | None = Field(
         None, ge=1, le=64, description=_EQ["tensor_parallel_size"].description
-    ),
-    max_num_seqs: int | None = Query(None, ge=1, le=100_000, description=_EQ["max_num_seqs"].description),
-    max_num_batched_tokens: int | None = Query(
+    )
+    max_num_seqs: int | None = Field(None, ge=1, le=100_000, description=_EQ["max_num_seqs"].description)
+    max_num_batched_tokens: int | None = Field(
         None, ge=16, le=10_000_000, description=_EQ["max_num_batched_tokens"].description
-    ),
-    kv_cache_space_gib: int | None = Query(
+    )
+    kv_cache_space_gib: int | None = Field(
         None, ge=1, le=100_000, description=_EQ["kv_cache_space_gib"].description
-    ),
-    threads: int | None = Query(None, ge=1, le=4096, description=_EQ["threads"].description),
-    _: Principal = Depends(require_read),
-) -> dict[str, Any]:
+    )
+    threads: int | None = Field(None, ge=1, le=4096, description=_EQ["threads"].description)
+
+
+@router.get("/recommend", summary="Does the model fit on the instance, and with which settings")
+def recommend(q: Annotated[RecommendQuery, Query()], _: Principal = Depends(require_read)) -> dict[str, Any]:
     """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error).
     Settings given are kept and every memory figure is computed for them."""
-    from accelbench import services as service
-    from accelbench.services.paths import confine
-
-    confine(model, "model")
+    confine(q.model, "model")
     return service.recommend(
-        model,
-        instance_type,
-        quantization=quantization,
-        max_model_len=max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
-        input_len=input_len,
-        output_len=output_len,
-        engine=engine,
+        q.model,
+        q.instance_type,
+        quantization=q.quantization,
+        max_model_len=q.max_model_len,
+        kv_cache_dtype=q.kv_cache_dtype,
+        input_len=q.input_len,
+        output_len=q.output_len,
+        engine=q.engine,
         settings=EstimateQuery(
-            model=model,
-            tensor_parallel_size=tensor_parallel_size,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            kv_cache_space_gib=kv_cache_space_gib,
-            threads=threads,
+            model=q.model,
+            tensor_parallel_size=q.tensor_parallel_size,
+            max_num_seqs=q.max_num_seqs,
+            max_num_batched_tokens=q.max_num_batched_tokens,
+            kv_cache_space_gib=q.kv_cache_space_gib,
+            threads=q.threads,
         ).engine_settings(),
     )
 
@@ -80,9 +85,6 @@ def estimate(
     query: Annotated[EstimateQuery, Query()],
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
-    from accelbench import services as service
-    from accelbench.services.paths import confine
-
     confine(query.model, "model")
     return service.estimate(store, query)
 
@@ -99,9 +101,6 @@ def memory_breakdown(
     _: Principal = Depends(require_read),
 ) -> dict[str, Any]:
     """A CPU instance is refused with 400: host RAM serves the model there (see /recommend)."""
-    from accelbench import services as service
-    from accelbench.services.paths import confine
-
     confine(model, "model")
     return service.memory_breakdown(
         model,

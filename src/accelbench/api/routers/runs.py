@@ -26,13 +26,16 @@ from accelbench import services as service
 from accelbench.api.auth import Principal, require_read, require_run_owner, require_write
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
+from accelbench.api.responses import SafeJSONResponse
 from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError, NotFoundError
-from accelbench.redact import redact
+from accelbench.report import tables
+from accelbench.services import stored_runs
 from accelbench.services.paths import confine_spec
+from accelbench.services.run_view import RunViewRequest, public_run, run_view
 from accelbench.services.targets import check_remote_targets
 
 router = APIRouter(prefix="/runs", tags=["runs"], responses=ERROR_RESPONSES)
@@ -85,18 +88,6 @@ class Cancelled(BaseModel):
     id: str
     status: RunStatus
     signalled: bool = Field(description="True when a running run was told to stop by this server's worker.")
-
-
-def public_run(run: RunInfo) -> RunInfo:
-    """The run as the API shows it: secrets masked, whatever a record holds."""
-    return run.model_copy(
-        update={
-            "spec": redact(run.spec),
-            "environment": redact(run.environment),
-            "extra": redact(run.extra),
-            "progress": redact(run.progress),
-        }
-    )
 
 
 @router.post(
@@ -159,18 +150,23 @@ def list_runs(
     kind: str | None = Query(None, max_length=16, description="bench, sweep, run or import."),
     _: Principal = Depends(require_read),
 ) -> RunList:
-    items, total = store.list_runs(
-        status=[s.value for s in status] if status else None,
-        model=model or None,
-        instance_type=instance_type or None,
-        accelerator_type=accelerator_type.value if accelerator_type else None,
-        engine=engine or None,
-        label=label or None,
-        kind=kind or None,
-        limit=page.limit,
-        offset=page.offset,
+    found = stored_runs.list_runs(
+        store,
+        stored_runs.RunListRequest(
+            status=status,
+            model=model or None,
+            instance_type=instance_type or None,
+            accelerator_type=accelerator_type.value if accelerator_type else None,
+            engine=engine or None,
+            label=label or None,
+            kind=kind or None,
+            limit=page.limit,
+            offset=page.offset,
+        ),
     )
-    return RunList(items=[public_run(r) for r in items], total=total, limit=page.limit, offset=page.offset)
+    return RunList(
+        items=[public_run(r) for r in found.items], total=found.total, limit=page.limit, offset=page.offset
+    )
 
 
 @router.get("/{run_id}", response_model=RunDetail, summary="A run with results, telemetry and findings")
@@ -180,19 +176,18 @@ def get_run(
     max_points: int = Query(500, ge=10, le=100_000, description="Most telemetry samples returned."),
     _: Principal = Depends(require_read),
 ) -> RunDetail:
-    run = store.get_run(run_id)
-    results = store.get_results(run.id)
-    samples = store.get_telemetry(run.id)
+    view = run_view(store, RunViewRequest(run_ref=run_id, public=True, telemetry=True, headline=False))
+    samples = view.samples
     return RunDetail(
-        run=public_run(run),
-        results=results,
-        cells=[c.model_dump(mode="json") for c in service.aggregate(results)],
+        run=view.run,
+        results=view.results,
+        cells=[c.model_dump(mode="json") for c in view.cells],
         telemetry=TelemetryOut(
             total=len(samples),
             metrics=sorted({k for s in samples for k in s.values}),
             samples=thin(samples, max_points),
         ),
-        findings=service.run_findings(store, run, results),
+        findings=[f.model_dump(mode="json") for f in view.findings],
     )
 
 
@@ -204,7 +199,7 @@ def get_run(
 def get_run_capacity(
     run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)
 ) -> service.RunCapacity:
-    run = store.get_run(run_id)
+    run = stored_runs.get_run(store, run_id)
     answer = service.capacity_answer(run)
     if answer is None:
         raise NotFoundError(
@@ -231,17 +226,18 @@ def thin(samples: list[TelemetrySample], max_points: int) -> list[TelemetrySampl
 def cancel_run(
     run_id: RunId, store: StoreDep, worker: WorkerDep, who: Principal = Depends(require_write)
 ) -> Cancelled:
-    target = store.get_run(run_id)
-    require_run_owner(who, store.run_owner_key(target.id), target.id, "cancel")
-    run = store.cancel_run(target.id)
+    target = stored_runs.owned_run(store, run_id)
+    require_run_owner(who, target.owner_key_id, target.run.id, "cancel")
+    run = stored_runs.cancel_run(store, target.run.id)
     signalled = worker.request_cancel(run.id) if worker is not None else False
     return Cancelled(id=run.id, status=run.status, signalled=signalled)
 
 
 @router.delete("/{run_id}", status_code=204, summary="Delete a finished or pending run and its results")
 def delete_run(run_id: RunId, store: StoreDep, who: Principal = Depends(require_write)) -> Response:
-    run = store.get_run(run_id)
-    require_run_owner(who, store.run_owner_key(run.id), run.id, "delete")
+    owned = stored_runs.owned_run(store, run_id)
+    run = owned.run
+    require_run_owner(who, owned.owner_key_id, run.id, "delete")
     if run.status in (RunStatus.deploying, RunStatus.benchmarking):
         raise ConflictError(
             f"Run {run.id} is {run.status.value}; cancel it first (POST /api/v1/runs/{run.id}/cancel), "
@@ -249,8 +245,8 @@ def delete_run(run_id: RunId, store: StoreDep, who: Principal = Depends(require_
         )
     if run.status == RunStatus.pending:
         # Cancel first so a worker that is about to claim it cannot start it under our feet.
-        store.cancel_run(run.id)
-    store.delete_run(run.id)
+        stored_runs.cancel_run(store, run.id)
+    stored_runs.delete_runs(store, [run.id])
     return Response(status_code=204)
 
 
@@ -260,10 +256,8 @@ def delete_run(run_id: RunId, store: StoreDep, who: Principal = Depends(require_
     summary="The run's per-cell table as CSV",
 )
 def results_csv(run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)) -> Response:
-    from accelbench.report import tables
-
-    run = store.get_run(run_id)
-    cells = service.aggregate(store.get_results(run.id))
+    view = run_view(store, RunViewRequest(run_ref=run_id, headline=False, findings=False))
+    run, cells = view.run, view.cells
     rng = tables.has_repeats(cells)
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -282,7 +276,7 @@ def results_csv(run_id: RunId, store: StoreDep, _: Principal = Depends(require_r
     summary="The run's self-contained HTML report",
 )
 def run_report(run_id: RunId, store: StoreDep, _: Principal = Depends(require_read)) -> HTMLResponse:
-    run = store.get_run(run_id)
+    run = stored_runs.get_run(store, run_id)
     html = service.render_report(store, [run.id])
     return HTMLResponse(html)
 
@@ -305,7 +299,7 @@ def export_run(
     ),
     _: Principal = Depends(require_read),
 ) -> Response:
-    run = store.get_run(run_id)
+    run = stored_runs.get_run(store, run_id)
     files = service.export_manifests(store, run)
     if format == "yaml":
         body = "".join(f"# {name}\n{text.rstrip()}\n---\n" for name, text in files.items())
@@ -314,6 +308,4 @@ def export_run(
             media_type="application/yaml",
             headers={"Content-Disposition": f'attachment; filename="{run.id}-manifests.yaml"'},
         )
-    from accelbench.api.responses import SafeJSONResponse
-
     return SafeJSONResponse({"run_id": run.id, "files": files})

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import socket
@@ -36,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from accelbench.deploy.machine import MACHINE
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, ClaimLost, ConflictError, StoreError
 from accelbench.store import Store
@@ -90,8 +92,6 @@ class WorkerLock:
         self._fh: IO[str] | None = None
 
     def acquire(self) -> None:
-        import fcntl
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
@@ -122,8 +122,6 @@ class WorkerLock:
 
     def release(self) -> None:
         if self._fh is not None:
-            import fcntl
-
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
@@ -321,8 +319,6 @@ class RunWorker:
             return True
         if len(active) >= self.max_runs:
             return False
-        from accelbench.deploy.machine import MACHINE
-
         return MACHINE.all_waiting(active, self.overlap_after_s)
 
     def _claim_next(self) -> Any:
