@@ -1,10 +1,11 @@
 """Performance and cost estimates: TTFT, TPOT, E2E, tokens/s and dollars, for one instance or the catalog.
 
 The model (all quantities per tensor-parallel rank):
-- decode step = max(bytes read / achievable bandwidth, FLOPs / achievable compute) + TP all-reduces
-  + engine overhead (a fixed part per step and a part per sequence). Bytes read = the weights a step touches
-  (MoE: the dense part plus the experts the batch routes to, 1 - (1 - k/E)^B of them) + the KV cache of
-  every sequence in the batch;
+- decode step = the weight GEMMs, max(weights read / achievable bandwidth, their FLOPs / achievable compute),
+  then attention, max(the KV cache of every sequence in the batch / bandwidth, its FLOPs / compute), one
+  after the other (a layer's kernels run in sequence) + TP all-reduces + engine overhead (a fixed part per
+  step and a part per sequence). The weights a step touches: MoE, the dense part plus the experts the batch
+  routes to, 1 - (1 - k/E)^B of them;
 - prefill = max(FLOPs / achievable compute, weights / achievable bandwidth): memory-bound below the ridge
   point (compute / bandwidth), compute-bound above; chunked in ``max_num_batched_tokens`` pieces;
 - continuous batching, closed loop (C users, each sending the next request when the last ends): the batch is
@@ -218,14 +219,21 @@ class PerfModel:
         w = (self.dense_read + self.expert_bytes * self._touched(batch)) / bw
         # paged attention streams each sequence's blocks: a lower share of the bandwidth than weight GEMMs
         kv = batch * self._kv_bytes(ctx) / (bw * f.kv_read_efficiency)
-        comp = batch * (self.decode_flops_per_token + self.attn_coef * ctx) / self._matrix_rate(f, batch)
+        gemm = batch * self.decode_flops_per_token / self._matrix_rate(f, batch)
+        # attention multiplies each sequence's query by its own cached keys and values: no weight is shared
+        # across the batch, so a weight-only or dot-product kernel's penalty does not apply to it
+        attn = batch * self.attn_coef * ctx / (self.flops_peak * f.compute_efficiency)
         ar = self._allreduce(f, batch)
         over = (f.step_overhead_ms + f.per_sequence_overhead_ms * batch) / 1000
         # each layer's kernels take at least their launch-and-sync latency, however little each rank holds:
         # why TP 8 is far from 8x TP 1
         floor = self.n_layers * f.layer_floor_us * 1e-6
-        core = max(w + kv, comp, floor)
-        return core + ar + over, w, kv, comp, ar, over, floor
+        # A layer runs its kernels one after another: the weight GEMMs (bound by reading the weights or by
+        # their FLOPs) and then attention (bound by reading batch x context x KV bytes per token, or by its
+        # FLOPs). Their times add; a GEMM that is compute-bound does not hide the attention's KV reads, which
+        # is what makes a long-context, large batch slower than max(bytes, FLOPs) of the whole step says.
+        core = max(max(w, gemm) + max(kv, attn), floor)
+        return core + ar + over, w, kv, gemm + attn, ar, over, floor
 
     def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
         """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
