@@ -49,7 +49,7 @@ from accelbench.domain.capacity import METRICS, CapacitySLO, LoadKind
 from accelbench.domain.limits import MAX_CONCURRENCY
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.errors import UserInputError
-from accelbench.plan.perf_model import PerfModel, Prediction
+from accelbench.plan.perf_model import WAIT_CAP, PerfModel, Prediction, md1
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,7 +58,6 @@ MIN_RATE = 1e-3  # requests/s: the lowest rate the measurement tries
 RATE_TOLERANCE = 1e-3  # a predicted rate is bisected to within 0.1%
 FINITE_RUN = 0.9  # share of saturation above which a probe's TTFT is not the stationary queue's
 SATURATION_MARGIN = 0.99  # the highest rate tried: just below saturation (a queue at 100% never drains)
-WAIT_CAP = 0.98  # a closed loop regulates itself: its prefill path never runs at 100%
 
 
 # --------------------------------------------------------------------------------------------- distributions
@@ -102,14 +101,6 @@ class Wait:
             else:
                 lo = mid
         return hi
-
-
-def md1(rho: float, service: float) -> tuple[float, float]:
-    """(probability of waiting, mean wait when waiting) of an M/D/1 queue at utilisation ``rho``."""
-    if rho <= 0 or service <= 0:
-        return 0.0, 0.0
-    rho = min(rho, WAIT_CAP)
-    return rho, service / (2 * (1 - rho))
 
 
 def erlang_c(servers: int, offered: float) -> float:
@@ -337,13 +328,6 @@ def _steady_population(
     return _Population(quantile=quantile, share=share, rps=rps, batch=batch)
 
 
-def _prefill_cost(pm: PerfModel, f: EfficiencyFactors, i: int, slots: int) -> float:
-    """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
-    together = max(1, min(pm.chunk // max(i, 1), slots))
-    t, _ = pm.prefill(f, i, together)
-    return t / together
-
-
 def slot_count(pm: PerfModel, i: int, o: int) -> int:
     """Requests that run at once: max_num_seqs, or what the KV cache holds at these lengths."""
     return max(1, min(pm.batch_limit, pm.kv_tokens // max(i + o, 1)))
@@ -359,7 +343,7 @@ def closed_loop_population(
     dt = max(o - 1, 0)
     e2e_mean = concurrency / pred.rps - pred.queue if pred.rps > 0 else pred.e2e
     others = 0.0 if b == 1 else (b - 1) / max(e2e_mean, 1e-12)  # the other slots' arrival rate
-    cost = _prefill_cost(pm, f, i, b)
+    cost = pm.prefill_cost(f, i, b)
     return _steady_population(
         pm,
         f,
@@ -392,7 +376,7 @@ class RateModel:
 
     def __post_init__(self) -> None:
         self.slots = slot_count(self.pm, self.input_len, self.output_len)
-        self.prefill_cost = _prefill_cost(self.pm, self.f, self.input_len, self.slots)
+        self.prefill_cost = self.pm.prefill_cost(self.f, self.input_len, self.slots)
         limits = [self.slots / self.e2e(self.slots)]
         if self.prefill_cost > 0:
             limits.append(1 / self.prefill_cost)

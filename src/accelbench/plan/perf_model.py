@@ -10,8 +10,9 @@ The model (all quantities per tensor-parallel rank):
   point (compute / bandwidth), compute-bound above; chunked in ``max_num_batched_tokens`` pieces;
 - continuous batching, closed loop (C users, each sending the next request when the last ends): the batch is
   min(C, max_num_seqs, what the KV cache holds); TPOT grows with the batch's bytes and compute and with the
-  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for and, above the
-  batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
+  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for (steady
+  arrivals: an M/D/1 queue on the prefill path, in the token budget the running decodes leave each step) and,
+  above the batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
   re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
   ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
 - CPUs: bandwidth = min(sockets x socket peak, busy cores x per-core bandwidth), the busy cores being those
@@ -101,6 +102,24 @@ def default_max_num_seqs(hw: Hardware, tp: int, engine: str) -> int:
     if mem >= 70 and not hw.spec.name.upper().startswith("A100"):
         return 1024
     return 256
+
+
+WAIT_CAP = 0.98  # a closed loop regulates itself: its prefill path never runs at 100%
+
+
+def md1(rho: float, service: float) -> tuple[float, float]:
+    """(probability of waiting, mean wait when waiting) of an M/D/1 queue at utilisation ``rho``: the
+    Pollaczek-Khinchine mean wait rho x S / (2 (1 - rho)), read as an atom at zero and an exponential tail."""
+    if rho <= 0 or service <= 0:
+        return 0.0, 0.0
+    rho = min(rho, WAIT_CAP)
+    return rho, service / (2 * (1 - rho))
+
+
+def md1_median(rho: float, service: float) -> float:
+    """The median wait of ``md1``: zero while at most half the arrivals wait, else m x ln(2 rho)."""
+    waits, mean = md1(rho, service)
+    return mean * math.log(2 * waits) if waits > 0.5 else 0.0
 
 
 # --------------------------------------------------------------------------------------------- the model
@@ -281,7 +300,8 @@ class PerfModel:
         - ``steady``: arrivals spread out (e.g. Poisson traffic, or variable lengths at this concurrency):
           each request's decode is stalled by the prefills of the others that land in it (chunked prefill
           shares steps with everyone's decode, which is what raises TPOT with load, strongly on CPUs), of
-          which a typical (median) request sees the ``prefill_interference`` share.
+          which a typical (median) request sees the ``prefill_interference`` share; its TTFT waits for the
+          prefills ahead of it (an M/D/1 queue) and runs in the token budget the decodes leave (``_steady``).
         - ``wave``: one wave and nothing after it (every prompt sent at once, a static batch): the first
           wave's TTFT, its prefills in chunks in arrival order, whatever their length.
         Typical values are medians over the requests; throughput and E2E follow from the mean cycle.
@@ -322,26 +342,8 @@ class PerfModel:
             tpot_mean = step + stall / batch
             e2e_mean = (ttft_first + ttft_last) / 2 + decode_tokens * step
         else:
-            # Each of the batch - 1 other slots starts a new request once per E2E; the share of them that
-            # lands in this request's decode window is T_dec / E2E.
-            tpot_mean = step
-            e2e = req + p + decode_tokens * step
-            mean_extra = 0.0
-            if decode_tokens > 0:
-                for _ in range(8):
-                    window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
-                    mean_extra = (batch - 1) * p * window / decode_tokens
-                    tpot_mean = step + mean_extra
-                    e2e = req + p + decode_tokens * tpot_mean
-            # arriving mid-step, and finding another prefill running (mean residual: half of it); a prefill
-            # shares its steps with the batch's decodes, so its own chunks take a decode step longer each
-            share = (batch - 1) * p / max(e2e, 1e-9)
-            chunks_own = max(1, math.ceil(input_len / self.chunk))
-            wait = 0.5 * step + f.prefill_interference * share * p / 2 + chunks_own * (step - over)
-            ttft = req + p + wait
-            extra = f.prefill_interference * mean_extra
+            ttft, tpot_mean, e2e_mean, extra = self._steady(f, input_len, output_len, batch, step, over, p)
             tpot = step + extra
-            e2e_mean = ttft + decode_tokens * tpot_mean
         queue = 0.0
         if concurrency > batch:
             queue = (concurrency / batch - 1) * e2e_mean  # closed loop: wait for a free slot
@@ -368,6 +370,53 @@ class PerfModel:
             queue=queue,
             d_floor=floor,
         )
+
+    def _steady(
+        self,
+        f: EfficiencyFactors,
+        input_len: int,
+        output_len: int,
+        batch: int,
+        step: float,
+        over: float,
+        p: float,
+    ) -> tuple[float, float, float, float]:
+        """Steady arrivals: (typical TTFT, mean TPOT, mean E2E, the typical TPOT's share of other prefills).
+
+        Each of the batch - 1 other slots starts a new request once per cycle (E2E); the share of them that
+        lands in this request's decode window is T_dec / E2E, each stalling it by a prefill. A new request's
+        TTFT is its own prefill, run in the steps the scheduler gives it, after the prefills ahead of it:
+        - vLLM's scheduler fills each step's ``max_num_batched_tokens`` with the running decodes first, one
+          token each, and gives a waiting prefill what is left (vllm/v1/core/sched/scheduler.py), so a
+          prompt takes ceil(input / (max_num_batched_tokens - running)) steps, each a decode step longer;
+        - the prefill path is a queue: the other slots' prefills arrive once per cycle each and take the
+          engine ``prefill_cost`` each; a request finding it busy waits as in an M/D/1 queue (an atom at
+          zero, an exponential tail of mean S / (2 (1 - rho))), of which the typical request sees the median,
+          which grows without bound as the path fills: why TTFT under load rises faster than the load;
+        - arriving mid-step, it waits half a step before the scheduler sees it."""
+        req = f.request_overhead_ms / 1000
+        decode_tokens = max(output_len - 1, 0)
+        budget = max(self.chunk - (batch - 1), 1)
+        chunks_own = max(1, math.ceil(input_len / budget))
+        cost = self.prefill_cost(f, input_len, batch)
+        own = req + p + 0.5 * step + chunks_own * (step - over)
+        tpot_mean, mean_extra, ttft = step, 0.0, own
+        e2e = own + decode_tokens * step
+        for _ in range(8):
+            if decode_tokens > 0:
+                window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
+                mean_extra = (batch - 1) * p * window / decode_tokens
+                tpot_mean = step + mean_extra
+            rho = (batch - 1) * cost / max(e2e, 1e-12)
+            ttft = own + md1_median(rho, cost)
+            e2e = ttft + decode_tokens * tpot_mean
+        return ttft, tpot_mean, e2e, f.prefill_interference * mean_extra
+
+    def prefill_cost(self, f: EfficiencyFactors, input_len: int, slots: int) -> float:
+        """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
+        together = max(1, min(self.chunk // max(input_len, 1), slots))
+        t, _ = self.prefill(f, input_len, together)
+        return t / together
 
     def wave_ttft(self, f: EfficiencyFactors, input_len: int, k: int, batch: int) -> float:
         """TTFT of the k-th request (1-based) of a wave of ``batch`` sent at once: the first one's prefill,
