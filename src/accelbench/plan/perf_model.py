@@ -342,7 +342,9 @@ class PerfModel:
             tpot_mean = step + stall / batch
             e2e_mean = (ttft_first + ttft_last) / 2 + decode_tokens * step
         else:
-            ttft, tpot_mean, e2e_mean, extra = self._steady(f, input_len, output_len, batch, step, over, p)
+            ttft, tpot_mean, e2e_mean, extra = self._steady(
+                f, input_len, output_len, batch, step, over, p, arrivals
+            )
             tpot = step + extra
         queue = 0.0
         if concurrency > batch:
@@ -380,6 +382,7 @@ class PerfModel:
         step: float,
         over: float,
         p: float,
+        arrivals: str = "steady",
     ) -> tuple[float, float, float, float]:
         """Steady arrivals: (typical TTFT, mean TPOT, mean E2E, the typical TPOT's share of other prefills).
 
@@ -393,19 +396,32 @@ class PerfModel:
           engine ``prefill_cost`` each; a request finding it busy waits as in an M/D/1 queue (an atom at
           zero, an exponential tail of mean S / (2 (1 - rho))), of which the typical request sees the median,
           which grows without bound as the path fills: why TTFT under load rises faster than the load;
-        - arriving mid-step, it waits half a step before the scheduler sees it."""
+        - arriving mid-step, it waits half a step before the scheduler sees it.
+
+        ``bursts`` whose waves have spread (a closed loop of fixed lengths whose other prefills need more than
+        one step's budget) do not arrive at random: the prompts one step prefilled together reach their last
+        token in the same step and their users re-send together. Each such group (as many prompts as the
+        budget holds) arrives while the engine runs the step after the one that finished them, waits for it,
+        and is prefilled together in the next: its TTFT is a full step plus the whole group's prefill, and
+        the decodes stall once per group by that prefill."""
         req = f.request_overhead_ms / 1000
         decode_tokens = max(output_len - 1, 0)
         budget = max(self.chunk - (batch - 1), 1)
         chunks_own = max(1, math.ceil(input_len / budget))
         cost = self.prefill_cost(f, input_len, batch)
-        own = req + p + 0.5 * step + chunks_own * (step - over)
+        group, stall, residual = 1, p, 0.5 * step
+        if arrivals == "bursts":
+            group = max(1, min(budget // max(input_len, 1), batch))
+            stall, _ = self.prefill(f, input_len, group)
+            chunks_own = max(1, math.ceil(group * input_len / budget))
+            residual = step
+        own = req + stall + residual + chunks_own * (step - over)
         tpot_mean, mean_extra, ttft = step, 0.0, own
         e2e = own + decode_tokens * step
         for _ in range(8):
             if decode_tokens > 0:
                 window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
-                mean_extra = (batch - 1) * p * window / decode_tokens
+                mean_extra = (batch - 1) / group * stall * window / decode_tokens
                 tpot_mean = step + mean_extra
             rho = (batch - 1) * cost / max(e2e, 1e-12)
             ttft = own + md1_median(rho, cost)
