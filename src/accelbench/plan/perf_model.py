@@ -47,6 +47,7 @@ from accelbench.plan.memory import (
     online_format,
     weight_bytes,
 )
+from accelbench.plan.queueing import md1_median
 
 if TYPE_CHECKING:
     pass
@@ -102,24 +103,6 @@ def default_max_num_seqs(hw: Hardware, tp: int, engine: str) -> int:
     if mem >= 70 and not hw.spec.name.upper().startswith("A100"):
         return 1024
     return 256
-
-
-WAIT_CAP = 0.98  # a closed loop regulates itself: its prefill path never runs at 100%
-
-
-def md1(rho: float, service: float) -> tuple[float, float]:
-    """(probability of waiting, mean wait when waiting) of an M/D/1 queue at utilisation ``rho``: the
-    Pollaczek-Khinchine mean wait rho x S / (2 (1 - rho)), read as an atom at zero and an exponential tail."""
-    if rho <= 0 or service <= 0:
-        return 0.0, 0.0
-    rho = min(rho, WAIT_CAP)
-    return rho, service / (2 * (1 - rho))
-
-
-def md1_median(rho: float, service: float) -> float:
-    """The median wait of ``md1``: zero while at most half the arrivals wait, else m x ln(2 rho)."""
-    waits, mean = md1(rho, service)
-    return mean * math.log(2 * waits) if waits > 0.5 else 0.0
 
 
 # --------------------------------------------------------------------------------------------- the model

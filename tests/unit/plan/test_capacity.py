@@ -14,16 +14,13 @@ from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
 from accelbench.plan.capacity import (
     RateModel,
-    Wait,
     closed_loop_population,
-    erlang_c,
     level_prediction,
-    md1,
-    poisson,
     predict_capacity,
 )
 from accelbench.plan.estimate import PerfSetup, perf_setup
 from accelbench.plan.perf_model import PerfModel
+from accelbench.plan.queueing import Wait, erlang_c, md1, poisson
 from accelbench.services.plan import capacity_plan
 
 #: (model, instance, input, output, targets): a CPU, a GPU, an 8-GPU and a Neuron deployment
