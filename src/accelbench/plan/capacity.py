@@ -169,34 +169,35 @@ def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: 
     return _Population(quantile=quantile, share=share, rps=pred.rps, batch=float(b))
 
 
-def _steady_population(
-    pm: PerfModel,
-    f: EfficiencyFactors,
-    i: int,
-    o: int,
-    *,
-    ttft_typ: float,
-    tpot_typ: float,
-    step: float,
-    landing: float,
-    prefill_wait: tuple[float, float],
-    extra_waits: tuple[tuple[float, float], ...] = (),
-    shift: float = 0.0,
-    rps: float,
-    batch: float,
-) -> _Population:
+@dataclass(frozen=True)
+class SteadyLoad:
+    """What a steady population is read from: the typical request's figures and the waits around them."""
+
+    ttft: float  # the typical TTFT (with the prefill wait's median), before ``shift``
+    tpot: float  # the typical TPOT
+    step: float  # one decode step
+    landing: float  # mean number of other prefills landing in one request's decode
+    prefill_wait: tuple[float, float]  # the prefill path's M/D/1 wait (md1)
+    rps: float
+    batch: float
+    shift: float = 0.0  # what every request pays on top (a slot wait in a closed loop, the front end's)
+    extra_waits: tuple[tuple[float, float], ...] = ()  # more waits whose spread TTFT carries (slot waits)
+
+
+def _steady_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, load: SteadyLoad) -> _Population:
     """Steady arrivals: TTFT = the typical one + the prefill wait's spread about its median (+ slot waits and
     ``shift``, which every request pays); TPOT = the typical one + one interference stall per other prefill
     landing in the decode beyond the median count (Poisson with mean ``landing``)."""
+    ttft_typ, tpot_typ, step, shift = load.ttft, load.tpot, load.step, load.shift
     dt = max(o - 1, 0)
     p, _ = pm.prefill(f, i)
     chunks_own = max(1, math.ceil(i / pm.chunk))
     floor = f.request_overhead_ms / 1000 + p
-    prefill_only = Wait((prefill_wait,))
+    prefill_only = Wait((load.prefill_wait,))
     med = prefill_only.quantile(0.5)
-    wait = Wait((prefill_wait, *extra_waits))
+    wait = Wait((load.prefill_wait, *load.extra_waits))
     base = ttft_typ - med + shift  # TTFT = max(floor, base + wait)
-    pmf = poisson(landing if dt else 0.0)
+    pmf = poisson(load.landing if dt else 0.0)
     n50 = count_quantile(pmf, 0.5)
     per = f.prefill_interference * p / dt if dt else 0.0
     gap = step + p / chunks_own
@@ -246,7 +247,7 @@ def _steady_population(
             total += w * (1.0 if math.isinf(limit) else ttft_cdf(limit * (1 + 1e-9)))
         return total
 
-    return _Population(quantile=quantile, share=share, rps=rps, batch=batch)
+    return _Population(quantile=quantile, share=share, rps=load.rps, batch=load.batch)
 
 
 def slot_count(pm: PerfModel, i: int, o: int) -> int:
@@ -265,13 +266,9 @@ def closed_loop_population(
     e2e_mean = concurrency / pred.rps - pred.queue if pred.rps > 0 else pred.e2e
     others = 0.0 if b == 1 else (b - 1) / max(e2e_mean, 1e-12)  # the other slots' arrival rate
     cost = pm.prefill_cost(f, i, b)
-    return _steady_population(
-        pm,
-        f,
-        i,
-        o,
-        ttft_typ=pred.ttft - pred.queue,
-        tpot_typ=pred.tpot,
+    load = SteadyLoad(
+        ttft=pred.ttft - pred.queue,
+        tpot=pred.tpot,
         step=pred.decode_step,
         landing=others * dt * pred.tpot_mean,
         prefill_wait=md1(others * cost, cost),
@@ -279,6 +276,7 @@ def closed_loop_population(
         rps=pred.rps,
         batch=float(b),
     )
+    return _steady_population(pm, f, i, o, load)
 
 
 @dataclass
@@ -383,13 +381,9 @@ class RateModel:
         pred, b = self.typical(rate)
         slot, serial = self._waits(rate)
         dt = max(self.output_len - 1, 0)
-        return _steady_population(
-            self.pm,
-            self.f,
-            self.input_len,
-            self.output_len,
-            ttft_typ=pred.ttft,
-            tpot_typ=pred.tpot,
+        load = SteadyLoad(
+            ttft=pred.ttft,
+            tpot=pred.tpot,
             step=pred.decode_step,
             landing=rate * dt * pred.tpot_mean,
             prefill_wait=md1(rate * self.prefill_cost, self.prefill_cost),
@@ -398,6 +392,7 @@ class RateModel:
             rps=rate,
             batch=b,
         )
+        return _steady_population(self.pm, self.f, self.input_len, self.output_len, load)
 
     def predict(self, rate: float) -> Prediction:
         """The median request at ``rate`` as a ``Prediction`` (what calibration compares with a rate probe's
