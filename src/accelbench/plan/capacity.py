@@ -182,6 +182,7 @@ class SteadyLoad:
     batch: float
     shift: float = 0.0  # what every request pays on top (a slot wait in a closed loop, the front end's)
     extra_waits: tuple[tuple[float, float], ...] = ()  # more waits whose spread TTFT carries (slot waits)
+    stall: float | None = None  # seconds of prefill each landing brings (None: one prompt's)
 
 
 def _steady_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, load: SteadyLoad) -> _Population:
@@ -190,7 +191,7 @@ def _steady_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, load
     landing in the decode beyond the median count (Poisson with mean ``landing``)."""
     ttft_typ, tpot_typ, step, shift = load.ttft, load.tpot, load.step, load.shift
     dt = max(o - 1, 0)
-    p, _ = pm.prefill(f, i)
+    p = load.stall if load.stall is not None else pm.prefill(f, i)[0]
     chunks_own = max(1, math.ceil(i / pm.chunk))
     floor = f.request_overhead_ms / 1000 + p
     prefill_only = Wait((load.prefill_wait,))
@@ -266,15 +267,18 @@ def closed_loop_population(
     e2e_mean = concurrency / pred.rps - pred.queue if pred.rps > 0 else pred.e2e
     others = 0.0 if b == 1 else (b - 1) / max(e2e_mean, 1e-12)  # the other slots' arrival rate
     cost = pm.prefill_cost(f, i, b)
+    # fixed lengths: the prompts one step prefilled come back together, and land in a decode as one
+    group, stall = pm.burst_group(f, i, b) if b >= 2 else (1, None)
     load = SteadyLoad(
         ttft=pred.ttft - pred.queue,
         tpot=pred.tpot,
         step=pred.decode_step,
-        landing=others * dt * pred.tpot_mean,
+        landing=others / group * dt * pred.tpot_mean,
         prefill_wait=md1(others * cost, cost),
         shift=pred.queue,
         rps=pred.rps,
         batch=float(b),
+        stall=stall,
     )
     return _steady_population(pm, f, i, o, load)
 

@@ -394,8 +394,7 @@ class PerfModel:
         cost = self.prefill_cost(f, input_len, batch)
         group, stall, residual = 1, p, 0.5 * step
         if arrivals == "bursts":
-            group = max(1, min(budget // max(input_len, 1), batch))
-            stall, _ = self.prefill(f, input_len, group)
+            group, stall = self.burst_group(f, input_len, batch)
             chunks_own = max(1, math.ceil(group * input_len / budget))
             residual = step
         own = req + stall + residual + chunks_own * (step - over)
@@ -410,6 +409,13 @@ class PerfModel:
             ttft = own + md1_median(rho, cost)
             e2e = ttft + decode_tokens * tpot_mean
         return ttft, tpot_mean, e2e, f.prefill_interference * mean_extra
+
+    def burst_group(self, f: EfficiencyFactors, input_len: int, batch: int) -> tuple[int, float]:
+        """A spread closed loop of fixed lengths: (prompts that travel together, their prefill in seconds),
+        as many as one step's token budget holds after the running decodes take one token each."""
+        budget = max(self.chunk - (batch - 1), 1)
+        group = max(1, min(budget // max(input_len, 1), batch))
+        return group, self.prefill(f, input_len, group)[0]
 
     def prefill_cost(self, f: EfficiencyFactors, input_len: int, slots: int) -> float:
         """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
