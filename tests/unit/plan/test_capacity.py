@@ -14,11 +14,11 @@ from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
 from accelbench.plan.capacity import (
     RateModel,
-    closed_loop_population,
     level_prediction,
     predict_capacity,
 )
 from accelbench.plan.estimate import PerfSetup, perf_setup
+from accelbench.plan.load_population import closed_loop_population
 from accelbench.plan.perf_model import PerfModel
 from accelbench.plan.queueing import Wait, erlang_c, md1, poisson
 from accelbench.services.plan import capacity_plan
