@@ -1,7 +1,8 @@
 """Capacity at an SLO, predicted: the highest concurrency (closed loop) or Poisson request rate at which the
 chosen percentile of TTFT, TPOT, ITL and E2EL stays within its target and the share of requests meeting every
 target reaches the attainment; the question ``accelbench capacity`` measures (``bench/capacity.py``), asked
-of the performance model (``plan/perf_model.py``) with no factor of its own.
+of the performance model (``plan/perf_model.py``) with no factor of its own; the populations of one level
+are built in ``plan/load_population.py``.
 
 What is modelled. A load level is a population of requests, not one typical request: the percentile of each
 metric and the share meeting every target are read off that population, as the measurement reads them off
@@ -13,7 +14,9 @@ its requests.
   the k-th of a wave waits for the prefill chunks and the front-end work (``request_serial_ms``) of the k - 1
   before it (``PerfModel.wave_ttft``), so TTFT spreads uniformly over the ranks of a wave; the first
   request's decode stalls while the others prefill (its TPOT and its longest gap are the wave's worst), the
-  others decode together. Longer waves spread out into the steady regime below. Above B users every request
+  others decode together. Longer waves spread out into the steady regime below, in groups: the prompts one
+  step prefilled come back together (``PerfModel.burst_group``), so other prefills land in a decode a group
+  at a time, each stalling it by the group's prefill. Above B users every request
   also waits for a slot, the same (C / B - 1) cycles each (fixed lengths, work conservation).
 - Steady arrivals (a closed loop whose waves spread out, and every Poisson rate). TTFT is the typical one
   (``PerfModel.predict``, "steady") plus the spread of the wait for the prefills ahead: an M/D/1 queue on
@@ -41,7 +44,6 @@ tighter SLO or a higher percentile (each misses wherever the looser one does) ne
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,104 +51,23 @@ from accelbench.domain.capacity import METRICS, CapacitySLO, LoadKind
 from accelbench.domain.limits import MAX_CONCURRENCY
 from accelbench.domain.plan import EfficiencyFactors
 from accelbench.errors import UserInputError
+from accelbench.plan.load_population import (
+    Population,
+    SteadyLoad,
+    closed_loop_population,
+    slot_count,
+    steady_population,
+)
 from accelbench.plan.perf_model import PerfModel, Prediction
+from accelbench.plan.queueing import WAIT_CAP, erlang_c, md1
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    pass
 
 MIN_RATE = 1e-3  # requests/s: the lowest rate the measurement tries
 RATE_TOLERANCE = 1e-3  # a predicted rate is bisected to within 0.1%
 FINITE_RUN = 0.9  # share of saturation above which a probe's TTFT is not the stationary queue's
 SATURATION_MARGIN = 0.99  # the highest rate tried: just below saturation (a queue at 100% never drains)
-WAIT_CAP = 0.98  # a closed loop regulates itself: its prefill path never runs at 100%
-
-
-# --------------------------------------------------------------------------------------------- distributions
-@dataclass(frozen=True)
-class Wait:
-    """A sum of independent waits, each zero with probability 1 - p and else exponential with mean m: the
-    M/D/1 and M/D/c waiting times (an atom at zero for those that find the server free, an exponential tail)."""
-
-    parts: tuple[tuple[float, float], ...] = ()  # (probability of waiting, mean wait when waiting)
-
-    def cdf(self, t: float) -> float:
-        if t < 0:
-            return 0.0
-        parts = [(p, m) for p, m in self.parts if p > 0 and m > 0]
-        assert len(parts) <= 2, "at most two waits in a sum"
-        if not parts:
-            return 1.0
-        if len(parts) == 1:
-            p, m = parts[0]
-            return 1.0 - p * math.exp(-t / m)
-        (p1, m1), (p2, m2) = parts[0], parts[1]
-        f1 = 1.0 - math.exp(-t / m1)
-        f2 = 1.0 - math.exp(-t / m2)
-        if abs(m1 - m2) <= 1e-9 * max(m1, m2):
-            f12 = 1.0 - math.exp(-t / m1) * (1.0 + t / m1)
-        else:  # the sum of two exponentials (hypoexponential)
-            f12 = 1.0 - (m1 * math.exp(-t / m1) - m2 * math.exp(-t / m2)) / (m1 - m2)
-        return (1 - p1) * (1 - p2) + (1 - p1) * p2 * f2 + p1 * (1 - p2) * f1 + p1 * p2 * f12
-
-    def quantile(self, q: float) -> float:
-        if self.cdf(0.0) >= q:
-            return 0.0
-        hi = max((m for _, m in self.parts), default=1.0) or 1.0
-        while self.cdf(hi) < q:
-            hi *= 2
-        lo = 0.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if self.cdf(mid) >= q:
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
-
-def md1(rho: float, service: float) -> tuple[float, float]:
-    """(probability of waiting, mean wait when waiting) of an M/D/1 queue at utilisation ``rho``."""
-    if rho <= 0 or service <= 0:
-        return 0.0, 0.0
-    rho = min(rho, WAIT_CAP)
-    return rho, service / (2 * (1 - rho))
-
-
-def erlang_c(servers: int, offered: float) -> float:
-    """Probability that an arrival waits in an M/M/c queue (Erlang C), ``offered`` = rate x service time."""
-    if offered <= 0:
-        return 0.0
-    if offered >= servers:
-        return 1.0
-    b = 1.0
-    for k in range(1, servers + 1):  # Erlang B by its stable recursion
-        b = offered * b / (k + offered * b)
-    rho = offered / servers
-    return b / (1 - rho * (1 - b))
-
-
-def poisson(mean: float) -> list[tuple[int, float]]:
-    """(count, probability) of a Poisson count, over the counts that carry all but ~1e-9 of it."""
-    if mean <= 1e-12:
-        return [(0, 1.0)]
-    spread = 7 * math.sqrt(mean) + 7
-    lo, hi = max(0, int(mean - spread)), int(mean + spread) + 1
-    out = []
-    for k in range(lo, hi + 1):
-        w = math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))
-        if w > 1e-10:
-            out.append((k, w))
-    total = sum(w for _, w in out)
-    return [(k, w / total) for k, w in out]
-
-
-def _count_quantile(pmf: list[tuple[int, float]], q: float) -> int:
-    acc = 0.0
-    for k, w in pmf:
-        acc += w
-        if acc >= q - 1e-12:
-            return k
-    return pmf[-1][0]
 
 
 # --------------------------------------------------------------------------------------------- one level
@@ -167,216 +88,6 @@ class Level:
 
 
 @dataclass
-class _Population:
-    """How the requests of a level are spread: ``quantile(metric, q)`` in seconds and ``share(targets)``."""
-
-    quantile: Callable[[str, float], float]
-    share: Callable[[Mapping[str, float]], float]
-    rps: float
-    batch: float
-
-
-def _within(value: float, target_ms: float | None) -> bool:
-    return target_ms is None or value * 1000 <= target_ms * (1 + 1e-9)
-
-
-def _share_quantile(values: Sequence[float], q: float) -> float:
-    """The q-quantile of a large sample drawn in equal shares from ``values`` (each value 1/n of it), as numpy's
-    linear interpolation takes it: inside a share, that share's value; on the boundary between shares k and
-    k + 1 (q x n = k), the point (N - 1) q falls 1 - q of the way from the last of one to the first of the
-    next (halfway at p50)."""
-    v = sorted(values)
-    n = len(v)
-    x = q * n
-    k = round(x)
-    if 1 <= k < n and abs(x - k) < 1e-9:
-        return v[k - 1] + (1 - q) * (v[k] - v[k - 1])
-    return v[min(n - 1, max(0, math.ceil(x - 1e-9) - 1))]
-
-
-def _wave_population(pm: PerfModel, f: EfficiencyFactors, i: int, o: int, pred: Prediction) -> _Population:
-    """Closed-loop waves: request k of a wave of B has its own TTFT; the first one's decode stalls."""
-    b = pred.batch
-    dt = max(o - 1, 0)
-    step, queue = pred.decode_step, pred.queue
-    p_rest, _ = pm.prefill(f, i, b - 1)
-    chunks = max(1, math.ceil((b - 1) * i / pm.chunk))
-    stall = max(p_rest - chunks * step, 0.0) / dt if dt else 0.0
-    tpot = {1: step + stall if dt else 0.0, 2: step if dt else 0.0}
-    itl = {1: max(step, p_rest / chunks) if dt > 1 else tpot[1], 2: tpot[2]}
-
-    def ttft(k: int) -> float:
-        return pm.wave_ttft(f, i, k, b) + queue
-
-    def e2e(k: int) -> float:
-        return ttft(k) + dt * tpot[min(k, 2)]
-
-    def last_within(limit: float, of: Callable[[int], float]) -> int:
-        """The highest k in 2..B with of(k) <= limit (of grows with k), or 1 when none."""
-        if of(2) > limit:
-            return 1
-        lo, hi = 2, b
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if of(mid) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def quantile(metric: str, q: float) -> float:
-        # every wave has one request of each rank k = 1..B, so a level's requests are those B values in equal
-        # shares, and its percentile is theirs as the measurement takes it (numpy's linear interpolation: at
-        # p50 of a 2-user loop, halfway between the stalled first request and the other)
-        if metric == "ttft":
-            return _share_quantile([ttft(k) for k in range(1, b + 1)], q)
-        if metric in ("tpot", "itl"):
-            values = tpot if metric == "tpot" else itl
-            return _share_quantile([values[1]] + [values[2]] * (b - 1), q)
-        return _share_quantile([e2e(k) for k in range(1, b + 1)], q)
-
-    def share(targets: Mapping[str, float]) -> float:
-        def meets(k: int) -> bool:
-            c = min(k, 2)
-            return (
-                _within(ttft(k), targets.get("ttft"))
-                and _within(tpot[c], targets.get("tpot"))
-                and _within(itl[c], targets.get("itl"))
-                and _within(e2e(k), targets.get("e2el"))
-            )
-
-        n = 1 if meets(1) else 0
-        if b > 1 and _within(tpot[2], targets.get("tpot")) and _within(itl[2], targets.get("itl")):
-            limit = min(
-                (targets["ttft"] / 1000) if "ttft" in targets else math.inf,
-                (targets["e2el"] / 1000 - dt * tpot[2]) if "e2el" in targets else math.inf,
-            )
-            n += last_within(limit * (1 + 1e-9), ttft) - 1
-        return n / b
-
-    return _Population(quantile=quantile, share=share, rps=pred.rps, batch=float(b))
-
-
-def _steady_population(
-    pm: PerfModel,
-    f: EfficiencyFactors,
-    i: int,
-    o: int,
-    *,
-    ttft_typ: float,
-    tpot_typ: float,
-    step: float,
-    landing: float,
-    prefill_wait: tuple[float, float],
-    extra_waits: tuple[tuple[float, float], ...] = (),
-    shift: float = 0.0,
-    rps: float,
-    batch: float,
-) -> _Population:
-    """Steady arrivals: TTFT = the typical one + the prefill wait's spread about its median (+ slot waits and
-    ``shift``, which every request pays); TPOT = the typical one + one interference stall per other prefill
-    landing in the decode beyond the median count (Poisson with mean ``landing``)."""
-    dt = max(o - 1, 0)
-    p, _ = pm.prefill(f, i)
-    chunks_own = max(1, math.ceil(i / pm.chunk))
-    floor = f.request_overhead_ms / 1000 + p
-    prefill_only = Wait((prefill_wait,))
-    med = prefill_only.quantile(0.5)
-    wait = Wait((prefill_wait, *extra_waits))
-    base = ttft_typ - med + shift  # TTFT = max(floor, base + wait)
-    pmf = poisson(landing if dt else 0.0)
-    n50 = _count_quantile(pmf, 0.5)
-    per = f.prefill_interference * p / dt if dt else 0.0
-    gap = step + p / chunks_own
-
-    def tpot(k: int) -> float:
-        return max(step, tpot_typ + per * (k - n50)) if dt else 0.0
-
-    def itl(k: int) -> float:
-        if dt <= 1:
-            return tpot(k)
-        return max(tpot(k), gap) if k >= 1 else tpot(k)
-
-    def ttft_cdf(t: float) -> float:
-        if t < floor - 1e-12:
-            return 0.0
-        return wait.cdf(t - base)
-
-    def quantile(metric: str, q: float) -> float:
-        if metric == "ttft":
-            return max(floor, base + wait.quantile(q))
-        if metric in ("tpot", "itl"):
-            k = _count_quantile(pmf, q)
-            return tpot(k) if metric == "tpot" else itl(k)
-
-        def cdf(e: float) -> float:
-            return sum(w * ttft_cdf(e - dt * tpot(k)) for k, w in pmf)
-
-        lo = floor
-        hi = max(floor, base + wait.quantile(q)) + dt * tpot(pmf[-1][0]) + 1e-9
-        for _ in range(40):
-            mid = (lo + hi) / 2
-            if cdf(mid) >= q:
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
-    def share(targets: Mapping[str, float]) -> float:
-        total = 0.0
-        for k, w in pmf:
-            if not (_within(tpot(k), targets.get("tpot")) and _within(itl(k), targets.get("itl"))):
-                continue
-            limit = min(
-                targets["ttft"] / 1000 if "ttft" in targets else math.inf,
-                targets["e2el"] / 1000 - dt * tpot(k) if "e2el" in targets else math.inf,
-            )
-            total += w * (1.0 if math.isinf(limit) else ttft_cdf(limit * (1 + 1e-9)))
-        return total
-
-    return _Population(quantile=quantile, share=share, rps=rps, batch=batch)
-
-
-def _prefill_cost(pm: PerfModel, f: EfficiencyFactors, i: int, slots: int) -> float:
-    """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
-    together = max(1, min(pm.chunk // max(i, 1), slots))
-    t, _ = pm.prefill(f, i, together)
-    return t / together
-
-
-def slot_count(pm: PerfModel, i: int, o: int) -> int:
-    """Requests that run at once: max_num_seqs, or what the KV cache holds at these lengths."""
-    return max(1, min(pm.batch_limit, pm.kv_tokens // max(i + o, 1)))
-
-
-def closed_loop_population(
-    pm: PerfModel, f: EfficiencyFactors, i: int, o: int, concurrency: int
-) -> _Population:
-    pred = pm.predict(f, i, o, concurrency, "bursts")
-    b = pred.batch
-    if b >= 2 and (b - 1) * i <= pm.chunk:
-        return _wave_population(pm, f, i, o, pred)
-    dt = max(o - 1, 0)
-    e2e_mean = concurrency / pred.rps - pred.queue if pred.rps > 0 else pred.e2e
-    others = 0.0 if b == 1 else (b - 1) / max(e2e_mean, 1e-12)  # the other slots' arrival rate
-    cost = _prefill_cost(pm, f, i, b)
-    return _steady_population(
-        pm,
-        f,
-        i,
-        o,
-        ttft_typ=pred.ttft - pred.queue,
-        tpot_typ=pred.tpot,
-        step=pred.decode_step,
-        landing=others * dt * pred.tpot_mean,
-        prefill_wait=md1(others * cost, cost),
-        shift=pred.queue,
-        rps=pred.rps,
-        batch=float(b),
-    )
-
-
-@dataclass
 class RateModel:
     """The open-loop view of one (model, hardware, lengths, factors): the steady prediction at every whole
     batch (computed when first asked), the saturation throughput, and the population at a rate."""
@@ -392,7 +103,7 @@ class RateModel:
 
     def __post_init__(self) -> None:
         self.slots = slot_count(self.pm, self.input_len, self.output_len)
-        self.prefill_cost = _prefill_cost(self.pm, self.f, self.input_len, self.slots)
+        self.prefill_cost = self.pm.prefill_cost(self.f, self.input_len, self.slots)
         limits = [self.slots / self.e2e(self.slots)]
         if self.prefill_cost > 0:
             limits.append(1 / self.prefill_cost)
@@ -474,17 +185,13 @@ class RateModel:
         serial = rho_s * s / (2 * (1 - rho_s)) if s > 0 else 0.0
         return slot, serial
 
-    def population(self, rate: float) -> _Population:
+    def population(self, rate: float) -> Population:
         pred, b = self.typical(rate)
         slot, serial = self._waits(rate)
         dt = max(self.output_len - 1, 0)
-        return _steady_population(
-            self.pm,
-            self.f,
-            self.input_len,
-            self.output_len,
-            ttft_typ=pred.ttft,
-            tpot_typ=pred.tpot,
+        load = SteadyLoad(
+            ttft=pred.ttft,
+            tpot=pred.tpot,
             step=pred.decode_step,
             landing=rate * dt * pred.tpot_mean,
             prefill_wait=md1(rate * self.prefill_cost, self.prefill_cost),
@@ -493,6 +200,7 @@ class RateModel:
             rps=rate,
             batch=b,
         )
+        return steady_population(self.pm, self.f, self.input_len, self.output_len, load)
 
     def predict(self, rate: float) -> Prediction:
         """The median request at ``rate`` as a ``Prediction`` (what calibration compares with a rate probe's
@@ -525,7 +233,7 @@ class RateModel:
         return pred
 
 
-def judge(pop: _Population, level: float, slo: CapacitySLO, output_len: int) -> Level:
+def judge(pop: Population, level: float, slo: CapacitySLO, output_len: int) -> Level:
     """A predicted level judged as the measurement judges a measured one: the percentile of every named metric
     within its target, and the share of requests meeting all of them at least the attainment."""
     q = slo.percentile / 100

@@ -1,16 +1,18 @@
 """Performance and cost estimates: TTFT, TPOT, E2E, tokens/s and dollars, for one instance or the catalog.
 
 The model (all quantities per tensor-parallel rank):
-- decode step = max(bytes read / achievable bandwidth, FLOPs / achievable compute) + TP all-reduces
-  + engine overhead (a fixed part per step and a part per sequence). Bytes read = the weights a step touches
-  (MoE: the dense part plus the experts the batch routes to, 1 - (1 - k/E)^B of them) + the KV cache of
-  every sequence in the batch;
+- decode step = the weight GEMMs, max(weights read / achievable bandwidth, their FLOPs / achievable compute),
+  then attention, max(the KV cache of every sequence in the batch / bandwidth, its FLOPs / compute), one
+  after the other (a layer's kernels run in sequence) + TP all-reduces + engine overhead (a fixed part per
+  step and a part per sequence). The weights a step touches: MoE, the dense part plus the experts the batch
+  routes to, 1 - (1 - k/E)^B of them;
 - prefill = max(FLOPs / achievable compute, weights / achievable bandwidth): memory-bound below the ridge
   point (compute / bandwidth), compute-bound above; chunked in ``max_num_batched_tokens`` pieces;
 - continuous batching, closed loop (C users, each sending the next request when the last ends): the batch is
   min(C, max_num_seqs, what the KV cache holds); TPOT grows with the batch's bytes and compute and with the
-  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for and, above the
-  batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
+  other requests' prefills that stall decode; TTFT grows with the prefills a request waits for (steady
+  arrivals: an M/D/1 queue on the prefill path, in the token budget the running decodes leave each step) and,
+  above the batch limit, with the queue ((C / batch - 1) x service time). Two arrival patterns: "bursts" (every user
   re-sends at once with fixed lengths, which is what a benchmark sweep does: requests travel in waves, see
   ``PerfModel.predict``) and "steady" (arrivals spread out, prefills interleave with decode);
 - CPUs: bandwidth = min(sockets x socket peak, busy cores x per-core bandwidth), the busy cores being those
@@ -45,6 +47,7 @@ from accelbench.plan.memory import (
     online_format,
     weight_bytes,
 )
+from accelbench.plan.queueing import md1_median
 
 if TYPE_CHECKING:
     pass
@@ -218,14 +221,21 @@ class PerfModel:
         w = (self.dense_read + self.expert_bytes * self._touched(batch)) / bw
         # paged attention streams each sequence's blocks: a lower share of the bandwidth than weight GEMMs
         kv = batch * self._kv_bytes(ctx) / (bw * f.kv_read_efficiency)
-        comp = batch * (self.decode_flops_per_token + self.attn_coef * ctx) / self._matrix_rate(f, batch)
+        gemm = batch * self.decode_flops_per_token / self._matrix_rate(f, batch)
+        # attention multiplies each sequence's query by its own cached keys and values: no weight is shared
+        # across the batch, so a weight-only or dot-product kernel's penalty does not apply to it
+        attn = batch * self.attn_coef * ctx / (self.flops_peak * f.compute_efficiency)
         ar = self._allreduce(f, batch)
         over = (f.step_overhead_ms + f.per_sequence_overhead_ms * batch) / 1000
         # each layer's kernels take at least their launch-and-sync latency, however little each rank holds:
         # why TP 8 is far from 8x TP 1
         floor = self.n_layers * f.layer_floor_us * 1e-6
-        core = max(w + kv, comp, floor)
-        return core + ar + over, w, kv, comp, ar, over, floor
+        # A layer runs its kernels one after another: the weight GEMMs (bound by reading the weights or by
+        # their FLOPs) and then attention (bound by reading batch x context x KV bytes per token, or by its
+        # FLOPs). Their times add; a GEMM that is compute-bound does not hide the attention's KV reads, which
+        # is what makes a long-context, large batch slower than max(bytes, FLOPs) of the whole step says.
+        core = max(max(w, gemm) + max(kv, attn), floor)
+        return core + ar + over, w, kv, gemm + attn, ar, over, floor
 
     def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
         """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
@@ -273,7 +283,8 @@ class PerfModel:
         - ``steady``: arrivals spread out (e.g. Poisson traffic, or variable lengths at this concurrency):
           each request's decode is stalled by the prefills of the others that land in it (chunked prefill
           shares steps with everyone's decode, which is what raises TPOT with load, strongly on CPUs), of
-          which a typical (median) request sees the ``prefill_interference`` share.
+          which a typical (median) request sees the ``prefill_interference`` share; its TTFT waits for the
+          prefills ahead of it (an M/D/1 queue) and runs in the token budget the decodes leave (``_steady``).
         - ``wave``: one wave and nothing after it (every prompt sent at once, a static batch): the first
           wave's TTFT, its prefills in chunks in arrival order, whatever their length.
         Typical values are medians over the requests; throughput and E2E follow from the mean cycle.
@@ -314,26 +325,10 @@ class PerfModel:
             tpot_mean = step + stall / batch
             e2e_mean = (ttft_first + ttft_last) / 2 + decode_tokens * step
         else:
-            # Each of the batch - 1 other slots starts a new request once per E2E; the share of them that
-            # lands in this request's decode window is T_dec / E2E.
-            tpot_mean = step
-            e2e = req + p + decode_tokens * step
-            mean_extra = 0.0
-            if decode_tokens > 0:
-                for _ in range(8):
-                    window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
-                    mean_extra = (batch - 1) * p * window / decode_tokens
-                    tpot_mean = step + mean_extra
-                    e2e = req + p + decode_tokens * tpot_mean
-            # arriving mid-step, and finding another prefill running (mean residual: half of it); a prefill
-            # shares its steps with the batch's decodes, so its own chunks take a decode step longer each
-            share = (batch - 1) * p / max(e2e, 1e-9)
-            chunks_own = max(1, math.ceil(input_len / self.chunk))
-            wait = 0.5 * step + f.prefill_interference * share * p / 2 + chunks_own * (step - over)
-            ttft = req + p + wait
-            extra = f.prefill_interference * mean_extra
+            ttft, tpot_mean, e2e_mean, extra = self._steady(
+                f, input_len, output_len, batch, step, over, p, arrivals
+            )
             tpot = step + extra
-            e2e_mean = ttft + decode_tokens * tpot_mean
         queue = 0.0
         if concurrency > batch:
             queue = (concurrency / batch - 1) * e2e_mean  # closed loop: wait for a free slot
@@ -360,6 +355,73 @@ class PerfModel:
             queue=queue,
             d_floor=floor,
         )
+
+    def _steady(
+        self,
+        f: EfficiencyFactors,
+        input_len: int,
+        output_len: int,
+        batch: int,
+        step: float,
+        over: float,
+        p: float,
+        arrivals: str = "steady",
+    ) -> tuple[float, float, float, float]:
+        """Steady arrivals: (typical TTFT, mean TPOT, mean E2E, the typical TPOT's share of other prefills).
+
+        Each of the batch - 1 other slots starts a new request once per cycle (E2E); the share of them that
+        lands in this request's decode window is T_dec / E2E, each stalling it by a prefill. A new request's
+        TTFT is its own prefill, run in the steps the scheduler gives it, after the prefills ahead of it:
+        - vLLM's scheduler fills each step's ``max_num_batched_tokens`` with the running decodes first, one
+          token each, and gives a waiting prefill what is left (vllm/v1/core/sched/scheduler.py), so a
+          prompt takes ceil(input / (max_num_batched_tokens - running)) steps, each a decode step longer;
+        - the prefill path is a queue: the other slots' prefills arrive once per cycle each and take the
+          engine ``prefill_cost`` each; a request finding it busy waits as in an M/D/1 queue (an atom at
+          zero, an exponential tail of mean S / (2 (1 - rho))), of which the typical request sees the median,
+          which grows without bound as the path fills: why TTFT under load rises faster than the load;
+        - arriving mid-step, it waits half a step before the scheduler sees it.
+
+        ``bursts`` whose waves have spread (a closed loop of fixed lengths whose other prefills need more than
+        one step's budget) do not arrive at random: the prompts one step prefilled together reach their last
+        token in the same step and their users re-send together. Each such group (as many prompts as the
+        budget holds) arrives while the engine runs the step after the one that finished them, waits for it,
+        and is prefilled together in the next: its TTFT is a full step plus the whole group's prefill, and
+        the decodes stall once per group by that prefill."""
+        req = f.request_overhead_ms / 1000
+        decode_tokens = max(output_len - 1, 0)
+        budget = max(self.chunk - (batch - 1), 1)
+        chunks_own = max(1, math.ceil(input_len / budget))
+        cost = self.prefill_cost(f, input_len, batch)
+        group, stall, residual = 1, p, 0.5 * step
+        if arrivals == "bursts":
+            group, stall = self.burst_group(f, input_len, batch)
+            chunks_own = max(1, math.ceil(group * input_len / budget))
+            residual = step
+        own = req + stall + residual + chunks_own * (step - over)
+        tpot_mean, mean_extra, ttft = step, 0.0, own
+        e2e = own + decode_tokens * step
+        for _ in range(8):
+            if decode_tokens > 0:
+                window = decode_tokens * tpot_mean / e2e if e2e > 0 else 1.0
+                mean_extra = (batch - 1) / group * stall * window / decode_tokens
+                tpot_mean = step + mean_extra
+            rho = (batch - 1) * cost / max(e2e, 1e-12)
+            ttft = own + md1_median(rho, cost)
+            e2e = ttft + decode_tokens * tpot_mean
+        return ttft, tpot_mean, e2e, f.prefill_interference * mean_extra
+
+    def burst_group(self, f: EfficiencyFactors, input_len: int, batch: int) -> tuple[int, float]:
+        """A spread closed loop of fixed lengths: (prompts that travel together, their prefill in seconds),
+        as many as one step's token budget holds after the running decodes take one token each."""
+        budget = max(self.chunk - (batch - 1), 1)
+        group = max(1, min(budget // max(input_len, 1), batch))
+        return group, self.prefill(f, input_len, group)[0]
+
+    def prefill_cost(self, f: EfficiencyFactors, input_len: int, slots: int) -> float:
+        """Seconds of engine time per prefill when the waiting ones are batched into one step's token budget."""
+        together = max(1, min(self.chunk // max(input_len, 1), slots))
+        t, _ = self.prefill(f, input_len, together)
+        return t / together
 
     def wave_ttft(self, f: EfficiencyFactors, input_len: int, k: int, batch: int) -> float:
         """TTFT of the k-th request (1-based) of a wave of ``batch`` sent at once: the first one's prefill,

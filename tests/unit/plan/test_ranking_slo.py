@@ -17,7 +17,10 @@ def _cost(r) -> tuple[float, float]:  # type: ignore[no-untyped-def]
 
 
 def test_with_an_slo_the_rows_meeting_it_come_first_each_part_by_cost() -> None:
-    slo = SLO(tpot_ms=30)
+    # a target the cheapest row misses: since a spread closed loop's groups wait a full step and their whole
+    # prefill, g5.xlarge (A10G, 2,048-token steps) serves fewer requests per hour and the cheapest row is
+    # g7e.2xlarge, whose TPOT (about 14 ms) a 30 ms target no longer separates from the rest
+    slo = SLO(tpot_ms=12)
     tab = estimate_catalog(M, input_len=512, output_len=128, concurrency=8, slo=slo, accelerator="gpu")
     verdicts = [r.slo_met for r in tab.rows if r.feasible]
     met = verdicts.count(True)
