@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from accelbench.domain.plan import CellComparison
+from accelbench.domain.plan_types import CellComparison
 
 TARGETS = {"gpu": 15.0, "neuron": 15.0, "cpu": 30.0}
 THROUGHPUT_TARGET = 35.0
@@ -51,7 +51,7 @@ def _f(v: float | None, digits: int = 1) -> str:
 
 
 def accuracy(db: str | None, calibrated: bool) -> int:
-    from accelbench.services.plan import predicted_vs_measured
+    from accelbench.services.planning import predicted_vs_measured
     from accelbench.store import get_store
 
     store = get_store(db) if db else get_store()
@@ -271,7 +271,7 @@ def timing(repeats: int) -> None:
         times.append(time.perf_counter() - start)
         rows = len(tab.rows)
     slo_start = time.perf_counter()
-    from accelbench.domain.plan import SLO
+    from accelbench.domain.plan_types import SLO
 
     estimate_catalog(
         model,

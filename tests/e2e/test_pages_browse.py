@@ -144,7 +144,7 @@ def test_result_detail_gpu_and_failed_runs(tab: Tab) -> None:
 
 
 def test_result_detail_opens_with_the_headline(tab: Tab) -> None:
-    from accelbench.report.compare import compare_runs
+    from accelbench.report.compare_runs import compare_runs
     from accelbench.report.headline import headline_for
     from accelbench.report.tables import aggregate_results
 

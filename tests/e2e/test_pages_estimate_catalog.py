@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from accelbench.catalog import get_catalog
-from accelbench.domain.catalog import Price
+from accelbench.domain.instance_types import Price
 from accelbench.domain.run import RunStatus
 from tests.e2e import pages
 from tests.e2e.pages import Tab

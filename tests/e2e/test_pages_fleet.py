@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.services.fleet import fleet_request, plan_fleet
+from accelbench.services.fleet_plan import fleet_request, plan_fleet
 from tests.e2e import pages
 from tests.e2e.pages import Tab
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.runtimes.base import DEFAULT_RUNTIME
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.runtimes.runtime import DEFAULT_RUNTIME
 from tests.e2e import pages
 from tests.e2e.pages import Tab
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.services.fleet import fleet_request, plan_fleet
+from accelbench.services.fleet_plan import fleet_request, plan_fleet
 from accelbench.store import Store
 from tests.support.api_app import api_for
 

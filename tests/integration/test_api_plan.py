@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.domain.run import RunStatus
 from accelbench.store import Store
 from tests.support.api_app import api_for

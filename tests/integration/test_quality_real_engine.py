@@ -9,7 +9,7 @@ from accelbench.bench.quality import run_probe
 from accelbench.bench.quality_run import QualitySetting, measure_quality
 from accelbench.bench.served_identity import record_served, sampling_of
 from accelbench.domain.bench import BenchConfig, Endpoint
-from accelbench.report.compare import build_comparison
+from accelbench.report.compare_runs import build_comparison
 from tests.support.report_data import make_result, run_data
 from tests.support.stream_server import StreamServer
 

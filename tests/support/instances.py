@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 
 
 def instance(name: str, **overrides: Any) -> InstanceType:

@@ -8,7 +8,7 @@ from typing import Any
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.report.compare import RunData
+from accelbench.report.compare_runs import RunData
 
 _ids = iter(range(1, 1_000_000))
 

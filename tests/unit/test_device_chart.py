@@ -193,7 +193,7 @@ def test_zero_wall_is_recorded_by_the_monitor() -> None:
     import time
 
     from accelbench.telemetry.devices import DeviceMonitor
-    from accelbench.telemetry.devices.base import DeviceCollector
+    from accelbench.telemetry.devices.collector import DeviceCollector
 
     class One(DeviceCollector):
         name = "one"

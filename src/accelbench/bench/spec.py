@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.run import SweepSpec
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError, plain_words
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from accelbench.catalog.loader import Catalog
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 
 # Reported device memory is the usable part of the spec's: accept 90 % .. spec + 1 % (at least 1 GiB).
 MEMORY_LOW = 0.90

@@ -54,7 +54,7 @@ from accelbench.catalog.loader import (
     refreshed_instances_file,
     reset_catalog_cache,
 )
-from accelbench.domain.catalog import InstanceType
+from accelbench.domain.instance_types import InstanceType
 from accelbench.errors import UserInputError
 from accelbench.redact import redact_url
 from accelbench.settings import get_settings

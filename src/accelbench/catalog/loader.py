@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
 from accelbench.registry import did_you_mean
 from accelbench.settings import get_settings

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog.loader import Catalog, get_catalog
-from accelbench.domain.catalog import InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import InstanceType, Price, PriceTier
 from accelbench.errors import AccelbenchError, UserInputError
 
 if TYPE_CHECKING:

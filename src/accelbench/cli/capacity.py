@@ -68,7 +68,7 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
             ]
         )
     print_table(cols, rows, title=f"Capacity probes ({result.load})", formats="json")
-    from accelbench.report.capacity import confidence_sentence, load_phrase, range_text
+    from accelbench.report.capacity_results import confidence_sentence, load_phrase, range_text
 
     if result.slo is not None:
         if result.max_load is not None:
@@ -90,7 +90,7 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
         console.print(
             f"Knee (throughput stops growing): {load_phrase(result.load, result.knee)}", highlight=False
         )
-    from accelbench.report.capacity import answer_level, devices_at_capacity, devices_sentence
+    from accelbench.report.capacity_results import answer_level, devices_at_capacity, devices_sentence
 
     devices = devices_sentence(devices_at_capacity(result, results), result.load, answer_level(result))
     if devices:

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact_url
 from accelbench.services import catalog_views as views

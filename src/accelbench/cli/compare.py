@@ -26,11 +26,11 @@ from rich.console import Console
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.imports import register_importers
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.errors import UserInputError
-from accelbench.report.capacity import CAPACITY_COLUMNS, capacity_rows
-from accelbench.report.compare import TIER_LABELS, comparison_json, fmt_usd, side_by_side_rows
+from accelbench.report.capacity_results import CAPACITY_COLUMNS, capacity_rows
 from accelbench.report.compare_csv import write_compare_csv
+from accelbench.report.compare_runs import TIER_LABELS, comparison_json, fmt_usd, side_by_side_rows
 from accelbench.report.comparison import LATENCY_METRICS
 from accelbench.report.like_for_like import like_for_like_lines
 from accelbench.report.percentiles import DEFAULT, label, parse_percentiles

@@ -2,7 +2,7 @@
 
 A thin shell over ``services.fleet`` (the plan), ``services.fleet_export`` (``--export DIR``: the Kubernetes
 objects of the cheapest or ``--choose``-n candidate) and ``services.fleet_validate`` (``--validate``: a replay
-against a local engine); the table and the report come from ``report/fleet.py``.
+against a local engine); the table and the report come from ``report/fleet_view.py``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,15 @@ from accelbench.cli.render import Col, print_table
 from accelbench.domain.bench import Endpoint
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import FleetPlan
-from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table, write_fleet_report
-from accelbench.services.fleet import FleetRequest, fleet_request, load_traffic, plan_fleet
+from accelbench.report.fleet_view import (
+    FLEET_COLUMNS,
+    fleet_lines,
+    fleet_rows,
+    servers_table,
+    write_fleet_report,
+)
 from accelbench.services.fleet_export import fleet_files, write_fleet_files
+from accelbench.services.fleet_plan import FleetRequest, fleet_request, load_traffic, plan_fleet
 from accelbench.services.fleet_validate import replay_options, validate_fleet
 from accelbench.services.session import get_store
 

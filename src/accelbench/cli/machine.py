@@ -2,7 +2,7 @@
 
 ``probe`` measures this machine (memory bandwidth of one core and of all usable cores; decode- and
 prefill-shaped matrix multiplies, BF16 through torch where it can) and saves the figures for the planner,
-which then predicts "local" from them instead of its cited guesses (``services/machine.py``).
+which then predicts "local" from them instead of its cited guesses (``services/machine_probe.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.domain.machine import MachineProbe
-from accelbench.services.machine import probe_this_machine
+from accelbench.services.machine_probe import probe_this_machine
 
 machine_app = typer.Typer(help="This machine, as the planner sees it.", no_args_is_help=True)
 

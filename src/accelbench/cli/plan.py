@@ -26,15 +26,15 @@ from accelbench.cli.plan_views import (
     render_recommendation,
     render_table,
 )
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.domain.plan import (
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.plan_types import (
     EstimateQuery,
     EstimateTable,
 )
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.services.model_fit import BreakdownRequest, RecommendRequest, breakdown, recommend_for
-from accelbench.services.plan import calibrate, calibration_json, estimate_result
+from accelbench.services.planning import calibrate, calibration_json, estimate_result
 from accelbench.services.session import get_store
 
 REFUSED_EXIT = 3

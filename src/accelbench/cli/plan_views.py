@@ -10,8 +10,8 @@ from rich.table import Table
 
 from accelbench.cli.common import console, err_console
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.domain.plan import (
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.plan_types import (
     CalibrationReport,
     CapacityComparison,
     Estimate,

@@ -7,6 +7,6 @@
 - ``proctree``: stopping an engine's whole process tree, also when accelbench itself is killed outright.
 """
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, Target, make_target
+from accelbench.deploy.target import TARGETS, DeployedEngine, Target, make_target
 
 __all__ = ["TARGETS", "DeployedEngine", "Target", "make_target"]

@@ -21,8 +21,8 @@ from importlib import resources
 import httpx
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import Endpoint
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import EngineError
 
 CHECK_QUESTION = "Name three colors."

@@ -26,21 +26,21 @@ from typing import Any
 import httpx
 
 from accelbench.catalog import get_catalog
-from accelbench.deploy.base import (
+from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
+from accelbench.deploy.target import (
     TARGETS,
     DeployedEngine,
     Held,
     Progress,
     Target,
 )
-from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
 from accelbench.domain.bench import Endpoint
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import Ec2Target, RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError
-from accelbench.runtimes.base import Runtime, ServeParams
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
+from accelbench.runtimes.runtime import Runtime, ServeParams
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import get_store
 

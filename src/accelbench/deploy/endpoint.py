@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from accelbench.deploy.base import TARGETS, DeployedEngine, Progress, Target
 from accelbench.deploy.model_index import resolve_model
+from accelbench.deploy.target import TARGETS, DeployedEngine, Progress, Target
 from accelbench.deploy.target_policy import active_policy
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint

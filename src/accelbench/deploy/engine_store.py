@@ -22,12 +22,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.deploy.diagnose import INSTALL_FAILURES, diagnose
 from accelbench.deploy.isa_fault import (
     GROUP_LABELS,
 )
-from accelbench.domain.base import StrictModel
+from accelbench.deploy.target import NO_PROGRESS, Progress, exclusive_lock
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import EngineError, NotFoundError
 from accelbench.registry import Registry
 from accelbench.runtimes.llamacpp import LlamaCpp

@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from accelbench.deploy import model_store as ms
-from accelbench.deploy.base import NO_PROGRESS, Progress
 from accelbench.deploy.diagnose import REBUILD_ISA_KEYS, STARTUP_FAILURES, diagnose
 from accelbench.deploy.engine_store import (
     ENGINES,
@@ -66,6 +65,7 @@ from accelbench.deploy.isa_fault import (
     group_to_drop,
     host_groups,
 )
+from accelbench.deploy.target import NO_PROGRESS, Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.telemetry.host import cpu_info
 

@@ -10,9 +10,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from accelbench.deploy.base import NO_PROGRESS, Progress
 from accelbench.deploy.elf import PF_X, PT_GNU_STACK, program_headers
 from accelbench.deploy.engine_store import EngineInstall, pip_install_into
+from accelbench.deploy.target import NO_PROGRESS, Progress
 from accelbench.errors import EngineError
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.bench import load_tokenizer, run_benchmark
-from accelbench.bench.capacity import judge, level_config, search
+from accelbench.bench.capacity_search import judge, level_config, search
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.sweep import cell_config, sweep_keys
 from accelbench.deploy.manifests.loadgen import LoadgenConfig

@@ -39,13 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
 from accelbench.catalog import get_catalog
-from accelbench.deploy.base import (
-    TARGETS,
-    DeployedEngine,
-    Progress,
-    Target,
-)
-from accelbench.deploy.capacity import store_probes
+from accelbench.deploy.endpoint_capacity import store_probes
 from accelbench.deploy.incluster import decode_capacity, find_node_exporter, merge_shards
 from accelbench.deploy.manifests import (
     Bundle,
@@ -58,6 +52,12 @@ from accelbench.deploy.manifests import (
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
 from accelbench.deploy.manifests.telemetry import EXPORTERS, LoadgenTelemetry
 from accelbench.deploy.shards import decode_results
+from accelbench.deploy.target import (
+    TARGETS,
+    DeployedEngine,
+    Progress,
+    Target,
+)
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError, UserInputError

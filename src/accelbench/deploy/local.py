@@ -41,14 +41,6 @@ from accelbench.bench.selftest import (
     isolate_client,
     set_process_affinity,
 )
-from accelbench.deploy.base import (
-    TARGETS,
-    DeployCancelled,
-    DeployedEngine,
-    Progress,
-    Target,
-    TerminatedBySignal,
-)
 from accelbench.deploy.diagnose import AMX_TILE_FAULT, Diagnosis, diagnose
 from accelbench.deploy.engine_store import get_engine
 from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
@@ -63,14 +55,22 @@ from accelbench.deploy.isa_fault import (
 )
 from accelbench.deploy.model_index import resolve_model
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
+from accelbench.deploy.target import (
+    TARGETS,
+    DeployCancelled,
+    DeployedEngine,
+    Progress,
+    Target,
+    TerminatedBySignal,
+)
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.bench import Endpoint
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.redact import redact, redact_argv
-from accelbench.runtimes.base import Runtime, ServeParams, get_runtime
+from accelbench.runtimes.runtime import Runtime, ServeParams, get_runtime
 from accelbench.settings import get_settings
 from accelbench.telemetry.host import cpu_info, numa_node_count
 

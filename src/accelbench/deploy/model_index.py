@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from accelbench.deploy.answer_check import AnswerCheck
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.registry import did_you_mean
 from accelbench.settings import get_settings

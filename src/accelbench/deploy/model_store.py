@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accelbench.deploy.answer_check import CHECK_QUESTION, AnswerCheck, check_endpoint, judge_answer
-from accelbench.deploy.base import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.deploy.engine_store import find_engine, get_engine, pip_install_into, run_streaming
 from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_index import (
@@ -55,6 +54,7 @@ from accelbench.deploy.model_index import (
     safetensors_names,
     slug,
 )
+from accelbench.deploy.target import NO_PROGRESS, Progress, exclusive_lock
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 from accelbench.errors import EngineError, UserInputError
 from accelbench.registry import did_you_mean

@@ -37,7 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.bench.served_identity import record_served, sampling_of
-from accelbench.deploy.base import (
+from accelbench.deploy.checks import answer_check, engine_error, isa_trace, record_environment
+from accelbench.deploy.cost import record_held_cost
+from accelbench.deploy.endpoint_capacity import finish, stored_plan
+from accelbench.deploy.machine_share import MACHINE
+from accelbench.deploy.run_files import run_dir_for, write_reports
+from accelbench.deploy.target import (
     DeployCancelled,
     EventProgress,
     Progress,
@@ -45,11 +50,6 @@ from accelbench.deploy.base import (
     get_target_class,
     settle,
 )
-from accelbench.deploy.capacity import finish, stored_plan
-from accelbench.deploy.checks import answer_check, engine_error, isa_trace, record_environment
-from accelbench.deploy.cost import record_held_cost
-from accelbench.deploy.machine import MACHINE
-from accelbench.deploy.run_files import run_dir_for, write_reports
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus, secret_slot_name
 from accelbench.errors import AccelbenchError, UserInputError

@@ -4,6 +4,6 @@
 misspelled key is an error that names the key, not a silently ignored setting.
 """
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 __all__ = ["StrictModel"]

@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.limits import (
     MAX_CELL_PROMPT_TOKENS,
@@ -24,6 +23,7 @@ from accelbench.domain.limits import (
     MAX_TURNS,
     MAX_WARMUPS,
 )
+from accelbench.domain.strict import StrictModel
 from accelbench.redact import MASK, is_secret_name, redact_url
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.estimate import EfficiencyFactors
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.strict import StrictModel
 
 
 # ------------------------------------------------------------------------------------------ calibration

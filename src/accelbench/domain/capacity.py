@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchConfig, LoadSettings
 from accelbench.domain.limits import MAX_CONCURRENCY, MAX_TOKENS
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 
 METRICS = ("ttft", "tpot", "itl", "e2el")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 
 class DeviceKind(enum.StrEnum):

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.recommendation import Recommendation
+from accelbench.domain.strict import StrictModel
 
 
 # ------------------------------------------------------------------------------------------ estimates

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 PROBE_SCHEMA_VERSION = 1
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 
 class ModelTask(enum.StrEnum):

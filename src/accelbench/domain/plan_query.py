@@ -9,11 +9,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType
 from accelbench.domain.estimate import SLO, EfficiencyFactors
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import check_quantization
 from accelbench.domain.run import EngineSettings
+from accelbench.domain.strict import StrictModel
 
 
 @dataclass(frozen=True)

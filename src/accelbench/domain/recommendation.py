@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.run import EngineSettings
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import GuardError
 
 

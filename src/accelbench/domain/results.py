@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.run import CellStatus, RunStatus
+from accelbench.domain.strict import StrictModel
 
 
 class RunInfo(StrictModel):

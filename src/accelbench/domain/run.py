@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import LoadSettings
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.limits import (
@@ -25,6 +24,7 @@ from accelbench.domain.limits import (
     MAX_WARMUPS,
 )
 from accelbench.domain.quant import check_quantization
+from accelbench.domain.strict import StrictModel
 from accelbench.redact import MASK, redact, redact_argv
 
 #: what a quality setting may say (``bench/quality_run.py`` ``parse_quality`` reads it)

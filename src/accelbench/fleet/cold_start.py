@@ -24,7 +24,7 @@ from statistics import median
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.fleet.sizing import DAY_S, FleetInterval
 
 #: Planning assumptions (seconds), not measurements: instance launch to a running OS, by tier.

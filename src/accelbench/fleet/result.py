@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.fleet.cold_start import ColdStart
 from accelbench.fleet.sizing import FleetInterval, SloRisk
 

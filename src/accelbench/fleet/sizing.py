@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pydantic import Field
 from scipy.stats import nbinom, poisson
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 from accelbench.fleet.traffic import Interval
 

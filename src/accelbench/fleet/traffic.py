@@ -28,8 +28,8 @@ import yaml
 from pydantic import Field
 
 from accelbench.bench.trace import read_trace, trace_format
-from accelbench.domain.base import StrictModel
 from accelbench.domain.limits import MAX_TOKENS
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 
 TrafficFormat = Literal["mooncake", "burstgpt", "profile"]

@@ -21,7 +21,7 @@ from accelbench.domain.model import (
     QuantizationInfo,
 )
 from accelbench.errors import UserInputError
-from accelbench.modelspec.config import decide_task
+from accelbench.modelspec.hf_config import decide_task
 
 # GGUF architecture -> (HF architecture, HF model_type)
 GGUF_ARCHS: dict[str, tuple[str, str]] = {

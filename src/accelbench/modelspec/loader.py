@@ -17,8 +17,8 @@ from pathlib import Path
 from accelbench.domain.model import ModelSource, ModelSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.modelspec import hub, presets
-from accelbench.modelspec.config import CheckpointFacts, spec_from_config
 from accelbench.modelspec.gguf_file import spec_from_gguf
+from accelbench.modelspec.hf_config import CheckpointFacts, spec_from_config
 from accelbench.registry import did_you_mean
 from accelbench.settings import get_settings
 

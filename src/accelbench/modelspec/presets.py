@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from accelbench.domain.model import ModelSource, ModelSpec
-from accelbench.modelspec.config import spec_from_config
+from accelbench.modelspec.hf_config import spec_from_config
 
 PRESET_SCHEMA_VERSION = 1
 

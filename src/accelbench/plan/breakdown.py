@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
+from accelbench.domain.plan_types import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
 from accelbench.errors import GuardError, UserInputError
 from accelbench.plan.hardware import Hardware, hardware_for
 from accelbench.plan.memory import (
@@ -35,7 +35,7 @@ from accelbench.plan.memory import (
     weight_bytes,
 )
 from accelbench.plan.recommend import accelerator_name, recommend, resolve_instance
-from accelbench.plan.recommend.common import KV_PLAN_SHARE, sequences_fit
+from accelbench.plan.recommend.tier_steps import KV_PLAN_SHARE, sequences_fit
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog

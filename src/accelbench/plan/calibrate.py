@@ -6,7 +6,7 @@ planner can describe (a catalog instance, or "this machine" from the run's captu
 model it can read, each measured cell (input length x concurrency) is predicted with the same code path
 ``estimate`` uses (recommendation, the run's own engine settings, PerfModel). A capacity search's probes are
 cells too: a concurrency probe like a sweep cell, a request-rate probe (stored under concurrency 0 with its
-rate in the cell's config) predicted at its Poisson rate (``plan/capacity.py``); and each capacity run's
+rate in the cell's config) predicted at its Poisson rate (``plan/capacity_prediction.py``); and each capacity run's
 measured capacity is set against the planner's for the same SLO, before and after the fit.
 Points are grouped by (accelerator, engine); per group the factors are fitted by damped least squares in log
 space (Levenberg-Marquardt) to the log-ratios of predicted to measured median TPOT (weight 1), median TTFT and
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from accelbench.domain.capacity import CapacityResult
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     CalibrationGroup,
     CalibrationReport,
     CapacityComparison,
@@ -36,7 +36,7 @@ from accelbench.domain.plan import (
 )
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet
-from accelbench.plan.capacity import predict_capacity
+from accelbench.plan.capacity_prediction import predict_capacity
 from accelbench.plan.hardware import default_factors
 from accelbench.plan.measured_points import (
     MeasuredRun,
@@ -247,7 +247,7 @@ def capacity_checks(
     rms: Sequence[RunModel], before: EfficiencyFactors, after: EfficiencyFactors | None
 ) -> list[CapacityComparison]:
     """Each capacity run's measured capacity at its SLO against the planner's for the same SLO and load (the
-    model of ``plan/capacity.py`` on the run's own setup), with the factors before and after a fit."""
+    model of ``plan/capacity_prediction.py`` on the run's own setup), with the factors before and after a fit."""
     out: list[CapacityComparison] = []
     for rm in rms:
         cap = rm.capacity

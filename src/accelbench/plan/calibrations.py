@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.domain.plan import (
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.plan_types import (
     CalibrationRef,
     EfficiencyFactors,
 )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelbench.catalog import get_catalog
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import LOCAL_INSTANCE
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 
 METRICS = ("tpot", "ttft", "tps")
 REGIMES = ("decode-bound", "prefill-bound", "queueing")

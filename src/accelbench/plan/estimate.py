@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     CalibrationRef,
     EfficiencyFactors,
     Estimate,

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     SLO,
     CalibrationRef,
     EfficiencyFactors,

@@ -1,6 +1,6 @@
 """The requests of one load level, as a population: the percentile of TTFT, TPOT, ITL and E2EL and the share
 of requests meeting every target, read off the performance model (``plan/perf_model.py``) the way the
-measurement reads them off its requests. ``plan/capacity.py`` searches load levels with them; its docstring
+measurement reads them off its requests. ``plan/capacity_prediction.py`` searches load levels with them; its docstring
 says what is modelled (waves, steady arrivals, the closed loop's groups, the Poisson rate's waits)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from accelbench.domain.plan import EfficiencyFactors
+from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.plan.perf_model import PerfModel, Prediction
 from accelbench.plan.queueing import Wait, count_quantile, md1, poisson
 

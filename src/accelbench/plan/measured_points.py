@@ -14,15 +14,15 @@ from pydantic import ValidationError
 
 from accelbench.catalog import get_catalog
 from accelbench.domain.capacity import CapacityResult
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
-from accelbench.domain.plan import (
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.plan_types import (
     EfficiencyFactors,
 )
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec
-from accelbench.plan.capacity import RateModel
+from accelbench.plan.capacity_prediction import RateModel
 from accelbench.plan.estimate import predict_for
 from accelbench.plan.hardware import LOCAL_INSTANCE, local_cpu_name, local_machine
 from accelbench.plan.perf_model import PerfModel, Prediction, normalize_engine

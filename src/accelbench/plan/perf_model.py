@@ -31,9 +31,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     EfficiencyFactors,
     Recommendation,
 )

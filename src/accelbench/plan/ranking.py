@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelbench.catalog import Catalog, get_catalog
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     CalibrationRef,
     Estimate,
     EstimateRow,
@@ -25,7 +25,7 @@ from accelbench.errors import UserInputError
 from accelbench.plan.context import PlanContext, query_and_context
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
 from accelbench.plan.ranges import mark_overlaps
-from accelbench.plan.recommend.common import ENGINES
+from accelbench.plan.recommend.tier_steps import ENGINES
 
 
 # --------------------------------------------------------------------------------------------- the catalog

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import Alternative, Estimate, Recommendation, SettingChange
+from accelbench.domain.plan_types import Alternative, Estimate, Recommendation, SettingChange
 from accelbench.domain.quant import parse_quantization
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
@@ -21,7 +21,7 @@ from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.estimate import estimate
 from accelbench.plan.recommend import replace_alternatives, resolve_hardware, with_alternatives, with_changes
 from accelbench.plan.recommend.changes import Asked
-from accelbench.plan.recommend.common import ENGINES
+from accelbench.plan.recommend.tier_steps import ENGINES
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.catalog import get_catalog, price_for
 from accelbench.catalog.pricing import SNAPSHOT_REGION
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import RunInfo
 from accelbench.errors import NotFoundError
 from accelbench.report.comparison import (

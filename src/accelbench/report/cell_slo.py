@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from accelbench.bench.capacity import _meets as meets
-from accelbench.bench.capacity import _values_ms
+from accelbench.bench.capacity_search import _meets as meets
+from accelbench.bench.capacity_search import _values_ms
 from accelbench.domain.bench import GoodputSLO, RequestRecord
 from accelbench.domain.capacity import CapacitySLO, parse_slo
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
-from accelbench.report.capacity import capacity_result
+from accelbench.report.capacity_results import capacity_result
 from accelbench.report.formatting import MISSING, fmt_num
 from accelbench.report.percentiles import STORED
 from accelbench.report.tables import CellAggregate

@@ -25,7 +25,7 @@ import csv
 import io
 from typing import TextIO
 
-from accelbench.report.compare import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
+from accelbench.report.compare_runs import TIER_LABELS, CapacityRun, CellResult, ComparedRun, Comparison
 from accelbench.report.like_for_like import like_for_like_lines, row_difference
 from accelbench.report.tables import METRICS as VERDICT_METRICS
 from accelbench.report.verdicts import COST_METRIC, find

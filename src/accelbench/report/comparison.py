@@ -1,5 +1,5 @@
 """What a comparison of runs is made of (the runs, their cells, the ratios, the findings) and how its figures
-are written; ``report/compare.py`` builds one, ``report/findings.py`` reads one, ``report/side_by_side.py``
+are written; ``report/compare_runs.py`` builds one, ``report/findings.py`` reads one, ``report/side_by_side.py``
 lays one out as a table."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.capacity import CapacitySLO, LoadKind, Probe
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
+from accelbench.domain.strict import StrictModel
 from accelbench.report.formatting import fmt_num, fmt_usd
 from accelbench.report.verdicts import MetricVerdict
 
@@ -263,7 +263,7 @@ class Finding(StrictModel):
 
 class DeviceAtCapacity(StrictModel):
     """What one serving device did at a search's answer (the highest load meeting the SLO, else the knee): read
-    from the device telemetry stored with that probe (``report/capacity.py`` ``devices_at_capacity``)."""
+    from the device telemetry stored with that probe (``report/capacity_results.py`` ``devices_at_capacity``)."""
 
     device: str = Field(description="Device id (cpu, gpu0, neuron0 ...).")
     kind: str = Field(description="gpu, neuron or cpu.")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.domain.bench import RequestRecord, TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
@@ -25,9 +25,9 @@ from accelbench.plan import CalibrationSet, estimate, estimate_local
 from accelbench.plan.measured_error import error_sentence
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
 from accelbench.report.cell_table import cell_table, slo_note
-from accelbench.report.compare import Comparison, RunData, build_comparison, load_runs
+from accelbench.report.compare_runs import Comparison, RunData, build_comparison, load_runs
 from accelbench.report.failures import GroupedNote, run_warnings
-from accelbench.report.fleet import fleet_plans
+from accelbench.report.fleet_view import fleet_plans
 from accelbench.report.headline import headline_for
 from accelbench.report.headline_data import Headline
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from accelbench.report.capacity import error_phrase, fmt_usd_per_million, load_phrase
+from accelbench.report.capacity_results import error_phrase, fmt_usd_per_million, load_phrase
 from accelbench.report.comparison import (
     TIER_LABELS,
     CapacityRun,

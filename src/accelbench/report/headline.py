@@ -10,7 +10,7 @@ Rules, stated once:
   else the run's own: a capacity search's SLO, a run spec's ``capacity:`` SLO, or its sweep's ``goodput``
   targets. ``SLOChoice.source`` says which.
 - A request meets the SLO when every target holds for it, by the capacity search's own per-request rule
-  (``bench/capacity.py``: TPOT of one request, ITL its longest gap); a failed request meets nothing. Attainment
+  (``bench/capacity_search.py``: TPOT of one request, ITL its longest gap); a failed request meets nothing. Attainment
   is the share of a cell's requests (its repeats pooled, failed ones included) meeting it; goodput is the mean
   over repeats of the requests/s and output tok/s of those requests.
 - A cell meets the SLO when the SLO's percentile of each named metric is within its target and the attainment
@@ -21,7 +21,7 @@ Rules, stated once:
   percentiles are over gaps, not per request).
 - The best configuration is the cell with the highest output tok/s that meets the SLO; without an SLO (or when
   none meets it) the cell with the highest output tok/s, said so. A capacity search's answer is its own
-  (``report/capacity.py``).
+  (``report/capacity_results.py``).
 - Ratios between runs are the comparison's verdicts (``report/verdicts.py``), at one matched cell each: output
   throughput and cost at the run's best configuration (else the baseline's) where both runs measured it, decode
   speed at the lowest concurrency both measured. A supported difference is said in the verdict's words, "B is 25%

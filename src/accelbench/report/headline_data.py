@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from accelbench.report.capacity import fmt_usd_per_million
+from accelbench.report.capacity_results import fmt_usd_per_million
 from accelbench.report.cell_slo import SLOChoice
 from accelbench.report.verdicts import MetricVerdict
 

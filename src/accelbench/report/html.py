@@ -19,7 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     CAPACITY_COLUMNS,
     answer_level,
     answer_sentence,
@@ -30,14 +30,14 @@ from accelbench.report.capacity import (
     probe_columns,
     probe_rows,
 )
-from accelbench.report.compare import (
+from accelbench.report.compare_runs import (
     SIDE_BY_SIDE_COLUMNS,
     TIER_LABELS,
     Comparison,
     side_by_side_rows,
 )
 from accelbench.report.document import REPORT_SECTIONS, TELEMETRY_GAUGES, ReportData
-from accelbench.report.fleet import fleet_body_html
+from accelbench.report.fleet_view import fleet_body_html
 from accelbench.report.html_capacity_figures import capacity_compare_figure, capacity_figure
 from accelbench.report.html_figures import (
     CONCURRENCY_CHARTS,

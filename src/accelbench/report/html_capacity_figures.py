@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from accelbench.domain.capacity import Probe
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     axis_title,
     bar_label,
     curve_metrics,
@@ -17,7 +17,7 @@ from accelbench.report.capacity import (
     load_phrase,
     probe_at,
 )
-from accelbench.report.compare import (
+from accelbench.report.compare_runs import (
     CapacityRun,
 )
 from accelbench.report.html_figures import figure_layout, run_color, slo_line

@@ -19,7 +19,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     CAPACITY_COLUMNS,
     answer_level,
     answer_sentence,
@@ -29,9 +29,9 @@ from accelbench.report.capacity import (
     probe_columns,
     probe_rows,
 )
-from accelbench.report.compare import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
+from accelbench.report.compare_runs import SIDE_BY_SIDE_COLUMNS, TIER_LABELS, side_by_side_rows
 from accelbench.report.document import TELEMETRY_GAUGES, ReportData
-from accelbench.report.fleet import fleet_markdown
+from accelbench.report.fleet_view import fleet_markdown
 from accelbench.report.like_for_like import like_for_like_lines
 from accelbench.report.plots import (
     SWEEP_PLOTS,

@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     axis_title,
     bar_label,
     curve_metrics,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelbench.report.compare import (
+from accelbench.report.compare_runs import (
     TIER_LABELS,
     ComparedRun,
     fmt_num,

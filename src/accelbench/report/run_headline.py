@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from accelbench.domain.results import ResultInfo
-from accelbench.report.capacity import answer_sentence
+from accelbench.report.capacity_results import answer_sentence
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
 from accelbench.report.comparison import TIER_LABELS, CapacityRun, Comparison
 from accelbench.report.failures import cell_failures

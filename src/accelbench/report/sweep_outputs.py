@@ -24,7 +24,7 @@ from accelbench.bench.results_io import write_result  # the vLLM save-result lay
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
 from accelbench.report.attribution import model_label, ran_here, tokenizer_of, where_label
-from accelbench.report.capacity import markdown_section
+from accelbench.report.capacity_results import markdown_section
 from accelbench.report.formatting import MISSING
 from accelbench.report.plots import write_sweep_plots
 from accelbench.report.tables import (

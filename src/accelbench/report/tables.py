@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from accelbench.bench.intervals import cell_interval, half_width_pct, is_wide
-from accelbench.domain.base import StrictModel
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
+from accelbench.domain.strict import StrictModel
 from accelbench.report.formatting import MISSING, fmt_num
 from accelbench.report.percentiles import STORED, value
 

@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field
 
 from accelbench.bench.intervals import cell_replicates
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.report.formatting import fmt_pct
 from accelbench.report.tables import METRICS, CellAggregate, MetricAggregate
 

@@ -4,6 +4,6 @@ A runtime turns serving parameters into the exact command, environment and conta
 feeds the local process, the Kubernetes manifest and the export, so flags are never re-encoded elsewhere.
 """
 
-from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams, get_runtime, runtime_for_accelerator
+from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams, get_runtime, runtime_for_accelerator
 
 __all__ = ["RUNTIMES", "Runtime", "ServeParams", "get_runtime", "runtime_for_accelerator"]

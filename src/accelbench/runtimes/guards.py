@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.errors import GuardError
-from accelbench.runtimes.base import Runtime, ServeParams, get_runtime, runtime_for_accelerator
+from accelbench.runtimes.runtime import Runtime, ServeParams, get_runtime, runtime_for_accelerator
 
 
 @dataclass

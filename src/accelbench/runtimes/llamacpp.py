@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
-from accelbench.runtimes.common import bare_version, with_registry
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.runtimes.engine_args import bare_version, with_registry
+from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 DEFAULT_CONTEXT = 2048
 

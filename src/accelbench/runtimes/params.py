@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import EngineSettings
-from accelbench.runtimes.base import ServeParams
+from accelbench.runtimes.runtime import ServeParams
 
 #: EngineSettings field <- the recommendation attributes that may carry it (first one present wins)
 _FROM_RECOMMENDATION: dict[str, tuple[str, ...]] = {

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
-from accelbench.runtimes.common import flag_present, v_tag, with_registry
+from accelbench.runtimes.engine_args import flag_present, v_tag, with_registry
+from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 from accelbench.runtimes.vllm import QUANTIZATIONS
 
 HOPPER = ("h100", "h200", "h800", "h20", "gh200")

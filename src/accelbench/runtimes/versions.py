@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from accelbench import __version__
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 from accelbench.registry import did_you_mean
-from accelbench.runtimes.base import RUNTIMES
+from accelbench.runtimes.runtime import RUNTIMES
 
 if TYPE_CHECKING:
     from accelbench.store.repo import Store

@@ -12,10 +12,10 @@ import json
 import math
 from typing import ClassVar
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
-from accelbench.runtimes.common import bare_version, flag_present, v_tag, with_registry
+from accelbench.runtimes.engine_args import bare_version, flag_present, v_tag, with_registry
+from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 GIB = 1024**3
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.base import RUNTIMES, ServeParams
-from accelbench.runtimes.common import bare_version, v_tag, with_registry
+from accelbench.runtimes.engine_args import bare_version, v_tag, with_registry
+from accelbench.runtimes.runtime import RUNTIMES, ServeParams
 from accelbench.runtimes.vllm import VllmFamily
 
 #: CPU quantization -> the compressed-tensors scheme it means (for messages)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.base import RUNTIMES, ServeParams
-from accelbench.runtimes.common import with_registry
+from accelbench.runtimes.engine_args import with_registry
+from accelbench.runtimes.runtime import RUNTIMES, ServeParams
 from accelbench.runtimes.vllm import VllmFamily
 
 #: NeuronCores per device, by the catalog's accelerator name (used when the plan gives no TP)

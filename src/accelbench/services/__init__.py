@@ -1,11 +1,11 @@
 """The application layer: every use case the CLI, the API, the pages and the run worker share, decided once.
 
 The shells parse input, call one function here and render its answer; this package imports no typer and no
-FastAPI. ``runs`` (resolve and check a run, export its manifests), ``submit`` (store a checked run, submit it
-for the worker), ``dryrun`` (what a run would do, and its predicted duration and cost), ``capacity`` (capacity
-at an SLO: flags into a capacity spec, the planner's plan, the search against an endpoint, priced and stored;
+FastAPI. ``run_checks`` (resolve and check a run, export its manifests), ``submit`` (store a checked run, submit it
+for the worker), ``dryrun`` (what a run would do, and its predicted duration and cost), ``capacity_at_slo``
+(capacity at an SLO: flags into a capacity spec, the planner's plan, the search against an endpoint, priced and stored;
 a stored answer read back),
-``plan`` (presets, model specs, recommend, estimate, memory breakdown), ``results`` (aggregates, findings,
+``planning`` (presets, model specs, recommend, estimate, memory breakdown), ``results`` (aggregates, findings,
 compare, report).
 """
 
@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from accelbench.services.capacity import (
+    from accelbench.services.capacity_at_slo import (
         CapacityOutcome,
         RunCapacity,
         capacity_answer,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         plan_for_run,
     )
     from accelbench.services.dryrun import dry_run, predict_sweep
-    from accelbench.services.plan import (
+    from accelbench.services.planning import (
         estimate,
         memory_breakdown,
         model_spec,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         run_comparison,
         run_findings,
     )
-    from accelbench.services.runs import (
+    from accelbench.services.run_checks import (
         CheckedRun,
         as_input_error,
         check_guards,
@@ -60,40 +60,40 @@ if TYPE_CHECKING:
 #: needs one use case (``runs list``: ``services.stored_runs``) does not import every layer the others need
 #: (start-up time: the capacity search alone brings in the benchmark engine and the deploy layer)
 _WHERE = {
-    "CapacityOutcome": "accelbench.services.capacity",
-    "CheckedRun": "accelbench.services.runs",
-    "RunCapacity": "accelbench.services.capacity",
+    "CapacityOutcome": "accelbench.services.capacity_at_slo",
+    "CheckedRun": "accelbench.services.run_checks",
+    "RunCapacity": "accelbench.services.capacity_at_slo",
     "aggregate": "accelbench.services.results",
-    "as_input_error": "accelbench.services.runs",
-    "capacity_answer": "accelbench.services.capacity",
-    "capacity_spec": "accelbench.services.capacity",
-    "check_guards": "accelbench.services.runs",
+    "as_input_error": "accelbench.services.run_checks",
+    "capacity_answer": "accelbench.services.capacity_at_slo",
+    "capacity_spec": "accelbench.services.capacity_at_slo",
+    "check_guards": "accelbench.services.run_checks",
     "compare_csv": "accelbench.services.results",
     "compare_json": "accelbench.services.results",
     "dry_run": "accelbench.services.dryrun",
-    "estimate": "accelbench.services.plan",
-    "export_bundle": "accelbench.services.runs",
-    "export_manifests": "accelbench.services.runs",
-    "load_model": "accelbench.services.runs",
-    "measure_capacity": "accelbench.services.capacity",
-    "memory_breakdown": "accelbench.services.plan",
-    "model_lookup": "accelbench.services.runs",
-    "model_spec": "accelbench.services.plan",
-    "plan_capacity": "accelbench.services.capacity",
-    "plan_for_run": "accelbench.services.capacity",
+    "estimate": "accelbench.services.planning",
+    "export_bundle": "accelbench.services.run_checks",
+    "export_manifests": "accelbench.services.run_checks",
+    "load_model": "accelbench.services.run_checks",
+    "measure_capacity": "accelbench.services.capacity_at_slo",
+    "memory_breakdown": "accelbench.services.planning",
+    "model_lookup": "accelbench.services.run_checks",
+    "model_spec": "accelbench.services.planning",
+    "plan_capacity": "accelbench.services.capacity_at_slo",
+    "plan_for_run": "accelbench.services.capacity_at_slo",
     "predict_sweep": "accelbench.services.dryrun",
-    "preflight": "accelbench.services.runs",
-    "prepared_models": "accelbench.services.plan",
-    "presets": "accelbench.services.plan",
-    "recommend": "accelbench.services.plan",
+    "preflight": "accelbench.services.run_checks",
+    "prepared_models": "accelbench.services.planning",
+    "presets": "accelbench.services.planning",
+    "recommend": "accelbench.services.planning",
     "render_report": "accelbench.services.results",
-    "resolve_instance": "accelbench.services.runs",
+    "resolve_instance": "accelbench.services.run_checks",
     "run_comparison": "accelbench.services.results",
     "run_findings": "accelbench.services.results",
     "store_run": "accelbench.services.submit",
     "submit_run": "accelbench.services.submit",
-    "tier_of": "accelbench.services.runs",
-    "with_default_runtime": "accelbench.services.runs",
+    "tier_of": "accelbench.services.run_checks",
+    "with_default_runtime": "accelbench.services.run_checks",
 }
 
 

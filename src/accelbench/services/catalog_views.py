@@ -11,7 +11,7 @@ from typing import Any
 from accelbench.catalog import get_catalog, price_map, prices_for, refresh_prices, serving_memory_gib
 from accelbench.catalog.instances_refresh import refresh_instances
 from accelbench.catalog.pricing import SNAPSHOT_REGION
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import UserInputError
 from accelbench.store import Store
 

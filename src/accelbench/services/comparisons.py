@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelbench.domain.catalog import PriceTier
-from accelbench.report.compare import Comparison, compare_runs
+from accelbench.domain.instance_types import PriceTier
+from accelbench.report.compare_runs import Comparison, compare_runs
 from accelbench.report.files import write_report_files
 from accelbench.store import Store
 

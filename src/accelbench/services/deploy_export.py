@@ -15,7 +15,7 @@ from accelbench.deploy import incluster
 from accelbench.deploy.manifests import Bundle, ExportOptions, KarpenterOptions, LoadgenConfig, write_bundle
 from accelbench.domain.run import EngineSettings, EngineSpec, RunSpec
 from accelbench.errors import UserInputError
-from accelbench.services.runs import export_bundle
+from accelbench.services.run_checks import export_bundle
 from accelbench.services.specs import load_run_spec
 
 

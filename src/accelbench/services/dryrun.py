@@ -8,17 +8,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from accelbench.bench.capacity import level_config, requests_for
+from accelbench.bench.capacity_search import level_config, requests_for
 from accelbench.deploy.engines import find_engine
-from accelbench.domain.catalog import InstanceType
+from accelbench.domain.instance_types import InstanceType
 from accelbench.domain.run import DryRun, DryRunCapacity, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
 from accelbench.plan.estimate import estimate
 from accelbench.plan.hardware import local_machine
 from accelbench.redact import redact
 from accelbench.runtimes import get_runtime
-from accelbench.services.capacity import plan_for_run
-from accelbench.services.runs import CheckedRun, load_model, preflight, tier_of
+from accelbench.services.capacity_at_slo import plan_for_run
+from accelbench.services.run_checks import CheckedRun, load_model, preflight, tier_of
 
 log = logging.getLogger("accelbench.services")
 

@@ -29,7 +29,7 @@ from accelbench.deploy.manifests.render import Bundle
 from accelbench.domain.run import RunSpec
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import Candidate, FleetPlan
-from accelbench.services.runs import export_bundle
+from accelbench.services.run_checks import export_bundle
 
 WAITING_METRIC = {
     "vllm": "vllm:num_requests_waiting",

@@ -30,13 +30,13 @@ import numpy as np
 from pydantic import Field
 
 from accelbench.bench import run_benchmark
-from accelbench.bench.capacity import judge
+from accelbench.bench.capacity_search import judge
 from accelbench.bench.sweep import too_many_failed
 from accelbench.bench.trace import read_trace
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.run import RunStatus
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import Candidate, FleetPlan
 from accelbench.fleet.traffic import Traffic
@@ -232,7 +232,7 @@ def validate_fleet(
         store.save_result(run_id, input_len=config.input_len, concurrency=config.num_prompts, repeat=0,
                           summary=summary)  # fmt: skip
         store.merge_run_extra(run_id, fleet_validation=verdict.model_dump(mode="json"))
-        if plan is not None:  # the report's Fleet plan section reads it (report/fleet.py fleet_plans)
+        if plan is not None:  # the report's Fleet plan section reads it (report/fleet_view.py fleet_plans)
             store.merge_run_extra(run_id, fleet_plan=plan.model_dump(mode="json"))
         failed = summary.completed == 0 or too_many_failed(summary)
         store.set_status(run_id, RunStatus.failed if failed else RunStatus.completed,

@@ -16,10 +16,10 @@ from accelbench.catalog import (
     serving_memory_gib,
     snapshot_price,
 )
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import NotFoundError
-from accelbench.runtimes.base import DEFAULT_RUNTIME, RUNTIMES
-from accelbench.services.runs import as_input_error
+from accelbench.runtimes.runtime import DEFAULT_RUNTIME, RUNTIMES
+from accelbench.services.run_checks import as_input_error
 from accelbench.store import Store
 
 __all__ = [

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.domain.plan import MemoryBreakdown, Recommendation
+from accelbench.domain.plan_types import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import memory_breakdown
-from accelbench.plan.recommend.common import verdict_sentence
-from accelbench.services.plan import recommendation
+from accelbench.plan.recommend.tier_steps import verdict_sentence
+from accelbench.services.planning import recommendation
 
 __all__ = [
     "BreakdownOutcome",

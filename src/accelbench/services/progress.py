@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from accelbench.deploy.base import NO_PROGRESS, Progress
+from accelbench.deploy.target import NO_PROGRESS, Progress
 
 __all__ = ["NO_PROGRESS", "Progress"]

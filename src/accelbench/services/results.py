@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
-from accelbench.report.compare import compare_runs, comparison_json
 from accelbench.report.compare_csv import write_compare_csv
+from accelbench.report.compare_runs import compare_runs, comparison_json
 from accelbench.report.document import load_report
 from accelbench.report.html import render_html
 from accelbench.report.tables import CellAggregate, aggregate_results

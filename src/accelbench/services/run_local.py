@@ -15,10 +15,10 @@ from typing import Any
 from accelbench.bench.quality_run import quality_line
 from accelbench.bench.target_ci import summary_line
 from accelbench.deploy import orchestrator
-from accelbench.deploy.base import TerminatedBySignal
 from accelbench.deploy.diagnose import Diagnosis
 from accelbench.deploy.local import handle_termination_signals
 from accelbench.deploy.run_files import write_run_files
+from accelbench.deploy.target import TerminatedBySignal
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import UserInputError

@@ -17,7 +17,7 @@ from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact
-from accelbench.report.compare import compare_runs
+from accelbench.report.compare_runs import compare_runs
 from accelbench.report.failures import RunWarnings, run_warnings
 from accelbench.report.findings import Finding
 from accelbench.report.headline import CellSLO, Headline, Key, SLOChoice, headline_for

@@ -21,9 +21,9 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, secret_slot_name
 from accelbench.errors import UserInputError
 from accelbench.redact import MASK
-from accelbench.services.capacity import plan_for_run
+from accelbench.services.capacity_at_slo import plan_for_run
 from accelbench.services.dryrun import checked_prediction
-from accelbench.services.runs import CheckedRun, preflight, tier_of
+from accelbench.services.run_checks import CheckedRun, preflight, tier_of
 from accelbench.store import Store
 from accelbench.store.owner import process_owner
 

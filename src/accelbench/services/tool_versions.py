@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from accelbench.registry import did_you_mean
 from accelbench.runtimes import versions as tv
 from accelbench.runtimes.versions import ToolVersion, parse_assignments, set_tool_version, tool_versions_table
-from accelbench.services.runs import as_input_error
+from accelbench.services.run_checks import as_input_error
 from accelbench.store import Store
 
 

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from accelbench.deploy.machine import MACHINE
+from accelbench.deploy.machine_share import MACHINE
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, ClaimLost, ConflictError, StoreError
 from accelbench.store import Store

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.errors import ConflictError, NotFoundError
-from accelbench.store.base import StoreBase, _aware, jsonable
+from accelbench.store.database import StoreBase, _aware, jsonable
 from accelbench.store.models import (
     ApiKeyRow,
     AuditRow,

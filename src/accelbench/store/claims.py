@@ -25,7 +25,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from accelbench.errors import ClaimLost, ConflictError, NotFoundError
-from accelbench.store.base import StoreBase
+from accelbench.store.database import StoreBase
 from accelbench.store.models import RunRow
 
 

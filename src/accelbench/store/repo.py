@@ -3,10 +3,10 @@
 A run is created once, its cells are saved as they finish (so an interrupted sweep keeps what it measured),
 and deleting a run removes its results, per-request records and telemetry with it.
 
-``Store`` is a facade over one module per concern: ``store/runs.py`` (runs and their lifecycle),
-``store/results.py`` (results, request records, telemetry), ``store/admin.py`` (prices, tool versions,
+``Store`` is a facade over one module per concern: ``store/run_rows.py`` (runs and their lifecycle),
+``store/result_rows.py`` (results, request records, telemetry), ``store/admin.py`` (prices, tool versions,
 audit, API keys, calibrations), ``store/claims.py`` (a run's one executor and the fence on its writes), on
-``store/base.py`` (the database, sessions, run-id lookup).
+``store/database.py`` (the database, sessions, run-id lookup).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import threading
 
 from accelbench.settings import get_settings
 from accelbench.store.admin import AdminStore
-from accelbench.store.base import jsonable, new_run_id
 from accelbench.store.claims import ClaimStore
-from accelbench.store.results import ResultStore
-from accelbench.store.runs import RUN_FIELDS, RunStore
+from accelbench.store.database import jsonable, new_run_id
+from accelbench.store.result_rows import ResultStore
+from accelbench.store.run_rows import RUN_FIELDS, RunStore
 
 __all__ = ["RUN_FIELDS", "Store", "get_store", "jsonable", "new_run_id", "reset_stores"]
 

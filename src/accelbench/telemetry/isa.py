@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 TRACE_ENV = {"ONEDNN_VERBOSE": "1"}
 TIMING_NOTE = (

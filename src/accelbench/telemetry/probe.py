@@ -8,7 +8,7 @@
   span from the first thread's start to the last one's end; best of a few repeats, best kernel reported.
 - **Matrix multiply** on one core and on all of them, decode-shaped (16 x 4096 x 4096) and prefill-shaped
   (512 x 4096 x 4096), GFLOP/s: torch BF16 when this interpreter has torch, else the interpreter handed in
-  (an installed vLLM CPU engine's, found by the caller: ``services/machine.py``), else numpy float32, and the
+  (an installed vLLM CPU engine's, found by the caller: ``services/machine_probe.py``), else numpy float32, and the
   probe says BF16 was not measured. ``gemm_worker.py`` runs in a subprocess, one per thread count.
 - The CPU (model, ISA, cores, threads per core, NUMA nodes, last-level cache), versions, time and duration.
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import UserInputError
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.services.instances import catalog_table, instance_prices, serving_memory_gib

@@ -13,10 +13,10 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError
 from accelbench.report.attribution import model_label, where_label
-from accelbench.report.capacity import fmt_usd_per_million, load_phrase, slo_label
+from accelbench.report.capacity_results import fmt_usd_per_million, load_phrase, slo_label
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
 from accelbench.services import aggregate
-from accelbench.services.capacity import capacity_answer
+from accelbench.services.capacity_at_slo import capacity_answer
 from accelbench.services.session import Store
 from accelbench.services.stored_runs import RunListRequest, get_results, list_runs
 from accelbench.web.views import accelerator_label

@@ -1,6 +1,6 @@
 """The Fleet page (``/fleet``): a traffic file (under the data roots), a model and an SLO in a form; the ranked
 fleet per candidate instance type, the sentences it rests on and the chart of servers over the traffic's span,
-from the same ``services.fleet.plan_fleet`` and ``report/fleet.py`` rows as ``accelbench fleet``."""
+from the same ``services.fleet.plan_fleet`` and ``report/fleet_view.py`` rows as ``accelbench fleet``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
-from accelbench.report.fleet import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
-from accelbench.services.fleet import FleetRequest, plan_fleet
+from accelbench.report.fleet_view import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
+from accelbench.services.fleet_plan import FleetRequest, plan_fleet
 from accelbench.services.paths import confine, resolve_file
 from accelbench.web.form_errors import field_errors, refusal_text
 from accelbench.web.pages import _store, need_sign_in, render

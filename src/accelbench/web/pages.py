@@ -24,11 +24,11 @@ from pydantic import BaseModel, Field, ValidationError
 from accelbench import __version__
 from accelbench import services as service
 from accelbench.api.auth import COOKIE_NAME, page_principal
-from accelbench.domain.catalog import AcceleratorType, PriceTier
-from accelbench.domain.plan import EstimateQuery
+from accelbench.domain.instance_types import AcceleratorType, PriceTier
+from accelbench.domain.plan_types import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
-from accelbench.report.compare import not_comparable
+from accelbench.report.compare_runs import not_comparable
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.services import stored_runs
 from accelbench.services.paths import confine

@@ -3,7 +3,7 @@ the engine, loading the model, the answer check, benchmarking cell 3 of 12 (inpu
 writing the report), how long it has run, and how long the benchmark is expected to take and has left.
 
 Read from what a run stores: its status, its ``progress`` dict (the orchestrator's phase sentences and the
-engine's last log line through ``deploy/base.py`` ``EventProgress`` and the API worker; the sweep's cell
+engine's last log line through ``deploy/target.py`` ``EventProgress`` and the API worker; the sweep's cell
 counters from ``bench/sweep.py``), its timestamps, and the dry run's prediction kept at submission
 (``extra["sweep_prediction"]``, ``services/submit.py``). Engine log lines are never the status: they are the
 page's collapsible "engine log".

@@ -14,13 +14,13 @@ from markupsafe import Markup
 from accelbench import services as service
 from accelbench.api.responses import finite
 from accelbench.domain.capacity import CapacitySpec
-from accelbench.domain.catalog import AcceleratorType, InstanceType, PriceTier
+from accelbench.domain.instance_types import AcceleratorType, InstanceType, PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings, SweepSpec
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact
 from accelbench.report.attribution import model_label, tokenizer_of, where_label
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     answer_level,
     devices_at_capacity,
     devices_sentence,
@@ -30,7 +30,7 @@ from accelbench.report.capacity import (
     slo_label,
 )
 from accelbench.report.cell_table import cell_table, slo_note
-from accelbench.report.compare import baseline_first, not_comparable
+from accelbench.report.compare_runs import baseline_first, not_comparable
 from accelbench.report.document import TELEMETRY_GAUGES, load_report, telemetry_series
 from accelbench.report.failures import RunWarnings, any_completed
 from accelbench.report.formatting import MISSING, fmt_num, fmt_pct, fmt_usd
@@ -43,7 +43,7 @@ from accelbench.report.side_by_side import PAIR_COLUMNS, pair_rows, side_by_side
 from accelbench.report.tables import has_repeats
 from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timeline
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
-from accelbench.services.capacity import capacity_answer
+from accelbench.services.capacity_at_slo import capacity_answer
 from accelbench.services.instances import all_instances, runtime_choices
 from accelbench.services.run_view import RunViewRequest, run_view
 from accelbench.services.session import Store

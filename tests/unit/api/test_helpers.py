@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from accelbench.api.auth import hash_api_key, key_prefix, new_api_key, verify_api_key
 from accelbench.api.errors import describe_validation_errors
 from accelbench.api.responses import SafeJSONResponse, finite
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.redact import MASK, redact

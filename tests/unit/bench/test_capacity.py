@@ -10,7 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from accelbench.bench.capacity import SearchBounds, judge, knee, price, requests_for, run_capacity, search
+from accelbench.bench.capacity_search import (
+    SearchBounds,
+    judge,
+    knee,
+    price,
+    requests_for,
+    run_capacity,
+    search,
+)
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from accelbench.domain.capacity import CapacityResult, Probe, parse_slo
 from accelbench.errors import UserInputError

@@ -63,7 +63,7 @@ def test_the_range_runs_from_a_sure_pass_to_below_the_first_sure_miss() -> None:
 
 def test_the_answer_reads_with_its_confidence() -> None:
     from accelbench.domain.capacity import CapacitySLO
-    from accelbench.report.capacity import answer_sentence
+    from accelbench.report.capacity_results import answer_sentence
     from accelbench.report.comparison import CapacityRun
 
     probes = [_probe(8, 1.0), _probe(14, 0.95), _probe(15, 0.7), _probe(16, 0.4), _probe(17, 0.02)]

@@ -152,7 +152,7 @@ def test_with_a_ramp_the_ttft_median_no_longer_lands_on_a_wave_mode(tok_dir: Pat
 
 
 def test_a_capacity_search_judges_what_follows_the_ramp_and_refuses_a_ramp_at_a_rate() -> None:
-    from accelbench.bench.capacity import steady
+    from accelbench.bench.capacity_search import steady
     from accelbench.domain.bench import RequestRecord
     from accelbench.domain.capacity import CapacitySpec
 

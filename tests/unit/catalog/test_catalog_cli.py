@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from accelbench.catalog.pricing import API_SOURCE, pricing_client, product_filters
 from accelbench.cli.main import app
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.store.repo import Store
 from tests.unit.catalog.price_docs import as_price_list, product_doc
 

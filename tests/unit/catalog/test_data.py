@@ -10,7 +10,7 @@ import pytest
 
 from accelbench.catalog import load_catalog, serving_memory_gib
 from accelbench.catalog.loader import Catalog
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from accelbench.catalog import CatalogDataError, build_catalog, get_catalog, reset_catalog_cache
 from accelbench.catalog.loader import DATA_DIR, load_catalog
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.errors import NotFoundError
 from accelbench.settings import get_settings
 

@@ -31,7 +31,7 @@ from accelbench.catalog.pricing import (
     pricing_client,
     product_filters,
 )
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.store.repo import Store
 from tests.unit.catalog.price_docs import as_price_list, product_doc

@@ -35,7 +35,7 @@ from accelbench.catalog.instances_refresh import (
 )
 from accelbench.catalog.loader import DATA_DIR, parse_instances, refreshed_instances_file
 from accelbench.cli.main import app
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for
 from accelbench.settings import get_settings

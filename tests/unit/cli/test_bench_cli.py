@@ -215,7 +215,7 @@ def test_a_store_that_cannot_be_written_refuses_before_any_load(
         return engine
 
     reset_stores()
-    monkeypatch.setattr("accelbench.store.base.make_engine", read_only)
+    monkeypatch.setattr("accelbench.store.database.make_engine", read_only)
     res = runner.invoke(app, args(server, tok_dir))
     assert res.exit_code == 1, res.output
     assert "cannot be used" in res.output and "readonly" in res.output and "Traceback" not in res.output

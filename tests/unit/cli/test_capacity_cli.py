@@ -75,7 +75,7 @@ def test_an_slo_nothing_meets_is_an_answer_with_the_reason(server) -> None:
 
 
 def test_a_search_that_fails_leaves_its_run_failed_with_the_reason(server, monkeypatch) -> None:
-    from accelbench.bench import capacity as cap
+    from accelbench.bench import capacity_search as cap
 
     s, tok = server
 
@@ -108,7 +108,7 @@ def test_the_planner_reads_the_model_the_server_loaded_when_the_served_name_is_a
 
 def test_no_prediction_says_why_when_the_model_cannot_be_read() -> None:
     from accelbench.domain.capacity import CapacitySpec
-    from accelbench.services.capacity import plan_capacity
+    from accelbench.services.capacity_at_slo import plan_capacity
 
     plan = plan_capacity(
         CapacitySpec(slo={"tpot": 50}), instance="g6.xlarge", model_ref="an-alias-nobody-knows", strict=False

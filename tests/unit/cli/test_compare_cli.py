@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from accelbench.catalog import price_for
 from accelbench.cli.main import app
-from accelbench.report.capacity import fmt_usd_per_million
-from accelbench.report.compare import compare_runs
+from accelbench.report.capacity_results import fmt_usd_per_million
 from accelbench.report.compare_csv import CAPACITY_COLUMNS, COLUMNS, read_compare_csv
+from accelbench.report.compare_runs import compare_runs
 from accelbench.store.repo import Store
 from tests.support.report_data import make_summary
 from tests.unit.report.capacity_data import G6, M8I, SLOW, store_capacity_run

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from accelbench.deploy import engines
-from accelbench.domain.catalog import AcceleratorType
-from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
+from accelbench.domain.instance_types import AcceleratorType
+from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 from accelbench.settings import reset_settings_cache
 from tests.support import toy_engine
 

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench import services
-from accelbench.bench.capacity import requests_for
+from accelbench.bench.capacity_search import requests_for
 from accelbench.bench.metrics import compute_metrics
 from accelbench.catalog import get_catalog
 from accelbench.cli.main import app

@@ -9,9 +9,9 @@ import time
 import httpx
 import pytest
 
-from accelbench.deploy.base import make_target
 from accelbench.deploy.endpoint import ExistingEndpointTarget
 from accelbench.deploy.local import free_port
+from accelbench.deploy.target import make_target
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import EngineError
 from tests.unit.deploy.conftest import TOY_ENGINE_SCRIPT

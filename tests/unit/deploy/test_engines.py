@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from accelbench.deploy import engines, execstack
-from accelbench.deploy.base import Progress
+from accelbench.deploy.target import Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
-from accelbench.runtimes.base import RUNTIMES, ServeParams
+from accelbench.runtimes.runtime import RUNTIMES, ServeParams
 from tests.unit.deploy.conftest import ToyRuntime, make_wheel
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from accelbench.bench.sweep import SweepOutcome
-from accelbench.deploy.base import (
+from accelbench.deploy.orchestrator import create_run, execute_run
+from accelbench.deploy.target import (
     DeployCancelled,
     DeployedEngine,
     Held,
@@ -19,7 +20,6 @@ from accelbench.deploy.base import (
     TerminatedBySignal,
     settle,
 )
-from accelbench.deploy.orchestrator import create_run, execute_run
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError

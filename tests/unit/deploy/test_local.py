@@ -271,7 +271,7 @@ _DRIVER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from tests.unit.deploy.conftest import ToyRuntime, TOY_RECIPE
-    from accelbench.runtimes.base import RUNTIMES
+    from accelbench.runtimes.runtime import RUNTIMES
     from accelbench.deploy import engines
     from accelbench.deploy.local import LocalProcessTarget, handle_termination_signals
     from accelbench.domain.run import RunSpec
@@ -399,7 +399,7 @@ def test_the_load_generator_leaves_the_engines_cores_and_the_overlap_is_recorded
 def test_the_core_sharing_sentence_is_a_note_not_the_name_of_the_engine_start(hf_model_dir: Path) -> None:
     """While the engine starts, the step is called what it is ("Starting toy ..."); that the load generator shares
     the engine's cores is said once as a note, not as the label of that step."""
-    from accelbench.deploy.base import Progress
+    from accelbench.deploy.target import Progress
 
     class Recorder(Progress):
         def __init__(self) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accelbench.deploy.base import DeployedEngine
 from accelbench.deploy.orchestrator import weights_precision
+from accelbench.deploy.target import DeployedEngine
 
 
 def _deployed(**kw: object) -> DeployedEngine:

@@ -24,7 +24,7 @@ DRIVER = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from tests.unit.deploy.conftest import FixtureServerRuntime, TOY_RECIPE
-    from accelbench.runtimes.base import RUNTIMES
+    from accelbench.runtimes.runtime import RUNTIMES
     from accelbench.deploy import engines
     RUNTIMES.add("fixture", FixtureServerRuntime())
     engines.ENGINES.add("fixture", engines.EngineRecipe(**{{**TOY_RECIPE.__dict__, "name": "fixture", "package": "fixture"}}))

@@ -21,7 +21,7 @@ from accelbench.deploy import engines
 from accelbench.deploy.orchestrator import create_run, execute_run, take_secrets
 from accelbench.domain.run import EndpointTarget, EngineSettings, EngineSpec, RunSpec, RunStatus
 from accelbench.redact import MASK
-from accelbench.runtimes.base import ServeParams
+from accelbench.runtimes.runtime import ServeParams
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
 from tests.integration.test_api_secrets import database_text, sqlite_bytes

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan import EfficiencyFactors
+from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
 from accelbench.plan.calibrate import calibration_dict
-from accelbench.services.plan import calibrate, calibrations, predicted_vs_measured
+from accelbench.services.planning import calibrate, calibrations, predicted_vs_measured
 from accelbench.store.repo import Store
 from tests.support.plan_data import LOCAL_ENVIRONMENT, MEASURED_LOCAL_SWEEP, REFERENCE_SWEEP, add_sweep
 

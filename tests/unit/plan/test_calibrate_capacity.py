@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 from accelbench.cli.main import app
 from accelbench.domain.bench import BenchConfig
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
-from accelbench.domain.plan import EfficiencyFactors
+from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.domain.run import RunStatus
 from accelbench.plan.calibrate import calibrate as fit_measured
-from accelbench.plan.capacity import RateModel, predict_capacity
+from accelbench.plan.capacity_prediction import RateModel, predict_capacity
 from accelbench.plan.hardware import default_factors
 from accelbench.plan.measured_points import MeasuredRun, RunModel, run_model
-from accelbench.services.plan import calibrate, calibration_json, measured_runs
+from accelbench.services.planning import calibrate, calibration_json, measured_runs
 from accelbench.store.repo import Store
 from tests.support.plan_data import add_sweep, summary
 from tests.support.report_data import make_result, make_run

@@ -1,4 +1,4 @@
-"""The planner's capacity at an SLO (``plan/capacity.py``): the measurement's question (the highest concurrency
+"""The planner's capacity at an SLO (``plan/capacity_prediction.py``): the measurement's question (the highest concurrency
 or Poisson rate whose percentile of every named metric meets its target), its monotone behaviour, known cases
 on a hand-built engine, the queueing pieces, and ``services.plan.capacity_plan``."""
 
@@ -9,10 +9,10 @@ import math
 import pytest
 
 from accelbench.domain.capacity import CapacitySLO
-from accelbench.domain.plan import SLO, EfficiencyFactors
+from accelbench.domain.plan_types import SLO, EfficiencyFactors
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
-from accelbench.plan.capacity import (
+from accelbench.plan.capacity_prediction import (
     RateModel,
     level_prediction,
     predict_capacity,
@@ -21,7 +21,7 @@ from accelbench.plan.estimate import PerfSetup, perf_setup
 from accelbench.plan.load_population import closed_loop_population
 from accelbench.plan.perf_model import PerfModel
 from accelbench.plan.queueing import Wait, erlang_c, md1, poisson
-from accelbench.services.plan import capacity_plan
+from accelbench.services.planning import capacity_plan
 
 #: (model, instance, input, output, targets): a CPU, a GPU, an 8-GPU and a Neuron deployment
 CASES = [

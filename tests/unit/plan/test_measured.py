@@ -3,12 +3,12 @@ name rule (plan/measured.py), the store's query, and the estimate rows the CLI a
 
 from __future__ import annotations
 
-from accelbench.domain.plan import EstimateQuery
+from accelbench.domain.plan_types import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
 from accelbench.plan.measured import attribution, same_model
-from accelbench.services.plan import estimate_json, estimate_result, plan_context
+from accelbench.services.planning import estimate_json, estimate_result, plan_context
 from accelbench.store import Store
 from tests.support.api_app import summary
 

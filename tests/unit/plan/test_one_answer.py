@@ -3,11 +3,11 @@ and the sentences that explain a context come from the same figures (the shipped
 
 from __future__ import annotations
 
-from accelbench.domain.plan import Verdict
+from accelbench.domain.plan_types import Verdict
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import recommend
 from accelbench.plan.estimate import estimate
-from accelbench.plan.recommend.common import verdict_sentence
+from accelbench.plan.recommend.tier_steps import verdict_sentence
 
 
 def test_a_shorter_context_is_explained_once_and_never_as_the_full_context() -> None:
@@ -66,7 +66,7 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
 
 
 def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_of_its_kind_first() -> None:
-    from accelbench.domain.catalog import AcceleratorType
+    from accelbench.domain.instance_types import AcceleratorType
     from accelbench.domain.run import EngineSettings
 
     spec = load_model_spec("qwen2.5-7b-instruct")  # 28 attention and 4 KV heads

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan import SLO, FitQuery, PlanQuery
+from accelbench.domain.plan_types import SLO, FitQuery, PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate_catalog, recommend

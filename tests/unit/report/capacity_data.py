@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import RunStatus
-from accelbench.report.compare import HourlyPrice, RunData
+from accelbench.report.compare_runs import HourlyPrice, RunData
 from accelbench.store.repo import Store
 from tests.support.report_data import make_result, make_run, make_summary
 

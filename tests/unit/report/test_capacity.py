@@ -13,7 +13,7 @@ import pytest
 from accelbench.catalog import price_for
 from accelbench.domain.capacity import CapacitySLO, Probe
 from accelbench.domain.run import RunStatus
-from accelbench.report.capacity import (
+from accelbench.report.capacity_results import (
     CAPACITY_COLUMNS,
     answer_sentence,
     capacity_rows,
@@ -22,9 +22,9 @@ from accelbench.report.capacity import (
     probe_rows,
     slo_label,
 )
-from accelbench.report.compare import build_comparison, compare_runs, comparison_json
 from accelbench.report.compare_csv import CAPACITY_COLUMNS as CSV_CAPACITY_COLUMNS
 from accelbench.report.compare_csv import COLUMNS, read_compare_csv, write_compare_csv
+from accelbench.report.compare_runs import build_comparison, compare_runs, comparison_json
 from accelbench.report.document import build_report, load_report
 from accelbench.report.html import capacity_page, render_html
 from accelbench.report.html_capacity_figures import capacity_compare_figure, capacity_figure
@@ -501,7 +501,7 @@ def _device_cell(
 
 def test_the_devices_at_the_capacity_are_read_from_the_answer_s_own_probe() -> None:
     from accelbench.domain.capacity import CapacityResult, Probe
-    from accelbench.report.capacity import answer_level, devices_at_capacity, devices_sentence
+    from accelbench.report.capacity_results import answer_level, devices_at_capacity, devices_sentence
 
     slo = CapacitySLO(targets={"tpot": 50.0}, percentile=90, attainment=0.9)
     probes = [Probe(level=4, met=True), Probe(level=8, met=True), Probe(level=8, repeat=1, met=True),
@@ -536,7 +536,7 @@ def test_the_devices_at_the_capacity_are_read_from_the_answer_s_own_probe() -> N
 
 
 def test_the_answer_shows_how_sure_each_level_is_compactly() -> None:
-    from accelbench.report.capacity import confidence_sentence, probe_columns, range_text
+    from accelbench.report.capacity_results import confidence_sentence, probe_columns, range_text
     from accelbench.report.comparison import CapacityRun
 
     def _probe(level: float, confidence: float, repeat: int = 1) -> Probe:

@@ -7,11 +7,11 @@ import math
 import pytest
 
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.report.catalog_lookup import resolve_price
-from accelbench.report.compare import (
+from accelbench.report.compare_runs import (
     HourlyPrice,
     build_comparison,
     compare_runs,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.catalog import PriceTier
-from accelbench.report.compare import HourlyPrice, build_comparison
+from accelbench.domain.instance_types import PriceTier
 from accelbench.report.compare_csv import COLUMNS, read_compare_csv, write_compare_csv
+from accelbench.report.compare_runs import HourlyPrice, build_comparison
 from tests.support.report_data import make_result, make_run, run_data
 
 EXPECTED_COLUMNS = [

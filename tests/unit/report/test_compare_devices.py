@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from accelbench.domain.device import DeviceKind, DeviceSample, DeviceTelemetry
-from accelbench.report.compare import build_comparison
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+from accelbench.report.compare_runs import build_comparison
 from tests.support.report_data import make_result, make_run, run_data
 
 GiB = 2**30

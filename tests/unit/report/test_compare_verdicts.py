@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accelbench.domain.results import ResultInfo
-from accelbench.report.compare import build_comparison, comparison_json
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+from accelbench.report.compare_runs import build_comparison, comparison_json
 from accelbench.report.headline import build_headline
 from accelbench.report.tables import aggregate_results
 from tests.support.report_data import make_result, make_run, run_data
@@ -135,7 +135,7 @@ def test_cost_has_a_verdict_of_its_own_said_the_same_everywhere() -> None:
     """The same throughput at a 10% higher price: the cost per 1M output tokens is 10% more than the baseline's,
     its interval the output throughput's turned over and scaled by the price ratio; the headline, the cost
     finding and the CSV say it in the same words."""
-    from accelbench.domain.catalog import PriceTier
+    from accelbench.domain.instance_types import PriceTier
     from accelbench.report.comparison import HourlyPrice
 
     runs = _runs(10.0, 1.0)

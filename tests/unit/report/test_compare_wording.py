@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from accelbench.cli.compare import render_comparison
-from accelbench.report.compare import build_comparison
+from accelbench.report.compare_runs import build_comparison
 from accelbench.report.comparison import advantage_phrase, cost_versus, decode_versus, throughput_versus
 from accelbench.report.side_by_side import pair_rows, side_by_side_rows
 from tests.support.report_data import run_data

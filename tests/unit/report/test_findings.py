@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from accelbench.domain.catalog import PriceTier
-from accelbench.report.compare import Comparison, HourlyPrice, build_comparison
+from accelbench.domain.instance_types import PriceTier
+from accelbench.report.compare_runs import Comparison, HourlyPrice, build_comparison
 from accelbench.report.findings import generate_findings
 from tests.support.report_data import make_result, make_run, run_data
 from tests.unit.report.test_compare import PRICE_A, two_runs

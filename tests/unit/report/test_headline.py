@@ -6,11 +6,11 @@ import pytest
 
 from accelbench.domain.bench import RequestRecord
 from accelbench.domain.capacity import CapacitySLO
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.errors import UserInputError
 from accelbench.report.cell_slo import evaluate_cells, given_slo, run_slo
 from accelbench.report.cell_table import cell_table, slo_note
-from accelbench.report.compare import build_comparison
+from accelbench.report.compare_runs import build_comparison
 from accelbench.report.comparison import HourlyPrice
 from accelbench.report.headline import build_headline
 from accelbench.report.tables import aggregate_results

@@ -11,8 +11,8 @@ from markupsafe import escape
 
 from accelbench.domain.bench import TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
-from accelbench.domain.catalog import PriceTier
-from accelbench.report.compare import HourlyPrice
+from accelbench.domain.instance_types import PriceTier
+from accelbench.report.compare_runs import HourlyPrice
 from accelbench.report.document import (
     REPORT_SECTIONS,
     CellLatencies,

@@ -87,7 +87,7 @@ def test_quality_counts_only_when_the_intervals_do_not_overlap() -> None:
 
 
 def test_a_comparison_leaves_a_mismatched_run_out_of_its_ratios_unless_allowed() -> None:
-    from accelbench.report.compare import build_comparison
+    from accelbench.report.compare_runs import build_comparison
     from accelbench.report.like_for_like import like_for_like_lines
     from tests.support.report_data import make_result, make_run, run_data
 
@@ -110,8 +110,8 @@ def test_a_comparison_leaves_a_mismatched_run_out_of_its_ratios_unless_allowed()
 
 
 def test_the_compare_csv_says_it_in_its_header_and_on_every_row() -> None:
-    from accelbench.report.compare import build_comparison
     from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+    from accelbench.report.compare_runs import build_comparison
     from tests.support.report_data import make_result, make_run, run_data
 
     def data(run_id: str, dtype: str) -> Any:

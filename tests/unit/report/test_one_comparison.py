@@ -13,10 +13,10 @@ import numpy as np
 
 from accelbench.bench.metrics import compute_metrics
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, RequestRecord
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.run import RunStatus
-from accelbench.report.compare import compare_runs
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
+from accelbench.report.compare_runs import compare_runs
 from accelbench.report.document import load_report
 from accelbench.report.side_by_side import pair_rows, side_by_side_rows
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict

@@ -6,7 +6,7 @@ import os
 
 from accelbench.domain.run import EngineSettings
 from accelbench.runtimes import get_runtime
-from accelbench.runtimes.base import ServeParams
+from accelbench.runtimes.runtime import ServeParams
 
 
 def params(**kw: object) -> ServeParams:

@@ -10,8 +10,8 @@ import yaml
 
 from accelbench.deploy.manifests import validate_objects
 from accelbench.errors import UserInputError
-from accelbench.services.fleet import fleet_request, plan_fleet
 from accelbench.services.fleet_export import fleet_files, write_fleet_files
+from accelbench.services.fleet_plan import fleet_request, plan_fleet
 from tests.support.crd import crd_errors
 
 PROFILE = "input_tokens: 512\noutput_tokens: 128\nintervals:\n" + "".join(

@@ -11,7 +11,7 @@ import pytest
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
-from accelbench.services.fleet import fleet_request, plan_fleet
+from accelbench.services.fleet_plan import fleet_request, plan_fleet
 from accelbench.store import Store
 
 MODEL = "smollm2-135m-instruct"

@@ -215,7 +215,7 @@ def test_runs_show_says_what_imported_figures_mean(store: Store) -> None:
 def test_a_run_exported_and_imported_back_compares_as_no_difference(
     store: Store, measured, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from accelbench.report.compare import compare_runs
+    from accelbench.report.compare_runs import compare_runs
     from accelbench.report.verdicts import NO_DIFFERENCE
 
     run_id = _stored_run(store, measured)

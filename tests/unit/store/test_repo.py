@@ -7,7 +7,7 @@ import math
 import pytest
 
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, NotFoundError, UserInputError
 from accelbench.store import Store

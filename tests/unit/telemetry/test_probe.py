@@ -280,7 +280,7 @@ def test_cli_quick_probe_as_json(cpu_path: Callable[[str], None]) -> None:
 
 
 def test_cli_full_probe_is_saved_and_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    from accelbench.services import machine as service
+    from accelbench.services import machine_probe as service
 
     measured = make_probe(probe.normalize_cpu_model(cpu_info()["model"]))
     monkeypatch.setattr(service, "probe_machine", lambda **_: measured)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.catalog import get_catalog, snapshot_price
-from accelbench.domain.catalog import Price, PriceTier
+from accelbench.domain.instance_types import Price, PriceTier
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.report.formatting import MISSING
 from accelbench.store.repo import Store

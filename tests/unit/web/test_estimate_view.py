@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.plan import SLO, EstimateQuery
-from accelbench.services.plan import estimate
+from accelbench.domain.plan_types import SLO, EstimateQuery
+from accelbench.services.planning import estimate
 from accelbench.web.estimate_view import chart_metric, estimate_page_view, measured_text, slo_verdict
 
 

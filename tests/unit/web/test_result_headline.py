@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from accelbench.domain.run import RunStatus
-from accelbench.report.compare import compare_runs
+from accelbench.report.compare_runs import compare_runs
 from accelbench.report.headline import headline_for
 from accelbench.report.tables import aggregate_results
 from accelbench.store import Store

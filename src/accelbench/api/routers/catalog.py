@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.services import instances
 
 router = APIRouter(tags=["catalog"], responses=ERROR_RESPONSES)

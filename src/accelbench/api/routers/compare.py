@@ -13,7 +13,7 @@ from accelbench import services as service
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 
 router = APIRouter(tags=["compare"], responses=ERROR_RESPONSES)
 

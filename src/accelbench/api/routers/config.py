@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from accelbench.api.auth import Principal, require_admin, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 from accelbench.services.tool_versions import (
     ToolVersionsState,
     ToolVersionsUpdate,

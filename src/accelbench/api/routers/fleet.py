@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.services.fleet import FleetRequest, plan_fleet
+from accelbench.services.fleet_plan import FleetRequest, plan_fleet
 from accelbench.services.paths import confine, resolve_file
 
 router = APIRouter(tags=["fleet"], responses=ERROR_RESPONSES)

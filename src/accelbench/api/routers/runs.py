@@ -28,7 +28,7 @@ from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.api.responses import SafeJSONResponse
 from accelbench.domain.bench import TelemetrySample
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus
 from accelbench.errors import ConflictError, NotFoundError

@@ -20,8 +20,8 @@ from typing import Protocol
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.strict import StrictModel
 from accelbench.registry import Registry
 
 

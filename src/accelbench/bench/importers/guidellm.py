@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
-from accelbench.bench.importers.common import (
+from accelbench.bench.importers.reading import (
     Fields,
     as_obj,
     config_for,

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
-from accelbench.bench.importers.common import (
+from accelbench.bench.importers.reading import (
     Fields,
     as_obj,
     config_for,

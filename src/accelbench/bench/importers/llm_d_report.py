@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from accelbench.bench.importers import IMPORTERS, ImportedCell, ImportedFile, ToolMetric
-from accelbench.bench.importers.common import (
+from accelbench.bench.importers.llm_d_schema import report_errors
+from accelbench.bench.importers.reading import (
     Fields,
     as_obj,
     config_for,
@@ -27,7 +28,6 @@ from accelbench.bench.importers.common import (
     read_text,
     refusal,
 )
-from accelbench.bench.importers.llm_d_schema import report_errors
 from accelbench.bench.results_io import from_dict
 from accelbench.domain.bench import BenchmarkSummary
 from accelbench.errors import UserInputError

@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import Field
 
 from accelbench.deploy.manifests.sizing import PodSize, probes, size_pod
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType, InstanceType
-from accelbench.runtimes.base import Runtime, ServeParams
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
+from accelbench.domain.strict import StrictModel
+from accelbench.runtimes.runtime import Runtime, ServeParams
 
 CPU_TAINT = "accelbench.io/cpu"
 DEDICATED_TAINT = "accelbench.io/dedicated"

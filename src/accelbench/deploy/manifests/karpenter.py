@@ -24,8 +24,8 @@ from pydantic import Field
 
 from accelbench.deploy.manifests.engine import CPU_TAINT, DEDICATED_TAINT, GPU_RESOURCE, NEURON_RESOURCE
 from accelbench.deploy.manifests.sizing import NODE_MAX_PODS
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
+from accelbench.domain.strict import StrictModel
 
 GRAVITON_FAMILIES = ["c7g", "m7g", "r7g", "c8g", "m8g", "r8g", "c9g", "m9g", "r9g"]
 AMX_FAMILIES = ["c7i", "m7i", "r7i", "c8i", "m8i", "r8i"]

@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from accelbench.deploy.manifests.telemetry import LoadgenTelemetry, rbac_objects
-from accelbench.domain.base import StrictModel
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.run import SweepSpec
+from accelbench.domain.strict import StrictModel
 
 CONFIG_PATH = "/etc/accelbench/loadgen.json"
 BARRIER_PORT = 7070

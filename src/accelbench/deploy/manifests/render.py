@@ -26,15 +26,15 @@ from accelbench.deploy.manifests.karpenter import KarpenterOptions, karpenter_ob
 from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources, loadgen_objects
 from accelbench.deploy.manifests.sizing import ready_timeout_s
 from accelbench.deploy.manifests.telemetry import loadgen_telemetry, service_port, sidecar_container
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import InstanceType
+from accelbench.domain.instance_types import InstanceType
 from accelbench.domain.run import KubernetesTarget, KubernetesTelemetry, RunSpec
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import GuardError, UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.recommend import recommend
-from accelbench.runtimes.base import Runtime, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
+from accelbench.runtimes.runtime import Runtime, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.versions import (
     LOADGEN_IMAGE_ENV,
     LOADGEN_KEY,

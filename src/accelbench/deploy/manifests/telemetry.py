@@ -36,9 +36,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType
+from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.run import KubernetesTelemetry
+from accelbench.domain.strict import StrictModel
 
 DCGM_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"
 NEURON_MONITOR_IMAGE = "public.ecr.aws/neuron/neuron-monitor:1.0.0"

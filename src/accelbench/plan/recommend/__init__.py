@@ -23,20 +23,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog import get_catalog
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import Alternative, EfficiencyFactors, FitQuery, Recommendation, RefusalCode
+from accelbench.domain.plan_types import Alternative, EfficiencyFactors, FitQuery, Recommendation, RefusalCode
 from accelbench.domain.quant import parse_quantization as normalize_quantization
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for, is_local, local_machine
 from accelbench.plan.recommend.changes import Asked, setting_changes
-from accelbench.plan.recommend.common import Ctx, accelerator_name, check_engine, refuse, tp_advice
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
 from accelbench.plan.recommend.degrees import tp_degrees
 from accelbench.plan.recommend.gpu import recommend_gpu
 from accelbench.plan.recommend.llamacpp import recommend_llamacpp
 from accelbench.plan.recommend.neuron import recommend_neuron
+from accelbench.plan.recommend.tier_steps import Ctx, accelerator_name, check_engine, refuse, tp_advice
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.domain.catalog import AcceleratorType, InstanceType
-from accelbench.domain.plan import Recommendation, RefusalCode, SettingChange
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
+from accelbench.domain.plan_types import Recommendation, RefusalCode, SettingChange
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.plan.memory import round_down_length
-from accelbench.plan.recommend.common import pow2_upto
+from accelbench.plan.recommend.tier_steps import pow2_upto
 
 #: refusals no setting of the caller's can change
 UNCHANGEABLE = (RefusalCode.non_generative, RefusalCode.unsupported_architecture)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     Attempt,
     BandwidthAdvisory,
     EfficiencyFactors,
@@ -32,7 +32,7 @@ from accelbench.plan.memory import (
     seed_cpu_kv_space_gib,
     weight_bytes,
 )
-from accelbench.plan.recommend.common import (
+from accelbench.plan.recommend.tier_steps import (
     CPU_KV_MIN,
     CPU_MAX_NUM_SEQS,
     Ctx,

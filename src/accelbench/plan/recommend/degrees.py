@@ -4,11 +4,11 @@ one per NUMA node. What the goal weighs (``plan/choose.py``) and what a refused 
 
 from __future__ import annotations
 
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.plan.recommend.common import pow2_upto
 from accelbench.plan.recommend.gpu import valid_gpu_tps
 from accelbench.plan.recommend.neuron import whole_instance_tp_ok
+from accelbench.plan.recommend.tier_steps import pow2_upto
 
 
 def tp_degrees(model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     Attempt,
     MemoryBudget,
     Recommendation,
@@ -25,7 +25,7 @@ from accelbench.plan.memory import (
     overhead_bytes,
     weight_bytes,
 )
-from accelbench.plan.recommend.common import (
+from accelbench.plan.recommend.tier_steps import (
     GPU_MAX_NUM_SEQS,
     USEFUL_CONTEXT,
     USEFUL_SEQS,

@@ -3,7 +3,7 @@ and a KV cache of exactly the context (n_ctx) allocated at start, not vLLM's VLL
 
 from __future__ import annotations
 
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     MemoryBudget,
     Recommendation,
     RefusalCode,
@@ -21,8 +21,8 @@ from accelbench.plan.memory import (
     round_down_length,
     weight_bytes,
 )
-from accelbench.plan.recommend.common import Ctx, fmt_gib, gib, params_b, refuse
 from accelbench.plan.recommend.cpu import bandwidth_advisory, host_fit, more_threads_than_vcpus
+from accelbench.plan.recommend.tier_steps import Ctx, fmt_gib, gib, params_b, refuse
 
 # llama.cpp's default physical batch (n_ubatch): the compute buffer holds this many rows of attention scores
 # and logits in f32

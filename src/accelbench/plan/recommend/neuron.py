@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     Attempt,
     MemoryBudget,
     Recommendation,
@@ -23,7 +23,7 @@ from accelbench.plan.memory import (
     online_format,
     weight_bytes,
 )
-from accelbench.plan.recommend.common import (
+from accelbench.plan.recommend.tier_steps import (
     NEURON_ARCHITECTURES,
     NEURON_MAX_NUM_SEQS,
     Ctx,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.domain.device import DeviceKind, DeviceSample
-from accelbench.telemetry.devices.base import DeviceCollector
+from accelbench.telemetry.devices.collector import DeviceCollector
 
 _RAPL_ZONE = re.compile(r"^intel-rapl:\d+$")
 #: the memory-controller PMUs whose DRAM traffic counters give the memory bandwidth: Intel's per-channel IMC

@@ -25,7 +25,7 @@ from typing import IO, Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.domain.device import DeviceKind, DeviceSample
-from accelbench.telemetry.devices.base import DeviceCollector, ExporterCollector
+from accelbench.telemetry.devices.collector import DeviceCollector, ExporterCollector
 
 
 def _num(v: Any) -> float | None:

@@ -20,7 +20,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from accelbench.domain.device import DeviceKind, DeviceSample
-from accelbench.telemetry.devices.base import DeviceCollector, ExporterCollector
+from accelbench.telemetry.devices.collector import DeviceCollector, ExporterCollector
 
 #: NVML's clocks-event (throttle) reason bits -> names (nvmlClocksThrottleReason*; DCGM uses the same bits)
 THROTTLE_REASONS: dict[int, str] = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from accelbench.domain.catalog import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     Attempt,
     BandwidthAdvisory,
     EfficiencyFactors,

@@ -12,8 +12,8 @@ from accelbench.domain.bench import BenchmarkSummary, RequestRecord, TelemetrySa
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError
-from accelbench.store.base import StoreBase, _aware, jsonable
 from accelbench.store.claims import check_fence
+from accelbench.store.database import StoreBase, _aware, jsonable
 from accelbench.store.models import (
     RequestRow,
     ResultRow,

@@ -1,4 +1,4 @@
-"""Planning types, re-exported from the modules that hold them so ``accelbench.domain.plan`` stays the one
+"""Planning types, re-exported from the modules that hold them so ``accelbench.domain.plan_types`` stays the one
 import for callers: ``domain/recommendation.py`` (does it fit, with which settings, and why; memory
 breakdowns), ``domain/estimate.py`` (factors, SLOs, predicted figures, the ranked table),
 ``domain/calibration.py`` (measured against predicted, fitted factors) and ``domain/plan_query.py`` (the

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from accelbench.domain.base import StrictModel
+from accelbench.domain.strict import StrictModel
 
 
 class AcceleratorType(enum.StrEnum):

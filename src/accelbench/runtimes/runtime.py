@@ -13,9 +13,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from accelbench.domain.base import StrictModel
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import EngineSettings
+from accelbench.domain.strict import StrictModel
 from accelbench.registry import Registry
 
 RUNTIME_MODULES = ["vllm", "vllm_cpu", "vllm_neuron", "sglang", "llamacpp"]

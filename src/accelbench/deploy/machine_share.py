@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from accelbench.deploy.base import DeployCancelled
+from accelbench.deploy.target import DeployCancelled
 
 
 class Machine:

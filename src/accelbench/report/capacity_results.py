@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from accelbench.bench.capacity import cell_key
 from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
+from accelbench.bench.capacity_search import cell_key
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, LoadKind, Probe
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.results import ResultInfo, RunInfo
@@ -123,7 +123,7 @@ def answer_probe(result: CapacityResult) -> tuple[int, Probe] | None:
 def devices_at_capacity(result: CapacityResult, results: Sequence[ResultInfo]) -> list[DeviceAtCapacity]:
     """What the serving devices (the accelerators, else the CPU) did at the search's answer: utilisation,
     memory, power and output tokens per joule over the probe's window, read from the device telemetry stored
-    with that probe's cell (``bench/capacity.py`` ``cell_key``). Empty when no telemetry was stored with it."""
+    with that probe's cell (``bench/capacity_search.py`` ``cell_key``). Empty when no telemetry was stored with it."""
     found = answer_probe(result)
     if found is None:
         return []

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog import get_catalog, price_map
-from accelbench.domain.plan import (
+from accelbench.domain.plan_types import (
     CalibrationReport,
     CellComparison,
     Estimate,
@@ -27,7 +27,7 @@ from accelbench.domain.plan import (
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.modelspec.presets import load_preset, preset_document
-from accelbench.services.runs import load_model
+from accelbench.services.run_checks import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from accelbench.catalog import Catalog
     from accelbench.domain.capacity import CapacitySLO
     from accelbench.domain.model import ModelSpec
-    from accelbench.domain.plan import Recommendation
+    from accelbench.domain.plan_types import Recommendation
     from accelbench.plan.calibrations import CalibrationSet
     from accelbench.plan.context import PlanContext
     from accelbench.plan.measured_points import MeasuredRun
@@ -298,7 +298,7 @@ def capacity_plan(
     """``accelbench capacity``'s planning side: (hourly price, the planner's predicted capacity at the SLO) for a
     named instance ("local": this machine, unpriced), when the model can be read offline.
 
-    The prediction answers the measurement's question (``plan/capacity.py``): the highest concurrency, or for
+    The prediction answers the measurement's question (``plan/capacity_prediction.py``): the highest concurrency, or for
     ``load`` "request_rate" the highest Poisson rate (requests/s, below the saturation throughput), at which
     the SLO's percentile of every named metric (TTFT, TPOT, ITL, E2EL) is within its target and the share of
     requests meeting all of them reaches its attainment. With ``store``, its active calibrations apply;
@@ -307,7 +307,7 @@ def capacity_plan(
     if not instance:
         return None, None
     # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.capacity import predict_capacity
+    from accelbench.plan.capacity_prediction import predict_capacity
     from accelbench.plan.context import PlanContext
     from accelbench.plan.estimate import perf_setup
     from accelbench.plan.hardware import is_local, local_machine

@@ -1,6 +1,6 @@
 """Capacity at an SLO, predicted: the highest concurrency (closed loop) or Poisson request rate at which the
 chosen percentile of TTFT, TPOT, ITL and E2EL stays within its target and the share of requests meeting every
-target reaches the attainment; the question ``accelbench capacity`` measures (``bench/capacity.py``), asked
+target reaches the attainment; the question ``accelbench capacity`` measures (``bench/capacity_search.py``), asked
 of the performance model (``plan/perf_model.py``) with no factor of its own; the populations of one level
 are built in ``plan/load_population.py``.
 
@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.domain.capacity import METRICS, CapacitySLO, LoadKind
 from accelbench.domain.limits import MAX_CONCURRENCY
-from accelbench.domain.plan import EfficiencyFactors
+from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.errors import UserInputError
 from accelbench.plan.load_population import (
     Population,

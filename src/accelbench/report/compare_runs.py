@@ -29,11 +29,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from accelbench import __version__
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
-from accelbench.report.capacity import build_capacity
+from accelbench.report.capacity_results import build_capacity
 from accelbench.report.catalog_lookup import accelerator_count, local_note, resolve_price
 from accelbench.report.cell_matching import baseline_pairs, matched_cells
 from accelbench.report.compared_cells import aggregate_cells, device_note

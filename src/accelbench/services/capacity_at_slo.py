@@ -32,7 +32,7 @@ from accelbench.store import Store
 from accelbench.store.owner import process_owner
 
 if TYPE_CHECKING:
-    from accelbench.deploy.capacity import CapacityPlan
+    from accelbench.deploy.endpoint_capacity import CapacityPlan
 
 log = logging.getLogger("accelbench.services")
 
@@ -137,8 +137,8 @@ def plan_capacity(
     """The planner's side of a search: the instance's hourly price, its predicted capacity at the SLO and so
     the first level (the spec's ``start``, else the prediction, else 1). The prediction is advice: a planner
     failure is a note, not a refusal; an unknown instance is refused unless ``strict`` is False."""
-    from accelbench.deploy.capacity import CapacityPlan, first_level
-    from accelbench.services.plan import capacity_plan
+    from accelbench.deploy.endpoint_capacity import CapacityPlan, first_level
+    from accelbench.services.planning import capacity_plan
 
     notes: list[str] = []
     hourly = predicted = None
@@ -205,7 +205,7 @@ def open_capacity_run(
     """The run a search stores its probes in: a new run of kind ``capacity`` (its spec the ``capacity:``
     section, the plan in its extra), or ``resume``'s, which keeps the plan it started with (so the search
     asks for the levels it asked for before, and replays them from the store)."""
-    from accelbench.deploy.capacity import CapacityPlan
+    from accelbench.deploy.endpoint_capacity import CapacityPlan
 
     if resume:
         run = store.get_run(resume)
@@ -259,7 +259,7 @@ def measure_capacity(
     probe is a cell of a run of kind ``capacity`` (``resume``: continue that run), the answer its
     ``extra["capacity"]`` and the status completed; Ctrl-C or ``cancel`` leaves it cancelled with the probes
     so far (``CapacityInterrupted``, a ``KeyboardInterrupt``, is raised), any other failure failed with the reason (re-raised)."""
-    from accelbench.deploy.capacity import finish, search_endpoint
+    from accelbench.deploy.endpoint_capacity import finish, search_endpoint
 
     plan = plan_capacity(capacity, instance=instance, model_ref=model_ref)
     run_id = None
@@ -316,7 +316,7 @@ def capacity_answer(run: RunInfo) -> RunCapacity | None:
     report reads it (``report.capacity``); None when the run is no capacity search. Before the search answers
     (queued, running, or stopped) only its probes so far are stored, or none: the load kind and SLO then come
     from the run's spec, ``complete`` is False, and a run that stopped says so in ``reason``."""
-    from accelbench.report.capacity import capacity_result, finished
+    from accelbench.report.capacity_results import capacity_result, finished
 
     extra = run.extra or {}
     if not isinstance(extra.get("capacity"), dict) and isinstance((run.spec or {}).get("capacity"), dict):

@@ -17,14 +17,14 @@ from accelbench.catalog import get_catalog
 from accelbench.deploy.manifests import Bundle, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import ExportOptions, load_model_facts, recommend_for, render_for_spec
 from accelbench.deploy.model_store import preset_for, resolve_model
-from accelbench.domain.catalog import AcceleratorType, InstanceType
+from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import KubernetesTarget, RunSpec
 from accelbench.errors import GuardError, NotFoundError, UserInputError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.runtimes import get_runtime, guards
-from accelbench.runtimes.base import DEFAULT_RUNTIME, ServeParams
 from accelbench.runtimes.params import params_for
+from accelbench.runtimes.runtime import DEFAULT_RUNTIME, ServeParams
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import Store
 from accelbench.telemetry.host import numa_node_count

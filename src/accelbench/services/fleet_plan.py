@@ -18,9 +18,9 @@ from pydantic import Field, ValidationError
 
 from accelbench.catalog import get_catalog
 from accelbench.catalog.pricing import price_for
-from accelbench.domain.base import StrictModel
 from accelbench.domain.capacity import CapacitySLO, parse_slo
-from accelbench.domain.catalog import PriceTier
+from accelbench.domain.instance_types import PriceTier
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.fleet.cold_start import cold_start_cost, provision_from, ready_from
 from accelbench.fleet.result import Candidate, FleetPlan, ServerCapacity, Skipped, TrafficSummary, rank
@@ -28,12 +28,12 @@ from accelbench.fleet.sizing import Rules, size_fleet
 from accelbench.fleet.traffic import Traffic, read_traffic
 from accelbench.plan.hardware import is_local, local_machine
 from accelbench.plan.ranges import throughput_interval
-from accelbench.report.capacity import capacity_result
-from accelbench.runtimes.base import DEFAULT_RUNTIME
-from accelbench.services.plan import capacity_plan
+from accelbench.report.capacity_results import capacity_result
+from accelbench.runtimes.runtime import DEFAULT_RUNTIME
+from accelbench.services.planning import capacity_plan
 
 if TYPE_CHECKING:
-    from accelbench.domain.catalog import InstanceType
+    from accelbench.domain.instance_types import InstanceType
     from accelbench.store import Store
 
 log = logging.getLogger("accelbench.services")

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from accelbench.bench import capacity as bench_capacity
-from accelbench.bench.capacity import SearchBounds, cell_key, price
+from accelbench.bench import capacity_search as bench_capacity
+from accelbench.bench.capacity_search import SearchBounds, cell_key, price
 from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.catalog import get_catalog
-from accelbench.domain.base import StrictModel
 from accelbench.domain.bench import BenchmarkSummary, Endpoint
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, Probe
 from accelbench.domain.run import CellStatus
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError
 
 if TYPE_CHECKING:

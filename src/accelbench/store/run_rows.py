@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, NotFoundError
-from accelbench.store.base import StoreBase, _aware, jsonable, new_run_id
 from accelbench.store.claims import Claim, check_fence, hold
+from accelbench.store.database import StoreBase, _aware, jsonable, new_run_id
 from accelbench.store.models import (
     RequestRow,
     ResultRow,

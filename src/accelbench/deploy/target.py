@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from accelbench.bench.sweep import run_sweep
-from accelbench.deploy.capacity import search_endpoint
-from accelbench.domain.base import StrictModel
+from accelbench.deploy.endpoint_capacity import search_endpoint
 from accelbench.domain.bench import Endpoint
 from accelbench.domain.run import RunSpec, RunStatus
+from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.registry import Registry
 
 if TYPE_CHECKING:
     from accelbench.bench.sweep import SweepEvent, SweepOutcome
     from accelbench.domain.capacity import CapacityResult, CapacitySpec
-    from accelbench.domain.catalog import InstanceType
+    from accelbench.domain.instance_types import InstanceType
     from accelbench.domain.run import SweepSpec
     from accelbench.store.repo import Store
 
