@@ -4,9 +4,6 @@ capacity a deployment is predicted to sustain at an SLO, and calibration from me
 
 The planner never opens a store: what it learns from one (active calibrations, prices, measured runs and
 their cells) is read here and handed to it as plain data.
-
-``accelbench.services`` loads this module for every command, and importing the planner package takes about a
-second, so the use cases import it where they use it.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from accelbench import plan
 from accelbench.catalog import get_catalog, price_map
 from accelbench.domain.plan_types import (
     CalibrationReport,
@@ -27,6 +25,18 @@ from accelbench.domain.plan_types import (
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.modelspec.presets import load_preset, preset_document
+from accelbench.plan.calibrate import calibrate as fit
+from accelbench.plan.calibrate import calibration_dict
+from accelbench.plan.calibrate import predicted_vs_measured as compare
+from accelbench.plan.calibrate_holdout import with_held_out
+from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.capacity_prediction import predict_capacity
+from accelbench.plan.context import PlanContext
+from accelbench.plan.estimate import perf_setup
+from accelbench.plan.hardware import is_local, local_machine
+from accelbench.plan.measured_points import USABLE_CELL_STATUSES, MeasuredRun
+from accelbench.plan.query import answer
+from accelbench.plan.refusal import DEFAULT_TRAFFIC, Question, priced_refusal
 from accelbench.services.run_checks import load_model
 from accelbench.store import Store
 from accelbench.store.repo import jsonable
@@ -63,8 +73,7 @@ def presets() -> list[dict[str, Any]]:
 
 def prepared_models() -> list[dict[str, Any]]:
     """Models prepared on this machine (``accelbench model prepare``): what local runs can serve now."""
-    # start-up: the model store pulls in deploy/, which no other planning use case needs
-    from accelbench.deploy.model_store import list_models
+    from accelbench.deploy.model_store import list_models  # start-up: the model store pulls in deploy/
 
     return [
         m.model_dump(
@@ -93,9 +102,6 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
     """The planner's answer for a model already read; a refusal comes with its way forward priced: the
     instances offered instead and the setting changes, each predicted at the given lengths (default: the
     estimate's) and one request in flight (``plan/refusal.py``)."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench import plan
-    from accelbench.plan.refusal import DEFAULT_TRAFFIC, Question, priced_refusal
 
     rec = plan.recommend(spec, instance_type, **options)
     if rec.fits:
@@ -120,8 +126,6 @@ def plan_context(
     """What the planner takes from a store, in three queries so a catalog-wide estimate stays fast: the
     active calibrations, the best known prices (stored ones win over the snapshot) and the models measured
     on each instance type (an instance is measured for an estimate only where its model was). No store: the snapshot prices and the cited factors."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.context import PlanContext
 
     if store is None:
         return PlanContext()
@@ -136,8 +140,6 @@ def plan_context(
 def estimate_result(store: Store | None, query: EstimateQuery) -> Estimate | EstimateTable:
     """``accelbench estimate``: one instance (``query.instance_type``, or "local" for this machine) or the
     ranked catalog, with the store's calibrations, prices and measured runs when there is a store."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.query import answer
 
     return answer(
         query, load_model(query.model), plan_context(store, use_calibrations=not query.no_calibration)
@@ -174,16 +176,12 @@ def _row_fields() -> list[str]:
 
 def memory_breakdown(model: str, instance_type: str, **options: Any) -> dict[str, Any]:
     """Where accelerator memory goes (GPU, Neuron); the planner refuses CPU instances (GuardError, 400)."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench import plan
 
     return dict(jsonable(plan.memory_breakdown(load_model(model), instance_type, **options)))
 
 
 def calibrations(store: Store) -> CalibrationSet:
     """The store's active calibrations, as the planner takes them."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.calibrations import CalibrationSet
 
     return CalibrationSet.from_rows(store.active_calibrations())
 
@@ -193,8 +191,6 @@ def measured_runs(store: Store, run_ids: Iterable[str] | None = None) -> tuple[l
     for the closed-loop cells with more than one user, the start times of their successful requests (from
     which calibration tells waves from spread-out arrivals). A capacity search is a run like a sweep: its
     probes are its cells, its answer in the run's ``extra["capacity"]``. Returns (runs, runs not read)."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.measured_points import USABLE_CELL_STATUSES, MeasuredRun
 
     runs = [store.get_run(r) for r in run_ids] if run_ids else store.list_runs(limit=100_000)[0]
     out: list[MeasuredRun] = []
@@ -222,8 +218,6 @@ def calibrate(
     runs, capacity searches: every probe a measured point), starting from the active calibrations, and store
     each fit unless ``dry_run``; estimates use them from then on. Capacity runs also report the measured
     capacity against the planner's, before and after the fit."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.calibrate import calibrate as fit
 
     measured, unread = measured_runs(store, run_ids)
     report = fit(
@@ -235,9 +229,6 @@ def calibrate(
         catalog=catalog,
     )
     if run_ids:  # fitted to the runs named: grade the fit on the store's other runs of the same hardware
-        # start-up: the planner package, imported where used (module note)
-        from accelbench.plan.calibrate_holdout import with_held_out
-
         fitted = {m.run.id for m in measured}
         everything, _ = measured_runs(store)
         report = with_held_out(report, [m for m in everything if m.run.id not in fitted], catalog=catalog)
@@ -259,8 +250,6 @@ def calibrate(
 
 def calibration_json(report: CalibrationReport) -> dict[str, Any]:
     """A calibration report as JSON, with each cell's and each capacity run's error percentages."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.calibrate import calibration_dict
 
     return calibration_dict(report)
 
@@ -274,8 +263,6 @@ def predicted_vs_measured(
 ) -> tuple[list[CellComparison], list[str]]:
     """Every usable stored cell with the prediction estimates make now (the active calibrations applied
     unless ``use_calibrations`` is false), and the runs skipped with the reason."""
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.calibrate import predicted_vs_measured as compare
 
     measured, unread = measured_runs(store, run_ids)
     cells, skipped = compare(
@@ -306,11 +293,6 @@ def capacity_plan(
     cannot predict: no prediction (None)."""
     if not instance:
         return None, None
-    # start-up: the planner package, imported where used (module note)
-    from accelbench.plan.capacity_prediction import predict_capacity
-    from accelbench.plan.context import PlanContext
-    from accelbench.plan.estimate import perf_setup
-    from accelbench.plan.hardware import is_local, local_machine
 
     spec_of = None
     if is_local(instance):  # this machine: predicted from its probe, not priced
