@@ -23,6 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
 
 def _say(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
@@ -37,11 +42,6 @@ def _sha256(path: Path) -> str:
 
 
 def convert(gguf: Path, out: Path) -> dict[str, Any]:
-    # heavy, and only in the engine's own environment, where this script runs
-    import torch
-    import transformers
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     t0 = time.monotonic()
     _say(phase=f"Loading {gguf.name} with transformers {transformers.__version__} (dequantising to BF16)")
@@ -97,9 +97,6 @@ def convert(gguf: Path, out: Path) -> dict[str, Any]:
 
 def answer(model_dir: Path, question: str, max_new_tokens: int) -> str:
     """Ask the converted directory (not the GGUF) a question with transformers, greedy decoding."""
-    # heavy, and only in the engine's own environment, where this script runs
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _say(phase="Asking the converted model a question (transformers)")
     tok = AutoTokenizer.from_pretrained(str(model_dir))
