@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 
 from accelbench.cli.common import err_console, user_errors
-from accelbench.services.run_export import export_run
 from accelbench.services.session import get_store
 
 
@@ -31,6 +30,9 @@ def export_results(
     ),
 ) -> None:
     """Export a run's results in another tool's format."""
+    # start-up: the exporters load numpy, the report and the result readers; `runs list` shares this group
+    from accelbench.services.run_export import export_run
+
     with user_errors():
         files = export_run(get_store(), run_id, fmt)
     if output is not None:
