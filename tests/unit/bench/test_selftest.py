@@ -8,18 +8,18 @@ import os
 
 import pytest
 
-from accelbench.bench.client import StreamClient, parse_stream
-from accelbench.bench.runner import request_body
-from accelbench.bench.selftest import (
-    SELFTEST_MODEL,
-    LoopbackServer,
+from accelbench.bench.client import StreamClient
+from accelbench.bench.cpu_affinity import (
     allowed_cpus,
-    client_self_test,
     core_overlap,
     engine_cpus_from_bind,
     isolate_client,
     set_process_affinity,
 )
+from accelbench.bench.loopback_server import SELFTEST_MODEL, LoopbackServer
+from accelbench.bench.runner import request_body
+from accelbench.bench.selftest import client_self_test
+from accelbench.bench.stream_parse import parse_stream
 from accelbench.domain.bench import BenchConfig, ClientCertificate
 
 SHORT = 0.3  # seconds per self-test: enough for a few hundred requests, keeps the file fast
