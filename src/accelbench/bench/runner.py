@@ -181,7 +181,7 @@ class _Run:
         self.plan = RenderPlan(config, endpoint.served_model, client.request_head)
         self.offsets = plan_offsets(config, source, self.n)
         col = Collector(self.n, self.kind == EndpointKind.chat, RAW_BUDGET_BYTES, config.metrics_definition)
-        # interruptible: tasks a cancel may interrupt (warmup, dispatcher)
+        # what every load pattern sends with; s.interruptible: the tasks a cancel may interrupt (warmup, dispatcher)
         self.s = Sending(client, ReadyFeed([]), col, Stop(None))
         self.notes = notes
         self.making_notes: list[str] = []  # how the prompts were made, when that needs saying
