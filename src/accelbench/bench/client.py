@@ -13,8 +13,8 @@ The timing rules (which event ends TTFT, what makes an ITL gap, under accelbench
 
 The pool keeps one keep-alive connection per concurrent request (callers bound concurrency), retries a request
 once when a reused idle connection turns out to be closed before any response byte, and fails a request with a
-readable reason for HTTP errors, timeouts, refused connections, connections cut mid-stream, malformed JSON and
-error events inside the stream.
+readable reason for timeouts, refused connections and connections cut mid-stream (HTTP errors, malformed JSON
+and error events inside the stream are named when the response is parsed: ``bench.stream_parse``).
 """
 
 from __future__ import annotations
