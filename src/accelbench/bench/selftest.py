@@ -1,21 +1,17 @@
-"""Is the load generator fast enough for this run? A loopback self-test, and where the client and the engine run.
+"""Is the load generator fast enough for this run? A loopback self-test of the client, and its verdict on a run.
 
 When the engine runs on this machine's CPUs the load generator competes with it for cores, and a client that
 cannot keep up inflates the latencies it reports. Two checks, both cheap:
 
 - ``client_self_test``: accelbench's own client (``StreamClient`` and ``parse_stream``, as the runner uses them)
-  against an in-process, zero-delay OpenAI-compatible streaming server on 127.0.0.1, at the run's load (its
-  ``max_concurrency`` as a closed loop, or its ``request_rate`` as the same gamma/Poisson schedule) for about a
-  second. What the client sustained there (``ClientCertificate``) is the ceiling of what it can measure;
-  ``ClientCertificate.verdict`` compares a finished run against it.
-- ``core_overlap`` / ``isolate_client``: the CPUs this process may use against those the engine is bound to
-  (``engine_cpus_from_bind`` reads vLLM CPU's ``VLLM_CPU_OMP_THREADS_BIND``), and moving the client off the
-  engine's cores when there are others.
+  against an in-process, zero-delay OpenAI-compatible streaming server on 127.0.0.1 (``bench.loopback_server``),
+  at the run's load (its ``max_concurrency`` as a closed loop, or its ``request_rate`` as the same gamma/Poisson
+  schedule) for about a second. What the client sustained there (``ClientCertificate``) is the ceiling of what it
+  can measure; ``ClientCertificate.verdict`` compares a finished run against it (``certify``).
+- where the client and the engine run (``core_overlap``, ``isolate_client``): ``bench.cpu_affinity``.
 
-The loopback server runs in this process, on its own thread and event loop. It is kept as cheap as it can be (a
-response is rendered once per shape; one batched step writes one ready-made chunk to every open stream, like an
-engine step producing one token for each running request), but its thread still shares the cores and the GIL
-with the client: what it costs is counted against the client, so the certificate is conservative (the client
+The loopback server runs in this process, on its own thread and event loop; its thread shares the cores and the
+GIL with the client: what it costs is counted against the client, so the certificate is conservative (the client
 alone would do at least as well). The client's CPU time per chunk is taken from the client thread's own clock
 (``time.thread_time``), which leaves the server's work out.
 """
@@ -23,32 +19,22 @@ alone would do at least as well). The client's CPU time per chunk is taken from 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import os
-import re
-import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
-from accelbench.bench.client import StreamClient, parse_stream
-from accelbench.bench.runner import PRECONNECT_MAX, request_body, run_blocking
+from accelbench.bench.client import StreamClient
+from accelbench.bench.cpu_affinity import allowed_cpus
+from accelbench.bench.event_loop import run_blocking
+from accelbench.bench.feeds import request_body
+from accelbench.bench.loopback_server import SELFTEST_MODEL, LoopbackServer
+from accelbench.bench.runner import PRECONNECT_MAX
 from accelbench.bench.schedule import send_times
-from accelbench.domain.bench import (
-    BenchConfig,
-    BenchmarkSummary,
-    ClientCertificate,
-    CoreOverlap,
-    EndpointKind,
-)
+from accelbench.bench.stream_parse import parse_stream
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, ClientCertificate, EndpointKind
 
 _pc = time.perf_counter
 
-#: the model name the loopback server answers to
-SELFTEST_MODEL = "accelbench-selftest"
 #: most requests in flight in the self-test (each has its own connection)
 MAX_SELFTEST_CONCURRENCY = 1024
 #: most requests a finite-rate self-test plans
@@ -57,272 +43,6 @@ MAX_SELFTEST_REQUESTS = 200_000
 PROMPT = "Say something."
 
 
-# --------------------------------------------------------------------------------------- loopback server
-def _chunk(data: bytes) -> bytes:
-    """One HTTP/1.1 chunk."""
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-_LAST_CHUNK = b"0\r\n\r\n"
-_HEAD_STREAM = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-_WORDS = [" alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel"]
-
-
-def _event(chat: bool, *, text: str | None = None, role: bool = False, finish: str | None = None,
-           usage: dict[str, int] | None = None) -> bytes:  # fmt: skip
-    """One SSE event shaped as vLLM's (same keys, similar size)."""
-    obj: dict[str, Any] = {
-        "id": "chatcmpl-selftest0123456789abcdef" if chat else "cmpl-selftest0123456789abcdef",
-        "object": "chat.completion.chunk" if chat else "text_completion",
-        "created": 1764518400,
-        "model": SELFTEST_MODEL,
-    }
-    if usage is not None:
-        obj["choices"] = []
-        obj["usage"] = usage
-    elif chat:
-        delta: dict[str, Any] = {"role": "assistant"} if role else {}
-        delta["content"] = text or ""
-        obj["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-    else:
-        obj["choices"] = [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
-                           "stop_reason": None}]  # fmt: skip
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def _error(status: int, message: str) -> bytes:
-    body = orjson.dumps({"error": {"message": message, "code": status}})
-    reason = {400: "Bad Request", 404: "Not Found"}.get(status, "Error")
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-class _Stream:
-    """One response in progress: its ready-made chunks, written one per server step."""
-
-    __slots__ = ("conn", "next", "parts")
-
-    def __init__(self, conn: _ServerConn, parts: list[bytes]) -> None:
-        self.conn = conn
-        self.parts = parts
-        self.next = 0
-
-
-class LoopbackServer:
-    """A zero-delay OpenAI-compatible streaming server on 127.0.0.1 (an ephemeral port), on its own thread with
-    its own event loop. ``POST /v1/chat/completions`` and ``POST /v1/completions`` with ``stream: true``
-    answer ``max_tokens`` one-token text chunks (chat: the first one also carries the role), a usage chunk when
-    ``stream_options.include_usage`` is set, then ``data: [DONE]``; connections are kept alive. Every loop
-    iteration writes the next chunk of every open stream, as an engine step emits one token per request."""
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host = host
-        self.port = port
-        self.requests = 0
-        self._streams: list[_Stream] = []
-        self._stepping = False
-        self._rendered: dict[tuple[bool, int], list[bytes]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.AbstractServer | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    # -------------------------------------------------------------- lifecycle
-    def start(self) -> LoopbackServer:
-        self._thread = threading.Thread(target=self._main, name="accelbench-selftest-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10) or self._error is not None:
-            raise RuntimeError(f"the self-test server did not start: {self._error or 'timed out'}")
-        return self
-
-    def _main(self) -> None:
-        loop: asyncio.AbstractEventLoop
-        try:
-            import uvloop
-
-            loop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-            loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            server = loop.run_until_complete(
-                loop.create_server(lambda: _ServerConn(self), self.host, self.port, backlog=4096)
-            )
-            self._server = server
-            self.port = server.sockets[0].getsockname()[1]
-        except BaseException as exc:  # reported by start()
-            self._error = exc
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    def stop(self) -> None:
-        loop, server, thread = self._loop, self._server, self._thread
-        if loop is None or thread is None:
-            return
-
-        def close() -> None:
-            if server is not None:
-                server.close()
-            for st in self._streams:
-                st.conn.close()
-            self._streams.clear()
-            loop.stop()
-
-        with contextlib.suppress(RuntimeError):  # the loop has already stopped
-            loop.call_soon_threadsafe(close)
-        thread.join(5)
-        self._thread = None
-
-    def __enter__(self) -> LoopbackServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -------------------------------------------------------------- responses
-    def _parts(self, chat: bool, n_tokens: int) -> list[bytes]:
-        """The chunks of one response up to (not including) its usage chunk; rendered once per shape."""
-        key = (chat, n_tokens)
-        parts = self._rendered.get(key)
-        if parts is None:
-            parts = []
-            for i in range(n_tokens):
-                finish = "length" if i == n_tokens - 1 else None
-                ev = _event(chat, text=_WORDS[i % len(_WORDS)], role=chat and i == 0, finish=finish)
-                parts.append(_chunk(ev))
-            parts[0] = _HEAD_STREAM + parts[0]
-            self._rendered[key] = parts
-        return parts
-
-    def handle(self, conn: _ServerConn, method: str, path: str, body: bytes) -> None:
-        path = path.split("?", 1)[0]
-        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
-            conn.write(_error(404, f"no route {method} {path}"))
-            conn.idle()
-            return
-        try:
-            req = orjson.loads(body)
-            n_tokens = max(1, int(req.get("max_completion_tokens") or req.get("max_tokens") or 16))
-            stream = bool(req.get("stream"))
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-            conn.write(_error(400, "the body is not a JSON completion request"))
-            conn.idle()
-            return
-        if not stream:
-            conn.write(_error(400, "the self-test server only streams (stream: true)"))
-            conn.idle()
-            return
-        chat = path.endswith("chat/completions")
-        self.requests += 1
-        parts = list(self._parts(chat, n_tokens))
-        tail = b""
-        if (req.get("stream_options") or {}).get("include_usage"):
-            prompt = len(str(req.get("messages") or req.get("prompt") or "").split())
-            usage = {
-                "prompt_tokens": prompt,
-                "completion_tokens": n_tokens,
-                "total_tokens": prompt + n_tokens,
-            }
-            tail = _chunk(_event(chat, usage=usage))
-        parts.append(tail + _chunk(b"data: [DONE]\n\n") + _LAST_CHUNK)
-        self._streams.append(_Stream(conn, parts))
-        conn.busy = True
-        if not self._stepping:
-            self._stepping = True
-            asyncio.get_running_loop().call_soon(self._step)
-
-    def _step(self) -> None:
-        """Write the next chunk of every open stream; again on the next loop iteration while any is open. A
-        connection whose stream ends may start its next request here (``handle`` adds it for the next step)."""
-        streams, self._streams = self._streams, []
-        alive: list[_Stream] = []
-        for st in streams:
-            conn = st.conn
-            if conn.closed:
-                continue
-            conn.write(st.parts[st.next])
-            st.next += 1
-            if st.next < len(st.parts):
-                alive.append(st)
-            else:
-                conn.busy = False
-                conn.idle()
-        self._streams = alive + self._streams
-        if self._streams:
-            asyncio.get_running_loop().call_soon(self._step)
-        else:
-            self._stepping = False
-
-
-class _ServerConn(asyncio.Protocol):
-    """One keep-alive connection to the loopback server (Content-Length request bodies, one at a time)."""
-
-    def __init__(self, server: LoopbackServer) -> None:
-        self.server = server
-        self.buf = b""
-        self.busy = False
-        self.closed = False
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-
-    def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.write(data)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-        self.closed = True
-
-    def data_received(self, data: bytes) -> None:
-        self.buf = self.buf + data if self.buf else data
-        self.idle()
-
-    def idle(self) -> None:
-        """Answer the next complete request in the buffer, if the connection is not busy streaming one."""
-        while self.buf and not self.busy and not self.closed:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            lines = self.buf[:end].decode("latin-1").split("\r\n")
-            try:
-                method, target, _ = lines[0].split(" ", 2)
-            except ValueError:
-                self.close()
-                return
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip() or 0)
-            total = end + 4 + length
-            if len(self.buf) < total:
-                return
-            body = self.buf[end + 4 : total]
-            self.buf = self.buf[total:]
-            self.server.handle(self, method, target, body)
-
-
-# ---------------------------------------------------------------------------------------------- self-test
 def _percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0..100), linear between the closest ranks (numpy's default)."""
     s = sorted(values)
@@ -332,13 +52,6 @@ def _percentile(values: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def allowed_cpus() -> set[int]:
-    """The CPUs this process may run on (all of them where affinity is not available)."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
-    return set(range(os.cpu_count() or 1))
 
 
 async def _measure(config: BenchConfig, base_url: str, duration_s: float) -> dict[str, Any]:
@@ -482,121 +195,6 @@ def client_self_test(config: BenchConfig, *, duration_s: float = 1.0) -> ClientC
     )
 
 
-# -------------------------------------------------------------------------------------------- core overlap
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
-
-
-def _cpu_list(text: str) -> set[int] | None:
-    """``"0-3,8,10-11"`` to a set; None when malformed."""
-    out: set[int] = set()
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        m = _RANGE.match(item)
-        if m is None:
-            return None
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            return None
-        out.update(range(lo, hi + 1))
-    return out or None
-
-
-def engine_cpus_from_bind(bind: str | None, threads: int | None, cpu_count: int) -> set[int] | None:
-    """The CPUs a vLLM CPU engine's OpenMP threads run on, from ``VLLM_CPU_OMP_THREADS_BIND``.
-
-    ``"auto"`` (vLLM binds each rank to its NUMA node's cores; together, all of them), ``"all"`` and ``"nobind"``
-    (no pinning: the threads may run anywhere) mean every CPU, ``range(cpu_count)``; a CPU list (``"0-3"``,
-    ``"0,2,4"``) is those CPUs; one list per rank separated by ``|`` (``"0-3|4-7"``) is their union. With no
-    bind string, an explicit ``threads`` count means the first ``threads`` cores (what
-    ``accelbench.runtimes.vllm_cpu`` sets for it). None when it cannot be known (no bind and no threads, or
-    a malformed string)."""
-    if bind is None or not bind.strip():
-        if threads and threads > 0:
-            return set(range(threads))
-        return None
-    b = bind.strip().lower()
-    if b in ("auto", "all", "nobind"):
-        return set(range(max(1, cpu_count)))
-    out: set[int] = set()
-    for rank in b.split("|"):
-        cpus = _cpu_list(rank)
-        if cpus is None:
-            return None
-        out |= cpus
-    return out or None
-
-
-def _count(n: int) -> str:
-    return f"{n} core{'s' if n != 1 else ''}"
-
-
-def core_overlap(engine_cpus: Iterable[int] | None, client_cpus: Iterable[int] | None = None) -> CoreOverlap:
-    """The CPUs this process (the load generator) may run on against the engine's (None: unknown), how many
-    they share, and a sentence saying what that means for the latencies. ``client_cpus`` defaults to this
-    process's affinity."""
-    client = set(client_cpus) if client_cpus is not None else allowed_cpus()
-    if engine_cpus is None:
-        return CoreOverlap(
-            client_cpus=sorted(client),
-            sentence=f"the engine's cores are unknown; the client may run on {_count(len(client))}: measured "
-            "latencies may include contention with the load generator",
-        )
-    engine = set(engine_cpus)
-    shared = len(client & engine)
-    if shared == 0:
-        sentence = (
-            f"the client ({_count(len(client))}) and the engine ({_count(len(engine))}) share no core: "
-            "the load generator does not compete with the engine for CPU"
-        )
-    else:
-        sentence = (
-            f"the client and the engine share {shared} of {_count(len(engine))}: measured latencies include "
-            "contention with the load generator"
-        )
-    return CoreOverlap(
-        client_cpus=sorted(client), engine_cpus=sorted(engine), shared=shared, sentence=sentence
-    )
-
-
-def set_process_affinity(cpus: Iterable[int]) -> None:
-    """Restrict every thread of this process to ``cpus`` (``os.sched_setaffinity(0, ...)`` alone moves only the
-    calling thread on Linux; the threads already running are moved one by one through ``/proc/self/task``)."""
-    mask = set(cpus)
-    tids: list[int] = []
-    with contextlib.suppress(OSError):
-        tids = [int(t) for t in os.listdir("/proc/self/task") if t.isdigit()]
-    for tid in tids:
-        with contextlib.suppress(OSError):  # a thread that has just ended
-            os.sched_setaffinity(tid, mask)
-    os.sched_setaffinity(0, mask)
-
-
-def isolate_client(engine_cpus: set[int]) -> set[int] | None:
-    """Move this process off the engine's cores: when its affinity has CPUs the engine does not use, restrict
-    it to those (every thread, and so every thread started afterwards) and return them; else (or without
-    affinity support) change nothing and return None."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    free = allowed_cpus() - set(engine_cpus)
-    if not free:
-        return None
-    set_process_affinity(free)
-    return free
-
-
-__all__ = [
-    "LoopbackServer",
-    "allowed_cpus",
-    "client_self_test",
-    "core_overlap",
-    "engine_cpus_from_bind",
-    "isolate_client",
-    "set_process_affinity",
-]
-
-
 def certify(summary: BenchmarkSummary, cert: ClientCertificate) -> BenchmarkSummary:
     """``summary`` with the client's certificate, judged against what the run needed (its text-carrying chunks
     and completions per second); a run the client could not certify gets a note with the figures."""
@@ -609,3 +207,6 @@ def certify(summary: BenchmarkSummary, cert: ClientCertificate) -> BenchmarkSumm
     if not good:
         notes.append(sentence)
     return summary.model_copy(update={"client_certificate": cert, "client_verdict": sentence, "notes": notes})
+
+
+__all__ = ["certify", "client_self_test"]

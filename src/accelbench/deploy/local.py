@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import httpx
 
-from accelbench.bench.selftest import (
+from accelbench.bench.cpu_affinity import (
     allowed_cpus,
     core_overlap,
     engine_cpus_from_bind,

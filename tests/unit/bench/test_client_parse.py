@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from accelbench.bench.client import RawResponse, error_message, parse_stream
+from accelbench.bench.client import RawResponse
+from accelbench.bench.stream_parse import error_message, parse_stream
 
 
 def chat_event(content: str | None = None, *, role: bool = False, usage: dict | None = None,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench import run_benchmark
-from accelbench.bench.client import parse_stream
 from accelbench.bench.metrics import compute_metrics
+from accelbench.bench.stream_parse import parse_stream
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
 from tests.support.stream_server import Script, StreamServer

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench import arun_benchmark, build_dataset, run_benchmark
-from accelbench.bench import runner as runner_mod
+from accelbench.bench import summary as summary_mod
 from accelbench.bench.schedule import send_times
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.domain.bench import BenchConfig, Endpoint
@@ -208,7 +208,7 @@ def test_max_concurrency_with_a_rate_queues_and_lag_excludes_the_queue(tok_dir: 
 def test_scrape_cost_note(
     fixture_server: StreamServer, tok_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner_mod, "SCRAPE_NOTE_MS", -1.0)
+    monkeypatch.setattr(summary_mod, "SCRAPE_NOTE_MS", -1.0)
     summary = run_benchmark(
         ep(fixture_server, tok_dir), BenchConfig(input_len=48, output_len=2, num_prompts=2)
     )
@@ -222,7 +222,7 @@ def test_scrape_cost_note(
 def test_lag_note_when_the_client_is_late(
     fixture_server: StreamServer, tok_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner_mod, "LAG_NOTE_P50_MS", -1.0)
+    monkeypatch.setattr(summary_mod, "LAG_NOTE_P50_MS", -1.0)
     summary = run_benchmark(
         ep(fixture_server, tok_dir), BenchConfig(input_len=48, output_len=2, num_prompts=3)
     )

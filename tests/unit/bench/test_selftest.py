@@ -8,19 +8,22 @@ import os
 
 import pytest
 
-from accelbench.bench.client import StreamClient, parse_stream
-from accelbench.bench.runner import request_body
-from accelbench.bench.selftest import (
-    SELFTEST_MODEL,
-    LoopbackServer,
+from accelbench.bench import run_benchmark
+from accelbench.bench.client import StreamClient
+from accelbench.bench.cpu_affinity import (
     allowed_cpus,
-    client_self_test,
     core_overlap,
     engine_cpus_from_bind,
     isolate_client,
     set_process_affinity,
 )
-from accelbench.domain.bench import BenchConfig, ClientCertificate
+from accelbench.bench.loopback_server import SELFTEST_MODEL, LoopbackServer
+from accelbench.bench.runner import request_body
+from accelbench.bench.selftest import certify, client_self_test
+from accelbench.bench.stream_parse import parse_stream
+from accelbench.bench.tokenizer import LocalTokenizer
+from accelbench.domain.bench import BenchConfig, ClientCertificate, Endpoint
+from tests.support.stream_server import Script, StreamServer
 
 SHORT = 0.3  # seconds per self-test: enough for a few hundred requests, keeps the file fast
 
@@ -216,12 +219,6 @@ def test_a_run_carries_the_certificate_and_a_note_when_the_client_was_short(
     tok_dir,
     cert_c4: ClientCertificate,  # type: ignore[no-untyped-def]
 ) -> None:
-    from accelbench.bench import run_benchmark
-    from accelbench.bench.selftest import certify
-    from accelbench.bench.tokenizer import LocalTokenizer
-    from accelbench.domain.bench import Endpoint
-    from tests.support.stream_server import Script, StreamServer
-
     config = BenchConfig(input_len=40, output_len=8, num_prompts=8, max_concurrency=4, self_test=True)
     with StreamServer(Script(ttft_ms=2, itl_ms=2), tokenizer_dir=tok_dir) as server:
         summary = run_benchmark(
