@@ -1,0 +1,95 @@
+"""Each extension point is one module plus one registration, and the CLI selects it without a change to cli/.
+
+Every test writes a small module into a temporary package on ``sys.path``, registers it with the one call
+``REG.add_module("pkg.module")`` (a registry imports its listed modules on the next lookup), and then reaches it
+through the command line as a user would. docs/extending.md points here."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from accelbench.cli.main import app
+from accelbench.registry import Registry
+from accelbench.runtimes.base import RUNTIMES
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An importable package ``extpkg`` in a temporary folder; its modules are forgotten afterwards."""
+    pkg = tmp_path / "extpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield pkg
+    for name in [m for m in sys.modules if m == "extpkg" or m.startswith("extpkg.")]:
+        del sys.modules[name]
+
+
+def isolate(reg: Registry[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let a test register into ``reg`` and leave it as it was afterwards."""
+    reg.names()  # load the shipped entries first, so the copies hold them
+    monkeypatch.setattr(reg, "_items", dict(reg._items))
+    monkeypatch.setattr(reg, "_modules", list(reg._modules))
+    monkeypatch.setattr(reg, "_loaded", reg._loaded)
+
+
+def write(pkg: Path, name: str, source: str) -> str:
+    (pkg / f"{name}.py").write_text(textwrap.dedent(source))
+    return f"extpkg.{name}"
+
+
+# ---------------------------------------------------------------------------------------------- a runtime
+TOY_RUNTIME = """
+    from accelbench.domain.catalog import AcceleratorType
+    from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
+
+
+    class ToyServe(Runtime):
+        name = "toyserve"
+        accelerators = frozenset({AcceleratorType.cpu, AcceleratorType.gpu})
+        tool_version_key = "toyserve"
+        default_version = "1.0"
+
+        def default_image(self, version, registry=None, arch="x86_64"):
+            return f"example.org/toyserve:{version}"
+
+        def serve_args(self, params: ServeParams) -> list[str]:
+            return ["--model", params.model, "--port", str(params.port), "--toy-flag"]
+
+        def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+            return ["toyserve", *self.serve_args(params)]
+
+        def env(self, params: ServeParams) -> dict[str, str]:
+            return {}
+
+        def map_quantization(self, quantization, *, streaming=False):
+            return []
+
+
+    RUNTIMES.add("toyserve", ToyServe())
+"""
+
+
+def test_a_runtime_is_one_module_and_one_registration(
+    package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(RUNTIMES, monkeypatch)
+    RUNTIMES.add_module(write(package, "toyserve", TOY_RUNTIME))
+    spec = tmp_path / "run.yaml"
+    spec.write_text("model: qwen2.5-7b-instruct\ninstance_type: g6.2xlarge\nengine: {name: toyserve}\n")
+    res = runner.invoke(app, ["export", "--spec", str(spec), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    engine = next(iter(yaml.safe_load_all((tmp_path / "out" / "01-engine.yaml").read_text())))
+    container = engine["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "example.org/toyserve:1.0"
+    assert "--toy-flag" in [*container.get("command", []), *container.get("args", [])]
