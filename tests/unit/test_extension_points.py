@@ -6,6 +6,7 @@ through the command line as a user would. docs/extending.md points here."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -18,7 +19,10 @@ from typer.testing import CliRunner
 
 from accelbench.cli.main import app
 from accelbench.registry import Registry
+from accelbench.report.sections import SECTIONS
 from accelbench.runtimes.base import RUNTIMES
+from accelbench.store.repo import Store
+from tests.support.report_data import make_summary
 
 runner = CliRunner()
 
@@ -93,3 +97,45 @@ def test_a_runtime_is_one_module_and_one_registration(
     container = engine["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "example.org/toyserve:1.0"
     assert "--toy-flag" in [*container.get("command", []), *container.get("args", [])]
+
+
+# ---------------------------------------------------------------------------------------------- a report section
+TOY_SECTION = """
+    from markupsafe import escape
+
+    from accelbench.report.sections import SECTIONS, ReportSection
+
+
+    def html(data):
+        return f"<p id='toy-runs'>{escape(', '.join(r.name for r in data.comparison.runs))} ran.</p>"
+
+
+    def markdown(data):
+        return [", ".join(r.name for r in data.comparison.runs) + " ran."]
+
+
+    SECTIONS.add("toy-section", ReportSection(heading="Toy section", html=html, markdown=markdown))
+"""
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_report_section_is_one_module_and_one_registration(
+    store: Store, package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(SECTIONS, monkeypatch)
+    SECTIONS.add_module(write(package, "toy_section", TOY_SECTION))
+    run = store.create_run(kind="sweep", label="toyrun", model="smol", engine="vllm-cpu")
+    store.save_result(
+        run.id,
+        input_len=128,
+        concurrency=1,
+        repeat=0,
+        summary=make_summary(128, 1, tpot_ms=20.0, ttft_ms=100.0),
+    )
+    res = runner.invoke(app, ["report", run.id, "--out", str(tmp_path / "r"), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    paths = json.loads(res.stdout)
+    html = Path(paths["html"]).read_text()
+    assert '<a href="#toy-section">Toy section</a>' in html
+    assert '<section id="toy-section">' in html and "<p id='toy-runs'>toyrun ran.</p>" in html
+    assert "## Toy section\n\ntoyrun ran." in Path(paths["markdown"]).read_text()
