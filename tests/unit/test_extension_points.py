@@ -22,7 +22,9 @@ from accelbench.registry import Registry
 from accelbench.report.sections import SECTIONS
 from accelbench.runtimes.base import RUNTIMES
 from accelbench.store.repo import Store
+from accelbench.telemetry.devices.sources import DEVICE_SOURCES
 from tests.support.report_data import make_summary
+from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 
 runner = CliRunner()
 
@@ -139,3 +141,47 @@ def test_a_report_section_is_one_module_and_one_registration(
     assert '<a href="#toy-section">Toy section</a>' in html
     assert '<section id="toy-section">' in html and "<p id='toy-runs'>toyrun ran.</p>" in html
     assert "## Toy section\n\ntoyrun ran." in Path(paths["markdown"]).read_text()
+
+
+# ---------------------------------------------------------------------------------------------- a telemetry source
+TOY_SOURCE = """
+    from accelbench.domain.device import DeviceKind, DeviceSample
+    from accelbench.telemetry.devices.base import DeviceCollector
+    from accelbench.telemetry.devices.sources import DEVICE_SOURCES, Pick, SourcePlace
+
+
+    class ToyMeter(DeviceCollector):
+        name = "toymeter"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.available = True
+            self.sources = ["toymeter"]
+
+        def sample(self, t_s=None):
+            return [DeviceSample(t_s=self._now(t_s), device="toy0", kind=DeviceKind.gpu, power_w=42.0)]
+
+
+    @DEVICE_SOURCES.register("toymeter")
+    def toymeter(place: SourcePlace) -> Pick | None:
+        return Pick(ToyMeter()) if place.tier in (None, "gpu") else None
+"""
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_telemetry_source_is_one_module_and_one_registration(
+    store: Store, package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(DEVICE_SOURCES, monkeypatch)
+    DEVICE_SOURCES.add_module(write(package, "toymeter", TOY_SOURCE))
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
+        res = runner.invoke(
+            app,
+            ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok),
+             "--input-len", "48", "--output-len", "4", "--num-prompts", "4", "--format", "json"],
+        )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    telemetry = json.loads(res.stdout)["summary"]["device_telemetry"]
+    assert "toymeter" in telemetry["sources"]
+    assert any(s["device"] == "toy0" and s["power_w"] == 42.0 for s in telemetry["samples"])
