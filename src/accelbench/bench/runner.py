@@ -533,7 +533,7 @@ async def arun_benchmark(
     elif source.offsets is not None:
         offsets = source.offsets
     else:
-        offsets = send_times(n, config.request_rate, config.burstiness, config.seed)
+        offsets = send_times(n, config.request_rate, config.burstiness, config.seed, kind=config.schedule)
     col = _Collector(n, kind == EndpointKind.chat, RAW_BUDGET_BYTES, config.metrics_definition)
     do_scrape = config.scrape_metrics if scrape is None else scrape
     scraper = (
