@@ -17,6 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from accelbench.bench.schedule import SCHEDULES
 from accelbench.cli.main import app
 from accelbench.registry import Registry
 from accelbench.report.sections import SECTIONS
@@ -185,3 +186,44 @@ def test_a_telemetry_source_is_one_module_and_one_registration(
     telemetry = json.loads(res.stdout)["summary"]["device_telemetry"]
     assert "toymeter" in telemetry["sources"]
     assert any(s["device"] == "toy0" and s["power_w"] == 42.0 for s in telemetry["samples"])
+
+
+# ---------------------------------------------------------------------------------------------- a load schedule
+TOY_SCHEDULE = '''
+    from accelbench.bench.schedule import SCHEDULES
+
+    CALLS = []
+
+
+    @SCHEDULES.register("even")
+    def even(n, request_rate, burstiness, seed):
+        """One request every 1 / request_rate seconds, exactly."""
+        CALLS.append((n, request_rate))
+        return [i / request_rate for i in range(n)]
+'''
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_load_schedule_is_one_module_and_one_registration(
+    store: Store, package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(SCHEDULES, monkeypatch)
+    module = write(package, "even", TOY_SCHEDULE)
+    SCHEDULES.add_module(module)
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    spec = tmp_path / "sweep.yaml"
+    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
+        spec.write_text(
+            "schedule: even\nrequest_rate: 50\ninput_lens: [48]\nconcurrency: [2]\noutput_len: 4\n"
+            f"prompts_per_concurrency: 2\nnum_warmups: 0\nserver: {{base_url: '{server.base_url}', "
+            f"served_model: smol, tokenizer: '{tok}'}}\n"
+        )
+        res = runner.invoke(app, ["sweep", "--spec", str(spec), "--out", str(tmp_path / "o"), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    assert sys.modules[module].CALLS == [(4, 50.0)]  # the cell's 2 x 2 requests, at the spec's rate
+    run = store.get_run(json.loads(res.stdout)["run_id"])
+    assert run.spec["sweep"]["schedule"] == "even"
+    # a misspelled schedule is refused before any request, naming the one meant
+    spec.write_text("schedule: evn\ninput_lens: [48]\n")
+    res = runner.invoke(app, ["sweep", "--spec", str(spec), "--base-url", "http://127.0.0.1:9"])
+    assert res.exit_code == 2 and "Did you mean 'even'" in res.output
