@@ -115,9 +115,8 @@ def parse_sweep_file(data: Any, source: str = "<spec>") -> SweepFile:
     except ValidationError as exc:
         raise describe_validation_error(exc, source, SweepFile) from None
     if spec.schedule not in SCHEDULES:
-        raise UserInputError(
-            f"Invalid sweep spec {source}: {did_you_mean(spec.schedule, SCHEDULES, 'schedule')}"
-        )
+        unknown = did_you_mean(spec.schedule, SCHEDULES, "load schedule")
+        raise UserInputError(f"Invalid sweep spec {source}: schedule: {unknown.message}", hint=unknown.hint)
     return spec
 
 
