@@ -227,3 +227,7 @@ def test_a_load_schedule_is_one_module_and_one_registration(
     spec.write_text("schedule: evn\ninput_lens: [48]\n")
     res = runner.invoke(app, ["sweep", "--spec", str(spec), "--base-url", "http://127.0.0.1:9"])
     assert res.exit_code == 2 and "Did you mean 'even'" in res.output
+    # and in a run spec's sweep section, before anything is deployed
+    spec.write_text("model: qwen2.5-7b-instruct\ninstance_type: g6.2xlarge\nsweep: {schedule: evn}\n")
+    res = runner.invoke(app, ["run", str(spec), "--dry-run"])
+    assert res.exit_code == 2 and "sweep.schedule" in res.output and "Did you mean 'even'" in res.output
