@@ -21,7 +21,7 @@ from accelbench.bench.schedule import SCHEDULES
 from accelbench.cli.main import app
 from accelbench.registry import Registry
 from accelbench.report.sections import SECTIONS
-from accelbench.runtimes.base import RUNTIMES
+from accelbench.runtimes.runtime import RUNTIMES
 from accelbench.store.repo import Store
 from accelbench.telemetry.devices.sources import DEVICE_SOURCES
 from tests.support.report_data import make_summary
@@ -57,8 +57,8 @@ def write(pkg: Path, name: str, source: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- a runtime
 TOY_RUNTIME = """
-    from accelbench.domain.catalog import AcceleratorType
-    from accelbench.runtimes.base import RUNTIMES, Runtime, ServeParams
+    from accelbench.domain.instance_types import AcceleratorType
+    from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 
     class ToyServe(Runtime):
@@ -147,7 +147,7 @@ def test_a_report_section_is_one_module_and_one_registration(
 # ---------------------------------------------------------------------------------------------- a telemetry source
 TOY_SOURCE = """
     from accelbench.domain.device import DeviceKind, DeviceSample
-    from accelbench.telemetry.devices.base import DeviceCollector
+    from accelbench.telemetry.devices.collector import DeviceCollector
     from accelbench.telemetry.devices.sources import DEVICE_SOURCES, Pick, SourcePlace
 
 

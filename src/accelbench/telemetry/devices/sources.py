@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelbench.registry import Registry
-from accelbench.telemetry.devices.base import DeviceCollector
+from accelbench.telemetry.devices.collector import DeviceCollector
 from accelbench.telemetry.devices.cpu import CpuCollector
 from accelbench.telemetry.devices.neuron import NeuronExporterCollector, NeuronMonitorCollector
 from accelbench.telemetry.devices.nvidia import DcgmCollector, NvmlCollector
