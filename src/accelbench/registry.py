@@ -1,7 +1,9 @@
-"""A small named registry used for runtimes, datasets, schedules, targets and report outputs.
+"""A small named registry used for runtimes, datasets, schedules, targets, telemetry sources and report
+sections.
 
 ``@REG.register("name")`` adds an entry, ``REG.get("name")`` returns it, and an unknown name raises an error
-that suggests the closest known names.
+that suggests the closest known names. ``REG.add_module("pkg.mod")`` lists a module whose import registers
+entries: an extension is that one module plus that one registration.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ class Registry(Generic[T]):
                 self._loaded = True
             finally:
                 self._loading = False
+
+    def add_module(self, module: str) -> None:
+        """List one more module whose import registers entries (a runtime, a dataset, a schedule... of your
+        own, in any importable package): the next lookup imports it, even after the first lookups."""
+        with self._lock:
+            if module not in self._modules:
+                self._modules.append(module)
+                self._loaded = False
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:

@@ -127,7 +127,7 @@ def plan_offsets(config: BenchConfig, source: PromptSource, n: int) -> list[floa
         return [0.0] * n  # a closed loop: sent as the plan lets in-flight requests through
     if source.offsets is not None:
         return source.offsets
-    return send_times(n, config.request_rate, config.burstiness, config.seed)
+    return send_times(n, config.request_rate, config.burstiness, config.seed, kind=config.schedule)
 
 
 def _scraper(endpoint: Endpoint, config: BenchConfig) -> PrometheusScraper:

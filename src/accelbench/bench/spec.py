@@ -26,9 +26,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from accelbench.bench.schedule import SCHEDULES
 from accelbench.domain.run import SweepSpec
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError, plain_words
+from accelbench.registry import did_you_mean
 
 
 class SpecServer(StrictModel):
@@ -109,9 +111,13 @@ def parse_sweep_file(data: Any, source: str = "<spec>") -> SweepFile:
             f"Invalid sweep spec {source}: the top level must be a mapping of keys, not {type(data).__name__}."
         )
     try:
-        return SweepFile.model_validate(data)
+        spec = SweepFile.model_validate(data)
     except ValidationError as exc:
         raise describe_validation_error(exc, source, SweepFile) from None
+    if spec.schedule not in SCHEDULES:
+        unknown = did_you_mean(spec.schedule, SCHEDULES, "load schedule")
+        raise UserInputError(f"Invalid sweep spec {source}: schedule: {unknown.message}", hint=unknown.hint)
+    return spec
 
 
 def load_sweep_file(path: str | Path) -> SweepFile:

@@ -89,6 +89,7 @@ def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warm
         # a concurrency plan sets the requests in flight itself; a rate plan or rate is capped by the level
         max_concurrency=None if spec.stages and spec.stages[0].concurrency is not None else key.concurrency,
         label=label,
+        schedule=spec.schedule,
     )
 
 

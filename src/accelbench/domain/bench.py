@@ -287,6 +287,13 @@ class LoadSettings(StrictModel):
         return self
 
 
+#: what a benchmark's or a sweep's ``schedule`` is (the name is checked where specs are read: bench/spec.py)
+SCHEDULE_HELP = (
+    "The load schedule that computes send times at a finite request_rate (bench/schedule.py SCHEDULES): gamma "
+    "(burstiness 1: Poisson) or one registered of your own."
+)
+
+
 class BenchConfig(LoadSettings):
     """One benchmark: a fixed number of prompts (or a duration) at one input length and concurrency."""
 
@@ -300,6 +307,7 @@ class BenchConfig(LoadSettings):
     label: str | None = Field(
         default=None, max_length=MAX_LABEL_CHARS, description="Free-form label stored with the result."
     )
+    schedule: str = Field(default="gamma", description=SCHEDULE_HELP)
 
     @model_validator(mode="after")
     def _bounded(self) -> BenchConfig:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from accelbench.domain.bench import LoadSettings
+from accelbench.domain.bench import SCHEDULE_HELP, LoadSettings
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.limits import (
     MAX_ARG_CHARS,
@@ -67,6 +67,7 @@ class SweepSpec(LoadSettings):
         description=f"Concurrency levels (1 to {MAX_CONCURRENCY:,} each).",
     )
     repeats: int = Field(default=1, ge=1, le=100, description="Repeats of every cell.")
+    schedule: str = Field(default="gamma", description=SCHEDULE_HELP)
     target_ci: float | None = Field(
         default=None,
         gt=0,

@@ -55,6 +55,7 @@ from accelbench.report.report_tables import (
     prediction_rows,
     telemetry_cells,
 )
+from accelbench.report.sections import html_sections
 from accelbench.report.timeline import DEVICE_COLUMNS, device_table
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 
@@ -287,6 +288,7 @@ def render_html(data: ReportData) -> str:
         capacity=capacity_context(data),
         fleet=[Markup(fleet_body_html(p, f"chart-fleet-{i}")) for i, p in enumerate(data.fleet_plans)],
         devices=device_context(data),
+        added_sections=html_sections(data),
         plotly_js=Markup(plotly_js()),
         data_json=Markup(json.dumps(cmp.model_dump(mode="json"), allow_nan=False).replace("<", "\\u003c")),
     )

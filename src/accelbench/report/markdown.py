@@ -48,6 +48,7 @@ from accelbench.report.report_tables import (
     prediction_rows,
     telemetry_cells,
 )
+from accelbench.report.sections import markdown_sections
 from accelbench.report.series_styles import series_styles
 from accelbench.report.tables import markdown_table
 from accelbench.report.timeline import DEVICE_COLUMNS, DEVICE_SERIES, CellWindow, RunTimeline, device_table
@@ -463,6 +464,7 @@ def render_markdown(data: ReportData, images: dict[str, Path | None]) -> str:
         '- Throughputs are totals divided by each benchmark\'s wall time; "total" counts input and output tokens.',
         "",
     ]
+    out += markdown_sections(data)
     return "\n".join(out)
 
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.bench.schedule import SCHEDULES
 from accelbench.catalog import get_catalog
 from accelbench.deploy.manifests import Bundle, plan_bundle, validate_objects
 from accelbench.deploy.manifests.render import ExportOptions, load_model_facts, recommend_for, render_for_spec
@@ -307,6 +308,10 @@ def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
         get_runtime(spec.engine.name)
     except NotFoundError as exc:
         raise as_input_error(exc, "engine.name") from None
+    try:
+        SCHEDULES.get(spec.sweep.schedule)  # refused now, not when the first cell starts
+    except NotFoundError as exc:
+        raise as_input_error(exc, "sweep.schedule") from None
     warnings, params = guard(
         spec, instance, allow_misfit=allow_misfit
     )  # the settings first: they say most about what to change

@@ -4,14 +4,13 @@ One collector per source (``base.DeviceCollector``: ``sample(t_s) -> list[Device
 without raising, an absent source says why in ``missing``): ``cpu.CpuCollector`` (/proc, /sys, RAPL, cgroups),
 ``nvidia.NvmlCollector`` (local GPUs), ``nvidia.DcgmCollector`` (a DCGM exporter), ``neuron.NeuronMonitorCollector``
 (neuron-monitor's JSON stream) and ``neuron.NeuronExporterCollector`` (its Prometheus exporter).
-``collectors_for`` picks them by tier and presence; ``DeviceMonitor`` samples them on its own thread (the reads
-block, and the benchmark's event loop must keep timestamping tokens) and gives a ``DeviceTelemetry``.
+``collectors_for`` picks them by tier and presence from the registered sources (``sources.DEVICE_SOURCES``);
+``DeviceMonitor`` samples them on its own thread (the reads block, and the benchmark's event loop must keep
+timestamping tokens) and gives a ``DeviceTelemetry``.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from accelbench.telemetry.devices.collector import DeviceCollector
 from accelbench.telemetry.devices.cpu import CpuCollector
 from accelbench.telemetry.devices.neuron import NeuronExporterCollector, NeuronMonitorCollector
 from accelbench.telemetry.devices.nvidia import DcgmCollector, NvmlCollector
+from accelbench.telemetry.devices.sources import DEVICE_SOURCES, SourcePlace, source_names
 
 #: Readings (one sample per device each) kept per benchmark at most; beyond it every other reading is dropped,
 #: so a long run keeps its shape and a stored result stays small (the summaries use every reading kept).
@@ -37,32 +37,24 @@ def collectors_for(
     neuron_url: str | None = None,
 ) -> tuple[list[DeviceCollector], list[str]]:
     """The collectors that can run here for ``tier`` (gpu, neuron, cpu; None: whatever this machine has), and
-    one sentence per source that is absent. The CPU is always collected (the host of the engine); NVML when
-    the tier is gpu (or None and a GPU answers); neuron-monitor when the tier is neuron (or None and it is
-    installed); a DCGM or Neuron exporter when its URL is given."""
+    one sentence per source that is absent: each registered source (``sources.DEVICE_SOURCES``) in turn. The
+    CPU is always collected (the host of the engine); NVML when the tier is gpu (or None and a GPU answers);
+    neuron-monitor when the tier is neuron (or None and it is installed); a DCGM or Neuron exporter when its URL
+    is given; a source of your own when it says it applies."""
+    place = SourcePlace(tier=tier, root=root, pids=tuple(pids), dcgm_url=dcgm_url, neuron_url=neuron_url)
     chosen: list[DeviceCollector] = []
     missing: list[str] = []
-
-    def take(c: DeviceCollector, *, quiet: bool = False) -> None:
-        if c.available:
-            chosen.append(c)
-            missing.extend(c.missing)
+    for name in source_names():
+        pick = DEVICE_SOURCES.get(name)(place)
+        if pick is None:
+            continue
+        if pick.collector.available:
+            chosen.append(pick.collector)
+            missing.extend(pick.collector.missing)
         else:
-            c.close()
-            if not quiet:
-                missing.extend(c.missing)
-
-    take(CpuCollector(root, pids=list(pids), self_pid=os.getpid() if root == Path("/") else None))
-    if dcgm_url:
-        take(DcgmCollector(dcgm_url))
-    elif tier == "gpu" or tier is None:
-        take(NvmlCollector(), quiet=tier is None)
-    if neuron_url:
-        take(NeuronExporterCollector(neuron_url))
-    elif tier == "neuron" or (
-        tier is None and shutil.which("neuron-monitor") and Path("/dev/neuron0").exists()
-    ):
-        take(NeuronMonitorCollector())
+            pick.collector.close()
+            if not pick.quiet:
+                missing.extend(pick.collector.missing)
     return chosen, missing
 
 
