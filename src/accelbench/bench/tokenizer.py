@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+from tokenizers import Tokenizer as FastTokenizer
 
 from accelbench.domain.answers import DetokenizeAnswer, MalformedAnswer, TokenizeAnswer, parse_answer
 from accelbench.domain.bench import Endpoint, EndpointKind
@@ -100,10 +104,6 @@ class ChatTemplate:
     """A Hugging Face chat template rendered like transformers does (sandboxed jinja2, trim/lstrip blocks)."""
 
     def __init__(self, source: str, special: dict[str, str | None]) -> None:
-        import jinja2
-        import jinja2.ext
-        import jinja2.sandbox
-
         def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
                    sort_keys: bool = False) -> str:  # fmt: skip
             return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
@@ -142,12 +142,12 @@ class LocalTokenizer(Tokenizer):
         self._hf: Any = None
         tj = self.directory / "tokenizer.json"
         if tj.exists():
-            from tokenizers import Tokenizer as FastTokenizer
-
             self._tok = FastTokenizer.from_file(str(tj))
         else:
             try:
-                from transformers import AutoTokenizer
+                from transformers import (
+                    AutoTokenizer,  # heavy (torch-sized): only for a model without tokenizer.json
+                )
             except ImportError:
                 raise UserInputError(
                     f"{self.directory} has no tokenizer.json, and transformers (needed for other tokenizer "

@@ -38,7 +38,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3  # heavy: this module is imported only by `catalog refresh-instances` (services/catalog_views.py)
 import yaml
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+)
+from botocore.parsers import ResponseParserError
 
 from accelbench.catalog.instance_mapping import (
     Provenance,
@@ -189,9 +200,6 @@ def split_names(values: Sequence[str] | None) -> list[str]:
 def ec2_client(endpoint_url: str, region: str) -> Any:
     """A boto3 EC2 client at ``endpoint_url`` with credentials from the usual boto3 chain (environment,
     profile, container or instance role), quick to give up. NoCredentialsError up front when there are none."""
-    import boto3  # heavy: boto3/botocore, only when AWS is called
-    from botocore.config import Config  # heavy: boto3/botocore, only when AWS is called
-    from botocore.exceptions import NoCredentialsError  # heavy: boto3/botocore, only when AWS is called
 
     session = boto3.session.Session(region_name=region)
     if session.get_credentials() is None:
@@ -227,15 +235,6 @@ class _NotEc2Error(Exception):
 
 
 def _explain(exc: Exception, endpoint: str) -> UserInputError:
-    from botocore.exceptions import (  # heavy: boto3/botocore, only when AWS is called
-        BotoCoreError,
-        ClientError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        NoRegionError,
-        PartialCredentialsError,
-    )
-    from botocore.parsers import ResponseParserError  # heavy: boto3/botocore, only when AWS is called
 
     unchanged = "The catalog is unchanged."
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
@@ -420,8 +419,6 @@ def refresh_instances(
 
 def _configured_region() -> str | None:
     try:
-        import boto3  # heavy: boto3/botocore, only when AWS is called
-
         return boto3.session.Session().region_name
     except Exception:
         return None

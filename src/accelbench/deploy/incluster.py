@@ -31,6 +31,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes import client as k8s
+from kubernetes import config as kconfig
+
 from accelbench.bench import load_tokenizer, run_benchmark
 from accelbench.bench.capacity_search import judge, level_config, search
 from accelbench.bench.metrics import compute_metrics
@@ -126,9 +129,6 @@ def discover_in_pod(telemetry: LoadgenTelemetry) -> LoadgenTelemetry:
         return telemetry
     label = telemetry.kind.label if telemetry.kind else "device exporter"
     try:
-        from kubernetes import client as k8s  # heavy: the Kubernetes client, only when a cluster is used
-        from kubernetes import config as kconfig  # heavy: the Kubernetes client, only when a cluster is used
-
         kconfig.load_incluster_config()
         core = k8s.CoreV1Api(k8s.ApiClient())
     except Exception as exc:

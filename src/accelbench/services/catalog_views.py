@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.catalog import get_catalog, price_map, prices_for, refresh_prices, serving_memory_gib
-from accelbench.catalog.instances_refresh import refresh_instances
 from accelbench.catalog.pricing import SNAPSHOT_REGION
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import UserInputError
@@ -132,4 +131,7 @@ def refresh_instance_types(
     endpoint_url: str, region: str | None, instance_types: list[str] | None, provider_name: str | None
 ) -> Any:
     """Read instance types from an EC2-compatible endpoint into the catalog overlay; the report."""
+    # start-up: the refresh loads boto3; `catalog list` and `show` share this module
+    from accelbench.catalog.instances_refresh import refresh_instances
+
     return refresh_instances(endpoint_url, region, instance_types, provider_name)

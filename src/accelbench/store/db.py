@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import DatabaseError
 
 from accelbench.errors import StoreError
 
@@ -142,7 +143,6 @@ def upgrade_schema(engine: Engine) -> None:
     if at_head(engine):
         return
     from alembic.util.exc import CommandError  # only when migrating: see alembic_config
-    from sqlalchemy.exc import DatabaseError  # only when migrating
 
     where = engine.url.render_as_string(hide_password=True)
     cfg = alembic_config(str(engine.url.render_as_string(hide_password=False)))
