@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from accelbench.cli.bench import base_url_option, first_served_model, parse_headers, served_model_root
+from accelbench.cli.bench import parse_headers
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -28,10 +28,12 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import dist_option, load_option, workload_values
+from accelbench.cli.measure_flags import base_url_option
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.results import ResultInfo
 from accelbench.errors import UserInputError
+from accelbench.services.endpoints import first_served_model, served_model_root
 
 STOP_MESSAGE = (
     "Stopping after this level: the probes so far are stored (resume with --resume). Ctrl-C again to abort."

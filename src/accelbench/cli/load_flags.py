@@ -10,14 +10,18 @@ its config, with the same error either way.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import annotated_types
 import typer
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 
 from accelbench.domain.bench import LengthDist, LoadSettings, LoadStage
 from accelbench.errors import UserInputError
@@ -167,6 +171,165 @@ def shown_default(value: Any) -> str:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return str(value)
+
+
+# ------------------------------------------------------------------ every option from a model field
+_FIELD: Any = object()  # "as the model field says"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one model field is typed on the command line: its declarations, and what the field cannot say
+    itself. Everything else (type, default, help, bounds) is the field's."""
+
+    decls: tuple[str, ...]
+    help: str | None = None  # the field's description unless the typed text needs its own words
+    show_default: str | bool | None = None  # None: the field's default when the group leaves it unset
+    envvar: str | None = None
+    typed: Any = None  # what is typed, when it is text a parser reads into the field's type
+    parse: Callable[[Any], Any] | None = None  # the typed value -> the field's value (None stays None)
+    callback: Callable[[Any], Any] | None = None
+    hidden: bool = False
+    argument: bool = False  # a positional argument (with metavar ``show_default``) instead of an option
+    minimum: Any = _FIELD  # the field's ``ge`` unless given
+    maximum: Any = _FIELD  # the field's ``le`` unless given
+
+
+def flag(*decls: str, **how: Any) -> Flag:
+    return Flag(decls=decls, **how)
+
+
+def load_flags(*fields: str, **own: Flag) -> dict[str, Flag]:
+    """The shared load flags of ``fields`` (``LOAD_FLAGS``), with ``own`` flags of a command added or replacing."""
+    out = {f: Flag(decls=LOAD_FLAGS[f]) for f in fields}
+    return out | own
+
+
+@dataclass(frozen=True)
+class Group:
+    """The flags one model's fields make, in the order shown. ``unset``: every flag defaults to None so a
+    spec file or a resumed run can supply the value, and the help shows the default the model falls back to."""
+
+    name: str
+    model: type[BaseModel]
+    flags: Mapping[str, Flag]
+    unset: bool = False
+    show_defaults: bool = False  # typer's own ``[default: X]`` for every flag that does not say otherwise
+
+
+def _typed(annotation: Any) -> Any:
+    """The type typer parses: a ``Literal`` of strings is typed as text and checked by the model."""
+    if get_origin(annotation) is Literal:
+        return str
+    args = get_args(annotation)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _typed(rest[0]) | None
+    return annotation
+
+
+def _typed_default(fl: Flag, default: Any) -> Any:
+    """A flag typed as text a parser reads starts empty (the field's default applies); others start at it."""
+    if fl.typed is None:
+        return default
+    return [] if fl.typed == list[str] else None
+
+
+def _shown(group: Group, field: str, fl: Flag, default: Any) -> str | bool:
+    if fl.show_default is not None:
+        return fl.show_default
+    if not group.unset:
+        return group.show_defaults
+    if default is None:
+        return False
+    if isinstance(default, bool) and "/" in fl.decls[0]:  # a flag pair's default is the flag in force
+        on, _, off = fl.decls[0].partition("/")
+        return on if default else off
+    return shown_default(default)
+
+
+def _parameter(group: Group, field: str, fl: Flag) -> inspect.Parameter:
+    info = group.model.model_fields[field]
+    default = info.get_default(call_default_factory=True)
+    annotation = fl.typed if fl.typed is not None else _typed(info.annotation)
+    if group.unset and default is not None:
+        annotation = annotation | None
+    low, high = bounds(group.model, field)
+    if fl.argument:
+        param: Any = typer.Argument(None, hidden=fl.hidden, metavar=fl.show_default or None)
+    else:
+        param = typer.Option(
+            None if group.unset else _typed_default(fl, default),
+            *fl.decls,
+            help=info.description if fl.help is None else fl.help,
+            envvar=fl.envvar,
+            min=low if fl.minimum is _FIELD else fl.minimum,
+            max=high if fl.maximum is _FIELD else fl.maximum,
+            show_default=_shown(group, field, fl, default),
+            callback=fl.callback,
+            hidden=fl.hidden,
+        )
+    if default is PydanticUndefined or (info.is_required() and not group.unset):
+        param.default = ...
+    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=param, annotation=annotation)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Given:
+    """What one command line gave, by group, read inside the command (where a refusal is worded for the user):
+    ``fields`` and ``model`` parse typed text into the fields' values."""
+
+    groups: Sequence[Group]
+    typed: dict[str, Any]
+    context: typer.Context | None = None
+
+    def values(self, group: str) -> dict[str, Any]:
+        """Every field of ``group`` (the groups of that name), parsed (None where the command line left it unset)."""
+        out = {}
+        for g in self.groups:
+            for field, fl in g.flags.items() if g.name == group else ():
+                value = self.typed[field]
+                out[field] = fl.parse(value) if fl.parse is not None and value is not None else value
+        return out
+
+    def fields(self, group: str) -> dict[str, Any]:
+        """The fields of ``group`` the command line set (the rest is left to the model, a spec file or a run)."""
+        return {k: v for k, v in self.values(group).items() if v is not None}
+
+    def model(self, group: str, model: type[M]) -> M:
+        """``group``'s values as ``model`` (validated: a refusal names the flag)."""
+        return model.model_validate(self.values(group))
+
+
+def command(
+    *groups: Group, context: bool = False
+) -> Callable[[Callable[[Given], None]], Callable[..., None]]:
+    """A typer command whose options are the fields of ``groups``' models: the function typer calls has a
+    signature made from the fields (typer reads ``__signature__``) and hands ``body`` what was given. A
+    setting added to a model as a field with a flag is an option of every command that shows that model."""
+    params = [_parameter(g, f, fl) for g in groups for f, fl in g.flags.items()]
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two groups declare one field: {sorted({n for n in names if names.count(n) > 1})}")
+    if context:
+        params.insert(0, inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+
+    def wrap(body: Callable[[Given], None]) -> Callable[..., None]:
+        def run(**typed: Any) -> None:
+            ctx = typed.pop("ctx", None)
+            body(Given(groups, typed, ctx))
+
+        run.__name__ = run.__qualname__ = body.__name__
+        run.__doc__ = body.__doc__
+        run.__module__ = body.__module__
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
 
 
 def load_option(field: str, *, model: type[LoadSettings] = LoadSettings, unset: bool = False) -> Any:

@@ -31,13 +31,7 @@ from accelbench.bench.sweep import (
     stored_sweep_spec,
     sweep_keys,
 )
-from accelbench.cli.bench import (
-    base_url_option,
-    endpoint_environment,
-    first_served_model,
-    parse_goodput,
-    served_model_root,
-)
+from accelbench.cli.bench import parse_goodput
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -48,12 +42,20 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.input_errors import current_params, flag_error
-from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
+from accelbench.cli.load_flags import (
+    STAGES_HELP,
+    dist_option,
+    load_option,
+    parse_stages,
+    workload_values,
+)
+from accelbench.cli.measure_flags import base_url_option
 from accelbench.cli.render import print_cells
 from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
 from accelbench.report.tables import aggregate_results, has_repeats, table_headers, table_rows
+from accelbench.services.endpoints import endpoint_environment, first_served_model, served_model_root
 from accelbench.settings import get_settings
 from accelbench.store import get_store
 
