@@ -14,7 +14,7 @@ import inspect
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -194,6 +194,10 @@ class Flag:
     minimum: Any = _FIELD  # the field's ``ge`` unless given
     maximum: Any = _FIELD  # the field's ``le`` unless given
 
+    def but(self, **how: Any) -> Flag:
+        """This flag with ``how`` changed (a command that shows it another way)."""
+        return replace(self, **how)
+
 
 def flag(*decls: str, **how: Any) -> Flag:
     return Flag(decls=decls, **how)
@@ -241,7 +245,7 @@ def _shown(group: Group, field: str, fl: Flag, default: Any) -> str | bool:
         return fl.show_default
     if not group.unset:
         return group.show_defaults
-    if default is None:
+    if default is None or default is PydanticUndefined or default == [] or fl.typed is not None:
         return False
     if isinstance(default, bool) and "/" in fl.decls[0]:  # a flag pair's default is the flag in force
         on, _, off = fl.decls[0].partition("/")
@@ -270,7 +274,7 @@ def _parameter(group: Group, field: str, fl: Flag) -> inspect.Parameter:
             callback=fl.callback,
             hidden=fl.hidden,
         )
-    if default is PydanticUndefined or (info.is_required() and not group.unset):
+    if info.is_required() and not group.unset:
         param.default = ...
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=param, annotation=annotation)
 
