@@ -53,11 +53,11 @@ from accelbench.services.bench_run import (
     QUALITY_HELP,
     BenchRequest,
     BenchResult,
-    ServerTarget,
     half_width_pct,
     modes_sentence,
     run_bench,
 )
+from accelbench.services.endpoints import ServerTarget
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 _GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")

@@ -31,7 +31,7 @@ from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, 
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact_url
-from accelbench.services.endpoints import endpoint_environment, first_served_model, served_model_root
+from accelbench.services.endpoints import ServerTarget, endpoint_environment, served_model_root
 from accelbench.services.session import Store, get_store
 from accelbench.store.owner import process_owner
 
@@ -40,32 +40,11 @@ __all__ = [
     "QUALITY_HELP",
     "BenchRequest",
     "BenchResult",
-    "ServerTarget",
     "bench_outcome",
     "half_width_pct",
     "modes_sentence",
     "run_bench",
 ]
-
-
-class ServerTarget(BaseModel):
-    """The server a command measures, as given: the served model None asks /v1/models for the first one."""
-
-    base_url: str
-    served_model: str | None = None
-    tokenizer: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    def endpoint(self) -> Endpoint:
-        served = self.served_model or first_served_model(self.base_url, self.headers, self.api_key)
-        return Endpoint(
-            base_url=self.base_url,
-            served_model=served,
-            tokenizer=self.tokenizer,
-            api_key=self.api_key,
-            headers=self.headers,
-        )
 
 
 class BenchRequest(BaseModel):

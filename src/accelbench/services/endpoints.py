@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, Field
 
 from accelbench.bench.runner import engine_is_local
 from accelbench.deploy.target_policy import check_url_form
@@ -19,6 +20,7 @@ from accelbench.redact import redact_url
 from accelbench.telemetry.host import capture_environment, remote_environment
 
 __all__ = [
+    "ServerTarget",
     "check_base_url",
     "endpoint_environment",
     "first_served_model",
@@ -87,3 +89,23 @@ def endpoint_environment(
     if command is None:
         command = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
     return remote_environment(endpoint.base_url, command, headers=headers)
+
+
+class ServerTarget(BaseModel):
+    """The server a command measures, as given: the served model None asks /v1/models for the first one."""
+
+    base_url: str
+    served_model: str | None = None
+    tokenizer: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    def endpoint(self) -> Endpoint:
+        served = self.served_model or first_served_model(self.base_url, self.headers, self.api_key)
+        return Endpoint(
+            base_url=self.base_url,
+            served_model=served,
+            tokenizer=self.tokenizer,
+            api_key=self.api_key,
+            headers=self.headers,
+        )
