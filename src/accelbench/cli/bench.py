@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,18 +34,25 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.load_flags import (
-    DIST_HELP,
     STAGES_HELP,
     Given,
     Group,
     command,
+    dist_flag,
     flag,
+    is_goodput_pair,
     load_flags,
-    parse_dist,
+    parse_goodput,
     parse_stages,
 )
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, GoodputSLO
+from accelbench.cli.measure_flags import (
+    FORMAT_FLAGS,
+    SERVER_FLAGS,
+    FormatFlags,
+    ServerFlags,
+    parse_headers,
+)
+from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
 from accelbench.services.bench_run import (
@@ -60,36 +66,6 @@ from accelbench.services.bench_run import (
 from accelbench.services.endpoints import ServerTarget
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
-_GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
-
-
-def parse_goodput(items: list[str]) -> GoodputSLO | None:
-    """``["ttft:500", "tpot:50"]`` (also comma- or space-separated in one item) -> GoodputSLO, in ms."""
-    values: dict[str, float] = {}
-    for item in items:
-        for part in re.split(r"[,\s]+", item.strip()):
-            if not part:
-                continue
-            m = _GOODPUT.match(part)
-            if not m:
-                raise UserInputError(
-                    f"Bad --goodput item {part!r}.",
-                    hint="Give NAME:MS pairs with NAME one of ttft, tpot, e2el, e.g. --goodput ttft:500 tpot:50.",
-                )
-            values[f"{m.group(1)}_ms"] = float(m.group(2))
-    return GoodputSLO(**values) if values else None
-
-
-def parse_headers(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        if ":" not in item:
-            raise UserInputError(f"Bad --header {item!r}.", hint="Use --header NAME:VALUE.")
-        k, v = item.split(":", 1)
-        if not k.strip():
-            raise UserInputError(f"Bad --header {item!r}: the name is empty.")
-        out[k.strip()] = v.strip()
-    return out
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -188,12 +164,6 @@ class BenchFlags(BaseModel):
     extra: list[str] | None = Field(default=None, description="The later NAME:MS pairs of --goodput.")
 
 
-def dist_flag(name: str, what: str, around: str) -> Any:
-    return flag(
-        name, typed=str, help=DIST_HELP.format(what=what, around=around), parse=lambda t: parse_dist(t, name)
-    )
-
-
 #: the load, as bench types it: every field of BenchConfig, the shared ones by LOAD_FLAGS
 BENCH_LOAD = Group(
     "load",
@@ -263,7 +233,7 @@ def bench_request(given: Given) -> BenchRequest:
     settings = given.values("load")
     # `--goodput ttft:500 tpot:50` (vLLM's syntax) leaves the later pairs as stray arguments.
     extra = list(keep.extra or [])
-    stray = [x for x in extra if not _GOODPUT.match(x)]
+    stray = [x for x in extra if not is_goodput_pair(x)]
     if stray:
         raise UserInputError(
             f"Unexpected argument(s): {' '.join(stray)}.", hint="See accelbench bench --help."
@@ -290,7 +260,7 @@ def bench_request(given: Given) -> BenchRequest:
     BENCH_LOAD,
     BENCH_KEEP,
     Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
-    Group("keep", BenchFlags, {"extra": flag(argument=True, hidden=True, show_default="GOODPUT_PAIRS")}),
+    Group("keep", BenchFlags, {"extra": flag(argument=True, hidden=True, metavar="GOODPUT_PAIRS")}),
 )
 def bench(given: Given) -> None:
     """Benchmark one OpenAI-compatible streaming server: TTFT, TPOT, ITL, E2EL, throughput, goodput."""

@@ -18,7 +18,6 @@ from typing import Any
 import typer
 from pydantic import BaseModel, Field
 
-from accelbench.cli.bench import dist_flag, parse_headers
 from accelbench.cli.common import (
     OutputFormat,
     console,
@@ -27,8 +26,8 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import LOAD_FLAGS, Flag, Given, Group, command, flag, load_flags
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.load_flags import LOAD_FLAGS, Flag, Given, Group, command, dist_flag, flag, load_flags
+from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags, parse_headers
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.results import ResultInfo

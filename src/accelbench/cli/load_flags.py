@@ -1,11 +1,17 @@
-"""The load flags ``bench`` and ``sweep`` share, made from the fields of ``LoadSettings`` (domain/bench.py):
-one name, one help text (the field's description), one bound (the field's ``ge``/``le``), one default (the
-field's). ``bench`` takes the default as the flag's default; ``sweep`` leaves an unset flag as None, so that a
-spec file or the resumed run can supply the value, and its help shows the default it falls back to (the
-``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as ``[default: X]``.
+"""Every option of the measure commands (``bench``, ``sweep``, ``capacity``) made from a model field.
 
-Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the command builds
-its config, with the same error either way.
+A command lists ``Group``s: a model and, for each field it shows, a ``Flag`` (its declarations and what the
+field cannot say itself); ``command`` makes the typer command's signature from them (typer reads
+``__signature__``): the option's type, default, help (the field's description), range (its ``ge``/``le``) and
+env var come from the field, so a setting added to a model with its flag is an option of every command that
+shows that model. The command's body receives what was given (``Given``) and builds one request model.
+
+The load flags are the fields of ``LoadSettings`` (domain/bench.py), one name each (``LOAD_FLAGS``).
+``bench`` takes the field's default as the flag's; ``sweep`` leaves an unset flag as None (a ``Group`` with
+``unset``), so that a spec file or the resumed run can supply the value, and its help shows the default it
+falls back to (the ``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as
+``[default: X]``. Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the
+command builds its config, with the same error either way.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from accelbench.domain.bench import LengthDist, LoadSettings, LoadStage
+from accelbench.domain.bench import GoodputSLO, LengthDist, LoadStage
 from accelbench.errors import UserInputError
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
@@ -53,22 +59,9 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "self_test": ("--self-test/--no-self-test",),
     "max_error_rate": ("--max-error-rate",),
 }
-#: the workload fields above, which every load command passes through as they are
-WORKLOAD_FIELDS = (
-    "prefix_groups",
-    "turns",
-    "think_time_s",
-    "ramp_up_s",
-    "time_scale",
-    "trace_format",
-    "tools",
-    "metrics_definition",
-    "self_test",
-    "max_error_rate",
-)
 #: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
 NOT_SHARED = {
-    "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
+    "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (parse_goodput, here)",
     "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
     "stages": "bench and sweep (a capacity search sets each level's load itself): --stages, parse_stages (here)",
     "input_dist": "--input-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
@@ -79,10 +72,6 @@ DIST_HELP = (
     "How {what} lengths vary around {around}: fixed, uniform[:range_ratio=R], normal[:std=TOKENS] or "
     "lognormal[:sigma=S], each optionally with min=N,max=N (e.g. normal:std=64,min=16,max=2048)."
 )
-
-
-def dist_option(flag: str, what: str, around: str) -> Any:
-    return typer.Option(None, flag, help=DIST_HELP.format(what=what, around=around))
 
 
 def parse_dist(text: str | None, flag: str) -> LengthDist | None:
@@ -136,20 +125,28 @@ def parse_stages(text: str | None) -> list[LoadStage] | None:
     return out
 
 
-def workload_values(
-    values: dict[str, Any], input_dist: str | None, output_dist: str | None
-) -> dict[str, Any]:
-    """The workload fields of a command's flags (``values``: field -> flag value), the distributions parsed;
-    fields left None are left out (the model's or the spec file's default applies)."""
-    out = {f: values[f] for f in WORKLOAD_FIELDS if values.get(f) is not None}
-    for name, text, flag in (
-        ("input_dist", input_dist, "--input-dist"),
-        ("output_dist", output_dist, "--output-dist"),
-    ):
-        dist = parse_dist(text, flag)
-        if dist is not None:
-            out[name] = dist
-    return out
+_GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
+
+
+def is_goodput_pair(text: str) -> bool:
+    return _GOODPUT.match(text) is not None
+
+
+def parse_goodput(items: list[str]) -> GoodputSLO | None:
+    """``["ttft:500", "tpot:50"]`` (also comma- or space-separated in one item) -> GoodputSLO, in ms."""
+    values: dict[str, float] = {}
+    for item in items:
+        for part in re.split(r"[,\s]+", item.strip()):
+            if not part:
+                continue
+            m = _GOODPUT.match(part)
+            if not m:
+                raise UserInputError(
+                    f"Bad --goodput item {part!r}.",
+                    hint="Give NAME:MS pairs with NAME one of ttft, tpot, e2el, e.g. --goodput ttft:500 tpot:50.",
+                )
+            values[f"{m.group(1)}_ms"] = float(m.group(2))
+    return GoodputSLO(**values) if values else None
 
 
 def bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:
@@ -190,7 +187,8 @@ class Flag:
     parse: Callable[[Any], Any] | None = None  # the typed value -> the field's value (None stays None)
     callback: Callable[[Any], Any] | None = None
     hidden: bool = False
-    argument: bool = False  # a positional argument (with metavar ``show_default``) instead of an option
+    argument: bool = False  # a positional argument instead of an option
+    metavar: str | None = None
     minimum: Any = _FIELD  # the field's ``ge`` unless given
     maximum: Any = _FIELD  # the field's ``le`` unless given
 
@@ -201,6 +199,13 @@ class Flag:
 
 def flag(*decls: str, **how: Any) -> Flag:
     return Flag(decls=decls, **how)
+
+
+def dist_flag(name: str, what: str, around: str) -> Flag:
+    """``--input-dist``/``--output-dist``: KIND[:KEY=VALUE,...] read into a ``LengthDist``."""
+    return flag(
+        name, typed=str, help=DIST_HELP.format(what=what, around=around), parse=lambda t: parse_dist(t, name)
+    )
 
 
 def load_flags(*fields: str, **own: Flag) -> dict[str, Flag]:
@@ -261,7 +266,7 @@ def _parameter(group: Group, field: str, fl: Flag) -> inspect.Parameter:
         annotation = annotation | None
     low, high = bounds(group.model, field)
     if fl.argument:
-        param: Any = typer.Argument(None, hidden=fl.hidden, metavar=fl.show_default or None)
+        param: Any = typer.Argument(None, hidden=fl.hidden, metavar=fl.metavar)
     else:
         param = typer.Option(
             None if group.unset else _typed_default(fl, default),
@@ -334,25 +339,3 @@ def command(
         return run
 
     return wrap
-
-
-def load_option(field: str, *, model: type[LoadSettings] = LoadSettings, unset: bool = False) -> Any:
-    """The typer option of ``model.<field>`` (``unset``: default None, and the help shows the default the model
-    falls back to, written as every other default is: ``[default: X]``)."""
-    info = model.model_fields[field]
-    default = info.get_default(call_default_factory=True)
-    low, high = bounds(model, field)
-    shown: str | bool = False
-    if unset and default is not None:
-        shown = shown_default(default)
-        if isinstance(default, bool):  # a flag pair's default is the flag in force, as for bench's
-            on, _, off = LOAD_FLAGS[field][0].partition("/")
-            shown = on if default else off
-    return typer.Option(
-        None if unset else default,
-        *LOAD_FLAGS[field],
-        help=info.description or "",
-        min=low,
-        max=high,
-        show_default=shown,
-    )

@@ -23,6 +23,18 @@ def base_url_option(value: str | None) -> str | None:
     return value
 
 
+def parse_headers(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if ":" not in item:
+            raise UserInputError(f"Bad --header {item!r}.", hint="Use --header NAME:VALUE.")
+        k, v = item.split(":", 1)
+        if not k.strip():
+            raise UserInputError(f"Bad --header {item!r}: the name is empty.")
+        out[k.strip()] = v.strip()
+    return out
+
+
 class ServerFlags(BaseModel):
     """The server ``bench``, ``sweep`` and ``capacity`` measure, as typed."""
 

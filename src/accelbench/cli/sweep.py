@@ -24,7 +24,6 @@ from pydantic import BaseModel, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from typer._click.core import ParameterSource
 
-from accelbench.cli.bench import dist_flag, parse_goodput
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -41,8 +40,10 @@ from accelbench.cli.load_flags import (
     Given,
     Group,
     command,
+    dist_flag,
     flag,
     load_flags,
+    parse_goodput,
     parse_stages,
 )
 from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
