@@ -52,7 +52,8 @@ from accelbench.cli.measure_flags import (
     ServerFlags,
     parse_headers,
 )
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.load import BenchConfig, DatasetKind
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
 from accelbench.services.bench_run import (

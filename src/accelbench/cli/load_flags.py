@@ -29,7 +29,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from accelbench.domain.bench import GoodputSLO, LengthDist, LoadStage
+from accelbench.domain.load import GoodputSLO, LengthDist, LoadStage
 from accelbench.errors import UserInputError
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)

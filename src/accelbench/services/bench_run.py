@@ -27,7 +27,9 @@ from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_qualit
 from accelbench.bench.results_io import write_result
 from accelbench.bench.selftest import certify, client_self_test
 from accelbench.bench.sweep import failure_line, judge_cell, server_alive
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, DatasetKind
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact_url

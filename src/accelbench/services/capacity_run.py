@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from accelbench.domain.bench import DatasetKind
 from accelbench.domain.capacity import CapacityResult
+from accelbench.domain.load import DatasetKind
 from accelbench.domain.results import ResultInfo
 from accelbench.errors import UserInputError
 from accelbench.services.capacity_at_slo import CapacityInterrupted, capacity_spec, measure_capacity

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from accelbench.bench.runner import engine_is_local
 from accelbench.deploy.target_policy import check_url_form
 from accelbench.domain.answers import ModelsAnswer, parse_answer
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import ServerUnreachable, UserInputError
 from accelbench.redact import redact_url
 from accelbench.telemetry.host import capture_environment, remote_environment

@@ -33,7 +33,8 @@ from accelbench.bench.sweep import (
     sweep_keys,
 )
 from accelbench.bench.target_ci import summary_line
-from accelbench.domain.bench import DatasetKind, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import DatasetKind
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
