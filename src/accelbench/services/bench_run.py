@@ -30,12 +30,12 @@ from accelbench.bench.sweep import failure_line, judge_cell, server_alive
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.owner import process_owner
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.redact import redact_url
 from accelbench.services.endpoints import ServerTarget, endpoint_environment, served_model_root
 from accelbench.services.session import Store, get_store
-from accelbench.store.owner import process_owner
 
 #: words the shells show beside a result (the quality option's help, a statistic's interval, a two-mode note)
 __all__ = [
