@@ -1,30 +1,31 @@
 """``accelbench bench``: one benchmark against an OpenAI-compatible streaming server.
 
-The flags follow ``vllm bench serve`` where they overlap. The result is stored as a run of kind ``bench`` with one
-result (``--no-store`` skips that), optionally written in vLLM's result layout (``--save-result``), and printed as
-a one-screen summary or, with ``--format json``, as JSON on stdout (the progress bar is on stderr).
+The flags follow ``vllm bench serve`` where they overlap; each is a field of ``BenchConfig`` (the load), of
+``ServerFlags`` (the server) or of ``BenchFlags`` (what to keep and print), declared once in
+``cli/load_flags.py``. The use case is ``services.bench_run.run_bench``: the result is stored as a run of kind
+``bench`` with one result (``--no-store`` skips that), optionally written in vLLM's result layout
+(``--save-result``), and printed here as a one-screen summary or, with ``--format json``, as JSON on stdout
+(the progress bar is on stderr).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import typer
-from rich.console import Group
+from pydantic import BaseModel, Field
+from rich.console import Group as RichGroup
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
 from accelbench.cli.common import (
-    FormatOption,
     OutputFormat,
     console,
     err_console,
@@ -32,122 +33,40 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
-from accelbench.domain.answers import ModelsAnswer, parse_answer
-from accelbench.domain.bench import (
-    BenchConfig,
-    BenchmarkSummary,
-    DatasetKind,
-    Endpoint,
-    EndpointKind,
-    GoodputSLO,
+from accelbench.cli.load_flags import (
+    STAGES_HELP,
+    Given,
+    Group,
+    command,
+    dist_flag,
+    flag,
+    is_goodput_pair,
+    load_flags,
+    parse_goodput,
+    parse_stages,
 )
-from accelbench.domain.run import CellStatus, RunStatus
-from accelbench.errors import AccelbenchError, ServerUnreachable, UserInputError
-from accelbench.redact import redact_url
+from accelbench.cli.measure_flags import (
+    FORMAT_FLAGS,
+    SERVER_FLAGS,
+    FormatFlags,
+    ServerFlags,
+    parse_headers,
+)
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.run import RunStatus
+from accelbench.errors import UserInputError
+from accelbench.services.bench_run import (
+    QUALITY_HELP,
+    BenchRequest,
+    BenchResult,
+    half_width_pct,
+    modes_sentence,
+    run_bench,
+)
+from accelbench.services.endpoints import ServerTarget
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
-_GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
-
-
-def parse_goodput(items: list[str]) -> GoodputSLO | None:
-    """``["ttft:500", "tpot:50"]`` (also comma- or space-separated in one item) -> GoodputSLO, in ms."""
-    values: dict[str, float] = {}
-    for item in items:
-        for part in re.split(r"[,\s]+", item.strip()):
-            if not part:
-                continue
-            m = _GOODPUT.match(part)
-            if not m:
-                raise UserInputError(
-                    f"Bad --goodput item {part!r}.",
-                    hint="Give NAME:MS pairs with NAME one of ttft, tpot, e2el, e.g. --goodput ttft:500 tpot:50.",
-                )
-            values[f"{m.group(1)}_ms"] = float(m.group(2))
-    return GoodputSLO(**values) if values else None
-
-
-def parse_headers(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        if ":" not in item:
-            raise UserInputError(f"Bad --header {item!r}.", hint="Use --header NAME:VALUE.")
-        k, v = item.split(":", 1)
-        if not k.strip():
-            raise UserInputError(f"Bad --header {item!r}: the name is empty.")
-        out[k.strip()] = v.strip()
-    return out
-
-
-def base_url_option(value: str | None) -> str | None:
-    """``--base-url`` checked before anything connects (a bad one is a usage error, exit 2)."""
-    from accelbench.deploy.target_policy import check_url_form
-
-    if value is not None:
-        try:
-            check_url_form(value)
-        except UserInputError as exc:
-            raise typer.BadParameter(exc.message) from None
-    return value
-
-
-def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -> list[dict[str, Any]]:
-    """What the server lists at /v1/models (id, and for vLLM the model's ``root``: where it was loaded from)."""
-    hdrs = dict(headers)
-    if api_key:
-        hdrs["Authorization"] = f"Bearer {api_key}"
-    url = base_url.rstrip("/").removesuffix("/v1") + "/v1/models"
-    try:
-        r = httpx.get(url, headers=hdrs, timeout=30)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ServerUnreachable(
-            f"Cannot reach the server at {redact_url(base_url)} ({exc or type(exc).__name__}).",
-            hint="Is it running, and are --base-url and the port right?",
-        ) from None
-    except httpx.HTTPError as exc:
-        raise UserInputError(
-            f"Cannot ask {redact_url(url)} for the served model ({type(exc).__name__}).",
-            hint="Give --model NAME.",
-        ) from None
-    if r.status_code != 200:
-        raise UserInputError(f"{redact_url(url)} answered HTTP {r.status_code}.", hint="Give --model NAME.")
-    answer = parse_answer(ModelsAnswer, r.content, url)
-    return [m.model_dump() for m in answer.data]
-
-
-def first_served_model(base_url: str, headers: dict[str, str], api_key: str | None) -> str:
-    """The first model the server lists at /v1/models (what vLLM's client does without --model)."""
-    return str(served_models(base_url, headers, api_key)[0]["id"])
-
-
-def served_model_root(base_url: str, headers: dict[str, str], api_key: str | None, served: str) -> str | None:
-    """The directory the server loaded ``served`` from, when it says (vLLM's ``root``) and it exists here: what
-    the planner reads the architecture from when the served name is an alias."""
-    try:
-        listed = served_models(base_url, headers, api_key)
-    except UserInputError:
-        return None
-    for d in listed:
-        root = d.get("root")
-        if d["id"] == served and isinstance(root, str) and Path(root).is_dir():
-            return root
-    return None
-
-
-def endpoint_environment(
-    endpoint: Endpoint, command: list[str] | None, *, headers: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """Where a bench or sweep against ``endpoint`` happened: this machine's hardware when the engine runs here
-    (a loopback URL), else the remote environment (the engine probed over HTTP, this machine only as the load
-    generator), so a remote server's run never carries this machine's CPU as the engine's."""
-    from accelbench.bench.runner import engine_is_local
-    from accelbench.telemetry.host import capture_environment, remote_environment
-
-    if engine_is_local(endpoint):
-        return capture_environment(endpoint.base_url, command=command, headers=headers)
-    if command is None:
-        command = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else []
-    return remote_environment(endpoint.base_url, command, headers=headers)
 
 
 def _fmt(v: float, digits: int = 2) -> str:
@@ -156,8 +75,6 @@ def _fmt(v: float, digits: int = 2) -> str:
 
 def _with_ci(st: Any, key: str) -> str:
     """One statistic with its 95% interval as it follows it ("20.10 +-3%"), when it has one."""
-    from accelbench.bench.intervals import half_width_pct
-
     value = getattr(st, key)
     pct = half_width_pct(value, getattr(st, f"{key}_ci95", None))
     if pct is None:
@@ -224,8 +141,6 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
     for note in summary.notes:
         parts.append(f"[yellow]note:[/] {note}")
     if summary.modes:
-        from accelbench.bench.modes import modes_sentence
-
         for metric, found in summary.modes.items():
             parts.append(f"[yellow]note:[/] {modes_sentence(metric.upper(), found)}")
     if saved is not None:
@@ -233,241 +148,127 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
     if run_id is not None:
         parts.append(f"Stored as run [bold]{run_id}[/] (accelbench runs show {run_id})")
     title = f"accelbench bench: {where}" + (f" [{summary.label}]" if summary.label else "")
-    console.print(Panel(Group(*parts), title=title, subtitle=shape, expand=False))
+    console.print(Panel(RichGroup(*parts), title=title, subtitle=shape, expand=False))
 
 
-def bench_outcome(
-    summary: BenchmarkSummary, endpoint: Endpoint, *, cancelled: bool
-) -> tuple[CellStatus, RunStatus, str | None]:
-    """(cell status, run status, error) of one benchmark, by the sweep's rule (``judge_cell``): requests that
-    failed against a server that no longer answers make the cell partial (or failed, if none completed) and
-    the run failed, however many finished first."""
-    from accelbench.bench.sweep import failure_line, judge_cell, server_alive
+class BenchFlags(BaseModel):
+    """What ``bench`` keeps and prints besides the measurement."""
 
-    gone = server_alive(endpoint) if summary.failed else None
-    cell = judge_cell(summary, cancelled=cancelled, server_gone=gone is not None)
-    if cell is None or summary.completed == 0:
-        return CellStatus.failed, RunStatus.failed, failure_line(None, summary)
-    if gone is not None:
-        return (
-            cell,
-            RunStatus.failed,
-            f"the server at {redact_url(endpoint.base_url)} stopped answering: {gone}",
+    save_result: Path | None = Field(
+        default=None, description="Write the result in vllm bench serve's JSON layout to this file."
+    )
+    store: bool = Field(default=True, description="Store the run (kind bench) in the results store.")
+    include_requests: bool = Field(
+        default=False, description="With --format json: include per-request records."
+    )
+    quality: str | None = Field(default=None, description=QUALITY_HELP)
+    extra: list[str] | None = Field(default=None, description="The later NAME:MS pairs of --goodput.")
+
+
+#: the load, as bench types it: every field of BenchConfig, the shared ones by LOAD_FLAGS
+BENCH_LOAD = Group(
+    "load",
+    BenchConfig,
+    load_flags("endpoint", "dataset", "dataset_path")
+    | {
+        "input_len": flag(
+            "--input-len",
+            help="Random dataset: prompt tokens as the server counts them (chat template included), exact.",
+            show_default=True,
+            maximum=None,
         )
-    if cell == CellStatus.failed:  # more failed than --max-error-rate allows
-        return cell, RunStatus.failed, failure_line(None, summary)
-    if cell == CellStatus.partial or summary.interrupted:
-        return CellStatus.partial, RunStatus.interrupted, None
-    return cell, RunStatus.completed, None
-
-
-def _open_run(config: BenchConfig, endpoint: Endpoint) -> str:
-    """The stored run, created before any load is sent: a store that cannot be written refuses the benchmark
-    now, not after the whole load."""
-    from accelbench.store import get_store
-    from accelbench.store.owner import process_owner
-
-    run = get_store().create_run(
-        kind="bench",
-        status=RunStatus.benchmarking,
-        claimed_by=process_owner(),  # this process measures it: the run's one executor
-        label=config.label,
-        served_model=endpoint.served_model,
-        # what the server says it serves: the directory it loaded when it lists one here (an aliased served
-        # name is not one the planner can read), else its served name; never the --tokenizer directory, which
-        # the endpoint record in the spec keeps on its own
-        model=served_model_root(endpoint.base_url, endpoint.headers, endpoint.api_key, endpoint.served_model)
-        or endpoint.served_model,
-        base_url=redact_url(endpoint.base_url),
-        spec={"bench": json.loads(config.model_dump_json()), "endpoint": endpoint.record()},
+    }
+    | load_flags(
+        "output_len",
+        "prefix_len",
+        "prefix_groups",
+        "turns",
+        "think_time_s",
+        "ramp_up_s",
+        "time_scale",
+        "trace_format",
+        "tools",
+        "metrics_definition",
+        "self_test",
+        "max_error_rate",
     )
-    return run.id
+    | {
+        "input_dist": dist_flag("--input-dist", "input", "--input-len (random dataset)"),
+        "output_dist": dist_flag("--output-dist", "output", "--output-len"),
+        "stages": flag("--stages", typed=str, help=STAGES_HELP, parse=parse_stages),
+        "num_prompts": flag("--num-prompts", help="Requests to send.", show_default=True, maximum=None),
+        "max_concurrency": flag(
+            "--max-concurrency", help="Most requests in flight.", show_default="unlimited", maximum=None
+        ),
+    }
+    | load_flags("request_rate", "burstiness")
+    | {"duration_s": flag("--duration")}
+    | load_flags("num_warmups", "ignore_eos")
+    | {
+        "goodput": flag(
+            "--goodput",
+            typed=list[str],
+            help="SLOs as NAME:MS (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50.",
+        )
+    }
+    | load_flags("timeout_s", "seed", "temperature")
+    | {"label": flag("--label", help="Label stored with the result.")}
+    | load_flags("scrape_metrics", "scrape_interval_s"),
+)
+BENCH_KEEP = Group(
+    "keep",
+    BenchFlags,
+    {
+        "save_result": flag("--save-result"),
+        "store": flag("--store/--no-store"),
+        "include_requests": flag("--include-requests"),
+        "quality": flag("--quality"),
+    },
+    show_defaults=True,
+)
 
 
-def _store_result(
-    run_id: str,
-    summary: BenchmarkSummary,
-    *,
-    env: dict[str, Any],
-    outcome: tuple[CellStatus, RunStatus, str | None],
-) -> None:
-    from accelbench.store import get_store
-
-    store = get_store()
-    engine = env.get("engine") or {}
-    store.update_run(
-        run_id,
-        engine=engine.get("name"),
-        engine_version=engine.get("version"),
-        environment=env,
-        command=env.get("command"),
+def bench_request(given: Given) -> BenchRequest:
+    """The command line as a ``BenchRequest``; what cannot be a benchmark is refused here."""
+    keep = given.model("keep", BenchFlags)
+    settings = given.values("load")
+    # `--goodput ttft:500 tpot:50` (vLLM's syntax) leaves the later pairs as stray arguments.
+    extra = list(keep.extra or [])
+    stray = [x for x in extra if not is_goodput_pair(x)]
+    if stray:
+        raise UserInputError(
+            f"Unexpected argument(s): {' '.join(stray)}.", hint="See accelbench bench --help."
+        )
+    if extra and not settings["goodput"]:
+        raise UserInputError(f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?")
+    settings["goodput"] = parse_goodput(list(settings["goodput"]) + extra)
+    settings = {k: v for k, v in settings.items() if v is not None}
+    server = given.model("server", ServerFlags)
+    target = ServerTarget(
+        base_url=server.base_url,
+        served_model=server.model,
+        tokenizer=server.tokenizer,
+        api_key=server.api_key,
+        headers=parse_headers(server.header),
     )
-    cell, status, error = outcome
-    store.save_result(
-        run_id,
-        input_len=summary.config.input_len,
-        # unlimited: every prompt may be in flight at once (the cell is keyed by the most in flight)
-        concurrency=summary.config.max_concurrency or summary.config.num_prompts,
-        repeat=0,
-        summary=summary,
-        status=cell,
+    return BenchRequest(
+        server=target, settings=settings, quality=keep.quality, save_result=keep.save_result, store=keep.store
     )
-    store.set_status(run_id, status, error=error)
 
 
-def bench(
-    base_url: str = typer.Option(
-        ...,
-        "--base-url",
-        envvar="ACCELBENCH_BASE_URL",
-        help="Server root, e.g. http://127.0.0.1:8000.",
-        callback=base_url_option,
-    ),
-    endpoint_kind: EndpointKind = load_option("endpoint"),
-    model: str | None = typer.Option(
-        None, "--model", help="Served model name.", show_default="the first one /v1/models lists"
-    ),
-    tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
-    ),
-    api_key: str | None = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
-    ),
-    header: list[str] = typer.Option([], "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."),
-    dataset: DatasetKind = load_option("dataset"),
-    dataset_path: str | None = load_option("dataset_path"),
-    input_len: int = typer.Option(
-        128,
-        "--input-len",
-        min=1,
-        help="Random dataset: prompt tokens as the server counts them (chat template included), exact.",
-    ),
-    output_len: int = load_option("output_len"),
-    prefix_len: int = load_option("prefix_len"),
-    prefix_groups: int = load_option("prefix_groups"),
-    turns: int = load_option("turns"),
-    think_time: float = load_option("think_time_s"),
-    ramp_up: float = load_option("ramp_up_s"),
-    time_scale: float = load_option("time_scale"),
-    trace_format: str = load_option("trace_format"),
-    tools: str | None = load_option("tools"),
-    metrics_definition: str = load_option("metrics_definition"),
-    self_test: bool = load_option("self_test"),
-    max_error_rate: float = load_option("max_error_rate"),
-    input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
-    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
-    stages: str | None = typer.Option(None, "--stages", help=STAGES_HELP),
-    num_prompts: int = typer.Option(100, "--num-prompts", min=1, help="Requests to send."),
-    max_concurrency: int | None = typer.Option(
-        None, "--max-concurrency", min=1, help="Most requests in flight.", show_default="unlimited"
-    ),
-    request_rate: float = load_option("request_rate"),
-    burstiness: float = load_option("burstiness"),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Stop sending new requests after this many seconds."
-    ),
-    num_warmups: int = load_option("num_warmups"),
-    ignore_eos: bool = load_option("ignore_eos"),
-    goodput: list[str] = typer.Option(
-        [], "--goodput", help="SLOs as NAME:MS (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50."
-    ),
-    timeout: float = load_option("timeout_s"),
-    seed: int = load_option("seed"),
-    temperature: float | None = load_option("temperature"),
-    save_result: Path | None = typer.Option(
-        None, "--save-result", help="Write the result in vllm bench serve's JSON layout to this file."
-    ),
-    label: str | None = typer.Option(None, "--label", help="Label stored with the result."),
-    scrape: bool = load_option("scrape_metrics"),
-    scrape_interval: float = load_option("scrape_interval_s"),
-    store: bool = typer.Option(
-        True, "--store/--no-store", help="Store the run (kind bench) in the results store."
-    ),
-    include_requests: bool = typer.Option(
-        False, "--include-requests", help="With --format json: include per-request records."
-    ),
-    quality: str | None = typer.Option(None, "--quality", help=QUALITY_HELP),
-    fmt: OutputFormat = FormatOption,
-    extra: list[str] = typer.Argument(None, hidden=True, metavar="GOODPUT_PAIRS"),
-) -> None:
+@command(
+    Group("server", ServerFlags, SERVER_FLAGS),
+    BENCH_LOAD,
+    BENCH_KEEP,
+    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    Group("keep", BenchFlags, {"extra": flag(argument=True, hidden=True, metavar="GOODPUT_PAIRS")}),
+)
+def bench(given: Given) -> None:
     """Benchmark one OpenAI-compatible streaming server: TTFT, TPOT, ITL, E2EL, throughput, goodput."""
+    fmt = given.model("format", FormatFlags).fmt
+    include_requests = bool(given.values("keep")["include_requests"])
     with user_errors():
-        # `--goodput ttft:500 tpot:50` (vLLM's syntax) leaves the later pairs as stray arguments.
-        extra = list(extra or [])
-        stray = [x for x in extra if not _GOODPUT.match(x)]
-        if stray:
-            raise UserInputError(
-                f"Unexpected argument(s): {' '.join(stray)}.", hint="See accelbench bench --help."
-            )
-        if extra and not goodput:
-            raise UserInputError(
-                f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?"
-            )
-        slo = parse_goodput(list(goodput) + extra)
-        workload = workload_values(
-            {
-                "prefix_groups": prefix_groups,
-                "turns": turns,
-                "think_time_s": think_time,
-                "ramp_up_s": ramp_up,
-                "time_scale": time_scale,
-                "trace_format": trace_format,
-                "tools": tools,
-                "metrics_definition": metrics_definition,
-                "self_test": self_test,
-                "max_error_rate": max_error_rate,
-            },
-            input_dist,
-            output_dist,
-        )
-        headers = parse_headers(header)
-        if request_rate <= 0 or burstiness <= 0:
-            raise UserInputError("--request-rate and --burstiness must be positive (inf is allowed).")
-        if dataset != DatasetKind.random and not dataset_path:
-            raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")
-        served = model or first_served_model(base_url, headers, api_key)
-        endpoint = Endpoint(
-            base_url=base_url, served_model=served, tokenizer=tokenizer, api_key=api_key, headers=headers
-        )
-        try:
-            config = BenchConfig(
-                endpoint=endpoint_kind,
-                dataset=dataset,
-                dataset_path=dataset_path,
-                input_len=input_len,
-                output_len=output_len,
-                prefix_len=prefix_len,
-                num_prompts=num_prompts,
-                max_concurrency=max_concurrency,
-                request_rate=request_rate,
-                burstiness=burstiness,
-                duration_s=duration,
-                num_warmups=num_warmups,
-                ignore_eos=ignore_eos,
-                goodput=slo,
-                timeout_s=timeout,
-                seed=seed,
-                temperature=temperature,
-                label=label,
-                scrape_metrics=scrape,
-                scrape_interval_s=scrape_interval,
-                stages=parse_stages(stages),
-                **workload,
-            )
-        except ValueError as exc:
-            raise UserInputError(f"Invalid settings: {exc}") from None
-
-        from accelbench.bench import run_benchmark
-        from accelbench.bench.context import check_served_context
-
-        if DatasetKind(config.dataset) == DatasetKind.random:
-            check_served_context(endpoint, [config.input_len], config.output_len)  # before any load
-        parse_quality(quality)  # an unknown setting or lm-eval missing: refused before anything is stored
-        run_id = _open_run(config, endpoint) if store else None
-        from accelbench.store import get_store
-
-        # what the run serves and, when asked, its quality: both before the load
-        measured = before_load(get_store() if run_id else None, run_id, endpoint, config, quality=quality)
+        request = bench_request(given)
         cancel = threading.Event()
         progress = Progress(
             TextColumn("[bold]bench[/]"),
@@ -478,58 +279,56 @@ def bench(
             transient=True,
             disable=not err_console.is_terminal,
         )
-        task = progress.add_task("requests", total=num_prompts)
+        task = progress.add_task("requests", total=request.settings["num_prompts"])
 
-        def on_progress(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+        @contextmanager
+        def during_load() -> Iterator[None]:
+            with graceful_interrupt(cancel, BENCH_STOP_MESSAGE), progress:
+                yield
 
-        cert = None
-        if config.self_test:
-            from accelbench.bench.selftest import client_self_test
+        result = run_bench(
+            request,
+            progress=lambda done, total: progress.update(task, completed=done, total=total),
+            cancel=cancel,
+            during_load=during_load,
+        )
+    show(result, fmt, include_requests=include_requests)
+    exit_code = bench_exit(result)
+    if exit_code:
+        raise typer.Exit(exit_code)
 
-            cert = client_self_test(config)
-        with graceful_interrupt(cancel, BENCH_STOP_MESSAGE), progress:
-            summary = run_benchmark(endpoint, config, progress=on_progress, cancel=cancel)
-        if cert is not None:
-            from accelbench.bench.selftest import certify
 
-            summary = certify(summary, cert)
-        saved = None
-        if save_result is not None:
-            from accelbench.bench.results_io import write_result
+def show(result: BenchResult, fmt: OutputFormat, *, include_requests: bool) -> None:
+    """Printed (and with --save-result saved) whatever the store did: a store failure never loses it."""
+    summary, saved = result.summary, result.saved
+    if fmt == OutputFormat.json:
+        exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
+        body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
+        out = {"run_id": result.run_id, "result_file": str(saved) if saved else None, "summary": body}
+        print_json(out | ({"quality": result.quality} if result.quality else {}))
+    else:
+        render_summary(summary, run_id=result.run_id, saved=saved)
+        if result.quality_text:
+            console.print(result.quality_text, highlight=False, markup=False)
 
-            saved = write_result(summary, save_result)
-        outcome = bench_outcome(summary, endpoint, cancelled=cancel.is_set())
-        store_error: AccelbenchError | None = None
-        if run_id is not None:
-            env = endpoint_environment(endpoint, None, headers=headers)
-            try:
-                _store_result(run_id, summary, env=env, outcome=outcome)
-            except AccelbenchError as exc:  # the measurement is printed (and saved) below all the same
-                store_error = exc
-        # printed (and with --save-result saved) whatever the store did: a store failure never loses it
-        if fmt == OutputFormat.json:
-            exclude = {"telemetry_samples"} if include_requests else {"requests", "telemetry_samples"}
-            body = json.loads(summary.model_dump_json(exclude=exclude))  # inf as "Infinity", like the store
-            out = {"run_id": run_id, "result_file": str(saved) if saved else None, "summary": body}
-            print_json(out | ({"quality": measured} if measured else {}))
-        else:
-            render_summary(summary, run_id=run_id, saved=saved)
-            if measured:
-                console.print(quality_line(measured), highlight=False, markup=False)
-        if store_error is not None:
-            err_console.print(
-                f"[red]Not stored:[/] {store_error.message}"
-                + (f" (the result file {saved} has it)" if saved else " Use --save-result FILE to keep it."),
-                highlight=False,
-            )
-            raise typer.Exit(1)
-        if outcome[2]:
-            err_console.print(f"[red]Failed:[/] {outcome[2]}", highlight=False)
-        if outcome[1] == RunStatus.failed:
-            raise typer.Exit(1)
-        if summary.interrupted and cancel.is_set():
-            raise typer.Exit(130)
+
+def bench_exit(result: BenchResult) -> int:
+    """The exit code, after saying why it is not 0: 1 when not stored or failed, 130 when interrupted."""
+    if result.store_error is not None:
+        saved = result.saved
+        err_console.print(
+            f"[red]Not stored:[/] {result.store_error}"
+            + (f" (the result file {saved} has it)" if saved else " Use --save-result FILE to keep it."),
+            highlight=False,
+        )
+        return 1
+    if result.error:
+        err_console.print(f"[red]Failed:[/] {result.error}", highlight=False)
+    if result.run_status == RunStatus.failed:
+        return 1
+    if result.summary.interrupted and result.cancelled:
+        return 130
+    return 0
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,12 @@
 """``accelbench capacity``: the highest load an OpenAI-compatible server sustains within latency targets.
 
-A thin shell: the flags become the ``CapacitySpec`` a run spec's ``capacity:`` section is (the same rules,
-``services.capacity_spec``), ``services.measure_capacity`` runs the use case, this module renders the answer.
-Each measured level is stored as a cell of a run of kind ``capacity`` (with the probes so far in the run's
-extra data), so ``--resume RUN`` continues an interrupted search without measuring a level twice. Without
-``--slo`` the search reports the knee: where adding load stops adding throughput. A search of a deployment
-this command does not start (local engine, Kubernetes, EC2) is a run spec's ``capacity:`` section
-(``accelbench run SPEC.yaml``).
+A thin shell: every option is a field of ``CapacitySpec`` (the search, the same rules as a run spec's
+``capacity:`` section), of ``ServerFlags`` or of ``CapacityFlags``; ``services.capacity_run.run_capacity``
+runs the use case and this module renders the answer. Each measured level is stored as a cell of a run of
+kind ``capacity`` (with the probes so far in the run's extra data), so ``--resume RUN`` continues an
+interrupted search without measuring a level twice. Without ``--slo`` the search reports the knee: where
+adding load stops adding throughput. A search of a deployment this command does not start (local engine,
+Kubernetes, EC2) is a run spec's ``capacity:`` section (``accelbench run SPEC.yaml``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
+from pydantic import BaseModel, Field
 
-from accelbench.cli.bench import base_url_option, first_served_model, parse_headers, served_model_root
 from accelbench.cli.common import (
-    FormatOption,
     OutputFormat,
     console,
     err_console,
@@ -27,11 +26,21 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import dist_option, load_option, workload_values
+from accelbench.cli.load_flags import LOAD_FLAGS, Flag, Given, Group, command, dist_flag, flag, load_flags
+from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags, parse_headers
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
+from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.results import ResultInfo
-from accelbench.errors import UserInputError
+from accelbench.report.capacity_results import (
+    answer_level,
+    confidence_sentence,
+    devices_at_capacity,
+    devices_sentence,
+    load_phrase,
+    range_text,
+)
+from accelbench.services.capacity_run import CapacityRequest, run_capacity
+from accelbench.services.endpoints import ServerTarget
 
 STOP_MESSAGE = (
     "Stopping after this level: the probes so far are stored (resume with --resume). Ctrl-C again to abort."
@@ -68,8 +77,6 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
             ]
         )
     print_table(cols, rows, title=f"Capacity probes ({result.load})", formats="json")
-    from accelbench.report.capacity_results import confidence_sentence, load_phrase, range_text
-
     if result.slo is not None:
         if result.max_load is not None:
             sure = range_text(result)
@@ -90,8 +97,6 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
         console.print(
             f"Knee (throughput stops growing): {load_phrase(result.load, result.knee)}", highlight=False
         )
-    from accelbench.report.capacity_results import answer_level, devices_at_capacity, devices_sentence
-
     devices = devices_sentence(devices_at_capacity(result, results), result.load, answer_level(result))
     if devices:
         console.print(devices, highlight=False, overflow="fold")
@@ -101,154 +106,145 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
         err_console.print(f"[dim]stored as run {run_id}[/]")
 
 
-def capacity(
-    base_url: str = typer.Option(
-        ...,
-        "--base-url",
-        envvar="ACCELBENCH_BASE_URL",
-        help="Server root, e.g. http://127.0.0.1:8000.",
-        callback=base_url_option,
-    ),
-    model: str | None = typer.Option(
-        None, "--model", help="Served model name.", show_default="the first listed"
-    ),
-    tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
-    ),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
-    header: list[str] = typer.Option([], "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."),
-    endpoint_kind: EndpointKind = load_option("endpoint"),
-    dataset: DatasetKind = load_option("dataset"),
-    dataset_path: str | None = load_option("dataset_path"),
-    input_len: int = typer.Option(
-        128, "--input-len", min=1, help="Prompt tokens per request (random dataset)."
-    ),
-    output_len: int = load_option("output_len"),
-    prefix_len: int = load_option("prefix_len"),
-    prefix_groups: int = load_option("prefix_groups"),
-    turns: int = load_option("turns"),
-    think_time: float = load_option("think_time_s"),
-    ramp_up: float = load_option("ramp_up_s"),
-    time_scale: float = load_option("time_scale"),
-    trace_format: str = load_option("trace_format"),
-    tools: str | None = load_option("tools"),
-    metrics_definition: str = load_option("metrics_definition"),
-    input_dist: str | None = dist_option("--input-dist", "input", "--input-len (random dataset)"),
-    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
-    slo: str | None = typer.Option(
-        None,
-        "--slo",
-        help="Targets in ms, e.g. tpot:50,ttft:1000 (also e2el, and itl: a request's longest gap between "
-        "tokens); none: find the knee instead.",
-    ),
-    percentile: float = typer.Option(
-        90.0, "--percentile", help="Percentile the targets are judged at (0-100)."
-    ),
-    attainment: float = typer.Option(
-        0.95, "--attainment", help="Share of requests that must meet every target (goodput), 0-1."
-    ),
-    load: str = typer.Option("concurrency", "--load", help="concurrency (closed loop) or rate (Poisson)."),
-    burstiness: float = load_option("burstiness"),
-    start: float | None = typer.Option(
-        None,
-        "--start",
-        help="First level to measure.",
-        show_default="the planner's prediction with --instance, else 1",
-    ),
-    max_load: float = typer.Option(256.0, "--max-load", help="Highest level to try."),
-    max_probes: int = typer.Option(12, "--max-probes", min=2, max=64, help="Most levels measured."),
-    instance: str | None = typer.Option(
-        None,
-        "--instance",
-        "-i",
-        help="Instance type the server runs on ('local': this machine): prices the answer and starts from the "
-        "planner's predicted capacity.",
-    ),
-    ignore_eos: bool = load_option("ignore_eos"),
-    timeout: float = load_option("timeout_s"),
-    seed: int = load_option("seed"),
-    label: str | None = typer.Option(None, "--label", help="Label stored with the run."),
-    resume: str | None = typer.Option(None, "--resume", help="Continue an interrupted capacity run."),
-    store: bool = typer.Option(
-        True, "--store/--no-store", help="Store the probes as a run of kind capacity."
-    ),
-    fmt: OutputFormat = FormatOption,
-) -> None:
+class CapacityFlags(BaseModel):
+    """What ``capacity`` is told besides the search: where the server runs, and what to keep."""
+
+    instance: str | None = Field(
+        default=None,
+        description="Instance type the server runs on ('local': this machine): prices the answer and starts "
+        "from the planner's predicted capacity.",
+    )
+    label: str | None = Field(default=None, description="Label stored with the run.")
+    resume: str | None = Field(default=None, description="Continue an interrupted capacity run.")
+    store: bool = Field(default=True, description="Store the probes as a run of kind capacity.")
+
+
+#: the search's load, as every load command types it (no defaults shown, as bench's)
+CAPACITY_LOAD = Group(
+    "search",
+    CapacitySpec,
+    load_flags("endpoint", "dataset", "dataset_path")
+    | {
+        "input_len": flag(
+            "--input-len", help="Prompt tokens per request (random dataset).", show_default=True, maximum=None
+        )
+    }
+    | load_flags(
+        "output_len",
+        "prefix_len",
+        "prefix_groups",
+        "turns",
+        "think_time_s",
+        "ramp_up_s",
+        "time_scale",
+        "trace_format",
+        "tools",
+        "metrics_definition",
+    )
+    | {
+        "input_dist": dist_flag("--input-dist", "input", "--input-len (random dataset)"),
+        "output_dist": dist_flag("--output-dist", "output", "--output-len"),
+    },
+)
+#: the search itself, in the command's words (services.capacity_at_slo.capacity_spec reads them)
+CAPACITY_SEARCH = Group(
+    "search",
+    CapacitySpec,
+    {
+        "slo": flag(
+            "--slo",
+            typed=str,
+            help="Targets in ms, e.g. tpot:50,ttft:1000 (also e2el, and itl: a request's longest gap between "
+            "tokens); none: find the knee instead.",
+        ),
+        "percentile": flag("--percentile", help="Percentile the targets are judged at (0-100)."),
+        "attainment": flag(
+            "--attainment", help="Share of requests that must meet every target (goodput), 0-1.", maximum=None
+        ),
+        "load": flag("--load", help="concurrency (closed loop) or rate (Poisson)."),
+    }
+    | {
+        "burstiness": Flag(LOAD_FLAGS["burstiness"], show_default=False),
+        "start": flag(
+            "--start",
+            help="First level to measure.",
+            show_default="the planner's prediction with --instance, else 1",
+            minimum=None,
+        ),
+        "max_load": flag("--max-load", minimum=None, maximum=None),
+        "max_probes": flag("--max-probes"),
+    },
+    show_defaults=True,
+)
+CAPACITY_FLAGS = Group(
+    "capacity",
+    CapacityFlags,
+    {"instance": flag("--instance", "-i")},
+    show_defaults=True,
+)
+CAPACITY_KEEP = Group(
+    "capacity",
+    CapacityFlags,
+    {"label": flag("--label"), "resume": flag("--resume"), "store": flag("--store/--no-store")},
+    show_defaults=True,
+)
+
+
+def capacity_request(given: Given) -> CapacityRequest:
+    """The command line as a ``CapacityRequest``."""
+    server, own = given.model("server", ServerFlags), given.model("capacity", CapacityFlags)
+    settings = given.fields("search")
+    target = ServerTarget(
+        base_url=server.base_url,
+        served_model=server.model,
+        tokenizer=server.tokenizer,
+        api_key=server.api_key,
+        headers=parse_headers(server.header),
+    )
+    return CapacityRequest(
+        server=target,
+        settings=settings,
+        instance=own.instance,
+        label=own.label,
+        resume=own.resume,
+        store=own.store,
+    )
+
+
+@command(
+    Group("server", ServerFlags, SERVER_FLAGS),
+    CAPACITY_LOAD,
+    CAPACITY_SEARCH,
+    CAPACITY_FLAGS,
+    Group("search", CapacitySpec, load_flags("ignore_eos", "timeout_s", "seed")),
+    CAPACITY_KEEP,
+    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+)
+def capacity(given: Given) -> None:
     """Capacity at an SLO, measured: the highest concurrency (or request rate) meeting the targets."""
+    fmt = given.model("format", FormatFlags).fmt
     with user_errors():
-        from accelbench import services
-
-        capacity_spec = services.capacity_spec(
-            load=load,
-            slo=slo,
-            percentile=percentile,
-            attainment=attainment,
-            endpoint=endpoint_kind,
-            dataset=dataset,
-            dataset_path=dataset_path,
-            input_len=input_len,
-            output_len=output_len,
-            burstiness=burstiness,
-            start=start,
-            max_load=max_load,
-            max_probes=max_probes,
-            ignore_eos=ignore_eos,
-            timeout_s=timeout,
-            seed=seed,
-            prefix_len=prefix_len,
-            **workload_values(
-                {
-                    "prefix_groups": prefix_groups,
-                    "turns": turns,
-                    "think_time_s": think_time,
-                    "ramp_up_s": ramp_up,
-                    "time_scale": time_scale,
-                    "trace_format": trace_format,
-                    "tools": tools,
-                    "metrics_definition": metrics_definition,
-                },
-                input_dist,
-                output_dist,
-            ),
-        )
-        if dataset != DatasetKind.random and not dataset_path:
-            raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")
-        headers = parse_headers(header)
-        served = model or first_served_model(base_url, headers, api_key)
-        endpoint = Endpoint(
-            base_url=base_url, served_model=served, tokenizer=tokenizer, api_key=api_key, headers=headers
-        )
-        repo = None
-        if store or resume:
-            from accelbench.store import get_store
-
-            repo = get_store()
+        request = capacity_request(given)
         cancel = threading.Event()
         try:
-            with graceful_interrupt(cancel, STOP_MESSAGE):
-                outcome = services.measure_capacity(
-                    repo,
-                    endpoint,
-                    capacity_spec,
-                    instance=instance,
-                    model_ref=tokenizer or served_model_root(base_url, headers, api_key, served) or served,
-                    label=label,
-                    resume=resume,
-                    progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),
-                    cancel=cancel,
-                )
+            answer = run_capacity(
+                request,
+                progress=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False),
+                cancel=cancel,
+                during_search=lambda: graceful_interrupt(cancel, STOP_MESSAGE),
+            )
         except KeyboardInterrupt as exc:
             run_id = getattr(exc, "run_id", None)
             if run_id is not None:
                 err_console.print(f"Interrupted: resume with accelbench capacity ... --resume {run_id}")
             raise typer.Exit(130) from None
-        result, run_id = outcome.result, outcome.run_id
+    result, run_id = answer.result, answer.run_id
     if fmt == OutputFormat.json:
         data = result.model_dump(mode="json")
         data["run_id"] = run_id
         print_json(data)
     else:
-        render(result, run_id, repo.get_results(run_id) if repo is not None and run_id else ())
+        render(result, run_id, answer.results)
     if result.slo is not None and result.max_load is None:
         raise typer.Exit(3)
 

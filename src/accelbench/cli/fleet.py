@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import typer
 
-from accelbench.cli.bench import first_served_model
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -36,6 +35,7 @@ from accelbench.report.fleet_view import (
     servers_table,
     write_fleet_report,
 )
+from accelbench.services.endpoints import first_served_model
 from accelbench.services.fleet_export import fleet_files, write_fleet_files
 from accelbench.services.fleet_plan import FleetRequest, fleet_request, load_traffic, plan_fleet
 from accelbench.services.fleet_validate import replay_options, validate_fleet

@@ -1,25 +1,35 @@
-"""The load flags ``bench`` and ``sweep`` share, made from the fields of ``LoadSettings`` (domain/bench.py):
-one name, one help text (the field's description), one bound (the field's ``ge``/``le``), one default (the
-field's). ``bench`` takes the default as the flag's default; ``sweep`` leaves an unset flag as None, so that a
-spec file or the resumed run can supply the value, and its help shows the default it falls back to (the
-``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as ``[default: X]``.
+"""Every option of the measure commands (``bench``, ``sweep``, ``capacity``) made from a model field.
 
-Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the command builds
-its config, with the same error either way.
+A command lists ``Group``s: a model and, for each field it shows, a ``Flag`` (its declarations and what the
+field cannot say itself); ``command`` makes the typer command's signature from them (typer reads
+``__signature__``): the option's type, default, help (the field's description), range (its ``ge``/``le``) and
+env var come from the field, so a setting added to a model with its flag is an option of every command that
+shows that model. The command's body receives what was given (``Given``) and builds one request model.
+
+The load flags are the fields of ``LoadSettings`` (domain/bench.py), one name each (``LOAD_FLAGS``).
+``bench`` takes the field's default as the flag's; ``sweep`` leaves an unset flag as None (a ``Group`` with
+``unset``), so that a spec file or the resumed run can supply the value, and its help shows the default it
+falls back to (the ``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as
+``[default: X]``. Bounds the CLI cannot express (``gt``: strictly positive) are checked by the model when the
+command builds its config, with the same error either way.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import annotated_types
 import typer
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 
-from accelbench.domain.bench import LengthDist, LoadSettings, LoadStage
+from accelbench.domain.load import GoodputSLO, LengthDist, LoadStage
 from accelbench.errors import UserInputError
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
@@ -49,22 +59,9 @@ LOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "self_test": ("--self-test/--no-self-test",),
     "max_error_rate": ("--max-error-rate",),
 }
-#: the workload fields above, which every load command passes through as they are
-WORKLOAD_FIELDS = (
-    "prefix_groups",
-    "turns",
-    "think_time_s",
-    "ramp_up_s",
-    "time_scale",
-    "trace_format",
-    "tools",
-    "metrics_definition",
-    "self_test",
-    "max_error_rate",
-)
 #: LoadSettings fields with a flag of their own shape (parsed lists) or on one command only, and why
 NOT_SHARED = {
-    "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (cli/bench.py)",
+    "goodput": "--goodput NAME:MS pairs, parsed by both commands with one parser (parse_goodput, here)",
     "duration_s": "bench only: a sweep's cells are sized by prompts, not time",
     "stages": "bench and sweep (a capacity search sets each level's load itself): --stages, parse_stages (here)",
     "input_dist": "--input-dist KIND[:KEY=VALUE,...], parsed by parse_dist (here)",
@@ -75,10 +72,6 @@ DIST_HELP = (
     "How {what} lengths vary around {around}: fixed, uniform[:range_ratio=R], normal[:std=TOKENS] or "
     "lognormal[:sigma=S], each optionally with min=N,max=N (e.g. normal:std=64,min=16,max=2048)."
 )
-
-
-def dist_option(flag: str, what: str, around: str) -> Any:
-    return typer.Option(None, flag, help=DIST_HELP.format(what=what, around=around))
 
 
 def parse_dist(text: str | None, flag: str) -> LengthDist | None:
@@ -132,20 +125,28 @@ def parse_stages(text: str | None) -> list[LoadStage] | None:
     return out
 
 
-def workload_values(
-    values: dict[str, Any], input_dist: str | None, output_dist: str | None
-) -> dict[str, Any]:
-    """The workload fields of a command's flags (``values``: field -> flag value), the distributions parsed;
-    fields left None are left out (the model's or the spec file's default applies)."""
-    out = {f: values[f] for f in WORKLOAD_FIELDS if values.get(f) is not None}
-    for name, text, flag in (
-        ("input_dist", input_dist, "--input-dist"),
-        ("output_dist", output_dist, "--output-dist"),
-    ):
-        dist = parse_dist(text, flag)
-        if dist is not None:
-            out[name] = dist
-    return out
+_GOODPUT = re.compile(r"^(ttft|tpot|e2el):([0-9]*\.?[0-9]+)$")
+
+
+def is_goodput_pair(text: str) -> bool:
+    return _GOODPUT.match(text) is not None
+
+
+def parse_goodput(items: list[str]) -> GoodputSLO | None:
+    """``["ttft:500", "tpot:50"]`` (also comma- or space-separated in one item) -> GoodputSLO, in ms."""
+    values: dict[str, float] = {}
+    for item in items:
+        for part in re.split(r"[,\s]+", item.strip()):
+            if not part:
+                continue
+            m = _GOODPUT.match(part)
+            if not m:
+                raise UserInputError(
+                    f"Bad --goodput item {part!r}.",
+                    hint="Give NAME:MS pairs with NAME one of ttft, tpot, e2el, e.g. --goodput ttft:500 tpot:50.",
+                )
+            values[f"{m.group(1)}_ms"] = float(m.group(2))
+    return GoodputSLO(**values) if values else None
 
 
 def bounds(model: type[BaseModel], field: str) -> tuple[Any, Any]:
@@ -169,23 +170,172 @@ def shown_default(value: Any) -> str:
     return str(value)
 
 
-def load_option(field: str, *, model: type[LoadSettings] = LoadSettings, unset: bool = False) -> Any:
-    """The typer option of ``model.<field>`` (``unset``: default None, and the help shows the default the model
-    falls back to, written as every other default is: ``[default: X]``)."""
-    info = model.model_fields[field]
-    default = info.get_default(call_default_factory=True)
-    low, high = bounds(model, field)
-    shown: str | bool = False
-    if unset and default is not None:
-        shown = shown_default(default)
-        if isinstance(default, bool):  # a flag pair's default is the flag in force, as for bench's
-            on, _, off = LOAD_FLAGS[field][0].partition("/")
-            shown = on if default else off
-    return typer.Option(
-        None if unset else default,
-        *LOAD_FLAGS[field],
-        help=info.description or "",
-        min=low,
-        max=high,
-        show_default=shown,
+# ------------------------------------------------------------------ every option from a model field
+_FIELD: Any = object()  # "as the model field says"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one model field is typed on the command line: its declarations, and what the field cannot say
+    itself. Everything else (type, default, help, bounds) is the field's."""
+
+    decls: tuple[str, ...]
+    help: str | None = None  # the field's description unless the typed text needs its own words
+    show_default: str | bool | None = None  # None: the field's default when the group leaves it unset
+    envvar: str | None = None
+    typed: Any = None  # what is typed, when it is text a parser reads into the field's type
+    parse: Callable[[Any], Any] | None = None  # the typed value -> the field's value (None stays None)
+    callback: Callable[[Any], Any] | None = None
+    hidden: bool = False
+    argument: bool = False  # a positional argument instead of an option
+    metavar: str | None = None
+    minimum: Any = _FIELD  # the field's ``ge`` unless given
+    maximum: Any = _FIELD  # the field's ``le`` unless given
+
+    def but(self, **how: Any) -> Flag:
+        """This flag with ``how`` changed (a command that shows it another way)."""
+        return replace(self, **how)
+
+
+def flag(*decls: str, **how: Any) -> Flag:
+    return Flag(decls=decls, **how)
+
+
+def dist_flag(name: str, what: str, around: str) -> Flag:
+    """``--input-dist``/``--output-dist``: KIND[:KEY=VALUE,...] read into a ``LengthDist``."""
+    return flag(
+        name, typed=str, help=DIST_HELP.format(what=what, around=around), parse=lambda t: parse_dist(t, name)
     )
+
+
+def load_flags(*fields: str, **own: Flag) -> dict[str, Flag]:
+    """The shared load flags of ``fields`` (``LOAD_FLAGS``), with ``own`` flags of a command added or replacing."""
+    out = {f: Flag(decls=LOAD_FLAGS[f]) for f in fields}
+    return out | own
+
+
+@dataclass(frozen=True)
+class Group:
+    """The flags one model's fields make, in the order shown. ``unset``: every flag defaults to None so a
+    spec file or a resumed run can supply the value, and the help shows the default the model falls back to."""
+
+    name: str
+    model: type[BaseModel]
+    flags: Mapping[str, Flag]
+    unset: bool = False
+    show_defaults: bool = False  # typer's own ``[default: X]`` for every flag that does not say otherwise
+
+
+def _typed(annotation: Any) -> Any:
+    """The type typer parses: a ``Literal`` of strings is typed as text and checked by the model."""
+    if get_origin(annotation) is Literal:
+        return str
+    args = get_args(annotation)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _typed(rest[0]) | None
+    return annotation
+
+
+def _typed_default(fl: Flag, default: Any) -> Any:
+    """A flag typed as text a parser reads starts empty (the field's default applies); others start at it."""
+    if fl.typed is None:
+        return default
+    return [] if fl.typed == list[str] else None
+
+
+def _shown(group: Group, field: str, fl: Flag, default: Any) -> str | bool:
+    if fl.show_default is not None:
+        return fl.show_default
+    if not group.unset:
+        return group.show_defaults
+    if default is None or default is PydanticUndefined or default == [] or fl.typed is not None:
+        return False
+    if isinstance(default, bool) and "/" in fl.decls[0]:  # a flag pair's default is the flag in force
+        on, _, off = fl.decls[0].partition("/")
+        return on if default else off
+    return shown_default(default)
+
+
+def _parameter(group: Group, field: str, fl: Flag) -> inspect.Parameter:
+    info = group.model.model_fields[field]
+    default = info.get_default(call_default_factory=True)
+    annotation = fl.typed if fl.typed is not None else _typed(info.annotation)
+    if group.unset and default is not None:
+        annotation = annotation | None
+    low, high = bounds(group.model, field)
+    if fl.argument:
+        param: Any = typer.Argument(None, hidden=fl.hidden, metavar=fl.metavar)
+    else:
+        param = typer.Option(
+            None if group.unset else _typed_default(fl, default),
+            *fl.decls,
+            help=info.description if fl.help is None else fl.help,
+            envvar=fl.envvar,
+            min=low if fl.minimum is _FIELD else fl.minimum,
+            max=high if fl.maximum is _FIELD else fl.maximum,
+            show_default=_shown(group, field, fl, default),
+            callback=fl.callback,
+            hidden=fl.hidden,
+        )
+    if info.is_required() and not group.unset:
+        param.default = ...
+    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=param, annotation=annotation)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Given:
+    """What one command line gave, by group, read inside the command (where a refusal is worded for the user):
+    ``fields`` and ``model`` parse typed text into the fields' values."""
+
+    groups: Sequence[Group]
+    typed: dict[str, Any]
+    context: typer.Context | None = None
+
+    def values(self, group: str) -> dict[str, Any]:
+        """Every field of ``group`` (the groups of that name), parsed (None where the command line left it unset)."""
+        out = {}
+        for g in self.groups:
+            for field, fl in g.flags.items() if g.name == group else ():
+                value = self.typed[field]
+                out[field] = fl.parse(value) if fl.parse is not None and value is not None else value
+        return out
+
+    def fields(self, group: str) -> dict[str, Any]:
+        """The fields of ``group`` the command line set (the rest is left to the model, a spec file or a run)."""
+        return {k: v for k, v in self.values(group).items() if v is not None}
+
+    def model(self, group: str, model: type[M]) -> M:
+        """``group``'s values as ``model`` (validated: a refusal names the flag)."""
+        return model.model_validate(self.values(group))
+
+
+def command(
+    *groups: Group, context: bool = False
+) -> Callable[[Callable[[Given], None]], Callable[..., None]]:
+    """A typer command whose options are the fields of ``groups``' models: the function typer calls has a
+    signature made from the fields (typer reads ``__signature__``) and hands ``body`` what was given. A
+    setting added to a model as a field with a flag is an option of every command that shows that model."""
+    params = [_parameter(g, f, fl) for g in groups for f, fl in g.flags.items()]
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two groups declare one field: {sorted({n for n in names if names.count(n) > 1})}")
+    if context:
+        params.insert(0, inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+
+    def wrap(body: Callable[[Given], None]) -> Callable[..., None]:
+        def run(**typed: Any) -> None:
+            ctx = typed.pop("ctx", None)
+            body(Given(groups, typed, ctx))
+
+        run.__name__ = run.__qualname__ = body.__name__
+        run.__doc__ = body.__doc__
+        run.__module__ = body.__module__
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return run
+
+    return wrap

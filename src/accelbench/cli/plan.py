@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, Field
 
 from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
-from accelbench.cli.input_errors import current_params, flag_error
+from accelbench.cli.load_flags import Given, Group, command, flag
+from accelbench.cli.measure_flags import FORMAT_FLAGS, FormatFlags
 from accelbench.cli.plan_views import (
     render_breakdown,
     render_calibration,
@@ -26,7 +27,6 @@ from accelbench.cli.plan_views import (
     render_recommendation,
     render_table,
 )
-from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.plan_types import (
     EstimateQuery,
     EstimateTable,
@@ -50,22 +50,6 @@ QuantOpt = typer.Option(
 )
 MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
 KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8.")
-_EQ = EstimateQuery.model_fields  # flags take their defaults, bounds and help from the estimate query
-# the settings a deployment fixes; the same flags on recommend and estimate
-EngineOpt = typer.Option(None, "--engine", help=_EQ["engine"].description)
-TpOpt = typer.Option(
-    None, "--tensor-parallel-size", "--tp", min=1, max=64, help=_EQ["tensor_parallel_size"].description
-)
-SeqsOpt = typer.Option(None, "--max-num-seqs", min=1, help=_EQ["max_num_seqs"].description)
-BatchedOpt = typer.Option(
-    None, "--max-num-batched-tokens", min=16, help=_EQ["max_num_batched_tokens"].description
-)
-KvSpaceOpt = typer.Option(None, "--kv-cache-space-gib", min=1, help=_EQ["kv_cache_space_gib"].description)
-ThreadsOpt = typer.Option(
-    None, "--threads", min=1, help=_EQ["threads"].description, show_default="one per core"
-)
-CoresOpt = typer.Option(None, "--cores", min=1, help=_EQ["cores"].description)
-SmtOpt = typer.Option(None, "--smt", min=1, max=8, help=_EQ["smt"].description)
 
 
 def _store_or_none() -> Any:
@@ -90,47 +74,82 @@ def _settings(
     return EngineSettings(**values) if values else None
 
 
-def recommend_cmd(
-    model: str = ModelOpt,
-    instance: str = typer.Option(..., "--instance", "-i", help="Catalog instance type, or 'local'."),
-    quantization: str | None = QuantOpt,
-    max_model_len: int | None = MaxLenOpt,
-    kv_cache_dtype: str | None = KvOpt,
-    input_len: int | None = typer.Option(None, "--input-len", min=1, help="Typical prompt tokens."),
-    output_len: int | None = typer.Option(None, "--output-len", min=1, help="Typical output tokens."),
-    engine: str | None = EngineOpt,
-    tensor_parallel_size: int | None = TpOpt,
-    max_num_seqs: int | None = SeqsOpt,
-    max_num_batched_tokens: int | None = BatchedOpt,
-    kv_cache_space_gib: int | None = KvSpaceOpt,
-    threads: int | None = ThreadsOpt,
-    fmt: OutputFormat = FormatOption,
-) -> None:
+class RecommendFlags(BaseModel):
+    """What ``recommend`` asks besides the deployment's settings (``EstimateQuery``'s fields)."""
+
+    instance: str = Field(description="Catalog instance type, or 'local'.")
+    max_model_len: int | None = Field(default=None, ge=16, description="Ask for this context length.")
+    input_len: int | None = Field(default=None, ge=1, description="Typical prompt tokens.")
+    output_len: int | None = Field(default=None, ge=1, description="Typical output tokens.")
+
+
+#: the model and the settings a deployment fixes: the same fields (and flags) on recommend and estimate
+QUERY_FLAGS = {
+    "model": flag("--model", "-m", help="Preset name, model directory, .gguf file or hub id."),
+    "quantization": flag(
+        "--quantization",
+        "-q",
+        help="auto (the fallback chain), none, fp8, int8 or int4.",
+        show_default="auto",
+    ),
+    "kv_cache_dtype": flag("--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8."),
+    "engine": flag("--engine"),
+    "tensor_parallel_size": flag("--tensor-parallel-size", "--tp"),
+    "max_num_seqs": flag("--max-num-seqs", maximum=None),
+    "max_num_batched_tokens": flag("--max-num-batched-tokens", maximum=None),
+    "kv_cache_space_gib": flag("--kv-cache-space-gib", maximum=None),
+    "threads": flag("--threads", show_default="one per core", maximum=None),
+}
+
+
+@command(
+    Group("query", EstimateQuery, {"model": QUERY_FLAGS["model"]}),
+    Group("recommend", RecommendFlags, {"instance": flag("--instance", "-i")}),
+    Group("query", EstimateQuery, {"quantization": QUERY_FLAGS["quantization"]}),
+    Group("recommend", RecommendFlags, {"max_model_len": flag("--max-model-len")}),
+    Group("query", EstimateQuery, {"kv_cache_dtype": QUERY_FLAGS["kv_cache_dtype"]}),
+    Group(
+        "recommend", RecommendFlags, {"input_len": flag("--input-len"), "output_len": flag("--output-len")}
+    ),
+    Group(
+        "query",
+        EstimateQuery,
+        {k: v for k, v in QUERY_FLAGS.items() if k not in ("model", "quantization", "kv_cache_dtype")},
+    ),
+    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+)
+def recommend_cmd(given: Given) -> None:
     """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused.
 
     Settings given (--tp, --max-num-seqs, --kv-cache-space-gib ...) are kept, and every memory figure is
     computed for them; one that cannot work is refused with the reason."""
+    q, fmt = given.values("query"), given.model("format", FormatFlags).fmt
     with user_errors():
+        own = given.model("recommend", RecommendFlags)
         settings = _settings(
-            tensor_parallel_size, max_num_seqs, max_num_batched_tokens, kv_cache_space_gib, threads
+            q["tensor_parallel_size"],
+            q["max_num_seqs"],
+            q["max_num_batched_tokens"],
+            q["kv_cache_space_gib"],
+            q["threads"],
         )
         request = RecommendRequest(
-            model=model,
-            instance=instance,
-            quantization=quantization,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
-            input_len=input_len,
-            output_len=output_len,
+            model=q["model"],
+            instance=own.instance,
+            quantization=q["quantization"],
+            max_model_len=own.max_model_len,
+            kv_cache_dtype=q["kv_cache_dtype"],
+            input_len=own.input_len,
+            output_len=own.output_len,
             settings=settings,
-            engine=engine,
+            engine=q["engine"],
         )
         outcome = recommend_for(request)
         rec = outcome.recommendation
     if fmt == OutputFormat.json:
         print_json(rec)
     else:
-        render_recommendation(rec, model_max=outcome.model_max, asked=max_model_len)
+        render_recommendation(rec, model_max=outcome.model_max, asked=own.max_model_len)
     if not rec.fits:
         raise typer.Exit(REFUSED_EXIT)
 
@@ -162,92 +181,62 @@ def memory_breakdown_cmd(
         raise typer.Exit(REFUSED_EXIT)
 
 
-def estimate_cmd(
-    model: str = ModelOpt,
-    instance: str | None = typer.Option(
-        None,
-        "--instance",
-        "-i",
-        help=_EQ["instance_type"].description,
-        show_default="every catalog instance, ranked",
-    ),
-    accelerator: AcceleratorType | None = typer.Option(
-        None, "--accelerator", "-a", help=_EQ["accelerator_type"].description
-    ),
-    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help=_EQ["max_cost"].description),
-    min_context: int | None = typer.Option(
-        None, "--min-context", min=16, help=_EQ["min_context"].description
-    ),
-    quantization: str | None = QuantOpt,
-    input_len: int = typer.Option(
-        _EQ["input_len"].default, "--input-len", min=1, help=_EQ["input_len"].description
-    ),
-    output_len: int = typer.Option(
-        _EQ["output_len"].default, "--output-len", min=1, help=_EQ["output_len"].description
-    ),
-    concurrency: int = typer.Option(
-        _EQ["concurrency"].default, "--concurrency", "-c", min=1, help=_EQ["concurrency"].description
-    ),
-    slo: str | None = typer.Option(None, "--slo", help=_EQ["slo"].description),
-    arrivals: str = typer.Option(_EQ["arrivals"].default, "--arrivals", help=_EQ["arrivals"].description),
-    limit: int = typer.Option(_EQ["limit"].default, "--limit", min=1, help=_EQ["limit"].description),
-    no_calibration: bool = typer.Option(False, "--no-calibration", help=_EQ["no_calibration"].description),
-    engine: str | None = EngineOpt,
-    tensor_parallel_size: int | None = TpOpt,
-    max_num_seqs: int | None = SeqsOpt,
-    max_num_batched_tokens: int | None = BatchedOpt,
-    kv_cache_dtype: str | None = KvOpt,
-    kv_cache_space_gib: int | None = KvSpaceOpt,
-    threads: int | None = ThreadsOpt,
-    cores: int | None = CoresOpt,
-    smt: int | None = SmtOpt,
-    goal: str = typer.Option(_EQ["goal"].default, "--goal", help=_EQ["goal"].description),
-    allow_quantization: bool = typer.Option(
-        False, "--allow-quantization", help=_EQ["allow_quantization"].description
-    ),
-    alternatives: bool = typer.Option(False, "--alternatives", help=_EQ["alternatives"].description),
-    fmt: OutputFormat = FormatOption,
-) -> None:
+#: estimate's options: the fields of EstimateQuery (the API's and the pages' estimate too), with their flags
+ESTIMATE_QUERY = Group(
+    "query",
+    EstimateQuery,
+    {
+        "model": QUERY_FLAGS["model"],
+        "instance_type": flag("--instance", "-i", show_default="every catalog instance, ranked"),
+        "accelerator_type": flag("--accelerator", "-a"),
+        "max_cost": flag("--max-cost", minimum=0, maximum=None),
+        "min_context": flag("--min-context", maximum=None),
+        "quantization": QUERY_FLAGS["quantization"],
+        "input_len": flag("--input-len", maximum=None),
+        "output_len": flag("--output-len", maximum=None),
+        "concurrency": flag("--concurrency", "-c", maximum=None),
+        "slo": flag("--slo"),
+        "arrivals": flag("--arrivals"),
+        "limit": flag("--limit", maximum=None),
+        "no_calibration": flag("--no-calibration"),
+    }
+    | {
+        k: QUERY_FLAGS[k]
+        for k in (
+            "engine",
+            "tensor_parallel_size",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "kv_cache_dtype",
+            "kv_cache_space_gib",
+            "threads",
+        )
+    }
+    | {
+        "cores": flag("--cores", maximum=None),
+        "smt": flag("--smt"),
+        "goal": flag("--goal"),
+        "allow_quantization": flag("--allow-quantization"),
+        "alternatives": flag("--alternatives"),
+    },
+    show_defaults=True,
+)
+
+
+@command(ESTIMATE_QUERY, Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True))
+def estimate_cmd(given: Given) -> None:
     """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked.
 
     Settings given (--tp, --max-num-seqs, --kv-cache-dtype ...) are what the prediction assumes; the ones
     left open are chosen for --goal (cost or latency); --alternatives lists every option weighed."""
+    fmt = given.model("format", FormatFlags).fmt
     with user_errors():
-        try:
-            query = EstimateQuery(
-                model=model,
-                instance_type=instance,
-                accelerator_type=accelerator,
-                max_cost=max_cost,
-                min_context=min_context,
-                quantization=quantization,
-                input_len=input_len,
-                output_len=output_len,
-                concurrency=concurrency,
-                slo=slo,
-                arrivals=arrivals,
-                limit=limit,
-                no_calibration=no_calibration,
-                engine=engine,
-                tensor_parallel_size=tensor_parallel_size,
-                max_num_seqs=max_num_seqs,
-                max_num_batched_tokens=max_num_batched_tokens,
-                kv_cache_dtype=kv_cache_dtype,
-                kv_cache_space_gib=kv_cache_space_gib,
-                threads=threads,
-                cores=cores,
-                smt=smt,
-                goal=goal,
-                allow_quantization=allow_quantization,
-                alternatives=alternatives,
-            )
-        except ValidationError as exc:
-            raise flag_error(exc, params=current_params()) from None
+        query = given.model("query", EstimateQuery)  # a refusal names the flag
         result = estimate_result(_store_or_none(), query)
         if fmt == OutputFormat.json:
             print_json(result)  # the whole estimate or table (the API wraps it with paging)
         elif isinstance(result, EstimateTable):
-            render_table(result, limit)
+            render_table(result, query.limit)
         else:
             render_estimate(result)
         if isinstance(result, EstimateTable):

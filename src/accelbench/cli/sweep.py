@@ -4,7 +4,9 @@
 every (cell, repeat) as it finishes, and writes ``results.md``, ``results.csv``, per-repeat JSON files and
 plots into ``--out``. Ctrl-C stops gracefully (the cell in flight is kept as partial; press again to abort
 at once); ``--resume RUN_ID`` measures only what is missing. ``sweep-plot`` rewrites the files of one or
-several stored runs (CPU vs GPU on the same axes).
+several stored runs (CPU vs GPU on the same axes). Every option is a field of ``SweepSpec`` (the settings, over
+a spec file's or the resumed run's), of ``ServerFlags`` or of ``SweepFlags``; the use cases are
+``services.sweep_run``'s.
 """
 
 from __future__ import annotations
@@ -12,32 +14,16 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, Field
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from typer._click.core import ParameterSource
 
-from accelbench.bench.context import check_served_context
-from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
-from accelbench.bench.spec import load_sweep_file
-from accelbench.bench.sweep import (
-    CellKey,
-    SweepEvent,
-    SweepOutcome,
-    create_sweep_run,
-    run_sweep,
-    stored_sweep_spec,
-    sweep_keys,
-)
-from accelbench.cli.bench import (
-    base_url_option,
-    endpoint_environment,
-    first_served_model,
-    parse_goodput,
-    served_model_root,
-)
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
@@ -47,15 +33,37 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.input_errors import current_params, flag_error
-from accelbench.cli.load_flags import STAGES_HELP, dist_option, load_option, parse_stages, workload_values
-from accelbench.cli.render import print_cells
-from accelbench.domain.bench import DatasetKind, Endpoint, EndpointKind
+from accelbench.cli.load_flags import (
+    LOAD_FLAGS,
+    STAGES_HELP,
+    Flag,
+    Given,
+    Group,
+    command,
+    dist_flag,
+    flag,
+    load_flags,
+    parse_goodput,
+    parse_stages,
+)
+from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.render import print_cells, print_failures_and_warnings
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
-from accelbench.report.tables import aggregate_results, has_repeats, table_headers, table_rows
-from accelbench.settings import get_settings
-from accelbench.store import get_store
+from accelbench.report.tables import has_repeats, table_headers, table_rows
+from accelbench.services.sweep_run import (
+    QUALITY_HELP,
+    CellKey,
+    CellTable,
+    PlotRequest,
+    SweepAborted,
+    SweepEvent,
+    SweepRequest,
+    SweepResult,
+    SweepStart,
+    plot_sweeps,
+    run_sweep_request,
+)
 
 SWEEP_STOP_MESSAGE = "Stopping: the current cell's finished requests are kept. Ctrl-C again to abort now."
 
@@ -85,19 +93,6 @@ SWEEP_STAGES_HELP = (
 )
 
 
-def build_spec(base: SweepSpec, overrides: dict[str, Any]) -> SweepSpec:
-    """``base`` with the flags the user gave; validation errors name the flag's setting."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if not given:
-        return base
-    data = base.model_dump(exclude_unset=True)  # a default left unset may follow other settings (stages)
-    data.update(given)
-    try:
-        return SweepSpec.model_validate(data)
-    except ValidationError as exc:
-        raise flag_error(exc, params=current_params()) from None
-
-
 def invocation(ctx: typer.Context) -> list[str]:
     """The command line as typed when this process is the ``accelbench`` program; otherwise (called in-process,
     e.g. by tests) rebuilt from the options given on the command line, in their declared order."""
@@ -106,8 +101,6 @@ def invocation(ctx: typer.Context) -> list[str]:
         argv0.name == "accelbench" or argv0.as_posix().endswith("accelbench/cli/main.py")
     ):
         return ["accelbench", *sys.argv[1:]]
-    from typer._click.core import ParameterSource
-
     out = ["accelbench", ctx.info_name or "sweep"]
     for param in ctx.command.params:
         name = param.name or ""
@@ -182,13 +175,9 @@ class SweepDisplay:
             self.progress.update(self.requests, visible=False)
 
 
-def print_cells_table(run_ids: list[str], title: str | None = None) -> None:
-    store = get_store()
-    runs = [store.get_run(r) for r in run_ids]
-    results = [res for r in runs for res in store.get_results(r.id)]
-    cells = aggregate_results(results)
-    multi = len(runs) > 1
-    names = {r.id: r.label or r.id for r in runs}
+def print_cells_table(table: CellTable, title: str | None = None) -> None:
+    multi = len(table.run_ids) > 1
+    cells, names = table.cells, table.names
     print_cells(
         table_headers(with_run=multi),
         table_rows(cells, with_range=has_repeats(cells), with_run=multi, run_names=names),
@@ -197,234 +186,182 @@ def print_cells_table(run_ids: list[str], title: str | None = None) -> None:
     )
 
 
-def sweep(
-    ctx: typer.Context,
-    base_url: str | None = typer.Option(
-        None,
-        "--base-url",
-        envvar="ACCELBENCH_BASE_URL",
-        help="Server root, e.g. http://127.0.0.1:8000.",
-        show_default="from --spec or the resumed run",
-        callback=base_url_option,
-    ),
-    model: str | None = typer.Option(
-        None, "--model", help="Served model name.", show_default="the first model the server lists"
-    ),
-    endpoint: EndpointKind | None = load_option("endpoint", model=SweepSpec, unset=True),
-    tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="Local tokenizer directory.", show_default="the server's /tokenize"
-    ),
-    api_key: str | None = typer.Option(
-        None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token for the server."
-    ),
-    header: list[str] | None = typer.Option(
-        None, "--header", "-H", help="Extra HTTP header NAME:VALUE (repeatable)."
-    ),
-    input_lens: str | None = typer.Option(None, "--input-lens", help="Input lengths, e.g. 128,512."),
-    concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, e.g. 1,4,8."),
-    repeats: int | None = typer.Option(
-        None, "--repeats", min=1, help="Repeats of every cell.", show_default="1"
-    ),
-    target_ci: float | None = typer.Option(
-        None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
-    ),
-    output_len: int | None = load_option("output_len", model=SweepSpec, unset=True),
-    prompts_per_concurrency: int | None = typer.Option(
-        None, "--prompts-per-concurrency", min=1, help="num_prompts = concurrency x this.", show_default="10"
-    ),
-    dataset: DatasetKind | None = load_option("dataset", model=SweepSpec, unset=True),
-    dataset_path: str | None = load_option("dataset_path", model=SweepSpec, unset=True),
-    prefix_len: int | None = load_option("prefix_len", model=SweepSpec, unset=True),
-    prefix_groups: int | None = load_option("prefix_groups", model=SweepSpec, unset=True),
-    turns: int | None = load_option("turns", model=SweepSpec, unset=True),
-    think_time: float | None = load_option("think_time_s", model=SweepSpec, unset=True),
-    ramp_up: float | None = load_option("ramp_up_s", model=SweepSpec, unset=True),
-    time_scale: float | None = load_option("time_scale", model=SweepSpec, unset=True),
-    trace_format: str | None = load_option("trace_format", model=SweepSpec, unset=True),
-    tools: str | None = load_option("tools", model=SweepSpec, unset=True),
-    metrics_definition: str | None = load_option("metrics_definition", model=SweepSpec, unset=True),
-    self_test: bool | None = load_option("self_test", model=SweepSpec, unset=True),
-    max_error_rate: float | None = load_option("max_error_rate", model=SweepSpec, unset=True),
-    input_dist: str | None = dist_option(
-        "--input-dist", "input", "each cell's input length (random dataset)"
-    ),
-    output_dist: str | None = dist_option("--output-dist", "output", "--output-len"),
-    stages: str | None = typer.Option(None, "--stages", help=SWEEP_STAGES_HELP),
-    request_rate: float | None = load_option("request_rate", model=SweepSpec, unset=True),
-    burstiness: float | None = load_option("burstiness", model=SweepSpec, unset=True),
-    num_warmups: int | None = load_option("num_warmups", model=SweepSpec, unset=True),
-    ignore_eos: bool | None = load_option("ignore_eos", model=SweepSpec, unset=True),
-    goodput: list[str] | None = typer.Option(
-        None, "--goodput", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS."
-    ),
-    timeout: float | None = load_option("timeout_s", model=SweepSpec, unset=True),
-    seed: int | None = load_option("seed", model=SweepSpec, unset=True),
-    temperature: float | None = load_option("temperature", model=SweepSpec, unset=True),
-    scrape: bool | None = load_option("scrape_metrics", model=SweepSpec, unset=True),
-    scrape_interval: float | None = load_option("scrape_interval_s", model=SweepSpec, unset=True),
-    no_metrics: bool = typer.Option(False, "--no-metrics", hidden=True, help="Old name of --no-scrape."),
-    spec_file: Path | None = typer.Option(None, "--spec", help="YAML sweep spec; flags override its values."),
-    out: Path | None = typer.Option(None, "--out", help="Directory for results.md/csv, JSON and plots."),
-    label: str | None = typer.Option(None, "--label", help="A name for the run."),
-    resume: str | None = typer.Option(
-        None, "--resume", help="Run id of an interrupted sweep: measure what is missing."
-    ),
-    quality: str | None = typer.Option(None, "--quality", help=QUALITY_HELP),
-    fmt: OutputFormat = FormatOption,
-) -> None:
+class SweepFlags(BaseModel):
+    """What ``sweep`` reads and writes besides the settings."""
+
+    no_metrics: bool = Field(default=False, description="Old name of --no-scrape.")
+    spec_file: Path | None = Field(default=None, description="YAML sweep spec; flags override its values.")
+    out: Path | None = Field(default=None, description="Directory for results.md/csv, JSON and plots.")
+    label: str | None = Field(default=None, description="A name for the run.")
+    resume: str | None = Field(
+        default=None, description="Run id of an interrupted sweep: measure what is missing."
+    )
+
+
+def int_list_flag(name: str, help: str) -> Any:
+    return flag(name, typed=str, help=help, show_default=False, parse=lambda t: parse_int_list(t, name))
+
+
+#: the settings, as sweep types them: every one left unset falls back to the spec file, the resumed run or
+#: SweepSpec's default (shown)
+SWEEP_SETTINGS = Group(
+    "spec",
+    SweepSpec,
+    load_flags("endpoint")
+    | {
+        "input_lens": int_list_flag("--input-lens", "Input lengths, e.g. 128,512."),
+        "concurrency": int_list_flag("--concurrency", "Concurrency levels, e.g. 1,4,8."),
+        "repeats": flag("--repeats", maximum=None),
+        "target_ci": flag("--target-ci", minimum=0.01),
+        "output_len": Flag(LOAD_FLAGS["output_len"]),
+        "prompts_per_concurrency": flag(
+            "--prompts-per-concurrency", help="num_prompts = concurrency x this.", maximum=None
+        ),
+    }
+    | load_flags(
+        "dataset",
+        "dataset_path",
+        "prefix_len",
+        "prefix_groups",
+        "turns",
+        "think_time_s",
+        "ramp_up_s",
+        "time_scale",
+        "trace_format",
+        "tools",
+        "metrics_definition",
+        "self_test",
+        "max_error_rate",
+    )
+    | {
+        "input_dist": dist_flag("--input-dist", "input", "each cell's input length (random dataset)"),
+        "output_dist": dist_flag("--output-dist", "output", "--output-len"),
+        "stages": flag("--stages", typed=str, help=SWEEP_STAGES_HELP, parse=parse_stages),
+    }
+    | load_flags("request_rate", "burstiness", "num_warmups", "ignore_eos")
+    | {
+        "goodput": flag(
+            "--goodput",
+            typed=list[str],
+            help="SLOs for goodput: ttft:MS tpot:MS e2el:MS.",
+            parse=parse_goodput,
+        )
+    }
+    | load_flags("timeout_s", "seed", "temperature", "scrape_metrics", "scrape_interval_s")
+    | {"quality": flag("--quality", help=QUALITY_HELP)},
+    unset=True,
+)
+SWEEP_SERVER = Group(
+    "server",
+    ServerFlags,
+    SERVER_FLAGS | {"base_url": SERVER_FLAGS["base_url"].but(show_default="from --spec or the resumed run")},
+    unset=True,
+)
+SWEEP_FLAGS = Group(
+    "sweep",
+    SweepFlags,
+    {
+        "no_metrics": flag("--no-metrics", hidden=True),
+        "spec_file": flag("--spec"),
+        "out": flag("--out"),
+        "label": flag("--label"),
+        "resume": flag("--resume"),
+    },
+    show_defaults=True,
+)
+
+
+def sweep_request(given: Given) -> SweepRequest:
+    """The command line as a ``SweepRequest``."""
+    server, own = given.values("server"), given.model("sweep", SweepFlags)
+    settings = given.fields("spec")
+    if own.no_metrics:
+        settings["scrape_metrics"] = False
+    return SweepRequest(
+        base_url=server["base_url"],
+        served_model=server["model"],
+        tokenizer=server["tokenizer"],
+        api_key=server["api_key"],
+        headers=parse_kv_list(server["header"], ":", "--header"),
+        settings=settings,
+        spec_file=own.spec_file,
+        resume=own.resume,
+        label=own.label,
+        out=own.out,
+        command=invocation(given.context) if given.context is not None else [],
+    )
+
+
+def announce(start: SweepStart) -> None:
+    err_console.print(
+        f"Sweep [bold]{start.run_id}[/]: {start.input_lens} input length(s) x {start.concurrency_levels} "
+        f"concurrency level(s) x {start.repeats} repeat(s) = {start.total} benchmarks against {start.base_url} "
+        f"({start.served_model}).",
+        highlight=False,
+    )
+
+
+@command(
+    SWEEP_SERVER,
+    SWEEP_SETTINGS,
+    SWEEP_FLAGS,
+    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    context=True,
+)
+def sweep(given: Given) -> None:
     """Measure a running server over input lengths x concurrency levels x repeats."""
+    fmt = given.model("format", FormatFlags).fmt
     with user_errors():
-        store = get_store()
-        overrides: dict[str, Any] = {
-            "input_lens": parse_int_list(input_lens, "--input-lens") if input_lens else None,
-            "concurrency": parse_int_list(concurrency, "--concurrency") if concurrency else None,
-            "repeats": repeats,
-            "target_ci": target_ci,
-            "output_len": output_len,
-            "prompts_per_concurrency": prompts_per_concurrency,
-            "endpoint": endpoint,
-            "dataset": dataset,
-            "dataset_path": dataset_path,
-            "prefix_len": prefix_len,
-            "request_rate": request_rate,
-            "burstiness": burstiness,
-            "num_warmups": num_warmups,
-            "ignore_eos": ignore_eos,
-            "goodput": parse_goodput(goodput) if goodput else None,
-            "timeout_s": timeout,
-            "seed": seed,
-            "temperature": temperature,
-            "scrape_metrics": False if no_metrics else scrape,
-            "scrape_interval_s": scrape_interval,
-            "stages": parse_stages(stages),
-            "quality": quality,
-            **workload_values(
-                {
-                    "prefix_groups": prefix_groups,
-                    "turns": turns,
-                    "think_time_s": think_time,
-                    "ramp_up_s": ramp_up,
-                    "time_scale": time_scale,
-                    "trace_format": trace_format,
-                    "tools": tools,
-                    "metrics_definition": metrics_definition,
-                    "self_test": self_test,
-                    "max_error_rate": max_error_rate,
-                },
-                input_dist,
-                output_dist,
-            ),
-        }
-        file_label: str | None = None
-        server: dict[str, Any] = {}
-        if spec_file is not None:
-            sf = load_sweep_file(spec_file)
-            base = sf.sweep_spec()
-            file_label = sf.label
-            if sf.server is not None:
-                server = sf.server.model_dump(exclude_none=True)
-        else:
-            base = SweepSpec()
-        run = None
-        if resume is not None:
-            run = store.get_run(resume)
-            if run.kind != "sweep":
-                raise UserInputError(
-                    f"Run {run.id} is a {run.kind} run, not a sweep; only sweeps resume here."
-                )
-            if run.status in (RunStatus.benchmarking, RunStatus.deploying):
-                err_console.print(
-                    f"[yellow]Run {run.id} is marked {run.status.value}; resuming it (was its process killed?).[/]"
-                )
-            stored_endpoint = (run.spec or {}).get("endpoint") or {}
-            server = {**{k: v for k, v in stored_endpoint.items() if v}, **server}
-            if spec_file is None:
-                base = stored_sweep_spec(run)
-        spec = build_spec(base, overrides)
-        parse_quality(spec.quality)  # an unknown setting, or lm-eval not installed: refused before any load
-        headers = {**(server.get("headers") or {}), **parse_kv_list(header, ":", "--header")}
-        if resume is not None:
-            headers = {k: v for k, v in headers.items() if v != "***"}
-        url = base_url or server.get("base_url")
-        if not url:
-            raise UserInputError("Which server? Pass --base-url (or a spec with server.base_url).")
-        auth = dict(headers)
-        if api_key:
-            auth["Authorization"] = f"Bearer {api_key}"
-        served = model or server.get("served_model") or first_served_model(url, headers, api_key)
-        ep = Endpoint(
-            base_url=url,
-            served_model=served,
-            tokenizer=tokenizer or server.get("tokenizer"),
-            api_key=api_key,
-            headers=headers,
-        )
-        if DatasetKind(spec.dataset) == DatasetKind.random:
-            check_served_context(ep, spec.input_lens, spec.output_len)  # before a run is stored
-        if run is None:
-            env = endpoint_environment(ep, invocation(ctx), headers=auth)
-            root = served_model_root(url, headers, api_key, served)
-            run = create_sweep_run(store, ep, spec, label=label or file_label, environment=env, model=root)
-        out_dir = out or (get_settings().runs_dir / run.id)
-        total = len(sweep_keys(spec))
-        err_console.print(
-            f"Sweep [bold]{run.id}[/]: {len(spec.input_lens)} input length(s) x {len(spec.concurrency)} "
-            f"concurrency level(s) x {spec.repeats} repeat(s) = {total} benchmarks against {url} ({served}).",
-            highlight=False,
-        )
+        request = sweep_request(given)
         cancel = threading.Event()
-        outcome: SweepOutcome | None = None
-        show = fmt == OutputFormat.table or err_console.is_terminal
+        display = SweepDisplay(enabled=fmt == OutputFormat.table or err_console.is_terminal)
+
+        @contextmanager
+        def during_load() -> Iterator[None]:
+            with graceful_interrupt(cancel, SWEEP_STOP_MESSAGE), display:
+                yield
+
         try:
-            with graceful_interrupt(cancel, SWEEP_STOP_MESSAGE), SweepDisplay(enabled=show) as display:
-                outcome = run_sweep(
-                    store, run.id, ep, spec, cancel=cancel, progress=display, resume=resume is not None
-                )
-        except KeyboardInterrupt:
-            err_console.print(
-                f"[yellow]Aborted. Finished cells are stored; resume with --resume {run.id}.[/]"
+            result = run_sweep_request(
+                request,
+                started=announce,
+                warn=lambda line: err_console.print(f"[yellow]{line}[/]"),
+                progress=display,
+                cancel=cancel,
+                during_load=during_load,
             )
-            _write_outputs(run.id, out_dir, quiet=fmt == OutputFormat.json)
+        except SweepAborted as exc:
+            err_console.print(
+                f"[yellow]Aborted. Finished cells are stored; resume with --resume {exc.run_id}.[/]"
+            )
+            if exc.write_error:
+                err_console.print(f"[red]{exc.write_error}[/]")
             raise typer.Exit(130) from None
-        files = _write_outputs(run.id, out_dir, quiet=fmt == OutputFormat.json)
-        _report(outcome, files, out_dir, fmt)
-        if outcome.status == RunStatus.interrupted:
+        _report(result, fmt)
+        if result.outcome.status == RunStatus.interrupted:
             raise typer.Exit(130)
-        if outcome.status != RunStatus.completed:
+        if result.outcome.status != RunStatus.completed:
             raise typer.Exit(1)
 
 
-def _write_outputs(run_id: str, out_dir: Path, *, quiet: bool) -> list[Path]:
-    from accelbench.report.sweep_outputs import write_sweep_outputs
-
-    try:
-        outputs = write_sweep_outputs(get_store(), run_id, out_dir)
-    except OSError as exc:
-        err_console.print(f"[red]Could not write the result files into {out_dir}: {exc}[/]")
-        return []
-    return outputs.all_paths()
-
-
-def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: OutputFormat) -> None:
-    store = get_store()
+def _report(result: SweepResult, fmt: OutputFormat) -> None:
+    outcome, files, out_dir = result.outcome, result.files, result.out_dir
+    if result.write_error:
+        err_console.print(f"[red]{result.write_error}[/]")
     if fmt == OutputFormat.json:
-        cells = aggregate_results(store.get_results(outcome.run_id))
         print_json(
             {
                 **outcome.as_dict(),
                 "out_dir": str(out_dir),
                 "files": [str(p) for p in files],
-                "cells": [c.model_dump(mode="json") for c in cells],
+                "cells": [c.model_dump(mode="json") for c in result.table.cells],
             }
         )
         return
-    print_cells_table([outcome.run_id], title=f"Sweep {outcome.run_id} (mean of repeat medians)")
-    from accelbench.cli.render import print_failures_and_warnings
-
-    print_failures_and_warnings(store.get_results(outcome.run_id))
-    measured = store.get_run(outcome.run_id).extra.get("quality")
-    if isinstance(measured, dict):
-        err_console.print(quality_line(measured), highlight=False, markup=False)
+    print_cells_table(result.table, title=f"Sweep {outcome.run_id} (mean of repeat medians)")
+    print_failures_and_warnings(result.results)
+    if result.quality_text:
+        err_console.print(result.quality_text, highlight=False, markup=False)
     colour = {"completed": "green", "interrupted": "yellow"}.get(outcome.status.value, "red")
     line = f"[{colour}]{outcome.status.value}[/]: {outcome.cells_done}/{outcome.cells_total} cell repeats complete"
     if outcome.skipped:
@@ -432,10 +369,8 @@ def _report(outcome: SweepOutcome, files: list[Path], out_dir: Path, fmt: Output
     if outcome.settled:
         line += f", {len(outcome.settled)} not needed (their cell reached --target-ci)"
     err_console.print(line, highlight=False)
-    if outcome.target_ci is not None:
-        from accelbench.bench.target_ci import summary_line
-
-        err_console.print(summary_line(outcome.target_ci), highlight=False, markup=False)
+    if result.target_ci_text:
+        err_console.print(result.target_ci_text, highlight=False, markup=False)
     if outcome.error:
         err_console.print(f"Reason: {outcome.error}", highlight=False, markup=False)
     for reason in outcome.reasons[1:6]:
@@ -462,27 +397,19 @@ def sweep_plot(
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Plot and tabulate stored sweeps; several runs share the axes (one line per run and input length)."""
-    from accelbench.report.sweep_outputs import write_sweep_outputs
-
     with user_errors():
-        store = get_store()
-        ids = [store.resolve_run_id(r) for r in run_ids]
-        empty = [r for r in ids if not store.get_results(r)]
-        if empty:
-            raise UserInputError(f"Run(s) without results: {', '.join(empty)}; nothing to plot for them.")
-        outputs = write_sweep_outputs(store, ids, out, repeat_json=repeat_json)
+        plotted = plot_sweeps(PlotRequest(run_ids=run_ids, out=out, repeat_json=repeat_json))
         if fmt == OutputFormat.json:
-            cells = aggregate_results([res for r in ids for res in store.get_results(r)])
             print_json(
                 {
-                    "runs": ids,
-                    "files": [str(p) for p in outputs.all_paths()],
-                    "cells": [c.model_dump(mode="json") for c in cells],
+                    "runs": plotted.table.run_ids,
+                    "files": [str(p) for p in plotted.files],
+                    "cells": [c.model_dump(mode="json") for c in plotted.table.cells],
                 }
             )
             return
-        print_cells_table(ids)
-        for p in outputs.all_paths():
+        print_cells_table(plotted.table)
+        for p in plotted.files:
             err_console.print(f"wrote {p}", highlight=False)
 
 
@@ -492,4 +419,4 @@ def register(app: typer.Typer) -> None:
     app.command("sweep-plot")(sweep_plot)
 
 
-__all__ = ["CellKey", "register"]
+__all__ = ["CellKey", "SweepEvent", "register"]

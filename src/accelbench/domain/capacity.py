@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from accelbench.domain.bench import BenchConfig, LoadSettings
 from accelbench.domain.limits import MAX_CONCURRENCY, MAX_TOKENS
+from accelbench.domain.load import BenchConfig, LoadSettings
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
 

@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from accelbench.domain.bench import SCHEDULE_HELP, LoadSettings
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.limits import (
     MAX_ARG_CHARS,
@@ -23,6 +22,7 @@ from accelbench.domain.limits import (
     MAX_TOKENS,
     MAX_WARMUPS,
 )
+from accelbench.domain.load import SCHEDULE_HELP, LoadSettings
 from accelbench.domain.quant import check_quantization
 from accelbench.domain.strict import StrictModel
 from accelbench.redact import MASK, redact, redact_argv

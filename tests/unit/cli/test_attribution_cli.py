@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench.cli.bench import endpoint_environment
 from accelbench.cli.main import app
 from accelbench.domain.bench import Endpoint
+from accelbench.services.endpoints import endpoint_environment
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 

@@ -95,7 +95,7 @@ def test_the_planner_reads_the_model_the_server_loaded_when_the_served_name_is_a
 ) -> None:
     """vLLM lists where an aliased model was loaded from (``root``): the planner reads that directory; a root that
     is not a directory here (another machine's path) is not used."""
-    from accelbench.cli.bench import served_model_root
+    from accelbench.services.endpoints import served_model_root
 
     model_dir = tmp_path / "model"
     model_dir.mkdir()

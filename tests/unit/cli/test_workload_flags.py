@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.cli.load_flags import parse_dist, parse_stages, workload_values
+from accelbench.cli.load_flags import Given, Group, dist_flag, load_flags, parse_dist, parse_stages
+from accelbench.domain.bench import LoadSettings
 from accelbench.errors import UserInputError
 
 
@@ -53,6 +54,12 @@ def test_a_bad_stage_is_refused_naming_it(text: str, message: str) -> None:
 
 
 def test_workload_values_keep_only_what_was_given() -> None:
-    out = workload_values({"turns": 3, "tools": None, "prefix_groups": None}, "fixed", None)
+    dists = {
+        "input_dist": dist_flag("--input-dist", "input", "x"),
+        "output_dist": dist_flag("--output-dist", "output", "y"),
+    }
+    group = Group("load", LoadSettings, load_flags("turns", "tools", "prefix_groups") | dists)
+    typed = {"turns": 3, "tools": None, "prefix_groups": None, "input_dist": "fixed", "output_dist": None}
+    out = Given([group], typed).fields("load")
     assert out["turns"] == 3 and "tools" not in out and out["input_dist"].kind == "fixed"
     assert "output_dist" not in out
