@@ -61,7 +61,9 @@ def free_port() -> int:
 def seed(database_url: str, runs: int) -> None:
     """Store ``runs`` runs with 4 cells each (records included), a quarter of them on a GPU instance."""
     sys.path.insert(0, str(ROOT / "src"))
-    from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord
+    from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
+    from accelbench.domain.load import BenchConfig
+    from accelbench.domain.request_record import RequestRecord
     from accelbench.domain.run import RunStatus
     from accelbench.store import Store
 

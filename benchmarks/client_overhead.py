@@ -82,7 +82,8 @@ def worker_accelbench(a: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "src"))
     from accelbench.bench import run_benchmark
     from accelbench.bench import runner as runner_mod
-    from accelbench.domain.bench import BenchConfig, Endpoint
+    from accelbench.domain.endpoint import Endpoint
+    from accelbench.domain.load import BenchConfig
 
     if a.inline:
         runner_mod.RAW_BUDGET_BYTES = 0  # parse every response as it ends

@@ -238,7 +238,8 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT / "src"))
     from accelbench.bench import build_dataset, load_tokenizer, run_benchmark
-    from accelbench.domain.bench import BenchConfig, Endpoint
+    from accelbench.domain.endpoint import Endpoint
+    from accelbench.domain.load import BenchConfig
 
     vllm_python = a.vllm_python
     if vllm_python is None:

@@ -23,7 +23,7 @@ import pytest
 from accelbench.deploy.engines import EngineInstall, install_engine
 from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_store import PreparedModel, prepare_model
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 
 SMOLLM2 = "smollm2-135m-instruct"

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from accelbench.bench.sweep import create_sweep_run, run_sweep
-from accelbench.domain.bench import Endpoint
 from accelbench.domain.device import DeviceKind, DeviceTelemetry
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus, SweepSpec
 from accelbench.report.timeline import run_timeline
 from accelbench.store import get_store

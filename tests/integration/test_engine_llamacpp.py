@@ -19,7 +19,7 @@ from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_store import PreparedModel
 from accelbench.deploy.orchestrator import create_run, execute_run
 from accelbench.deploy.proctree import processes_in_group
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.store import get_store
 

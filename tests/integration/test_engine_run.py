@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from accelbench.cli.main import app
 from accelbench.deploy.orchestrator import create_run, execute_run
 from accelbench.deploy.proctree import processes_in_group
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus, EndpointTarget, RunStatus, SweepSpec
 from accelbench.store import get_store
 from accelbench.telemetry.isa import cpu_reports_amx, format_report

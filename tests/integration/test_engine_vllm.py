@@ -18,7 +18,7 @@ from accelbench.deploy import engines
 from accelbench.deploy.answer_check import CHECK_QUESTION, ask_chat, check_endpoint, judge_answer
 from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.model_store import PreparedModel, inspect_hf_dir, safetensors_names, sha256_file
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 
 pytestmark = pytest.mark.engine

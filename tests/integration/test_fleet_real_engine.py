@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.cli.main import app
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import RunStatus
 from accelbench.store import get_store
 

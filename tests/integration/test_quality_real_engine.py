@@ -8,7 +8,8 @@ import time
 from accelbench.bench.quality import run_probe
 from accelbench.bench.quality_run import QualitySetting, measure_quality
 from accelbench.bench.served_identity import record_served, sampling_of
-from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from accelbench.report.compare_runs import build_comparison
 from tests.support.report_data import make_result, run_data
 from tests.support.stream_server import StreamServer

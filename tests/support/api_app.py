@@ -14,7 +14,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats, TelemetrySample
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import RunStatus
 from accelbench.server.app import create_app
 from accelbench.settings import Settings

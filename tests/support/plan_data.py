@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import RunStatus
 from accelbench.store.repo import Store
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats, TelemetrySample
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.report.compare_runs import RunData

@@ -3,7 +3,9 @@ depend on timing. (Measured summaries come from the engine's tests against the s
 
 from __future__ import annotations
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats, TelemetrySample
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 
 
 def stats(p50: float, *, count: int = 10) -> MetricStats:

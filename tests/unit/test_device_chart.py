@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.device import DeviceKind, DeviceSample, DeviceTelemetry
 from accelbench.domain.results import ResultInfo
 from accelbench.report.document import build_report, telemetry_series

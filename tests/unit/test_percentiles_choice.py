@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.bench import MetricStats
+from accelbench.domain.bench_summary import MetricStats
 from accelbench.errors import UserInputError
 from accelbench.report.percentiles import DEFAULT, label, parse_percentiles, value, values
 

@@ -3,7 +3,8 @@
 Usable as a library::
 
     from accelbench.bench import run_benchmark, load_tokenizer
-    from accelbench.domain.bench import BenchConfig, Endpoint
+    from accelbench.domain.load import BenchConfig
+    from accelbench.domain.endpoint import Endpoint
 
     endpoint = Endpoint(base_url="http://127.0.0.1:8000", served_model="smol")
     summary = run_benchmark(endpoint, BenchConfig(input_len=128, output_len=32, num_prompts=40,

@@ -40,7 +40,7 @@ from accelbench.bench.capacity_confidence import (
     pooled_met,
 )
 from accelbench.bench.recorder import RunRecorder
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import (
     METRICS,
     CapacityResult,
@@ -48,6 +48,9 @@ from accelbench.domain.capacity import (
     LoadKind,
     Probe,
 )
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import CellStatus
 from accelbench.errors import UserInputError
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import httpx
 
 from accelbench.bench.runner import server_root
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 
 

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from accelbench.domain.bench import CoreOverlap
+from accelbench.domain.client_certificate import CoreOverlap
 
 
 def allowed_cpus() -> set[int]:

@@ -46,7 +46,7 @@ from accelbench.bench import file_datasets, random_prompts  # noqa: F401
 from accelbench.bench.prompts import DATASETS, Dataset, Prompt, PromptSource, StopFn
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.bench.tools import load_tools, tool_names
-from accelbench.domain.bench import BenchConfig, DatasetKind
+from accelbench.domain.load import BenchConfig, DatasetKind
 
 #: what callers have always imported from here (the types live in ``bench/prompts.py``)
 __all__ = ["DATASETS", "Dataset", "Prompt", "PromptSource", "StopFn", "build_dataset", "open_dataset"]

@@ -32,7 +32,7 @@ from accelbench.bench import trace as _trace  # noqa: F401  (registers the trace
 from accelbench.bench.client import RequestHead, render_request
 from accelbench.bench.datasets import PromptSource, StopFn, open_dataset
 from accelbench.bench.tokenizer import Tokenizer, tokenizer_from_recipe
-from accelbench.domain.bench import BenchConfig, EndpointKind
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import AccelbenchError, UserInputError
 
 #: Rendered requests a cell may hold in memory, made before its clock starts; a larger cell is made by a process.

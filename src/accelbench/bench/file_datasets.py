@@ -16,7 +16,7 @@ from typing import Any
 from accelbench.bench.prompt_lengths import output_lengths
 from accelbench.bench.prompts import DATASETS, Prompt, PromptSource, StopFn
 from accelbench.bench.tokenizer import Tokenizer
-from accelbench.domain.bench import BenchConfig, EndpointKind
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import UserInputError
 
 

@@ -31,7 +31,9 @@ import numpy as np
 
 from accelbench.bench.intervals import METHOD, RequestColumns, benchmark_intervals
 from accelbench.bench.modes import two_modes
-from accelbench.domain.bench import GoodputSLO, MetricStats, PromptTokenCheck, RequestRecord, SummaryMetrics
+from accelbench.domain.bench_summary import MetricStats, PromptTokenCheck, SummaryMetrics
+from accelbench.domain.load import GoodputSLO
+from accelbench.domain.request_record import RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
 

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from accelbench.domain.bench import BenchConfig, LengthDist
 from accelbench.domain.limits import MAX_TOKENS
+from accelbench.domain.load import BenchConfig, LengthDist
 
 #: Tokens per KV-cache block of the server's prefix cache: vLLM's default ``--block-size`` (16 on GPUs). A prefix
 #: cache reuses whole blocks only, so a prompt can hit at most floor(shared tokens / block) * block tokens.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.bench.tokenizer import Tokenizer
-from accelbench.domain.bench import BenchConfig
+from accelbench.domain.load import BenchConfig
 from accelbench.registry import Registry
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 
 PROBE_VERSION = 2

@@ -18,7 +18,7 @@ from typing import Any
 from accelbench.bench.quality import DEFAULT_TASKS, MAX_TASKS, agreement, run_probe, same_prompts, scored
 from accelbench.bench.recorder import RunNotes
 from accelbench.bench.served_identity import record_served, sampling_of
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 
 log = logging.getLogger(__name__)

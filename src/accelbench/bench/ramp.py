@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # nothing of accelbench at run time: vLLM's Python imports this module for RampGate
-    from accelbench.domain.bench import RequestRecord
+    from accelbench.domain.request_record import RequestRecord
 
 
 def stream_starts(streams: int, ramp_s: float) -> list[float]:

@@ -34,7 +34,7 @@ from accelbench.bench.word_tokens import (
     shared_prefix_report,
     token_pool,
 )
-from accelbench.domain.bench import BenchConfig, EndpointKind
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import UserInputError
 
 #: one prompt to fit: its ids so far, its own generator, its exact length, its group

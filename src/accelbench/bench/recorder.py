@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus, RunStatus
 

@@ -27,13 +27,9 @@ from pydantic import ValidationError
 from accelbench import __version__
 from accelbench.bench.metrics import compute_metrics, error_kind, peak_in_flight
 from accelbench.domain.answers import MalformedAnswer, decode_text, load_json
-from accelbench.domain.bench import (
-    BenchConfig,
-    BenchmarkSummary,
-    EndpointKind,
-    MetricStats,
-    RequestRecord,
-)
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
+from accelbench.domain.load import BenchConfig, EndpointKind
+from accelbench.domain.request_record import RequestRecord
 from accelbench.errors import UserInputError
 
 FORMAT = 1

@@ -62,14 +62,10 @@ from accelbench.bench.load.warmup import warmup, warmup_note
 from accelbench.bench.schedule import send_times
 from accelbench.bench.summary import RunOutcome, summarize
 from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
-from accelbench.domain.bench import (
-    BenchConfig,
-    BenchmarkSummary,
-    DatasetKind,
-    Endpoint,
-    EndpointKind,
-)
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.device import DeviceTelemetry
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, DatasetKind, EndpointKind
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.devices import DeviceMonitor, collectors_for
 from accelbench.telemetry.prometheus import PrometheusScraper

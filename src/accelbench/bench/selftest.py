@@ -31,7 +31,9 @@ from accelbench.bench.loopback_server import SELFTEST_MODEL, LoopbackServer
 from accelbench.bench.runner import PRECONNECT_MAX
 from accelbench.bench.schedule import send_times
 from accelbench.bench.stream_parse import parse_stream
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, ClientCertificate, EndpointKind
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.client_certificate import ClientCertificate
+from accelbench.domain.load import BenchConfig, EndpointKind
 
 _pc = time.perf_counter
 

@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from accelbench.bench.recorder import RunNotes
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 

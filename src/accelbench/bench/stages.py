@@ -20,7 +20,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from accelbench.bench.metrics import stats_ms
-from accelbench.domain.bench import LoadStage, RequestRecord, StageMetrics
+from accelbench.domain.bench_summary import StageMetrics
+from accelbench.domain.load import LoadStage
+from accelbench.domain.request_record import RequestRecord
 
 
 def stage_starts(stages: Sequence[LoadStage]) -> list[float]:

@@ -17,16 +17,11 @@ from accelbench.bench.metrics import Metrics, compute_metrics
 from accelbench.bench.stream_parse import ParsedStream
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.bench.turns import turn_metrics
-from accelbench.domain.bench import (
-    ITL_COUNTING,
-    BenchConfig,
-    BenchmarkSummary,
-    Endpoint,
-    RequestRecord,
-    TelemetrySample,
-    TelemetrySummary,
-)
+from accelbench.domain.bench_summary import ITL_COUNTING, BenchmarkSummary, TelemetrySample, TelemetrySummary
 from accelbench.domain.device import DeviceTelemetry, device_notes
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.redact import redact_url
 from accelbench.telemetry.prometheus import PrometheusScraper
 

@@ -39,7 +39,9 @@ from accelbench.bench.recorder import RunRecorder
 from accelbench.bench.spec import spec_differences
 from accelbench.bench.target_ci import MIN_REPEATS, record, settled
 from accelbench.bench.tokenizer import load_tokenizer
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint, LoadSettings
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, DatasetKind, LoadSettings
 from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec

@@ -31,7 +31,8 @@ import jinja2.sandbox
 from tokenizers import Tokenizer as FastTokenizer
 
 from accelbench.domain.answers import DetokenizeAnswer, MalformedAnswer, TokenizeAnswer, parse_answer
-from accelbench.domain.bench import Endpoint, EndpointKind
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import EndpointKind
 from accelbench.errors import ServerUnreachable, UserInputError
 from accelbench.redact import redact_text, redact_url
 

@@ -50,8 +50,8 @@ from accelbench.bench.word_tokens import (
     prompt_seed,
     token_pool,
 )
-from accelbench.domain.bench import BenchConfig, EndpointKind
 from accelbench.domain.limits import MAX_CELL_PROMPT_TOKENS, MAX_TOKENS
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import UserInputError
 
 #: Tokens per hash id of a Mooncake trace.

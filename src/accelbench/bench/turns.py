@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelbench.bench.metrics import stats_ms
-from accelbench.domain.bench import RequestRecord, TurnMetrics
+from accelbench.domain.bench_summary import TurnMetrics
+from accelbench.domain.request_record import RequestRecord
 
 
 def turn_metrics(records: Sequence[RequestRecord]) -> list[TurnMetrics]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from accelbench.bench.tokenizer import Tokenizer
-from accelbench.domain.bench import BenchConfig
+from accelbench.domain.load import BenchConfig
 from accelbench.errors import UserInputError
 
 #: Ordinary English words: their tokens make the pool random prompts are drawn from (see ``token_pool``).

@@ -25,7 +25,7 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.render import Col, print_table
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import FleetPlan
 from accelbench.report.fleet_view import (

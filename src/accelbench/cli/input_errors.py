@@ -42,7 +42,7 @@ def flag_for(field: str, flags: Mapping[str, str], params: Sequence[Any]) -> str
     """The flag a person types for a model field."""
     if field in flags:
         return flags[field]
-    # start-up time: the load flags (and domain/bench.py's models) load only when an error names a flag
+    # start-up time: the load flags (and domain/load.py's models) load only when an error names a flag
     from accelbench.cli.load_flags import LOAD_FLAGS
 
     if field in LOAD_FLAGS:

@@ -6,7 +6,7 @@ field cannot say itself); ``command`` makes the typer command's signature from t
 env var come from the field, so a setting added to a model with its flag is an option of every command that
 shows that model. The command's body receives what was given (``Given``) and builds one request model.
 
-The load flags are the fields of ``LoadSettings`` (domain/bench.py), one name each (``LOAD_FLAGS``).
+The load flags are the fields of ``LoadSettings`` (domain/load.py), one name each (``LOAD_FLAGS``).
 ``bench`` takes the field's default as the flag's; ``sweep`` leaves an unset flag as None (a ``Group`` with
 ``unset``), so that a spec file or the resumed run can supply the value, and its help shows the default it
 falls back to (the ``SweepSpec`` field's, which may differ: a sweep warms the server up by default) as

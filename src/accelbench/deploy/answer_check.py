@@ -21,7 +21,7 @@ from importlib import resources
 import httpx
 from pydantic import Field
 
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import EngineError
 

@@ -20,7 +20,7 @@ from typing import Any
 from accelbench.deploy import model_index as ms
 from accelbench.deploy.answer_check import check_endpoint
 from accelbench.deploy.target import Progress, Target
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import RunSpec
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.redact import redact

@@ -34,7 +34,7 @@ from accelbench.deploy.target import (
     Progress,
     Target,
 )
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import Ec2Target, RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError

@@ -23,8 +23,9 @@ from accelbench.bench import capacity_search as bench_capacity
 from accelbench.bench.capacity_search import SearchBounds, cell_key, price
 from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.catalog import get_catalog
-from accelbench.domain.bench import BenchmarkSummary, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, Probe
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError

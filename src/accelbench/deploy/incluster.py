@@ -41,9 +41,12 @@ from accelbench.bench.sweep import cell_config, sweep_keys
 from accelbench.deploy.manifests.loadgen import LoadgenConfig
 from accelbench.deploy.manifests.telemetry import LoadgenTelemetry, selector_dict
 from accelbench.deploy.shards import Barrier, encode_results, remote_barrier, shard_config
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacityResult, Probe
 from accelbench.domain.device import DeviceTelemetry, device_notes
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import CellStatus, SweepSpec
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.telemetry.devices import DeviceMonitor, exporter_collectors

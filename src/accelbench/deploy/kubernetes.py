@@ -58,7 +58,7 @@ from accelbench.deploy.target import (
     Progress,
     Target,
 )
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError, UserInputError
 from accelbench.runtimes.versions import effective_tool_versions

@@ -64,7 +64,7 @@ from accelbench.deploy.target import (
     TerminatedBySignal,
 )
 from accelbench.domain.answers import ModelsAnswer, parse_answer
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from accelbench.domain.bench import BenchConfig
+from accelbench.domain.load import BenchConfig
 from accelbench.errors import EngineError
 
 BEGIN = "ACCELBENCH-RESULT-BEGIN"

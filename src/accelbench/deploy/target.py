@@ -37,7 +37,7 @@ from pydantic import Field
 
 from accelbench.bench.sweep import run_sweep
 from accelbench.deploy.endpoint_capacity import search_endpoint
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError, EngineError

@@ -14,8 +14,9 @@ import numpy as np
 
 from accelbench.bench.capacity_search import _meets as meets
 from accelbench.bench.capacity_search import _values_ms
-from accelbench.domain.bench import GoodputSLO, RequestRecord
 from accelbench.domain.capacity import CapacitySLO, parse_slo
+from accelbench.domain.load import GoodputSLO
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import CellStatus
 from accelbench.report.capacity_results import capacity_result

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accelbench.domain.bench import RequestRecord, TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.instance_types import PriceTier
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError

@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from accelbench.domain.bench import RequestRecord
 from accelbench.domain.capacity import CapacitySLO
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice, evaluate_cells, load_records, run_slo
 from accelbench.report.comparison import Comparison

@@ -24,7 +24,7 @@ from accelbench import __version__
 from accelbench.bench.importers.llm_d_schema import REPORT_VERSION
 from accelbench.bench.metrics import input_tokens
 from accelbench.bench.results_io import to_vllm_dict
-from accelbench.domain.bench import BenchmarkSummary, MetricStats
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.redact import redact
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
-from accelbench.domain.bench import Endpoint
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, parse_slo
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError

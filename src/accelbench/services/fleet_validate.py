@@ -33,8 +33,10 @@ from accelbench.bench import run_benchmark
 from accelbench.bench.capacity_search import judge
 from accelbench.bench.sweep import too_many_failed
 from accelbench.bench.trace import read_trace
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, DatasetKind, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacitySLO
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, DatasetKind
 from accelbench.domain.run import RunStatus
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError

@@ -12,7 +12,7 @@ from typing import Any
 
 from accelbench.bench.importers.llm_d_schema import report_errors
 from accelbench.bench.results_io import to_vllm_dict
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import UserInputError
 from accelbench.registry import suggestion

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.errors import AccelbenchError

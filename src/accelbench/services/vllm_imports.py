@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.bench.results_io import read_result
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
 from accelbench.services.import_request import ImportOutcome, ImportRequest, instance_hardware, named_as_given

@@ -8,7 +8,9 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
-from accelbench.domain.bench import BenchmarkSummary, RequestRecord, TelemetrySample, in_ramp
+from accelbench.domain.bench_summary import BenchmarkSummary, TelemetrySample
+from accelbench.domain.load import in_ramp
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from accelbench.domain.bench import TelemetrySample, TelemetrySummary
+from accelbench.domain.bench_summary import TelemetrySample, TelemetrySummary
 from accelbench.redact import redact_text, redact_url
 
 #: canonical name -> sample names that carry it, in order of preference. Labelled series are summed.

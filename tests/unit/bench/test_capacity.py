@@ -19,8 +19,11 @@ from accelbench.bench.capacity_search import (
     run_capacity,
     search,
 )
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacityResult, Probe, parse_slo
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.errors import UserInputError
 from tests.support.batching_engine import BatchingEngine
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir

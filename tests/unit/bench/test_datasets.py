@@ -11,7 +11,8 @@ import pytest
 from accelbench.bench.datasets import DATASETS, build_dataset
 from accelbench.bench.tokenizer import LocalTokenizer, ServerTokenizer, load_tokenizer
 from accelbench.bench.word_tokens import shared_prefix_report, token_pool
-from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import NotFoundError, UserInputError
 from tests.support.stream_server import FixtureTokenizer, StreamServer
 

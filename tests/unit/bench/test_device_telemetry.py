@@ -10,7 +10,9 @@ import pytest
 from accelbench.bench import run_benchmark
 from accelbench.bench.results_io import from_dict, to_vllm_dict
 from accelbench.bench.runner import engine_is_local
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from accelbench.settings import reset_settings_cache
 from accelbench.store.repo import get_store, reset_stores
 from tests.support.stream_server import StreamServer

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from accelbench.bench import build_dataset, run_benchmark
-from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from tests.support.stream_server import spawn_server
 
 TOLERANCE_S = 0.001

@@ -21,7 +21,9 @@ from accelbench.bench.intervals import (
 )
 from accelbench.bench.metrics import compute_metrics, request_columns
 from accelbench.bench.results_io import to_vllm_dict
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 
 
 def test_median_of_a_normal_sample_matches_the_textbook_interval() -> None:

@@ -12,7 +12,9 @@ import numpy as np
 
 from accelbench.bench import run_benchmark
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.report.tables import aggregate_results

@@ -13,7 +13,10 @@ from accelbench.bench import run_benchmark
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.stream_parse import parse_stream
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from tests.support.stream_server import Script, StreamServer
 from tests.unit.bench.test_client_parse import DONE, USAGE, chat_event, comp_event, raw
 

@@ -7,7 +7,7 @@ import pytest
 
 from accelbench.bench.metrics import compute_metrics
 from accelbench.bench.modes import modes_sentence, two_modes
-from accelbench.domain.bench import RequestRecord
+from accelbench.domain.request_record import RequestRecord
 
 
 def test_waves_give_two_modes_with_their_shares_and_medians() -> None:

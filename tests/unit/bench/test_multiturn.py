@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from accelbench.bench import run_benchmark
 from accelbench.bench.client import StreamClient
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from tests.support.stream_server import Script, StreamServer
 
 

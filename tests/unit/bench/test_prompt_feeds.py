@@ -22,7 +22,8 @@ from accelbench.bench import build_dataset, run_benchmark
 from accelbench.bench.datasets import open_dataset
 from accelbench.bench.sweep import SweepEvent, create_sweep_run, run_sweep, sweep_keys
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
@@ -284,7 +285,7 @@ def test_the_true_peak_in_flight_is_its_own_figure(tok_dir: Path) -> None:
 
 def test_peak_in_flight_counts_overlaps_at_one_instant() -> None:
     from accelbench.bench.metrics import peak_in_flight
-    from accelbench.domain.bench import RequestRecord
+    from accelbench.domain.request_record import RequestRecord
 
     def rec(i: int, start: float, latency: float) -> RequestRecord:
         return RequestRecord(

@@ -26,7 +26,7 @@ from accelbench.bench.quality_run import (
     parse_quality,
     quality_line,
 )
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 from tests.support.stream_server import StreamServer
 

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from accelbench.bench import ramp, run_benchmark
 from accelbench.bench.results_io import from_dict, to_vllm_dict
-from accelbench.domain.bench import BenchConfig, Endpoint
-from accelbench.domain.bench import in_ramp as domain_in_ramp
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.load import in_ramp as domain_in_ramp
 from tests.support.batching_engine import BatchingEngine
 from tests.support.stream_server import Script, StreamServer
 
@@ -153,8 +154,8 @@ def test_with_a_ramp_the_ttft_median_no_longer_lands_on_a_wave_mode(tok_dir: Pat
 
 def test_a_capacity_search_judges_what_follows_the_ramp_and_refuses_a_ramp_at_a_rate() -> None:
     from accelbench.bench.capacity_search import steady
-    from accelbench.domain.bench import RequestRecord
     from accelbench.domain.capacity import CapacitySpec
+    from accelbench.domain.request_record import RequestRecord
 
     recs = [RequestRecord(index=i, prompt_len=8, start_s=0.3 * i, success=True) for i in range(12)]
     ramp.mark(recs, 1.0)  # requests 0-3 started within the ramp: more than the first wave of 2

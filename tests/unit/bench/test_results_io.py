@@ -11,7 +11,8 @@ import pytest
 
 from accelbench.bench import run_benchmark
 from accelbench.bench.results_io import read_result, to_vllm_dict, write_result
-from accelbench.domain.bench import BenchConfig, Endpoint, GoodputSLO
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, GoodputSLO
 from accelbench.errors import UserInputError
 from tests.support.stream_server import Script, StreamServer
 

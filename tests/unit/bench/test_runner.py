@@ -18,7 +18,8 @@ from accelbench.bench import arun_benchmark, build_dataset, run_benchmark
 from accelbench.bench import summary as summary_mod
 from accelbench.bench.schedule import send_times
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from tests.support.stream_server import Script, StreamServer
 
 

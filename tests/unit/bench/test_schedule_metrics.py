@@ -10,7 +10,8 @@ import pytest
 
 from accelbench.bench.metrics import compute_metrics, peak_rates, stats_ms
 from accelbench.bench.schedule import SCHEDULES, send_times
-from accelbench.domain.bench import GoodputSLO, RequestRecord
+from accelbench.domain.load import GoodputSLO
+from accelbench.domain.request_record import RequestRecord
 
 
 # ------------------------------------------------------------------------------------------------ schedule

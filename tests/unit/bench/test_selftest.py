@@ -22,7 +22,9 @@ from accelbench.bench.runner import request_body
 from accelbench.bench.selftest import certify, client_self_test
 from accelbench.bench.stream_parse import parse_stream
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, ClientCertificate, Endpoint
+from accelbench.domain.client_certificate import ClientCertificate
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from tests.support.stream_server import Script, StreamServer
 
 SHORT = 0.3  # seconds per self-test: enough for a few hundred requests, keeps the file fast

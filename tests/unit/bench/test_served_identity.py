@@ -16,7 +16,8 @@ from accelbench.bench.served_identity import (
     served_identity,
     served_value,
 )
-from accelbench.domain.bench import BenchConfig, Endpoint
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from tests.support.stream_server import StreamServer
 
 METRICS = (

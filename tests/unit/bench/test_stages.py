@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from accelbench.bench import run_benchmark
 from accelbench.bench import stages as st
 from accelbench.bench.tokenizer import LocalTokenizer
-from accelbench.domain.bench import BenchConfig, Endpoint, LoadStage
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, LoadStage
 from tests.support.stream_server import Script, StreamServer
 
 

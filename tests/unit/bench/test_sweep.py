@@ -19,7 +19,7 @@ from accelbench.bench.sweep import (
     run_sweep,
     sweep_keys,
 )
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError
 from accelbench.store.repo import Store

@@ -10,7 +10,7 @@ import pytest
 
 from accelbench.bench.sweep import create_sweep_run, run_sweep
 from accelbench.bench.target_ci import summary_line
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir

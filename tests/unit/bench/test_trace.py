@@ -15,7 +15,8 @@ from accelbench.bench.datasets import open_dataset
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.bench.trace import BLOCK_TOKENS, read_trace, trace_format
 from accelbench.bench.word_tokens import common_prefix
-from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import UserInputError
 from tests.support.stream_server import Script, StreamServer
 

@@ -17,7 +17,8 @@ from accelbench.bench.runner import request_body
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.bench.tools import BUILTIN_TOOLS, load_tools
 from accelbench.bench.word_tokens import shared_prefix_report
-from accelbench.domain.bench import BenchConfig, Endpoint, EndpointKind, LengthDist
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig, EndpointKind, LengthDist
 from accelbench.errors import UserInputError
 from tests.support.stream_server import FixtureTokenizer, Script, StreamServer
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.cli.main import app
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.services.endpoints import endpoint_environment
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir

@@ -120,7 +120,7 @@ def test_a_malformed_import_file_is_one_line_naming_the_file(
 
 def test_well_formed_answers_are_read(serve: Answers) -> None:
     from accelbench.bench.tokenizer import load_tokenizer
-    from accelbench.domain.bench import Endpoint
+    from accelbench.domain.endpoint import Endpoint
     from accelbench.services.endpoints import first_served_model
 
     url = f"http://127.0.0.1:{serve.server_address[1]}"

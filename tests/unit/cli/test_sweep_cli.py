@@ -297,7 +297,7 @@ def test_bench_and_sweep_expose_the_same_load_flags() -> None:
     from typer.main import get_command
 
     from accelbench.cli.load_flags import LOAD_FLAGS, NOT_SHARED, shown_default
-    from accelbench.domain.bench import BenchConfig, LoadSettings
+    from accelbench.domain.load import BenchConfig, LoadSettings
     from accelbench.domain.run import SweepSpec
 
     root = get_command(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.cli.load_flags import Given, Group, dist_flag, load_flags, parse_dist, parse_stages
-from accelbench.domain.bench import LoadSettings
+from accelbench.domain.load import LoadSettings
 from accelbench.errors import UserInputError
 
 

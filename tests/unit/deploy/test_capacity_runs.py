@@ -22,8 +22,11 @@ from accelbench.deploy.incluster import run_shard
 from accelbench.deploy.kubernetes import KubernetesDeployTarget
 from accelbench.deploy.manifests import LoadgenConfig
 from accelbench.deploy.orchestrator import execute_run
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacitySpec
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import EndpointTarget, KubernetesTarget, RunSpec, RunStatus
 from accelbench.errors import UserInputError
 from accelbench.store import get_store

@@ -19,7 +19,10 @@ from accelbench.deploy.kubernetes import KubernetesDeployTarget
 from accelbench.deploy.manifests import LoadgenConfig
 from accelbench.deploy.orchestrator import execute_run
 from accelbench.deploy.shards import Barrier
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import KubernetesTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.store.repo import Store
 from tests.support.fake_kube import FakeCluster, FakeKubeServer

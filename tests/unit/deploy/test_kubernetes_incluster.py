@@ -21,7 +21,7 @@ from accelbench.deploy.shards import (
     shard_config,
     share,
 )
-from accelbench.domain.bench import BenchConfig
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import SweepSpec
 from accelbench.errors import EngineError
 from tests.unit.deploy.test_kubernetes import fake_bench
@@ -140,7 +140,8 @@ def test_two_shards_merge_into_the_local_sweeps_cells() -> None:
 
 
 def test_merged_shards_leave_out_each_shards_staggered_start() -> None:
-    from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+    from accelbench.domain.bench_summary import BenchmarkSummary
+    from accelbench.domain.request_record import RequestRecord
 
     sweep = SweepSpec(
         input_lens=[64],

@@ -29,7 +29,7 @@ from accelbench.deploy.manifests import (
 from accelbench.deploy.manifests.telemetry import LoadgenTelemetry
 from accelbench.deploy.orchestrator import execute_run
 from accelbench.deploy.shards import Barrier
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.run import (
     EngineSpec,

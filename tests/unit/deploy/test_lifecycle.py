@@ -20,7 +20,7 @@ from accelbench.deploy.target import (
     TerminatedBySignal,
     settle,
 )
-from accelbench.domain.bench import Endpoint
+from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import EndpointTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError
 from accelbench.store import Store

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.cli.main import app
-from accelbench.domain.bench import BenchConfig
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.domain.run import RunStatus
 from accelbench.plan.calibrate import calibrate as fit_measured

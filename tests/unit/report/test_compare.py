@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
 from accelbench.domain.instance_types import Price, PriceTier
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.report.catalog_lookup import resolve_price

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.bench import RequestRecord
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.instance_types import PriceTier
+from accelbench.domain.request_record import RequestRecord
 from accelbench.errors import UserInputError
 from accelbench.report.cell_slo import evaluate_cells, given_slo, run_slo
 from accelbench.report.cell_table import cell_table, slo_note

@@ -9,7 +9,7 @@ from pathlib import Path
 import plotly
 from markupsafe import escape
 
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.instance_types import PriceTier
 from accelbench.report.compare_runs import HourlyPrice

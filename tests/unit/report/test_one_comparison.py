@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from accelbench.bench.metrics import compute_metrics
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.instance_types import PriceTier
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import RunStatus
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
 from accelbench.report.compare_runs import compare_runs

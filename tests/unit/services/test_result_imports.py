@@ -13,7 +13,9 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from accelbench.bench import run_benchmark
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, Endpoint
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.load import BenchConfig
 from accelbench.errors import UserInputError
 from accelbench.services.result_imports import ImportRequest, import_results
 from accelbench.services.run_export import export_run

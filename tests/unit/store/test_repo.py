@@ -6,8 +6,10 @@ import math
 
 import pytest
 
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord, TelemetrySample
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats, TelemetrySample
 from accelbench.domain.instance_types import Price, PriceTier
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
 from accelbench.errors import ConflictError, NotFoundError, UserInputError
 from accelbench.store import Store

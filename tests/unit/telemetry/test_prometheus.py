@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.telemetry.prometheus import (
     PrometheusScraper,
     filter_metrics_text,

@@ -27,7 +27,7 @@ from accelbench.api.auth import Principal, require_read, require_run_owner, requ
 from accelbench.api.deps import PageDep, StoreDep, WorkerDep
 from accelbench.api.errors import ERROR_RESPONSES
 from accelbench.api.responses import SafeJSONResponse
-from accelbench.domain.bench import TelemetrySample
+from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import DryRun, RunSpec, RunStatus

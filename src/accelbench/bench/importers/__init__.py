@@ -20,7 +20,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.strict import StrictModel
 from accelbench.registry import Registry
 

@@ -28,7 +28,8 @@ from accelbench.bench.importers.reading import (
     metric_stats,
     summary_from_records,
 )
-from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.request_record import RequestRecord
 
 RECORDS = "profile_export.jsonl"
 SUMMARY = "profile_export_aiperf.json"

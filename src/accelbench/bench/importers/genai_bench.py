@@ -26,7 +26,8 @@ from accelbench.bench.importers.reading import (
     load_json,
     summary_from_records,
 )
-from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.request_record import RequestRecord
 
 EXPECTED = "a genai-bench run result (an object with 'aggregated_metrics' and 'individual_request_metrics')"
 METADATA = "experiment_metadata.json"

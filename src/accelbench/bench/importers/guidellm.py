@@ -32,7 +32,9 @@ from accelbench.bench.importers.reading import (
     metric_stats,
     summary_from_records,
 )
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 
 EXPECTED = "a GuideLLM benchmarks.json report (an object with 'benchmarks', each with 'config.strategy' and 'metrics')"
 ITL_NOTE = (

@@ -39,7 +39,8 @@ from accelbench.bench.importers.reading import (
     metric_stats,
     summary_from_records,
 )
-from accelbench.domain.bench import BenchmarkSummary, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary
+from accelbench.domain.request_record import RequestRecord
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
 CONFIG = "config.yaml"  # the run's configuration, written beside its reports

@@ -29,7 +29,7 @@ from accelbench.bench.importers.reading import (
     refusal,
 )
 from accelbench.bench.results_io import from_dict
-from accelbench.domain.bench import BenchmarkSummary
+from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.errors import UserInputError
 
 EXPECTED = "an llm-d-benchmark benchmark report (version 0.2 or 0.2.1, JSON or YAML) or a list of them"

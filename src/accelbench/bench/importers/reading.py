@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.bench.metrics import compute_metrics, peak_rates
-from accelbench.domain.bench import BenchConfig, BenchmarkSummary, MetricStats, RequestRecord
+from accelbench.domain.bench_summary import BenchmarkSummary, MetricStats
+from accelbench.domain.load import BenchConfig
+from accelbench.domain.request_record import RequestRecord
 from accelbench.errors import UserInputError
 
 #: the statistics accelbench keeps per metric

@@ -13,7 +13,7 @@ from accelbench.bench.client import StreamClient
 from accelbench.bench.feeds import request_body
 from accelbench.bench.load.sending import Sending, run_interruptible
 from accelbench.bench.stream_parse import parse_stream
-from accelbench.domain.bench import BenchConfig
+from accelbench.domain.load import BenchConfig
 
 _pc = time.perf_counter
 

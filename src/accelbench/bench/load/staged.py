@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from accelbench.bench import stages as stages_mod
 from accelbench.bench.load.sending import Sending
-from accelbench.domain.bench import LoadStage
+from accelbench.domain.load import LoadStage
 
 _pc = time.perf_counter
 
