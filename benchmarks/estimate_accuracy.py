@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from accelbench.domain.plan_types import CellComparison
+from accelbench.domain.calibration import CellComparison
 
 TARGETS = {"gpu": 15.0, "neuron": 15.0, "cpu": 30.0}
 THROUGHPUT_TARGET = 35.0
@@ -271,7 +271,7 @@ def timing(repeats: int) -> None:
         times.append(time.perf_counter() - start)
         rows = len(tab.rows)
     slo_start = time.perf_counter()
-    from accelbench.domain.plan_types import SLO
+    from accelbench.domain.estimate import SLO
 
     estimate_catalog(
         model,

@@ -190,7 +190,7 @@ def test_estimate_has_one_set_of_defaults_in_the_cli_the_api_and_the_page() -> N
     import inspect
 
     from accelbench.cli.plan import estimate_cmd
-    from accelbench.domain.plan_types import EstimateQuery
+    from accelbench.domain.plan_query import EstimateQuery
 
     fields = EstimateQuery.model_fields
     cli = inspect.signature(estimate_cmd).parameters

@@ -27,10 +27,8 @@ from accelbench.cli.plan_views import (
     render_recommendation,
     render_table,
 )
-from accelbench.domain.plan_types import (
-    EstimateQuery,
-    EstimateTable,
-)
+from accelbench.domain.estimate import EstimateTable
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.services.model_fit import BreakdownRequest, RecommendRequest, breakdown, recommend_for

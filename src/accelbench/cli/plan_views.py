@@ -10,16 +10,10 @@ from rich.table import Table
 
 from accelbench.cli.common import console, err_console
 from accelbench.cli.render import Col, print_table
+from accelbench.domain.calibration import CalibrationReport, CapacityComparison
+from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.plan_types import (
-    CalibrationReport,
-    CapacityComparison,
-    Estimate,
-    EstimateRow,
-    EstimateTable,
-    MemoryBreakdown,
-    Recommendation,
-)
+from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.report.formatting import fmt_num, fmt_pct, fmt_usd
 from accelbench.services.model_fit import verdict_sentence
 

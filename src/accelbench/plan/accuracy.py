@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec

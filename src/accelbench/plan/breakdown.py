@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
+from accelbench.domain.recommendation import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
 from accelbench.errors import GuardError, UserInputError
 from accelbench.plan.hardware import Hardware, hardware_for
 from accelbench.plan.memory import (

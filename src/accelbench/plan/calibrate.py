@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from accelbench.domain.capacity import CapacityResult
-from accelbench.domain.plan_types import (
+from accelbench.domain.calibration import (
     CalibrationGroup,
     CalibrationReport,
     CapacityComparison,
     CellComparison,
-    EfficiencyFactors,
 )
+from accelbench.domain.capacity import CapacityResult
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.errors import UserInputError
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.capacity_prediction import predict_capacity

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from accelbench.domain.plan_types import CalibrationReport
+from accelbench.domain.calibration import CalibrationReport
 from accelbench.plan.calibrate import compare_cells, error_summary
 from accelbench.plan.measured_points import MeasuredRun, collect, points_of
 

@@ -9,11 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.domain.estimate import CalibrationRef, EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.plan_types import (
-    CalibrationRef,
-    EfficiencyFactors,
-)
 from accelbench.plan.hardware import default_factors
 from accelbench.plan.perf_model import (
     ENGINE_KIND,

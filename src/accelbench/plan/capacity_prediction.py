@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from accelbench.domain.capacity import METRICS, CapacitySLO, LoadKind
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.limits import MAX_CONCURRENCY
-from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.errors import UserInputError
 from accelbench.plan.load_population import (
     Population,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from accelbench.domain.estimate import Estimate, SettingsOption
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import Estimate, SettingsOption
 from accelbench.domain.run import EngineSettings
 from accelbench.plan.recommend.degrees import tp_degrees
 

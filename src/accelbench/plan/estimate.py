@@ -11,15 +11,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from accelbench.domain.estimate import CalibrationRef, EfficiencyFactors, Estimate
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
-    CalibrationRef,
-    EfficiencyFactors,
-    Estimate,
-    PlanQuery,
-    Recommendation,
-)
+from accelbench.domain.plan_query import PlanQuery
+from accelbench.domain.recommendation import Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec

@@ -7,18 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.domain.estimate import SLO, CalibrationRef, EfficiencyFactors, Estimate, TimeBreakdown
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
-    SLO,
-    CalibrationRef,
-    EfficiencyFactors,
-    Estimate,
-    PlanQuery,
-    Recommendation,
-    TimeBreakdown,
-)
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.quant import parse_quantization
+from accelbench.domain.recommendation import Recommendation
 from accelbench.plan.error_records import regime_of
 from accelbench.plan.measured import Attribution, attribution_note
 from accelbench.plan.memory import GIB, native_format

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import yaml
 
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Source
 from accelbench.domain.machine import MachineProbe
-from accelbench.domain.plan_types import EfficiencyFactors
 
 LOCAL_INSTANCE = "local"
 

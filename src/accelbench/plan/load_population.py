@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from accelbench.domain.plan_types import EfficiencyFactors
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.plan.perf_model import PerfModel, Prediction
 from accelbench.plan.queueing import Wait, count_quantile, md1, poisson
 

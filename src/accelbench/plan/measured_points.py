@@ -14,10 +14,8 @@ from pydantic import ValidationError
 
 from accelbench.catalog import get_catalog
 from accelbench.domain.capacity import CapacityResult
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
-from accelbench.domain.plan_types import (
-    EfficiencyFactors,
-)
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError

@@ -31,12 +31,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
-    EfficiencyFactors,
-    Recommendation,
-)
+from accelbench.domain.recommendation import Recommendation
 from accelbench.plan.cpu_topology import topology_of
 from accelbench.plan.hardware import Hardware, efficiency_data
 from accelbench.plan.memory import (

@@ -6,9 +6,10 @@ planner never opens one."""
 from __future__ import annotations
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.estimate import Estimate, EstimateTable
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import Estimate, EstimateQuery, EstimateTable, PlanQuery
+from accelbench.domain.plan_query import EstimateQuery, PlanQuery
 from accelbench.errors import UserInputError
 from accelbench.plan.context import PlanContext
 from accelbench.plan.cpu_topology import described_instance

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from accelbench.domain.plan_types import SLO, CalibrationRef, EstimateRow, PredictionRange
+from accelbench.domain.estimate import SLO, CalibrationRef, EstimateRow, PredictionRange
 from accelbench.plan.error_records import NEAREST, ErrorRecord, engine_group, family_of
 from accelbench.plan.measured_error import shipped_accuracy
 

@@ -11,16 +11,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from accelbench.catalog import Catalog, get_catalog
+from accelbench.domain.estimate import CalibrationRef, Estimate, EstimateRow, EstimateSummary, EstimateTable
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
-    CalibrationRef,
-    Estimate,
-    EstimateRow,
-    EstimateSummary,
-    EstimateTable,
-    PlanQuery,
-)
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.errors import UserInputError
 from accelbench.plan.context import PlanContext, query_and_context
 from accelbench.plan.estimate import as_model_spec, estimate, parse_slo

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from accelbench.domain.estimate import Estimate
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import Alternative, Estimate, Recommendation, SettingChange
 from accelbench.domain.quant import parse_quantization
+from accelbench.domain.recommendation import Alternative, Recommendation, SettingChange
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.plan.calibrations import CalibrationSet

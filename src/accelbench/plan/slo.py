@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelbench.domain.plan_types import SLO
+from accelbench.domain.estimate import SLO
 from accelbench.errors import UserInputError
 
 

@@ -3,7 +3,7 @@ planner's own parser, so a page that shows an estimate judges it by the SLO the 
 
 from __future__ import annotations
 
-from accelbench.domain.plan_types import SLO
+from accelbench.domain.estimate import SLO
 from accelbench.plan.estimate import parse_slo
 
 

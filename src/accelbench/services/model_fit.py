@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelbench.domain.plan_types import MemoryBreakdown, Recommendation
+from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import memory_breakdown

@@ -13,15 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench import plan
 from accelbench.catalog import get_catalog, price_map
-from accelbench.domain.plan_types import (
-    CalibrationReport,
-    CellComparison,
-    Estimate,
-    EstimateQuery,
-    EstimateRow,
-    EstimateTable,
-    PlanQuery,
-)
+from accelbench.domain.calibration import CalibrationReport, CellComparison
+from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable
+from accelbench.domain.plan_query import EstimateQuery, PlanQuery
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.modelspec.presets import load_preset, preset_document
@@ -45,7 +39,7 @@ if TYPE_CHECKING:
     from accelbench.catalog import Catalog
     from accelbench.domain.capacity import CapacitySLO
     from accelbench.domain.model import ModelSpec
-    from accelbench.domain.plan_types import Recommendation
+    from accelbench.domain.recommendation import Recommendation
     from accelbench.plan.calibrations import CalibrationSet
     from accelbench.plan.context import PlanContext
     from accelbench.plan.measured_points import MeasuredRun

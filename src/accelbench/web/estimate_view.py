@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from accelbench.domain.plan_types import SLO
+from accelbench.domain.estimate import SLO
 from accelbench.report.formatting import fmt_num
 from accelbench.report.percentiles import label
 from accelbench.services.estimate_slo import estimate_slo

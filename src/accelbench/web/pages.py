@@ -25,7 +25,7 @@ from accelbench import __version__
 from accelbench import services as service
 from accelbench.api.auth import COOKIE_NAME, page_principal
 from accelbench.domain.instance_types import AcceleratorType, PriceTier
-from accelbench.domain.plan_types import EstimateQuery
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
 from accelbench.report.compare_runs import not_comparable

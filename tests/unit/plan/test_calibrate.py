@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan_types import EfficiencyFactors
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from accelbench.cli.main import app
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.load import BenchConfig
-from accelbench.domain.plan_types import EfficiencyFactors
 from accelbench.domain.run import RunStatus
 from accelbench.plan.calibrate import calibrate as fit_measured
 from accelbench.plan.capacity_prediction import RateModel, predict_capacity

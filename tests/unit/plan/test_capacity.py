@@ -9,7 +9,7 @@ import math
 import pytest
 
 from accelbench.domain.capacity import CapacitySLO
-from accelbench.domain.plan_types import SLO, EfficiencyFactors
+from accelbench.domain.estimate import SLO, EfficiencyFactors
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
 from accelbench.plan.capacity_prediction import (

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.estimate import SLO, EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import SLO, EfficiencyFactors
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo

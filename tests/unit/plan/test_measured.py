@@ -3,7 +3,7 @@ name rule (plan/measured.py), the store's query, and the estimate rows the CLI a
 
 from __future__ import annotations
 
-from accelbench.domain.plan_types import EstimateQuery
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.domain.run import RunStatus
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate

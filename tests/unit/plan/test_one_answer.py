@@ -3,7 +3,7 @@ and the sentences that explain a context come from the same figures (the shipped
 
 from __future__ import annotations
 
-from accelbench.domain.plan_types import Verdict
+from accelbench.domain.recommendation import Verdict
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import recommend
 from accelbench.plan.estimate import estimate

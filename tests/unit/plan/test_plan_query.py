@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan_types import SLO, FitQuery, PlanQuery
+from accelbench.domain.estimate import SLO
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate_catalog, recommend

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
+from accelbench.domain.estimate import SLO, EstimateRow, PredictionRange
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.plan_types import SLO, EstimateRow, PredictionRange
 from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
 from accelbench.plan.ranges import (
     MIN_ROWS,

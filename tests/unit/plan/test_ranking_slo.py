@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from accelbench.domain.plan_types import SLO
+from accelbench.domain.estimate import SLO
 from accelbench.plan import estimate_catalog
 
 M = "llama-3.1-8b-instruct"

@@ -11,7 +11,7 @@ import pytest
 from accelbench.catalog import get_catalog
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSource, ModelSpec
-from accelbench.domain.plan_types import RefusalCode, Verdict
+from accelbench.domain.recommendation import RefusalCode, Verdict
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec, spec_from_config

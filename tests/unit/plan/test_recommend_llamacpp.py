@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan_types import RefusalCode
+from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, recommend

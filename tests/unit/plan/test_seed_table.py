@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import pytest
 
-from accelbench.domain.plan_types import Estimate, EstimateQuery
+from accelbench.domain.estimate import Estimate
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.query import answer
 

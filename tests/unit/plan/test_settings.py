@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from accelbench.catalog import get_catalog
-from accelbench.domain.plan_types import RefusalCode
+from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec

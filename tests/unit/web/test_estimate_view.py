@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from accelbench.domain.plan_types import SLO, EstimateQuery
+from accelbench.domain.estimate import SLO
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.services.planning import estimate
 from accelbench.web.estimate_view import chart_metric, estimate_page_view, measured_text, slo_verdict
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from accelbench.domain.plan_types import EstimateQuery
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.web.form_errors import field_errors, plain_message
 from accelbench.web.pages import ESTIMATE_LABELS, estimate_query
 

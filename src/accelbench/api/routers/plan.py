@@ -11,7 +11,7 @@ from accelbench import services as service
 from accelbench.api.auth import Principal, require_read
 from accelbench.api.deps import StoreDep
 from accelbench.api.errors import ERROR_RESPONSES
-from accelbench.domain.plan_types import EstimateQuery
+from accelbench.domain.plan_query import EstimateQuery
 from accelbench.services.paths import confine
 
 router = APIRouter(tags=["plan"], responses=ERROR_RESPONSES)

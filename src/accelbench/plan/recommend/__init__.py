@@ -23,10 +23,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import Alternative, EfficiencyFactors, FitQuery, Recommendation, RefusalCode
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.quant import parse_quantization as normalize_quantization
+from accelbench.domain.recommendation import Alternative, Recommendation, RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for, is_local, local_machine

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
-from accelbench.domain.plan_types import Recommendation, RefusalCode, SettingChange
+from accelbench.domain.recommendation import Recommendation, RefusalCode, SettingChange
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.plan.memory import round_down_length

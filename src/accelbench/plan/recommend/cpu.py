@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
+from accelbench.domain.recommendation import (
     Attempt,
     BandwidthAdvisory,
-    EfficiencyFactors,
     MemoryBudget,
     Recommendation,
     RefusalCode,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
+from accelbench.domain.recommendation import (
     Attempt,
     MemoryBudget,
     Recommendation,

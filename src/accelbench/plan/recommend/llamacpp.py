@@ -3,12 +3,7 @@ and a KV cache of exactly the context (n_ctx) allocated at start, not vLLM's VLL
 
 from __future__ import annotations
 
-from accelbench.domain.plan_types import (
-    MemoryBudget,
-    Recommendation,
-    RefusalCode,
-    ServingSettings,
-)
+from accelbench.domain.recommendation import MemoryBudget, Recommendation, RefusalCode, ServingSettings
 from accelbench.plan.hardware import default_factors
 from accelbench.plan.memory import (
     GIB,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_types import (
+from accelbench.domain.recommendation import (
     Attempt,
     BandwidthAdvisory,
-    EfficiencyFactors,
     Recommendation,
     Refusal,
     RefusalCode,
