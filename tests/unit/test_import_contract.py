@@ -28,14 +28,15 @@ LAYERS: list[set[str]] = [
     {"server"},
     {"cli"},
 ]
-#: the layers below ``services`` that a shell never imports: the API and the pages parse input, call one use case
-#: of ``services`` and render its answer (``domain`` and ``report`` they may use to type and render it)
+#: the layers below ``services`` that a shell never imports: the CLI, the API, the pages and the assembled server
+#: parse input, call one use case of ``services`` and render its answer (``domain`` and ``report`` they may use
+#: to type and render it)
 BELOW_SERVICES = ("store", "deploy", "bench", "plan", "catalog", "telemetry", "runtimes", "modelspec")
 
 #: legal by layer, forbidden by design: the planner is handed a context (calibrations, prices) and never reads
 #: the store or a benchmark; the load generator knows nothing of what it measures or where it is stored (it is
-#: handed a ``bench.recorder.RunRecorder``, which the store satisfies without being named); the API and the
-#: pages reach the layers below ``services`` only through it
+#: handed a ``bench.recorder.RunRecorder``, which the store satisfies without being named); the shells
+#: reach the layers below ``services`` only through it
 FORBIDDEN = {
     ("plan", "store"),
     ("plan", "bench"),
@@ -43,7 +44,7 @@ FORBIDDEN = {
     ("bench", "store"),
     ("runtimes", "bench"),
     ("telemetry", "store"),
-    *((shell, below) for shell in ("api", "web") for below in BELOW_SERVICES),
+    *((shell, below) for shell in ("cli", "api", "web", "server") for below in BELOW_SERVICES),
 }
 
 
