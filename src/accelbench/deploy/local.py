@@ -41,9 +41,9 @@ from accelbench.bench.cpu_affinity import (
     isolate_client,
     set_process_affinity,
 )
+from accelbench.deploy import execstack
 from accelbench.deploy.diagnose import AMX_TILE_FAULT, Diagnosis, diagnose
 from accelbench.deploy.engine_store import get_engine
-from accelbench.deploy.execstack import clear_execstack, find_execstack_libraries
 from accelbench.deploy.isa_fault import (
     IsaFault,
     compiled_groups,
@@ -470,8 +470,9 @@ class LocalProcessTarget(Target):
         engine = get_engine(self.deployed.runtime, self.deployed.engine_version)
         paths = [Path(diag.groups["path"])] if "path" in diag.groups else []
         if not paths:
-            paths = find_execstack_libraries(Path(engine.path))
-        changed = clear_execstack(paths, engine=engine, progress=self.progress)
+            paths = execstack.find_execstack_libraries(Path(engine.path))
+        # through the module, so that a test's stand-in for the tool is the one called
+        changed = execstack.clear_execstack(paths, engine=engine, progress=self.progress)
         return bool(changed)
 
     def _failure(self, what: str) -> EngineError:
