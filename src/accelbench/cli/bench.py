@@ -35,6 +35,7 @@ from accelbench.cli.common import (
 )
 from accelbench.cli.load_flags import (
     STAGES_HELP,
+    WORKLOAD_FLAGS,
     Given,
     Group,
     command,
@@ -180,15 +181,7 @@ BENCH_LOAD = Group(
     }
     | load_flags(
         "output_len",
-        "prefix_len",
-        "prefix_groups",
-        "turns",
-        "think_time_s",
-        "ramp_up_s",
-        "time_scale",
-        "trace_format",
-        "tools",
-        "metrics_definition",
+        *WORKLOAD_FLAGS,
         "self_test",
         "max_error_rate",
     )

@@ -26,7 +26,17 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.load_flags import LOAD_FLAGS, Flag, Given, Group, command, dist_flag, flag, load_flags
+from accelbench.cli.load_flags import (
+    LOAD_FLAGS,
+    WORKLOAD_FLAGS,
+    Flag,
+    Given,
+    Group,
+    command,
+    dist_flag,
+    flag,
+    load_flags,
+)
 from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags, parse_headers
 from accelbench.cli.render import Col, print_table
 from accelbench.domain.capacity import CapacitySpec
@@ -131,15 +141,7 @@ CAPACITY_LOAD = Group(
     }
     | load_flags(
         "output_len",
-        "prefix_len",
-        "prefix_groups",
-        "turns",
-        "think_time_s",
-        "ramp_up_s",
-        "time_scale",
-        "trace_format",
-        "tools",
-        "metrics_definition",
+        *WORKLOAD_FLAGS,
     )
     | {
         "input_dist": dist_flag("--input-dist", "input", "--input-len (random dataset)"),

@@ -208,6 +208,20 @@ def dist_flag(name: str, what: str, around: str) -> Flag:
     )
 
 
+#: the workload's shape, which every load command (bench, sweep, capacity) takes in this order
+WORKLOAD_FLAGS = (
+    "prefix_len",
+    "prefix_groups",
+    "turns",
+    "think_time_s",
+    "ramp_up_s",
+    "time_scale",
+    "trace_format",
+    "tools",
+    "metrics_definition",
+)
+
+
 def load_flags(*fields: str, **own: Flag) -> dict[str, Flag]:
     """The shared load flags of ``fields`` (``LOAD_FLAGS``), with ``own`` flags of a command added or replacing."""
     out = {f: Flag(decls=LOAD_FLAGS[f]) for f in fields}

@@ -36,6 +36,7 @@ from accelbench.cli.common import (
 from accelbench.cli.load_flags import (
     LOAD_FLAGS,
     STAGES_HELP,
+    WORKLOAD_FLAGS,
     Flag,
     Given,
     Group,
@@ -221,15 +222,7 @@ SWEEP_SETTINGS = Group(
     | load_flags(
         "dataset",
         "dataset_path",
-        "prefix_len",
-        "prefix_groups",
-        "turns",
-        "think_time_s",
-        "ramp_up_s",
-        "time_scale",
-        "trace_format",
-        "tools",
-        "metrics_definition",
+        *WORKLOAD_FLAGS,
         "self_test",
         "max_error_rate",
     )
