@@ -123,6 +123,8 @@ def verdict_words(v: MetricVerdict) -> str:
         return NO_DIFFERENCE
     lo, hi = v.ratio_ci95
     if v.metric.endswith("_ms"):  # a latency, said as speed
+        if min(v.ratio, lo, hi) <= 0:
+            return ""  # a latency of 0 (every token in one chunk) has no speed to state as a change
         return _change(1 / v.ratio, 1 / hi, 1 / lo, *WORDS_LATENCY)
     if v.metric == COST_METRIC:
         return _change(v.ratio, lo, hi, WORDS_COST[1], WORDS_COST[0])

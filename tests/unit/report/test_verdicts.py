@@ -13,6 +13,7 @@ from accelbench.domain.run import CellStatus
 from accelbench.report.tables import CellAggregate, MetricAggregate
 from accelbench.report.verdicts import (
     NO_DIFFERENCE,
+    MetricVerdict,
     cell_verdicts,
     judge,
     metric_verdict,
@@ -20,6 +21,7 @@ from accelbench.report.verdicts import (
     pct_range,
     ratio_interval,
     repeats_needed,
+    verdict_words,
 )
 
 # per-request TPOT of the simulated server: lognormal around 20 ms, each repeat a little off (waves, noise)
@@ -120,3 +122,24 @@ def test_a_cell_compares_every_table_metric_and_phrases_what_it_found() -> None:
     assert no_difference_phrase(same).startswith("no detectable difference (ratio 1.00")
     bare = MetricAggregate.of([20.0, 21.0])
     assert bare is not None and ratio_interval(bare, bare) is None
+
+
+def test_a_latency_of_zero_has_no_words_rather_than_a_division_by_zero() -> None:
+    """A server that sends every token in one chunk measures TPOT 0: the ratio against it is 0 and its speed is
+    not a finite change, so the verdict keeps its judgement and says no figure (it used to raise)."""
+    v = MetricVerdict(
+        run_id="b",
+        baseline="a",
+        input_len=128,
+        concurrency=1,
+        metric="tpot_p50_ms",
+        label="TPOT p50 (ms)",
+        direction="lower is better",
+        baseline_value=2.0,
+        value=0.0,
+        ratio=0.0,
+        ratio_ci95=[0.0, 0.0],
+        verdict="better",
+        repeats=[3, 3],
+    )
+    assert verdict_words(v) == ""
