@@ -37,7 +37,7 @@ SURE_MISS = 1 - LEVEL
 
 def _at_least(n: int, k: int, p: float) -> float:
     """P(Binomial(n, p) >= k)."""
-    from scipy.special import betainc
+    from scipy.special import betainc  # heavy: scipy, loaded only when this bound is asked for
 
     if k <= 0:
         return 1.0

@@ -70,7 +70,7 @@ Interval = tuple[float, float]
 def _rank_bounds(n: int, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """0-based indices of the sample order statistics bounding the 95% bootstrap interval of a resample's
     ``ranks``-th (0-based) smallest values among ``n`` (one scipy call for all ranks)."""
-    from scipy.special import betaincinv
+    from scipy.special import betaincinv  # heavy: scipy, loaded only when this bound is asked for
 
     k = ranks.astype(np.float64) + 1
     # P(resample's k-th smallest <= x_(j)) = P(Binomial(n, (j+1)/n) >= k) = I_{(j+1)/n}(k, n - k + 1)

@@ -146,9 +146,8 @@ class LocalTokenizer(Tokenizer):
             self._tok = FastTokenizer.from_file(str(tj))
         else:
             try:
-                from transformers import (
-                    AutoTokenizer,  # heavy (torch-sized): only for a model without tokenizer.json
-                )
+                # heavy (torch-sized): only for a model without tokenizer.json
+                from transformers import AutoTokenizer
             except ImportError:
                 raise UserInputError(
                     f"{self.directory} has no tokenizer.json, and transformers (needed for other tokenizer "

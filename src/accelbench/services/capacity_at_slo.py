@@ -22,14 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
+from accelbench.deploy.endpoint_capacity import CapacityPlan, finish, first_level, search_endpoint
 from accelbench.domain.capacity import CapacityResult, CapacitySpec, LoadKind, parse_slo
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import AccelbenchError, NotFoundError, UserInputError
+from accelbench.modelspec import load_model_spec
+from accelbench.plan.hardware import is_local
 from accelbench.redact import redact_url
+from accelbench.report.capacity_results import capacity_result, finished
+from accelbench.services.planning import capacity_plan
 from accelbench.store import Store
 from accelbench.store.owner import process_owner
+from accelbench.telemetry.host import capture_environment
 
 if TYPE_CHECKING:
     from accelbench.deploy.endpoint_capacity import CapacityPlan
@@ -122,7 +128,6 @@ def capacity_instance(spec: RunSpec) -> str | None:
 
 def readable_model(model_ref: str) -> bool:
     """Whether the planner can read ``model_ref``'s architecture offline."""
-    from accelbench.modelspec import load_model_spec
 
     try:
         load_model_spec(model_ref, allow_network=False)
@@ -137,8 +142,6 @@ def plan_capacity(
     """The planner's side of a search: the instance's hourly price, its predicted capacity at the SLO and so
     the first level (the spec's ``start``, else the prediction, else 1). The prediction is advice: a planner
     failure is a note, not a refusal; an unknown instance is refused unless ``strict`` is False."""
-    from accelbench.deploy.endpoint_capacity import CapacityPlan, first_level
-    from accelbench.services.planning import capacity_plan
 
     notes: list[str] = []
     hourly = predicted = None
@@ -205,7 +208,6 @@ def open_capacity_run(
     """The run a search stores its probes in: a new run of kind ``capacity`` (its spec the ``capacity:``
     section, the plan in its extra), or ``resume``'s, which keeps the plan it started with (so the search
     asks for the levels it asked for before, and replays them from the store)."""
-    from accelbench.deploy.endpoint_capacity import CapacityPlan
 
     if resume:
         run = store.get_run(resume)
@@ -231,13 +233,10 @@ def open_capacity_run(
         spec={"capacity": capacity.model_dump(mode="json"), "endpoint": endpoint.record()},
         extra={"capacity_plan": plan.model_dump(mode="json")},
     )
-    from accelbench.plan.hardware import is_local
 
     if is_local(
         plan.instance
     ):  # the server runs on this machine: describe it, so calibration can use the run
-        from accelbench.telemetry.host import capture_environment
-
         store.update_run(run.id, environment=capture_environment())
     return run.id, plan
 
@@ -259,7 +258,6 @@ def measure_capacity(
     probe is a cell of a run of kind ``capacity`` (``resume``: continue that run), the answer its
     ``extra["capacity"]`` and the status completed; Ctrl-C or ``cancel`` leaves it cancelled with the probes
     so far (``CapacityInterrupted``, a ``KeyboardInterrupt``, is raised), any other failure failed with the reason (re-raised)."""
-    from accelbench.deploy.endpoint_capacity import finish, search_endpoint
 
     plan = plan_capacity(capacity, instance=instance, model_ref=model_ref)
     run_id = None
@@ -316,7 +314,6 @@ def capacity_answer(run: RunInfo) -> RunCapacity | None:
     report reads it (``report.capacity``); None when the run is no capacity search. Before the search answers
     (queued, running, or stopped) only its probes so far are stored, or none: the load kind and SLO then come
     from the run's spec, ``complete`` is False, and a run that stopped says so in ``reason``."""
-    from accelbench.report.capacity_results import capacity_result, finished
 
     extra = run.extra or {}
     if not isinstance(extra.get("capacity"), dict) and isinstance((run.spec or {}).get("capacity"), dict):
