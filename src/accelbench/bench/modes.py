@@ -83,13 +83,3 @@ def _dips(y: np.ndarray, split: int) -> bool:
 
     cut = (float(y[split - 1]) + float(y[split])) / 2.0
     return near(cut) < DIP * min(near(float(np.median(a))), near(float(np.median(b))))
-
-
-def modes_sentence(metric: str, modes: dict[str, float], where: str = "") -> str:
-    """``"TTFT has two modes: 48% of requests around 120.0 ms, 52% around 410.0 ms; its median can land on either,
-    so a median that moves between runs may be a change of mode, not of speed."``"""
-    return (
-        f"{metric}{where} has two modes: {modes['low_share']:.0%} of requests around {modes['low_median_ms']:,.1f} ms, "
-        f"{modes['high_share']:.0%} around {modes['high_median_ms']:,.1f} ms; its median can land on either, so a "
-        "median that moves between runs may be a change of mode, not of speed."
-    )

@@ -57,12 +57,12 @@ from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.load import BenchConfig, DatasetKind
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
+from accelbench.report.failures import modes_sentence
+from accelbench.report.tables import value_with_ci
 from accelbench.services.bench_run import (
     QUALITY_HELP,
     BenchRequest,
     BenchResult,
-    half_width_pct,
-    modes_sentence,
     run_bench,
 )
 from accelbench.services.endpoints import ServerTarget
@@ -76,11 +76,7 @@ def _fmt(v: float, digits: int = 2) -> str:
 
 def _with_ci(st: Any, key: str) -> str:
     """One statistic with its 95% interval as it follows it ("20.10 +-3%"), when it has one."""
-    value = getattr(st, key)
-    pct = half_width_pct(value, getattr(st, f"{key}_ci95", None))
-    if pct is None:
-        return _fmt(value)
-    return f"{_fmt(value)} +-{pct:.1f}%" if pct < 1 else f"{_fmt(value)} +-{pct:.0f}%"
+    return value_with_ci(getattr(st, key), getattr(st, f"{key}_ci95", None))
 
 
 def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path | None) -> None:

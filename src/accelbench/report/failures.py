@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelbench.bench.modes import modes_sentence
 from accelbench.bench.sweep import failure_text
 from accelbench.domain.device import DeviceTelemetry, device_notes
 from accelbench.domain.results import ResultInfo
@@ -273,4 +272,14 @@ def run_warnings(results: Iterable[ResultInfo]) -> RunWarnings:
         failures=cell_failures(results),
         notes=[GroupedNote(merged_text(texts[t]), tuple(where), len(cells)) for t, where in grouped.items()],
         cells=len(cells),
+    )
+
+
+def modes_sentence(metric: str, modes: dict[str, float], where: str = "") -> str:
+    """``"TTFT has two modes: 48% of requests around 120.0 ms, 52% around 410.0 ms; its median can land on either,
+    so a median that moves between runs may be a change of mode, not of speed."``"""
+    return (
+        f"{metric}{where} has two modes: {modes['low_share']:.0%} of requests around {modes['low_median_ms']:,.1f} ms, "
+        f"{modes['high_share']:.0%} around {modes['high_median_ms']:,.1f} ms; its median can land on either, so a "
+        "median that moves between runs may be a change of mode, not of speed."
     )

@@ -308,6 +308,16 @@ def format_value(value: float | None, digits: int) -> str:
     return fmt_num(value, digits)
 
 
+def value_with_ci(value: float, ci: Sequence[float] | None, digits: int = 2) -> str:
+    """A figure with its 95% interval as it follows it (``"20.10 +-3%"``, ``"+-0.4%"`` under 1%); the figure alone
+    without an interval."""
+    text = fmt_num(value, digits)
+    pct = half_width_pct(value, ci)
+    if pct is None:
+        return text
+    return f"{text} +-{pct:.1f}%" if pct < 1 else f"{text} +-{pct:.0f}%"
+
+
 def format_ci(agg: MetricAggregate | None) -> str:
     """The interval as it follows a figure: ``"+-3%"``, ``"+-0.4%"``, ``"+-12% (wide)"`` past +-10%; empty
     without one."""

@@ -6,9 +6,8 @@ interval (a result stored before intervals existed) keeps its plain factor ("2.5
 from __future__ import annotations
 
 from accelbench.bench.capacity_confidence import LEVEL, confidence_range
-from accelbench.bench.intervals import half_width_pct
 from accelbench.report.comparison import ON_PAR, CapacityRun, Comparison, Finding, Versus
-from accelbench.report.formatting import fmt_num
+from accelbench.report.tables import value_with_ci
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict, no_difference_phrase, vocabulary
 
 
@@ -110,8 +109,8 @@ def verdict_rows(cmp: Comparison) -> list[list[str]]:
                 str(v.input_len),
                 str(v.concurrency),
                 v.label,
-                _with_ci(v.baseline_value, base_cell.ci95.get(v.metric) if base_cell else None),
-                _with_ci(v.value, cell.ci95.get(v.metric) if cell else None),
+                value_with_ci(v.baseline_value, base_cell.ci95.get(v.metric) if base_cell else None),
+                value_with_ci(v.value, cell.ci95.get(v.metric) if cell else None),
                 f"{v.ratio:.3f}",
                 f"{v.ratio_ci95[0]:.3f}-{v.ratio_ci95[1]:.3f}",
                 v.verdict if v.verdict == NO_DIFFERENCE else f"{v.verdict} ({v.direction})",
@@ -119,14 +118,6 @@ def verdict_rows(cmp: Comparison) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def _with_ci(value: float, ci: list[float] | None) -> str:
-    text = fmt_num(value, 2)
-    pct = half_width_pct(value, ci)
-    if pct is None:
-        return text
-    return f"{text} +-{pct:.1f}%" if pct < 1 else f"{text} +-{pct:.0f}%"
 
 
 def capacity_difference_findings(cmp: Comparison) -> list[Finding]:

@@ -21,8 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from accelbench.bench import run_benchmark
 from accelbench.bench.context import check_served_context
-from accelbench.bench.intervals import half_width_pct
-from accelbench.bench.modes import modes_sentence
 from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
 from accelbench.bench.results_io import write_result
 from accelbench.bench.selftest import certify, client_self_test
@@ -43,8 +41,6 @@ __all__ = [
     "BenchRequest",
     "BenchResult",
     "bench_outcome",
-    "half_width_pct",
-    "modes_sentence",
     "run_bench",
 ]
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from accelbench.bench.metrics import compute_metrics
-from accelbench.bench.modes import modes_sentence, two_modes
+from accelbench.bench.modes import two_modes
 from accelbench.domain.request_record import RequestRecord
+from accelbench.report.failures import modes_sentence
 
 
 def test_waves_give_two_modes_with_their_shares_and_medians() -> None:
