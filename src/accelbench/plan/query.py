@@ -18,7 +18,7 @@ from accelbench.plan.hardware import is_local, local_machine
 from accelbench.plan.ranking import CatalogFilters, estimate_catalog
 from accelbench.plan.refusal import Question, priced_estimate
 
-__all__ = ["PlanContext", "answer", "plan_query", "question"]
+__all__ = ["answer", "plan_query", "question"]
 
 
 def answer(
