@@ -101,6 +101,7 @@ def predict_for(
         chunk=chunk,
         cpu_threads=s.threads,
         engine=eng,
+        max_len=s.max_model_len,
     )
     return pm, hw, fmt
 

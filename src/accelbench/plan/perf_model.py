@@ -136,6 +136,24 @@ def _next_pow2(n: float, floor: int = 128) -> int:
     return v
 
 
+def neuron_bucket(n: float, max_len: int = 0) -> int:
+    """The compiled length a Neuron graph of ``n`` tokens runs at: NxD Inference's buckets
+    (``modules/autobucketing.py`` ``generate_buckets(128, max_length)``) are the powers of two from 128 below
+    2 ** round(log2(max_length)), then max_length itself, so a 10,000-token prompt under a 12,800-token limit
+    runs the 12,800 graph, not a 16,384 one. Without a known limit: the next power of two."""
+    if max_len <= 0:
+        return _next_pow2(n)
+    if max_len <= 128:
+        return max_len
+    top = 2 ** round(math.log2(max_len))
+    v = 128
+    while v < top:
+        if v >= n:
+            return v
+        v *= 2
+    return max_len
+
+
 @dataclass
 class PerfModel:
     """Everything about (model, hardware, format, TP) the predictions need, precomputed once."""
@@ -171,8 +189,9 @@ class PerfModel:
     dot_kernel: bool = False
     weight_bits: float = 16.0
     # Neuron compiles static shapes: the decode graph runs the compiled batch (max_num_seqs) whatever the
-    # number of live sequences, and the context is padded to a power-of-two bucket
+    # number of live sequences, and the context is padded to its bucket (``neuron_bucket``)
     static_shapes: bool = False
+    max_len: int = 0  # the compiled maximum sequence length (max_model_len), the last bucket; 0 = not known
     kind: str = "gpu"
 
     def _kv_bytes(self, ctx: float) -> float:
@@ -214,7 +233,7 @@ class PerfModel:
         """(step, weights, kv, compute, all-reduce, overhead, layer floor) in seconds."""
         if self.static_shapes:
             batch = max(batch, self.batch_limit)
-            ctx = _next_pow2(ctx)
+            ctx = neuron_bucket(ctx, self.max_len)
         bw = self.bw_peak * f.bandwidth_efficiency
         w = (self.dense_read + self.expert_bytes * self._touched(batch)) / bw
         # paged attention streams each sequence's blocks: a lower share of the bandwidth than weight GEMMs
@@ -239,7 +258,7 @@ class PerfModel:
         """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
         ``max_num_batched_tokens``; each chunk reads the weights once and pays one step overhead."""
         if self.static_shapes:
-            length = _next_pow2(length)
+            length = neuron_bucket(length, self.max_len)
         bw = self.bw_peak * f.bandwidth_efficiency
         # prefill runs large tiles of rows, over which a weight-only kernel's dequantising is amortised
         fl = self.flops_peak * f.compute_efficiency
@@ -464,6 +483,7 @@ def build_perf_model(
     chunk: int,
     cpu_threads: int | None = None,
     engine: str | None = None,
+    max_len: int = 0,
 ) -> PerfModel:
     p = model.parameters
     wb = weight_bytes(model, fmt)
@@ -528,5 +548,6 @@ def build_perf_model(
         weight_only=weight_only,
         weight_bits=fmt.bits,
         static_shapes=hw.kind == AcceleratorType.neuron,
+        max_len=max_len if hw.kind == AcceleratorType.neuron else 0,
         kind=hw.kind.value,
     )

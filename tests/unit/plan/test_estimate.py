@@ -16,6 +16,7 @@ from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.memory import native_format, weight_bytes
+from accelbench.plan.perf_model import neuron_bucket
 from tests.support.plan_data import LOCAL_ENVIRONMENT
 
 F = EfficiencyFactors(
@@ -422,3 +423,29 @@ def test_the_bandwidth_floor_is_never_above_the_predicted_tpot(name: str, instan
     adv = e.recommendation.bandwidth
     assert adv is not None and adv.tpot_floor_ms <= e.tpot_ms
     assert f"cannot go below {adv.tpot_floor_ms:.1f} ms" in adv.message
+
+
+def test_neuron_buckets_follow_nxd_inference() -> None:
+    # NxD Inference's autobucketing: powers of two from 128 below 2 ** round(log2(max)), then max itself
+    assert [neuron_bucket(n, 12800) for n in (100, 129, 5000, 8192, 8193, 10000)] == [
+        128,
+        256,
+        8192,
+        8192,
+        12800,
+        12800,
+    ]
+    # 4096 is no bucket under a 5,000-token limit (round(log2(5000)) = 12): 3,000 tokens run the 5,000 graph
+    assert neuron_bucket(3000, 5000) == 5000 and neuron_bucket(2000, 5000) == 2048
+    assert neuron_bucket(10000) == 16384  # no limit known: the next power of two
+
+
+def test_neuron_prefill_runs_the_compiled_limit_not_the_next_power_of_two() -> None:
+    model = m("llama-3.1-8b-instruct")
+    capped = estimate(
+        model, "trn1.32xlarge", input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=12800
+    )
+    pow2 = estimate(
+        model, "trn1.32xlarge", input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=16384
+    )
+    assert capped.ttft_ms < pow2.ttft_ms
