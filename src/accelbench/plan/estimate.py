@@ -28,6 +28,7 @@ from accelbench.plan.hardware import Hardware, hardware_for, local_machine
 from accelbench.plan.measured import attribution
 from accelbench.plan.memory import WeightFormat
 from accelbench.plan.perf_model import (
+    EngineLimits,
     PerfModel,
     build_perf_model,
     default_max_num_batched_tokens,
@@ -96,12 +97,11 @@ def predict_for(
         fmt,
         tp=tp,
         kv_bytes=kv_bytes,
-        batch_limit=seqs,
-        kv_tokens=rec.memory.kv_cache_tokens,
-        chunk=chunk,
+        limits=EngineLimits(
+            batch_limit=seqs, kv_tokens=rec.memory.kv_cache_tokens, chunk=chunk, max_len=s.max_model_len
+        ),
         cpu_threads=s.threads,
         engine=eng,
-        max_len=s.max_model_len,
     )
     return pm, hw, fmt
 

@@ -471,6 +471,18 @@ def weight_format_from(rec: Recommendation, model: ModelSpec) -> WeightFormat:
     return native_format(model, "fp16" if s.weight_format == "fp16" else None)
 
 
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the engine's settings bound: sequences per step (max_num_seqs), tokens the KV cache holds, tokens
+    per step (max_num_batched_tokens) and the longest sequence (max_model_len; on Neuron the last compiled
+    bucket, 0 when not known)."""
+
+    batch_limit: int
+    kv_tokens: int
+    chunk: int
+    max_len: int = 0
+
+
 def build_perf_model(
     model: ModelSpec,
     hw: Hardware,
@@ -478,12 +490,9 @@ def build_perf_model(
     *,
     tp: int,
     kv_bytes: float,
-    batch_limit: int,
-    kv_tokens: int,
-    chunk: int,
+    limits: EngineLimits,
     cpu_threads: int | None = None,
     engine: str | None = None,
-    max_len: int = 0,
 ) -> PerfModel:
     p = model.parameters
     wb = weight_bytes(model, fmt)
@@ -541,13 +550,13 @@ def build_perf_model(
             if hw.kind == AcceleratorType.gpu and not hw.nvlink
             else 0.0
         ),
-        batch_limit=max(1, batch_limit),
-        kv_tokens=max(1, kv_tokens),
-        chunk=max(1, chunk),
+        batch_limit=max(1, limits.batch_limit),
+        kv_tokens=max(1, limits.kv_tokens),
+        chunk=max(1, limits.chunk),
         n_layers=model.num_layers,
         weight_only=weight_only,
         weight_bits=fmt.bits,
         static_shapes=hw.kind == AcceleratorType.neuron,
-        max_len=max_len if hw.kind == AcceleratorType.neuron else 0,
+        max_len=limits.max_len if hw.kind == AcceleratorType.neuron else 0,
         kind=hw.kind.value,
     )
