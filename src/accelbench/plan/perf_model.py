@@ -140,8 +140,9 @@ def neuron_bucket(n: float, max_len: int = 0) -> int:
     """The compiled length a Neuron graph of ``n`` tokens runs at: NxD Inference's buckets
     (``modules/autobucketing.py`` ``generate_buckets(128, max_length)``) are the powers of two from 128 below
     2 ** round(log2(max_length)), then max_length itself, so a 10,000-token prompt under a 12,800-token limit
-    runs the 12,800 graph, not a 16,384 one. Without a known limit: the next power of two."""
-    if max_len <= 0:
+    runs the 12,800 graph, not a 16,384 one. Without a known limit (or beyond it, which the engine refuses):
+    the next power of two."""
+    if max_len <= 0 or n > max_len:
         return _next_pow2(n)
     if max_len <= 128:
         return max_len
