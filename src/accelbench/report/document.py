@@ -28,14 +28,14 @@ from accelbench.plan.measured_error import error_sentence
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
 from accelbench.report.cell_table import cell_table, slo_note
 from accelbench.report.compare_runs import Comparison, RunData, build_comparison
-from accelbench.report.failures import GroupedNote, run_warnings
+from accelbench.report.failures import GroupedNote
 from accelbench.report.fleet_view import fleet_plans
 from accelbench.report.headline import headline_for
 from accelbench.report.headline_data import Headline
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.report.run_view import RunView
-from accelbench.report.tables import CellAggregate, aggregate_results
+from accelbench.report.tables import CellAggregate
 from accelbench.report.timeline import RunTimeline, run_timeline
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def telemetry_series(run_id: str, samples: Sequence[TelemetrySample]) -> Telemet
 
 
 def build_report(
-    runs: Sequence[RunData],
+    runs: Sequence[RunView | RunData],
     *,
     tier: PriceTier = PriceTier.on_demand,
     latencies: Sequence[CellLatencies] = (),
@@ -236,21 +236,23 @@ def build_report(
     records: Mapping[int, Sequence[RequestRecord]] | None = None,
     percentiles: Sequence[int] | None = None,
 ) -> ReportData:
-    """A report from runs already loaded (tests build them from known numbers).
+    """A report from runs already read: their views (``report_from_views``), or runs a test built from known
+    numbers, each made a view here (``RunView.of``). Each run's cells, intervals and warnings are its view's.
 
     The headline is made here, once, by ``headline_for``: each run judged by ``slo`` when given, else by its own
     (a capacity search's or its spec's), from ``records`` (per-request records by result id) where given, else
     from the cells' stored percentiles. ``percentiles`` are the table's (default: ``report/percentiles.py``)."""
 
-    comparison = build_comparison(runs, tier=tier)
-    results = [r for d in runs for r in d.results]
-    aggregates = aggregate_results(results)
+    views = [r if isinstance(r, RunView) else RunView.of(r) for r in runs]
+    comparison = build_comparison([r.run_data() if isinstance(r, RunView) else r for r in runs], tier=tier)
+    results = [r for v in views for r in v.results]
+    aggregates = [c for v in views for c in v.cells]
     names = {r.id: r.name for r in comparison.runs}
     origins = {s.run_id: s.origin_wall for s in telemetry}
     headline, slos, evaluation = headline_for(
-        None, comparison, aggregates, results, [d.run for d in runs], given=slo, records=records
+        None, comparison, aggregates, results, [v.run for v in views], given=slo, records=records
     )
-    warned = [(names.get(d.run.id, d.run.id), run_warnings(d.results)) for d in runs]
+    warned = [(names.get(v.run.id, v.run.id), v.warnings) for v in views]
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -260,7 +262,7 @@ def build_report(
         prediction_notes=list(prediction_notes),
         failures=[(name, f.cell, f.text()) for name, w in warned for f in w.failures],
         warnings=[(name, note) for name, w in warned for note in w.notes],
-        devices=[run_timeline(d.run.id, d.results, origin_wall=origins.get(d.run.id)) for d in runs],
+        devices=[run_timeline(v.run.id, v.results, origin_wall=origins.get(v.run.id)) for v in views],
         results=results,
         percentiles=parse_percentiles(percentiles),
         headline=headline,
@@ -302,11 +304,10 @@ def report_from_views(views: Sequence[RunView], options: ReportOptions | None = 
     """The report of the runs' views (``report/run_view.py`` ``report_views``: records and telemetry read), in
     the order given; each run judged by ``options.slo`` when given, else by its own SLO, if any."""
     options = options or ReportOptions()
-    runs = [v.run_data() for v in views]
     # the records, read once: the CDFs use the successful ones, the SLO attainment every one of them
     records = {result_id: recs for v in views for result_id, recs in v.records.items()}
     report = build_report(
-        runs,
+        views,
         tier=options.tier,
         latencies=[cell for v in views for cell in cell_latencies(v)],
         telemetry=[telemetry_series(v.run.id, v.samples) for v in views],
@@ -315,7 +316,7 @@ def report_from_views(views: Sequence[RunView], options: ReportOptions | None = 
         percentiles=options.percentiles,
     )
     report.predictions, report.prediction_notes = predicted_vs_measured(
-        runs, report.comparison, options.calibrations
+        [v.run_data() for v in views], report.comparison, options.calibrations
     )
     report.fleet_plans = fleet_plans(v.run.extra for v in views)
     return report

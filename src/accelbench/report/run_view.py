@@ -92,6 +92,30 @@ class RunView(RunAnswer):
     price: HourlyPrice | None = None
     price_note: str | None = None
 
+    @classmethod
+    def of(
+        cls,
+        data: RunData,
+        answer: RunAnswer | None = None,
+        *,
+        samples: list[TelemetrySample] | None = None,
+        records: dict[int, list[RequestRecord]] | None = None,
+    ) -> RunView:
+        """The view of a run already read (``read_view``'s, or one a test built from known numbers): its answer
+        (else its cells alone), warnings and environment, and the telemetry and records read of it, if any."""
+        run, results = data.run, data.results
+        return cls(
+            **dict(answer or RunAnswer(cells=aggregate_results(results))),
+            run=run,
+            results=results,
+            samples=samples or [],
+            warnings=run_warnings(results),
+            environment=describe_environment(run.environment) if run.environment else [],
+            records=records or {},
+            price=data.price,
+            price_note=data.price_note,
+        )
+
     def run_data(self) -> RunData:
         """The run, its results and price as a comparison takes them."""
         return RunData(run=self.run, results=self.results, price=self.price, price_note=self.price_note)
@@ -142,16 +166,11 @@ def read_view(store: Store, data: RunData, parts: ViewParts) -> RunView:
         headline=parts.headline,
         keep_going=parts.keep_going,
     )
-    return RunView(
-        **dict(answer),
-        run=run,
-        results=results,
-        samples=store.get_telemetry(run.id) if parts.telemetry else [],
-        warnings=run_warnings(results),
-        environment=describe_environment(run.environment) if run.environment else [],
-        records={r.id: store.get_request_records(r.id) for r in results} if parts.records else {},
-        price=data.price,
-        price_note=data.price_note,
+    return RunView.of(
+        data,
+        answer,
+        samples=store.get_telemetry(run.id) if parts.telemetry else None,
+        records={r.id: store.get_request_records(r.id) for r in results} if parts.records else None,
     )
 
 
