@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from accelbench.report.document import load_report
+from accelbench.report.files import load_report
 from accelbench.report.html import write_html
 from accelbench.store.repo import Store
 from tests.support.report_data import make_summary

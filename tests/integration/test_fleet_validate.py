@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from accelbench.cli.main import app
 from accelbench.domain.capacity import CapacityResult, CapacitySLO, Probe
 from accelbench.domain.run import RunStatus
-from accelbench.report.document import load_report
+from accelbench.report.files import load_report
 from accelbench.report.html import render_html
 from accelbench.report.markdown import render_markdown
 from accelbench.store import get_store

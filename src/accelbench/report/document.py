@@ -1,6 +1,7 @@
-"""What a report shows, gathered once from the store: the headline (the answer, ``report/headline.py``), the
-comparison, the per-cell aggregates the tables and charts show, the per-request latencies behind the CDFs, the
-server telemetry over time, and predicted vs measured.
+"""What a report shows, gathered once from the runs' views (``report/run_view.py``: the ``RunView`` that ``runs
+show``, the run page and the API render too; this module reads no store): the headline (the answer,
+``report/headline.py``), the comparison, the per-cell aggregates the tables and charts show, the per-request
+latencies behind the CDFs, the server telemetry over time, and predicted vs measured.
 
 ``report.html`` and ``report.md`` both render a ``ReportData``, so the two never disagree. Both open with the
 headline, then show, in this order: the percentile table (with SLO attainment and goodput when an SLO is
@@ -26,19 +27,19 @@ from accelbench.plan import CalibrationSet, estimate, estimate_local
 from accelbench.plan.measured_error import error_sentence
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
 from accelbench.report.cell_table import cell_table, slo_note
-from accelbench.report.compare_runs import Comparison, RunData, build_comparison, load_runs
-from accelbench.report.failures import GroupedNote, run_warnings
+from accelbench.report.compare_runs import Comparison, RunData, build_comparison
+from accelbench.report.failures import GroupedNote
 from accelbench.report.fleet_view import fleet_plans
 from accelbench.report.headline import headline_for
 from accelbench.report.headline_data import Headline
 from accelbench.report.latency_throughput import LatencyThroughput, latency_throughput
 from accelbench.report.percentiles import parse_percentiles
-from accelbench.report.tables import CellAggregate, aggregate_results
+from accelbench.report.run_view import RunView
+from accelbench.report.tables import CellAggregate
 from accelbench.report.timeline import RunTimeline, run_timeline
 
 if TYPE_CHECKING:
     from accelbench.fleet.result import FleetPlan
-    from accelbench.store.repo import Store
 
 # Server gauges plotted over time: (series key, title, names a sample may carry it under, scale). The
 # scraper (telemetry.prometheus) stores canonical names (running, waiting, kv_cache_usage); raw vLLM names
@@ -224,7 +225,7 @@ def telemetry_series(run_id: str, samples: Sequence[TelemetrySample]) -> Telemet
 
 
 def build_report(
-    runs: Sequence[RunData],
+    runs: Sequence[RunView | RunData],
     *,
     tier: PriceTier = PriceTier.on_demand,
     latencies: Sequence[CellLatencies] = (),
@@ -235,21 +236,23 @@ def build_report(
     records: Mapping[int, Sequence[RequestRecord]] | None = None,
     percentiles: Sequence[int] | None = None,
 ) -> ReportData:
-    """A report from runs already loaded (tests build them from known numbers).
+    """A report from runs already read: their views (``report_from_views``), or runs a test built from known
+    numbers, each made a view here (``RunView.of``). Each run's cells, intervals and warnings are its view's.
 
     The headline is made here, once, by ``headline_for``: each run judged by ``slo`` when given, else by its own
     (a capacity search's or its spec's), from ``records`` (per-request records by result id) where given, else
     from the cells' stored percentiles. ``percentiles`` are the table's (default: ``report/percentiles.py``)."""
 
-    comparison = build_comparison(runs, tier=tier)
-    results = [r for d in runs for r in d.results]
-    aggregates = aggregate_results(results)
+    views = [r if isinstance(r, RunView) else RunView.of(r) for r in runs]
+    comparison = build_comparison([r.run_data() if isinstance(r, RunView) else r for r in runs], tier=tier)
+    results = [r for v in views for r in v.results]
+    aggregates = [c for v in views for c in v.cells]
     names = {r.id: r.name for r in comparison.runs}
     origins = {s.run_id: s.origin_wall for s in telemetry}
     headline, slos, evaluation = headline_for(
-        None, comparison, aggregates, results, [d.run for d in runs], given=slo, records=records
+        None, comparison, aggregates, results, [v.run for v in views], given=slo, records=records
     )
-    warned = [(names.get(d.run.id, d.run.id), run_warnings(d.results)) for d in runs]
+    warned = [(names.get(v.run.id, v.run.id), v.warnings) for v in views]
     return ReportData(
         comparison=comparison,
         aggregates=aggregates,
@@ -259,7 +262,7 @@ def build_report(
         prediction_notes=list(prediction_notes),
         failures=[(name, f.cell, f.text()) for name, w in warned for f in w.failures],
         warnings=[(name, note) for name, w in warned for note in w.notes],
-        devices=[run_timeline(d.run.id, d.results, origin_wall=origins.get(d.run.id)) for d in runs],
+        devices=[run_timeline(v.run.id, v.results, origin_wall=origins.get(v.run.id)) for v in views],
         results=results,
         percentiles=parse_percentiles(percentiles),
         headline=headline,
@@ -268,49 +271,54 @@ def build_report(
     )
 
 
-def load_report(
-    store: Store,
-    refs: Sequence[str],
-    *,
-    tier: PriceTier = PriceTier.on_demand,
-    slo: CapacitySLO | None = None,
-    percentiles: Sequence[int] | None = None,
-) -> ReportData:
-    """Read one or more runs with their per-request records and telemetry, and compare them; each run is judged
-    by ``slo`` when given, else by its own SLO, if any."""
-    runs = load_runs(store, refs, tier=tier, min_runs=1)
-    latencies: list[CellLatencies] = []
-    telemetry: list[TelemetrySeries] = []
-    # read once: the CDFs use the successful ones, the SLO attainment every one of them
-    records: dict[int, list[RequestRecord]] = {}
-    for d in runs:
-        cells: dict[tuple[int, int], CellLatencies] = {}
-        for r in d.results:
-            cell = cells.setdefault(
-                (r.input_len, r.concurrency),
-                CellLatencies(run_id=d.run.id, input_len=r.input_len, concurrency=r.concurrency),
-            )
-            records[r.id] = store.get_request_records(r.id)
-            for rec in records[r.id]:
-                if not rec.success:
-                    continue
-                cell.ttft_ms.append(rec.ttft_s * 1000.0)
-                cell.e2e_ms.append(rec.latency_s * 1000.0)
-                if rec.tpot_s is not None:
-                    cell.tpot_ms.append(rec.tpot_s * 1000.0)
-        latencies.extend(cells[k] for k in sorted(cells))
-        telemetry.append(telemetry_series(d.run.id, store.get_telemetry(d.run.id)))
+def cell_latencies(view: RunView) -> list[CellLatencies]:
+    """The view's per-request latencies by cell, in cell order (successful requests only; its records)."""
+    cells: dict[tuple[int, int], CellLatencies] = {}
+    for r in view.results:
+        cell = cells.setdefault(
+            (r.input_len, r.concurrency),
+            CellLatencies(run_id=view.run.id, input_len=r.input_len, concurrency=r.concurrency),
+        )
+        for rec in view.records.get(r.id, []):
+            if not rec.success:
+                continue
+            cell.ttft_ms.append(rec.ttft_s * 1000.0)
+            cell.e2e_ms.append(rec.latency_s * 1000.0)
+            if rec.tpot_s is not None:
+                cell.tpot_ms.append(rec.tpot_s * 1000.0)
+    return [cells[k] for k in sorted(cells)]
+
+
+@dataclass
+class ReportOptions:
+    """How a report judges and prices its runs: the price tier, the SLO every run is judged by (None: each its
+    own), the table's percentiles, and the planner's calibrations for predicted vs measured."""
+
+    tier: PriceTier = PriceTier.on_demand
+    slo: CapacitySLO | None = None
+    percentiles: Sequence[int] | None = None
+    calibrations: CalibrationSet | None = None
+
+
+def report_from_views(views: Sequence[RunView], options: ReportOptions | None = None) -> ReportData:
+    """The report of the runs' views (``report/run_view.py`` ``report_views``: records and telemetry read), in
+    the order given; each run judged by ``options.slo`` when given, else by its own SLO, if any."""
+    options = options or ReportOptions()
+    # the records, read once: the CDFs use the successful ones, the SLO attainment every one of them
+    records = {result_id: recs for v in views for result_id, recs in v.records.items()}
     report = build_report(
-        runs,
-        tier=tier,
-        latencies=latencies,
-        telemetry=telemetry,
-        slo=slo,
+        views,
+        tier=options.tier,
+        latencies=[cell for v in views for cell in cell_latencies(v)],
+        telemetry=[telemetry_series(v.run.id, v.samples) for v in views],
+        slo=options.slo,
         records=records,
-        percentiles=percentiles,
+        percentiles=options.percentiles,
     )
-    report.predictions, report.prediction_notes = predicted_vs_measured(runs, report.comparison, store)
-    report.fleet_plans = fleet_plans(d.run.extra for d in runs)
+    report.predictions, report.prediction_notes = predicted_vs_measured(
+        [v.run_data() for v in views], report.comparison, options.calibrations
+    )
+    report.fleet_plans = fleet_plans(v.run.extra for v in views)
     return report
 
 
@@ -323,16 +331,16 @@ PREDICTED_METRICS: tuple[tuple[str, str, str], ...] = (
 
 
 def predicted_vs_measured(
-    runs: Sequence[RunData], comparison: Comparison, store: Store | None = None
+    runs: Sequence[RunData], comparison: Comparison, calibrations: CalibrationSet | None = None
 ) -> tuple[list[Prediction], list[str]]:
     """The planner's estimate of every measured cell, next to the measurement.
 
     The estimate is made as the planner would make it now: for the run's instance type, or for the machine
-    its captured environment describes, with the run's engine and engine settings and the store's active
-    calibrations. The model spec is read offline (a preset, a prepared model, a local path or the hub
-    cache): a report never reaches a network. Returns (predictions, notes saying why a run has none).
+    its captured environment describes, with the run's engine and engine settings and ``calibrations`` (the
+    store's active ones, read by the caller). The model spec is read offline (a preset, a prepared model, a local
+    path or the hub cache): a report never reaches a network. Returns (predictions, notes saying why a run has
+    none).
     """
-    calibrations = CalibrationSet.from_rows(store.active_calibrations()) if store is not None else None
     predictions: list[Prediction] = []
     notes: list[str] = []
     for d in runs:

@@ -11,7 +11,8 @@ from accelbench.domain.instance_types import PriceTier
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.report.compare_csv import write_compare_csv
 from accelbench.report.compare_runs import compare_runs, comparison_json
-from accelbench.report.document import load_report
+from accelbench.report.document import ReportData
+from accelbench.report.files import load_report
 from accelbench.report.html import render_html
 from accelbench.report.tables import CellAggregate, aggregate_results
 from accelbench.store import Store
@@ -33,9 +34,15 @@ def run_findings(store: Store, run: RunInfo, results: Sequence[ResultInfo]) -> l
     return [f.model_dump(mode="json") for f in run_comparison(store, run.id).findings]
 
 
+def report_data(store: Store, run_ids: Sequence[str], tier: Any = None) -> ReportData:
+    """The report of ``run_ids``, in the order given, built from one ``RunView`` per run (``report/files.py``
+    ``load_report``): what the offline report renders and the Compare page shows."""
+    return load_report(store, list(run_ids), tier=tier or PriceTier.on_demand)
+
+
 def render_report(store: Store, run_ids: Sequence[str], tier: Any = None) -> str:
     """The offline HTML report of ``run_ids`` (the same file ``accelbench report`` writes)."""
-    return render_html(load_report(store, list(run_ids), tier=tier or PriceTier.on_demand))
+    return render_html(report_data(store, run_ids, tier))
 
 
 def compare_json(

@@ -31,7 +31,7 @@ from accelbench.report.capacity_results import (
 )
 from accelbench.report.cell_table import cell_table, slo_note
 from accelbench.report.compare_runs import baseline_first, not_comparable
-from accelbench.report.document import TELEMETRY_GAUGES, load_report, telemetry_series
+from accelbench.report.document import TELEMETRY_GAUGES, telemetry_series
 from accelbench.report.failures import RunWarnings, any_completed
 from accelbench.report.formatting import MISSING, fmt_num, fmt_pct, fmt_usd
 from accelbench.report.html import capacity_page, compare_charts
@@ -45,6 +45,7 @@ from accelbench.report.timeline import DEVICE_COLUMNS, device_table, run_timelin
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 from accelbench.services.capacity_at_slo import capacity_answer
 from accelbench.services.instances import all_instances, runtime_choices
+from accelbench.services.results import report_data
 from accelbench.services.run_view import RunViewRequest, run_view
 from accelbench.services.session import Store
 from accelbench.services.stored_runs import get_run
@@ -452,7 +453,7 @@ def comparison_view(
             raise UserInputError(
                 f"Run {run_id} cannot be compared: {why}.", hint="Pick completed runs that have results."
             )
-    data = load_report(store, order, tier=tier)
+    data = report_data(store, order, tier)
     cmp = data.comparison
     return {
         "runs": cmp.runs,

@@ -76,7 +76,7 @@ def test_a_run_whose_requests_all_failed_shows_its_http_400_reason(
         assert box not in html
     assert 'id="no-charts"' in html
 
-    from accelbench.report.document import load_report
+    from accelbench.report.files import load_report
     from accelbench.report.html import render_html
 
     report = render_html(load_report(store, [run.id]))

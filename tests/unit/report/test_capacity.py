@@ -25,7 +25,8 @@ from accelbench.report.capacity_results import (
 from accelbench.report.compare_csv import CAPACITY_COLUMNS as CSV_CAPACITY_COLUMNS
 from accelbench.report.compare_csv import COLUMNS, read_compare_csv, write_compare_csv
 from accelbench.report.compare_runs import build_comparison, compare_runs, comparison_json
-from accelbench.report.document import build_report, load_report
+from accelbench.report.document import build_report
+from accelbench.report.files import load_report
 from accelbench.report.html import capacity_page, render_html
 from accelbench.report.html_capacity_figures import capacity_compare_figure, capacity_figure
 from accelbench.report.markdown import render_markdown, write_markdown, write_pngs

@@ -8,7 +8,8 @@ from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
 from accelbench.report.compare_runs import build_comparison
-from accelbench.report.document import load_report, predicted_vs_measured
+from accelbench.report.document import predicted_vs_measured
+from accelbench.report.files import load_report
 from accelbench.store.repo import Store
 from tests.support.report_data import make_result, make_run, make_summary, run_data
 

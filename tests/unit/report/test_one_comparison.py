@@ -19,7 +19,7 @@ from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.run import RunStatus
 from accelbench.report.compare_csv import read_compare_csv, write_compare_csv
 from accelbench.report.compare_runs import compare_runs
-from accelbench.report.document import load_report
+from accelbench.report.files import load_report
 from accelbench.report.side_by_side import pair_rows, side_by_side_rows
 from accelbench.report.verdicts import NO_DIFFERENCE, MetricVerdict
 from accelbench.store import Store

@@ -67,7 +67,7 @@ def test_the_run_page_says_each_note_once(store: Store) -> None:
 
 
 def test_the_report_says_each_note_once(store: Store, tmp_path: Path) -> None:
-    from accelbench.report.document import load_report
+    from accelbench.report.files import load_report
     from accelbench.report.html import render_html
     from accelbench.report.markdown import render_markdown
 
