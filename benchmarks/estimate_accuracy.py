@@ -136,7 +136,8 @@ def _ranges_table(records: list, held_out: dict) -> None:
     print(
         f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'median half-width':>18}"
     )
-    for c in coverage(records, held_out.__getitem__):
+    graded = coverage(records, held_out.__getitem__)
+    for c in graded:
         inside = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
         if c.n and not c.graded:
             inside += f" ({c.inside}/{c.n})"
@@ -146,6 +147,9 @@ def _ranges_table(records: list, held_out: dict) -> None:
             f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
             f"{c.median_half_width_pct:>17.0f}%"
         )
+    n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
+    if n:
+        print(f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%)")
 
 
 def _family_table(records: list) -> None:
