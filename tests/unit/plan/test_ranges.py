@@ -116,6 +116,21 @@ def test_point_ranges_derive_e2e_throughput_and_cost_from_the_latency_ranges() -
         assert v.p10 <= v.p90
 
 
+def test_tokens_per_s_borrowed_from_another_family_give_way_to_the_e2e_range() -> None:
+    rows = lognormal(30, 0.2, 5, "a") + lognormal(30, 0.2, 6, "b")
+    other = [rec(500 + i, 1.0, f"t{i % 2}", family="A10G", tps=0.5 + i / 20) for i in range(10)]
+    point: dict[str, float | None] = {
+        "ttft_ms": 100.0,
+        "tpot_ms": 10.0,
+        "e2e_ms": 1370.0,
+        "output_tokens_per_s": 400.0,
+    }
+    r = point_ranges(point, records=rows + other, **WHERE)
+    assert "E2E range" in r["output_tokens_per_s"].basis  # L4 has no tokens/s rows of its own
+    own = point_ranges(point, records=rows + other, **(WHERE | {"family": "A10G"}))
+    assert "A10G x vllm x decode-bound" in own["output_tokens_per_s"].basis
+
+
 def test_coverage_is_graded_against_ranges_built_without_the_source() -> None:
     rows = [x for s in range(6) for x in lognormal(25, 0.25, 10 + s, f"s{s}")]
     (cov,) = [c for c in coverage(rows) if c.metric == "tpot"]
