@@ -244,7 +244,7 @@ def public(show_points: bool, write: bool) -> int:
             "# the engines it models. errors: measured / predicted of each row, predicted with factors fitted\n"
             "# without its source (plan/error_records.py; ttft_share: predicted TTFT / E2E). The 80% ranges every\n"
             "# estimate carries, and the measured error a report quotes, come from them (plan/ranges.py).\n"
-            "# Regenerate with the command above after changing the model or the data set.\n"
+            "# Regenerate with the generated_by command below after changing the model or the data set.\n"
             + yaml.safe_dump(doc, sort_keys=False)
         )
         print(f"wrote {target.relative_to(Path(__file__).resolve().parents[1])}")
