@@ -9,7 +9,8 @@ a metric comes from the log ratios by one method for every stratum:
   0.1 (n + 1) and 0.9 (n + 1) of the sorted values (``statistics.quantiles(method="exclusive")``), extrapolated
   past the extremes when n < 9: a new value from the same distribution falls between the order statistics at
   those positions with probability 80% whatever the distribution (a distribution-free prediction interval),
-  so few rows give a wider range with no normal assumption, and a far outlier moves it no more than a near one.
+  so few rows give a wider range with no normal assumption, and from 19 rows on a single far outlier moves it
+  no more than a near one would.
 - **Credibility between the stratum and its kind.** Rows of one source share that source's bias, so a
   stratum's spread says how a new source errs only as far as its sources differ: a stratum F x E x R with
   ``MIN_ROWS`` rows from k sources weighs its own deciles (k - 1) / k and the pooled deciles of every stratum
