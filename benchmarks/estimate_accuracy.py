@@ -125,22 +125,31 @@ def _table(title: str, errs: dict) -> None:
         )
 
 
-def _ranges_table(records: list) -> None:
+def _ranges_table(records: list, held_out: dict) -> None:
     from accelbench.plan.ranges import coverage
 
     print()
     print(
-        "80% ranges out of source (each source's rows against the ranges built without that source; "
-        "honest: 70-90% inside)"
+        "80% ranges out of source (each source's rows against the ranges an estimate would show, built from "
+        "records whose fits never saw that source; honest: 70-90% inside)"
     )
     print(
-        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>7} {'median half-width':>18}"
+        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'median half-width':>18}"
     )
-    for c in coverage(records):
+    graded = coverage(records, held_out.__getitem__)
+    for c in graded:
+        inside = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
+        if c.n and not c.graded:
+            inside += f" ({c.inside}/{c.n})"
+        if c.no_range:
+            inside += f", {c.no_range} without a range"
         print(
-            f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {c.share_inside * 100:>6.0f}% "
+            f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
             f"{c.median_half_width_pct:>17.0f}%"
         )
+    n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
+    if n:
+        print(f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%)")
 
 
 def _family_table(records: list) -> None:
@@ -168,7 +177,7 @@ def _family_table(records: list) -> None:
 
 def public(show_points: bool, write: bool) -> int:
     from accelbench.plan import accuracy as acc
-    from accelbench.plan.accuracy import out_of_source_records
+    from accelbench.plan.accuracy import held_out_records, out_of_source_records
     from accelbench.plan.hardware import default_factors
     from accelbench.plan.public_data import load_public_measurements
 
@@ -189,7 +198,6 @@ def public(show_points: bool, write: bool) -> int:
         "other engines (graded with the vLLM physics)": [p for p in points if not p.modelled_engine],
     }
     fitted = acc.fit_groups(points)  # per kind and engine, on the engines the planner models
-    out: dict[str, dict] = {}
     for name, pts in groups.items():
         if not pts:
             continue
@@ -200,16 +208,9 @@ def public(show_points: bool, write: bool) -> int:
         _table(f"[{name}] factors fitted to every source of the kind:", acc.grade(pts, fitted))
         loso = acc.leave_one_source_out(pts, train=points)
         _table(f"[{name}] leave one source out (each source graded with factors fitted to the others):", loso)
-        if name.startswith("vLLM"):
-            out = {
-                k: {"leave_one_source_out": v.as_dict(), "all_sources": acc.grade(pts, fitted)[k].as_dict()}
-                for k, v in loso.items()
-            }
-            for k in acc.KINDS:
-                if k not in out and any(p.kind == k for p in pts):
-                    out[k] = {"all_sources": acc.grade(pts, fitted)[k].as_dict()}
-    records = out_of_source_records([p for p in points if p.modelled_engine], train=points)
-    _ranges_table(records)
+    modelled = [p for p in points if p.modelled_engine]
+    records = out_of_source_records(modelled, train=points)
+    _ranges_table(records, held_out_records(modelled, train=points))
     _family_table(records)
     print()
     print("Factors fitted to every source (candidates for plan/data/efficiency.yaml):")
@@ -236,16 +237,14 @@ def public(show_points: bool, write: bool) -> int:
             "generated_by": "benchmarks/estimate_accuracy.py --write",
             "data_set_rows": len(ds.measurements),
             "points": len(points),
-            "kinds": out,
             "errors": [r.as_dict() for r in records],
         }
         target.write_text(
-            "# The planner's measured error on the public data set (plan/data/public_measurements.yaml), per\n"
-            "# accelerator kind, vLLM/SGLang/NxD rows only. leave_one_source_out: each source graded with factors\n"
-            "# fitted to the other sources. Estimates quote the leave-one-source-out TPOT figure. Regenerate with\n"
-            "# the command above after changing the model or the data set. errors: measured / predicted of each\n"
-            "# row, predicted with factors fitted without its source (plan/error_records.py); the 80% ranges\n"
-            "# every estimate carries come from them (plan/ranges.py).\n"
+            "# The planner's measured error on the public data set (plan/data/public_measurements.yaml), rows of\n"
+            "# the engines it models. errors: measured / predicted of each row, predicted with factors fitted\n"
+            "# without its source (plan/error_records.py; ttft_share: predicted TTFT / E2E). The 80% ranges every\n"
+            "# estimate carries, and the measured error a report quotes, come from them (plan/ranges.py).\n"
+            "# Regenerate with the generated_by command below after changing the model or the data set.\n"
             + yaml.safe_dump(doc, sort_keys=False)
         )
         print(f"wrote {target.relative_to(Path(__file__).resolve().parents[1])}")

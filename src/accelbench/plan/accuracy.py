@@ -519,19 +519,25 @@ def _ratio(measured: float | None, predicted: float) -> float | None:
     return float(measured) / predicted
 
 
-def out_of_source_records(points: Sequence[Any], train: Sequence[Any] | None = None) -> list[ErrorRecord]:
+def out_of_source_records(
+    points: Sequence[Any],
+    train: Sequence[Any] | None = None,
+    fits: dict[tuple[str, frozenset[str]], EfficiencyFactors] | None = None,
+) -> list[ErrorRecord]:
     """Each point of an engine the planner models, predicted with factors fitted to the other sources of its
-    group (the cited priors alone when no other source has rows), as measured / predicted ratios."""
+    group in ``train`` (the cited priors alone when no other source has rows), as measured / predicted ratios.
+    ``fits`` caches the fits by (group, sources fitted to)."""
     pool = list(train) if train is not None else list(points)
+    fits = {} if fits is None else fits
     out: list[ErrorRecord] = []
-    fits: dict[tuple[str, str], Any] = {}
     for p in points:
         if not p.modelled_engine:
             continue
-        key = (group_of(p), p.source)
+        group = group_of(p)
+        rest = [q for q in pool if group_of(q) == group and q.source != p.source]
+        key = (group, frozenset(q.source for q in rest))
         if key not in fits:
-            rest = [q for q in pool if group_of(q) == key[0] and q.source != p.source]
-            fits[key] = fit_kind(rest, _group_prior(key[0]))
+            fits[key] = fit_kind(rest, _group_prior(group))
         pred = predict_point(p, fits[key])
         out.append(
             ErrorRecord(
@@ -544,6 +550,25 @@ def out_of_source_records(points: Sequence[Any], train: Sequence[Any] | None = N
                 tpot=_ratio(p.tpot_ms, pred.tpot * 1000),
                 ttft=_ratio(p.ttft_ms, pred.ttft * 1000),
                 tps=_ratio(p.out_tps, pred.out_tps) if p.tps_graded else None,
+                ttft_share=pred.ttft / pred.e2e
+                if math.isfinite(pred.ttft + pred.e2e) and pred.e2e > 0
+                else None,
             )
         )
     return out
+
+
+def held_out_records(
+    points: Sequence[Any], train: Sequence[Any] | None = None
+) -> dict[str, list[ErrorRecord]]:
+    """For each source S: the records of every other source, predicted with factors fitted without S as well
+    as without their own source. The ranges that grade S's rows are built from these, so that nothing S
+    measured reaches them, not even through the factors the other rows were predicted with."""
+    pool = list(train) if train is not None else list(points)
+    fits: dict[tuple[str, frozenset[str]], EfficiencyFactors] = {}
+    return {
+        s: out_of_source_records(
+            [p for p in points if p.source != s], [q for q in pool if q.source != s], fits=fits
+        )
+        for s in sorted({p.source for p in points if p.modelled_engine})
+    }

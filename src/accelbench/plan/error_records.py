@@ -13,7 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Any
+
+import yaml
 
 from accelbench.domain.instance_types import AcceleratorType
 
@@ -37,23 +41,6 @@ _FAMILIES = (
     ("Trainium", "Trainium"),
     ("Graviton", "Graviton"),
 )
-# where a family without validated rows borrows its error from, nearest first (same memory technology and
-# tier; the borrowed error is widened, and the basis says so)
-NEAREST = {
-    "L4": ("A10G", "L40S", "A100", "H100/H200"),
-    "A10G": ("L4", "L40S", "A100", "H100/H200"),
-    "L40S": ("L4", "A10G", "A100", "H100/H200"),
-    "RTX PRO 6000": ("L40S", "L4", "A100", "H100/H200"),
-    "A100": ("H100/H200", "B200/B300", "L40S"),
-    "H100/H200": ("A100", "B200/B300"),
-    "B200/B300": ("H100/H200", "A100"),
-    "Inferentia2": ("Trainium",),
-    "Trainium": ("Inferentia2",),
-    "Xeon AMX": ("Graviton", "x86 CPU"),
-    "x86 CPU": ("Xeon AMX", "Graviton"),
-    "Graviton": ("Xeon AMX", "Arm CPU", "x86 CPU"),
-    "Arm CPU": ("Graviton", "Xeon AMX"),
-}
 
 
 def family_of(accelerator: str, kind: str, isa: Sequence[str] = ()) -> str:
@@ -78,9 +65,10 @@ def engine_group(engine: str) -> str:
 
 
 def regime_of(ttft_s: float, tpot_s: float, queue_s: float, prefill_s: float, output_len: int) -> str:
-    """queueing when waiting for a slot is a quarter of TTFT or more; prefill-bound when the prompt's prefill
-    takes longer than the request's decode; decode-bound otherwise."""
-    if math.isfinite(ttft_s) and ttft_s > 0 and queue_s >= 0.25 * ttft_s:
+    """queueing when waiting for a slot is a quarter of TTFT or more, or when the queue has no end (a request
+    rate above what the engine serves: TTFT grows for as long as the test runs); prefill-bound when the
+    prompt's prefill takes longer than the request's decode; decode-bound otherwise."""
+    if not math.isfinite(ttft_s) or (ttft_s > 0 and queue_s >= 0.25 * ttft_s):
         return "queueing"
     if prefill_s >= tpot_s * max(output_len - 1, 1):
         return "prefill-bound"
@@ -100,6 +88,7 @@ class ErrorRecord:
     tpot: float | None
     ttft: float | None
     tps: float | None
+    ttft_share: float | None = None  # predicted TTFT / predicted E2E: how E2E's range mixes TTFT's and TPOT's
 
     def ratio(self, metric: str) -> float | None:
         value: float | None = getattr(self, metric)
@@ -114,7 +103,7 @@ class ErrorRecord:
             "engine": self.engine,
             "regime": self.regime,
         }
-        for m in METRICS:
+        for m in (*METRICS, "ttft_share"):
             v = self.ratio(m)
             out[m] = None if v is None else round(v, 4)
         return out
@@ -137,4 +126,23 @@ class ErrorRecord:
             tpot=ratio("tpot"),
             ttft=ratio("ttft"),
             tps=ratio("tps"),
+            ttft_share=ratio("ttft_share"),
         )
+
+
+@lru_cache(maxsize=1)
+def shipped_accuracy() -> dict[str, Any]:
+    """What ``benchmarks/estimate_accuracy.py --write`` recorded in ``plan/data/accuracy.yaml`` (empty if none)."""
+    try:
+        text = (resources.files("accelbench.plan") / "data" / "accuracy.yaml").read_text()
+    except FileNotFoundError:
+        return {}
+    doc = yaml.safe_load(text) or {}
+    return doc if isinstance(doc, dict) else {}
+
+
+@lru_cache(maxsize=1)
+def shipped_records() -> tuple[ErrorRecord, ...]:
+    """The out-of-source records ``benchmarks/estimate_accuracy.py --write`` shipped (empty if none)."""
+    rows = shipped_accuracy().get("errors") or []
+    return tuple(ErrorRecord.from_dict(r) for r in rows if isinstance(r, dict))

@@ -2,19 +2,33 @@
 
 The shipped records (``plan/data/accuracy.yaml``, written by ``benchmarks/estimate_accuracy.py --write`` from
 ``plan/error_records.py``) hold measured / predicted for each published measurement, predicted with factors
-fitted without its source. For a question on family F, engine E, regime R the range of a metric is a
-prediction interval of the log ratio over the records of the first stratum that has ``MIN_ROWS`` of them:
+fitted without its source. For a question on family F, engine E, regime R of accelerator kind K, the range of
+a metric comes from the log ratios by one method for every stratum:
 
-1. F x E x R, 2. F x E (every regime: borrowed from other regimes, widened), 3. F with another engine
-   (borrowed, widened),
-4. the nearest family (``error_records.NEAREST``: "not validated on F", borrowed, widened), in the same
-   regime first,
-5. every family of the tier (borrowed, widened).
+- **Deciles by order statistics.** The 10th and 90th percentiles of n log ratios are read at positions
+  0.1 (n + 1) and 0.9 (n + 1) of the sorted values (``statistics.quantiles(method="exclusive")``), extrapolated
+  past the extremes when n < 9: a new value from the same distribution falls between the order statistics at
+  those positions with probability 80% whatever the distribution (a distribution-free prediction interval),
+  so few rows give a wider range with no normal assumption, and from 19 rows on a single far outlier moves it
+  no more than a near one would.
+- **Credibility between the stratum and its kind.** Rows of one source share that source's bias, so a
+  stratum's spread says how a new source errs only as far as its sources differ: a stratum F x E x R with
+  ``MIN_ROWS`` rows from k sources weighs its own deciles (k - 1) / k and the pooled deciles of every stratum
+  of kind K in regime R (every regime, when R has too few) 1 / k: k sources are k - 1 checks of the
+  between-source spread, the pool counts as one more.
+- **One source: not validated out of source.** A stratum whose rows all come from one source takes the
+  pooled deciles, widened where needed to hold its own deciles at each end, and says so.
+- **Borrowed: widened for a group not among those pooled.** Too few rows in regime R: F x E in every regime,
+  as above; F not validated with E: the kind's pool. A borrowed range is widened about its centre by
+  sqrt(1 + 1/g), g the regimes (or family x engine x regime strata) it pools: a new group's bias varies
+  about the mean of g groups by the groups' spread and that mean's own uncertainty (1/g of it).
 
-The interval is mean +- t(0.90, n-1) x sd x sqrt(1 + 1/n) of the log ratios (a prediction interval for one
-new measurement, wider when the rows are few), widened ``WIDEN`` times when borrowed and when every row
-comes from one source (rows of one source are not independent of each other). ``coverage`` grades it the
-way it is used: each source's records against the ranges built without that source.
+Every figure of an estimate takes these intervals through ``figure_intervals``, and so does the grading:
+E2E mixes TTFT's and TPOT's by TTFT's share of it, tokens/s use their own stratum when the family has rows
+of them (else E2E's, inverted), cost the tokens/s range inverted.
+
+``coverage`` grades the ranges the way they are used: each source's rows against the ranges built from records
+that owe nothing to that source (``accuracy.held_out_records``).
 """
 
 from __future__ import annotations
@@ -23,111 +37,179 @@ import itertools
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from accelbench.domain.estimate import SLO, CalibrationRef, EstimateRow, PredictionRange
-from accelbench.plan.error_records import NEAREST, ErrorRecord, engine_group, family_of
-from accelbench.plan.measured_error import shipped_accuracy
+from accelbench.plan.error_records import METRICS, ErrorRecord, engine_group, family_of, shipped_records
 
 E = TypeVar("E", bound=EstimateRow)
-MIN_ROWS = 5  # records a stratum needs before its own error is used
-WIDEN = 1.5  # a borrowed or single-source error's interval, widened
-# one-sided 90% quantile of Student's t by degrees of freedom (tables); the normal's 1.2816 beyond 60
-_T90 = {1: 3.078, 2: 1.886, 3: 1.638, 4: 1.533, 5: 1.476, 6: 1.440, 7: 1.415, 8: 1.397, 9: 1.383, 10: 1.372,
-        12: 1.356, 15: 1.341, 20: 1.325, 30: 1.310, 60: 1.296}  # fmt: skip
-
-
-def _t90(df: int) -> float:
-    if df >= 120:
-        return 1.2816
-    keys = [k for k in _T90 if k <= df]
-    return _T90[max(keys)] if keys else _T90[1]
+MIN_ROWS = 5  # records a stratum (or a kind's pool) needs before its deciles are read
+MIN_GRADE = 5  # held-out rows a stratum needs before the share inside its ranges is graded
+KIND_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 
 
 @dataclass(frozen=True)
 class Interval:
-    """measured / predicted at the 10th and 90th percentile, and what it rests on."""
+    """measured / predicted at the 10th and 90th percentile, what it rests on, and whether the question's
+    family has rows of its own in it (False: borrowed from other families)."""
 
     lo: float
     hi: float
     basis: str
+    validated: bool = True
 
 
-def _interval(logs: Sequence[float], sources: int, widen: bool) -> tuple[float, float]:
-    n = len(logs)
-    mean = statistics.fmean(logs)
-    sd = statistics.stdev(logs) if n > 1 else abs(mean) or 0.3
-    half = _t90(n - 1) * sd * math.sqrt(1 + 1 / n)
-    if widen:
-        half *= WIDEN
-    if sources < 2:
-        half *= WIDEN
-    return math.exp(mean - half), math.exp(mean + half)
+def deciles(logs: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of log ratios at the order-statistic positions 0.1 (n + 1) and
+    0.9 (n + 1), extrapolated past the extremes when there are fewer than 9 values."""
+    if len(logs) < 2:
+        return (logs[0], logs[0]) if logs else (0.0, 0.0)
+    q = statistics.quantiles(logs, n=10, method="exclusive")
+    return q[0], q[-1]
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The records that have one metric, read as log ratios."""
+
+    records: tuple[ErrorRecord, ...]
+    metric: str
+
+    def deciles(self) -> tuple[float, float]:
+        return deciles([math.log(r.ratio(self.metric) or 1.0) for r in self.records])
+
+    @property
+    def sources(self) -> int:
+        return len({r.source for r in self.records})
+
+    def where(self, **match: str) -> _Rows:
+        rows = tuple(r for r in self.records if all(getattr(r, k) == v for k, v in match.items()))
+        return _Rows(rows, self.metric)
+
+    def count(self) -> str:
+        return f"{len(self.records)} rows, {self.sources} source{'s' if self.sources != 1 else ''}"
 
 
 def _describe(family: str, engine: str, regime: str | None) -> str:
     return f"{family} x {engine}" + (f" x {regime}" if regime else "")
 
 
-def _tiers(family: str, engine: str, regime: str, kind: str) -> Iterable[tuple[str, dict[str, str], str]]:
-    """(stratum label, record filter, what is borrowed: "" none, "regime", "engine" or "family") in the order
-    the strata are tried."""
-    yield _describe(family, engine, regime), {"family": family, "engine": engine, "regime": regime}, ""
-    yield _describe(family, engine, "every regime"), {"family": family, "engine": engine}, "regime"
-    yield f"{family} with other engines", {"family": family}, "engine"
-    for near in NEAREST.get(family, ()):
-        yield _describe(near, engine, regime), {"family": near, "engine": engine, "regime": regime}, "family"
-        yield f"{near} x {engine}", {"family": near, "engine": engine}, "family"
-        yield f"{near}", {"family": near}, "family"
-    yield f"every {kind} family", {"kind": kind}, "family"
+def _widened(lo: float, hi: float, groups: int) -> tuple[float, float, float]:
+    """lo, hi (logs) widened about their centre by sqrt(1 + 1/groups), and the factor."""
+    w = math.sqrt(1 + 1 / max(groups, 1))
+    mid, half = (lo + hi) / 2, (hi - lo) / 2 * w
+    return mid - half, mid + half, w
+
+
+def _own(rows: _Rows, pool: _Rows, label: str, pool_label: str) -> tuple[float, float, str]:
+    """A stratum's deciles weighed against its pool by its sources (one source: the pool's, widened to hold
+    its own), as logs, with the basis."""
+    (lo, hi), (plo, phi) = rows.deciles(), pool.deciles()
+    k = rows.sources
+    what = f"out-of-source error on {label}: {rows.count()}"
+    pooled = f"the pooled {pool_label} error ({pool.count()})"
+    if k < 2:
+        return (
+            min(lo, plo),
+            max(hi, phi),
+            f"{what}, not validated out of source: {pooled}, widened to hold it",
+        )
+    z = (k - 1) / k
+    return z * lo + (1 - z) * plo, z * hi + (1 - z) * phi, f"{what}, weighed {z:.2f} against {pooled}"
 
 
 def interval_for(
     records: Sequence[ErrorRecord], metric: str, *, family: str, engine: str, regime: str, kind: str
 ) -> Interval | None:
-    """The 80% interval of measured / predicted for ``metric`` on the stratum, or None without records."""
-    own = [r for r in records if r.family == family and r.ratio(metric)]
-    for label, where, borrowed in _tiers(family, engine, regime, kind):
-        rows = [r for r in records if all(getattr(r, k) == v for k, v in where.items())]
-        ratios = [r.ratio(metric) for r in rows]
-        logs = [math.log(x) for x in ratios if x]
-        if len(logs) < MIN_ROWS:
-            continue
-        sources = len({r.source for r in rows if r.ratio(metric)})
-        lo, hi = _interval(logs, sources, bool(borrowed))
-        basis = (
-            f"out-of-source error on {label}: {len(logs)} rows, {sources} source{'s' if sources != 1 else ''}"
-        )
-        if borrowed == "regime":  # another regime's error is not this one's (queueing TTFT is not decode's)
-            basis = f"too few rows {regime} on {family}: borrows the {basis}, widened {WIDEN:g}x"
-        elif borrowed:
-            basis = (
-                f"not validated on {family}"
-                + (" with this engine" if own else "")
-                + f": borrows the {basis}, "
-                f"widened {WIDEN:g}x"
-            )
-        elif sources < 2:
-            basis += f" (one source: widened {WIDEN:g}x)"
-        return Interval(lo, hi, basis)
-    return None
-
-
-@lru_cache(maxsize=1)
-def shipped_records() -> tuple[ErrorRecord, ...]:
-    """The out-of-source records ``benchmarks/estimate_accuracy.py --write`` shipped (empty if none)."""
-    rows = shipped_accuracy().get("errors") or []
-    return tuple(ErrorRecord.from_dict(r) for r in rows if isinstance(r, dict))
-
-
-def _scaled(value: float | None, lo: float, hi: float, basis: str) -> PredictionRange | None:
-    if value is None or not math.isfinite(value):
+    """The 80% interval of measured / predicted for ``metric`` on the stratum, or None when the kind has fewer
+    than ``MIN_ROWS`` records of the metric."""
+    every = _Rows(tuple(r for r in records if r.kind == kind and r.ratio(metric)), metric)
+    if len(every.records) < MIN_ROWS:
         return None
-    a, b = sorted((value * lo, value * hi))
-    return PredictionRange(p10=a, p90=b, basis=basis)
+    label = KIND_LABEL.get(kind, kind)
+    pool, pool_label = every.where(regime=regime), f"{label} {regime}"
+    if len(pool.records) < MIN_ROWS:
+        pool, pool_label = every, f"{label} every-regime"
+    own = every.where(family=family, engine=engine, regime=regime)
+    if len(own.records) >= MIN_ROWS:
+        lo, hi, basis = _own(own, pool, _describe(family, engine, regime), pool_label)
+        return Interval(math.exp(lo), math.exp(hi), basis)
+    same = every.where(family=family, engine=engine)
+    if (
+        len(same.records) >= MIN_ROWS
+    ):  # another regime's error is not this one's (queueing TTFT is not decode's)
+        lo, hi, basis = _own(same, every, _describe(family, engine, "every regime"), f"{label} every-regime")
+        lo, hi, w = _widened(lo, hi, len({r.regime for r in same.records}))
+        basis = f"too few rows {regime} on {family}: borrows the {basis}; widened {w:.2f}x"
+        return Interval(math.exp(lo), math.exp(hi), basis)
+    strata = sorted({(r.family, r.engine, r.regime) for r in pool.records})
+    lo, hi, w = _widened(*pool.deciles(), len(strata))
+    listed = "; ".join(_describe(*s) for s in strata)
+    with_engine = " with this engine" if every.where(family=family).records else ""
+    basis = (
+        f"not validated on {family}{with_engine}: borrows the pooled {pool_label} out-of-source error "
+        f"({listed}: {pool.count()}), widened {w:.2f}x"
+    )
+    return Interval(math.exp(lo), math.exp(hi), basis, validated=False)
+
+
+def pooled_interval(records: Sequence[ErrorRecord], metric: str, kind: str) -> Interval | None:
+    """The kind's pooled 80% interval of measured / predicted (its basis: rows and sources), or None with
+    fewer than ``MIN_ROWS`` rows or a single source."""
+    pool = _Rows(tuple(r for r in records if r.kind == kind and r.ratio(metric)), metric)
+    if len(pool.records) < MIN_ROWS or pool.sources < 2:
+        return None
+    lo, hi = pool.deciles()
+    return Interval(math.exp(lo), math.exp(hi), pool.count())
+
+
+@dataclass(frozen=True)
+class FigureIntervals:
+    """The multiplicative 80% intervals of one estimate's figures (None: no range)."""
+
+    tpot: Interval | None
+    ttft: Interval | None
+    e2e: Interval | None = None
+    tps: Interval | None = None
+
+
+def figure_intervals(
+    records: Sequence[ErrorRecord],
+    where: dict[str, str],
+    ttft_share: float | None,
+    tpot_interval: Interval | None = None,
+) -> FigureIntervals:
+    """TPOT's and TTFT's intervals on the stratum ``where`` (family, engine, regime, kind); E2E's mixed from
+    them by the share of E2E that is TTFT; tokens/s from its own stratum when the family has rows of it, else
+    E2E's inverted (tokens/s = requests in flight x output tokens / E2E). ``tpot_interval`` replaces TPOT's (a
+    calibration's own). What estimates show and what ``coverage`` grades."""
+    tpot = tpot_interval or interval_for(records, "tpot", **where)
+    ttft = interval_for(records, "ttft", **where)
+    if tpot is None or ttft is None or ttft_share is None:
+        return FigureIntervals(tpot, ttft)
+    share = min(max(ttft_share, 0.0), 1.0)
+    e2e = Interval(
+        share * ttft.lo + (1 - share) * tpot.lo,
+        share * ttft.hi + (1 - share) * tpot.hi,
+        "from the TTFT and TPOT ranges",
+    )
+    tps = interval_for(records, "tps", **where)
+    if tps is None or not tps.validated:
+        tps = Interval(
+            1 / e2e.hi,
+            1 / e2e.lo if e2e.lo > 0 else math.inf,
+            "from the E2E range (tokens/s = requests in flight x output tokens / E2E)",
+        )
+    return FigureIntervals(tpot, ttft, e2e, tps)
+
+
+def _scaled(value: float | None, iv: Interval | None, basis: str | None = None) -> PredictionRange | None:
+    if iv is None or value is None or not math.isfinite(value):
+        return None
+    a, b = sorted((value * iv.lo, value * iv.hi))
+    return PredictionRange(p10=a, p90=b, basis=basis or iv.basis)
 
 
 def point_ranges(
@@ -144,32 +226,18 @@ def point_ranges(
     total_tokens_per_s, requests_per_s, usd_per_million_output_tokens, usd_per_request). ``tpot_interval``
     replaces the public data's TPOT interval (a calibration's own)."""
     recs = shipped_records() if records is None else records
+    ttft, e2e = point.get("ttft_ms"), point.get("e2e_ms")
+    share = ttft / e2e if ttft is not None and e2e and e2e > 0 else None
     where = {"family": family, "engine": engine, "regime": regime, "kind": kind}
-    tpot_i = tpot_interval or interval_for(recs, "tpot", **where)
-    ttft_i = interval_for(recs, "ttft", **where)
-    out: dict[str, PredictionRange] = {}
-    for key, iv in (("tpot_ms", tpot_i), ("ttft_ms", ttft_i)):
-        if iv is not None and (r := _scaled(point.get(key), iv.lo, iv.hi, iv.basis)) is not None:
-            out[key] = r
-    ttft, tpot, e2e = point.get("ttft_ms"), point.get("tpot_ms"), point.get("e2e_ms")
-    if tpot_i is None or ttft_i is None or ttft is None or tpot is None or e2e is None or e2e <= 0:
-        return out
-    decode = max(e2e - ttft, 0.0)
-    e2e_lo, e2e_hi = ttft * ttft_i.lo + decode * tpot_i.lo, ttft * ttft_i.hi + decode * tpot_i.hi
-    out["e2e_ms"] = PredictionRange(p10=e2e_lo, p90=e2e_hi, basis="from the TTFT and TPOT ranges")
-    tps_i = interval_for(recs, "tps", **where)
-    if tps_i is not None and not tps_i.basis.startswith("not validated"):
-        lo, hi, basis = tps_i.lo, tps_i.hi, tps_i.basis
-    else:  # tokens/s = requests in flight x output / E2E
-        lo, hi = e2e / e2e_hi, e2e / e2e_lo if e2e_lo > 0 else math.inf
-        basis = "from the E2E range (tokens/s = requests in flight x output tokens / E2E)"
-    for key in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"):
-        if (r := _scaled(point.get(key), lo, hi, basis)) is not None:
-            out[key] = r
-    cost_basis = "hourly price over the tokens/s range"
-    for key in ("usd_per_million_output_tokens", "usd_per_request"):
-        if (r := _scaled(point.get(key), 1 / hi, 1 / lo if lo > 0 else math.inf, cost_basis)) is not None:
-            out[key] = r
+    ivs = figure_intervals(recs, where, share, tpot_interval)
+    keyed = {"tpot_ms": ivs.tpot, "ttft_ms": ivs.ttft, "e2e_ms": ivs.e2e}
+    keyed |= dict.fromkeys(("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"), ivs.tps)
+    out = {k: r for k, iv in keyed.items() if (r := _scaled(point.get(k), iv)) is not None}
+    if ivs.tps is not None:  # cost = hourly price / tokens per hour
+        cost = Interval(1 / ivs.tps.hi, 1 / ivs.tps.lo if ivs.tps.lo > 0 else math.inf, "")
+        for key in ("usd_per_million_output_tokens", "usd_per_request"):
+            if (r := _scaled(point.get(key), cost, "hourly price over the tokens/s range")) is not None:
+                out[key] = r
     return out
 
 
@@ -185,10 +253,22 @@ POINT_KEYS = (
 )
 
 
+# one-sided 90% quantile of Student's t by degrees of freedom (tables); the normal's 1.2816 beyond 60
+_T90 = {1: 3.078, 2: 1.886, 3: 1.638, 4: 1.533, 5: 1.476, 6: 1.440, 7: 1.415, 8: 1.397, 9: 1.383, 10: 1.372,
+        12: 1.356, 15: 1.341, 20: 1.325, 30: 1.310, 60: 1.296}  # fmt: skip
+
+
+def _t90(df: int) -> float:
+    if df >= 120:
+        return 1.2816
+    keys = [k for k in _T90 if k <= df]
+    return _T90[max(keys)] if keys else _T90[1]
+
+
 def calibrated_interval(ref: CalibrationRef | None) -> Interval | None:
-    """The TPOT interval of a stored calibration: its mean absolute error after the fit on its own runs read as
-    a normal spread (sd = MAPE x sqrt(pi / 2)) and turned into a prediction interval over its points; None
-    without an error or with fewer than 3 points."""
+    """The TPOT interval of a stored calibration, which keeps only its mean absolute error and point count (no
+    errors to read deciles from): that error read as a normal spread (sd = MAPE x sqrt(pi / 2)) and turned
+    into a prediction interval over its points; None without an error or with fewer than 3 points."""
     if ref is None or ref.tpot_error_after_pct is None or ref.n_points < 3:
         return None
     sd = max(ref.tpot_error_after_pct, 0.5) / 100 * math.sqrt(math.pi / 2)
@@ -277,7 +357,7 @@ def throughput_interval(
     where = {"family": family_of(accelerator, kind, isa), "engine": engine_group(engine), "regime": regime}
     recs = shipped_records()
     tps = interval_for(recs, "tps", **where, kind=kind)
-    if tps is not None and not tps.basis.startswith("not validated"):
+    if tps is not None and tps.validated:
         return tps
     tpot = interval_for(recs, "tpot", **where, kind=kind)
     if tpot is None:
@@ -299,12 +379,21 @@ def mark_overlaps(ranked: Sequence[EstimateRow], key: str = "usd_per_million_out
 # ------------------------------------------------------------------------------------------- grading
 @dataclass
 class StratumCoverage:
+    """One stratum and metric, graded: held-out rows with a range, those inside it, those the records built
+    without their source gave no range, and the ranges' half-widths (percent of the prediction)."""
+
     stratum: str
     metric: str
-    n: int
-    sources: int
-    inside: int
-    half_widths_pct: list[float]
+    n: int = 0
+    sources: int = 0
+    inside: int = 0
+    no_range: int = 0
+    half_widths_pct: list[float] = field(default_factory=list)
+
+    @property
+    def graded(self) -> bool:
+        """Enough held-out rows for the share inside to say something."""
+        return self.n >= MIN_GRADE
 
     @property
     def share_inside(self) -> float:
@@ -315,29 +404,35 @@ class StratumCoverage:
         return statistics.median(self.half_widths_pct) if self.half_widths_pct else math.nan
 
 
-def coverage(records: Sequence[ErrorRecord]) -> list[StratumCoverage]:
-    """Per stratum (family x engine x regime) and metric: how many of its records fall inside the 80% range
-    built without their own source, and the ranges' median half-width (percent of the prediction)."""
+def coverage(
+    records: Sequence[ErrorRecord], built_without: Callable[[str], Sequence[ErrorRecord]] | None = None
+) -> list[StratumCoverage]:
+    """Per stratum (family x engine x regime) and metric: how many of its records fall inside the 80% range an
+    estimate of the row would show, built from ``built_without(source)`` (default: the other sources'
+    records; ``accuracy.held_out_records`` gives records whose fits never saw the source either), and the
+    ranges' median half-width. Tokens/s are graded against what estimates show: their own stratum's range,
+    or E2E's inverted."""
     out: dict[tuple[str, str], StratumCoverage] = {}
     sources_of: dict[tuple[str, str], set[str]] = defaultdict(set)
     for source in sorted({r.source for r in records}):
-        others = [r for r in records if r.source != source]
+        basis = built_without(source) if built_without else [r for r in records if r.source != source]
         for r in (x for x in records if x.source == source):
-            for metric in ("tpot", "ttft", "tps"):
+            where = {"family": r.family, "engine": r.engine, "regime": r.regime, "kind": r.kind}
+            ivs = figure_intervals(basis, where, r.ttft_share if r.ttft_share is not None else 0.0)
+            for metric in METRICS:
                 ratio = r.ratio(metric)
                 if not ratio:
                     continue
-                iv = interval_for(
-                    others, metric, family=r.family, engine=r.engine, regime=r.regime, kind=r.kind
-                )
-                if iv is None:
-                    continue
                 key = (_describe(r.family, r.engine, r.regime), metric)
-                cov = out.setdefault(key, StratumCoverage(key[0], metric, 0, 0, 0, []))
+                cov = out.setdefault(key, StratumCoverage(key[0], metric))
+                sources_of[key].add(source)
+                iv: Interval | None = getattr(ivs, metric)
+                if iv is None:
+                    cov.no_range += 1
+                    continue
                 cov.n += 1
                 cov.inside += int(iv.lo <= ratio <= iv.hi)
                 cov.half_widths_pct.append((iv.hi - iv.lo) / 2 * 100)
-                sources_of[key].add(source)
     for key, cov in out.items():
         cov.sources = len(sources_of[key])
     return [out[k] for k in sorted(out)]
