@@ -335,7 +335,10 @@ def _one_shot(p: PublicPoint, f: EfficiencyFactors) -> Prediction:
         first.ttft, first.queue = p.perf.wave_ttft(f, p.input_len, median, batch), 0.0
     else:  # it is admitted once (median - batch) requests ahead of it are done, into the steady regime
         wait = (median - batch) / (batch / service)
-        first.ttft, first.queue, first.tpot = served.ttft + wait, wait, served.tpot
+        # and not before every prompt ahead of it is prefilled, first come first served: a floor the slot
+        # count alone misses when the prompts are long and the batch is large
+        fcfs = p.perf.wave_ttft(f, p.input_len, median, median)
+        first.ttft, first.queue, first.tpot = max(served.ttft + wait, fcfs), wait, served.tpot
     first.rps, first.out_tps, first.total_tps = rps, rps * p.output_len, rps * (p.input_len + p.output_len)
     return first
 
