@@ -41,8 +41,6 @@ caches every full ``PREFIX_CACHE_BLOCK``-token block of what it has seen would f
 
 from __future__ import annotations
 
-# the builders register themselves in DATASETS when imported (the trace's: ``bench/__init__.py`` imports it)
-from accelbench.bench import file_datasets, random_prompts  # noqa: F401
 from accelbench.bench.prompts import DATASETS, Dataset, Prompt, PromptSource, StopFn
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.bench.tools import load_tools, tool_names

@@ -86,4 +86,9 @@ class PromptSource:
 
 
 DatasetBuilder = Callable[[BenchConfig, "Tokenizer | None", int, int], PromptSource]
-DATASETS: Registry[DatasetBuilder] = Registry("dataset")
+#: the dataset builders by name; the shipped modules (each registers its own) are imported on the first lookup,
+#: another one is ``DATASETS.add_module("pkg.module")``
+DATASETS: Registry[DatasetBuilder] = Registry(
+    "dataset",
+    ["accelbench.bench.random_prompts", "accelbench.bench.file_datasets", "accelbench.bench.trace"],
+)
