@@ -17,6 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from accelbench.bench.prompts import DATASETS
 from accelbench.bench.schedule import SCHEDULES
 from accelbench.cli.main import app
 from accelbench.registry import Registry
@@ -231,3 +232,48 @@ def test_a_load_schedule_is_one_module_and_one_registration(
     spec.write_text("model: qwen2.5-7b-instruct\ninstance_type: g6.2xlarge\nsweep: {schedule: evn}\n")
     res = runner.invoke(app, ["run", str(spec), "--dry-run"])
     assert res.exit_code == 2 and "sweep.schedule" in res.output and "Did you mean 'even'" in res.output
+
+
+# ---------------------------------------------------------------------------------------------- a dataset
+TOY_DATASET = '''
+    from accelbench.bench.prompts import DATASETS, Prompt, PromptSource
+
+
+    @DATASETS.register("numbered")
+    def numbered(config, tokenizer, count, warmups):
+        """Prompts that say which one they are, warmups first; the server counts their tokens."""
+
+        def make(chunk, stop):
+            for i in range(warmups + count):
+                yield Prompt(f"numbered prompt {i}")
+
+        return PromptSource(count=count, num_warmups=warmups, make=make, notes=["Numbered prompts."])
+'''
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_dataset_is_one_module_and_one_registration(
+    store: Store, package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(DATASETS, monkeypatch)
+    DATASETS.add_module(write(package, "numbered", TOY_DATASET))
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
+        res = runner.invoke(
+            app,
+            ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok),
+             "--dataset", "numbered", "--output-len", "4", "--num-prompts", "3", "--format", "json"],
+        )  # fmt: skip
+        sent = sorted(r.prompt for r in server.records)
+    assert res.exit_code == 0, res.output
+    assert sent == ["numbered prompt 0", "numbered prompt 1", "numbered prompt 2"]
+    summary = json.loads(res.stdout)["summary"]
+    assert summary["config"]["dataset"] == "numbered" and "Numbered prompts." in summary["notes"]
+    # a misspelled dataset is refused before any request, naming the one meant
+    res = runner.invoke(app, ["bench", "--base-url", "http://127.0.0.1:9", "--dataset", "numberd"])
+    assert res.exit_code == 2 and "Did you mean 'numbered'" in res.output
+    # and in a run spec's sweep section, before anything is deployed
+    spec = tmp_path / "run.yaml"
+    spec.write_text("model: qwen2.5-7b-instruct\ninstance_type: g6.2xlarge\nsweep: {dataset: numberd}\n")
+    res = runner.invoke(app, ["run", str(spec), "--dry-run"])
+    assert res.exit_code == 2 and "sweep.dataset" in res.output and "Did you mean 'numbered'" in res.output

@@ -1,8 +1,8 @@
 """Prompt sources for a benchmark: ``random`` (exact token counts), ``jsonl`` and ``sharegpt`` files.
 
 Each source is an entry of ``DATASETS`` (a Registry, ``bench/prompts.py``), so another one is one more
-registered function: ``random`` in ``bench/random_prompts.py``, the files in ``bench/file_datasets.py``, a
-replayed trace in ``bench/trace.py``. This module opens the one a config names (``open_dataset``) and makes all
+registered function in a module of its own (``docs/extending.md``): ``random`` in ``bench/random_prompts.py``,
+the files in ``bench/file_datasets.py``, a replayed trace in ``bench/trace.py``. This module opens the one a config names (``open_dataset``) and makes all
 its prompts at once (``build_dataset``).
 
 What ``input_len`` means (random dataset): the number of prompt tokens **the server counts** for the request,
@@ -41,15 +41,31 @@ caches every full ``PREFIX_CACHE_BLOCK``-token block of what it has seen would f
 
 from __future__ import annotations
 
-# the builders register themselves in DATASETS when imported (the trace's: ``bench/__init__.py`` imports it)
-from accelbench.bench import file_datasets, random_prompts  # noqa: F401
-from accelbench.bench.prompts import DATASETS, Dataset, Prompt, PromptSource, StopFn
+from accelbench.bench.prompts import (
+    DATASETS,
+    FILE_DATASETS,
+    Dataset,
+    Prompt,
+    PromptSource,
+    StopFn,
+    check_dataset,
+)
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.bench.tools import load_tools, tool_names
-from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.load import BenchConfig
 
-#: what callers have always imported from here (the types live in ``bench/prompts.py``)
-__all__ = ["DATASETS", "Dataset", "Prompt", "PromptSource", "StopFn", "build_dataset", "open_dataset"]
+#: what callers import from here (the types and the registry live in ``bench/prompts.py``)
+__all__ = [
+    "DATASETS",
+    "FILE_DATASETS",
+    "Dataset",
+    "Prompt",
+    "PromptSource",
+    "StopFn",
+    "build_dataset",
+    "check_dataset",
+    "open_dataset",
+]
 
 
 def open_dataset(
@@ -62,7 +78,7 @@ def open_dataset(
     n = config.num_prompts if count is None else count
     w = config.num_warmups if warmups is None else warmups
     tools = load_tools(config.tools) if config.tools is not None else None
-    builder = DATASETS.get(DatasetKind(config.dataset).value)
+    builder = check_dataset(config.dataset)
     source = builder(config, tokenizer, n, w)
     if tools is not None:
         source.tools = tools

@@ -1,5 +1,6 @@
 """What a dataset makes: the prompts of one benchmark (``PromptSource``, made lazily; ``Dataset``, all at once)
 and the registry of the dataset builders (``DATASETS``), each a function of (config, tokenizer, count, warmups).
+A config names its dataset (``LoadSettings.dataset``); ``check_dataset`` refuses a name nothing registered.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.domain.load import BenchConfig
+from accelbench.errors import NotFoundError, UserInputError
 from accelbench.registry import Registry
 
 
@@ -86,4 +88,21 @@ class PromptSource:
 
 
 DatasetBuilder = Callable[[BenchConfig, "Tokenizer | None", int, int], PromptSource]
-DATASETS: Registry[DatasetBuilder] = Registry("dataset")
+#: the dataset builders by name; the shipped modules (each registers its own) are imported on the first lookup,
+#: another one is ``DATASETS.add_module("pkg.module")``
+DATASETS: Registry[DatasetBuilder] = Registry(
+    "dataset",
+    ["accelbench.bench.random_prompts", "accelbench.bench.file_datasets", "accelbench.bench.trace"],
+)
+#: the shipped datasets that read ``dataset_path``: a benchmark naming one without it is refused before it starts
+#: (a dataset of your own that reads a file refuses a missing one when it is opened: ``file_datasets.need_path``)
+FILE_DATASETS = frozenset({"jsonl", "sharegpt", "trace"})
+
+
+def check_dataset(name: str, where: str | None = None) -> DatasetBuilder:
+    """The builder registered as ``name``. A name no module registered is bad input (exit 2), refused with the
+    registered names it could have meant and the whole list; ``where`` is the key or flag it was given as."""
+    try:
+        return DATASETS.get(name)
+    except NotFoundError as exc:
+        raise UserInputError(f"{where}: {exc.message}" if where else exc.message, hint=exc.hint) from None

@@ -65,7 +65,7 @@ from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenize
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.device import DeviceTelemetry
 from accelbench.domain.endpoint import Endpoint
-from accelbench.domain.load import BenchConfig, DatasetKind, EndpointKind
+from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.errors import AccelbenchError
 from accelbench.telemetry.devices import DeviceMonitor, collectors_for
 from accelbench.telemetry.prometheus import PrometheusScraper
@@ -365,7 +365,7 @@ async def arun_benchmark(
         try:
             tokenizer = await _to_thread(load_tokenizer, endpoint)
         except AccelbenchError as exc:
-            if DatasetKind(config.dataset) in (DatasetKind.random, DatasetKind.trace):
+            if config.dataset in ("random", "trace"):
                 raise
             notes.append(f"No tokenizer ({exc.message}); output tokens come from the server's usage.")
     # what can be checked without making every prompt is checked here, before anything is sent

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from accelbench.bench.prompts import check_dataset
 from accelbench.bench.schedule import SCHEDULES
 from accelbench.domain.run import SweepSpec
 from accelbench.domain.strict import StrictModel
@@ -117,6 +118,7 @@ def parse_sweep_file(data: Any, source: str = "<spec>") -> SweepFile:
     if spec.schedule not in SCHEDULES:
         unknown = did_you_mean(spec.schedule, SCHEDULES, "load schedule")
         raise UserInputError(f"Invalid sweep spec {source}: schedule: {unknown.message}", hint=unknown.hint)
+    check_dataset(spec.dataset, f"Invalid sweep spec {source}: dataset")
     return spec
 
 

@@ -41,7 +41,7 @@ from accelbench.bench.target_ci import MIN_REPEATS, record, settled
 from accelbench.bench.tokenizer import load_tokenizer
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.endpoint import Endpoint
-from accelbench.domain.load import BenchConfig, DatasetKind, LoadSettings
+from accelbench.domain.load import BenchConfig, LoadSettings
 from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
@@ -447,7 +447,7 @@ class _Sweep:
             self.tokenizer = load_tokenizer(self.endpoint)
         prog.phase = "checking"
         prog.write(force=True)
-        if DatasetKind(spec.dataset) == DatasetKind.random:
+        if spec.dataset == "random":
             check_served_context(self.endpoint, (k.input_len for k in todo), spec.output_len)
         preflight(spec, todo, self.tokenizer)
         if spec.quality:

@@ -54,7 +54,7 @@ from accelbench.cli.measure_flags import (
     parse_headers,
 )
 from accelbench.domain.bench_summary import BenchmarkSummary
-from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import RunStatus
 from accelbench.errors import UserInputError
 from accelbench.report.failures import modes_sentence
@@ -86,7 +86,7 @@ def render_summary(summary: BenchmarkSummary, *, run_id: str | None, saved: Path
     where = f"{summary.model_id} @ {summary.base_url}"
     shape = (
         f"{cfg.endpoint}, {cfg.dataset}"
-        + (f" {cfg.input_len} in" if DatasetKind(cfg.dataset) == DatasetKind.random else "")
+        + (f" {cfg.input_len} in" if cfg.dataset == "random" else "")
         + f" / {cfg.output_len} out, {summary.num_prompts} prompts, concurrency {cfg.max_concurrency or 'unlimited'}, "
         f"rate {rate}"
     )

@@ -29,8 +29,9 @@ import typer
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from accelbench.domain.load import GoodputSLO, LengthDist, LoadStage
+from accelbench.domain.load import GoodputSLO, LengthDist, LoadSettings, LoadStage
 from accelbench.errors import UserInputError
+from accelbench.services.bench_run import dataset_names
 
 #: LoadSettings field -> its flag declarations (a bool field gets its on/off pair)
 LOAD_FLAGS: dict[str, tuple[str, ...]] = {
@@ -225,6 +226,9 @@ WORKLOAD_FLAGS = (
 def load_flags(*fields: str, **own: Flag) -> dict[str, Flag]:
     """The shared load flags of ``fields`` (``LOAD_FLAGS``), with ``own`` flags of a command added or replacing."""
     out = {f: Flag(decls=LOAD_FLAGS[f]) for f in fields}
+    if "dataset" in out:  # the names registered when the command is made; the use case checks a name given
+        words = LoadSettings.model_fields["dataset"].description
+        out["dataset"] = out["dataset"].but(help=f"{words} Choices: {', '.join(dataset_names())}.")
     return out | own
 
 

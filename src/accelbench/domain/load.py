@@ -1,4 +1,4 @@
-"""What a benchmark sends and how it paces it: the API and the prompts' source (EndpointKind, DatasetKind),
+"""What a benchmark sends and how it paces it: the API (EndpointKind) and the prompts' source (a dataset's name),
 how lengths vary (LengthDist), load plans (LoadStage), goodput targets (GoodputSLO), the settings every load
 command shares (LoadSettings) and one benchmark's (BenchConfig)."""
 
@@ -26,13 +26,6 @@ from accelbench.domain.strict import StrictModel
 class EndpointKind(enum.StrEnum):
     chat = "chat"
     completions = "completions"
-
-
-class DatasetKind(enum.StrEnum):
-    random = "random"
-    jsonl = "jsonl"
-    sharegpt = "sharegpt"
-    trace = "trace"
 
 
 class LengthDist(StrictModel):
@@ -106,12 +99,16 @@ class LoadSettings(StrictModel):
     """How requests are made and paced. Shared by ``bench`` (one cell) and ``sweep`` (every cell)."""
 
     endpoint: EndpointKind = Field(default=EndpointKind.chat, description="chat or completions API.")
-    dataset: DatasetKind = Field(
-        default=DatasetKind.random,
-        description="Where prompts come from: random makes them; the others read dataset_path.",
+    #: a name of the dataset registry (bench/prompts.py DATASETS), which this layer cannot see: checked where
+    #: specs are read (bench/spec.py, services/run_checks.py preflight) and where a benchmark starts
+    dataset: str = Field(
+        default="random",
+        description="Where prompts come from, a registered dataset: random makes them; jsonl, sharegpt and trace "
+        "read dataset_path.",
     )
     dataset_path: str | None = Field(
-        default=None, description='The file every dataset but random reads (jsonl: {"prompt": ...} rows).'
+        default=None,
+        description='The file the jsonl, sharegpt and trace datasets read (jsonl: {"prompt": ...} rows).',
     )
     output_len: int = Field(default=128, ge=1, le=MAX_TOKENS, description="max_tokens per request.")
     prefix_len: int = Field(
@@ -235,7 +232,7 @@ class LoadSettings(StrictModel):
             kinds = {st.concurrency is None for st in self.stages}
             if len(kinds) > 1:
                 raise ValueError("stages are all of concurrency or all of request_rate, not both")
-            if self.turns > 1 or DatasetKind(self.dataset) == DatasetKind.trace:
+            if self.turns > 1 or self.dataset == "trace":
                 raise ValueError("stages set the load themselves: not with turns > 1 or a trace")
             if self.duration_s is not None or not math.isinf(self.request_rate):
                 raise ValueError("stages set the load and the time: leave duration_s and request_rate unset")
@@ -245,9 +242,9 @@ class LoadSettings(StrictModel):
                     "ramp_up_s staggers the streams of a closed loop: leave request_rate at inf and give no "
                     "stages (a stage has its own ramp_up_s, whose requests are measured)"
                 )
-            if self.turns > 1 or DatasetKind(self.dataset) == DatasetKind.trace:
+            if self.turns > 1 or self.dataset == "trace":
                 raise ValueError("ramp_up_s staggers single requests: not with turns > 1 or a trace")
-        if DatasetKind(self.dataset) == DatasetKind.trace and not self.dataset_path:
+        if self.dataset == "trace" and not self.dataset_path:
             raise ValueError("the trace dataset needs its file: give dataset_path")
         return self
 

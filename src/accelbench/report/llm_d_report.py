@@ -128,7 +128,7 @@ def _load(s: BenchmarkSummary, result: ResultInfo, stage: int) -> dict[str, Any]
     standardized: dict[str, Any] = {
         "tool": TOOL,
         "tool_version": __version__,
-        "source": "random" if cfg.dataset.value == "random" else "sampled",
+        "source": "random" if cfg.dataset == "random" else "sampled",
         "stage": stage,
         "input_seq_len": {"distribution": "fixed", "value": result.input_len},
         "output_seq_len": {"distribution": "fixed", "value": cfg.output_len},

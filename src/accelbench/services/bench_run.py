@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from accelbench.bench import run_benchmark
 from accelbench.bench.context import check_served_context
+from accelbench.bench.datasets import DATASETS, FILE_DATASETS, check_dataset
 from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
 from accelbench.bench.results_io import write_result
 from accelbench.bench.selftest import certify, client_self_test
 from accelbench.bench.sweep import failure_line, judge_cell, server_alive
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.endpoint import Endpoint
-from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.owner import process_owner
 from accelbench.domain.run import CellStatus, RunStatus
 from accelbench.errors import AccelbenchError, UserInputError
@@ -79,9 +80,15 @@ def check_settings(settings: dict[str, Any]) -> None:
     rate, burst = settings.get("request_rate"), settings.get("burstiness")
     if (rate is not None and rate <= 0) or (burst is not None and burst <= 0):
         raise UserInputError("--request-rate and --burstiness must be positive (inf is allowed).")
-    dataset = DatasetKind(settings.get("dataset", DatasetKind.random))
-    if dataset != DatasetKind.random and not settings.get("dataset_path"):
-        raise UserInputError(f"--dataset {dataset.value} needs --dataset-path FILE.")
+    dataset = settings.get("dataset", "random")
+    check_dataset(dataset, "--dataset")
+    if dataset in FILE_DATASETS and not settings.get("dataset_path"):
+        raise UserInputError(f"--dataset {dataset} needs --dataset-path FILE.")
+
+
+def dataset_names() -> list[str]:
+    """What ``--dataset`` accepts (``bench``, ``sweep``, ``capacity``): every registered dataset."""
+    return DATASETS.names()
 
 
 def bench_config(settings: dict[str, Any]) -> BenchConfig:
@@ -176,7 +183,7 @@ def run_bench(
     check_settings(request.settings)
     endpoint = request.server.endpoint()
     config = bench_config(request.settings)
-    if DatasetKind(config.dataset) == DatasetKind.random:
+    if config.dataset == "random":
         check_served_context(endpoint, [config.input_len], config.output_len)  # before any load
     parse_quality(request.quality)  # an unknown setting or lm-eval missing: refused before anything is stored
     store = get_store() if request.store else None

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from accelbench.bench.datasets import FILE_DATASETS, check_dataset
 from accelbench.domain.capacity import CapacityResult
-from accelbench.domain.load import DatasetKind
 from accelbench.domain.results import ResultInfo
 from accelbench.errors import UserInputError
 from accelbench.services.capacity_at_slo import CapacityInterrupted, capacity_spec, measure_capacity
@@ -56,8 +56,9 @@ def run_capacity(
     """``accelbench capacity``: search ``request.server`` for its capacity (``progress``: a line per step;
     ``during_search``: what the caller holds open while the search runs)."""
     spec = capacity_spec(**request.settings)
-    if spec.dataset != DatasetKind.random and not spec.dataset_path:
-        raise UserInputError(f"--dataset {DatasetKind(spec.dataset).value} needs --dataset-path FILE.")
+    check_dataset(spec.dataset, "--dataset")
+    if spec.dataset in FILE_DATASETS and not spec.dataset_path:
+        raise UserInputError(f"--dataset {spec.dataset} needs --dataset-path FILE.")
     target = request.server
     endpoint = target.endpoint()
     repo = get_store() if request.store or request.resume else None

@@ -36,7 +36,7 @@ from accelbench.bench.trace import read_trace
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.endpoint import Endpoint
-from accelbench.domain.load import BenchConfig, DatasetKind
+from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import RunStatus
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import UserInputError
@@ -119,7 +119,7 @@ def replay_rows(
 
 def _config(path: Path, rows: list[dict[str, Any]], label: str | None) -> BenchConfig:
     return BenchConfig(
-        dataset=DatasetKind.trace,
+        dataset="trace",
         dataset_path=str(path),
         trace_format="mooncake",
         num_prompts=len(rows),

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.bench.prompts import check_dataset
 from accelbench.bench.schedule import SCHEDULES
 from accelbench.catalog import get_catalog
 from accelbench.deploy.manifests import Bundle, plan_bundle, validate_objects
@@ -296,8 +297,8 @@ class CheckedRun:
 def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
     """Everything that can be checked before anything is stored, installed or started, on every path (CLI
     ``run``/``rerun``/``demo``, the API, the Run page): the instance, the runtime (the tier's default when the
-    spec names none), the model, the guards, the planner's fit, every request within its context, a capacity
-    search's one load generator. A refusal raises ``UserInputError``/``GuardError`` saying what to change."""
+    spec names none), the load schedule and the dataset (registered names), the model, the guards, the planner's
+    fit, every request within its context, a capacity search's one load generator. A refusal raises ``UserInputError``/``GuardError`` saying what to change."""
     check_capacity(spec)
     instance = resolve_instance(spec)
     if instance is not None:
@@ -312,6 +313,9 @@ def preflight(spec: RunSpec, *, allow_misfit: bool = False) -> CheckedRun:
         SCHEDULES.get(spec.sweep.schedule)  # refused now, not when the first cell starts
     except NotFoundError as exc:
         raise as_input_error(exc, "sweep.schedule") from None
+    check_dataset(spec.sweep.dataset, "sweep.dataset")
+    if spec.capacity is not None:
+        check_dataset(spec.capacity.dataset, "capacity.dataset")
     warnings, params = guard(
         spec, instance, allow_misfit=allow_misfit
     )  # the settings first: they say most about what to change

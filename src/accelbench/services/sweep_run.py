@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from accelbench.bench.context import check_served_context
+from accelbench.bench.datasets import check_dataset
 from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
 from accelbench.bench.spec import load_sweep_file
 from accelbench.bench.sweep import (
@@ -34,7 +35,6 @@ from accelbench.bench.sweep import (
 )
 from accelbench.bench.target_ci import summary_line
 from accelbench.domain.endpoint import Endpoint
-from accelbench.domain.load import DatasetKind
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.errors import UserInputError
@@ -215,8 +215,11 @@ def run_sweep_request(
     store = get_store()
     spec, server, file_label, run = _spec_and_server(store, request, warn)
     parse_quality(spec.quality)  # an unknown setting, or lm-eval not installed: refused before any load
+    check_dataset(
+        spec.dataset, "--dataset"
+    )  # before the server is asked (a spec file's was checked when read)
     ep = _endpoint(request, server)
-    if DatasetKind(spec.dataset) == DatasetKind.random:
+    if spec.dataset == "random":
         check_served_context(ep, spec.input_lens, spec.output_len)  # before a run is stored
     if run is None:
         auth = dict(ep.headers) | ({"Authorization": f"Bearer {ep.api_key}"} if ep.api_key else {})

@@ -64,7 +64,7 @@ def test_a_bad_flag_value_is_refused_in_words_with_exit_2(case: tuple[list[str],
 
 def test_the_walk_reaches_choices_and_bounds() -> None:
     flags = {(" ".join(path), flag) for path, flag, _ in bad_values()}
-    assert {("bench", "--dataset"), ("estimate", "--concurrency"), ("sweep", "--max-error-rate")} <= flags
+    assert {("bench", "--endpoint"), ("estimate", "--concurrency"), ("sweep", "--max-error-rate")} <= flags
     assert len(flags) > 40
 
 
@@ -91,6 +91,13 @@ def test_the_walk_reaches_choices_and_bounds() -> None:
         (["recommend", "-m", "qwen2.5-7b-instruct", "-i", "no-such-instance"], "Unknown instance type"),
         (["memory-breakdown", "-m", "no-such-model", "-i", "g6.xlarge"], "Unknown model 'no-such-model'"),
         (["sweep", "--base-url", "http://127.0.0.1:9", "--input-lens", "-5"], "--input-lens"),
+        # a registered name, not a choice list: checked by the use case against the dataset registry
+        (
+            ["bench", "--base-url", "http://127.0.0.1:9", "--dataset", "jsnl"],
+            "--dataset: Unknown dataset 'jsnl'",
+        ),
+        (["sweep", "--base-url", "http://127.0.0.1:9", "--dataset", "jsnl"], "Did you mean 'jsonl'?"),
+        (["capacity", "--base-url", "http://127.0.0.1:9", "--dataset", "jsnl"], "Known: jsonl, random"),
         (["runs", "show", "no-such-run"], "no-such-run"),
         (["compare", "no-such-run", "other-run"], "no-such-run"),
     ],
