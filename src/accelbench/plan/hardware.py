@@ -58,6 +58,20 @@ def default_factors(kind: str, engine: str) -> EfficiencyFactors:
     return _factors(kind, engine, "value")
 
 
+def cpu_stream_share() -> float:
+    """The share of a CPU socket's peak bandwidth a stream of reads reaches (STREAM's), as the CPU kind's
+    cited bandwidth_efficiency prior: what turns an achieved per-core rate into the peak the model scales."""
+    return float(efficiency_data()["kinds"]["cpu"]["bandwidth_efficiency"]["value"])
+
+
+def cpu_peak_gbps(socket_gbps: float, cores_gbps: float) -> float:
+    """The peak a CPU's decode is scaled from (x bandwidth_efficiency): the sockets' peak, or the busy cores'
+    rate as the peak that efficiency brings back to it. The socket figure is channels x transfer rate; the
+    per-core figure is already a rate a core reaches (Little's law at the loaded latency, or measured), so
+    scaling it by the efficiency as well would count the shortfall from peak twice."""
+    return min(socket_gbps, cores_gbps / cpu_stream_share())
+
+
 @lru_cache(maxsize=64)
 def prior_factors(kind: str, engine: str) -> EfficiencyFactors:
     """The cited priors the shipped factors were fitted from: where fits that grade the model start."""

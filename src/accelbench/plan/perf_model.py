@@ -36,7 +36,7 @@ from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.recommendation import Recommendation
 from accelbench.plan.cpu_topology import topology_of
-from accelbench.plan.hardware import Hardware, efficiency_data
+from accelbench.plan.hardware import Hardware, cpu_peak_gbps, efficiency_data
 from accelbench.plan.memory import (
     WeightFormat,
     decode_read_bytes,
@@ -506,7 +506,7 @@ def build_perf_model(
         topo = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp)
         share = min(topo.busy_cores, cores) / cores
         sockets_bw = hw.socket_bandwidth_gbps * min(topo.nodes, hw.sockets) / hw.sockets
-        bw = min(sockets_bw, hw.cores_bandwidth_gbps * share) * 1e9 / tp
+        bw = cpu_peak_gbps(sockets_bw, hw.cores_bandwidth_gbps * share) * 1e9 / tp
         flops = hw.tflops_for(fmt.math) * 1e12 / tp * share
     else:
         bw = hw.unit_bandwidth_gbps * 1e9

