@@ -37,8 +37,8 @@ from accelbench.cli.load_flags import (
     flag,
     load_flags,
 )
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags, parse_headers
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.results import ResultInfo
 from accelbench.report.capacity_results import (
@@ -50,7 +50,6 @@ from accelbench.report.capacity_results import (
     range_text,
 )
 from accelbench.services.capacity_run import CapacityRequest, run_capacity
-from accelbench.services.endpoints import ServerTarget
 
 STOP_MESSAGE = (
     "Stopping after this level: the probes so far are stored (resume with --resume). Ctrl-C again to abort."
@@ -110,8 +109,7 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
     devices = devices_sentence(devices_at_capacity(result, results), result.load, answer_level(result))
     if devices:
         console.print(devices, highlight=False, overflow="fold")
-    for n in result.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(result.notes)
     if run_id:
         err_console.print(f"[dim]stored as run {run_id}[/]")
 
@@ -194,22 +192,10 @@ CAPACITY_KEEP = Group(
 
 def capacity_request(given: Given) -> CapacityRequest:
     """The command line as a ``CapacityRequest``."""
-    server, own = given.model("server", ServerFlags), given.model("capacity", CapacityFlags)
-    settings = given.fields("search")
-    target = ServerTarget(
-        base_url=server.base_url,
-        served_model=server.model,
-        tokenizer=server.tokenizer,
-        api_key=server.api_key,
-        headers=parse_headers(server.header),
-    )
     return CapacityRequest(
-        server=target,
-        settings=settings,
-        instance=own.instance,
-        label=own.label,
-        resume=own.resume,
-        store=own.store,
+        server=given.model("server", ServerFlags).target(),
+        settings=given.fields("search"),
+        **given.model("capacity", CapacityFlags).model_dump(),  # instance, label, resume, store
     )
 
 

@@ -24,7 +24,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import FleetPlan
@@ -286,8 +286,7 @@ def render_validation(v: Any) -> None:
         f"{v.promised_attainment:.0%} ({v.why})",
         highlight=False,
     )
-    for n in v.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(v.notes)
     if v.run_id:
         err_console.print(f"[dim]stored as run {v.run_id}[/]")
 

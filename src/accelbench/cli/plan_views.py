@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from accelbench.cli.common import console, err_console
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.calibration import CalibrationReport, CapacityComparison
 from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable
 from accelbench.domain.instance_types import AcceleratorType
@@ -89,14 +89,8 @@ def render_recommendation(rec: Recommendation, *, model_max: int, asked: int | N
             + " GiB",
             highlight=False,
         )
-    if rec.reasons:
-        console.print("[bold]Why[/]")
-        for r in rec.reasons:
-            console.print(f"  - {r}", highlight=False)
-    if rec.warnings:
-        console.print("[bold yellow]Warnings[/]")
-        for w in rec.warnings:
-            console.print(f"  - {w}", highlight=False)
+    print_bullets(rec.reasons, "[bold]Why[/]")
+    print_bullets(rec.warnings, "[bold yellow]Warnings[/]")
     _render_way_forward(rec)
 
 
@@ -107,8 +101,7 @@ def _render_way_forward(rec: Recommendation) -> None:
     if rec.refusal is None:
         return
     console.print("[bold]Way forward[/]")
-    for w in rec.refusal.way_forward:
-        console.print(f"  - {w}", highlight=False)
+    print_bullets(rec.refusal.way_forward)
     if rec.alternatives:
         when = rec.alternatives[0].predicted_for
         cols = [
@@ -173,8 +166,7 @@ def render_breakdown(b: MemoryBreakdown, *, model_max: int, asked: int | None = 
     colour = {"fits": "green", "clamps": "yellow", "infeasible": "red"}[b.verdict]
     said = verdict_sentence(b.verdict, max_len=b.max_model_len, model_max=model_max, asked=asked)
     console.print(f"Verdict: [bold {colour}]{said}[/]", highlight=False)
-    for r in b.reasons:
-        console.print(f"  - {r}", highlight=False)
+    print_bullets(b.reasons)
 
 
 # --------------------------------------------------------------------------------------------- estimate
@@ -238,8 +230,7 @@ def render_estimate(e: Estimate) -> None:
             f"{x.achievable_tflops:,.2f} TFLOP/s achievable per rank",
             highlight=False,
         )
-    for n in e.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(e.notes)
     for w in e.recommendation.warnings:
         console.print(f"  [yellow]![/] {w}", highlight=False)
 
@@ -371,8 +362,7 @@ def render_table(tab: EstimateTable, show: int) -> None:
             + ", ".join(f"{c.accelerator}/{c.engine} ({c.n_points} points)" for c in tab.calibrations_used),
             highlight=False,
         )
-    for n in tab.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(tab.notes)
     err_console.print(f"[dim]{len(tab.rows)} instances estimated in {tab.elapsed_ms:.0f} ms[/]")
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,6 +205,18 @@ def dropped_note(dropped: Sequence[str], width: int, formats: str = "json|csv") 
         f"[dim]Not shown at {width} columns: {', '.join(dropped)}; "
         f"--format {formats} or a wider terminal shows all.[/]"
     )
+
+
+def print_bullets(
+    items: Iterable[object], heading: str | None = None, *, mark: str = "-", out: Console | None = None
+) -> None:
+    """A list said one item a line (``  - item``), under ``heading`` (rich markup) when there is an item."""
+    out = out or console
+    items = list(items)
+    if heading is not None and items:
+        out.print(heading)
+    for item in items:
+        out.print(f"  {mark} {item}", highlight=False)
 
 
 def print_table(
