@@ -4,7 +4,8 @@ with the model's own longest context, which the verdict's sentence is said again
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
@@ -34,6 +35,10 @@ class BreakdownRequest:
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
 
+    def planner_options(self) -> dict[str, Any]:
+        """The settings asked for, as the planner's keywords (every field but the model and the instance)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("model", "instance")}
+
 
 @dataclass(frozen=True)
 class RecommendRequest(BreakdownRequest):
@@ -53,17 +58,7 @@ class RecommendOutcome:
 
 def recommend_for(req: RecommendRequest) -> RecommendOutcome:
     spec = load_model_spec(req.model)
-    rec = recommendation(
-        spec,
-        req.instance,
-        quantization=req.quantization,
-        max_model_len=req.max_model_len,
-        kv_cache_dtype=req.kv_cache_dtype,
-        input_len=req.input_len,
-        output_len=req.output_len,
-        settings=req.settings,
-        engine=req.engine,
-    )
+    rec = recommendation(spec, req.instance, **req.planner_options())
     return RecommendOutcome(recommendation=rec, model_max=spec.max_position_embeddings)
 
 
@@ -75,11 +70,5 @@ class BreakdownOutcome:
 
 def breakdown(req: BreakdownRequest) -> BreakdownOutcome:
     spec = load_model_spec(req.model)
-    b = memory_breakdown(
-        spec,
-        req.instance,
-        quantization=req.quantization,
-        max_model_len=req.max_model_len,
-        kv_cache_dtype=req.kv_cache_dtype,
-    )
+    b = memory_breakdown(spec, req.instance, **req.planner_options())
     return BreakdownOutcome(breakdown=b, model_max=spec.max_position_embeddings)

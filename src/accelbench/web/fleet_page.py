@@ -10,12 +10,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
+from accelbench.api.deps import store_dep
 from accelbench.errors import AccelbenchError
 from accelbench.report.fleet_view import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
 from accelbench.services.fleet_plan import FleetRequest, plan_fleet
 from accelbench.services.paths import confine, resolve_file
 from accelbench.web.form_errors import field_errors, refusal_text
-from accelbench.web.pages import _store, need_sign_in, render
+from accelbench.web.pages import need_sign_in, render
 
 router = APIRouter(include_in_schema=False)  # a page, like web/pages.py: not part of the API
 
@@ -106,7 +107,7 @@ def fleet_page(
     error: AccelbenchError | None = None
     if plan_request is not None:
         try:
-            plan = plan_fleet(_store(request), plan_request)
+            plan = plan_fleet(store_dep(request), plan_request)
             result = {
                 "columns": FLEET_COLUMNS,
                 "rows": fleet_rows(plan),
