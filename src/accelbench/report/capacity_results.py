@@ -191,6 +191,22 @@ def answer_level(c: CapacityRun | CapacityResult) -> float | None:
     return c.max_load if c.slo is not None else c.knee
 
 
+# the search's own figures (``CapacityResult`` fields), which a ``CapacityRun`` carries as they are
+AS_SEARCHED = (
+    "load",
+    "slo",
+    "max_load",
+    "reason",
+    "output_tokens_per_s_at_max",
+    "total_tokens_per_s_at_max",
+    "requests_per_s_at_max",
+    "predicted_max_load",
+    "knee",
+    "probes",
+    "notes",
+)
+
+
 def capacity_run(
     run: RunInfo,
     res: CapacityResult,
@@ -209,24 +225,14 @@ def capacity_run(
         instance_type=run.instance_type,
         engine=run.engine,
         engine_version=run.engine_version,
-        load=res.load,
-        slo=res.slo,
         slo_label=slo_label(res.slo),
         finished=finished(run, res),
-        max_load=res.max_load,
-        reason=res.reason,
-        output_tokens_per_s_at_max=res.output_tokens_per_s_at_max,
-        total_tokens_per_s_at_max=res.total_tokens_per_s_at_max,
-        requests_per_s_at_max=res.requests_per_s_at_max,
         hourly_usd=hourly_usd,
         usd_per_million_output_tokens=cost_per_million(hourly_usd, res.output_tokens_per_s_at_max),
         usd_per_million_total_tokens=cost_per_million(hourly_usd, res.total_tokens_per_s_at_max),
-        predicted_max_load=res.predicted_max_load,
         prediction_error_pct=res.prediction_error(),
-        knee=res.knee,
-        probes=res.probes,
-        notes=res.notes,
         devices_at_max=devices_at_capacity(res, results) if results else [],
+        **{k: getattr(res, k) for k in AS_SEARCHED},
     )
 
 
