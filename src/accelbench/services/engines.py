@@ -5,7 +5,7 @@ flag; prepare, list, remove a model. The CLI's ``engine`` and ``model`` commands
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -60,6 +60,10 @@ class EngineInstallRequest:
     check: bool = True
     check_model: str | None = None
 
+    def install_options(self) -> dict[str, Any]:
+        """How to install, as ``deploy.engines.install_engine``'s keywords: every field but the name and version."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "version")}
+
 
 def slow_install(name: str, version: str | None) -> str | None:
     """The version an install would build when it compiles from source and is not installed yet (it takes
@@ -72,17 +76,7 @@ def slow_install(name: str, version: str | None) -> str | None:
 def install_engine(req: EngineInstallRequest, progress: Progress = NO_PROGRESS) -> Any:
     """Install an engine into its own environment (a finished install is reused); its ``EngineInfo``."""
     version = req.version or eng.get_recipe(req.name).default_version
-    return eng.install_engine(
-        req.name,
-        version,
-        python=req.python,
-        extra_index_url=req.extra_index_url,
-        force=req.force,
-        without_isa=req.without_isa,
-        check=req.check,
-        check_model=req.check_model,
-        progress=progress,
-    )
+    return eng.install_engine(req.name, version, **req.install_options(), progress=progress)
 
 
 def installed_engines() -> list[Any]:

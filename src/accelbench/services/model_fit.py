@@ -4,8 +4,9 @@ with the model's own longest context, which the verdict's sentence is said again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
@@ -14,10 +15,11 @@ from accelbench.plan import memory_breakdown
 from accelbench.plan.recommend.tier_steps import verdict_sentence
 from accelbench.services.planning import recommendation
 
+T = TypeVar("T")
+
 __all__ = [
-    "BreakdownOutcome",
     "BreakdownRequest",
-    "RecommendOutcome",
+    "FitOutcome",
     "RecommendRequest",
     "breakdown",
     "recommend_for",
@@ -51,24 +53,25 @@ class RecommendRequest(BreakdownRequest):
 
 
 @dataclass(frozen=True)
-class RecommendOutcome:
-    recommendation: Recommendation
+class FitOutcome(Generic[T]):
+    """The planner's answer about a model, with the model's own longest context (its verdict is said
+    against it)."""
+
+    answer: T
     model_max: int
 
 
-def recommend_for(req: RecommendRequest) -> RecommendOutcome:
+def _answer(req: BreakdownRequest, ask: Callable[..., T]) -> FitOutcome[T]:
+    """``ask`` (the recommendation or the breakdown) for the model named, read first, with the settings asked."""
     spec = load_model_spec(req.model)
-    rec = recommendation(spec, req.instance, **req.planner_options())
-    return RecommendOutcome(recommendation=rec, model_max=spec.max_position_embeddings)
+    return FitOutcome(
+        answer=ask(spec, req.instance, **req.planner_options()), model_max=spec.max_position_embeddings
+    )
 
 
-@dataclass(frozen=True)
-class BreakdownOutcome:
-    breakdown: MemoryBreakdown
-    model_max: int
+def recommend_for(req: RecommendRequest) -> FitOutcome[Recommendation]:
+    return _answer(req, recommendation)
 
 
-def breakdown(req: BreakdownRequest) -> BreakdownOutcome:
-    spec = load_model_spec(req.model)
-    b = memory_breakdown(spec, req.instance, **req.planner_options())
-    return BreakdownOutcome(breakdown=b, model_max=spec.max_position_embeddings)
+def breakdown(req: BreakdownRequest) -> FitOutcome[MemoryBreakdown]:
+    return _answer(req, memory_breakdown)
