@@ -5,7 +5,7 @@ flag; prepare, list, remove a model. The CLI's ``engine`` and ``model`` commands
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -13,6 +13,7 @@ from accelbench.deploy import engines as eng
 from accelbench.deploy import execstack
 from accelbench.deploy import model_store as ms
 from accelbench.errors import NotFoundError
+from accelbench.services.keywords import keywords
 from accelbench.services.progress import NO_PROGRESS, Progress
 
 __all__ = [
@@ -60,10 +61,6 @@ class EngineInstallRequest:
     check: bool = True
     check_model: str | None = None
 
-    def install_options(self) -> dict[str, Any]:
-        """How to install, as ``deploy.engines.install_engine``'s keywords: every field but the name and version."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "version")}
-
 
 def slow_install(name: str, version: str | None) -> str | None:
     """The version an install would build when it compiles from source and is not installed yet (it takes
@@ -76,7 +73,7 @@ def slow_install(name: str, version: str | None) -> str | None:
 def install_engine(req: EngineInstallRequest, progress: Progress = NO_PROGRESS) -> Any:
     """Install an engine into its own environment (a finished install is reused); its ``EngineInfo``."""
     version = req.version or eng.get_recipe(req.name).default_version
-    return eng.install_engine(req.name, version, **req.install_options(), progress=progress)
+    return eng.install_engine(req.name, version, **keywords(req, "name", "version"), progress=progress)
 
 
 def installed_engines() -> list[Any]:

@@ -5,14 +5,15 @@ with the model's own longest context, which the verdict's sentence is said again
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import memory_breakdown
 from accelbench.plan.recommend.tier_steps import verdict_sentence
+from accelbench.services.keywords import keywords
 from accelbench.services.planning import recommendation
 
 T = TypeVar("T")
@@ -36,10 +37,6 @@ class BreakdownRequest:
     quantization: str | None = None
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
-
-    def planner_options(self) -> dict[str, Any]:
-        """The settings asked for, as the planner's keywords (every field but the model and the instance)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("model", "instance")}
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,8 @@ def _answer(req: BreakdownRequest, ask: Callable[..., T]) -> FitOutcome[T]:
     """``ask`` (the recommendation or the breakdown) for the model named, read first, with the settings asked."""
     spec = load_model_spec(req.model)
     return FitOutcome(
-        answer=ask(spec, req.instance, **req.planner_options()), model_max=spec.max_position_embeddings
+        answer=ask(spec, req.instance, **keywords(req, "model", "instance")),
+        model_max=spec.max_position_embeddings,
     )
 
 
