@@ -47,6 +47,7 @@ from accelbench.report.capacity_results import (
     devices_at_capacity,
     devices_sentence,
     load_phrase,
+    probe_figures,
     range_text,
 )
 from accelbench.services.capacity_run import CapacityRequest, run_capacity
@@ -68,18 +69,10 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
     cols = [Col(c, pri[c], num=c not in ("met", "why")) for c in pri]
     rows = []
     for p in sorted(result.probes, key=lambda p: (p.level, p.repeat)):
-        pc = p.percentiles
         rows.append(
             [
                 f"{p.level:g}",
-                str(p.repeat),
-                str(p.requests),
-                _f(pc.get("ttft")),
-                _f(pc.get("tpot"), 2),
-                _f(pc.get("itl"), 2),
-                _f(pc.get("e2el")),
-                "-" if p.attainment is None else f"{p.attainment:.0%}",
-                _f(p.output_tokens_per_s),
+                *probe_figures(p, _f),
                 "-" if p.confidence is None else f"{p.confidence:.0%}",
                 "-" if p.met is None else ("yes" if p.met else "no"),
                 p.why,

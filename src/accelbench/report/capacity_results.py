@@ -14,7 +14,7 @@ Cost is priced as the rest of the comparison is, at its tier: hourly / tokens pe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
@@ -376,21 +376,29 @@ def probe_columns(c: CapacityRun) -> list[str]:
     return [*cols, "SLO sure", "met", "why"]
 
 
+def probe_figures(p: Probe, num: Callable[[float | None, int], str] = fmt_num) -> list[str]:
+    """A probe's repeat, requests, judged percentiles (TTFT, TPOT, max ITL, E2EL), goodput attainment and output
+    tok/s: the cells every probe table starts with after the level (``num`` writes a number to some digits)."""
+    pc = p.percentiles
+    return [
+        str(p.repeat),
+        str(p.requests),
+        num(pc.get("ttft"), 1),
+        num(pc.get("tpot"), 2),
+        num(pc.get("itl"), 2),
+        num(pc.get("e2el"), 1),
+        "-" if p.attainment is None else f"{p.attainment:.0%}",
+        num(p.output_tokens_per_s, 1),
+    ]
+
+
 def probe_rows(c: CapacityRun) -> list[list[str]]:
     """The table of probes, by level then repeat: the percentiles judged, goodput attainment, throughput."""
     rows = []
     for p in sorted(c.probes, key=lambda p: (p.level, p.repeat)):
-        pc = p.percentiles
         row = [
             fmt_level(p.level),
-            str(p.repeat),
-            str(p.requests),
-            fmt_num(pc.get("ttft")),
-            fmt_num(pc.get("tpot"), 2),
-            fmt_num(pc.get("itl"), 2),
-            fmt_num(pc.get("e2el")),
-            "-" if p.attainment is None else f"{p.attainment:.0%}",
-            fmt_num(p.output_tokens_per_s),
+            *probe_figures(p),
             fmt_num(p.total_tokens_per_s),
             fmt_num(p.requests_per_s, 2),
         ]
