@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
@@ -502,6 +503,31 @@ def probe_at(c: CapacityRun, level: float | None, *, met: bool = False) -> Probe
         return None
     at = sorted((p for p in c.probes if p.level == level), key=lambda p: (not (met and p.met), p.repeat))
     return at[0] if at else None
+
+
+@dataclass(frozen=True)
+class CurveMark:
+    """A level a search's curve marks, where a probe measured the curve's metric: the capacity ("max load", on a
+    probe that met the SLO) or the knee; ``load`` says the level in words ("24 users")."""
+
+    label: str
+    probe: Probe
+    load: str
+
+
+def curve_marks(c: CapacityRun, metric: str) -> list[CurveMark]:
+    """The capacity, then the knee, each where its probe measured ``metric`` (the figures draw a marker there)."""
+    marks = []
+    for label, level, met in (("max load", c.max_load, True), ("knee", c.knee, False)):
+        p = probe_at(c, level, met=met)
+        if p is not None and level is not None and metric in p.percentiles:
+            marks.append(CurveMark(label, p, load_phrase(c.load, level)))
+    return marks
+
+
+def capacity_mark(c: CapacityRun, metric: str) -> CurveMark | None:
+    """The capacity's mark on ``metric``'s curve; None where no probe measured it there."""
+    return next((m for m in curve_marks(c, metric) if m.label == "max load"), None)
 
 
 def axis_title(c: CapacityRun, metric: str) -> str:
