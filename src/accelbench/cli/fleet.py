@@ -184,20 +184,16 @@ class FleetFlags:
     fmt: OutputFormat = FormatOption
 
     def request(self) -> FleetRequest:
-        return fleet_request(
-            traffic=str(self.traffic),
-            model=self.model,
-            slo=self.slo,
-            percentile=self.percentile,
-            attainment=self.attainment,
-            instances=[x.strip() for x in (self.instances or "").split(",") if x.strip()],
-            interval_s=self.interval,
-            peak_window_s=self.peak_window,
-            peak_quantile=self.peak_quantile,
-            min_servers=self.min_servers,
-            provision_s=self.provision_s,
-            reserved_discount=self.reserved_discount,
-        )
+        """The flags named as ``FleetRequest`` fields, as they are, and the four the command line says its own
+        way (a path, a comma-separated list, seconds without the ``_s``)."""
+        given = {k: v for k, v in vars(self).items() if k in FleetRequest.model_fields}
+        given |= {
+            "traffic": str(self.traffic),
+            "instances": [x.strip() for x in (self.instances or "").split(",") if x.strip()],
+            "interval_s": self.interval,
+            "peak_window_s": self.peak_window,
+        }
+        return fleet_request(**given)
 
 
 def fleet(flags: FleetFlags) -> None:
