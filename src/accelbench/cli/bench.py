@@ -51,7 +51,6 @@ from accelbench.cli.measure_flags import (
     SERVER_FLAGS,
     FormatFlags,
     ServerFlags,
-    parse_headers,
 )
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.load import BenchConfig
@@ -65,7 +64,6 @@ from accelbench.services.bench_run import (
     BenchResult,
     run_bench,
 )
-from accelbench.services.endpoints import ServerTarget
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 
@@ -232,14 +230,7 @@ def bench_request(given: Given) -> BenchRequest:
         raise UserInputError(f"Unexpected argument(s): {' '.join(extra)}.", hint="Did you mean --goodput?")
     settings["goodput"] = parse_goodput(list(settings["goodput"]) + extra)
     settings = {k: v for k, v in settings.items() if v is not None}
-    server = given.model("server", ServerFlags)
-    target = ServerTarget(
-        base_url=server.base_url,
-        served_model=server.model,
-        tokenizer=server.tokenizer,
-        api_key=server.api_key,
-        headers=parse_headers(server.header),
-    )
+    target = given.model("server", ServerFlags).target()
     return BenchRequest(
         server=target, settings=settings, quality=keep.quality, save_result=keep.save_result, store=keep.store
     )

@@ -37,8 +37,8 @@ from accelbench.cli.load_flags import (
     flag,
     load_flags,
 )
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags, parse_headers
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.results import ResultInfo
 from accelbench.report.capacity_results import (
@@ -47,10 +47,10 @@ from accelbench.report.capacity_results import (
     devices_at_capacity,
     devices_sentence,
     load_phrase,
+    probe_figures,
     range_text,
 )
 from accelbench.services.capacity_run import CapacityRequest, run_capacity
-from accelbench.services.endpoints import ServerTarget
 
 STOP_MESSAGE = (
     "Stopping after this level: the probes so far are stored (resume with --resume). Ctrl-C again to abort."
@@ -69,18 +69,10 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
     cols = [Col(c, pri[c], num=c not in ("met", "why")) for c in pri]
     rows = []
     for p in sorted(result.probes, key=lambda p: (p.level, p.repeat)):
-        pc = p.percentiles
         rows.append(
             [
                 f"{p.level:g}",
-                str(p.repeat),
-                str(p.requests),
-                _f(pc.get("ttft")),
-                _f(pc.get("tpot"), 2),
-                _f(pc.get("itl"), 2),
-                _f(pc.get("e2el")),
-                "-" if p.attainment is None else f"{p.attainment:.0%}",
-                _f(p.output_tokens_per_s),
+                *probe_figures(p, _f),
                 "-" if p.confidence is None else f"{p.confidence:.0%}",
                 "-" if p.met is None else ("yes" if p.met else "no"),
                 p.why,
@@ -110,8 +102,7 @@ def render(result: Any, run_id: str | None, results: Sequence[ResultInfo] = ()) 
     devices = devices_sentence(devices_at_capacity(result, results), result.load, answer_level(result))
     if devices:
         console.print(devices, highlight=False, overflow="fold")
-    for n in result.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(result.notes)
     if run_id:
         err_console.print(f"[dim]stored as run {run_id}[/]")
 
@@ -194,22 +185,10 @@ CAPACITY_KEEP = Group(
 
 def capacity_request(given: Given) -> CapacityRequest:
     """The command line as a ``CapacityRequest``."""
-    server, own = given.model("server", ServerFlags), given.model("capacity", CapacityFlags)
-    settings = given.fields("search")
-    target = ServerTarget(
-        base_url=server.base_url,
-        served_model=server.model,
-        tokenizer=server.tokenizer,
-        api_key=server.api_key,
-        headers=parse_headers(server.header),
-    )
     return CapacityRequest(
-        server=target,
-        settings=settings,
-        instance=own.instance,
-        label=own.label,
-        resume=own.resume,
-        store=own.store,
+        server=given.model("server", ServerFlags).target(),
+        settings=given.fields("search"),
+        **given.model("capacity", CapacityFlags).model_dump(),  # instance, label, resume, store
     )
 
 

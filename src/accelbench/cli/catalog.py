@@ -10,13 +10,14 @@ EC2-compatible endpoint into the catalog overlay (``catalog/instances_refresh.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_records, print_table
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import AccelbenchError
 from accelbench.redact import redact_url
@@ -52,6 +53,21 @@ def _accel_text(inst: InstanceType) -> str:
     if inst.accelerator_type == AcceleratorType.cpu:
         return inst.accelerator_name
     return f"{inst.accelerator_count} x {inst.accelerator_name} ({_fmt_num(inst.accelerator_memory_gib)} GiB)"
+
+
+# name and price matter most; the memory the engine may use, then the accelerator next
+_LIST_COLUMNS: tuple[tuple[Col, Callable[[InstanceView], str]], ...] = (
+    (Col("name", 0, whole=True), lambda r: r.instance.name),
+    (Col("tier", 3), lambda r: r.instance.accelerator_type.value),
+    (Col("accelerator", 2), lambda r: _accel_text(r.instance)),
+    (Col("vCPU", 2, num=True), lambda r: str(r.instance.vcpus)),
+    (Col("cores", 4, num=True), lambda r: str(r.instance.cores)),
+    (Col("memory GiB", 3, num=True), lambda r: _fmt_num(r.instance.memory_gib)),
+    (Col("serving GiB", 1, num=True), lambda r: _fmt_num(r.serving_memory_gib)),
+    (Col("NUMA", 4, num=True), lambda r: str(r.instance.numa_nodes)),
+    (Col("arch", 4), lambda r: r.instance.arch),
+    (Col("USD/h", 0, num=True), lambda r: _fmt_num(r.price.usd_per_hour) if r.price else "-"),
+)
 
 
 @catalog_app.command("list")
@@ -92,37 +108,7 @@ def list_instances(
         if fmt == OutputFormat.json:
             print_json([r.as_json() for r in rows])
             return
-        # name and price matter most; the memory the engine may use, then the accelerator next
-        cols = [
-            Col("name", 0, whole=True),
-            Col("tier", 3),
-            Col("accelerator", 2),
-            Col("vCPU", 2, num=True),
-            Col("cores", 4, num=True),
-            Col("memory GiB", 3, num=True),
-            Col("serving GiB", 1, num=True),
-            Col("NUMA", 4, num=True),
-            Col("arch", 4),
-            Col("USD/h", 0, num=True),
-        ]
-        table_rows = []
-        for row in rows:
-            i, p = row.instance, row.price
-            table_rows.append(
-                [
-                    i.name,
-                    i.accelerator_type.value,
-                    _accel_text(i),
-                    str(i.vcpus),
-                    str(i.cores),
-                    _fmt_num(i.memory_gib),
-                    _fmt_num(row.serving_memory_gib),
-                    str(i.numa_nodes),
-                    i.arch,
-                    _fmt_num(p.usd_per_hour) if p else "-",
-                ]
-            )
-        print_table(cols, table_rows, title=f"{len(rows)} instance types", formats="json")
+        print_records(_LIST_COLUMNS, rows, title=f"{len(rows)} instance types", formats="json")
         if not rows:
             err_console.print("No instance type matches these filters.")
 

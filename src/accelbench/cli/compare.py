@@ -25,7 +25,7 @@ from rich.console import Console
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
 from accelbench.cli.imports import register_importers
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.instance_types import PriceTier
 from accelbench.errors import UserInputError
 from accelbench.report.capacity_results import CAPACITY_COLUMNS, capacity_rows
@@ -199,12 +199,8 @@ def render_comparison(
         )
 
     out.print("[bold]Findings[/]")
-    for f in cmp.findings:
-        out.print(f"  • {f.text}", highlight=False)
-    if cmp.notes:
-        out.print("[bold]Notes[/]")
-        for n in cmp.notes:
-            out.print(f"  - {n}", highlight=False)
+    print_bullets((f.text for f in cmp.findings), mark="•", out=out)
+    print_bullets(cmp.notes, "[bold]Notes[/]", out=out)
 
 
 def compare_command(

@@ -24,7 +24,7 @@ from accelbench.cli.common import (
     print_json,
     user_errors,
 )
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import FleetPlan
@@ -184,20 +184,16 @@ class FleetFlags:
     fmt: OutputFormat = FormatOption
 
     def request(self) -> FleetRequest:
-        return fleet_request(
-            traffic=str(self.traffic),
-            model=self.model,
-            slo=self.slo,
-            percentile=self.percentile,
-            attainment=self.attainment,
-            instances=[x.strip() for x in (self.instances or "").split(",") if x.strip()],
-            interval_s=self.interval,
-            peak_window_s=self.peak_window,
-            peak_quantile=self.peak_quantile,
-            min_servers=self.min_servers,
-            provision_s=self.provision_s,
-            reserved_discount=self.reserved_discount,
-        )
+        """The flags named as ``FleetRequest`` fields, as they are, and the four the command line says its own
+        way (a path, a comma-separated list, seconds without the ``_s``)."""
+        given = {k: v for k, v in vars(self).items() if k in FleetRequest.model_fields}
+        given |= {
+            "traffic": str(self.traffic),
+            "instances": [x.strip() for x in (self.instances or "").split(",") if x.strip()],
+            "interval_s": self.interval,
+            "peak_window_s": self.peak_window,
+        }
+        return fleet_request(**given)
 
 
 def fleet(flags: FleetFlags) -> None:
@@ -286,8 +282,7 @@ def render_validation(v: Any) -> None:
         f"{v.promised_attainment:.0%} ({v.why})",
         highlight=False,
     )
-    for n in v.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(v.notes)
     if v.run_id:
         err_console.print(f"[dim]stored as run {v.run_id}[/]")
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from accelbench.cli.common import OutputFormat
 from accelbench.cli.load_flags import Flag, flag
 from accelbench.errors import UserInputError
-from accelbench.services.endpoints import check_base_url
+from accelbench.services.endpoints import ServerTarget, check_base_url
 
 
 def base_url_option(value: str | None) -> str | None:
@@ -43,6 +43,16 @@ class ServerFlags(BaseModel):
     tokenizer: str | None = Field(default=None, description="Local tokenizer directory.")
     api_key: str | None = Field(default=None, description="Bearer token for the server.")
     header: list[str] = Field(default_factory=list, description="Extra HTTP header NAME:VALUE (repeatable).")
+
+    def target(self) -> ServerTarget:
+        """The server as the measure use cases take it, its ``--header`` items parsed."""
+        return ServerTarget(
+            base_url=self.base_url,
+            served_model=self.model,
+            tokenizer=self.tokenizer,
+            api_key=self.api_key,
+            headers=parse_headers(self.header),
+        )
 
 
 SERVER_FLAGS: dict[str, Flag] = {

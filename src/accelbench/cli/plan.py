@@ -143,7 +143,7 @@ def recommend_cmd(given: Given) -> None:
             engine=q["engine"],
         )
         outcome = recommend_for(request)
-        rec = outcome.recommendation
+        rec = outcome.answer
     if fmt == OutputFormat.json:
         print_json(rec)
     else:
@@ -170,7 +170,7 @@ def memory_breakdown_cmd(
             kv_cache_dtype=kv_cache_dtype,
         )
         outcome = breakdown(request)
-        b = outcome.breakdown
+        b = outcome.answer
     if fmt == OutputFormat.json:
         print_json(b)
     else:

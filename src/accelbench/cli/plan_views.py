@@ -4,16 +4,17 @@ calibration with its capacity checks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
 
 from accelbench.cli.common import console, err_console
-from accelbench.cli.render import Col, print_table
+from accelbench.cli.render import Col, print_bullets, print_records, print_table
 from accelbench.domain.calibration import CalibrationReport, CapacityComparison
-from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable
+from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable, SettingsOption
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
+from accelbench.domain.recommendation import Alternative, MemoryBreakdown, Recommendation
 from accelbench.report.formatting import fmt_num, fmt_pct, fmt_usd
 from accelbench.services.model_fit import verdict_sentence
 
@@ -35,6 +36,21 @@ def _usd(v: float | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------- recommend
+# the instances a refusal offers instead, one row each
+_INSTEAD_COLUMNS: tuple[tuple[Col, Callable[[Alternative], str]], ...] = (
+    (Col("instance", 0, whole=True), lambda a: a.instance),
+    (Col("accelerator", 1), lambda a: f"{a.accelerator_type.value}: {a.accelerator_name}"),
+    (Col("weights", 1), lambda a: a.quantization or "native"),
+    (Col("TP", 2, num=True), lambda a: str(a.tensor_parallel_size)),
+    (Col("context", 2, num=True), lambda a: f"{a.max_model_len:,}"),
+    (Col("$/h", 1, num=True), lambda a: _usd(a.hourly_usd)),
+    (Col("TTFT ms", 2, num=True), lambda a: _num(a.ttft_ms, 0)),
+    (Col("TPOT ms", 0, num=True), lambda a: _num(a.tpot_ms, 1)),
+    (Col("out tok/s", 0, num=True), lambda a: _num(a.output_tokens_per_s, 1)),
+    (Col("$/1M out", 0, num=True), lambda a: _usd(a.usd_per_million_output_tokens)),
+)
+
+
 def render_recommendation(rec: Recommendation, *, model_max: int, asked: int | None = None) -> None:
     colour = "green" if rec.fits else "red"
     title = f"{rec.model} on {rec.instance} ({rec.accelerator_type.value}: {rec.accelerator_name})"
@@ -89,14 +105,8 @@ def render_recommendation(rec: Recommendation, *, model_max: int, asked: int | N
             + " GiB",
             highlight=False,
         )
-    if rec.reasons:
-        console.print("[bold]Why[/]")
-        for r in rec.reasons:
-            console.print(f"  - {r}", highlight=False)
-    if rec.warnings:
-        console.print("[bold yellow]Warnings[/]")
-        for w in rec.warnings:
-            console.print(f"  - {w}", highlight=False)
+    print_bullets(rec.reasons, "[bold]Why[/]")
+    print_bullets(rec.warnings, "[bold yellow]Warnings[/]")
     _render_way_forward(rec)
 
 
@@ -107,39 +117,11 @@ def _render_way_forward(rec: Recommendation) -> None:
     if rec.refusal is None:
         return
     console.print("[bold]Way forward[/]")
-    for w in rec.refusal.way_forward:
-        console.print(f"  - {w}", highlight=False)
+    print_bullets(rec.refusal.way_forward)
     if rec.alternatives:
         when = rec.alternatives[0].predicted_for
-        cols = [
-            Col("instance", 0, whole=True),
-            Col("accelerator", 1),
-            Col("weights", 1),
-            Col("TP", 2, num=True),
-            Col("context", 2, num=True),
-            Col("$/h", 1, num=True),
-            Col("TTFT ms", 2, num=True),
-            Col("TPOT ms", 0, num=True),
-            Col("out tok/s", 0, num=True),
-            Col("$/1M out", 0, num=True),
-        ]
-        rows = [
-            [
-                a.instance,
-                f"{a.accelerator_type.value}: {a.accelerator_name}",
-                a.quantization or "native",
-                str(a.tensor_parallel_size),
-                f"{a.max_model_len:,}",
-                _usd(a.hourly_usd),
-                _num(a.ttft_ms, 0),
-                _num(a.tpot_ms, 1),
-                _num(a.output_tokens_per_s, 1),
-                _usd(a.usd_per_million_output_tokens),
-            ]
-            for a in rec.alternatives
-        ]
         title = "Cheapest instances that fit" + (f" (predicted at {when})" if when else "")
-        print_table(cols, rows, title=title, formats="json")
+        print_records(_INSTEAD_COLUMNS, rec.alternatives, title=title, formats="json")
     if not rec.refusal.changes:
         console.print(f"No change of your own settings makes {rec.instance} serve it.", highlight=False)
     else:
@@ -173,8 +155,7 @@ def render_breakdown(b: MemoryBreakdown, *, model_max: int, asked: int | None = 
     colour = {"fits": "green", "clamps": "yellow", "infeasible": "red"}[b.verdict]
     said = verdict_sentence(b.verdict, max_len=b.max_model_len, model_max=model_max, asked=asked)
     console.print(f"Verdict: [bold {colour}]{said}[/]", highlight=False)
-    for r in b.reasons:
-        console.print(f"  - {r}", highlight=False)
+    print_bullets(b.reasons)
 
 
 # --------------------------------------------------------------------------------------------- estimate
@@ -238,44 +219,29 @@ def render_estimate(e: Estimate) -> None:
             f"{x.achievable_tflops:,.2f} TFLOP/s achievable per rank",
             highlight=False,
         )
-    for n in e.notes:
-        console.print(f"  - {n}", highlight=False)
-    for w in e.recommendation.warnings:
-        console.print(f"  [yellow]![/] {w}", highlight=False)
+    print_bullets(e.notes)
+    print_bullets(e.recommendation.warnings, mark="[yellow]![/]")
+
+
+# the settings an estimate weighed (--alternatives), one row each
+_WEIGHED_COLUMNS: tuple[tuple[Col, Callable[[SettingsOption], str]], ...] = (
+    (Col("", 0, whole=True), lambda a: "*" if a.chosen else ""),
+    (Col("TP", 1, num=True), lambda a: str(a.tensor_parallel_size or "-")),
+    (Col("weights", 1), lambda a: a.weight_format or "-"),
+    (Col("max seqs", 0, num=True), lambda a: str(a.max_num_seqs or "-")),
+    (Col("batch", 2, num=True), lambda a: str(a.batch or "-")),
+    (Col("TTFT ms", 1, num=True), lambda a: _num(a.ttft_ms, 0)),
+    (Col("TPOT ms", 0, num=True), lambda a: _num(a.tpot_ms, 2)),
+    (Col("out tok/s", 0, num=True), lambda a: _num(a.output_tokens_per_s, 1)),
+    (Col("$/1M out", 0, num=True), lambda a: _usd(a.usd_per_million_output_tokens)),
+    (Col("SLO", 1, whole=True), lambda a: "-" if a.slo_met is None else ("yes" if a.slo_met else "no")),
+    (Col("why", 2), lambda a: a.why if not a.feasible else a.why.split(";")[0]),
+)
 
 
 def _render_alternatives(e: Estimate) -> None:
-    cols = [
-        Col("", 0, whole=True),
-        Col("TP", 1, num=True),
-        Col("weights", 1),
-        Col("max seqs", 0, num=True),
-        Col("batch", 2, num=True),
-        Col("TTFT ms", 1, num=True),
-        Col("TPOT ms", 0, num=True),
-        Col("out tok/s", 0, num=True),
-        Col("$/1M out", 0, num=True),
-        Col("SLO", 1, whole=True),
-        Col("why", 2),
-    ]
-    rows = []
-    for a in e.alternatives:
-        rows.append(
-            [
-                "*" if a.chosen else "",
-                str(a.tensor_parallel_size or "-"),
-                a.weight_format or "-",
-                str(a.max_num_seqs or "-"),
-                str(a.batch or "-"),
-                _num(a.ttft_ms, 0),
-                _num(a.tpot_ms, 2),
-                _num(a.output_tokens_per_s, 1),
-                _usd(a.usd_per_million_output_tokens),
-                "-" if a.slo_met is None else ("yes" if a.slo_met else "no"),
-                a.why if not a.feasible else a.why.split(";")[0],
-            ]
-        )
-    print_table(cols, rows, title=f"Settings weighed (goal: {e.goal or 'given'})", formats="json")
+    title = f"Settings weighed (goal: {e.goal or 'given'})"
+    print_records(_WEIGHED_COLUMNS, e.alternatives, title=title, formats="json")
 
 
 def render_table(tab: EstimateTable, show: int) -> None:
@@ -371,8 +337,7 @@ def render_table(tab: EstimateTable, show: int) -> None:
             + ", ".join(f"{c.accelerator}/{c.engine} ({c.n_points} points)" for c in tab.calibrations_used),
             highlight=False,
         )
-    for n in tab.notes:
-        console.print(f"  - {n}", highlight=False)
+    print_bullets(tab.notes)
     err_console.print(f"[dim]{len(tab.rows)} instances estimated in {tab.elapsed_ms:.0f} ms[/]")
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rich import box as rich_box
 from rich.console import Console, ConsoleDimensions, Group, RenderableType
@@ -54,6 +54,8 @@ class _FittingConsole(Console):
 console = _FittingConsole()
 err_console = _FittingConsole(stderr=True)
 
+
+R = TypeVar("R")
 
 # a folded text column is given at least this many cells (or its natural width when narrower)
 TEXT_MIN = 10
@@ -205,6 +207,27 @@ def dropped_note(dropped: Sequence[str], width: int, formats: str = "json|csv") 
         f"[dim]Not shown at {width} columns: {', '.join(dropped)}; "
         f"--format {formats} or a wider terminal shows all.[/]"
     )
+
+
+def print_records(
+    columns: Sequence[tuple[Col, Callable[[R], Any]]], records: Iterable[R], **table_kw: Any
+) -> list[str]:
+    """``print_table`` of one row per record: each column beside the function that reads its cell from a record
+    (a header and its value are written in one place)."""
+    rows = [[read(r) for _, read in columns] for r in records]
+    return print_table([col for col, _ in columns], rows, **table_kw)
+
+
+def print_bullets(
+    items: Iterable[object], heading: str | None = None, *, mark: str = "-", out: Console | None = None
+) -> None:
+    """A list said one item a line (``  - item``), under ``heading`` (rich markup) when there is an item."""
+    out = out or console
+    items = list(items)
+    if heading is not None and items:
+        out.print(heading)
+    for item in items:
+        out.print(f"  {mark} {item}", highlight=False)
 
 
 def print_table(

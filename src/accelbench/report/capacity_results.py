@@ -14,7 +14,8 @@ Cost is priced as the rest of the comparison is, at its tier: hourly / tokens pe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from accelbench.bench.capacity_confidence import confidence_range, level_evidence, range_phrase
@@ -191,6 +192,22 @@ def answer_level(c: CapacityRun | CapacityResult) -> float | None:
     return c.max_load if c.slo is not None else c.knee
 
 
+# the search's own figures (``CapacityResult`` fields), which a ``CapacityRun`` carries as they are
+AS_SEARCHED = (
+    "load",
+    "slo",
+    "max_load",
+    "reason",
+    "output_tokens_per_s_at_max",
+    "total_tokens_per_s_at_max",
+    "requests_per_s_at_max",
+    "predicted_max_load",
+    "knee",
+    "probes",
+    "notes",
+)
+
+
 def capacity_run(
     run: RunInfo,
     res: CapacityResult,
@@ -209,24 +226,14 @@ def capacity_run(
         instance_type=run.instance_type,
         engine=run.engine,
         engine_version=run.engine_version,
-        load=res.load,
-        slo=res.slo,
         slo_label=slo_label(res.slo),
         finished=finished(run, res),
-        max_load=res.max_load,
-        reason=res.reason,
-        output_tokens_per_s_at_max=res.output_tokens_per_s_at_max,
-        total_tokens_per_s_at_max=res.total_tokens_per_s_at_max,
-        requests_per_s_at_max=res.requests_per_s_at_max,
         hourly_usd=hourly_usd,
         usd_per_million_output_tokens=cost_per_million(hourly_usd, res.output_tokens_per_s_at_max),
         usd_per_million_total_tokens=cost_per_million(hourly_usd, res.total_tokens_per_s_at_max),
-        predicted_max_load=res.predicted_max_load,
         prediction_error_pct=res.prediction_error(),
-        knee=res.knee,
-        probes=res.probes,
-        notes=res.notes,
         devices_at_max=devices_at_capacity(res, results) if results else [],
+        **{k: getattr(res, k) for k in AS_SEARCHED},
     )
 
 
@@ -370,21 +377,29 @@ def probe_columns(c: CapacityRun) -> list[str]:
     return [*cols, "SLO sure", "met", "why"]
 
 
+def probe_figures(p: Probe, num: Callable[[float | None, int], str] = fmt_num) -> list[str]:
+    """A probe's repeat, requests, judged percentiles (TTFT, TPOT, max ITL, E2EL), goodput attainment and output
+    tok/s: the cells every probe table starts with after the level (``num`` writes a number to some digits)."""
+    pc = p.percentiles
+    return [
+        str(p.repeat),
+        str(p.requests),
+        num(pc.get("ttft"), 1),
+        num(pc.get("tpot"), 2),
+        num(pc.get("itl"), 2),
+        num(pc.get("e2el"), 1),
+        "-" if p.attainment is None else f"{p.attainment:.0%}",
+        num(p.output_tokens_per_s, 1),
+    ]
+
+
 def probe_rows(c: CapacityRun) -> list[list[str]]:
     """The table of probes, by level then repeat: the percentiles judged, goodput attainment, throughput."""
     rows = []
     for p in sorted(c.probes, key=lambda p: (p.level, p.repeat)):
-        pc = p.percentiles
         row = [
             fmt_level(p.level),
-            str(p.repeat),
-            str(p.requests),
-            fmt_num(pc.get("ttft")),
-            fmt_num(pc.get("tpot"), 2),
-            fmt_num(pc.get("itl"), 2),
-            fmt_num(pc.get("e2el")),
-            "-" if p.attainment is None else f"{p.attainment:.0%}",
-            fmt_num(p.output_tokens_per_s),
+            *probe_figures(p),
             fmt_num(p.total_tokens_per_s),
             fmt_num(p.requests_per_s, 2),
         ]
@@ -488,6 +503,31 @@ def probe_at(c: CapacityRun, level: float | None, *, met: bool = False) -> Probe
         return None
     at = sorted((p for p in c.probes if p.level == level), key=lambda p: (not (met and p.met), p.repeat))
     return at[0] if at else None
+
+
+@dataclass(frozen=True)
+class CurveMark:
+    """A level a search's curve marks, where a probe measured the curve's metric: the capacity ("max load", on a
+    probe that met the SLO) or the knee; ``load`` says the level in words ("24 users")."""
+
+    label: str
+    probe: Probe
+    load: str
+
+
+def curve_marks(c: CapacityRun, metric: str) -> list[CurveMark]:
+    """The capacity, then the knee, each where its probe measured ``metric`` (the figures draw a marker there)."""
+    marks = []
+    for label, level, met in (("max load", c.max_load, True), ("knee", c.knee, False)):
+        p = probe_at(c, level, met=met)
+        if p is not None and level is not None and metric in p.percentiles:
+            marks.append(CurveMark(label, p, load_phrase(c.load, level)))
+    return marks
+
+
+def capacity_mark(c: CapacityRun, metric: str) -> CurveMark | None:
+    """The capacity's mark on ``metric``'s curve; None where no probe measured it there."""
+    return next((m for m in curve_marks(c, metric) if m.label == "max load"), None)
 
 
 def axis_title(c: CapacityRun, metric: str) -> str:

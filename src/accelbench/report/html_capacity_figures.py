@@ -12,10 +12,11 @@ from accelbench.domain.capacity import Probe
 from accelbench.report.capacity_results import (
     axis_title,
     bar_label,
+    capacity_mark,
+    curve_marks,
     curve_metrics,
     curve_points,
     load_phrase,
-    probe_at,
 )
 from accelbench.report.compare_runs import (
     CapacityRun,
@@ -23,6 +24,8 @@ from accelbench.report.compare_runs import (
 from accelbench.report.html_figures import figure_layout, run_color, slo_line
 
 _MET, _MISSED = "#2ca02c", "#d62728"
+#: a curve mark's plotly symbol and colour, by its label
+_MARK_STYLE = {"max load": ("star", "#111"), "knee": ("diamond-open", "#9467bd")}
 
 
 def _points(probes: Sequence[Probe], metric: str) -> dict[str, list[float]]:
@@ -71,23 +74,18 @@ def _probe_traces(c: CapacityRun, metric: str, first: bool) -> list[go.Scatter]:
 def _level_marks(c: CapacityRun, metric: str, first: bool) -> list[go.Scatter]:
     """The capacity (max load, a star) and the knee (an open diamond), where a probe measured them."""
     traces = []
-    for level, label, symbol, color, met in (
-        (c.max_load, "max load", "star", "#111", True),
-        (c.knee, "knee", "diamond-open", "#9467bd", False),
-    ):
-        p = probe_at(c, level, met=met)
-        if p is None or metric not in p.percentiles:
-            continue
-        assert level is not None
+    for mark in curve_marks(c, metric):
+        label, p = mark.label, mark.probe
+        symbol, color = _MARK_STYLE[label]
         traces.append(
             go.Scatter(
                 x=[p.output_tokens_per_s],
                 y=[p.percentiles[metric]],
-                name=f"{label}: {load_phrase(c.load, level)}",
+                name=f"{label}: {mark.load}",
                 legendgroup=label,
                 showlegend=first,
                 mode="markers+text",
-                text=[f"{label} {load_phrase(c.load, level)}"],
+                text=[f"{label} {mark.load}"],
                 textposition="top left" if symbol == "star" else "bottom right",
                 marker={
                     "size": 17 if symbol == "star" else 20,
@@ -97,7 +95,7 @@ def _level_marks(c: CapacityRun, metric: str, first: bool) -> list[go.Scatter]:
                     if symbol == "star"
                     else {"width": 3, "color": color},
                 },
-                hovertemplate=f"{label}: {load_phrase(c.load, level)}<br>%{{x:,.1f}} out tok/s<br>"
+                hovertemplate=f"{label}: {mark.load}<br>%{{x:,.1f}} out tok/s<br>"
                 "%{y:,.2f} ms<extra></extra>",
             )
         )
@@ -177,13 +175,13 @@ def capacity_compare_figure(runs: Sequence[CapacityRun]) -> go.Figure | None:
             row=1,
             col=2,
         )
-        chosen = probe_at(c, c.max_load, met=True)
-        if chosen is not None and metric in chosen.percentiles and c.max_load is not None:
+        chosen = capacity_mark(c, metric)
+        if chosen is not None:
             fig.add_trace(
                 go.Scatter(
-                    x=[chosen.output_tokens_per_s],
-                    y=[chosen.percentiles[metric]],
-                    name=f"{c.hardware} max load: {load_phrase(c.load, c.max_load)}",
+                    x=[chosen.probe.output_tokens_per_s],
+                    y=[chosen.probe.percentiles[metric]],
+                    name=f"{c.hardware} max load: {chosen.load}",
                     mode="markers",
                     marker={"symbol": "star", "size": 16, "color": run_color(i)},
                     showlegend=False,

@@ -21,10 +21,10 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from accelbench.report.capacity_results import (
     axis_title,
     bar_label,
+    capacity_mark,
+    curve_marks,
     curve_metrics,
     curve_points,
-    load_phrase,
-    probe_at,
 )
 from accelbench.report.comparison import CapacityRun
 from accelbench.report.latency_throughput import LatencyThroughput
@@ -60,6 +60,8 @@ SWEEP_PLOTS: tuple[PlotSpec, ...] = (
 )
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+#: a capacity curve mark's marker and colour, by its label
+_MARK_STYLE = {"max load": ("*", "black"), "knee": ("D", "C4")}
 _STYLES = ("-", "--", ":", "-.")
 
 
@@ -248,23 +250,18 @@ def capacity_curve_figure(c: CapacityRun) -> Figure:
             )
         if c.slo is not None and m in c.slo.targets:
             ax.axhline(c.slo.targets[m], color="0.3", linestyle="--", label=f"SLO <= {c.slo.targets[m]:g} ms")
-        for level, label, marker, color, met in (
-            (c.max_load, "max load", "*", "black", True),
-            (c.knee, "knee", "D", "C4", False),
-        ):
-            mark = probe_at(c, level, met=met)
-            if mark is None or level is None or m not in mark.percentiles:
-                continue
+        for mark in curve_marks(c, m):
+            marker, color = _MARK_STYLE[mark.label]
             ax.plot(
-                [mark.output_tokens_per_s],
-                [mark.percentiles[m]],
+                [mark.probe.output_tokens_per_s],
+                [mark.probe.percentiles[m]],
                 marker=marker,
                 markersize=15 if marker == "*" else 13,
                 markerfacecolor=color if marker == "*" else "none",
                 markeredgewidth=1 if marker == "*" else 2,
                 color=color,
                 linestyle="none",
-                label=f"{label}: {load_phrase(c.load, level)}",
+                label=f"{mark.label}: {mark.load}",
                 zorder=3,
             )
         ax.set_xlabel("Output tokens/s")
@@ -303,10 +300,10 @@ def capacity_compare_figure(runs: Sequence[CapacityRun]) -> Figure:
             color=f"C{i % 10}",
             label=c.hardware,
         )
-        chosen = probe_at(c, c.max_load, met=True)
-        if chosen is not None and metric in chosen.percentiles:
+        chosen = capacity_mark(c, metric)
+        if chosen is not None:
             curves.plot(
-                [chosen.output_tokens_per_s], [chosen.percentiles[metric]], marker="*", markersize=15,
+                [chosen.probe.output_tokens_per_s], [chosen.probe.percentiles[metric]], marker="*", markersize=15,
                 color=f"C{i % 10}", linestyle="none",
             )  # fmt: skip
     for target in sorted(

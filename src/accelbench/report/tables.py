@@ -44,31 +44,33 @@ class MetricColumn:
     higher_is_better: bool
 
 
+#: the latency metrics a per-cell table shows, as (key prefix, header name, digits)
+LATENCIES: tuple[tuple[str, str, int], ...] = (
+    ("ttft", "TTFT", 1),
+    ("tpot", "TPOT", 2),
+    ("itl", "ITL", 2),
+    ("e2el", "E2E", 1),
+)
+
+
+def _latencies_at(p: int) -> tuple[MetricColumn, ...]:
+    """Every latency metric at one stored percentile, in ms (lower is better)."""
+    return tuple(
+        MetricColumn(f"{key}_p{p}_ms", f"{name} p{p} (ms)", digits, False) for key, name, digits in LATENCIES
+    )
+
+
 # The table's metric columns, in order. ``key`` is both the ResultInfo attribute and the CellAggregate field.
 METRICS: tuple[MetricColumn, ...] = (
-    MetricColumn("ttft_p50_ms", "TTFT p50 (ms)", 1, False),
-    MetricColumn("tpot_p50_ms", "TPOT p50 (ms)", 2, False),
-    MetricColumn("itl_p50_ms", "ITL p50 (ms)", 2, False),
-    MetricColumn("e2el_p50_ms", "E2E p50 (ms)", 1, False),
+    *_latencies_at(50),
     MetricColumn("output_throughput", "Output tok/s", 1, True),
     MetricColumn("total_token_throughput", "Total tok/s", 1, True),
 )
-# Also aggregated (JSON, compare), not shown in the default table.
+# Also aggregated (JSON, compare), not shown in the default table: the rates, then the latencies' other percentiles.
 EXTRA_METRICS: tuple[MetricColumn, ...] = (
     MetricColumn("request_throughput", "Req/s", 3, True),
     MetricColumn("request_goodput", "Goodput req/s", 3, True),
-    MetricColumn("ttft_p90_ms", "TTFT p90 (ms)", 1, False),
-    MetricColumn("tpot_p90_ms", "TPOT p90 (ms)", 2, False),
-    MetricColumn("itl_p90_ms", "ITL p90 (ms)", 2, False),
-    MetricColumn("e2el_p90_ms", "E2E p90 (ms)", 1, False),
-    MetricColumn("ttft_p95_ms", "TTFT p95 (ms)", 1, False),
-    MetricColumn("tpot_p95_ms", "TPOT p95 (ms)", 2, False),
-    MetricColumn("itl_p95_ms", "ITL p95 (ms)", 2, False),
-    MetricColumn("e2el_p95_ms", "E2E p95 (ms)", 1, False),
-    MetricColumn("ttft_p99_ms", "TTFT p99 (ms)", 1, False),
-    MetricColumn("tpot_p99_ms", "TPOT p99 (ms)", 2, False),
-    MetricColumn("itl_p99_ms", "ITL p99 (ms)", 2, False),
-    MetricColumn("e2el_p99_ms", "E2E p99 (ms)", 1, False),
+    *(m for p in STORED if p != 50 for m in _latencies_at(p)),
 )
 ALL_METRICS: tuple[MetricColumn, ...] = METRICS + EXTRA_METRICS
 
@@ -192,13 +194,6 @@ class CellAggregate(StrictModel):
 _METRIC_KEYS = {m.key for m in ALL_METRICS}
 _BY_KEY = {m.key: m for m in ALL_METRICS}
 
-#: the latency metrics a per-cell table shows, as (key prefix, header name, digits)
-LATENCIES: tuple[tuple[str, str, int], ...] = (
-    ("ttft", "TTFT", 1),
-    ("tpot", "TPOT", 2),
-    ("itl", "ITL", 2),
-    ("e2el", "E2E", 1),
-)
 #: the throughput columns that follow the latencies in a per-cell table
 THROUGHPUTS: tuple[MetricColumn, ...] = tuple(
     m for m in METRICS if m.key in ("output_throughput", "total_token_throughput")

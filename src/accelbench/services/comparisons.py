@@ -10,6 +10,7 @@ from pathlib import Path
 from accelbench.domain.instance_types import PriceTier
 from accelbench.report.compare_runs import Comparison, compare_runs
 from accelbench.report.files import write_report_files
+from accelbench.services.keywords import keywords
 from accelbench.store import Store
 
 
@@ -26,14 +27,7 @@ class CompareRequest:
 
 
 def compare(store: Store, req: CompareRequest) -> Comparison:
-    return compare_runs(
-        store,
-        req.runs,
-        tier=req.tier,
-        min_runs=req.min_runs,
-        baseline=req.baseline,
-        allow_mismatch=req.allow_mismatch,
-    )
+    return compare_runs(store, req.runs, **keywords(req, "runs"))
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,10 @@ class ExportRequest:
     force: bool = False
 
 
+# the request's fields that ``ExportOptions`` takes as they are, by the same name
+_AS_OPTIONS = ("namespace", "runtime", "registry", "loadgen_image", "hf_token_secret", "force")
+
+
 @dataclass(frozen=True)
 class ExportResult:
     bundle: Bundle
@@ -86,14 +90,9 @@ def _run_spec(req: ExportRequest) -> RunSpec:
 def export_run_manifests(req: ExportRequest) -> ExportResult:
     """Render, validate (strict, against ``k8s_version``) and write the manifests of the run."""
     options = ExportOptions(
-        namespace=req.namespace,
-        runtime=req.runtime,
-        registry=req.registry,
-        loadgen_image=req.loadgen_image,
         loadgen_shards=req.shards,
         karpenter=KarpenterOptions(cluster_name=req.cluster_name) if req.karpenter else None,
-        hf_token_secret=req.hf_token_secret,
-        force=req.force,
+        **{k: getattr(req, k) for k in _AS_OPTIONS},
     )
     bundle = export_bundle(_run_spec(req), options, k8s_version=req.k8s_version)
     return ExportResult(bundle=bundle, files=write_bundle(bundle, req.out))

@@ -13,6 +13,7 @@ from accelbench.deploy import engines as eng
 from accelbench.deploy import execstack
 from accelbench.deploy import model_store as ms
 from accelbench.errors import NotFoundError
+from accelbench.services.keywords import keywords
 from accelbench.services.progress import NO_PROGRESS, Progress
 
 __all__ = [
@@ -72,17 +73,7 @@ def slow_install(name: str, version: str | None) -> str | None:
 def install_engine(req: EngineInstallRequest, progress: Progress = NO_PROGRESS) -> Any:
     """Install an engine into its own environment (a finished install is reused); its ``EngineInfo``."""
     version = req.version or eng.get_recipe(req.name).default_version
-    return eng.install_engine(
-        req.name,
-        version,
-        python=req.python,
-        extra_index_url=req.extra_index_url,
-        force=req.force,
-        without_isa=req.without_isa,
-        check=req.check,
-        check_model=req.check_model,
-        progress=progress,
-    )
+    return eng.install_engine(req.name, version, **keywords(req, "name", "version"), progress=progress)
 
 
 def installed_engines() -> list[Any]:

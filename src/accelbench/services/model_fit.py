@@ -4,19 +4,23 @@ with the model's own longest context, which the verdict's sentence is said again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from accelbench.domain.recommendation import MemoryBreakdown, Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import memory_breakdown
 from accelbench.plan.recommend.tier_steps import verdict_sentence
+from accelbench.services.keywords import keywords
 from accelbench.services.planning import recommendation
 
+T = TypeVar("T")
+
 __all__ = [
-    "BreakdownOutcome",
     "BreakdownRequest",
-    "RecommendOutcome",
+    "FitOutcome",
     "RecommendRequest",
     "breakdown",
     "recommend_for",
@@ -46,40 +50,26 @@ class RecommendRequest(BreakdownRequest):
 
 
 @dataclass(frozen=True)
-class RecommendOutcome:
-    recommendation: Recommendation
+class FitOutcome(Generic[T]):
+    """The planner's answer about a model, with the model's own longest context (its verdict is said
+    against it)."""
+
+    answer: T
     model_max: int
 
 
-def recommend_for(req: RecommendRequest) -> RecommendOutcome:
+def _answer(req: BreakdownRequest, ask: Callable[..., T]) -> FitOutcome[T]:
+    """``ask`` (the recommendation or the breakdown) for the model named, read first, with the settings asked."""
     spec = load_model_spec(req.model)
-    rec = recommendation(
-        spec,
-        req.instance,
-        quantization=req.quantization,
-        max_model_len=req.max_model_len,
-        kv_cache_dtype=req.kv_cache_dtype,
-        input_len=req.input_len,
-        output_len=req.output_len,
-        settings=req.settings,
-        engine=req.engine,
+    return FitOutcome(
+        answer=ask(spec, req.instance, **keywords(req, "model", "instance")),
+        model_max=spec.max_position_embeddings,
     )
-    return RecommendOutcome(recommendation=rec, model_max=spec.max_position_embeddings)
 
 
-@dataclass(frozen=True)
-class BreakdownOutcome:
-    breakdown: MemoryBreakdown
-    model_max: int
+def recommend_for(req: RecommendRequest) -> FitOutcome[Recommendation]:
+    return _answer(req, recommendation)
 
 
-def breakdown(req: BreakdownRequest) -> BreakdownOutcome:
-    spec = load_model_spec(req.model)
-    b = memory_breakdown(
-        spec,
-        req.instance,
-        quantization=req.quantization,
-        max_model_len=req.max_model_len,
-        kv_cache_dtype=req.kv_cache_dtype,
-    )
-    return BreakdownOutcome(breakdown=b, model_max=spec.max_position_embeddings)
+def breakdown(req: BreakdownRequest) -> FitOutcome[MemoryBreakdown]:
+    return _answer(req, memory_breakdown)

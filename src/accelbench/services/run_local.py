@@ -23,6 +23,7 @@ from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import UserInputError
 from accelbench.report.tables import METRICS, aggregate_results
+from accelbench.services.keywords import keywords
 from accelbench.services.progress import Progress
 from accelbench.store import Store
 from accelbench.telemetry.host import redact_command
@@ -69,14 +70,7 @@ class LocalExecution:
 def execute_here(store: Store, req: LocalExecution) -> RunInfo:
     """Run the stored run's lifecycle in this process; the run as it ended (a failure is a failed run, not an
     exception)."""
-    return orchestrator.execute_run(
-        store,
-        req.run_id,
-        cancel=req.cancel,
-        events=req.events,
-        fix=req.fix,
-        cancel_status=req.cancel_status,
-    )
+    return orchestrator.execute_run(store, req.run_id, **keywords(req, "run_id"))
 
 
 def run_results(store: Store, run_id: str) -> list[ResultInfo]:

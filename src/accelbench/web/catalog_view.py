@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType, Price, PriceTier
 from accelbench.errors import UserInputError
 from accelbench.report.formatting import MISSING, fmt_num, fmt_usd
-from accelbench.services.instances import catalog_table, instance_prices, serving_memory_gib
+from accelbench.services.instances import InstancePrices, catalog_table, instance_prices, serving_memory_gib
 from accelbench.services.session import Store
 from accelbench.web.views import TIER_LABEL
 
@@ -455,19 +455,13 @@ def price_rows(
     ]
 
 
-def instance_detail(
-    inst: InstanceType,
-    spec: AcceleratorSpec,
-    *,
-    snapshot: Price | None,
-    stored: Sequence[Price],
-    best: Mapping[PriceTier, Price],
-    family: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+def instance_detail(found: InstancePrices) -> dict[str, Any]:
     """One instance type's page: the summary line, the instance's facts, its accelerator's (GPU, Neuron) or
     its processor's (CPU), the sources, the prices, and the other sizes of its family (table rows)."""
+    inst, spec = found.instance, found.accelerator
     tier = inst.accelerator_type.value
-    on_demand = best.get(PriceTier.on_demand)
+    on_demand = found.best.get(PriceTier.on_demand)
+    family = catalog_rows(found.siblings, found.accelerators, found.family_prices)
     return {
         "name": inst.name,
         "tier": tier,
@@ -480,7 +474,7 @@ def instance_detail(
         "cpu_facts": cpu_facts(spec) if tier == "cpu" else None,
         "spec_name": spec.name,
         "sources": source_rows(inst, spec),
-        "prices": price_rows(snapshot, stored, best),
+        "prices": price_rows(found.snapshot, found.stored, found.best),
         "region": TABLE_REGION,
         "family_name": inst.family,
         "family": [dict(r, current=r["name"] == inst.name) for r in family],
@@ -501,12 +495,4 @@ def catalog_context(
 
 def detail_context(store: Store, name: str) -> dict[str, Any]:
     """One instance type's page (NotFoundError, with suggestions, for a name the catalog does not have)."""
-    found = instance_prices(store, name, TABLE_REGION, with_family=True)
-    return instance_detail(
-        found.instance,
-        found.accelerator,
-        snapshot=found.snapshot,
-        stored=found.stored,
-        best=found.best,
-        family=catalog_rows(found.siblings, found.accelerators, found.family_prices),
-    )
+    return instance_detail(instance_prices(store, name, TABLE_REGION, with_family=True))

@@ -4,18 +4,19 @@ from the same ``services.fleet.plan_fleet`` and ``report/fleet_view.py`` rows as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from accelbench.api.deps import store_dep
 from accelbench.errors import AccelbenchError
 from accelbench.report.fleet_view import FLEET_COLUMNS, fleet_lines, fleet_rows, servers_table
 from accelbench.services.fleet_plan import FleetRequest, plan_fleet
 from accelbench.services.paths import confine, resolve_file
 from accelbench.web.form_errors import field_errors, refusal_text
-from accelbench.web.pages import _store, need_sign_in, render
+from accelbench.web.pages import need_sign_in, render
 
 router = APIRouter(include_in_schema=False)  # a page, like web/pages.py: not part of the API
 
@@ -33,16 +34,21 @@ def chart_data(plan: Any, top: int = 8) -> dict[str, Any]:
     return {"title": "Servers needed over the traffic's span", "series": series}
 
 
-#: the Fleet form's fields as the form names them; ``interval_s`` is the form's ``interval``
-FLEET_LABELS = {
-    "traffic": "Traffic file",
-    "model": "Model",
-    "slo": "SLO",
-    "percentile": "Percentile",
-    "instances": "Instances",
-    "interval": "Interval (s)",
-    "peak_quantile": "Peak quantile",
-}
+class FleetForm(BaseModel):
+    """The Fleet form as typed, each field text under its label (a wrong value is said beside its field by
+    ``fleet_form_request``, not refused here); ``interval`` is the request's ``interval_s``."""
+
+    traffic: str | None = Field(None, max_length=1000, title="Traffic file")
+    model: str | None = Field(None, max_length=300, title="Model")
+    slo: str | None = Field(None, max_length=200, title="SLO")
+    percentile: str | None = Field(None, max_length=20, title="Percentile")
+    instances: str | None = Field(None, max_length=4000, title="Instances")
+    interval: str | None = Field(None, max_length=20, title="Interval (s)")
+    peak_quantile: str | None = Field(None, max_length=20, title="Peak quantile")
+
+
+#: the Fleet form's fields as the form names them
+FLEET_LABELS = {name: str(f.title) for name, f in FleetForm.model_fields.items()}
 
 
 def fleet_form_request(typed: dict[str, str]) -> tuple[Any, dict[str, str]]:
@@ -77,28 +83,11 @@ def fleet_form_request(typed: dict[str, str]) -> tuple[Any, dict[str, str]]:
 
 
 @router.get("/fleet", response_class=HTMLResponse, response_model=None)
-def fleet_page(
-    request: Request,
-    traffic: str | None = Query(None, max_length=1000),
-    model: str | None = Query(None, max_length=300),
-    slo: str | None = Query(None, max_length=200),
-    percentile: str | None = Query(None, max_length=20),
-    instances: str | None = Query(None, max_length=4000),
-    interval: str | None = Query(None, max_length=20),
-    peak_quantile: str | None = Query(None, max_length=20),
-) -> Response:
+def fleet_page(request: Request, asked: Annotated[FleetForm, Query()]) -> Response:
     """A fleet plan; what was typed stays in the form and a wrong value is said beside its field."""
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    typed = {
-        "traffic": traffic or "",
-        "model": model or "",
-        "slo": slo or "",
-        "percentile": percentile or "",
-        "instances": instances or "",
-        "interval": interval or "",
-        "peak_quantile": peak_quantile or "",
-    }
+    typed = {k: v or "" for k, v in asked.model_dump().items()}
     plan_request, errors = fleet_form_request(typed)
     defaults = {"percentile": 90.0, "interval": 3600.0, "peak_quantile": 0.99}
     form = {**typed, **{k: typed[k] or v for k, v in defaults.items()}}
@@ -106,7 +95,7 @@ def fleet_page(
     error: AccelbenchError | None = None
     if plan_request is not None:
         try:
-            plan = plan_fleet(_store(request), plan_request)
+            plan = plan_fleet(store_dep(request), plan_request)
             result = {
                 "columns": FLEET_COLUMNS,
                 "rows": fleet_rows(plan),

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from accelbench import __version__
 from accelbench import services as service
 from accelbench.api.auth import COOKIE_NAME, page_principal
+from accelbench.api.deps import settings_dep, store_dep
 from accelbench.domain.instance_types import AcceleratorType, PriceTier
 from accelbench.domain.plan_query import EstimateQuery
 from accelbench.domain.run import RunStatus
@@ -32,9 +33,7 @@ from accelbench.report.compare_runs import not_comparable
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.services import stored_runs
 from accelbench.services.paths import confine
-from accelbench.services.session import Store
 from accelbench.services.tool_versions import tool_versions_state
-from accelbench.settings import Settings
 from accelbench.web import catalog_view, views
 from accelbench.web.dashboard_view import dashboard_view
 from accelbench.web.form_errors import field_errors, refusal_text
@@ -61,21 +60,11 @@ SECURITY_HEADERS = {
 }
 
 
-def _store(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
-
-
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     principal = page_principal(request)
     context.setdefault("signed_in", principal is not None)
     context.setdefault("principal", principal.actor if principal else None)
-    context.setdefault("read_auth", _settings(request).api_read_auth)
+    context.setdefault("read_auth", settings_dep(request).api_read_auth)
     context.setdefault("nav", name.split(".")[0])
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
@@ -84,7 +73,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
 
 def need_sign_in(request: Request) -> RedirectResponse | None:
     """Pages are open like the read API: behind a sign-in only when reads need a token."""
-    if not _settings(request).api_read_auth or page_principal(request) is not None:
+    if not settings_dep(request).api_read_auth or page_principal(request) is not None:
         return None
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
@@ -172,7 +161,7 @@ def logout() -> RedirectResponse:
 def dashboard(request: Request) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    store = _store(request)
+    store = store_dep(request)
     recent_runs = stored_runs.list_runs(store, stored_runs.RunListRequest(limit=10))
     recent, total = recent_runs.items, recent_runs.total
     counts = stored_runs.status_counts(store)
@@ -205,7 +194,7 @@ def catalog_page(
     try:
         tier = choice(accelerator_type, AcceleratorType, "Accelerator type")
         view = catalog_view.catalog_context(
-            _store(request),
+            store_dep(request),
             q=q,
             tier=tier.value if tier else None,
             sort=sort or None,
@@ -222,7 +211,7 @@ def catalog_instance_page(request: Request, name: str = PathParam(min_length=1, 
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     try:
-        detail = catalog_view.detail_context(_store(request), name)
+        detail = catalog_view.detail_context(store_dep(request), name)
     except AccelbenchError as exc:
         return error_page(request, exc)
     return render(request, "catalog_instance.html", d=detail, nav="catalog")
@@ -304,7 +293,7 @@ def estimate_page(request: Request, typed_form: Annotated[EstimateForm, Query()]
     if query is not None:
         try:
             confine(query.model, "model")
-            result = service.estimate(_store(request), query)
+            result = service.estimate(store_dep(request), query)
         except AccelbenchError as exc:
             error = exc
     return render(
@@ -350,7 +339,7 @@ def runs_page(
         errors["accelerator_type"] = refusal_text(exc)
     per_page = 25
     found = stored_runs.list_runs(
-        _store(request),
+        store_dep(request),
         stored_runs.RunListRequest(
             status=[state] if state else None,
             accelerator_type=tier.value if tier else None,
@@ -384,7 +373,7 @@ def result_page(
     if (redirect := need_sign_in(request)) is not None:
         return redirect
     try:
-        context = views.result_context(_store(request), run_id, percentiles)
+        context = views.result_context(store_dep(request), run_id, percentiles)
     except AccelbenchError as exc:
         return error_page(request, exc)
     return render(request, "result.html", **context)
@@ -403,7 +392,7 @@ def compare_page(
     if (redirect := need_sign_in(request)) is not None:
         return redirect
 
-    store = _store(request)
+    store = store_dep(request)
     comparison = None
     error: AccelbenchError | None = None
     errors: dict[str, str] = {}  # a wrong value beside its field, the rest of the form kept
@@ -451,7 +440,7 @@ def compare_page(
 def config_page(request: Request) -> Response:
     if (redirect := need_sign_in(request)) is not None:
         return redirect
-    state = tool_versions_state(_store(request), 50)
+    state = tool_versions_state(store_dep(request), 50)
     return render(request, "config.html", versions=state.versions, audit=state.audit)
 
 

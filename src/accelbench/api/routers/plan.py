@@ -53,30 +53,29 @@ class RecommendQuery(BaseModel):
     )
     threads: int | None = Field(None, ge=1, le=4096, description=_EQ["threads"].description)
 
+    def planner_options(self) -> dict[str, Any]:
+        """The planner's keywords: the settings asked for, the lengths and the engine settings to keep."""
+        kept = EstimateQuery(model=self.model, **self.model_dump(include=_ENGINE_SETTINGS))
+        return self.model_dump(include=_PLANNER_OPTIONS) | {"settings": kept.engine_settings()}
+
+
+# RecommendQuery's fields that are the planner's own keywords, and those that are engine settings to keep
+_PLANNER_OPTIONS = {"quantization", "max_model_len", "kv_cache_dtype", "input_len", "output_len", "engine"}
+_ENGINE_SETTINGS = {
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_space_gib",
+    "threads",
+}
+
 
 @router.get("/recommend", summary="Does the model fit on the instance, and with which settings")
 def recommend(q: Annotated[RecommendQuery, Query()], _: Principal = Depends(require_read)) -> dict[str, Any]:
     """The JSON carries ``fits`` (a refusal is an answer with its reasons and alternatives, not an error).
     Settings given are kept and every memory figure is computed for them."""
     confine(q.model, "model")
-    return service.recommend(
-        q.model,
-        q.instance_type,
-        quantization=q.quantization,
-        max_model_len=q.max_model_len,
-        kv_cache_dtype=q.kv_cache_dtype,
-        input_len=q.input_len,
-        output_len=q.output_len,
-        engine=q.engine,
-        settings=EstimateQuery(
-            model=q.model,
-            tensor_parallel_size=q.tensor_parallel_size,
-            max_num_seqs=q.max_num_seqs,
-            max_num_batched_tokens=q.max_num_batched_tokens,
-            kv_cache_space_gib=q.kv_cache_space_gib,
-            threads=q.threads,
-        ).engine_settings(),
-    )
+    return service.recommend(q.model, q.instance_type, **q.planner_options())
 
 
 @router.get("/estimate", summary="Predicted speed and cost, for one instance or ranked over the catalog")
