@@ -39,7 +39,6 @@ from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import Ec2Target, RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.runtimes.guards import check
-from accelbench.runtimes.params import params_for
 from accelbench.runtimes.runtime import Runtime, ServeParams
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import get_store
@@ -177,18 +176,8 @@ class Ec2DeployTarget(Target):
             settings = settings.model_copy(
                 update={"extra_args": [*settings.extra_args, "--revision", facts.revision]}
             )
-        params = params_for(
-            model=facts.source,
-            served_model_name=facts.served_name,
-            instance=inst,
-            settings=settings,
-            recommendation=rec,
-            model_size_gib=facts.size_gib,
-            parameters=facts.parameters,
-            moe=facts.moe,
-            pre_quantized=facts.pre_quantized,
-            isa_trace=spec.isa_trace,
-            port=SERVER_PORT,
+        params = facts.serve_params(
+            inst, settings=settings, recommendation=rec, isa_trace=spec.isa_trace, port=SERVER_PORT
         )
         warnings = check(params, runtime)
         version = spec.engine.version or runtime.resolve_version(self.tool_versions)

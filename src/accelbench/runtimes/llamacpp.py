@@ -20,6 +20,7 @@ server really delivers.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import ClassVar
 
 from accelbench.domain.instance_types import AcceleratorType
@@ -27,6 +28,22 @@ from accelbench.runtimes.engine_args import bare_version, with_registry
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 DEFAULT_CONTEXT = 2048
+
+
+@dataclass(frozen=True)
+class ServerFlags:
+    """How one of the two servers spells the same parameters."""
+
+    model: str
+    context: str
+    alias: str
+    threads: str
+
+
+#: the C++ ``llama-server`` of the container image
+CONTAINER_FLAGS = ServerFlags(model="-m", context="-c", alias="--alias", threads="-t")
+#: llama-cpp-python's ``llama_cpp.server`` module, run locally
+LOCAL_FLAGS = ServerFlags(model="--model", context="--n_ctx", alias="--model_alias", threads="--n_threads")
 
 
 class LlamaCpp(Runtime):
@@ -72,43 +89,31 @@ class LlamaCpp(Runtime):
 
     def serve_args(self, params: ServeParams) -> list[str]:
         """Flags of the container's ``llama-server`` (the C++ server)."""
-        args = [
-            "-m",
-            params.model,
-            "--host",
-            params.host,
-            "--port",
-            str(params.port),
-            "-c",
-            str(self.context(params)),
-            "--alias",
-            params.served_model_name,
-        ]
-        threads = self.threads(params, local=False)
-        if threads:
-            args += ["-t", str(threads)]
-        return [*args, *params.settings.extra_args]
+        return self._args(params, CONTAINER_FLAGS, local=False)
 
     def local_args(self, params: ServeParams) -> list[str]:
         """Flags of llama-cpp-python's server module."""
+        return self._args(params, LOCAL_FLAGS, local=True)
+
+    def _args(self, params: ServeParams, flags: ServerFlags, *, local: bool) -> list[str]:
         args = [
-            "--model",
+            flags.model,
             params.model,
             "--host",
             params.host,
             "--port",
             str(params.port),
-            "--n_ctx",
+            flags.context,
             str(self.context(params)),
-            "--model_alias",
+            flags.alias,
             params.served_model_name,
-            # queue concurrent requests instead of cutting off the one being streamed
-            "--interrupt_requests",
-            "False",
         ]
-        threads = self.threads(params, local=True)
+        if local:
+            # queue concurrent requests instead of cutting off the one being streamed
+            args += ["--interrupt_requests", "False"]
+        threads = self.threads(params, local=local)
         if threads:
-            args += ["--n_threads", str(threads)]
+            args += [flags.threads, str(threads)]
         return [*args, *params.settings.extra_args]
 
     def command(self, params: ServeParams, python: str = "python3") -> list[str]:

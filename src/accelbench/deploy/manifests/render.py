@@ -27,14 +27,14 @@ from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources,
 from accelbench.deploy.manifests.sizing import ready_timeout_s
 from accelbench.deploy.manifests.telemetry import loadgen_telemetry, service_port, sidecar_container
 from accelbench.domain.instance_types import InstanceType
-from accelbench.domain.run import KubernetesTarget, KubernetesTelemetry, RunSpec
+from accelbench.domain.run import EngineSettings, KubernetesTarget, KubernetesTelemetry, RunSpec
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import GuardError, UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.recommend import recommend
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
-from accelbench.runtimes.runtime import Runtime, get_runtime, runtime_for_accelerator
+from accelbench.runtimes.runtime import Runtime, ServeParams, get_runtime, runtime_for_accelerator
 from accelbench.runtimes.versions import (
     LOADGEN_IMAGE_ENV,
     LOADGEN_KEY,
@@ -59,6 +59,30 @@ class ModelFacts(StrictModel):
     moe: bool = Field(default=False, description="Mixture of experts.")
     pre_quantized: str | None = Field(default=None, description="The checkpoint's own quantization method.")
     trust_remote_code: bool = Field(default=False, description="Pass --trust-remote-code.")
+
+    def serve_params(
+        self,
+        instance: InstanceType,
+        *,
+        settings: EngineSettings | None = None,
+        recommendation: Any | None = None,
+        **serve: Any,
+    ) -> ServeParams:
+        """The engine's ``ServeParams`` for this model on ``instance`` (``params_for`` with these facts);
+        ``serve``: the other ``ServeParams`` fields the target sets (isa_trace, port, hf_token_secret)."""
+        return params_for(
+            model=self.source,
+            served_model_name=self.served_name,
+            instance=instance,
+            settings=settings,
+            recommendation=recommendation,
+            model_size_gib=self.size_gib,
+            parameters=self.parameters,
+            moe=self.moe,
+            pre_quantized=self.pre_quantized,
+            trust_remote_code=self.trust_remote_code,
+            **serve,
+        )
 
 
 class ExportOptions(StrictModel):
@@ -187,17 +211,10 @@ def render_bundle(
     versions = dict(tool_versions or {})
     runtime = select_runtime(spec, instance, options.runtime)
     version = spec.engine.version or runtime.resolve_version(versions)
-    params = params_for(
-        model=facts.source,
-        served_model_name=facts.served_name,
-        instance=instance,
+    params = facts.serve_params(
+        instance,
         settings=spec.engine.settings,
         recommendation=recommendation,
-        model_size_gib=facts.size_gib,
-        parameters=facts.parameters,
-        moe=facts.moe,
-        pre_quantized=facts.pre_quantized,
-        trust_remote_code=facts.trust_remote_code,
         isa_trace=spec.isa_trace,
         hf_token_secret=options.hf_token_secret,
     )
