@@ -286,14 +286,12 @@ class Ec2DeployTarget(Target):
         self.base_url = self._url_for(described) if self._url_for else self._default_url(described)
         redacted = {k: ("***" if k in ("HF_TOKEN",) else v) for k, v in env.items()}
         command = [("***" if a == self.api_key else a) for a in runtime.command(params, python="python3")]
-        self.deployed = DeployedEngine(
+        self.deployed = DeployedEngine.serving(
+            spec,
+            params,
             target="ec2",
             runtime=runtime.name,
             engine_version=image.rsplit(":", 1)[-1],
-            model=spec.model,
-            model_path=params.model,
-            model_revision=spec.revision,
-            served_model=params.served_model_name,
             base_url=self.base_url,
             command=command,
             env=redacted,

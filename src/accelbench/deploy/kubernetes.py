@@ -201,7 +201,7 @@ class KubernetesDeployTarget(Target):
         if self.tool_versions is None:
             self.tool_versions = effective_tool_versions(get_store())
         facts, _ = load_model_facts(spec)
-        base = dns_name("ab", facts.served_name, limit=30)
+        base = dns_name("ab", facts.served_model_name, limit=30)
         # the run id's random tail keeps two runs of the same model (same day) apart
         suffix = re.sub(r"[^a-z0-9]", "", self.run_id.lower())[-6:] or "run"
         name = dns_name(f"{base}-{suffix}")
@@ -344,17 +344,12 @@ class KubernetesDeployTarget(Target):
             ):
                 continue
             self._create(obj)
-        self.deployed = DeployedEngine(
+        self.deployed = DeployedEngine.serving(
+            spec,
+            plan.params,
             target="kubernetes",
-            runtime=plan.runtime,
-            engine_version=plan.engine_version,
-            model=spec.model,
-            model_path=plan.params.model,
-            model_revision=spec.revision,
-            served_model=plan.params.served_model_name,
+            **plan.model_dump(include={"runtime", "engine_version", "command", "env"}),
             base_url=plan.service_url,
-            command=plan.command,
-            env=plan.env,
             started_at=time.time(),
             extra={
                 "namespace": self.namespace,
@@ -646,9 +641,7 @@ class KubernetesDeployTarget(Target):
         )
         if tel is not None:
             record["device_telemetry"] = {
-                "mode": tel.mode,
-                "exporter": tel.exporter,
-                "url": tel.url,
+                **tel.model_dump(include={"mode", "exporter", "url"}),
                 "node": tel.engine_node,
                 "missing": tel.missing,
                 "notes": self.telemetry_notes,

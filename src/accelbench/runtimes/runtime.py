@@ -21,8 +21,8 @@ from accelbench.registry import Registry
 RUNTIME_MODULES = ["vllm", "vllm_cpu", "vllm_neuron", "sglang", "llamacpp"]
 
 
-class ServeParams(StrictModel):
-    """Everything a runtime needs to produce a serve command, whatever the target."""
+class ServedModel(StrictModel):
+    """The model an engine serves, as the runtimes and their guards need to know it."""
 
     model: str = Field(
         description="Model directory, GGUF file, hub id or s3:// URI as the engine will read it."
@@ -30,6 +30,21 @@ class ServeParams(StrictModel):
     served_model_name: str = Field(
         description="Name the server answers to; the load generator uses the same."
     )
+    trust_remote_code: bool = False
+    model_size_gib: float | None = Field(default=None, description="Weights, GiB.")
+    parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
+    moe: bool = Field(
+        default=False,
+        description="Mixture-of-experts model (the CPU ceiling for dense models does not apply).",
+    )
+    pre_quantized: str | None = Field(
+        default=None, description="Quantization method of the checkpoint itself."
+    )
+
+
+class ServeParams(ServedModel):
+    """Everything a runtime needs to produce a serve command, whatever the target."""
+
     host: str = "0.0.0.0"
     port: int = 8000
     accelerator_type: AcceleratorType = AcceleratorType.cpu
@@ -38,18 +53,8 @@ class ServeParams(StrictModel):
     numa_nodes: int = 1
     instance: InstanceType | None = None
     settings: EngineSettings = Field(default_factory=EngineSettings)
-    trust_remote_code: bool = False
     stream_weights: bool = Field(
         default=False, description="Load weights with the Run:ai model streamer (s3://)."
-    )
-    model_size_gib: float | None = None
-    parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
-    moe: bool = Field(
-        default=False,
-        description="Mixture-of-experts model (the CPU ceiling for dense models does not apply).",
-    )
-    pre_quantized: str | None = Field(
-        default=None, description="Quantization method of the checkpoint itself."
     )
     isa_trace: bool = Field(default=False, description="oneDNN verbose trace (CPU engines).")
     hf_token_secret: str | None = Field(
