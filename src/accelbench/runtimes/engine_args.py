@@ -5,7 +5,10 @@ Kept apart from ``runtime.py`` (the interface) so runtimes can share behaviour w
 
 from __future__ import annotations
 
-from accelbench.runtimes.runtime import ServeParams
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the Runtime interface's module imports this one
+    from accelbench.runtimes.runtime import ServeParams
 
 #: quantization -> the flags vLLM and SGLang both take for it (the same spelling in either server)
 DTYPE_FLAGS: dict[str, list[str]] = {
@@ -37,6 +40,17 @@ def with_registry(repository: str, registry: str | None) -> str:
     if not registry:
         return repository
     return f"{registry.strip().rstrip('/')}/{repository}"
+
+
+def image_ref(repository: str, tag: str, registry: str | None) -> str:
+    """``repository:tag``, behind a pull-through cache ``registry`` prefix when given. A repository on a
+    registry host of its own (a first part with a dot: ``public.ecr.aws/...``, ``ghcr.io/...``) goes below the
+    prefix without its host, as the cache names it."""
+    if registry:
+        host, _, path = repository.partition("/")
+        if "." in host and path:
+            repository = path
+    return f"{with_registry(repository, registry)}:{tag}"
 
 
 def flag_present(args: list[str], flag: str) -> bool:

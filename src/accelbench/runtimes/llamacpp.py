@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.runtimes.engine_args import bare_version, with_registry
+from accelbench.runtimes.engine_args import bare_version
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 DEFAULT_CONTEXT = 2048
@@ -56,23 +56,18 @@ class LlamaCpp(Runtime):
     # llama-cpp-python release; the container image follows the llama.cpp project's own `server` tag.
     default_version = "0.3.36"
     container_port = 8080
-    repository: ClassVar[str] = "ghcr.io/ggml-org/llama.cpp"
+    repository = "ghcr.io/ggml-org/llama.cpp"
     entry_module: ClassVar[str] = "llama_cpp.server"
     #: llama-cpp-python's server has no /health; its model list answers once the model is loaded
     health_path: ClassVar[str] = "/v1/models"
     #: reported with results: what this server does not provide
     capabilities: ClassVar[dict[str, bool]] = {"stream_usage": False, "tokenize": False, "metrics": False}
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
         # The image carries the C++ server, versioned by llama.cpp build numbers (bNNNN), not by
         # llama-cpp-python releases: a bNNNN version pins it, anything else takes the `server` tag.
         v = bare_version(version)
-        tag = f"server-{v}" if v.startswith("b") and v[1:].isdigit() else "server"
-        repo = self.repository
-        if registry:
-            # behind a pull-through cache the upstream host becomes part of the path
-            repo = with_registry(repo.split("/", 1)[1], registry)
-        return f"{repo}:{tag}"
+        return f"server-{v}" if v.startswith("b") and v[1:].isdigit() else "server"
 
     def pip_spec(self, version: str) -> str:
         return f"llama-cpp-python[server]=={bare_version(version)}"

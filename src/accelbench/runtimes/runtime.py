@@ -17,6 +17,7 @@ from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import EngineSettings
 from accelbench.domain.strict import StrictModel
 from accelbench.registry import Registry
+from accelbench.runtimes.engine_args import image_ref, v_tag
 
 RUNTIME_MODULES = ["vllm", "vllm_cpu", "vllm_neuron", "sglang", "llamacpp"]
 
@@ -72,10 +73,17 @@ class Runtime(ABC):
     tool_version_key: ClassVar[str]
     default_version: ClassVar[str]
     container_port: ClassVar[int] = 8000
+    #: the engine's image repository (``vllm/vllm-openai``, or with its registry host: ``ghcr.io/...``)
+    repository: ClassVar[str]
 
-    @abstractmethod
     def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        """Container image for ``version``, behind a pull-through ``registry`` prefix when given."""
+        """Container image for ``version`` (``repository:image_tag``), behind a pull-through ``registry``
+        prefix when given."""
+        return image_ref(self.repository, self.image_tag(version, arch), registry)
+
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
+        """The image tag of ``version`` on ``arch``: ``v<version>``, vLLM's and SGLang's spelling."""
+        return v_tag(version)
 
     def image(
         self,

@@ -17,8 +17,6 @@ from accelbench.runtimes.engine_args import (
     gpu_tensor_parallel,
     server_args,
     tensor_parallel_error,
-    v_tag,
-    with_registry,
 )
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 from accelbench.runtimes.vllm import QUANTIZATIONS
@@ -37,11 +35,8 @@ class SGLang(Runtime):
     image_env_var = "SGLANG_IMAGE"
     tool_version_key = "sglang"
     default_version = "0.5.23"
-    repository: ClassVar[str] = "lmsysorg/sglang"
+    repository = "lmsysorg/sglang"
     entry_module: ClassVar[str] = "sglang.launch_server"
-
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        return f"{with_registry(self.repository, registry)}:{v_tag(version)}"
 
     def tensor_parallel(self, params: ServeParams) -> int:
         return gpu_tensor_parallel(params)

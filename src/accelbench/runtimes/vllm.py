@@ -21,8 +21,6 @@ from accelbench.runtimes.engine_args import (
     gpu_tensor_parallel,
     server_args,
     tensor_parallel_error,
-    v_tag,
-    with_registry,
 )
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
@@ -162,11 +160,8 @@ class VllmGpu(VllmFamily):
     image_env_var = "VLLM_IMAGE"
     tool_version_key = "vllm"
     default_version = "0.32.0"
-    repository: ClassVar[str] = "vllm/vllm-openai"
+    repository = "vllm/vllm-openai"
     default_gpu_memory_utilization: ClassVar[float] = 0.90
-
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        return f"{with_registry(self.repository, registry)}:{v_tag(version)}"
 
     def pip_spec(self, version: str) -> str:
         return f"vllm=={bare_version(version)}"

@@ -8,11 +8,8 @@ much longer start-up allowance). Weights are served in BF16; the image does not 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.engine_args import with_registry
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
 from accelbench.runtimes.vllm import VllmFamily
 
@@ -39,15 +36,11 @@ class VllmNeuron(VllmFamily):
     # The DLC tag names the vLLM version, the Python and the Neuron SDK together, so the whole tag is the
     # tool version.
     default_version = "0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
-    repository: ClassVar[str] = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    repository = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
     forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        repo = self.repository
-        if registry:
-            # behind a pull-through cache the upstream host becomes a path below the cache prefix
-            repo = with_registry(repo.split("/", 1)[1], registry)
-        return f"{repo}:{version.strip()}"
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
+        return version.strip()  # the whole DLC tag is the version
 
     def tensor_parallel(self, params: ServeParams) -> int:
         return params.settings.tensor_parallel_size or neuron_cores(params)
