@@ -28,6 +28,10 @@ GIB = 1024**3
 
 QUANTIZATIONS = ("none", "fp16", "bf16", "fp8", "int8", "int4")
 
+#: flags of GPU-only features (memory share, KV cache dtype, the streamer's load format): a CPU or Neuron
+#: flavour refuses them, in extra_args too
+GPU_ONLY_FLAGS = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+
 
 def streamer_concurrency(
     model_size_gib: float | None, network_gbps: float, explicit: int | None = None

@@ -17,7 +17,7 @@ from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.runtimes.engine_args import bare_version, v_tag
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
-from accelbench.runtimes.vllm import VllmFamily
+from accelbench.runtimes.vllm import GPU_ONLY_FLAGS, VllmFamily
 
 #: CPU quantization -> the compressed-tensors scheme it means (for messages)
 CPU_QUANT_SCHEMES = {"int8": "W8A8", "int4": "W4A8"}
@@ -41,7 +41,7 @@ class VllmCpu(VllmFamily):
     tool_version_key = "vllm-cpu"
     default_version = "0.32.0"
     repository = "vllm/vllm-openai-cpu"
-    forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+    forbidden_flags = GPU_ONLY_FLAGS
 
     def image_tag(self, version: str, arch: str = "x86_64") -> str:
         tag = v_tag(version)

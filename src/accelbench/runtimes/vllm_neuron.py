@@ -11,7 +11,7 @@ from __future__ import annotations
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
-from accelbench.runtimes.vllm import VllmFamily
+from accelbench.runtimes.vllm import GPU_ONLY_FLAGS, VllmFamily
 
 #: NeuronCores per device, by the catalog's accelerator name (used when the plan gives no TP)
 NEURON_CORES_PER_DEVICE = {"inferentia2": 2, "trainium": 2, "trainium1": 2, "trainium2": 8}
@@ -37,7 +37,7 @@ class VllmNeuron(VllmFamily):
     # tool version.
     default_version = "0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
     repository = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
-    forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+    forbidden_flags = GPU_ONLY_FLAGS
 
     def image_tag(self, version: str, arch: str = "x86_64") -> str:
         return version.strip()  # the whole DLC tag is the version
