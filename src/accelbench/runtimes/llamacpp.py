@@ -52,7 +52,6 @@ class LlamaCpp(Runtime):
     name = "llamacpp"
     accelerators = frozenset({AcceleratorType.cpu})
     image_env_var = "LLAMACPP_IMAGE"
-    tool_version_key = "llamacpp"
     # llama-cpp-python release; the container image follows the llama.cpp project's own `server` tag.
     default_version = "0.3.36"
     container_port = 8080

@@ -70,7 +70,8 @@ class Runtime(ABC):
     container_name: ClassVar[str] = "engine"
     accelerators: ClassVar[frozenset[AcceleratorType]]
     image_env_var: ClassVar[str | None] = None
-    tool_version_key: ClassVar[str]
+    #: key of the runtime's version in the tool-versions table: its ``name`` unless it sets another
+    tool_version_key: ClassVar[str | None] = None
     default_version: ClassVar[str]
     container_port: ClassVar[int] = 8000
     #: the engine's image repository (``vllm/vllm-openai``, or with its registry host: ``ghcr.io/...``)
@@ -100,7 +101,7 @@ class Runtime(ABC):
         return self.default_image(version, registry, arch)
 
     def resolve_version(self, tool_versions: Mapping[str, str]) -> str:
-        return tool_versions.get(self.tool_version_key) or self.default_version
+        return tool_versions.get(self.tool_version_key or self.name) or self.default_version
 
     @abstractmethod
     def serve_args(self, params: ServeParams) -> list[str]:

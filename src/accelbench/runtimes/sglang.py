@@ -33,7 +33,6 @@ class SGLang(Runtime):
     name = "sglang"
     accelerators = frozenset({AcceleratorType.gpu})
     image_env_var = "SGLANG_IMAGE"
-    tool_version_key = "sglang"
     default_version = "0.5.23"
     repository = "lmsysorg/sglang"
     entry_module: ClassVar[str] = "sglang.launch_server"

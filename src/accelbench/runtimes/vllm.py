@@ -162,7 +162,6 @@ class VllmGpu(VllmFamily):
     name = "vllm"
     accelerators = frozenset({AcceleratorType.gpu})
     image_env_var = "VLLM_IMAGE"
-    tool_version_key = "vllm"
     default_version = "0.32.0"
     repository = "vllm/vllm-openai"
     default_gpu_memory_utilization: ClassVar[float] = 0.90

@@ -36,9 +36,8 @@ class VllmCpu(VllmFamily):
     name = "vllm-cpu"
     accelerators = frozenset({AcceleratorType.cpu})
     image_env_var = "VLLM_CPU_IMAGE"
-    # Its own key: CPU images are released on their own cadence (arm64 only from v0.18.0), so the CPU
-    # version must not follow the GPU framework version.
-    tool_version_key = "vllm-cpu"
+    # Its version is its own (the tool-versions key is its name, not vllm's): CPU images are released on
+    # their own cadence (arm64 only from v0.18.0), so the CPU version must not follow the GPU framework version.
     default_version = "0.32.0"
     repository = "vllm/vllm-openai-cpu"
     forbidden_flags = GPU_ONLY_FLAGS

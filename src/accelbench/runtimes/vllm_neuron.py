@@ -32,7 +32,6 @@ class VllmNeuron(VllmFamily):
     name = "vllm-neuron"
     accelerators = frozenset({AcceleratorType.neuron})
     image_env_var = "VLLM_NEURON_IMAGE"
-    tool_version_key = "vllm-neuron"
     # The DLC tag names the vLLM version, the Python and the Neuron SDK together, so the whole tag is the
     # tool version.
     default_version = "0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
