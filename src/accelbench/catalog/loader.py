@@ -36,10 +36,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.errors import UserInputError
@@ -51,6 +51,7 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 DATA_DIR = Path(__file__).parent / "data"
 _LINE_KEY = "__line__"
 _SNAPSHOT_KEYS = {"region", "date", "source"}
+_Row = TypeVar("_Row", bound=BaseModel)
 REFRESHED_INSTANCES_NAME = "refreshed-instances.yaml"
 
 
@@ -119,6 +120,23 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _mapping_rows(path: Path, rows: list[Any], what: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """Each row with where it stands (file, line, ``what`` and its number and name), for error messages; a
+    row that is not a mapping is an error."""
+    for i, raw in enumerate(rows, start=1):
+        if not isinstance(raw, dict):
+            raise CatalogDataError(f"{path.name}: {what} {i} must be a mapping.")
+        yield raw, _where(path, raw.get(_LINE_KEY), f"{what} {i} ({raw.get('name', '?')})")
+
+
+def _validated(model: type[_Row], row: dict[str, Any], where: str) -> _Row:
+    """``row`` as a ``model``; a field the model refuses is a catalog error at ``where``."""
+    try:
+        return model.model_validate(row)
+    except ValidationError as exc:
+        raise CatalogDataError(f"{where}: {_validation_message(exc)}") from None
+
+
 # --------------------------------------------------------------------------------------------- parsing
 def parse_accelerators(path: Path) -> list[AcceleratorSpec]:
     """Read one accelerators file into specs (strict)."""
@@ -128,15 +146,8 @@ def parse_accelerators(path: Path) -> list[AcceleratorSpec]:
     if not isinstance(rows, list):
         raise CatalogDataError(f"{path.name}: 'accelerators' must be a list of specs.")
     specs: list[AcceleratorSpec] = []
-    for i, raw in enumerate(rows, start=1):
-        if not isinstance(raw, dict):
-            raise CatalogDataError(f"{path.name}: accelerator row {i} must be a mapping.")
-        label = f"accelerator row {i} ({raw.get('name', '?')})"
-        where = _where(path, raw.get(_LINE_KEY), label)
-        try:
-            spec = AcceleratorSpec.model_validate(_strip_lines(raw))
-        except ValidationError as exc:
-            raise CatalogDataError(f"{where}: {_validation_message(exc)}") from None
+    for raw, where in _mapping_rows(path, rows, "accelerator row"):
+        spec = _validated(AcceleratorSpec, _strip_lines(raw), where)
         _check_accelerator(spec, where)
         specs.append(spec)
     return specs
@@ -214,21 +225,14 @@ def parse_instances(path: Path) -> list[InstanceType]:
                 f"{_where(path, fam.get(_LINE_KEY), f'family {fam_name}')}: 'sizes' must be a non-empty list."
             )
         shared = {k: v for k, v in fam.items() if k not in ("sizes", _LINE_KEY)}
-        for si, size in enumerate(sizes, start=1):
-            if not isinstance(size, dict):
-                raise CatalogDataError(f"{path.name}: family {fam_name}, size {si} must be a mapping.")
-            label = f"family {fam_name}, size {si} ({size.get('name', '?')})"
-            where = _where(path, size.get(_LINE_KEY), label)
+        for size, where in _mapping_rows(path, sizes, f"family {fam_name}, size"):
             row: dict[str, Any] = {**shared, **_strip_lines(size)}
             _derive_physical_cores(row, where)
             if row.get("on_demand_usd") is not None:
                 row.setdefault("price_region", snapshot.get("region"))
                 row.setdefault("price_date", snapshot.get("date"))
                 row.setdefault("price_source", snapshot.get("source"))
-            try:
-                inst = InstanceType.model_validate(row)
-            except ValidationError as exc:
-                raise CatalogDataError(f"{where}: {_validation_message(exc)}") from None
+            inst = _validated(InstanceType, row, where)
             _check_instance_row(inst, where)
             out.append(inst)
     return out

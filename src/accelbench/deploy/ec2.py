@@ -39,7 +39,6 @@ from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import Ec2Target, RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.runtimes.guards import check
-from accelbench.runtimes.params import params_for
 from accelbench.runtimes.runtime import Runtime, ServeParams
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import get_store
@@ -177,18 +176,8 @@ class Ec2DeployTarget(Target):
             settings = settings.model_copy(
                 update={"extra_args": [*settings.extra_args, "--revision", facts.revision]}
             )
-        params = params_for(
-            model=facts.source,
-            served_model_name=facts.served_name,
-            instance=inst,
-            settings=settings,
-            recommendation=rec,
-            model_size_gib=facts.size_gib,
-            parameters=facts.parameters,
-            moe=facts.moe,
-            pre_quantized=facts.pre_quantized,
-            isa_trace=spec.isa_trace,
-            port=SERVER_PORT,
+        params = facts.serve_params(
+            inst, settings=settings, recommendation=rec, isa_trace=spec.isa_trace, port=SERVER_PORT
         )
         warnings = check(params, runtime)
         version = spec.engine.version or runtime.resolve_version(self.tool_versions)
@@ -297,14 +286,12 @@ class Ec2DeployTarget(Target):
         self.base_url = self._url_for(described) if self._url_for else self._default_url(described)
         redacted = {k: ("***" if k in ("HF_TOKEN",) else v) for k, v in env.items()}
         command = [("***" if a == self.api_key else a) for a in runtime.command(params, python="python3")]
-        self.deployed = DeployedEngine(
+        self.deployed = DeployedEngine.serving(
+            spec,
+            params,
             target="ec2",
             runtime=runtime.name,
             engine_version=image.rsplit(":", 1)[-1],
-            model=spec.model,
-            model_path=params.model,
-            model_revision=spec.revision,
-            served_model=params.served_model_name,
             base_url=self.base_url,
             command=command,
             env=redacted,

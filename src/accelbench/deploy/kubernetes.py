@@ -30,7 +30,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,15 @@ from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
 from accelbench.catalog import get_catalog
 from accelbench.deploy.endpoint_capacity import store_probes
 from accelbench.deploy.incluster import decode_capacity, find_node_exporter, merge_shards
+from accelbench.deploy.kubernetes_api import (
+    Clients,
+    api_error,
+    clients,
+    create_object,
+    delete_object,
+    ensure_namespace,
+    load_api_client,
+)
 from accelbench.deploy.manifests import (
     Bundle,
     ExportOptions,
@@ -76,59 +84,6 @@ CRASH_RESTARTS = 3
 FATAL_WAITING = {"InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
 LOADGEN_POLL_S = 15.0
 READY_POLL_S = 10.0
-
-_MODELS: dict[str, Any] = {
-    "Deployment": k8s.V1Deployment,
-    "Service": k8s.V1Service,
-    "ConfigMap": k8s.V1ConfigMap,
-    "Job": k8s.V1Job,
-    "Secret": k8s.V1Secret,
-    "ServiceAccount": k8s.V1ServiceAccount,
-    "Role": k8s.V1Role,
-    "RoleBinding": k8s.V1RoleBinding,
-}
-
-
-#: kind -> (index into the (core, apps, batch, rbac) clients, the client method suffix)
-_CRUD = {
-    "Deployment": (1, "namespaced_deployment"),
-    "Service": (0, "namespaced_service"),
-    "ConfigMap": (0, "namespaced_config_map"),
-    "Job": (2, "namespaced_job"),
-    "Secret": (0, "namespaced_secret"),
-    "ServiceAccount": (0, "namespaced_service_account"),
-    "Role": (3, "namespaced_role"),
-    "RoleBinding": (3, "namespaced_role_binding"),
-}
-
-
-def load_api_client(config: KubernetesTarget) -> k8s.ApiClient:
-    """kubeconfig (the given file/context, else the default) or, inside a pod, the service account."""
-    from kubernetes import config as kconfig  # heavy: the Kubernetes client, only when a cluster is used
-
-    if config.kubeconfig or config.context:
-        return kconfig.new_client_from_config(config_file=config.kubeconfig, context=config.context)
-    try:
-        kconfig.load_incluster_config()
-        return k8s.ApiClient()
-    except kconfig.ConfigException:
-        pass
-    try:
-        return kconfig.new_client_from_config()
-    except (kconfig.ConfigException, OSError) as exc:
-        raise UserInputError(
-            f"No Kubernetes cluster configuration found: {exc}",
-            hint="Set target.kubeconfig (and target.context) in the spec, or run accelbench inside the cluster.",
-        ) from exc
-
-
-def _api_error(exc: ApiException) -> str:
-
-    try:
-        body = json.loads(exc.body or "{}")
-        return f"{exc.status} {body.get('reason', '')}: {body.get('message', exc.reason)}"
-    except ValueError:
-        return f"{exc.status}: {exc.reason}"
 
 
 @TARGETS.register("kubernetes")
@@ -167,21 +122,13 @@ class KubernetesDeployTarget(Target):
         #: where the load generator reads device telemetry (found at deploy time), for the run's record
         self.device_telemetry: LoadgenTelemetry | None = None
         self.telemetry_notes: list[str] = []
-        self._clients: (
-            tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api, k8s.RbacAuthorizationV1Api] | None
-        ) = None
+        self._clients: Clients | None = None
 
     # ---- clients ------------------------------------------------------------------------------------
     @property
-    def api(self) -> tuple[k8s.CoreV1Api, k8s.AppsV1Api, k8s.BatchV1Api, k8s.RbacAuthorizationV1Api]:
+    def api(self) -> Clients:
         if self._clients is None:
-            api_client = self._api_client or load_api_client(self.config)
-            self._clients = (
-                k8s.CoreV1Api(api_client),
-                k8s.AppsV1Api(api_client),
-                k8s.BatchV1Api(api_client),
-                k8s.RbacAuthorizationV1Api(api_client),
-            )
+            self._clients = clients(self._api_client or load_api_client(self.config))
         return self._clients
 
     @property
@@ -201,7 +148,7 @@ class KubernetesDeployTarget(Target):
         if self.tool_versions is None:
             self.tool_versions = effective_tool_versions(get_store())
         facts, _ = load_model_facts(spec)
-        base = dns_name("ab", facts.served_name, limit=30)
+        base = dns_name("ab", facts.served_model_name, limit=30)
         # the run id's random tail keeps two runs of the same model (same day) apart
         suffix = re.sub(r"[^a-z0-9]", "", self.run_id.lower())[-6:] or "run"
         name = dns_name(f"{base}-{suffix}")
@@ -234,7 +181,7 @@ class KubernetesDeployTarget(Target):
         except ApiException as exc:
             self.telemetry_notes.append(
                 f"telemetry auto: cannot look for a {kind.label} (pods labelled {sel} in {ns}: "
-                f"{_api_error(exc)}); the engine pod carries its own"
+                f"{api_error(exc)}); the engine pod carries its own"
             )
             return False
         found = bool(pods.items)
@@ -269,49 +216,11 @@ class KubernetesDeployTarget(Target):
             self.progress.line(f"device telemetry: {self.device_telemetry.url} on node {node}")
         return self.device_telemetry
 
-    # ---- create / delete ------------------------------------------------------------------------------
-    def _method(self, verb: str, kind: str) -> Callable[..., Any]:
-        index, suffix = _CRUD[kind]
-        method: Callable[..., Any] = getattr(self.api[index], f"{verb}_{suffix}")
-        return method
-
+    # ---- create ---------------------------------------------------------------------------------------
     def _create(self, obj: dict[str, Any]) -> None:
-        kind, name = obj["kind"], obj["metadata"]["name"]
         namespace = obj["metadata"].get("namespace") or self.namespace
-        body = _MODELS[kind].from_dict(obj)
-        create = self._method("create", kind)
-        try:
-            create(namespace, body)
-        except ApiException as exc:
-            raise EngineError(
-                f"Kubernetes refused to create {kind} {namespace}/{name}: {_api_error(exc)}",
-                hint="Check the namespace exists and your credentials may create this kind there.",
-            ) from exc
-        self.created.append((kind, name, namespace))
-
-    def _delete(self, kind: str, name: str, namespace: str | None = None) -> None:
-        # Background propagation: a Job's pods and a Deployment's ReplicaSet go with it
-        opts = k8s.V1DeleteOptions(propagation_policy="Background")
-        delete = self._method("delete", kind)
-        try:
-            # the response (the deleted object or a Status, depending on the kind) is not needed: do not
-            # let the client deserialize it
-            delete(name, namespace or self.namespace, body=opts, _preload_content=False)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    def ensure_namespace(self) -> None:
-        core = self.api[0]
-        try:
-            core.read_namespace(self.namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise EngineError(f"Cannot read namespace {self.namespace}: {_api_error(exc)}") from exc
-            meta = k8s.V1ObjectMeta(
-                name=self.namespace, labels={"app.kubernetes.io/managed-by": "accelbench"}
-            )
-            core.create_namespace(k8s.V1Namespace(metadata=meta))
+        create_object(self.api, obj, namespace)
+        self.created.append((obj["kind"], obj["metadata"]["name"], namespace))
 
     # ---- Target interface -----------------------------------------------------------------------------
     def deploy(self, spec: RunSpec, *, run_dir: Path | None = None) -> Endpoint:
@@ -319,7 +228,7 @@ class KubernetesDeployTarget(Target):
         self.progress.phase("Rendering manifests")
         bundle = self.bundle = self.render(spec)
         plan = bundle.engine
-        self.ensure_namespace()
+        ensure_namespace(self.api[0], self.namespace)
         if self.hf_token and plan.hf_token_secret:
             self._create(
                 {
@@ -344,17 +253,12 @@ class KubernetesDeployTarget(Target):
             ):
                 continue
             self._create(obj)
-        self.deployed = DeployedEngine(
+        self.deployed = DeployedEngine.serving(
+            spec,
+            plan.params,
             target="kubernetes",
-            runtime=plan.runtime,
-            engine_version=plan.engine_version,
-            model=spec.model,
-            model_path=plan.params.model,
-            model_revision=spec.revision,
-            served_model=plan.params.served_model_name,
+            **plan.model_dump(include={"runtime", "engine_version", "command", "env"}),
             base_url=plan.service_url,
-            command=plan.command,
-            env=plan.env,
             started_at=time.time(),
             extra={
                 "namespace": self.namespace,
@@ -478,7 +382,7 @@ class KubernetesDeployTarget(Target):
             return
         for kind, name, namespace in reversed(self.created):
             try:
-                self._delete(kind, name, namespace)
+                delete_object(self.api, kind, name, namespace)
             except Exception as exc:  # keep deleting the rest; report what stayed behind
                 msg = f"left behind: {kind} {namespace}/{name}: {exc}"
                 log.warning("teardown: %s", msg)
@@ -646,9 +550,7 @@ class KubernetesDeployTarget(Target):
         )
         if tel is not None:
             record["device_telemetry"] = {
-                "mode": tel.mode,
-                "exporter": tel.exporter,
-                "url": tel.url,
+                **tel.model_dump(include={"mode", "exporter", "url"}),
                 "node": tel.engine_node,
                 "missing": tel.missing,
                 "notes": self.telemetry_notes,
@@ -656,4 +558,4 @@ class KubernetesDeployTarget(Target):
         return record
 
     def explain(self, exc: Exception) -> str | None:
-        return f"Kubernetes API error: {_api_error(exc)}" if isinstance(exc, ApiException) else None
+        return f"Kubernetes API error: {api_error(exc)}" if isinstance(exc, ApiException) else None

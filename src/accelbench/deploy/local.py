@@ -275,14 +275,13 @@ class LocalProcessTarget(Target):
         self._env = env
         self._argv = argv
         base_url = f"http://{client_host(params.host)}:{params.port}"
-        self.deployed = DeployedEngine(
+        self.deployed = DeployedEngine.serving(
+            spec,
+            params,
             target=self.kind,
             runtime=runtime.name,
             engine_version=engine.version,
-            model=spec.model,
-            model_path=params.model,
             model_revision=spec.revision or model.revision,
-            served_model=params.served_model_name,
             base_url=base_url,
             command=argv,
             env=redact(runtime_env),

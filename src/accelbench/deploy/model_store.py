@@ -105,11 +105,8 @@ def _lock(name: str, progress: Progress) -> contextlib.AbstractContextManager[No
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _pip_python() -> str:

@@ -42,6 +42,7 @@ from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.registry import Registry
+from accelbench.runtimes.runtime import ServeParams
 
 if TYPE_CHECKING:
     from accelbench.bench.sweep import SweepEvent, SweepOutcome
@@ -161,6 +162,19 @@ class DeployedEngine(StrictModel):
     started_at: float | None = Field(default=None, description="Unix time the engine was started.")
     ready_s: float | None = Field(default=None, description="Seconds from start to a healthy /health.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Target-specific details.")
+
+    @classmethod
+    def serving(cls, spec: RunSpec, params: ServeParams, **fields: Any) -> DeployedEngine:
+        """What an engine started with ``params`` for ``spec`` serves: the model as the spec named it and as
+        the engine loads it, the pinned revision and the name it answers to; ``fields``: the rest (a target
+        that knows the revision better gives ``model_revision``)."""
+        model = {
+            "model": spec.model,
+            "model_path": params.model,
+            "model_revision": spec.revision,
+            "served_model": params.served_model_name,
+        }
+        return cls(**{**model, **fields})
 
 
 @dataclass(frozen=True)

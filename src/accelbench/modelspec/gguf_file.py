@@ -71,6 +71,10 @@ class _Meta:
         return int(v[0] if isinstance(v, list) else v)
 
 
+#: the tally's parts, which ParameterCounts carries under the same names
+_COUNTED_PARTS = ("total", "embedding", "lm_head", "attention", "mlp", "routed_experts", "norms", "other")
+
+
 @dataclass
 class _Tally:
     """The tensor table summed by role: parameters, stored bytes and the element count of each tensor type."""
@@ -80,7 +84,7 @@ class _Tally:
     lm_head: int = 0
     attention: int = 0
     mlp: int = 0
-    routed: int = 0
+    routed_experts: int = 0
     norms: int = 0
     other: int = 0
     linear_params: int = 0
@@ -100,7 +104,7 @@ class _Tally:
         elif "norm" in name:
             self.norms += n
         elif _EXPERT_TENSOR.search(name):
-            self.routed += n
+            self.routed_experts += n
             self.mlp += n
             linear = True
         elif ".attn_" in name:
@@ -116,20 +120,13 @@ class _Tally:
             self.linear_bytes += nbytes
 
     def counts(self, experts: int, used: int) -> ParameterCounts:
-        inactive = self.routed * (experts - used) // experts if experts and used else 0
+        inactive = self.routed_experts * (experts - used) // experts if experts and used else 0
         active = self.total - inactive
         tied = self.lm_head == 0
         return ParameterCounts(
-            total=self.total,
+            **{part: getattr(self, part) for part in _COUNTED_PARTS},
             active=active,
             active_matmul=active - self.embedding + (self.embedding if tied else 0),
-            embedding=self.embedding,
-            lm_head=self.lm_head,
-            attention=self.attention,
-            mlp=self.mlp,
-            routed_experts=self.routed,
-            norms=self.norms,
-            other=self.other,
             exact=True,
             counted_from="gguf",
         )

@@ -16,11 +16,12 @@ import contextlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from accelbench.errors import NotFoundError, UserInputError
+from accelbench.modelspec.hf_config import CheckpointFacts
 from accelbench.settings import get_settings
 
 HUB_TIMEOUT_S = 5.0
@@ -37,16 +38,10 @@ META_FILES = (
 
 @dataclass
 class DirInfo:
-    """What a model directory says beyond config.json."""
+    """What a model directory says: its config.json, and the checkpoint's facts beside it."""
 
     config: dict[str, Any]
-    checkpoint_bytes: int | None = None
-    pipeline_tag: str | None = None
-    sentence_transformers: bool = False
-    diffusers: bool = False
-    extra_quant_config: dict[str, Any] | None = None
-    revision: str | None = None
-    notes: list[str] = field(default_factory=list)
+    facts: CheckpointFacts
 
 
 def _load_json(path: Path) -> Any:
@@ -80,29 +75,36 @@ def read_model_dir(path: Path) -> DirInfo:
             f"{path} has no config.json.",
             hint="Point at a model directory (with config.json), a .gguf file, or use a preset name.",
         )
-    info = DirInfo(config=_load_json(cfg_path))
+    config = _load_json(cfg_path)
+    checkpoint_bytes = None
     index = path / "model.safetensors.index.json"
     if index.is_file():
         meta = _load_json(index).get("metadata") or {}
         if isinstance(meta.get("total_size"), int | float):
-            info.checkpoint_bytes = int(meta["total_size"])
-    if info.checkpoint_bytes is None:
+            checkpoint_bytes = int(meta["total_size"])
+    if checkpoint_bytes is None:
         files = [p for p in path.glob("*.safetensors") if p.is_file()]
         if files:
-            info.checkpoint_bytes = sum(p.stat().st_size for p in files)  # stat follows cache symlinks
-    info.sentence_transformers = (path / "modules.json").is_file() or (
-        path / "config_sentence_transformers.json"
-    ).is_file()
-    info.diffusers = (path / "model_index.json").is_file()
+            checkpoint_bytes = sum(p.stat().st_size for p in files)  # stat follows cache symlinks
+    extra_quant_config = None
     for name in ("quantize_config.json", "quant_config.json"):
         if (path / name).is_file():
-            info.extra_quant_config = _load_json(path / name)
+            extra_quant_config = _load_json(path / name)
             break
+    pipeline_tag = None
     readme = path / "README.md"
     if readme.is_file():
         with contextlib.suppress(OSError):
-            info.pipeline_tag = pipeline_tag_from_readme(readme.read_text(errors="replace")[:20000])
-    return info
+            pipeline_tag = pipeline_tag_from_readme(readme.read_text(errors="replace")[:20000])
+    facts = CheckpointFacts(
+        checkpoint_bytes=checkpoint_bytes,
+        pipeline_tag=pipeline_tag,
+        sentence_transformers=(path / "modules.json").is_file()
+        or (path / "config_sentence_transformers.json").is_file(),
+        diffusers=(path / "model_index.json").is_file(),
+        extra_quant_config=extra_quant_config,
+    )
+    return DirInfo(config=config, facts=facts)
 
 
 def looks_like_repo_id(ref: str) -> bool:

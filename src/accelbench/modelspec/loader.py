@@ -18,7 +18,7 @@ from accelbench.domain.model import ModelSource, ModelSpec
 from accelbench.errors import NotFoundError, UserInputError
 from accelbench.modelspec import hub, presets
 from accelbench.modelspec.gguf_file import spec_from_gguf
-from accelbench.modelspec.hf_config import CheckpointFacts, spec_from_config
+from accelbench.modelspec.hf_config import spec_from_config
 from accelbench.registry import did_you_mean
 from accelbench.settings import get_settings
 
@@ -48,13 +48,7 @@ def spec_from_dir(path: Path, *, ref: str, source: ModelSource, hf_id: str | Non
         ref=ref,
         hf_id=hf_id,
         revision=revision,
-        facts=CheckpointFacts(
-            checkpoint_bytes=info.checkpoint_bytes,
-            pipeline_tag=info.pipeline_tag,
-            sentence_transformers=info.sentence_transformers,
-            diffusers=info.diffusers,
-            extra_quant_config=info.extra_quant_config,
-        ),
+        facts=info.facts,
     )
 
 

@@ -20,13 +20,30 @@ server really delivers.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import ClassVar
 
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.runtimes.engine_args import bare_version, with_registry
+from accelbench.runtimes.engine_args import bare_version
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 DEFAULT_CONTEXT = 2048
+
+
+@dataclass(frozen=True)
+class ServerFlags:
+    """How one of the two servers spells the same parameters."""
+
+    model: str
+    context: str
+    alias: str
+    threads: str
+
+
+#: the C++ ``llama-server`` of the container image
+CONTAINER_FLAGS = ServerFlags(model="-m", context="-c", alias="--alias", threads="-t")
+#: llama-cpp-python's ``llama_cpp.server`` module, run locally
+LOCAL_FLAGS = ServerFlags(model="--model", context="--n_ctx", alias="--model_alias", threads="--n_threads")
 
 
 class LlamaCpp(Runtime):
@@ -35,27 +52,21 @@ class LlamaCpp(Runtime):
     name = "llamacpp"
     accelerators = frozenset({AcceleratorType.cpu})
     image_env_var = "LLAMACPP_IMAGE"
-    tool_version_key = "llamacpp"
     # llama-cpp-python release; the container image follows the llama.cpp project's own `server` tag.
     default_version = "0.3.36"
     container_port = 8080
-    repository: ClassVar[str] = "ghcr.io/ggml-org/llama.cpp"
+    repository = "ghcr.io/ggml-org/llama.cpp"
     entry_module: ClassVar[str] = "llama_cpp.server"
     #: llama-cpp-python's server has no /health; its model list answers once the model is loaded
     health_path: ClassVar[str] = "/v1/models"
     #: reported with results: what this server does not provide
     capabilities: ClassVar[dict[str, bool]] = {"stream_usage": False, "tokenize": False, "metrics": False}
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
         # The image carries the C++ server, versioned by llama.cpp build numbers (bNNNN), not by
         # llama-cpp-python releases: a bNNNN version pins it, anything else takes the `server` tag.
         v = bare_version(version)
-        tag = f"server-{v}" if v.startswith("b") and v[1:].isdigit() else "server"
-        repo = self.repository
-        if registry:
-            # behind a pull-through cache the upstream host becomes part of the path
-            repo = with_registry(repo.split("/", 1)[1], registry)
-        return f"{repo}:{tag}"
+        return f"server-{v}" if v.startswith("b") and v[1:].isdigit() else "server"
 
     def pip_spec(self, version: str) -> str:
         return f"llama-cpp-python[server]=={bare_version(version)}"
@@ -72,43 +83,31 @@ class LlamaCpp(Runtime):
 
     def serve_args(self, params: ServeParams) -> list[str]:
         """Flags of the container's ``llama-server`` (the C++ server)."""
-        args = [
-            "-m",
-            params.model,
-            "--host",
-            params.host,
-            "--port",
-            str(params.port),
-            "-c",
-            str(self.context(params)),
-            "--alias",
-            params.served_model_name,
-        ]
-        threads = self.threads(params, local=False)
-        if threads:
-            args += ["-t", str(threads)]
-        return [*args, *params.settings.extra_args]
+        return self._args(params, CONTAINER_FLAGS, local=False)
 
     def local_args(self, params: ServeParams) -> list[str]:
         """Flags of llama-cpp-python's server module."""
+        return self._args(params, LOCAL_FLAGS, local=True)
+
+    def _args(self, params: ServeParams, flags: ServerFlags, *, local: bool) -> list[str]:
         args = [
-            "--model",
+            flags.model,
             params.model,
             "--host",
             params.host,
             "--port",
             str(params.port),
-            "--n_ctx",
+            flags.context,
             str(self.context(params)),
-            "--model_alias",
+            flags.alias,
             params.served_model_name,
-            # queue concurrent requests instead of cutting off the one being streamed
-            "--interrupt_requests",
-            "False",
         ]
-        threads = self.threads(params, local=True)
+        if local:
+            # queue concurrent requests instead of cutting off the one being streamed
+            args += ["--interrupt_requests", "False"]
+        threads = self.threads(params, local=local)
         if threads:
-            args += ["--n_threads", str(threads)]
+            args += [flags.threads, str(threads)]
         return [*args, *params.settings.extra_args]
 
     def command(self, params: ServeParams, python: str = "python3") -> list[str]:

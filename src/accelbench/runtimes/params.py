@@ -27,6 +27,17 @@ _FROM_RECOMMENDATION: dict[str, tuple[str, ...]] = {
     "gpu_memory_utilization": ("gpu_memory_utilization",),
 }
 
+#: EngineSettings fields that only one accelerator tier uses: the recommendation fills them on that tier only
+#: (the KV dtype is a GPU knob: a CPU fp8 request is refused by the guards)
+_TIER_ONLY: dict[str, AcceleratorType] = {
+    "kv_cache_dtype": AcceleratorType.gpu,
+    "kv_cache_space_gib": AcceleratorType.cpu,
+    "gpu_memory_utilization": AcceleratorType.gpu,
+}
+
+#: ServeParams fields the instance type decides (same names on ``InstanceType``)
+_FROM_INSTANCE = ("accelerator_type", "accelerator_count", "arch", "numa_nodes")
+
 
 def _rec_sources(recommendation: Any) -> list[Any]:
     """Where to look for values: a planner ``Recommendation`` answers through ``settings.engine_settings()``
@@ -78,23 +89,8 @@ def merge_settings(
             "float16",
         ):
             continue
-        if (
-            field == "kv_cache_dtype"
-            and instance is not None
-            and instance.accelerator_type != AcceleratorType.gpu
-        ):
-            continue  # the KV dtype is a GPU knob (a CPU fp8 request is refused by the guards)
-        if (
-            field in ("kv_cache_space_gib",)
-            and instance is not None
-            and instance.accelerator_type != AcceleratorType.cpu
-        ):
-            continue
-        if (
-            field == "gpu_memory_utilization"
-            and instance is not None
-            and instance.accelerator_type != AcceleratorType.gpu
-        ):
+        tier = _TIER_ONLY.get(field)
+        if tier is not None and instance is not None and instance.accelerator_type != tier:
             continue
         updates[field] = value
     return settings.model_copy(update=updates)
@@ -125,10 +121,7 @@ def params_for(
     return ServeParams(
         model=model,
         served_model_name=served_model_name,
-        accelerator_type=instance.accelerator_type,
-        accelerator_count=instance.accelerator_count,
-        arch=instance.arch,
-        numa_nodes=instance.numa_nodes,
+        **{name: getattr(instance, name) for name in _FROM_INSTANCE},
         instance=instance,
         settings=merged,
         stream_weights=model.startswith("s3://") if stream_weights is None else stream_weights,

@@ -17,12 +17,13 @@ from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.run import EngineSettings
 from accelbench.domain.strict import StrictModel
 from accelbench.registry import Registry
+from accelbench.runtimes.engine_args import image_ref, v_tag
 
 RUNTIME_MODULES = ["vllm", "vllm_cpu", "vllm_neuron", "sglang", "llamacpp"]
 
 
-class ServeParams(StrictModel):
-    """Everything a runtime needs to produce a serve command, whatever the target."""
+class ServedModel(StrictModel):
+    """The model an engine serves, as the runtimes and their guards need to know it."""
 
     model: str = Field(
         description="Model directory, GGUF file, hub id or s3:// URI as the engine will read it."
@@ -30,6 +31,21 @@ class ServeParams(StrictModel):
     served_model_name: str = Field(
         description="Name the server answers to; the load generator uses the same."
     )
+    trust_remote_code: bool = False
+    model_size_gib: float | None = Field(default=None, description="Weights, GiB.")
+    parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
+    moe: bool = Field(
+        default=False,
+        description="Mixture-of-experts model (the CPU ceiling for dense models does not apply).",
+    )
+    pre_quantized: str | None = Field(
+        default=None, description="Quantization method of the checkpoint itself."
+    )
+
+
+class ServeParams(ServedModel):
+    """Everything a runtime needs to produce a serve command, whatever the target."""
+
     host: str = "0.0.0.0"
     port: int = 8000
     accelerator_type: AcceleratorType = AcceleratorType.cpu
@@ -38,18 +54,8 @@ class ServeParams(StrictModel):
     numa_nodes: int = 1
     instance: InstanceType | None = None
     settings: EngineSettings = Field(default_factory=EngineSettings)
-    trust_remote_code: bool = False
     stream_weights: bool = Field(
         default=False, description="Load weights with the Run:ai model streamer (s3://)."
-    )
-    model_size_gib: float | None = None
-    parameters: float | None = Field(default=None, description="Parameter count (for CPU ceilings).")
-    moe: bool = Field(
-        default=False,
-        description="Mixture-of-experts model (the CPU ceiling for dense models does not apply).",
-    )
-    pre_quantized: str | None = Field(
-        default=None, description="Quantization method of the checkpoint itself."
     )
     isa_trace: bool = Field(default=False, description="oneDNN verbose trace (CPU engines).")
     hf_token_secret: str | None = Field(
@@ -64,13 +70,21 @@ class Runtime(ABC):
     container_name: ClassVar[str] = "engine"
     accelerators: ClassVar[frozenset[AcceleratorType]]
     image_env_var: ClassVar[str | None] = None
-    tool_version_key: ClassVar[str]
+    #: key of the runtime's version in the tool-versions table: its ``name`` unless it sets another
+    tool_version_key: ClassVar[str | None] = None
     default_version: ClassVar[str]
     container_port: ClassVar[int] = 8000
+    #: the engine's image repository (``vllm/vllm-openai``, or with its registry host: ``ghcr.io/...``)
+    repository: ClassVar[str]
 
-    @abstractmethod
     def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        """Container image for ``version``, behind a pull-through ``registry`` prefix when given."""
+        """Container image for ``version`` (``repository:image_tag``), behind a pull-through ``registry``
+        prefix when given."""
+        return image_ref(self.repository, self.image_tag(version, arch), registry)
+
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
+        """The image tag of ``version`` on ``arch``: ``v<version>``, vLLM's and SGLang's spelling."""
+        return v_tag(version)
 
     def image(
         self,
@@ -87,7 +101,7 @@ class Runtime(ABC):
         return self.default_image(version, registry, arch)
 
     def resolve_version(self, tool_versions: Mapping[str, str]) -> str:
-        return tool_versions.get(self.tool_version_key) or self.default_version
+        return tool_versions.get(self.tool_version_key or self.name) or self.default_version
 
     @abstractmethod
     def serve_args(self, params: ServeParams) -> list[str]:

@@ -11,7 +11,13 @@ from typing import ClassVar
 
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.engine_args import flag_present, v_tag, with_registry
+from accelbench.runtimes.engine_args import (
+    DTYPE_FLAGS,
+    flag_present,
+    gpu_tensor_parallel,
+    server_args,
+    tensor_parallel_error,
+)
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 from accelbench.runtimes.vllm import QUANTIZATIONS
 
@@ -27,33 +33,18 @@ class SGLang(Runtime):
     name = "sglang"
     accelerators = frozenset({AcceleratorType.gpu})
     image_env_var = "SGLANG_IMAGE"
-    tool_version_key = "sglang"
     default_version = "0.5.23"
-    repository: ClassVar[str] = "lmsysorg/sglang"
+    repository = "lmsysorg/sglang"
     entry_module: ClassVar[str] = "sglang.launch_server"
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        return f"{with_registry(self.repository, registry)}:{v_tag(version)}"
-
     def tensor_parallel(self, params: ServeParams) -> int:
-        return params.settings.tensor_parallel_size or max(1, params.accelerator_count)
+        return gpu_tensor_parallel(params)
 
     def serve_args(self, params: ServeParams) -> list[str]:
         s = params.settings
-        args = [
-            "--model-path",
-            params.model,
-            "--served-model-name",
-            params.served_model_name,
-            "--host",
-            params.host,
-            "--port",
-            str(params.port),
-            "--tp",
-            str(self.tensor_parallel(params)),
-        ]
-        if params.trust_remote_code:
-            args.append("--trust-remote-code")
+        args = server_args(
+            params, model_flag="--model-path", tp_flag="--tp", tensor_parallel=self.tensor_parallel(params)
+        )
         if s.max_model_len:
             args += ["--context-length", str(s.max_model_len)]
         if s.max_num_seqs:
@@ -77,14 +68,8 @@ class SGLang(Runtime):
         return [python, "-m", self.entry_module, *self.serve_args(params)]
 
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
-        q = normalize_quantization(quantization)
-        if q == "fp16":
-            return ["--dtype", "float16"]
-        if q == "bf16":
-            return ["--dtype", "bfloat16"]
-        if q == "fp8":
-            return ["--quantization", "fp8"]
-        return []  # int8/int4 only from pre-quantized checkpoints (refused otherwise by validate())
+        # int8/int4 only from pre-quantized checkpoints (refused otherwise by validate())
+        return list(DTYPE_FLAGS.get(normalize_quantization(quantization) or "", []))
 
     def env(self, params: ServeParams) -> dict[str, str]:
         return dict(params.settings.env)
@@ -103,12 +88,9 @@ class SGLang(Runtime):
             errors.append(
                 "weight streaming (s3://) is only wired for vLLM; use the vllm runtime or a hub model id"
             )
-        tp = self.tensor_parallel(params)
-        if params.accelerator_count and tp > params.accelerator_count:
-            errors.append(
-                f"tensor_parallel_size {tp} exceeds the {params.accelerator_count} GPU(s); "
-                f"set it to {params.accelerator_count} or fewer"
-            )
+        too_many = tensor_parallel_error(params, self.tensor_parallel(params), "GPU(s)")
+        if too_many:
+            errors.append(too_many)
         return errors
 
 

@@ -14,12 +14,23 @@ from typing import ClassVar
 
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.engine_args import bare_version, flag_present, v_tag, with_registry
+from accelbench.runtimes.engine_args import (
+    DTYPE_FLAGS,
+    bare_version,
+    flag_present,
+    gpu_tensor_parallel,
+    server_args,
+    tensor_parallel_error,
+)
 from accelbench.runtimes.runtime import RUNTIMES, Runtime, ServeParams
 
 GIB = 1024**3
 
 QUANTIZATIONS = ("none", "fp16", "bf16", "fp8", "int8", "int4")
+
+#: flags of GPU-only features (memory share, KV cache dtype, the streamer's load format): a CPU or Neuron
+#: flavour refuses them, in extra_args too
+GPU_ONLY_FLAGS = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
 
 
 def streamer_concurrency(
@@ -58,28 +69,19 @@ class VllmFamily(Runtime):
     forbidden_flags: ClassVar[tuple[str, ...]] = ()
 
     def tensor_parallel(self, params: ServeParams) -> int:
-        return params.settings.tensor_parallel_size or max(1, params.accelerator_count)
+        return gpu_tensor_parallel(params)
 
     def streams(self, params: ServeParams) -> bool:
         """Whether this run loads weights with the Run:ai streamer (the flavour's image must ship it)."""
         return False
 
     def base_args(self, params: ServeParams) -> list[str]:
-        args = [
-            "--model",
-            params.model,
-            "--served-model-name",
-            params.served_model_name,
-            "--host",
-            params.host,
-            "--port",
-            str(params.port),
-            "--tensor-parallel-size",
-            str(self.tensor_parallel(params)),
-        ]
-        if params.trust_remote_code:
-            args.append("--trust-remote-code")
-        return args
+        return server_args(
+            params,
+            model_flag="--model",
+            tp_flag="--tensor-parallel-size",
+            tensor_parallel=self.tensor_parallel(params),
+        )
 
     def limit_args(self, params: ServeParams) -> list[str]:
         s = params.settings
@@ -160,13 +162,9 @@ class VllmGpu(VllmFamily):
     name = "vllm"
     accelerators = frozenset({AcceleratorType.gpu})
     image_env_var = "VLLM_IMAGE"
-    tool_version_key = "vllm"
     default_version = "0.32.0"
-    repository: ClassVar[str] = "vllm/vllm-openai"
+    repository = "vllm/vllm-openai"
     default_gpu_memory_utilization: ClassVar[float] = 0.90
-
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        return f"{with_registry(self.repository, registry)}:{v_tag(version)}"
 
     def pip_spec(self, version: str) -> str:
         return f"vllm=={bare_version(version)}"
@@ -188,19 +186,11 @@ class VllmGpu(VllmFamily):
 
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
         q = normalize_quantization(quantization)
-        if q is None:
-            return []
-        if q == "fp16":
-            return ["--dtype", "float16"]
-        if q == "bf16":
-            return ["--dtype", "bfloat16"]
-        if q == "fp8":
-            return ["--quantization", "fp8"]
         if q in ("int8", "int4"):
             # In-flight bitsandbytes quantization: int8 (LLM.int8) or 4-bit NF4 is chosen by vLLM from the
             # checkpoint's bnb config; an unquantized checkpoint is quantized to 4-bit NF4 on load.
             return ["--quantization", "bitsandbytes"]
-        return []
+        return list(DTYPE_FLAGS.get(q or "", []))
 
     def env(self, params: ServeParams) -> dict[str, str]:
         env = {
@@ -213,12 +203,9 @@ class VllmGpu(VllmFamily):
 
     def validate(self, params: ServeParams) -> list[str]:
         errors = super().validate(params)
-        tp = self.tensor_parallel(params)
-        if params.accelerator_count and tp > params.accelerator_count:
-            errors.append(
-                f"tensor_parallel_size {tp} exceeds the {params.accelerator_count} GPU(s) of the instance; "
-                f"set it to {params.accelerator_count} or fewer"
-            )
+        too_many = tensor_parallel_error(params, self.tensor_parallel(params), "GPU(s) of the instance")
+        if too_many:
+            errors.append(too_many)
         return errors
 
 

@@ -13,13 +13,11 @@ What differs from the GPU flavour, and why:
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.engine_args import bare_version, v_tag, with_registry
+from accelbench.runtimes.engine_args import bare_version, v_tag
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
-from accelbench.runtimes.vllm import VllmFamily
+from accelbench.runtimes.vllm import GPU_ONLY_FLAGS, VllmFamily
 
 #: CPU quantization -> the compressed-tensors scheme it means (for messages)
 CPU_QUANT_SCHEMES = {"int8": "W8A8", "int4": "W4A8"}
@@ -38,18 +36,15 @@ class VllmCpu(VllmFamily):
     name = "vllm-cpu"
     accelerators = frozenset({AcceleratorType.cpu})
     image_env_var = "VLLM_CPU_IMAGE"
-    # Its own key: CPU images are released on their own cadence (arm64 only from v0.18.0), so the CPU
-    # version must not follow the GPU framework version.
-    tool_version_key = "vllm-cpu"
+    # Its version is its own (the tool-versions key is its name, not vllm's): CPU images are released on
+    # their own cadence (arm64 only from v0.18.0), so the CPU version must not follow the GPU framework version.
     default_version = "0.32.0"
-    repository: ClassVar[str] = "vllm/vllm-openai-cpu"
-    forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+    repository = "vllm/vllm-openai-cpu"
+    forbidden_flags = GPU_ONLY_FLAGS
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
         tag = v_tag(version)
-        if arch in ("arm64", "aarch64"):
-            tag += "-arm64"
-        return f"{with_registry(self.repository, registry)}:{tag}"
+        return tag + "-arm64" if arch in ("arm64", "aarch64") else tag
 
     def pip_spec(self, version: str) -> str:
         """The pip requirement of the same engine for a local run."""

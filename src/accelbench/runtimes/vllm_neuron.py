@@ -8,13 +8,10 @@ much longer start-up allowance). Weights are served in BF16; the image does not 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
-from accelbench.runtimes.engine_args import with_registry
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
-from accelbench.runtimes.vllm import VllmFamily
+from accelbench.runtimes.vllm import GPU_ONLY_FLAGS, VllmFamily
 
 #: NeuronCores per device, by the catalog's accelerator name (used when the plan gives no TP)
 NEURON_CORES_PER_DEVICE = {"inferentia2": 2, "trainium": 2, "trainium1": 2, "trainium2": 8}
@@ -35,19 +32,14 @@ class VllmNeuron(VllmFamily):
     name = "vllm-neuron"
     accelerators = frozenset({AcceleratorType.neuron})
     image_env_var = "VLLM_NEURON_IMAGE"
-    tool_version_key = "vllm-neuron"
     # The DLC tag names the vLLM version, the Python and the Neuron SDK together, so the whole tag is the
     # tool version.
     default_version = "0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
-    repository: ClassVar[str] = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
-    forbidden_flags = ("--gpu-memory-utilization", "--kv-cache-dtype", "--load-format")
+    repository = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    forbidden_flags = GPU_ONLY_FLAGS
 
-    def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
-        repo = self.repository
-        if registry:
-            # behind a pull-through cache the upstream host becomes a path below the cache prefix
-            repo = with_registry(repo.split("/", 1)[1], registry)
-        return f"{repo}:{version.strip()}"
+    def image_tag(self, version: str, arch: str = "x86_64") -> str:
+        return version.strip()  # the whole DLC tag is the version
 
     def tensor_parallel(self, params: ServeParams) -> int:
         return params.settings.tensor_parallel_size or neuron_cores(params)

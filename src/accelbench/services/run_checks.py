@@ -25,7 +25,6 @@ from accelbench.domain.run import KubernetesTarget, RunSpec
 from accelbench.errors import GuardError, NotFoundError, UserInputError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.runtimes import get_runtime, guards
-from accelbench.runtimes.params import params_for
 from accelbench.runtimes.runtime import DEFAULT_RUNTIME, ServeParams
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import Store
@@ -228,16 +227,10 @@ def guard(
             raise as_input_error(exc, "model") from None
         model_context = model_spec.max_position_embeddings
         rec = recommend_for(spec, model_spec, instance)
-        params = params_for(
-            model=facts.source,
-            served_model_name=facts.served_name,
-            instance=instance,
+        params = facts.serve_params(
+            instance,
             settings=spec.engine.settings,
             recommendation=rec if rec.fits else None,
-            model_size_gib=facts.size_gib,
-            parameters=facts.parameters,
-            moe=facts.moe,
-            pre_quantized=facts.pre_quantized,
             isa_trace=spec.isa_trace,
         )
     else:

@@ -27,14 +27,20 @@ from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources,
 from accelbench.deploy.manifests.sizing import ready_timeout_s
 from accelbench.deploy.manifests.telemetry import loadgen_telemetry, service_port, sidecar_container
 from accelbench.domain.instance_types import InstanceType
-from accelbench.domain.run import KubernetesTarget, KubernetesTelemetry, RunSpec
+from accelbench.domain.run import EngineSettings, KubernetesTarget, KubernetesTelemetry, RunSpec
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import GuardError, UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.recommend import recommend
 from accelbench.runtimes.guards import check
 from accelbench.runtimes.params import params_for
-from accelbench.runtimes.runtime import Runtime, get_runtime, runtime_for_accelerator
+from accelbench.runtimes.runtime import (
+    Runtime,
+    ServedModel,
+    ServeParams,
+    get_runtime,
+    runtime_for_accelerator,
+)
 from accelbench.runtimes.versions import (
     LOADGEN_IMAGE_ENV,
     LOADGEN_KEY,
@@ -48,17 +54,26 @@ DEFAULT_K8S_VERSION = "1.33"
 KARPENTER_KINDS = {"NodePool", "EC2NodeClass"}
 
 
-class ModelFacts(StrictModel):
-    """What the deployment needs to know about the model."""
+class ModelFacts(ServedModel):
+    """What the deployment needs to know about the model: what the engine serves (``model`` is a hub id or
+    an s3:// URI), and the hub revision to pin."""
 
-    source: str = Field(description="What the engine loads: a hub id or an s3:// URI.")
-    served_name: str = Field(description="Name the server answers to.")
     revision: str | None = Field(default=None, description="Hub revision to pin.")
-    size_gib: float | None = Field(default=None, description="Weights, GiB.")
-    parameters: float | None = Field(default=None, description="Total parameters.")
-    moe: bool = Field(default=False, description="Mixture of experts.")
-    pre_quantized: str | None = Field(default=None, description="The checkpoint's own quantization method.")
-    trust_remote_code: bool = Field(default=False, description="Pass --trust-remote-code.")
+
+    def serve_params(
+        self,
+        instance: InstanceType,
+        *,
+        settings: EngineSettings | None = None,
+        recommendation: Any | None = None,
+        **serve: Any,
+    ) -> ServeParams:
+        """The engine's ``ServeParams`` for this model on ``instance`` (``params_for`` with these facts);
+        ``serve``: the other ``ServeParams`` fields the target sets (isa_trace, port, hf_token_secret)."""
+        served = self.model_dump(include=set(ServedModel.model_fields))
+        return params_for(
+            instance=instance, settings=settings, recommendation=recommendation, **served, **serve
+        )
 
 
 class ExportOptions(StrictModel):
@@ -187,25 +202,18 @@ def render_bundle(
     versions = dict(tool_versions or {})
     runtime = select_runtime(spec, instance, options.runtime)
     version = spec.engine.version or runtime.resolve_version(versions)
-    params = params_for(
-        model=facts.source,
-        served_model_name=facts.served_name,
-        instance=instance,
+    params = facts.serve_params(
+        instance,
         settings=spec.engine.settings,
         recommendation=recommendation,
-        model_size_gib=facts.size_gib,
-        parameters=facts.parameters,
-        moe=facts.moe,
-        pre_quantized=facts.pre_quantized,
-        trust_remote_code=facts.trust_remote_code,
         isa_trace=spec.isa_trace,
         hf_token_secret=options.hf_token_secret,
     )
     if facts.revision:
         params = _with_revision(params, facts.revision)
     warnings = _planner_warnings(recommendation, check(params, runtime), force=options.force)
-    _require_kv_budget(params, runtime, instance, facts.served_name)
-    name = options.name or dns_name("ab", runtime.name, facts.served_name)
+    _require_kv_budget(params, runtime, instance, facts.served_model_name)
+    name = options.name or dns_name("ab", runtime.name, facts.served_model_name)
     plan = plan_engine(
         params,
         runtime,
@@ -235,7 +243,7 @@ def render_bundle(
     config = LoadgenConfig(
         run_id=options.run_id,
         base_url=plan.service_url,
-        served_model=facts.served_name,
+        served_model=facts.served_model_name,
         sweep=spec.sweep,
         shards=options.loadgen_shards,
         capacity=spec.capacity,
@@ -256,7 +264,7 @@ def render_bundle(
         engine=plan,
         objects=objects,
         warnings=warnings,
-        ready_timeout_s=ready_timeout_s(instance.accelerator_type, facts.size_gib),
+        ready_timeout_s=ready_timeout_s(instance.accelerator_type, facts.model_size_gib),
         loadgen=stored_config,
         planner_notes=planner_notes(spec, recommendation, instance),
     )
@@ -396,14 +404,9 @@ def bundle_files(bundle: Bundle) -> dict[str, str]:
     }
     tel = bundle.loadgen.telemetry if bundle.loadgen is not None else None
     if tel is not None:
-        summary["device_telemetry"] = {
-            "mode": tel.mode,
-            "exporter": tel.exporter,
-            "url": tel.url,
-            "namespace": tel.namespace,
-            "selector": tel.selector,
-            "port": tel.port,
-        }
+        summary["device_telemetry"] = tel.model_dump(
+            include={"mode", "exporter", "url", "namespace", "selector", "port"}
+        )
     files["plan.json"] = json.dumps(summary, indent=2) + "\n"
     return files
 
@@ -435,10 +438,10 @@ def facts_from_model_spec(model: Any, source: str | None = None, revision: str |
             bytes_per = 4.0 if str(model.torch_dtype) in ("float32", "fp32") else 2.0
         size = params * bytes_per / 1024**3
     return ModelFacts(
-        source=source or model.hf_id or model.ref,
-        served_name=model.name,
+        model=source or model.hf_id or model.ref,
+        served_model_name=model.name,
         revision=revision or model.revision,
-        size_gib=round(size, 3),
+        model_size_gib=round(size, 3),
         parameters=float(params),
         moe=bool(model.is_moe),
         pre_quantized=model.quantization.method if model.quantization else None,
