@@ -27,9 +27,9 @@ from accelbench.store.models import (
 )
 
 
-def shared_names(row_type: type[Base], model: type[BaseModel]) -> frozenset[str]:
+def shared_names(row_type: type[Base], model: type[BaseModel]) -> set[str]:
     """The names that are both a column of ``row_type`` and a field of ``model``: stored as they are."""
-    return frozenset(sa_inspect(row_type).columns.keys() & model.model_fields.keys())
+    return set(sa_inspect(row_type).columns.keys() & model.model_fields.keys())
 
 
 def stored_values(row: Base, names: Iterable[str]) -> dict[str, Any]:
