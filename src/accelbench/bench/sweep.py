@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import httpx
 
@@ -112,6 +112,15 @@ class SweepEvent:
     requests_total: int = 0
     status: CellStatus | None = None
     summary: BenchmarkSummary | None = None
+
+
+class SweepCounts(TypedDict):
+    """The counts a sweep's progress and each of its events carry (``SweepEvent``'s fields of these names)."""
+
+    cells_total: int
+    cells_done: int
+    requests_done: int
+    requests_total: int
 
 
 @dataclass
@@ -226,15 +235,18 @@ class _Progress:
         self._last_write = 0.0
         self._lock = threading.Lock()
 
-    def state(self) -> dict[str, Any]:
+    def counts(self) -> SweepCounts:
+        """How far the sweep is: its cells done of all, and the current cell's requests done of all."""
         return {
             "cells_total": self.total,
             "cells_done": self.done,
-            "current": self.key.as_dict() if self.key else None,
             "requests_done": self.requests_done,
             "requests_total": self.requests_total,
-            "phase": self.phase,
         }
+
+    def state(self) -> dict[str, Any]:
+        """The progress kept with the run: the counts, the current (cell, repeat) and the phase."""
+        return {**self.counts(), "current": self.key.as_dict() if self.key else None, "phase": self.phase}
 
     def write(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -245,17 +257,7 @@ class _Progress:
 
     def emit(self, kind: str, **extra: Any) -> None:
         if self.callback is not None:
-            self.callback(
-                SweepEvent(
-                    kind=kind,
-                    cells_total=self.total,
-                    cells_done=self.done,
-                    key=self.key,
-                    requests_done=self.requests_done,
-                    requests_total=self.requests_total,
-                    **extra,
-                )
-            )
+            self.callback(SweepEvent(kind=kind, key=self.key, **self.counts(), **extra))
 
     def on_request(self, done: int, total: int) -> None:
         # called from the benchmark's event loop: keep it cheap, write the store only now and then
