@@ -150,12 +150,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
     valid = valid_gpu_tps(model, hw.units)
     if ctx.tp is not None:
         if ctx.tp > hw.units:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
-                [tp_advice(ctx.instance.name, valid, "GPUs")],
-            )
+            return tp_beyond_units(ctx, "GPUs", tp_advice(ctx.instance.name, valid, "GPUs"))
         if ctx.tp not in valid:
             return refuse(
                 ctx,
@@ -175,6 +170,16 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
             ["Choose an instance with a GPU count that divides the heads."],
         )
     return valid
+
+
+def tp_beyond_units(ctx: Ctx, units: str, way_forward: str) -> Recommendation:
+    """The refusal of a tensor-parallel degree above the instance's ``units`` (GPUs, NeuronCores)."""
+    return refuse(
+        ctx,
+        RefusalCode.no_valid_tensor_parallel,
+        f"Tensor parallel {ctx.tp} needs {ctx.tp} {units}; {ctx.instance.name} has {ctx.hw.units}.",
+        [way_forward],
+    )
 
 
 def _first_fit(

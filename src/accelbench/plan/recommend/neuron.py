@@ -20,7 +20,7 @@ from accelbench.plan.memory import (
     online_format,
     weight_bytes,
 )
-from accelbench.plan.recommend.gpu import accelerator_fit, units_budget
+from accelbench.plan.recommend.gpu import accelerator_fit, tp_beyond_units, units_budget
 from accelbench.plan.recommend.tier_steps import (
     NEURON_ARCHITECTURES,
     NEURON_MAX_NUM_SEQS,
@@ -172,12 +172,8 @@ def _tp_degrees(ctx: Ctx) -> list[int] | Recommendation:
     )
     if ctx.tp is not None:
         if ctx.tp > hw.units:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                f"Tensor parallel {ctx.tp} needs {ctx.tp} NeuronCores; {ctx.instance.name} has {hw.units}.",
-                [f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."],
-            )
+            way_forward = f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."
+            return tp_beyond_units(ctx, "NeuronCores", way_forward)
         if ctx.tp < 2 and model.num_kv_heads > 1:
             return refuse(
                 ctx,
