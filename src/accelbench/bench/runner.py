@@ -131,10 +131,7 @@ def _scraper(endpoint: Endpoint, config: BenchConfig) -> PrometheusScraper:
     return PrometheusScraper(
         endpoint.base_url,
         interval_s=config.scrape_interval_s,
-        headers={
-            **endpoint.headers,
-            **({"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}),
-        },
+        headers=endpoint.request_headers(),
     )
 
 

@@ -207,9 +207,7 @@ def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str |
     root = endpoint.base_url.rstrip("/")
     if root.endswith("/v1"):
         root = root[:-3]
-    headers = dict(endpoint.headers)
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    headers = endpoint.request_headers()
     reason = "no answer"
     for path in ("/health", "/v1/models"):
         try:
