@@ -204,9 +204,7 @@ def check_resume_spec(run: RunInfo, spec: SweepSpec) -> SweepSpec:
 def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str | None:
     """None when the server answers; otherwise why not. Any HTTP answer counts as alive (some servers have
     no /health), only a connection failure or timeout means the server is gone."""
-    root = endpoint.base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[:-3]
+    root = endpoint.base_url.rstrip("/").removesuffix("/v1")
     headers = endpoint.request_headers()
     reason = "no answer"
     for path in ("/health", "/v1/models"):
@@ -235,16 +233,22 @@ class _Progress:
 
     def counts(self) -> SweepCounts:
         """How far the sweep is: its cells done of all, and the current cell's requests done of all."""
+        return SweepCounts(
+            cells_total=self.total,
+            cells_done=self.done,
+            requests_done=self.requests_done,
+            requests_total=self.requests_total,
+        )
+
+    def state(self) -> dict[str, Any]:
         return {
             "cells_total": self.total,
             "cells_done": self.done,
+            "current": self.key.as_dict() if self.key else None,
             "requests_done": self.requests_done,
             "requests_total": self.requests_total,
+            "phase": self.phase,
         }
-
-    def state(self) -> dict[str, Any]:
-        """The progress kept with the run: the counts, the current (cell, repeat) and the phase."""
-        return {**self.counts(), "current": self.key.as_dict() if self.key else None, "phase": self.phase}
 
     def write(self, force: bool = False) -> None:
         now = time.monotonic()
