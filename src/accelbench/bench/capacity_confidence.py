@@ -1,7 +1,7 @@
 """How sure a capacity answer is: the chance that the SLO holds at each level measured, and the range of levels
 the answer lies in with 90% confidence.
 
-A level's confidence (``slo_confidence``) is the bootstrap probability, over its requests, that a rerun of the
+A level's confidence (``evidence_confidence`` of its ``evidence_of``) is the bootstrap probability, over its requests, that a rerun of the
 same requests would meet the SLO: for each target, that the chosen percentile stays within it (the resample's
 count of requests within the target is binomial, so the chance is exact: ``betainc``), and that the attainment
 stays at or above its floor; the SLO needs all of them, and the product of their chances is taken (a lower
@@ -46,20 +46,6 @@ def _at_least(n: int, k: int, p: float) -> float:
     return float(betainc(k, n - k + 1, min(max(p, 0.0), 1.0)))
 
 
-def slo_confidence(
-    values: Mapping[str, Sequence[float]],
-    targets: Mapping[str, float],
-    percentile: float,
-    meeting: int,
-    total: int,
-    attainment: float,
-) -> float:
-    """The chance the SLO holds on a resample of the requests: ``values`` per metric (ms, the requests that
-    have one), ``targets`` in ms at ``percentile``, and ``meeting`` of ``total`` requests meeting every target
-    against the ``attainment`` floor."""
-    return evidence_confidence(evidence_of(values, targets, percentile, meeting, total, attainment))
-
-
 def evidence_of(
     values: Mapping[str, Sequence[float]],
     targets: Mapping[str, float],
@@ -68,7 +54,9 @@ def evidence_of(
     total: int,
     attainment: float,
 ) -> SloEvidence:
-    """The counts ``slo_confidence`` rests on (its arguments)."""
+    """The counts a level's confidence rests on: ``values`` per metric (ms, the requests that have one),
+    ``targets`` in ms at ``percentile``, and ``meeting`` of ``total`` requests meeting every target against the
+    ``attainment`` floor."""
     present = {m: values.get(m) or [] for m in targets}
     return SloEvidence(
         percentile=percentile,

@@ -470,8 +470,9 @@ def cell_key(load: LoadKind, probe_index: int, level: float, repeat: int) -> tup
 
 @dataclass(frozen=True)
 class SearchBounds:
-    """What a search varies and how far: the load kind, the SLO to hold (None: find the knee), the first level,
-    the highest level it may try and at most how many levels it measures."""
+    """What a search varies and how far (``search``'s keywords of the same names): the load kind, the SLO to hold
+    (None: find the knee), the first level, the highest level it may try and at most how many levels it
+    measures."""
 
     load: LoadKind
     slo: CapacitySLO | None
@@ -520,15 +521,7 @@ def run_capacity(
             )
         return p
 
-    return search(
-        measure,
-        load=load,
-        slo=slo,
-        start=bounds.start,
-        max_load=bounds.max_load,
-        max_probes=bounds.max_probes,
-        done=recorder.done,
-    )
+    return search(measure, **vars(bounds), done=recorder.done)  # the bounds are search's own keywords
 
 
 class _ProbeRecorder:

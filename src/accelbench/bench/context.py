@@ -19,9 +19,7 @@ from accelbench.errors import UserInputError
 def served_context(endpoint: Endpoint, timeout: float = 10.0) -> int | None:
     """``max_model_len`` of the served model at ``/v1/models`` (the first model if the name is not listed);
     None when the server does not say, or cannot be asked."""
-    headers = dict(endpoint.headers)
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    headers = endpoint.request_headers()
     url = server_root(endpoint.base_url) + "/v1/models"
     try:
         resp = httpx.get(url, headers=headers, timeout=timeout)

@@ -232,9 +232,7 @@ async def _ask_all(
     timeout: float,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[tuple[str, list[str] | None, str | None]]:
-    headers = dict(endpoint.headers)
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    headers = endpoint.request_headers()
     url = _root(endpoint.base_url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
     gate = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport) as client:

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import httpx
 
@@ -60,7 +60,7 @@ from accelbench.bench.load.sending import Sending, Stop
 from accelbench.bench.load.staged import send_staged
 from accelbench.bench.load.warmup import warmup, warmup_note
 from accelbench.bench.schedule import send_times
-from accelbench.bench.summary import RunOutcome, summarize
+from accelbench.bench.summary import summarize
 from accelbench.bench.tokenizer import ServerTokenizer, Tokenizer, load_tokenizer
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.device import DeviceTelemetry
@@ -131,10 +131,7 @@ def _scraper(endpoint: Endpoint, config: BenchConfig) -> PrometheusScraper:
     return PrometheusScraper(
         endpoint.base_url,
         interval_s=config.scrape_interval_s,
-        headers={
-            **endpoint.headers,
-            **({"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}),
-        },
+        headers=endpoint.request_headers(),
     )
 
 
@@ -178,7 +175,7 @@ class _Run:
         self.offsets = plan_offsets(config, source, self.n)
         col = Collector(self.n, self.kind == EndpointKind.chat, RAW_BUDGET_BYTES, config.metrics_definition)
         # what every load pattern sends with; s.interruptible: the tasks a cancel may interrupt (warmup, dispatcher)
-        self.s = Sending(client, ReadyFeed([]), col, Stop(None))
+        self.sending = Sending(client, ReadyFeed([]), col, Stop(None))
         self.notes = notes
         self.making_notes: list[str] = []  # how the prompts were made, when that needs saying
         self.scraper: PrometheusScraper | None = None
@@ -190,7 +187,7 @@ class _Run:
     async def watch_cancel(self, cancel: threading.Event) -> None:
         while not cancel.is_set():
             await asyncio.sleep(0.05)
-        s = self.s
+        s = self.sending
         s.stop.flag = s.stop.cancelled = True
         s.feed.halt()
         s.client.abort_all(CANCELLED)
@@ -199,14 +196,15 @@ class _Run:
 
     async def tick(self, progress: ProgressFn) -> None:
         while True:
-            progress(self.s.col.done, self.n)
+            progress(self.sending.col.done, self.n)
             await asyncio.sleep(0.2)
 
     async def measure(
         self, progress: ProgressFn | None, cancel: threading.Event | None, do_devices: bool
-    ) -> RunOutcome:
-        """Make the requests, warm up, start the telemetry, send the measured requests; what happened."""
-        s, n = self.s, self.n
+    ) -> None:
+        """Make the requests, warm up, start the telemetry, send the measured requests; the run is then the
+        ``RunOutcome`` the summary reads."""
+        s, n = self.sending, self.n
         if cancel is not None and cancel.is_set():
             s.stop.flag = s.stop.cancelled = True
         gc_threshold = gc.get_threshold()
@@ -234,28 +232,13 @@ class _Run:
         # complete now: the making has stopped (a prompt process sent its own notes at its end)
         self.notes.extend(feed.notes if isinstance(feed, ProcessFeed) else self.source.notes)
         self.notes.extend(self.making_notes)
-        return RunOutcome(
-            endpoint=self.endpoint,
-            config=self.config,
-            tokenizer=self.tokenizer,
-            n=n,
-            col=s.col,
-            t0=s.t0,
-            wall0=self.wall0,
-            stop=s.stop,
-            scraper=self.scraper,
-            notes=self.notes,
-            date=self.date,
-            expected_hit=self.source.expected_prefix_hit_rate,
-            device_tel=self.device_tel,
-        )
 
     async def _before_clock(
         self, progress: ProgressFn | None, cancel: threading.Event | None, do_devices: bool
     ) -> None:
         """Everything before the clock starts: the requests made, the warmups sent, the connections opened,
         the telemetry started."""
-        s, n, config = self.s, self.n, self.config
+        s, n, config = self.sending, self.n, self.config
         loop = asyncio.get_running_loop()
         if cancel is not None:
             self.background.append(loop.create_task(self.watch_cancel(cancel)))
@@ -285,7 +268,7 @@ class _Run:
             self.background.append(loop.create_task(self.tick(progress)))
 
     async def _warmup(self) -> None:
-        s = self.s
+        s = self.sending
         warm_task = asyncio.get_running_loop().create_task(
             warmup(s.client, s.feed, self.n_warm, self.config.max_concurrency or self.n_warm)
         )
@@ -299,7 +282,7 @@ class _Run:
 
     async def _send(self) -> None:
         """Start the clock and send the measured requests by the run's load pattern."""
-        s, n, config = self.s, self.n, self.config
+        s, n, config = self.sending, self.n, self.config
         s.t0 = _pc()
         self.wall0 = time.time()
         if self.monitor is not None:
@@ -322,7 +305,7 @@ class _Run:
 
     async def _close(self) -> None:
         """Stop the feed, the background tasks, the scraper and the device monitor; close the connections."""
-        s = self.s
+        s = self.sending
         s.feed.halt()
         await s.feed.aclose()
         for t in self.background:
@@ -343,23 +326,29 @@ class _Run:
         await s.client.aclose()
 
 
+class BenchOptions(TypedDict, total=False):
+    """What a caller may add to a benchmark (each None or left out: the default): ``tokenizer`` (loaded from
+    the endpoint otherwise; a sweep passes one for all its cells), ``progress`` (called with requests done and
+    planned), ``cancel``, ``scrape`` (the server's ``/metrics``; default: the config's ``scrape_metrics``) and
+    ``devices`` (sample this machine's devices; default: when the engine runs here, ``engine_is_local``)."""
+
+    tokenizer: Tokenizer | None
+    progress: ProgressFn | None
+    cancel: threading.Event | None
+    scrape: bool | None
+    devices: bool | None
+
+
 async def arun_benchmark(
-    endpoint: Endpoint,
-    config: BenchConfig,
-    *,
-    tokenizer: Tokenizer | None = None,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    scrape: bool | None = None,
-    devices: bool | None = None,
+    endpoint: Endpoint, config: BenchConfig, **options: Unpack[BenchOptions]
 ) -> BenchmarkSummary:
     """Run one benchmark and return its summary (see the module docstring). Errors a user can fix before
     anything is sent (no tokenizer, a bad dataset file, an input length the template cannot fit) raise
-    ``AccelbenchError``; failures of requests never raise. ``devices`` samples this machine's devices (None:
-    when the engine runs here, ``engine_is_local``)."""
+    ``AccelbenchError``; failures of requests never raise."""
     date = datetime.now(UTC)
     endpoint = endpoint.model_copy(update={"base_url": server_root(endpoint.base_url)})
     notes: list[str] = []
+    tokenizer = options.get("tokenizer")
     own_tokenizer = tokenizer is None
     if tokenizer is None:
         try:
@@ -371,39 +360,23 @@ async def arun_benchmark(
     # what can be checked without making every prompt is checked here, before anything is sent
     source: PromptSource = await _to_thread(open_dataset, config, tokenizer)
     run = _Run(endpoint, config, source, tokenizer, notes, date)
+    scrape, devices = options.get("scrape"), options.get("devices")
     if config.scrape_metrics if scrape is None else scrape:
         run.scraper = _scraper(endpoint, config)
     do_devices = engine_is_local(endpoint) if devices is None else devices
-    outcome = await run.measure(progress, cancel, do_devices)
+    await run.measure(options.get("progress"), options.get("cancel"), do_devices)
     try:
-        return await _to_thread(summarize, outcome)
+        return await _to_thread(summarize, run)
     finally:
         if own_tokenizer and isinstance(tokenizer, ServerTokenizer):
             tokenizer.close()  # its HTTP client and threads; a tokenizer passed in stays the caller's
 
 
 def run_benchmark(
-    endpoint: Endpoint,
-    config: BenchConfig,
-    *,
-    tokenizer: Tokenizer | None = None,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    scrape: bool | None = None,
-    devices: bool | None = None,
+    endpoint: Endpoint, config: BenchConfig, **options: Unpack[BenchOptions]
 ) -> BenchmarkSummary:
     """Blocking ``arun_benchmark`` on its own event loop (uvloop when available)."""
-    result: BenchmarkSummary = run_blocking(
-        lambda: arun_benchmark(
-            endpoint,
-            config,
-            tokenizer=tokenizer,
-            progress=progress,
-            cancel=cancel,
-            scrape=scrape,
-            devices=devices,
-        )
-    )
+    result: BenchmarkSummary = run_blocking(lambda: arun_benchmark(endpoint, config, **options))
     return result
 
 

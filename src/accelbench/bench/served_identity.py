@@ -211,9 +211,7 @@ def probe_server(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(fields from ``/v1/models``, fields from ``/metrics``) of a running server; empty where it says nothing."""
     root = endpoint.base_url.rstrip("/").removesuffix("/v1")
-    headers = dict(endpoint.headers)
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    headers = endpoint.request_headers()
     listing: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     with httpx.Client(timeout=timeout, headers=headers) as client:

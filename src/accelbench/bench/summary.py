@@ -6,14 +6,15 @@ cancel, a load plan or a duration that ended the run, failures, the cost of scra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from accelbench.bench import ramp
 from accelbench.bench import stages as stages_mod
-from accelbench.bench.collector import CANCELLED, Collector
-from accelbench.bench.load.sending import Stop
+from accelbench.bench.collector import CANCELLED
+from accelbench.bench.load.sending import Sending, Stop
 from accelbench.bench.metrics import Metrics, compute_metrics
+from accelbench.bench.prompts import PromptSource
 from accelbench.bench.stream_parse import ParsedStream
 from accelbench.bench.tokenizer import Tokenizer
 from accelbench.bench.turns import turn_metrics
@@ -32,30 +33,28 @@ LAG_NOTE_P99_MS = 10.0
 SCRAPE_NOTE_MS = 10.0
 
 
-@dataclass
-class RunOutcome:
-    """What a finished run hands to ``summarize``: what was asked (``endpoint``, ``config``, ``n`` requests),
-    what happened (``col``, ``stop``, the clock's start ``t0`` in perf_counter and ``wall0`` in wall time), what
-    was scraped, and the notes so far."""
+class RunOutcome(Protocol):
+    """What a finished run hands to ``summarize`` (the runner's run itself): what was asked (``endpoint``,
+    ``config``, ``n`` requests from ``source``), what happened (``sending``: the collector, the stop and the
+    clock's start in perf_counter; ``wall0``, that start in wall time), what was scraped and sampled, and the
+    notes so far."""
 
     endpoint: Endpoint
     config: BenchConfig
     tokenizer: Tokenizer | None
+    source: PromptSource
     n: int
-    col: Collector
-    t0: float
+    sending: Sending
     wall0: float
-    stop: Stop
     scraper: PrometheusScraper | None
+    device_tel: DeviceTelemetry | None
     notes: list[str]
     date: datetime
-    expected_hit: float | None = None
-    device_tel: DeviceTelemetry | None = None
 
 
 def summarize(o: RunOutcome) -> BenchmarkSummary:
     """The run's summary (see the module docstring)."""
-    config, n, col, t0, wall0 = o.config, o.n, o.col, o.t0, o.wall0
+    config, n, col, t0, wall0 = o.config, o.n, o.sending.col, o.sending.t0, o.wall0
     sent = [i for i in range(n) if col.sent[i]]
     records = _records(o, sent)
     left_out = ramp.mark(records, config.ramp_up_s)
@@ -69,7 +68,7 @@ def summarize(o: RunOutcome) -> BenchmarkSummary:
 
     notes = list(o.notes)
     notes.extend(_metric_notes(config, m, n, left_out, len(records)))
-    sent_notes, interrupted = _sent_notes(config, o.stop, m, n, records, len(sent))
+    sent_notes, interrupted = _sent_notes(config, o.sending.stop, m, n, records, len(sent))
     notes.extend(sent_notes)
     telemetry, samples = _telemetry(o, notes)
     if o.device_tel is not None:
@@ -94,7 +93,7 @@ def summarize(o: RunOutcome) -> BenchmarkSummary:
         interrupted=interrupted,
         ramp_requests=left_out,
         itl_counting=ITL_COUNTING[config.metrics_definition],
-        expected_prefix_hit_rate=o.expected_hit,
+        expected_prefix_hit_rate=o.source.expected_prefix_hit_rate,
         per_turn=turn_metrics(records),
         per_stage=stages_mod.stage_metrics(config.stages, records) if config.stages else [],
     )
@@ -103,7 +102,7 @@ def summarize(o: RunOutcome) -> BenchmarkSummary:
 def _records(o: RunOutcome, sent: list[int]) -> list[RequestRecord]:
     """One record per request sent, in order; a request still in flight when a cancel came is failed with the
     reason ``cancelled``."""
-    config, col, tokenizer, t0 = o.config, o.col, o.tokenizer, o.t0
+    config, col, tokenizer, t0 = o.config, o.sending.col, o.tokenizer, o.sending.t0
     parsed: dict[int, ParsedStream] = {}
     for i in sent:
         if col.raw[i] is None and col.parsed[i] is None:
@@ -255,7 +254,7 @@ def _telemetry(o: RunOutcome, notes: list[str]) -> tuple[TelemetrySummary, list[
         )
     samples = [s.model_copy(update={"t_s": s.wall - o.wall0}) for s in scraper.samples]
     measured_hit = telemetry.derived.get("prefix_cache_hit_rate")
-    expected_hit = o.expected_hit
+    expected_hit = o.source.expected_prefix_hit_rate
     if config.prefix_len and expected_hit is not None and measured_hit is not None:
         notes.append(
             f"Prefix cache: the server found {measured_hit:.1%} of the prompt tokens cached; these prompts "

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import httpx
 
@@ -114,6 +114,15 @@ class SweepEvent:
     summary: BenchmarkSummary | None = None
 
 
+class SweepCounts(TypedDict):
+    """The counts a sweep's progress and each of its events carry (``SweepEvent``'s fields of these names)."""
+
+    cells_total: int
+    cells_done: int
+    requests_done: int
+    requests_total: int
+
+
 @dataclass
 class CellResult:
     """One finished (cell, repeat), as handed to ``on_cell``."""
@@ -195,12 +204,8 @@ def check_resume_spec(run: RunInfo, spec: SweepSpec) -> SweepSpec:
 def server_alive(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> str | None:
     """None when the server answers; otherwise why not. Any HTTP answer counts as alive (some servers have
     no /health), only a connection failure or timeout means the server is gone."""
-    root = endpoint.base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[:-3]
-    headers = dict(endpoint.headers)
-    if endpoint.api_key:
-        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    root = endpoint.base_url.rstrip("/").removesuffix("/v1")
+    headers = endpoint.request_headers()
     reason = "no answer"
     for path in ("/health", "/v1/models"):
         try:
@@ -226,6 +231,15 @@ class _Progress:
         self._last_write = 0.0
         self._lock = threading.Lock()
 
+    def counts(self) -> SweepCounts:
+        """How far the sweep is: its cells done of all, and the current cell's requests done of all."""
+        return SweepCounts(
+            cells_total=self.total,
+            cells_done=self.done,
+            requests_done=self.requests_done,
+            requests_total=self.requests_total,
+        )
+
     def state(self) -> dict[str, Any]:
         return {
             "cells_total": self.total,
@@ -245,17 +259,7 @@ class _Progress:
 
     def emit(self, kind: str, **extra: Any) -> None:
         if self.callback is not None:
-            self.callback(
-                SweepEvent(
-                    kind=kind,
-                    cells_total=self.total,
-                    cells_done=self.done,
-                    key=self.key,
-                    requests_done=self.requests_done,
-                    requests_total=self.requests_total,
-                    **extra,
-                )
-            )
+            self.callback(SweepEvent(kind=kind, key=self.key, **self.counts(), **extra))
 
     def on_request(self, done: int, total: int) -> None:
         # called from the benchmark's event loop: keep it cheap, write the store only now and then

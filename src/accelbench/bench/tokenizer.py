@@ -277,10 +277,7 @@ class ServerTokenizer(Tokenizer):
         self.model = endpoint.served_model
         self.shown = redact_url(self.base)  # what messages and ids name: never the URL's password
         self.name = f"{self.shown}/tokenize"
-        headers = dict(endpoint.headers)
-        if endpoint.api_key:
-            headers["Authorization"] = f"Bearer {endpoint.api_key}"
-        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+        self._client = httpx.Client(timeout=timeout_s, headers=endpoint.request_headers())
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tokenize")
         self._special: set[int] | None = None
 

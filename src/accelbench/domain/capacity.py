@@ -6,7 +6,7 @@ Shared by the search (``bench.capacity``), run specs, the store's readers, the r
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,16 +19,21 @@ METRICS = ("ttft", "tpot", "itl", "e2el")
 LoadKind = Literal["concurrency", "request_rate"]
 
 
+#: The percentile an SLO's targets are judged at, and the share of requests that must meet them all
+Percentile = Annotated[float, Field(gt=0, lt=100, description="Percentile the targets are judged at.")]
+Attainment = Annotated[
+    float, Field(gt=0, le=1, description="Share of requests that must meet every target (goodput).")
+]
+
+
 class CapacitySLO(StrictModel):
     """Latency targets (ms) judged at one percentile, and the share of requests that must meet all of them."""
 
     targets: dict[str, float] = Field(
         description="metric -> ms: ttft, tpot, e2el, and itl (a request's longest gap between tokens)."
     )
-    percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
-    attainment: float = Field(
-        default=0.95, gt=0, le=1, description="Share of requests that must meet every target (goodput)."
-    )
+    percentile: Percentile = 90.0
+    attainment: Attainment = 0.95
 
     def label(self) -> str:
         return f"p{self.percentile:g} " + ", ".join(f"{k} <= {v:g} ms" for k, v in self.targets.items())
@@ -167,10 +172,8 @@ class CapacitySpec(LoadSettings):
     slo: dict[str, float] | None = Field(
         default=None, description="Targets in ms by metric (ttft, tpot, itl, e2el); none: find the knee."
     )
-    percentile: float = Field(default=90.0, gt=0, lt=100, description="Percentile the targets are judged at.")
-    attainment: float = Field(
-        default=0.95, gt=0, le=1, description="Share of requests that must meet every target (goodput)."
-    )
+    percentile: Percentile = 90.0
+    attainment: Attainment = 0.95
     start: float | None = Field(
         default=None, ge=1, description="First level; default the planner's prediction, else 1."
     )

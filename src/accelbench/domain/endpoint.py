@@ -31,6 +31,12 @@ class Endpoint(StrictModel):
         "this machine's devices and the CPU time and memory of these processes' cgroups. Empty otherwise.",
     )
 
+    def request_headers(self) -> dict[str, str]:
+        """The headers every request to the server carries: the extra ``headers`` and, with an API key, its
+        bearer token."""
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return {**self.headers, **auth}
+
     def record(self) -> dict[str, Any]:
         """What a stored run keeps of the endpoint: no API key, secret headers and a URL's password as ***."""
         return {

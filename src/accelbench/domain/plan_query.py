@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from accelbench.domain.estimate import SLO, EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
-from accelbench.domain.quant import check_quantization
+from accelbench.domain.quant import QuantizationName
 from accelbench.domain.run import EngineSettings
 from accelbench.domain.strict import StrictModel
 
@@ -96,7 +96,7 @@ class EstimateQuery(StrictModel):
     min_context: int | None = Field(
         default=None, ge=16, le=10_000_000, description="Context length the deployment needs."
     )
-    quantization: str | None = Field(
+    quantization: QuantizationName = Field(
         default=None, max_length=32, description="none, fp16, fp8, int8 (w8a8), int4 (w4a8, w4a16)."
     )
     input_len: int = Field(default=512, ge=1, le=10_000_000, description="Input tokens per request.")
@@ -172,11 +172,6 @@ class EstimateQuery(StrictModel):
     alternatives: bool = Field(
         default=False, description="List every feasible setting (TP, format) with its prediction."
     )
-
-    @field_validator("quantization")
-    @classmethod
-    def _known_quantization(cls, v: str | None) -> str | None:
-        return check_quantization(v)
 
     def engine_settings(self) -> EngineSettings | None:
         """The settings this query fixes, or None when it fixes none."""

@@ -12,6 +12,10 @@ Two readings of the same table: the planner's (``parse_quantization``), which te
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import AfterValidator
+
 from accelbench.errors import UserInputError
 
 #: spelling -> canonical name (None: automatic)
@@ -72,3 +76,7 @@ def check_quantization(value: str | None) -> str | None:
     if value is not None and value.strip().lower() not in QUANT_ALIASES:
         raise ValueError(f"unknown quantization {value!r}; use one of: {ACCEPTED}")
     return value
+
+
+#: The type of a quantization a spec or a query names: a known spelling, kept as written (``check_quantization``)
+QuantizationName = Annotated[str | None, AfterValidator(check_quantization)]

@@ -23,7 +23,7 @@ from accelbench.domain.limits import (
     MAX_WARMUPS,
 )
 from accelbench.domain.load import SCHEDULE_HELP, LoadSettings
-from accelbench.domain.quant import check_quantization
+from accelbench.domain.quant import QuantizationName
 from accelbench.domain.strict import StrictModel
 from accelbench.redact import MASK, redact, redact_argv
 
@@ -159,7 +159,7 @@ class EngineSettings(StrictModel):
     tensor_parallel_size: int | None = Field(default=None, ge=1, description="--tensor-parallel-size.")
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1, description="GPU only.")
     kv_cache_dtype: str | None = Field(default=None, description="e.g. fp8 (GPU only).")
-    quantization: str | None = Field(
+    quantization: QuantizationName = Field(
         default=None,
         description="none, fp16, fp8, int8 (w8a8), int4 (w4a8, w4a16), or a checkpoint's method (mapped per runtime).",
     )
@@ -181,11 +181,6 @@ class EngineSettings(StrictModel):
     env: dict[str, Annotated[str, Field(max_length=MAX_ARG_CHARS)]] = Field(
         default_factory=dict, max_length=MAX_ARGS, description="Extra engine environment variables."
     )
-
-    @field_validator("quantization")
-    @classmethod
-    def _known_quantization(cls, v: str | None) -> str | None:
-        return check_quantization(v)
 
     def secret_slots(self) -> dict[str, tuple[str, str]]:
         """Where the one redaction rule (``accelbench.redact``) masks something in ``extra_args`` and ``env``:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import delete, select
+from sqlalchemy import inspect as sa_inspect
 
 from accelbench.domain.bench_summary import BenchmarkSummary, TelemetrySample
 from accelbench.domain.load import in_ramp
@@ -17,10 +20,29 @@ from accelbench.errors import NotFoundError
 from accelbench.store.claims import check_fence
 from accelbench.store.database import StoreBase, _aware, jsonable
 from accelbench.store.models import (
+    Base,
     RequestRow,
     ResultRow,
     TelemetryRow,
 )
+
+
+def shared_names(row_type: type[Base], model: type[BaseModel]) -> set[str]:
+    """The names that are both a column of ``row_type`` and a field of ``model``: stored as they are."""
+    return set(sa_inspect(row_type).columns.keys() & model.model_fields.keys())
+
+
+def stored_values(row: Base, names: Iterable[str]) -> dict[str, Any]:
+    """The row's values under ``names`` as a model reads them: a time made timezone-aware (SQLite returns
+    naive ones), a NULL left out so the model's default applies (None, an empty list or dict, "")."""
+    values = {name: getattr(row, name) for name in names}
+    return {name: _aware(v) if isinstance(v, datetime) else v for name, v in values.items() if v is not None}
+
+
+#: The request record's fields its row keeps under the same name (the rest: ``index`` is ``idx``, ``ramp`` is
+#: judged again when read, ``tpot_s`` is stored for queries but derived in the record).
+_REQUEST_FIELDS = shared_names(RequestRow, RequestRecord)
+_RESULT_FIELDS = shared_names(ResultRow, ResultInfo)
 
 
 class ResultStore(StoreBase):
@@ -81,22 +103,14 @@ class ResultStore(StoreBase):
             s.flush()
             s.add_all(
                 RequestRow(
-                    result_id=row.id,
-                    idx=r.index,
-                    success=r.success,
-                    error=r.error or None,
-                    prompt_len=r.prompt_len,
-                    server_prompt_tokens=r.server_prompt_tokens,
-                    max_tokens=r.max_tokens,
-                    output_tokens=r.output_tokens,
-                    output_tokens_source=r.output_tokens_source,
-                    planned_send_s=r.planned_send_s,
-                    start_s=r.start_s,
-                    ttft_s=r.ttft_s,
-                    latency_s=r.latency_s,
-                    tpot_s=r.tpot_s,
-                    itl_s=list(r.itl_s),
-                    generated_text=r.generated_text or None,
+                    **{
+                        **r.model_dump(include=_REQUEST_FIELDS),
+                        "result_id": row.id,
+                        "idx": r.index,
+                        "tpot_s": r.tpot_s,
+                        "error": r.error or None,
+                        "generated_text": r.generated_text or None,
+                    }
                 )
                 for r in summary.requests
             )
@@ -193,54 +207,8 @@ class ResultStore(StoreBase):
     def _record(r: RequestRow, ramp_s: float = 0.0) -> dict[str, Any]:
         """A stored request as a record; whether it started within a staggered start is not a column, so it
         is judged again from its start and the result's ``ramp_up_s`` (the runner's rule)."""
-        return {
-            "ramp": in_ramp(r.start_s, ramp_s),
-            "index": r.idx,
-            "prompt_len": r.prompt_len,
-            "server_prompt_tokens": r.server_prompt_tokens,
-            "max_tokens": r.max_tokens,
-            "output_tokens": r.output_tokens,
-            "output_tokens_source": r.output_tokens_source,
-            "planned_send_s": r.planned_send_s,
-            "start_s": r.start_s,
-            "ttft_s": r.ttft_s,
-            "itl_s": r.itl_s or [],
-            "latency_s": r.latency_s,
-            "success": r.success,
-            "error": r.error or "",
-            "generated_text": r.generated_text or "",
-        }
+        return {"ramp": in_ramp(r.start_s, ramp_s), "index": r.idx, **stored_values(r, _REQUEST_FIELDS)}
 
     @staticmethod
     def _result_info(r: ResultRow) -> ResultInfo:
-        return ResultInfo(
-            id=r.id,
-            run_id=r.run_id,
-            input_len=r.input_len,
-            concurrency=r.concurrency,
-            repeat=r.repeat,
-            output_len=r.output_len,
-            status=CellStatus(r.status),
-            num_prompts=r.num_prompts,
-            completed=r.completed,
-            failed=r.failed,
-            duration_s=r.duration_s,
-            ttft_p50_ms=r.ttft_p50_ms,
-            ttft_p95_ms=r.ttft_p95_ms,
-            ttft_p99_ms=r.ttft_p99_ms,
-            tpot_p50_ms=r.tpot_p50_ms,
-            tpot_p95_ms=r.tpot_p95_ms,
-            tpot_p99_ms=r.tpot_p99_ms,
-            itl_p50_ms=r.itl_p50_ms,
-            itl_p95_ms=r.itl_p95_ms,
-            itl_p99_ms=r.itl_p99_ms,
-            e2el_p50_ms=r.e2el_p50_ms,
-            e2el_p95_ms=r.e2el_p95_ms,
-            e2el_p99_ms=r.e2el_p99_ms,
-            request_throughput=r.request_throughput,
-            output_throughput=r.output_throughput,
-            total_token_throughput=r.total_token_throughput,
-            request_goodput=r.request_goodput,
-            summary=r.summary or {},
-            created_at=_aware(r.created_at),
-        )
+        return ResultInfo.model_validate(stored_values(r, _RESULT_FIELDS))

@@ -13,7 +13,7 @@ from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
 from accelbench.errors import ConflictError, NotFoundError
 from accelbench.store.claims import Claim, check_fence, hold
-from accelbench.store.database import StoreBase, _aware, jsonable, new_run_id
+from accelbench.store.database import StoreBase, jsonable, new_run_id
 from accelbench.store.models import (
     RequestRow,
     ResultRow,
@@ -22,6 +22,7 @@ from accelbench.store.models import (
     utcnow,
 )
 from accelbench.store.owner import IN_FLIGHT, owner_is_dead, process_owner
+from accelbench.store.result_rows import shared_names, stored_values
 
 RUN_FIELDS = {
     "label",
@@ -52,6 +53,8 @@ RUN_FIELDS = {
     "worker_id",
     "heartbeat_at",
 }
+#: What a run's info reads from its row as it is stored (the request counts come from its results).
+_RUN_INFO_FIELDS = shared_names(RunRow, RunInfo)
 
 
 class RunStore(StoreBase):
@@ -331,36 +334,12 @@ class RunStore(StoreBase):
     def _run_info(self, s: Session, row: RunRow, counts: tuple[int, int, int] | None = None) -> RunInfo:
         if counts is None:
             counts = self._request_counts(s, [row.id]).get(row.id, (0, 0, 0))
-        return RunInfo(
-            id=row.id,
-            label=row.label,
-            kind=row.kind,
-            status=RunStatus(row.status),
-            created_at=_aware(row.created_at) or utcnow(),
-            updated_at=_aware(row.updated_at),
-            started_at=_aware(row.started_at),
-            finished_at=_aware(row.finished_at),
-            model=row.model,
-            model_revision=row.model_revision,
-            served_model=row.served_model,
-            base_url=row.base_url,
-            engine=row.engine,
-            engine_version=row.engine_version,
-            target=row.target,
-            instance_type=row.instance_type,
-            accelerator_type=row.accelerator_type,
-            accelerator_name=row.accelerator_name,
-            accelerator_count=row.accelerator_count,
-            tp_degree=row.tp_degree,
-            quantization=row.quantization,
-            hourly_usd=row.hourly_usd,
-            spec=row.spec or {},
-            environment=row.environment or {},
-            command=row.command,
-            error=row.error,
-            progress=row.progress or {},
-            extra=row.extra or {},
-            completed_requests=counts[0],
-            failed_requests=counts[1],
-            cells=counts[2],
+        return RunInfo.model_validate(
+            {
+                "created_at": utcnow(),  # when the row has none
+                **stored_values(row, _RUN_INFO_FIELDS),
+                "completed_requests": counts[0],
+                "failed_requests": counts[1],
+                "cells": counts[2],
+            }
         )

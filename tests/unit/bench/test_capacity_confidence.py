@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from accelbench.bench.capacity_confidence import (
     confidence_range,
+    evidence_confidence,
+    evidence_of,
     level_confidence,
     range_phrase,
-    slo_confidence,
 )
 from accelbench.domain.capacity import Probe, SloEvidence
+
+
+def slo_confidence(*args: Any) -> float:
+    """The chance the SLO holds on a resample of the requests (``evidence_of``'s arguments)."""
+    return evidence_confidence(evidence_of(*args))
 
 
 def _chance(median_ms: float, target: float = 100.0, n: int = 400) -> float:

@@ -83,20 +83,12 @@ class AIPerfImporter:
         model, url, concurrency, rate, asked_out = _load(config)
         config["asked_output_tokens"] = asked_out
         stats = _statistics(summary_data or {})
-        summary, metrics, from_records = self._cell(path, rows, stats, config, concurrency, rate, model or "")
+        cell = self._cell(path, rows, stats, config, concurrency, rate, model or "")
         return ImportedFile(
             path=path,
             tool=self.tool,
             tool_version=str((summary_data or {}).get("aiperf_version") or ""),  # 0.13 and later record it
-            cells=[
-                ImportedCell(
-                    where=path.name,
-                    summary=summary,
-                    concurrency=concurrency,
-                    tool_metrics=metrics,
-                    from_records=from_records,
-                )
-            ],
+            cells=[cell],
             model=model,
             base_url=url,
         )
@@ -131,7 +123,8 @@ class AIPerfImporter:
         concurrency: int | None,
         rate: Any,
         model: str,
-    ) -> tuple[BenchmarkSummary, list[ToolMetric], bool]:
+    ) -> ImportedCell:
+        """The file's one cell: from the per-request records when there are some, else from the statistics."""
         f = Fields(path, EXPECTED_SUMMARY)
         isl = _stat(f, stats, "input_sequence_length")
         asked_out = config.get("asked_output_tokens")
@@ -145,7 +138,9 @@ class AIPerfImporter:
             )
             if isinstance(stats.get(name), dict)
         ]  # fmt: skip
-        if rows is not None:
+        if rows is None:
+            summary = _from_statistics(f, stats, config, concurrency, rate, model, asked_out)
+        else:
             records = _to_records(
                 Fields(
                     path.with_name(RECORDS) if not path.name.endswith(".jsonl") else path, EXPECTED_RECORDS
@@ -172,8 +167,13 @@ class AIPerfImporter:
                 notes=notes,
                 itl_counting="AIPerf: one gap per parsed response (inter_chunk_latency)",
             )  # fmt: skip
-            return summary, tool_metrics, True
-        return _from_statistics(f, stats, config, concurrency, rate, model, asked_out), tool_metrics, False
+        return ImportedCell(
+            where=path.name,
+            summary=summary,
+            concurrency=concurrency,
+            tool_metrics=tool_metrics,
+            from_records=rows is not None,
+        )
 
 
 #: metric names of AIPerf before 0.13 -> today's

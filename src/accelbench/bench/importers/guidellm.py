@@ -18,6 +18,7 @@ How GuideLLM defines its figures (``guidellm/schemas/request_stats.py``, ``backe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,18 +103,21 @@ class GuideLLMImporter:
         metrics = f.obj(bench, "metrics", where)
         concurrency, rate = _load(f, strategy, f"{where}.config.strategy")
         duration = f.number(bench, "duration", where) or 0.0
-        totals = f.obj(metrics, "request_totals", f"{where}.metrics")
-        ok = int(f.number(totals, "successful", f"{where}.metrics.request_totals") or 0)
-        errored = int(f.number(totals, "errored", f"{where}.metrics.request_totals") or 0)
-        incomplete = int(
-            f.number(totals, "incomplete", f"{where}.metrics.request_totals", required=False) or 0
+        counts = f.obj(metrics, "request_totals", f"{where}.metrics")
+        totals = _Totals(
+            ok=int(f.number(counts, "successful", f"{where}.metrics.request_totals") or 0),
+            errored=int(f.number(counts, "errored", f"{where}.metrics.request_totals") or 0),
+            incomplete=int(
+                f.number(counts, "incomplete", f"{where}.metrics.request_totals", required=False) or 0
+            ),
+            in_len=_dist(f, metrics, "prompt_token_count", where),
+            out_len=_dist(f, metrics, "output_token_count", where),
+            duration=duration,
         )
-        in_len = _dist(f, metrics, "prompt_token_count", where)
-        out_len = _dist(f, metrics, "output_token_count", where)
         config = config_for(
-            input_len=in_len.get("mean", 1.0),
-            output_len=out_len.get("max", out_len.get("mean", 1.0)),
-            num_prompts=ok + errored + incomplete,
+            input_len=totals.in_len.get("mean", 1.0),
+            output_len=totals.out_len.get("max", totals.out_len.get("mean", 1.0)),
+            num_prompts=totals.sent,
             concurrency=concurrency,
             rate=rate,
             chat=chat,
@@ -125,26 +129,26 @@ class GuideLLMImporter:
             summary = summary_from_records(
                 records,
                 config=config,
-                duration_s=duration,
+                duration_s=totals.duration,
                 date=_iso(bench.get("start_time")),
                 model_id=model,
                 notes=[*notes, ITL_NOTE],
                 itl_counting="not recorded by GuideLLM",
             )
-            if len(records) < ok + errored + incomplete:
-                _scale_totals(summary, ok, errored, in_len, out_len, duration)
+            if len(records) < totals.sent:
+                totals.apply(summary)
                 summary.notes.append(
-                    f"GuideLLM kept a sample of {len(records)} of {ok + errored + incomplete} requests: latency "
+                    f"GuideLLM kept a sample of {len(records)} of {totals.sent} requests: latency "
                     "figures are recomputed from the sample, counts and throughputs are GuideLLM's totals."
                 )
         else:
-            summary = _from_statistics(f, metrics, config, duration, ok, errored, in_len, out_len, where)
+            summary = _from_statistics(f, metrics, config, totals, where)
             summary.model_id = summary.tokenizer_id = model
             summary.date = _iso(bench.get("start_time"))
             summary.notes = [*notes, ITL_NOTE, PERCENTILE_NOTE, DIFFERENCES["request_latency"][1]]
-        if incomplete:
+        if totals.incomplete:
             summary.notes.append(
-                f"{incomplete} requests were cut off at the benchmark's end (GuideLLM: incomplete)."
+                f"{totals.incomplete} requests were cut off at the benchmark's end (GuideLLM: incomplete)."
             )
         return ImportedCell(
             where=where,
@@ -219,65 +223,62 @@ def _tool_metrics(f: Fields, metrics: dict[str, Any], where: str) -> list[ToolMe
     return out
 
 
+@dataclass(frozen=True)
+class _Totals:
+    """GuideLLM's request totals of one benchmark: the successful, errored and cut-off requests, the token
+    distributions of prompts and outputs, and the benchmark's duration (s)."""
+
+    ok: int
+    errored: int
+    incomplete: int
+    in_len: dict[str, float]
+    out_len: dict[str, float]
+    duration: float
+
+    @property
+    def sent(self) -> int:
+        return self.ok + self.errored + self.incomplete
+
+    def tokens(self) -> tuple[float, float]:
+        """Input and output tokens of the successful requests: GuideLLM's sums, else its means times ``ok``."""
+        in_len, out_len, ok = self.in_len, self.out_len, self.ok
+        return in_len.get("total", in_len.get("mean", 0.0) * ok), out_len.get(
+            "total", out_len.get("mean", 0.0) * ok
+        )
+
+    def apply(self, summary: BenchmarkSummary) -> None:
+        """Set the summary's request counts, token totals and throughputs to GuideLLM's totals."""
+        in_total, out_total = self.tokens()
+        summary.completed, summary.failed = self.ok, self.errored
+        summary.total_input_tokens, summary.total_output_tokens = round(in_total), round(out_total)
+        if self.duration > 0:
+            summary.request_throughput = self.ok / self.duration
+            summary.output_throughput = out_total / self.duration
+            summary.total_token_throughput = (in_total + out_total) / self.duration
+
+
 def _from_statistics(
-    f: Fields,
-    metrics: dict[str, Any],
-    config: BenchConfig,
-    duration: float,
-    ok: int,
-    errored: int,
-    in_len: dict[str, float],
-    out_len: dict[str, float],
-    where: str,
+    f: Fields, metrics: dict[str, Any], config: BenchConfig, totals: _Totals, where: str
 ) -> BenchmarkSummary:
     """A summary from GuideLLM's statistics alone (the file kept no request records)."""
     ttft = _dist(f, metrics, "time_to_first_token_ms", where)
     tpot = _dist(f, metrics, "inter_token_latency_ms", where)  # per-request token average = accelbench TPOT
     e2el = _dist(f, metrics, "request_latency", where)
-    in_total, out_total = _totals(in_len, out_len, ok)
-    return BenchmarkSummary(
+    ok, errored = totals.ok, totals.errored
+    summary = BenchmarkSummary(
         date="",
         config=config,
-        duration_s=duration,
+        duration_s=totals.duration,
         num_prompts=config.num_prompts,
-        completed=ok,
-        failed=errored,
         errors={"errored (GuideLLM records no reason in its statistics)": errored} if errored else {},
-        total_input_tokens=round(in_total),
-        total_output_tokens=round(out_total),
-        request_throughput=ok / duration if duration > 0 else 0.0,
-        output_throughput=out_total / duration if duration > 0 else 0.0,
-        total_token_throughput=(in_total + out_total) / duration if duration > 0 else 0.0,
         ttft_ms=metric_stats(ttft, count=int(ttft.get("count", ok))),
         tpot_ms=metric_stats(tpot, count=int(tpot.get("count", ok))),
         e2el_ms=metric_stats(e2el, count=int(e2el.get("count", ok)), scale=1000.0),
         output_tokens_source="usage",
         itl_counting="not recorded by GuideLLM",
     )
-
-
-def _totals(in_len: dict[str, float], out_len: dict[str, float], ok: int) -> tuple[float, float]:
-    """Input and output tokens of the successful requests: GuideLLM's sums, else its means times ``ok``."""
-    return in_len.get("total", in_len.get("mean", 0.0) * ok), out_len.get(
-        "total", out_len.get("mean", 0.0) * ok
-    )
-
-
-def _scale_totals(
-    summary: BenchmarkSummary,
-    ok: int,
-    errored: int,
-    in_len: dict[str, float],
-    out_len: dict[str, float],
-    duration: float,
-) -> None:
-    in_total, out_total = _totals(in_len, out_len, ok)
-    summary.completed, summary.failed = ok, errored
-    summary.total_input_tokens, summary.total_output_tokens = round(in_total), round(out_total)
-    if duration > 0:
-        summary.request_throughput = ok / duration
-        summary.output_throughput = out_total / duration
-        summary.total_token_throughput = (in_total + out_total) / duration
+    totals.apply(summary)
+    return summary
 
 
 def _records(f: Fields, bench: dict[str, Any], where: str) -> list[RequestRecord]:

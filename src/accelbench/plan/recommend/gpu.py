@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.recommendation import (
@@ -94,9 +95,14 @@ def recommend_gpu(ctx: Ctx) -> Recommendation:
         default_input_len=in_len,
         default_output_len=out_len,
     )
-    verdict = verdict_for(ctx, max_len)
+    return accelerator_fit(ctx, settings, memory)
+
+
+def accelerator_fit(ctx: Ctx, settings: ServingSettings, memory: MemoryBudget) -> Recommendation:
+    """A recommendation that fits in accelerator memory (GPU's and Neuron's alike), with the reasons, warnings
+    and weight formats tried that ``ctx`` gathered."""
     return Recommendation(
-        **base_fields(ctx, fits=True, verdict=verdict),
+        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, settings.max_model_len)),
         settings=settings,
         memory=memory,
         reasons=ctx.reasons,
@@ -144,12 +150,7 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
     valid = valid_gpu_tps(model, hw.units)
     if ctx.tp is not None:
         if ctx.tp > hw.units:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                f"Tensor parallel {ctx.tp} needs {ctx.tp} GPUs; {ctx.instance.name} has {hw.units}.",
-                [tp_advice(ctx.instance.name, valid, "GPUs")],
-            )
+            return tp_beyond_units(ctx, "GPUs", tp_advice(ctx.instance.name, valid, "GPUs"))
         if ctx.tp not in valid:
             return refuse(
                 ctx,
@@ -169,6 +170,16 @@ def _valid_tps(ctx: Ctx) -> list[int] | Recommendation:
             ["Choose an instance with a GPU count that divides the heads."],
         )
     return valid
+
+
+def tp_beyond_units(ctx: Ctx, units: str, way_forward: str) -> Recommendation:
+    """The refusal of a tensor-parallel degree above the instance's ``units`` (GPUs, NeuronCores)."""
+    return refuse(
+        ctx,
+        RefusalCode.no_valid_tensor_parallel,
+        f"Tensor parallel {ctx.tp} needs {ctx.tp} {units}; {ctx.instance.name} has {ctx.hw.units}.",
+        [way_forward],
+    )
 
 
 def _first_fit(
@@ -261,8 +272,7 @@ def _memory_budget(
     ctx: Ctx, fmt: WeightFormat, fit: Fit, util: float, usable: float, kv_bytes: float
 ) -> MemoryBudget:
     """The memory budget of the chosen fit, with the host-RAM reason or warning for loading."""
-    model, hw = ctx.model, ctx.hw
-    wb = weight_bytes(model, fmt)
+    wb = weight_bytes(ctx.model, fmt)
     host = ctx.instance.memory_gib
     share = host_allocatable_share(host)
     peak = host_load_peak_bytes(wb.total)
@@ -279,22 +289,37 @@ def _memory_budget(
         ctx.reasons.append(
             f"Host RAM: loading peaks at about {fmt_gib(peak)}, within the {host * share:.1f} GiB allocatable."
         )
-    kv_total = fit.budget_per_unit * fit.tp
+    return units_budget(ctx, fit, usable, kv_bytes, unit="gpu", utilization=util, host_peak_gib=gib(peak))
+
+
+def units_budget(
+    ctx: Ctx,
+    fit: Fit,
+    usable: float,
+    kv_bytes: float,
+    *,
+    unit: Literal["gpu", "neuron_core"],
+    utilization: float,
+    host_peak_gib: float,
+) -> MemoryBudget:
+    """The memory budget of a fit over ``fit.tp`` units of accelerator memory (GPUs or NeuronCores, ``usable``
+    bytes each): what one unit holds times the units, and the host's RAM."""
+    model, host = ctx.model, ctx.instance.memory_gib
     return MemoryBudget(
-        unit="gpu",
+        unit=unit,
         units=fit.tp,
-        unit_memory_gib=hw.unit_memory_gib,
-        utilization=util,
+        unit_memory_gib=ctx.hw.unit_memory_gib,
+        utilization=utilization,
         usable_gib=gib(usable * fit.tp),
-        weights_gib=gib(wb.total),
+        weights_gib=gib(fit.weights),
         overhead_gib=gib(fit.overhead_per_unit * fit.tp),
-        kv_cache_gib=gib(kv_total),
+        kv_cache_gib=gib(fit.budget_per_unit * fit.tp),
         free_gib=0.0,
         kv_bytes_per_token=model.kv_bytes_per_token(kv_bytes),
         kv_cache_tokens=max_seq_tokens(model, fit.budget_per_unit, fit.tp, kv_bytes),
         host_memory_gib=host,
-        host_allocatable_gib=round(host * share, 2),
-        host_peak_gib=gib(peak),
+        host_allocatable_gib=round(host * host_allocatable_share(host), 2),
+        host_peak_gib=host_peak_gib,
     )
 
 

