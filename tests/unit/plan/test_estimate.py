@@ -197,7 +197,9 @@ def test_local_machine_from_a_captured_environment() -> None:
     assert e.times is not None
     # 2 usable CPUs, of which vLLM CPU binds 1 (the other kept for its scheduler process) x the x86 per-core
     # default, AVX512-BF16: 64 FLOP/cycle x 2.596 GHz
-    assert e.times.achievable_bandwidth_gbps == pytest.approx(1 * 12)  # a core's achieved rate, not scaled again
+    assert e.times.achievable_bandwidth_gbps == pytest.approx(
+        1 * 12
+    )  # a core's achieved rate, not scaled again
     assert e.times.achievable_tflops == pytest.approx(1 * 64 * 2.5961 / 1000 * 0.35, rel=1e-3)
 
 

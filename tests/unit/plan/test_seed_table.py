@@ -77,7 +77,9 @@ def test_cpu_tpot_within_30_percent_of_the_seed_table(input_len: int, concurrenc
     measured = SEED_CPU_TPOT[(input_len, concurrency)]
     assert e.tpot_ms is not None
     assert abs(e.tpot_ms - measured) / measured <= CPU_TOLERANCE, (e.tpot_ms, measured)
-    assert e.topology is not None and "as the catalog lists it" in e.topology and "binds 3 threads" in e.topology
+    assert (
+        e.topology is not None and "as the catalog lists it" in e.topology and "binds 3 threads" in e.topology
+    )
 
 
 @pytest.mark.parametrize(("input_len", "concurrency"), CELLS)
