@@ -70,18 +70,14 @@ def choose(estimates: Sequence[Estimate], goal: str) -> Estimate | None:
     return min(meeting, key=_cost_key)
 
 
+#: the figures an option copies from its estimate: every field the two models share by name
+_ESTIMATE_FIGURES = set(SettingsOption.model_fields) & set(Estimate.model_fields)
+
+
 def option_of(e: Estimate, chosen: bool) -> SettingsOption:
     return SettingsOption(
-        tensor_parallel_size=e.tensor_parallel_size,
-        weight_format=e.weight_format,
+        **e.model_dump(include=_ESTIMATE_FIGURES),
         max_num_seqs=(e.recommendation.settings.max_num_seqs if e.recommendation.settings else None),
-        feasible=e.feasible,
-        batch=e.batch,
-        ttft_ms=e.ttft_ms,
-        tpot_ms=e.tpot_ms,
-        output_tokens_per_s=e.output_tokens_per_s,
-        usd_per_million_output_tokens=e.usd_per_million_output_tokens,
-        slo_met=e.slo_met,
         chosen=chosen,
         why=e.explanation if e.feasible else (e.explanation or "does not fit"),
     )
