@@ -358,15 +358,12 @@ class KindError:
     per_source: dict[str, float] = field(default_factory=dict)  # TPOT MAPE by source
 
     def as_dict(self) -> dict[str, Any]:
+        """The counts and errors, in field order (the kind is the key it is filed under; ``per_source`` is
+        reported apart)."""
         return {
-            "n_points": self.n_points,
-            "n_sources": self.n_sources,
-            "tpot_mape_pct": self.tpot_mape_pct,
-            "tpot_n": self.tpot_n,
-            "ttft_median_error_pct": self.ttft_median_error_pct,
-            "ttft_n": self.ttft_n,
-            "tps_mape_pct": self.tps_mape_pct,
-            "tps_n": self.tps_n,
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("kind", "per_source")
         }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from accelbench.domain.estimate import Estimate, SettingsOption
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.plan.recommend.degrees import tp_degrees
 
@@ -70,18 +71,14 @@ def choose(estimates: Sequence[Estimate], goal: str) -> Estimate | None:
     return min(meeting, key=_cost_key)
 
 
+#: the figures an option copies from its estimate: every field the two models share by name
+_ESTIMATE_FIGURES = set(SettingsOption.model_fields) & set(Estimate.model_fields)
+
+
 def option_of(e: Estimate, chosen: bool) -> SettingsOption:
     return SettingsOption(
-        tensor_parallel_size=e.tensor_parallel_size,
-        weight_format=e.weight_format,
+        **e.model_dump(include=_ESTIMATE_FIGURES),
         max_num_seqs=(e.recommendation.settings.max_num_seqs if e.recommendation.settings else None),
-        feasible=e.feasible,
-        batch=e.batch,
-        ttft_ms=e.ttft_ms,
-        tpot_ms=e.tpot_ms,
-        output_tokens_per_s=e.output_tokens_per_s,
-        usd_per_million_output_tokens=e.usd_per_million_output_tokens,
-        slo_met=e.slo_met,
         chosen=chosen,
         why=e.explanation if e.feasible else (e.explanation or "does not fit"),
     )
@@ -91,20 +88,20 @@ def estimate_for_goal(
     model: ModelSpec,
     instance: InstanceType,
     spec: AcceleratorSpec,
-    *,
-    goal: str,
-    alternatives: bool,
-    quantization: str | None,
-    engine_settings: EngineSettings | None,
-    allow_quantization: bool = False,
+    query: PlanQuery,
     predict: Callable[[str | None, EngineSettings | None], Estimate],
 ) -> Estimate:
-    """Every open setting predicted; the best for the goal reported, the others listed when asked.
+    """Every open setting predicted; the best for the query's goal reported, the others listed when asked
+    (``query.alternatives``), around the quantization and settings the query fixes.
 
     The checkpoint's own precision is kept whenever it fits: FP8 weights are predicted beside it and offered
-    in a note with their gain, but chosen only when the caller allows it (``allow_quantization``) or asked
-    for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported.
+    in a note with their gain, but chosen only when the caller allows it (``query.allow_quantization``) or
+    asked for a format. When the checkpoint's precision fits nowhere, the fallback chain's answer is reported.
     ``predict(quantization, engine_settings)`` is the estimate of this question at one setting."""
+    if query.goal is None:
+        raise ValueError("estimate_for_goal needs a query with a goal")
+    goal, quantization, engine_settings = query.goal, query.quantization, query.engine_settings
+    alternatives = query.alternatives
     options = setting_options(model, instance, spec, quantization=quantization, given=engine_settings)
     predicted = [(q, predict(q, s)) for s, q in options]
     estimates = [e for _, e in predicted]
@@ -112,7 +109,7 @@ def estimate_for_goal(
     def planned() -> Estimate:  # the planner's own answer, the settings left open as recommend leaves them
         return predict(quantization, engine_settings)
 
-    open_format = allow_quantization or quantization is not None
+    open_format = query.allow_quantization or quantization is not None
     kept = [e for _, e in predicted] if open_format else at_planned_precision(predicted, planned)
     best = choose(kept, goal)
     if best is None:  # nothing fits: the planner's own answer carries the refusal and the way forward

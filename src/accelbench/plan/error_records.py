@@ -75,6 +75,11 @@ def regime_of(ttft_s: float, tpot_s: float, queue_s: float, prefill_s: float, ou
     return "decode-bound"
 
 
+#: an error record's text fields (what the point is, the regime it ran in) and its measured / predicted ratios
+_LABELS = ("id", "source", "kind", "family", "engine", "regime")
+_RATIOS = (*METRICS, "ttft_share")
+
+
 @dataclass(frozen=True)
 class ErrorRecord:
     """One published measurement graded out of source: measured / predicted per metric (None: not measured)."""
@@ -95,39 +100,17 @@ class ErrorRecord:
         return value
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "source": self.source,
-            "kind": self.kind,
-            "family": self.family,
-            "engine": self.engine,
-            "regime": self.regime,
-        }
-        for m in (*METRICS, "ttft_share"):
+        out: dict[str, Any] = {k: getattr(self, k) for k in _LABELS}
+        for m in _RATIOS:
             v = self.ratio(m)
             out[m] = None if v is None else round(v, 4)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ErrorRecord:
-        def ratio(m: str) -> float | None:
-            return float(d[m]) if d.get(m) is not None else None
-
-        def text(k: str) -> str:
-            return str(d.get(k) or "")
-
-        return cls(
-            id=text("id"),
-            source=text("source"),
-            kind=text("kind"),
-            family=text("family"),
-            engine=text("engine"),
-            regime=text("regime"),
-            tpot=ratio("tpot"),
-            ttft=ratio("ttft"),
-            tps=ratio("tps"),
-            ttft_share=ratio("ttft_share"),
-        )
+        fields: dict[str, Any] = {k: str(d.get(k) or "") for k in _LABELS}
+        fields.update({m: float(d[m]) if d.get(m) is not None else None for m in _RATIOS})
+        return cls(**fields)
 
 
 @lru_cache(maxsize=1)

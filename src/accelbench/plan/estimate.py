@@ -233,17 +233,7 @@ def estimate(
             at_setting = query.at(quantization=quantization, engine_settings=engine_settings)
             return estimate(fixed_model, fixed_instance, at_setting, context, spec=fixed_spec)
 
-        return estimate_for_goal(
-            model,
-            instance,
-            spec,
-            goal=query.goal,
-            alternatives=query.alternatives,
-            allow_quantization=query.allow_quantization,
-            predict=at,
-            quantization=query.quantization,
-            engine_settings=query.engine_settings,
-        )
+        return estimate_for_goal(model, instance, spec, query, at)
     return _one_setting(model, instance, spec, query, context, recommendation)
 
 

@@ -152,34 +152,29 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
             cores_bandwidth_gbps=cores_bw,
         )
     if kind == AcceleratorType.neuron:
+        # a tensor-parallel unit is a (logical) NeuronCore; FP8 and INT8 are served in BF16 on Neuron
         cores_per_device = spec.neuron_logical_cores or spec.neuron_cores or 2
-        units = instance.accelerator_count * cores_per_device
-        link = spec.interconnect_gbps or float(data["pcie_bandwidth_gbps"]["value"])
-        return Hardware(
-            instance=instance,
-            spec=spec,
-            kind=kind,
-            units=units,
-            unit_memory_gib=instance.accelerator_memory_gib / cores_per_device,
-            unit_bandwidth_gbps=spec.memory_bandwidth_gbps / cores_per_device,
-            unit_bf16_tflops=spec.bf16_tflops / cores_per_device,
-            unit_fp8_tflops=None,  # served in BF16 on Neuron
-            unit_int8_tops=None,
-            link_gbps=link / cores_per_device,
-            nvlink=True,
-        )
-    nvlink = spec.interconnect_gbps is not None
+        return _device_units(instance, spec, cores_per_device, nvlink=True, low_precision=False)
+    return _device_units(instance, spec, 1, nvlink=spec.interconnect_gbps is not None, low_precision=True)
+
+
+def _device_units(
+    instance: InstanceType, spec: AcceleratorSpec, per_device: int, *, nvlink: bool, low_precision: bool
+) -> Hardware:
+    """An accelerator instance's peaks per tensor-parallel unit, each device split into ``per_device`` units
+    (a GPU is one; a Neuron device its NeuronCores); ``low_precision``: whether FP8/INT8 peaks apply."""
+    link = spec.interconnect_gbps or float(efficiency_data()["pcie_bandwidth_gbps"]["value"])
     return Hardware(
         instance=instance,
         spec=spec,
-        kind=kind,
-        units=instance.accelerator_count,
-        unit_memory_gib=instance.accelerator_memory_gib,
-        unit_bandwidth_gbps=spec.memory_bandwidth_gbps,
-        unit_bf16_tflops=spec.bf16_tflops,
-        unit_fp8_tflops=spec.fp8_tflops,
-        unit_int8_tops=spec.int8_tops,
-        link_gbps=spec.interconnect_gbps or float(data["pcie_bandwidth_gbps"]["value"]),
+        kind=instance.accelerator_type,
+        units=instance.accelerator_count * per_device,
+        unit_memory_gib=instance.accelerator_memory_gib / per_device,
+        unit_bandwidth_gbps=spec.memory_bandwidth_gbps / per_device,
+        unit_bf16_tflops=spec.bf16_tflops / per_device,
+        unit_fp8_tflops=spec.fp8_tflops if low_precision else None,
+        unit_int8_tops=spec.int8_tops if low_precision else None,
+        link_gbps=link / per_device,
         nvlink=nvlink,
     )
 

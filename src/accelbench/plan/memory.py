@@ -89,6 +89,16 @@ class WeightFormat:
             return "int8"
         return "bf16"
 
+    def serving_fields(self) -> dict[str, str | float | None]:
+        """The ``ServingSettings`` fields that say this format: the load-time quantization, the checkpoint's
+        method, the format's name and its bits."""
+        return {
+            "quantization": self.online,
+            "checkpoint_quantization": self.checkpoint_method,
+            "weight_format": self.name,
+            "weight_bits": self.bits,
+        }
+
 
 def native_format(model: ModelSpec, dtype: str | None = None) -> WeightFormat:
     """The checkpoint's own format: its quantization, or BF16 (FP16 when asked; FP32 checkpoints are cast to
