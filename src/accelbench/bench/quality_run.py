@@ -23,11 +23,6 @@ from accelbench.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
-QUALITY_HELP = (
-    "Ask a short seeded task set at temperature 0 before the load and store its accuracy (95% interval) and "
-    "greedy agreement with an earlier run of the same model: 'probe' (24 tasks), 'probe:N', or 'lm-eval:TASK' "
-    "(lm-evaluation-harness, when installed)."
-)
 LM_EVAL_LIMIT = 100
 _METRICS = ("acc,none", "exact_match,strict-match", "exact_match,flexible-extract", "exact_match,none")
 

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import Any
 
 import httpx
 
@@ -45,25 +45,12 @@ from accelbench.domain.load import BenchConfig, LoadSettings
 from accelbench.domain.owner import process_owner
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
+from accelbench.domain.sweep_events import CellKey, SweepCounts, SweepEvent
 from accelbench.errors import ConflictError, UserInputError
 from accelbench.redact import redact_url
 
 PROGRESS_WRITE_S = 2.0
 HEALTH_TIMEOUT_S = 5.0
-
-
-class CellKey(NamedTuple):
-    """One (cell, repeat) of a sweep."""
-
-    input_len: int
-    concurrency: int
-    repeat: int
-
-    def __str__(self) -> str:
-        return f"input {self.input_len}, concurrency {self.concurrency}, repeat {self.repeat + 1}"
-
-    def as_dict(self) -> dict[str, int]:
-        return {"input_len": self.input_len, "concurrency": self.concurrency, "repeat": self.repeat}
 
 
 def sweep_keys(spec: SweepSpec) -> list[CellKey]:
@@ -93,34 +80,6 @@ def cell_config(spec: SweepSpec, key: CellKey, *, label: str | None = None, warm
         label=label,
         schedule=spec.schedule,
     )
-
-
-@dataclass
-class SweepEvent:
-    """What the ``progress`` callback of ``run_sweep`` receives.
-
-    ``kind``: "start" (the sweep begins), "cell_start", "request" (one more request of the current cell
-    finished), "cell_done", "end". ``key`` is the current (cell, repeat); ``requests_done``/``requests_total``
-    count the current cell's requests.
-    """
-
-    kind: str
-    cells_total: int
-    cells_done: int
-    key: CellKey | None = None
-    requests_done: int = 0
-    requests_total: int = 0
-    status: CellStatus | None = None
-    summary: BenchmarkSummary | None = None
-
-
-class SweepCounts(TypedDict):
-    """The counts a sweep's progress and each of its events carry (``SweepEvent``'s fields of these names)."""
-
-    cells_total: int
-    cells_done: int
-    requests_done: int
-    requests_total: int
 
 
 @dataclass

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from accelbench.cli.common import err_console
-from accelbench.services.progress import Progress
+from accelbench.domain.progress import Progress
 
 _STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 

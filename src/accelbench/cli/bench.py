@@ -54,16 +54,11 @@ from accelbench.cli.measure_flags import (
 )
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.load import BenchConfig
-from accelbench.domain.run import RunStatus
+from accelbench.domain.run import QUALITY_HELP, RunStatus
 from accelbench.errors import UserInputError
 from accelbench.report.failures import modes_sentence
 from accelbench.report.tables import value_with_ci
-from accelbench.services.bench_run import (
-    QUALITY_HELP,
-    BenchRequest,
-    BenchResult,
-    run_bench,
-)
+from accelbench.services.bench_run import BenchRequest, BenchResult, run_bench
 
 BENCH_STOP_MESSAGE = "Stopping: requests in flight are cancelled, finished ones kept. Ctrl-C again to abort."
 

@@ -14,16 +14,11 @@ import typer
 from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import OutputFormat, err_console, graceful_interrupt
 from accelbench.cli.sweep import SWEEP_STOP_MESSAGE, SweepDisplay
+from accelbench.domain.diagnosis import Diagnosis
+from accelbench.domain.progress import Progress, TerminatedBySignal
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
-from accelbench.services.progress import Progress
-from accelbench.services.run_local import (
-    Diagnosis,
-    LocalExecution,
-    TerminatedBySignal,
-    execute_here,
-    termination_signals,
-)
+from accelbench.services.run_local import LocalExecution, execute_here, termination_signals
 from accelbench.services.session import Store
 
 

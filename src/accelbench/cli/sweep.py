@@ -49,16 +49,14 @@ from accelbench.cli.load_flags import (
 )
 from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
 from accelbench.cli.render import print_cells, print_failures_and_warnings
-from accelbench.domain.run import RunStatus, SweepSpec
+from accelbench.domain.run import QUALITY_HELP, RunStatus, SweepSpec
+from accelbench.domain.sweep_events import SweepEvent
 from accelbench.errors import UserInputError
 from accelbench.report.tables import has_repeats, table_headers, table_rows
 from accelbench.services.sweep_run import (
-    QUALITY_HELP,
-    CellKey,
     CellTable,
     PlotRequest,
     SweepAborted,
-    SweepEvent,
     SweepRequest,
     SweepResult,
     SweepStart,
@@ -412,4 +410,4 @@ def register(app: typer.Typer) -> None:
     app.command("sweep-plot")(sweep_plot)
 
 
-__all__ = ["CellKey", "SweepEvent", "register"]
+__all__ = ["register"]

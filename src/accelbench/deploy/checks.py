@@ -19,8 +19,9 @@ from typing import Any
 
 from accelbench.deploy import model_index as ms
 from accelbench.deploy.answer_check import check_endpoint
-from accelbench.deploy.target import Progress, Target
+from accelbench.deploy.target import Target
 from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.progress import Progress
 from accelbench.domain.run import RunSpec
 from accelbench.errors import AccelbenchError, EngineError
 from accelbench.redact import redact

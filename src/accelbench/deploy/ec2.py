@@ -27,15 +27,10 @@ import httpx
 
 from accelbench.catalog import get_catalog
 from accelbench.deploy.manifests.render import load_model_facts, recommend_for, select_runtime
-from accelbench.deploy.target import (
-    TARGETS,
-    DeployedEngine,
-    Held,
-    Progress,
-    Target,
-)
+from accelbench.deploy.target import TARGETS, DeployedEngine, Held, Target
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
+from accelbench.domain.progress import Progress
 from accelbench.domain.run import Ec2Target, RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError
 from accelbench.runtimes.guards import check

@@ -16,10 +16,11 @@ from urllib.parse import urlsplit
 import httpx
 
 from accelbench.deploy.model_index import resolve_model
-from accelbench.deploy.target import TARGETS, DeployedEngine, Progress, Target
+from accelbench.deploy.target import TARGETS, DeployedEngine, Target
 from accelbench.deploy.target_policy import active_policy
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.progress import Progress
 from accelbench.domain.run import EndpointTarget, RunSpec
 from accelbench.errors import AccelbenchError, EngineError, UserInputError
 from accelbench.redact import redact_url

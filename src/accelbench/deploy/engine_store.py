@@ -26,7 +26,8 @@ from accelbench.deploy.diagnose import INSTALL_FAILURES, diagnose
 from accelbench.deploy.isa_fault import (
     GROUP_LABELS,
 )
-from accelbench.deploy.target import NO_PROGRESS, Progress, exclusive_lock
+from accelbench.deploy.target import exclusive_lock
+from accelbench.domain.progress import NO_PROGRESS, Progress
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import EngineError, NotFoundError
 from accelbench.registry import Registry

@@ -65,7 +65,7 @@ from accelbench.deploy.isa_fault import (
     group_to_drop,
     host_groups,
 )
-from accelbench.deploy.target import NO_PROGRESS, Progress
+from accelbench.domain.progress import NO_PROGRESS, Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.telemetry.host import cpu_info
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accelbench.deploy.elf import PF_X, PT_GNU_STACK, program_headers
 from accelbench.deploy.engine_store import EngineInstall, pip_install_into
-from accelbench.deploy.target import NO_PROGRESS, Progress
+from accelbench.domain.progress import NO_PROGRESS, Progress
 from accelbench.errors import EngineError
 
 

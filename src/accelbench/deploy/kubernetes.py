@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from accelbench.bench.sweep import CellKey, SweepEvent, SweepOutcome
+from accelbench.bench.sweep import SweepOutcome
 from accelbench.catalog import get_catalog
 from accelbench.deploy.endpoint_capacity import store_probes
 from accelbench.deploy.incluster import decode_capacity, find_node_exporter, merge_shards
@@ -60,14 +60,11 @@ from accelbench.deploy.manifests import (
 from accelbench.deploy.manifests.render import DEFAULT_K8S_VERSION, KARPENTER_KINDS, dns_name
 from accelbench.deploy.manifests.telemetry import EXPORTERS, LoadgenTelemetry
 from accelbench.deploy.shards import decode_results
-from accelbench.deploy.target import (
-    TARGETS,
-    DeployedEngine,
-    Progress,
-    Target,
-)
+from accelbench.deploy.target import TARGETS, DeployedEngine, Target
 from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.progress import Progress
 from accelbench.domain.run import CellStatus, KubernetesTarget, RunSpec, RunStatus, SweepSpec
+from accelbench.domain.sweep_events import CellKey, SweepEvent
 from accelbench.errors import EngineError, UserInputError
 from accelbench.runtimes.versions import effective_tool_versions
 from accelbench.store import get_store

@@ -42,7 +42,7 @@ from accelbench.bench.cpu_affinity import (
     set_process_affinity,
 )
 from accelbench.deploy import execstack
-from accelbench.deploy.diagnose import AMX_TILE_FAULT, Diagnosis, diagnose
+from accelbench.deploy.diagnose import AMX_TILE_FAULT, diagnose
 from accelbench.deploy.engine_store import get_engine
 from accelbench.deploy.isa_fault import (
     IsaFault,
@@ -55,17 +55,12 @@ from accelbench.deploy.isa_fault import (
 )
 from accelbench.deploy.model_index import resolve_model
 from accelbench.deploy.proctree import ParentWatch, kill_process_tree
-from accelbench.deploy.target import (
-    TARGETS,
-    DeployCancelled,
-    DeployedEngine,
-    Progress,
-    Target,
-    TerminatedBySignal,
-)
+from accelbench.deploy.target import TARGETS, DeployCancelled, DeployedEngine, Target
 from accelbench.domain.answers import ModelsAnswer, parse_answer
+from accelbench.domain.diagnosis import Diagnosis
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.progress import Progress, TerminatedBySignal
 from accelbench.domain.run import LocalTarget as LocalTargetSpec
 from accelbench.domain.run import RunSpec
 from accelbench.errors import EngineError, GuardError, UserInputError

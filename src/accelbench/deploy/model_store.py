@@ -54,7 +54,8 @@ from accelbench.deploy.model_index import (
     safetensors_names,
     slug,
 )
-from accelbench.deploy.target import NO_PROGRESS, Progress, exclusive_lock
+from accelbench.deploy.target import exclusive_lock
+from accelbench.domain.progress import NO_PROGRESS, Progress
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 from accelbench.errors import EngineError, UserInputError
 from accelbench.registry import did_you_mean

@@ -42,14 +42,8 @@ from accelbench.deploy.cost import record_held_cost
 from accelbench.deploy.endpoint_capacity import finish, stored_plan
 from accelbench.deploy.machine_share import MACHINE
 from accelbench.deploy.run_files import run_dir_for, write_reports
-from accelbench.deploy.target import (
-    DeployCancelled,
-    EventProgress,
-    Progress,
-    Target,
-    get_target_class,
-    settle,
-)
+from accelbench.deploy.target import DeployCancelled, Target, get_target_class, settle
+from accelbench.domain.progress import EventProgress, Progress
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import LocalTarget, RunSpec, RunStatus, secret_slot_name
 from accelbench.errors import AccelbenchError, UserInputError

@@ -29,6 +29,12 @@ from accelbench.redact import MASK, redact, redact_argv
 
 #: what a quality setting may say (``bench/quality_run.py`` ``parse_quality`` reads it)
 QUALITY_PATTERN = r"^(probe(:[0-9]{1,3})?|lm-eval:[A-Za-z0-9_.,-]{1,100})$"
+#: the quality flag's help, for every command that takes it
+QUALITY_HELP = (
+    "Ask a short seeded task set at temperature 0 before the load and store its accuracy (95% interval) and "
+    "greedy agreement with an earlier run of the same model: 'probe' (24 tasks), 'probe:N', or 'lm-eval:TASK' "
+    "(lm-evaluation-harness, when installed)."
+)
 
 
 class RunStatus(enum.StrEnum):

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from accelbench.bench import run_benchmark
 from accelbench.bench.context import check_served_context
 from accelbench.bench.datasets import DATASETS, FILE_DATASETS, check_dataset
-from accelbench.bench.quality_run import QUALITY_HELP, before_load, parse_quality, quality_line
+from accelbench.bench.quality_run import before_load, parse_quality, quality_line
 from accelbench.bench.results_io import write_result
 from accelbench.bench.selftest import certify, client_self_test
 from accelbench.bench.sweep import failure_line, judge_cell, server_alive
@@ -38,7 +38,6 @@ from accelbench.services.session import Store, get_store
 
 #: words the shells show beside a result (the quality option's help, a statistic's interval, a two-mode note)
 __all__ = [
-    "QUALITY_HELP",
     "BenchRequest",
     "BenchResult",
     "bench_outcome",

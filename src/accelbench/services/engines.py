@@ -12,9 +12,9 @@ from typing import Any, Literal, cast
 from accelbench.deploy import engines as eng
 from accelbench.deploy import execstack
 from accelbench.deploy import model_store as ms
+from accelbench.domain.progress import NO_PROGRESS, Progress
 from accelbench.errors import NotFoundError
 from accelbench.services.keywords import keywords
-from accelbench.services.progress import NO_PROGRESS, Progress
 
 __all__ = [
     "EngineInstallRequest",
@@ -22,7 +22,6 @@ __all__ = [
     "ExecstackFix",
     "ModelList",
     "ModelPrepareRequest",
-    "Progress",
     "clear_engine_execstack",
     "engine_installed",
     "engine_names",

@@ -15,26 +15,23 @@ from typing import Any
 from accelbench.bench.quality_run import quality_line
 from accelbench.bench.target_ci import summary_line
 from accelbench.deploy import orchestrator
-from accelbench.deploy.diagnose import Diagnosis
 from accelbench.deploy.local import handle_termination_signals
 from accelbench.deploy.run_files import write_run_files
-from accelbench.deploy.target import TerminatedBySignal
+from accelbench.domain.diagnosis import Diagnosis
+from accelbench.domain.progress import Progress
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunSpec, RunStatus
 from accelbench.errors import UserInputError
 from accelbench.report.tables import METRICS, aggregate_results
 from accelbench.services.keywords import keywords
-from accelbench.services.progress import Progress
 from accelbench.store import Store
 from accelbench.telemetry.host import redact_command
 from accelbench.telemetry.isa import IsaTraceReport, format_report
 
 __all__ = [
-    "Diagnosis",
     "LocalExecution",
     "RecordedLines",
     "RunSummaryRequest",
-    "TerminatedBySignal",
     "execute_here",
     "record_demo_wall",
     "recorded_lines",

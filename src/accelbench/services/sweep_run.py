@@ -22,21 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from accelbench.bench.context import check_served_context
 from accelbench.bench.datasets import check_dataset
-from accelbench.bench.quality_run import QUALITY_HELP, parse_quality, quality_line
+from accelbench.bench.quality_run import parse_quality, quality_line
 from accelbench.bench.spec import load_sweep_file
-from accelbench.bench.sweep import (
-    CellKey,
-    SweepEvent,
-    SweepOutcome,
-    create_sweep_run,
-    run_sweep,
-    stored_sweep_spec,
-    sweep_keys,
-)
+from accelbench.bench.sweep import SweepOutcome, create_sweep_run, run_sweep, stored_sweep_spec, sweep_keys
 from accelbench.bench.target_ci import summary_line
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunStatus, SweepSpec
+from accelbench.domain.sweep_events import SweepEvent
 from accelbench.errors import UserInputError
 from accelbench.report.sweep_outputs import write_sweep_outputs
 from accelbench.report.tables import CellAggregate, aggregate_results
@@ -46,13 +39,10 @@ from accelbench.settings import get_settings
 
 #: the types and words the shells show of a sweep
 __all__ = [
-    "QUALITY_HELP",
-    "CellKey",
     "CellTable",
     "PlotRequest",
     "PlotResult",
     "SweepAborted",
-    "SweepEvent",
     "SweepOutcome",
     "SweepRequest",
     "SweepResult",

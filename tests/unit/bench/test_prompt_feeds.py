@@ -20,11 +20,12 @@ import pytest
 import accelbench.bench.feeds as feeds_mod
 from accelbench.bench import build_dataset, run_benchmark
 from accelbench.bench.datasets import open_dataset
-from accelbench.bench.sweep import SweepEvent, create_sweep_run, run_sweep, sweep_keys
+from accelbench.bench.sweep import create_sweep_run, run_sweep, sweep_keys
 from accelbench.bench.tokenizer import LocalTokenizer
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.load import BenchConfig, EndpointKind
 from accelbench.domain.run import RunStatus, SweepSpec
+from accelbench.domain.sweep_events import SweepEvent
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir
 

@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from accelbench.bench.sweep import (
-    CellKey,
-    SweepEvent,
-    cell_config,
-    cell_seed,
-    create_sweep_run,
-    run_sweep,
-    sweep_keys,
-)
+from accelbench.bench.sweep import cell_config, cell_seed, create_sweep_run, run_sweep, sweep_keys
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import CellStatus, RunStatus, SweepSpec
+from accelbench.domain.sweep_events import CellKey, SweepEvent
 from accelbench.errors import ConflictError
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir, spawn_server

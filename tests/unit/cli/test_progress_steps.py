@@ -133,7 +133,7 @@ def test_the_step_a_run_failed_in_is_crossed(screen: tuple[io.StringIO, Clock]) 
 def test_the_workers_events_keep_a_note_as_a_detail_and_the_phase_as_it_was() -> None:
     """Through the API worker a note is the latest thing said (a detail), never the run's phase; the display it
     also feeds gets it as a note."""
-    from accelbench.deploy.target import EventProgress, Progress
+    from accelbench.domain.progress import EventProgress, Progress
 
     events: list[dict[str, object]] = []
 

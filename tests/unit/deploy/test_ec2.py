@@ -20,7 +20,7 @@ from moto.server import ThreadedMotoServer
 
 from accelbench.deploy.ec2 import Ec2DeployTarget
 from accelbench.deploy.orchestrator import execute_run
-from accelbench.deploy.target import Progress
+from accelbench.domain.progress import Progress
 from accelbench.domain.run import Ec2Target, RunSpec, RunStatus, SweepSpec
 from accelbench.store.repo import Store
 from tests.support.stream_server import Script, StreamServer, make_tokenizer_dir

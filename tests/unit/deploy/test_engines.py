@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.deploy import engines, execstack
-from accelbench.deploy.target import Progress
+from accelbench.domain.progress import Progress
 from accelbench.errors import EngineError, NotFoundError, UserInputError
 from accelbench.runtimes.runtime import RUNTIMES, ServeParams
 from tests.unit.deploy.conftest import ToyRuntime, make_wheel

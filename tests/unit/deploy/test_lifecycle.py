@@ -11,16 +11,9 @@ import pytest
 
 from accelbench.bench.sweep import SweepOutcome
 from accelbench.deploy.orchestrator import create_run, execute_run
-from accelbench.deploy.target import (
-    DeployCancelled,
-    DeployedEngine,
-    Held,
-    Progress,
-    Target,
-    TerminatedBySignal,
-    settle,
-)
+from accelbench.deploy.target import DeployCancelled, DeployedEngine, Held, Target, settle
 from accelbench.domain.endpoint import Endpoint
+from accelbench.domain.progress import Progress, TerminatedBySignal
 from accelbench.domain.run import EndpointTarget, RunSpec, RunStatus, SweepSpec
 from accelbench.errors import EngineError
 from accelbench.store import Store

@@ -16,9 +16,9 @@ import pytest
 
 from accelbench.deploy import local, proctree
 from accelbench.deploy.answer_check import check_endpoint
-from accelbench.deploy.diagnose import Diagnosis
 from accelbench.deploy.local import LocalProcessTarget
 from accelbench.deploy.proctree import processes_in_group
+from accelbench.domain.diagnosis import Diagnosis
 from accelbench.domain.run import EngineSettings, EngineSpec, LocalTarget, RunSpec
 from accelbench.errors import EngineError, GuardError
 from tests.unit.deploy.conftest import alive_pids
@@ -399,7 +399,7 @@ def test_the_load_generator_leaves_the_engines_cores_and_the_overlap_is_recorded
 def test_the_core_sharing_sentence_is_a_note_not_the_name_of_the_engine_start(hf_model_dir: Path) -> None:
     """While the engine starts, the step is called what it is ("Starting toy ..."); that the load generator shares
     the engine's cores is said once as a note, not as the label of that step."""
-    from accelbench.deploy.target import Progress
+    from accelbench.domain.progress import Progress
 
     class Recorder(Progress):
         def __init__(self) -> None:

@@ -144,7 +144,7 @@ def test_unknown_reference_to_prepare(cache_dir: Path) -> None:
 def test_a_model_directorys_warning_is_a_note_not_a_step(cache_dir: Path, hf_model_dir: Path) -> None:
     """A directory without weights is prepared with a warning, said as a note: as a step it named the time
     until the next step after itself."""
-    from accelbench.deploy.target import Progress
+    from accelbench.domain.progress import Progress
 
     class Recorder(Progress):
         def __init__(self) -> None:
