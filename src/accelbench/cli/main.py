@@ -17,7 +17,7 @@ from typer import rich_utils
 from typer._click.exceptions import BadParameter, UsageError
 from typer.core import TyperCommand, TyperGroup
 
-from accelbench import __version__
+import accelbench
 from accelbench.cli.render import install_help_fit
 from accelbench.errors import AccelbenchError, plain_words
 from accelbench.redact import install_log_redaction
@@ -161,7 +161,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"accelbench {__version__}")
+        typer.echo(f"accelbench {accelbench.__version__}")
         raise typer.Exit()
 
 
