@@ -39,7 +39,7 @@ def _rich_help_on_first_use() -> None:
     spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    typer.rich_utils = module  # type: ignore[attr-defined]  # what `from typer import rich_utils` finds
+    typer.rich_utils = module  # what `from typer import rich_utils` finds
     spec.loader.exec_module(module)
 
 
@@ -114,9 +114,9 @@ def _plain_flag_errors() -> Iterator[None]:
     try:
         yield
     except BadParameter as exc:
-        cause = exc.__cause__
-        if hasattr(cause, "errors"):
-            exc.message = "; ".join(plain_words(e) for e in cause.errors()) + "."
+        errors = getattr(exc.__cause__, "errors", None)
+        if errors is not None:
+            exc.message = "; ".join(plain_words(e) for e in errors()) + "."
         raise
 
 
