@@ -8,20 +8,44 @@ only when one of its commands runs (``COMMANDS`` says which module holds which c
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
 import typer
-from typer import rich_utils
 from typer._click.exceptions import BadParameter, UsageError
 from typer.core import TyperCommand, TyperGroup
 
-from accelbench import __version__
-from accelbench.cli.render import install_help_fit
+import accelbench
 from accelbench.errors import AccelbenchError, plain_words
 from accelbench.redact import install_log_redaction
 from accelbench.registry import suggestion
+
+
+def _rich_help_on_first_use() -> None:
+    """typer formats help and errors with ``typer.rich_utils``, which imports rich's markdown, syntax highlighting
+    and tracebacks (about a tenth of ``runs list``'s start-up). Load it when help or an error is first printed,
+    not with every command: importlib's ``LazyLoader`` runs the module on its first attribute read, and keeps
+    what was set on it before (``install_help_fit``'s functions)."""
+    name = "typer.rich_utils"
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    typer.rich_utils = module  # what `from typer import rich_utils` finds
+    spec.loader.exec_module(module)
+
+
+_rich_help_on_first_use()  # before render is imported: it names typer.rich_utils at its top
+
+from accelbench.cli.render import install_help_fit  # noqa: E402  (after the lazy typer.rich_utils above)
 
 # Top-level command -> module under accelbench.cli that registers it. Order is the order in --help.
 COMMANDS: dict[str, str] = {
@@ -83,6 +107,19 @@ SUMMARIES: dict[str, str | None] = {
 }
 
 
+@contextmanager
+def _plain_flag_errors() -> Iterator[None]:
+    """typer checks a flag's value with pydantic and says it in pydantic's words ("Input should be greater than
+    or equal to 1"); say it in the words of ``errors.plain_words`` instead, before typer prints the error."""
+    try:
+        yield
+    except BadParameter as exc:
+        errors = getattr(exc.__cause__, "errors", None)
+        if errors is not None:
+            exc.message = "; ".join(plain_words(e) for e in errors()) + "."
+        raise
+
+
 # Typer vendors its own click; its classes are private, so the overrides below are typed loosely.
 @cache
 def module_commands(module: str) -> dict[str, Any]:
@@ -117,6 +154,14 @@ class LazyGroup(TyperGroup):
         finally:
             self._listing = False
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _plain_flag_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _plain_flag_errors():  # every command's flags are parsed, and its body run, in here
+            return super().invoke(ctx)
+
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """An unknown command names the closest ones (the commands are not loaded, so typer cannot)."""
         try:
@@ -129,25 +174,7 @@ class LazyGroup(TyperGroup):
             raise
 
 
-def _plain_parse_errors() -> None:
-    """typer checks a flag's value with pydantic and shows pydantic's words ("Input should be greater than or
-    equal to 1"); show the words of ``cli/input_errors.py`` instead (imported only when there is an error)."""
-    show = rich_utils.rich_format_error
-    if getattr(show, "plain_words", False):
-        return
-
-    def plain(exc: Any) -> None:
-        cause = exc.__cause__
-        if isinstance(exc, BadParameter) and hasattr(cause, "errors"):
-            exc.message = "; ".join(plain_words(e) for e in cause.errors()) + "."
-        show(exc)
-
-    plain.plain_words = True  # type: ignore[attr-defined]
-    rich_utils.rich_format_error = plain  # type: ignore[assignment]
-
-
 install_help_fit()  # flag names stay whole in --help at any width (cli/render.py)
-_plain_parse_errors()
 
 app = typer.Typer(
     name="accelbench",
@@ -161,7 +188,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"accelbench {__version__}")
+        typer.echo(f"accelbench {accelbench.__version__}")
         raise typer.Exit()
 
 

@@ -7,7 +7,8 @@ report), then its failures and warnings (each distinct note once: report/failure
 environment and devices; its spec only with ``--spec``, unset fields left out; ``delete`` removes a run with its results,
 per-request records and telemetry, after confirmation.
 
-Each command calls one use case of ``services``: ``list`` and ``delete`` ``services/stored_runs.py``; ``show`` the
+Each command calls one use case of ``services``: ``list`` and ``delete`` ``services/stored_runs.py`` (``list`` on the
+run list's handle, which opens without the ORM and the rest of the store); ``show`` the
 run's ``RunView`` (``services/run_view.py``, the one the run page and the API render too), printed by
 ``cli/run_show.py``, which only ``show`` loads (the headline and statistics code would slow every other command).
 """
@@ -28,7 +29,7 @@ from accelbench.errors import ConflictError, Declined
 from accelbench.report.attribution import model_label, where_label
 from accelbench.report.percentiles import parse_percentiles
 from accelbench.services import stored_runs
-from accelbench.services.session import get_store
+from accelbench.services.session import get_run_listing, get_store
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 
@@ -86,7 +87,7 @@ def list_runs(
     """List stored runs, newest first, with their status and request counts."""
     with user_errors():
         page = stored_runs.list_runs(
-            get_store(),
+            get_run_listing(),
             stored_runs.RunListRequest(
                 status=status, model=model, label=label, kind=kind, limit=limit, recover=True
             ),

@@ -1,18 +1,24 @@
 """Stored runs as records: list them with filters, look them up, cancel and delete them. ``runs list``, ``runs
-delete``, the API's run list, cancel and delete and the pages call these. Kept light (the store and the domain
-only): ``runs list`` imports this module and should start fast.
+delete``, the API's run list, cancel and delete and the pages call these. Kept light (the run list's part of the
+store and the domain only): ``runs list`` imports this module and should start fast; listing takes a
+``RunListing`` (``services.session.get_run_listing``, or a whole ``Store``), the rest a ``Store``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import RunStatus
-from accelbench.store import Store
-from accelbench.store.owner import recover_dead_owners
+from accelbench.services.session import whole_store
+from accelbench.store.owner import in_flight_runs, owner_is_dead, recover_dead_owners
+from accelbench.store.run_list import RunListing
+
+if TYPE_CHECKING:
+    from accelbench.store.repo import Store
 
 
 class RunListRequest(BaseModel):
@@ -44,9 +50,11 @@ class OwnedRun(BaseModel):
     owner_key_id: int | None
 
 
-def list_runs(store: Store, request: RunListRequest) -> RunPage:
-    if request.recover:
-        recover_dead_owners(store)  # a run whose process was killed outright is not "benchmarking" any more
+def list_runs(store: RunListing, request: RunListRequest) -> RunPage:
+    if request.recover and any(owner_is_dead(owner) for *_, owner in in_flight_runs(store)):
+        # a run whose process was killed outright is not "benchmarking" any more; marking it takes the whole
+        # store, which a run list's handle opens only then
+        recover_dead_owners(whole_store(store))
     items, total = store.list_runs(
         status=[s.value for s in request.status] if request.status else None,
         model=request.model,
@@ -71,7 +79,7 @@ def get_results(store: Store, ref: str) -> list[ResultInfo]:
     return store.get_results(ref)
 
 
-def status_counts(store: Store) -> dict[str, int]:
+def status_counts(store: RunListing) -> dict[str, int]:
     """How many runs are stored in each state."""
     return {s.value: store.list_runs(status=s.value, limit=1)[1] for s in RunStatus}
 

@@ -1,24 +1,30 @@
-"""What every part of the store shares: one database (SQLite file or PostgreSQL), its sessions, run-id lookup,
-and the JSON and time helpers of its columns."""
+"""What every part of the store shares: one database (SQLite file or PostgreSQL), its transactions, run-id
+lookup, the one handle per database a process holds, and the JSON and time helpers of its columns.
+
+Nothing here needs the ORM: ``runs list`` opens the database through here and reads it with SQLAlchemy Core
+(``store/run_list.py``); the ORM loads with the first ``session()`` of the parts that write and read whole runs.
+"""
 
 from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
 from accelbench.errors import NotFoundError, StoreError, UserInputError
+from accelbench.settings import get_settings
 from accelbench.store.db import drop_failed_cursors, make_engine, upgrade_schema
-from accelbench.store.models import (
-    RunRow,
-)
+from accelbench.store.tables import runs
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def jsonable(obj: Any) -> Any:
@@ -63,19 +69,18 @@ class StoreBase:
         self.engine: Engine = make_engine(url)
         if migrate:
             upgrade_schema(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions: sessionmaker[Session] | None = None
 
     @property
     def is_postgres(self) -> bool:
         return self.engine.dialect.name == "postgresql"
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """One transaction. A store that cannot be used (read-only, full, unreachable, damaged) raises
-        ``StoreError`` with the driver's one line, for the CLI and the API alike."""
+    def _usable(self) -> Iterator[None]:
+        """A store that cannot be used (read-only, full, unreachable, damaged) raises ``StoreError`` with the
+        driver's one line, for the CLI and the API alike."""
         try:
-            with self._sessions() as s, s.begin():
-                yield s
+            yield
         except OperationalError as exc:
             drop_failed_cursors(exc)
             first = str(exc.orig or exc).strip().splitlines()[0]
@@ -85,6 +90,26 @@ class StoreBase:
                 hint="Check that it is writable, its disk has space and its server is up; nothing was changed.",
             ) from exc
 
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction of ORM objects (a store that cannot be used: ``StoreError``)."""
+        with self._usable(), self._session_factory()() as s, s.begin():
+            yield s
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """One transaction of SQLAlchemy Core statements (a store that cannot be used: ``StoreError``)."""
+        with self._usable(), self.engine.begin() as conn:
+            yield conn
+
+    def _session_factory(self) -> sessionmaker[Session]:
+        if self._sessions is None:
+            # start-up time: the ORM loads with the first session; the run list reads with Core and needs none
+            from sqlalchemy.orm import sessionmaker
+
+            self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        return self._sessions
+
     def dispose(self) -> None:
         self.engine.dispose()
 
@@ -93,14 +118,42 @@ class StoreBase:
         ref = ref.strip()
         if not ref:
             raise UserInputError("Empty run id.")
-        with self.session() as s:
-            if s.get(RunRow, ref) is not None:
+        with self.connection() as conn:
+            if conn.scalar(select(runs.c.id).where(runs.c.id == ref)) is not None:
                 return ref
             ids = list(
-                s.scalars(select(RunRow.id).where(RunRow.id.startswith(ref, autoescape=True)).limit(5))
+                conn.scalars(select(runs.c.id).where(runs.c.id.startswith(ref, autoescape=True)).limit(5))
             )
         if len(ids) == 1:
             return ids[0]
         if not ids:
             raise NotFoundError(f"No run {ref!r}.", hint="`accelbench runs list` shows the stored runs.")
         raise UserInputError(f"Run id {ref!r} is ambiguous: {', '.join(ids)}. Give more characters.")
+
+
+S = TypeVar("S", bound=StoreBase)
+
+_open: dict[str, StoreBase] = {}
+_lock = threading.Lock()
+
+
+def shared_store(kind: type[S], url: str | None = None) -> S:
+    """The process-wide handle of ``kind`` on the database at ``url`` (default: from settings), opened and
+    migrated on first use. A handle that can do less (the run list's) gives way to the first one asked for that
+    can do more (``Store``: every part), which then serves both."""
+    url = url or get_settings().effective_database_url
+    with _lock:
+        store = _open.get(url)
+        if not isinstance(store, kind):
+            if store is not None:
+                store.dispose()  # its engine still works for whoever holds it: it reconnects when next used
+            store = _open[url] = kind(url)
+        return store
+
+
+def reset_stores() -> None:
+    """Close every handle this process opened and forget them."""
+    with _lock:
+        for s in _open.values():
+            s.dispose()
+        _open.clear()

@@ -17,9 +17,10 @@ from sqlalchemy import and_, or_, select
 
 from accelbench.domain.owner import PROCESS_TAG, process_owner  # noqa: F401  (process_owner: kept importable from here for the store's callers)
 from accelbench.domain.run import RunStatus
-from accelbench.store.models import RunRow
+from accelbench.store.tables import runs
 
 if TYPE_CHECKING:
+    from accelbench.store.database import StoreBase
     from accelbench.store.repo import Store
 
 #: statuses of a run that some process is executing right now
@@ -68,14 +69,14 @@ def mark_interrupted(store: Store, run_id: str, status: str, owner: str | None) 
     )
 
 
-def in_flight_runs(store: Store) -> list[tuple[str, str, datetime | None, str | None]]:
+def in_flight_runs(store: StoreBase) -> list[tuple[str, str, datetime | None, str | None]]:
     """(id, status, heartbeat, owner) of every in-flight run that names its owner, and of every pending run a
     process claimed when it made it (it has not started yet)."""
-    claimed_pending = and_(RunRow.status == RunStatus.pending.value, RunRow.claim_epoch.is_not(None))
-    with store.session() as s:
-        rows = s.execute(
-            select(RunRow.id, RunRow.status, RunRow.heartbeat_at, RunRow.worker_id).where(
-                or_(RunRow.status.in_(IN_FLIGHT), claimed_pending), RunRow.worker_id.is_not(None)
+    claimed_pending = and_(runs.c.status == RunStatus.pending.value, runs.c.claim_epoch.is_not(None))
+    with store.connection() as conn:
+        rows = conn.execute(
+            select(runs.c.id, runs.c.status, runs.c.heartbeat_at, runs.c.worker_id).where(
+                or_(runs.c.status.in_(IN_FLIGHT), claimed_pending), runs.c.worker_id.is_not(None)
             )
         ).all()
     return [
