@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -22,7 +21,7 @@ from accelbench.store.models import (
     utcnow,
 )
 from accelbench.store.owner import IN_FLIGHT, owner_is_dead, process_owner
-from accelbench.store.result_rows import shared_names, stored_values
+from accelbench.store.run_list import request_counts, run_info
 
 RUN_FIELDS = {
     "label",
@@ -54,7 +53,6 @@ RUN_FIELDS = {
     "heartbeat_at",
 }
 #: What a run's info reads from its row as it is stored (the request counts come from its results).
-_RUN_INFO_FIELDS = shared_names(RunRow, RunInfo)
 
 
 class RunStore(StoreBase):
@@ -193,49 +191,6 @@ class RunStore(StoreBase):
         hold(Claim(run_id, owner, (epoch or 0) + 1))  # the previous executor, if alive, is fenced out
         return self.get_run(run_id)
 
-    def list_runs(
-        self,
-        *,
-        status: str | Sequence[str] | None = None,
-        model: str | None = None,
-        instance_type: str | None = None,
-        accelerator_type: str | None = None,
-        engine: str | None = None,
-        label: str | None = None,
-        kind: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> tuple[list[RunInfo], int]:
-        """Newest first; returns (page, total matching)."""
-        q = select(RunRow)
-        if status:
-            statuses = [status] if isinstance(status, str) else list(status)
-            q = q.where(RunRow.status.in_([RunStatus(x).value for x in statuses]))
-        if model:
-            q = q.where(
-                or_(
-                    RunRow.model.contains(model, autoescape=True),
-                    RunRow.served_model.contains(model, autoescape=True),
-                )
-            )
-        if instance_type:
-            q = q.where(RunRow.instance_type == instance_type)
-        if accelerator_type:
-            q = q.where(RunRow.accelerator_type == accelerator_type)
-        if engine:
-            q = q.where(RunRow.engine == engine)
-        if label:
-            q = q.where(RunRow.label.contains(label, autoescape=True))
-        if kind:
-            q = q.where(RunRow.kind == kind)
-        with self.session() as s:
-            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-            rows = s.scalars(
-                q.order_by(RunRow.created_at.desc(), RunRow.id.desc()).limit(limit).offset(offset)
-            ).all()
-            counts = self._request_counts(s, [r.id for r in rows])
-            return [self._run_info(s, r, counts.get(r.id)) for r in rows], total
-
     def measured_models(self) -> dict[str, list[tuple[str, ...]]]:
         """Instance type -> the names of each model measured on it (one query, for the estimate table): per
         run that measured something (completed, or with a cell of completed requests), its model and the
@@ -316,30 +271,7 @@ class RunStore(StoreBase):
             )
         return self.set_status(run.id, RunStatus.cancelled, error="cancelled by request")
 
-    def _request_counts(self, s: Session, run_ids: list[str]) -> dict[str, tuple[int, int, int]]:
-        if not run_ids:
-            return {}
-        q = (
-            select(
-                ResultRow.run_id,
-                func.coalesce(func.sum(ResultRow.completed), 0),
-                func.coalesce(func.sum(ResultRow.failed), 0),
-                func.count(ResultRow.id),
-            )
-            .where(ResultRow.run_id.in_(run_ids))
-            .group_by(ResultRow.run_id)
-        )
-        return {rid: (int(c), int(f), int(n)) for rid, c, f, n in s.execute(q)}
-
     def _run_info(self, s: Session, row: RunRow, counts: tuple[int, int, int] | None = None) -> RunInfo:
         if counts is None:
-            counts = self._request_counts(s, [row.id]).get(row.id, (0, 0, 0))
-        return RunInfo.model_validate(
-            {
-                "created_at": utcnow(),  # when the row has none
-                **stored_values(row, _RUN_INFO_FIELDS),
-                "completed_requests": counts[0],
-                "failed_requests": counts[1],
-                "cells": counts[2],
-            }
-        )
+            counts = request_counts(s, [row.id]).get(row.id, (0, 0, 0))
+        return run_info(row, counts)
