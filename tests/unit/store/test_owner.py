@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 
 from accelbench.domain.run import RunStatus
 from accelbench.store import Store
 from accelbench.store.owner import in_flight_runs, owner_is_dead, process_owner, recover_dead_owners
 from tests.support.api_app import summary
-
-_KILLED_CLI = textwrap.dedent(
-    """
-    import os, sys
-    from accelbench.domain.run import RunStatus
-    from accelbench.store import Store
-    store = Store(sys.argv[1])
-    run = store.create_run(kind="sweep", model="m")
-    store.set_status(run.id, RunStatus.benchmarking)
-    print(run.id, flush=True)
-    os._exit(0)  # no finally, no atexit: what SIGKILL leaves behind
-    """
-)
+from tests.support.killed_run import KILLED_CLI
 
 
 def test_a_run_whose_process_died_is_interrupted_and_keeps_its_cells(store: Store) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", _KILLED_CLI, str(store.engine.url.render_as_string(hide_password=False))],
+        [sys.executable, "-c", KILLED_CLI, str(store.engine.url.render_as_string(hide_password=False))],
         capture_output=True,
         text=True,
         check=True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -20,19 +19,7 @@ from accelbench.store.db import alembic_config, make_engine
 from accelbench.store.repo import Store, get_store, reset_stores
 from accelbench.store.run_list import RunListing, get_run_listing
 from tests.support.api_app import summary
-
-_KILLED_CLI = textwrap.dedent(
-    """
-    import os, sys
-    from accelbench.domain.run import RunStatus
-    from accelbench.store import Store
-    store = Store(sys.argv[1])
-    run = store.create_run(kind="sweep", model="m")
-    store.set_status(run.id, RunStatus.benchmarking)
-    print(run.id, flush=True)
-    os._exit(0)  # no finally, no atexit: what SIGKILL leaves behind
-    """
-)
+from tests.support.killed_run import KILLED_CLI
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +77,7 @@ def test_the_whole_store_takes_over_the_handle_of_its_database(db_url: str) -> N
 
 def test_listing_from_the_handle_marks_a_run_whose_process_died_interrupted(db_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", _KILLED_CLI, db_url], capture_output=True, text=True, check=True
+        [sys.executable, "-c", KILLED_CLI, db_url], capture_output=True, text=True, check=True
     )
     orphan = out.stdout.strip()
     listing = get_run_listing(db_url)
