@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, select
+from pydantic import BaseModel
+from sqlalchemy import Connection, Engine, Table, select
 from sqlalchemy.exc import OperationalError
 
 from accelbench.errors import NotFoundError, StoreError, UserInputError
@@ -59,6 +60,19 @@ def _aware(dt: datetime | None) -> datetime | None:
     if dt is not None and dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
     return dt
+
+
+def shared_names(table: Table, model: type[BaseModel]) -> set[str]:
+    """The names that are both a column of ``table`` and a field of ``model``: stored as they are."""
+    return set(table.c.keys() & model.model_fields.keys())
+
+
+def stored_values(row: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The row's values under ``names`` (a Core row or an ORM object: the same attributes) as a model reads them:
+    a time made timezone-aware (SQLite returns naive ones), a NULL left out so the model's default applies (None,
+    an empty list or dict, "")."""
+    values = {name: getattr(row, name) for name in names}
+    return {name: _aware(v) if isinstance(v, datetime) else v for name, v in values.items() if v is not None}
 
 
 class StoreBase:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import delete, select
-from sqlalchemy import inspect as sa_inspect
 
 from accelbench.domain.bench_summary import BenchmarkSummary, TelemetrySample
 from accelbench.domain.load import in_ramp
@@ -17,32 +14,19 @@ from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import CellStatus
 from accelbench.errors import NotFoundError
+from accelbench.store import tables
 from accelbench.store.claims import check_fence
-from accelbench.store.database import StoreBase, _aware, jsonable
+from accelbench.store.database import StoreBase, jsonable, shared_names, stored_values
 from accelbench.store.models import (
-    Base,
     RequestRow,
     ResultRow,
     TelemetryRow,
 )
 
-
-def shared_names(row_type: type[Base], model: type[BaseModel]) -> set[str]:
-    """The names that are both a column of ``row_type`` and a field of ``model``: stored as they are."""
-    return set(sa_inspect(row_type).columns.keys() & model.model_fields.keys())
-
-
-def stored_values(row: Base, names: Iterable[str]) -> dict[str, Any]:
-    """The row's values under ``names`` as a model reads them: a time made timezone-aware (SQLite returns
-    naive ones), a NULL left out so the model's default applies (None, an empty list or dict, "")."""
-    values = {name: getattr(row, name) for name in names}
-    return {name: _aware(v) if isinstance(v, datetime) else v for name, v in values.items() if v is not None}
-
-
 #: The request record's fields its row keeps under the same name (the rest: ``index`` is ``idx``, ``ramp`` is
 #: judged again when read, ``tpot_s`` is stored for queries but derived in the record).
-_REQUEST_FIELDS = shared_names(RequestRow, RequestRecord)
-_RESULT_FIELDS = shared_names(ResultRow, ResultInfo)
+_REQUEST_FIELDS = shared_names(tables.request_records, RequestRecord)
+_RESULT_FIELDS = shared_names(tables.results, ResultInfo)
 
 
 class ResultStore(StoreBase):

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, func, or_, select
 
 from accelbench.domain.results import RunInfo
 from accelbench.domain.run import RunStatus
-from accelbench.store.database import StoreBase, _aware, shared_store
+from accelbench.store.database import StoreBase, shared_names, shared_store, stored_values
 from accelbench.store.tables import results, runs, utcnow
 
 if TYPE_CHECKING:
@@ -41,41 +41,21 @@ def request_counts(conn: Connection | Session, run_ids: Sequence[str]) -> dict[s
     return {rid: (int(c), int(f), int(n)) for rid, c, f, n in conn.execute(q)}
 
 
+#: the run record's fields its row keeps under the same name (the request counts come from the results)
+_RUN_INFO_FIELDS = shared_names(runs, RunInfo)
+
+
 def run_info(row: Any, counts: tuple[int, int, int]) -> RunInfo:
     """A run's record from its row (a Core row or an ORM ``RunRow``: the same attributes) and its
     ``request_counts``."""
-    return RunInfo(
-        id=row.id,
-        label=row.label,
-        kind=row.kind,
-        status=RunStatus(row.status),
-        created_at=_aware(row.created_at) or utcnow(),
-        updated_at=_aware(row.updated_at),
-        started_at=_aware(row.started_at),
-        finished_at=_aware(row.finished_at),
-        model=row.model,
-        model_revision=row.model_revision,
-        served_model=row.served_model,
-        base_url=row.base_url,
-        engine=row.engine,
-        engine_version=row.engine_version,
-        target=row.target,
-        instance_type=row.instance_type,
-        accelerator_type=row.accelerator_type,
-        accelerator_name=row.accelerator_name,
-        accelerator_count=row.accelerator_count,
-        tp_degree=row.tp_degree,
-        quantization=row.quantization,
-        hourly_usd=row.hourly_usd,
-        spec=row.spec or {},
-        environment=row.environment or {},
-        command=row.command,
-        error=row.error,
-        progress=row.progress or {},
-        extra=row.extra or {},
-        completed_requests=counts[0],
-        failed_requests=counts[1],
-        cells=counts[2],
+    return RunInfo.model_validate(
+        {
+            "created_at": utcnow(),  # when the row has none
+            **stored_values(row, _RUN_INFO_FIELDS),
+            "completed_requests": counts[0],
+            "failed_requests": counts[1],
+            "cells": counts[2],
+        }
     )
 
 
