@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from accelbench.bench.prompts import DATASETS
 from accelbench.bench.schedule import SCHEDULES
@@ -170,19 +170,27 @@ TOY_SOURCE = """
 """
 
 
+def bench_on_stream_server(tmp_path: Path, *flags: str) -> tuple[Result, list[str]]:
+    """``accelbench bench ... --format json`` against the in-repo stream server, as a user runs it: the result and
+    the prompts the server received, sorted."""
+    tok = make_tokenizer_dir(tmp_path / "tok")
+    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
+        res = runner.invoke(
+            app,
+            ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok),
+             "--output-len", "4", "--format", "json", *flags],
+        )  # fmt: skip
+        sent = sorted(r.prompt for r in server.records)
+    return res, sent
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_telemetry_source_is_one_module_and_one_registration(
     store: Store, package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate(DEVICE_SOURCES, monkeypatch)
     DEVICE_SOURCES.add_module(write(package, "toymeter", TOY_SOURCE))
-    tok = make_tokenizer_dir(tmp_path / "tok")
-    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
-        res = runner.invoke(
-            app,
-            ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok),
-             "--input-len", "48", "--output-len", "4", "--num-prompts", "4", "--format", "json"],
-        )  # fmt: skip
+    res, _ = bench_on_stream_server(tmp_path, "--input-len", "48", "--num-prompts", "4")
     assert res.exit_code == 0, res.output
     telemetry = json.loads(res.stdout)["summary"]["device_telemetry"]
     assert "toymeter" in telemetry["sources"]
@@ -257,14 +265,7 @@ def test_a_dataset_is_one_module_and_one_registration(
 ) -> None:
     isolate(DATASETS, monkeypatch)
     DATASETS.add_module(write(package, "numbered", TOY_DATASET))
-    tok = make_tokenizer_dir(tmp_path / "tok")
-    with StreamServer(Script(ttft_ms=3, itl_ms=1), tokenizer_dir=tok, model="smol") as server:
-        res = runner.invoke(
-            app,
-            ["bench", "--base-url", server.base_url, "--model", "smol", "--tokenizer", str(tok),
-             "--dataset", "numbered", "--output-len", "4", "--num-prompts", "3", "--format", "json"],
-        )  # fmt: skip
-        sent = sorted(r.prompt for r in server.records)
+    res, sent = bench_on_stream_server(tmp_path, "--dataset", "numbered", "--num-prompts", "3")
     assert res.exit_code == 0, res.output
     assert sent == ["numbered prompt 0", "numbered prompt 1", "numbered prompt 2"]
     summary = json.loads(res.stdout)["summary"]
