@@ -61,7 +61,7 @@ def default_factors(kind: str, engine: str) -> EfficiencyFactors:
 def cpu_stream_share() -> float:
     """The share of a CPU socket's peak bandwidth a stream of reads reaches (STREAM's), as the CPU kind's
     cited bandwidth_efficiency prior: what turns an achieved per-core rate into the peak the model scales."""
-    return float(efficiency_data()["kinds"]["cpu"]["bandwidth_efficiency"]["value"])
+    return _values(efficiency_data()["kinds"]["cpu"], "prior")["bandwidth_efficiency"]
 
 
 def cpu_peak_gbps(socket_gbps: float, cores_gbps: float) -> float:
