@@ -59,8 +59,6 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'accelbench.bench' has no attribute {name!r}")
-    if module == "datasets":
-        importlib.import_module("accelbench.bench.trace")  # registers the trace dataset
     value = getattr(importlib.import_module(f"accelbench.bench.{module}"), name)
     globals()[name] = value
     return value

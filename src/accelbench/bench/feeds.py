@@ -28,7 +28,6 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from accelbench.bench import trace as _trace  # noqa: F401  (registers the trace dataset)
 from accelbench.bench.client import RequestHead, render_request
 from accelbench.bench.datasets import PromptSource, StopFn, open_dataset
 from accelbench.bench.tokenizer import Tokenizer, tokenizer_from_recipe
