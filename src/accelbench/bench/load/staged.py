@@ -41,10 +41,12 @@ async def send_staged(s: Sending, n: int, stages: Sequence[LoadStage]) -> None:
             cap, change = stages_mod.allowed(stages, now - t0)
             if in_flight < cap:
                 item = await feed.get()
-                if item is None:
+                sent_at = _pc()
+                # the plan may have ended while the feed built the request
+                if item is None or stop.should_stop(sent_at):
                     break
                 col.take(i, item)
-                col.eligible[i] = col.scheduled[i] = _pc()
+                col.eligible[i] = col.scheduled[i] = sent_at
                 in_flight += 1
                 task = loop.create_task(one(i, item.data))
                 tasks.add(task)
