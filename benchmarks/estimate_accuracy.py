@@ -126,15 +126,18 @@ def _table(title: str, errs: dict) -> None:
 
 
 def _ranges_table(records: list, held_out: dict) -> None:
-    from accelbench.plan.ranges import coverage
+    from accelbench.plan.ranges import StratumCoverage, coverage
 
     print()
     print(
         "80% ranges out of source (each source's rows against the ranges an estimate would show, built from "
-        "records whose fits never saw that source; honest: 70-90% inside)"
+        "records whose fits never saw that source; honest: 70-90% inside). 90% interval: the exact binomial "
+        "interval of the share, rows taken as independent (rows of one source share its bias: wider still); "
+        "verdict: 'too wide' or 'too narrow' only when that interval leaves out 80%"
     )
     print(
-        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'median half-width':>18}"
+        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'90% interval':>13} "
+        f"{'verdict':>16} {'median half-width':>18}"
     )
     graded = coverage(records, held_out.__getitem__)
     for c in graded:
@@ -143,13 +146,32 @@ def _ranges_table(records: list, held_out: dict) -> None:
             inside += f" ({c.inside}/{c.n})"
         if c.no_range:
             inside += f", {c.no_range} without a range"
+        lo, hi = c.share_interval(0.9)
         print(
             f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
+            f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>13} {_verdict(c.share_inside, lo, hi, c.graded):>16} "
             f"{c.median_half_width_pct:>17.0f}%"
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
-        print(f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%)")
+        lo, hi = StratumCoverage("every", "every", n=n, inside=inside).share_interval(0.9)
+        print(
+            f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%, "
+            f"90% interval {lo * 100:.0f}-{hi * 100:.0f}%)"
+        )
+
+
+def _verdict(share: float, lo: float, hi: float, graded: bool) -> str:
+    """What a stratum's share says of its ranges: within 70-90%, or whether its exact interval leaves out 80%."""
+    if not graded:
+        return "-"
+    if 0.7 <= share <= 0.9:
+        return "honest"
+    if lo > 0.8:
+        return "too wide"
+    if hi < 0.8:
+        return "too narrow"
+    return "consistent w/ 80%"
 
 
 def _family_table(records: list) -> None:

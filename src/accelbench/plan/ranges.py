@@ -403,6 +403,20 @@ class StratumCoverage:
     def median_half_width_pct(self) -> float:
         return statistics.median(self.half_widths_pct) if self.half_widths_pct else math.nan
 
+    def share_interval(self, confidence: float = 0.9) -> tuple[float, float]:
+        """The exact (Clopper-Pearson) interval of the share inside: the shares under which ``inside`` of ``n``
+        is no rarer than ``(1 - confidence) / 2`` at either end. It treats the rows as independent draws; rows of
+        one source share its bias, so the true uncertainty is wider still. A share whose interval holds 80% is
+        no evidence that the ranges are too wide or too narrow."""
+        from scipy.stats import beta  # heavy: scipy, only when the ranges are graded
+
+        if not self.n:
+            return (0.0, 1.0)
+        tail = (1 - confidence) / 2
+        lo = float(beta.ppf(tail, self.inside, self.n - self.inside + 1)) if self.inside else 0.0
+        hi = float(beta.ppf(1 - tail, self.inside + 1, self.n - self.inside)) if self.inside < self.n else 1.0
+        return lo, hi
+
 
 def coverage(
     records: Sequence[ErrorRecord], built_without: Callable[[str], Sequence[ErrorRecord]] | None = None

@@ -14,6 +14,7 @@ from accelbench.domain.instance_types import AcceleratorType
 from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
 from accelbench.plan.ranges import (
     MIN_ROWS,
+    StratumCoverage,
     capacity_range,
     coverage,
     deciles,
@@ -159,6 +160,18 @@ def test_coverage_builds_each_source_s_ranges_from_what_it_is_given_and_says_whe
     # nothing left to build a range from: counted apart, not as outside
     (lone,) = [c for c in coverage(rows[-2:]) if c.metric == "tpot"]
     assert lone.n == 0 and lone.no_range == 2
+
+
+def test_the_share_inside_carries_its_exact_interval() -> None:
+    every = StratumCoverage("A100 x vllm x decode-bound", "tpot", n=9, inside=9)
+    lo, hi = every.share_interval(0.9)
+    assert lo == pytest.approx(0.05 ** (1 / 9)) and hi == 1.0  # 9 of 9: only shares above 72% make it likely
+    none = StratumCoverage("x", "tpot", n=4, inside=0)
+    assert none.share_interval(0.9) == (0.0, pytest.approx(1 - 0.05 ** (1 / 4)))
+    half = StratumCoverage("x", "tpot", n=200, inside=100)
+    lo, hi = half.share_interval(0.9)
+    assert 0.43 < lo < 0.5 < hi < 0.57  # many rows: a narrow interval about the share
+    assert StratumCoverage("x", "tpot").share_interval() == (0.0, 1.0)
 
 
 def test_a_request_rate_the_engine_cannot_serve_is_queueing() -> None:
