@@ -67,22 +67,21 @@ def _one_instance(query: EstimateQuery, model: ModelSpec, ctx: PlanContext, aske
 
 
 def question(query: EstimateQuery, ctx: PlanContext) -> Question:
-    """The question a refusal's way forward is predicted for: the query's traffic and settings."""
-    return Question(
+    """The question a refusal's way forward is predicted for: the query's traffic and settings, its goal
+    choosing the open ones (no SLO, no list of alternatives, no FP8 the caller did not ask for)."""
+    asked = PlanQuery(
         input_len=query.input_len,
         output_len=query.output_len,
         concurrency=query.concurrency,
+        arrivals=query.arrivals,
+        engine=query.engine,
         quantization=query.quantization,
         max_model_len=query.min_context,
         kv_cache_dtype=query.kv_cache_dtype,
-        settings=query.engine_settings(),
-        engine=query.engine,
+        engine_settings=query.engine_settings(),
         goal=query.goal,
-        arrivals=query.arrivals,
-        calibrations=ctx.calibrations,
-        prices=ctx.prices,
-        catalog=ctx.catalog,
     )
+    return Question(asked, ctx)
 
 
 def _described_estimate(

@@ -101,17 +101,17 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
     if rec.fits:
         return rec
     d_in, d_out, conc = DEFAULT_TRAFFIC
-    question = Question(
+    asked = PlanQuery(
         input_len=options.get("input_len") or d_in,
         output_len=options.get("output_len") or d_out,
         concurrency=conc,
         quantization=options.get("quantization"),
         max_model_len=options.get("max_model_len"),
         kv_cache_dtype=options.get("kv_cache_dtype"),
-        settings=options.get("settings"),
+        engine_settings=options.get("settings"),
         engine=options.get("engine"),
     )
-    return priced_refusal(rec, spec, question)
+    return priced_refusal(rec, spec, Question(asked))
 
 
 def plan_context(
