@@ -3,7 +3,7 @@ point (the performance model itself is ``plan/perf_model.py``; the feasible esti
 ``plan/estimate_figures.py``).
 
 Each entry point takes the question as one ``PlanQuery`` and what the caller knows as one ``PlanContext``
-(or, for the callers that have them loose, the same fields as keyword arguments)."""
+(None: nothing known, the snapshot prices and the cited factors)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.calibrations import CalibrationSet, factors_for
 from accelbench.plan.choose import GOALS, estimate_for_goal
-from accelbench.plan.context import PlanContext, query_and_context
+from accelbench.plan.context import PlanContext
 from accelbench.plan.cpu_topology import topology_note
 from accelbench.plan.estimate_figures import PerfSetup, estimate_notes, feasible_estimate
 from accelbench.plan.hardware import Hardware, hardware_for, local_machine
@@ -153,15 +153,13 @@ def _factors(
 def perf_setup(
     model: ModelSpec,
     instance: InstanceType | str,
-    query: PlanQuery | None = None,
+    query: PlanQuery,
     context: PlanContext | None = None,
     *,
     spec: AcceleratorSpec | None = None,
-    **asked: Any,
 ) -> PerfSetup | str:
-    """The setup ``estimate`` predicts from (the same fit, settings and factors), or why there is none.
-    ``asked``: the ``PlanQuery`` and ``PlanContext`` fields, for a caller without them built."""
-    query, context = query_and_context(query, context, asked)
+    """The setup ``estimate`` predicts from (the same fit, settings and factors), or why there is none."""
+    context = context or PlanContext()
     instance, spec, catalog = resolve_hardware(instance, spec, context.catalog)
     kind = instance.accelerator_type
     eng = normalize_engine(query.engine, kind)
@@ -191,12 +189,11 @@ def perf_setup(
 def estimate(
     model: ModelSpec | str,
     instance: InstanceType | str,
-    query: PlanQuery | None = None,
+    query: PlanQuery,
     context: PlanContext | None = None,
     *,
     spec: AcceleratorSpec | None = None,
     recommendation: Recommendation | None = None,
-    **asked: Any,
 ) -> Estimate:
     """Predicted speed and cost of serving ``model`` on ``instance`` at one traffic point.
 
@@ -212,10 +209,10 @@ def estimate(
     ``context`` is what the caller knows (``PlanContext``): ``calibrations`` (default: none) supplies fitted
     factors by (accelerator, engine); ``prices`` maps instance names to prices (default: the catalog
     snapshot); ``measured_runs`` (instance -> the names of each stored run measured there) marks the row
-    measured only where this model was (``plan/measured.py``). ``asked``: the fields of both, for a caller
-    without them built. ``recommendation``: a fit already made for this question.
+    measured only where this model was (``plan/measured.py``); None: nothing known. ``recommendation``: a
+    fit already made for this question.
     """
-    query, context = query_and_context(query, context, asked)
+    context = context or PlanContext()
     if query.arrivals not in ("bursts", "steady"):
         raise UserInputError(f"Unknown arrivals {query.arrivals!r}: use bursts or steady.")
     if query.input_len < 1 or query.output_len < 1 or query.concurrency < 1:
@@ -309,13 +306,14 @@ def _one_setting(
 
 def estimate_local(
     model: ModelSpec,
+    query: PlanQuery,
+    context: PlanContext | None = None,
     *,
     environment: dict[str, Any] | None = None,
-    **kwargs: Any,
 ) -> Estimate:
     """Estimate for "this machine" (or the machine a captured environment describes)."""
     instance, spec = local_machine(environment)
-    return estimate(model, instance, spec=spec, **kwargs)
+    return estimate(model, instance, query, context, spec=spec)
 
 
 def as_model_spec(model: ModelSpec | str) -> ModelSpec:

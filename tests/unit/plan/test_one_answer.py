@@ -3,6 +3,7 @@ and the sentences that explain a context come from the same figures (the shipped
 
 from __future__ import annotations
 
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.recommendation import Verdict
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import recommend
@@ -34,7 +35,9 @@ def test_a_shorter_context_is_explained_once_and_never_as_the_full_context() -> 
 def test_recommend_never_shortens_the_context_below_the_request_it_was_given() -> None:
     spec = load_model_spec("llama-3.1-8b-instruct")
     rec = recommend(spec, "g5.xlarge", input_len=10_000, output_len=1_000)
-    est = estimate(spec, "g5.xlarge", input_len=10_000, output_len=1_000, concurrency=1, goal="cost")
+    est = estimate(
+        spec, "g5.xlarge", PlanQuery(input_len=10_000, output_len=1_000, concurrency=1, goal="cost")
+    )
     assert rec.fits and rec.settings is not None and est.feasible
     assert rec.settings.max_model_len >= 11_000
     assert (est.weight_format, est.max_model_len) == (rec.settings.weight_format, rec.settings.max_model_len)
@@ -45,7 +48,7 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
     # cheaper per token, but the checkpoint's precision fits, so the estimate must not choose it unasked
     spec = load_model_spec("llama-3.1-70b-instruct")
     rec = recommend(spec, "g6e.12xlarge")
-    est = estimate(spec, "g6e.12xlarge", input_len=512, output_len=128, concurrency=1, goal="cost")
+    est = estimate(spec, "g6e.12xlarge", PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost"))
     assert rec.settings is not None and rec.settings.quantization is None
     assert est.feasible and not est.quantization_required and est.like_for_like
     assert (est.weight_format, est.max_model_len, est.tensor_parallel_size) == (
@@ -56,11 +59,7 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
     asked = estimate(
         spec,
         "g6e.12xlarge",
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        goal="cost",
-        allow_quantization=True,
+        PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost", allow_quantization=True),
     )
     assert asked.weight_format == "fp8"  # chosen only when the caller lets the goal choose it
 

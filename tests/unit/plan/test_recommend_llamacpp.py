@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
@@ -84,23 +85,17 @@ def test_the_estimate_runs_the_gguf_format_and_one_request_at_a_time(llama2) -> 
     e = estimate(
         llama2,
         "c7g.8xlarge",
-        input_len=128,
-        output_len=64,
-        concurrency=4,
-        quantization="int4",
-        engine="llamacpp",
+        PlanQuery(input_len=128, output_len=64, concurrency=4, quantization="int4", engine="llamacpp"),
     )
     assert e.recommendation.settings is not None and e.recommendation.settings.max_num_seqs == 1
     one = estimate(
         llama2,
         "c7g.8xlarge",
-        input_len=128,
-        output_len=64,
-        concurrency=1,
-        quantization="int4",
-        engine="llamacpp",
+        PlanQuery(input_len=128, output_len=64, concurrency=1, quantization="int4", engine="llamacpp"),
     )
     assert e.tpot_ms is not None and one.tpot_ms is not None
     assert e.tpot_ms == pytest.approx(one.tpot_ms, rel=0.05)  # no batching: the others wait in the queue
-    bf16 = estimate(llama2, "c7g.8xlarge", input_len=128, output_len=64, concurrency=1, engine="llamacpp")
+    bf16 = estimate(
+        llama2, "c7g.8xlarge", PlanQuery(input_len=128, output_len=64, concurrency=1, engine="llamacpp")
+    )
     assert bf16.tpot_ms is not None and bf16.tpot_ms > 2 * one.tpot_ms  # 4-bit file read, not 16-bit

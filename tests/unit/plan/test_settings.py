@@ -3,9 +3,12 @@ setting that cannot work is refused with the reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
@@ -37,11 +40,13 @@ def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
     e = estimate(
         model,
         "p5.48xlarge",
-        input_len=2048,
-        output_len=256,
-        concurrency=256,
-        engine_settings=EngineSettings(tensor_parallel_size=8, max_num_seqs=512),
-        factors=F,
+        PlanQuery(
+            input_len=2048,
+            output_len=256,
+            concurrency=256,
+            engine_settings=EngineSettings(tensor_parallel_size=8, max_num_seqs=512),
+            factors=F,
+        ),
     )
     assert e.tensor_parallel_size == 8 and e.batch == 256
 
@@ -57,10 +62,12 @@ def test_a_tp_that_cannot_work_is_refused_with_the_reason(instance: str, tp: int
     e = estimate(
         m("llama-3.1-8b-instruct"),
         instance,
-        input_len=128,
-        output_len=32,
-        concurrency=1,
-        engine_settings=EngineSettings(tensor_parallel_size=tp),
+        PlanQuery(
+            input_len=128,
+            output_len=32,
+            concurrency=1,
+            engine_settings=EngineSettings(tensor_parallel_size=tp),
+        ),
     )
     assert not e.feasible and says in e.explanation
 
@@ -75,11 +82,13 @@ def test_max_num_seqs_is_kept_and_warned_about_when_the_kv_cache_cannot_hold_it(
     small = estimate(
         model,
         "g6.xlarge",
-        input_len=256,
-        output_len=64,
-        concurrency=16,
-        engine_settings=EngineSettings(max_num_seqs=4),
-        factors=F,
+        PlanQuery(
+            input_len=256,
+            output_len=64,
+            concurrency=16,
+            engine_settings=EngineSettings(max_num_seqs=4),
+            factors=F,
+        ),
     )
     assert small.batch == 4 and small.times is not None and small.times.queue_ms > 0
 
@@ -91,11 +100,13 @@ def test_max_num_batched_tokens_sets_the_prefill_chunk() -> None:
         e = estimate(
             model,
             "g6.xlarge",
-            input_len=4096,
-            output_len=16,
-            concurrency=1,
-            engine_settings=EngineSettings(max_num_batched_tokens=chunk) if chunk else None,
-            factors=F,
+            PlanQuery(
+                input_len=4096,
+                output_len=16,
+                concurrency=1,
+                engine_settings=EngineSettings(max_num_batched_tokens=chunk) if chunk else None,
+                factors=F,
+            ),
         )
         assert e.recommendation.settings is not None
         assert e.recommendation.settings.max_num_batched_tokens == chunk
@@ -131,11 +142,13 @@ def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -
         return estimate(
             model,
             "m7i.8xlarge",  # 32 vCPUs = 16 cores x 2 threads
-            input_len=1024,
-            output_len=32,
-            concurrency=1,
-            engine_settings=EngineSettings(threads=threads) if threads else None,
-            factors=f,
+            PlanQuery(
+                input_len=1024,
+                output_len=32,
+                concurrency=1,
+                engine_settings=EngineSettings(threads=threads) if threads else None,
+                factors=f,
+            ),
         )
 
     all_cores, four = est(None), est(4)
@@ -158,7 +171,9 @@ def test_the_engine_is_an_input_and_one_that_cannot_serve_the_tier_is_an_error()
 def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> None:
     model = m("llama-3.1-8b-instruct")
     e = estimate(
-        model, "p5.48xlarge", input_len=1024, output_len=128, concurrency=4, goal="latency", alternatives=True
+        model,
+        "p5.48xlarge",
+        PlanQuery(input_len=1024, output_len=128, concurrency=4, goal="latency", alternatives=True),
     )
     assert e.goal == "latency" and e.alternatives
     tps = {a.tensor_parallel_size for a in e.alternatives}
@@ -172,28 +187,32 @@ def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> 
     allowed = estimate(
         model,
         "p5.48xlarge",
-        input_len=1024,
-        output_len=128,
-        concurrency=4,
-        goal="latency",
-        alternatives=True,
-        allow_quantization=True,
+        PlanQuery(
+            input_len=1024,
+            output_len=128,
+            concurrency=4,
+            goal="latency",
+            alternatives=True,
+            allow_quantization=True,
+        ),
     )
     picked = [a for a in allowed.alternatives if a.chosen]
     assert picked[0].tpot_ms == min(a.tpot_ms for a in allowed.alternatives if a.feasible)
     fixed = estimate(
         model,
         "p5.48xlarge",
-        input_len=1024,
-        output_len=128,
-        concurrency=4,
-        goal="cost",
-        alternatives=True,
-        engine_settings=EngineSettings(tensor_parallel_size=2),
+        PlanQuery(
+            input_len=1024,
+            output_len=128,
+            concurrency=4,
+            goal="cost",
+            alternatives=True,
+            engine_settings=EngineSettings(tensor_parallel_size=2),
+        ),
     )
     assert {a.tensor_parallel_size for a in fixed.alternatives} == {2}  # a given TP stays fixed
     with pytest.raises(UserInputError, match="goal"):
-        estimate(model, "p5.48xlarge", input_len=8, output_len=8, concurrency=1, goal="speed")
+        estimate(model, "p5.48xlarge", PlanQuery(input_len=8, output_len=8, concurrency=1, goal="speed"))
 
 
 def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bound() -> None:
@@ -204,11 +223,7 @@ def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bo
         e = estimate(
             model,
             instance,
-            input_len=1024,
-            output_len=256,
-            concurrency=c,
-            quantization=q,
-            engine_settings=tp1,
+            PlanQuery(input_len=1024, output_len=256, concurrency=c, quantization=q, engine_settings=tp1),
         )
         assert e.times is not None
         return e.times.decode_step_ms
@@ -230,14 +245,14 @@ def test_the_checkpoint_precision_is_the_default_and_quantization_is_offered_not
     """A 7B BF16 model fits an L4: it is planned in BF16 (not 'quantization required'), FP8 is offered with
     its predicted gain and a quality note, and chosen only when asked or allowed (then not like for like)."""
     model = m("qwen2.5-7b-instruct")
-    kw = {"input_len": 512, "output_len": 128, "concurrency": 1, "goal": "cost"}
-    native = estimate(model, "g6.xlarge", **kw)  # type: ignore[arg-type]
+    asked = PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost")
+    native = estimate(model, "g6.xlarge", asked)
     assert native.weight_format == "bf16" and not native.quantization_required and native.like_for_like
     offer = [n for n in native.notes if n.startswith("Alternative: FP8 weights")]
     assert offer and "%" in offer[0] and "Quality" in offer[0] and "not like for like" in offer[0]
     for e in (
-        estimate(model, "g6.xlarge", allow_quantization=True, **kw),  # type: ignore[arg-type]
-        estimate(model, "g6.xlarge", quantization="fp8", **kw),  # type: ignore[arg-type]
+        estimate(model, "g6.xlarge", replace(asked, allow_quantization=True)),
+        estimate(model, "g6.xlarge", replace(asked, quantization="fp8")),
     ):
         assert e.weight_format == "fp8" and not e.quantization_required and not e.like_for_like
         assert any(
@@ -245,6 +260,6 @@ def test_the_checkpoint_precision_is_the_default_and_quantization_is_offered_not
         )
         assert e.tpot_ms is not None and native.tpot_ms is not None and e.tpot_ms < native.tpot_ms
     # BF16 fits g6e.12xlarge at TP 4, so only an instance where it fits at no degree requires quantization
-    big = estimate(m("llama-3.1-70b-instruct"), "g6.12xlarge", **kw)  # type: ignore[arg-type]
+    big = estimate(m("llama-3.1-70b-instruct"), "g6.12xlarge", asked)
     assert big.feasible and big.quantization_required and not big.like_for_like
     assert any("the checkpoint's precision does not fit" in n for n in big.notes)
