@@ -14,7 +14,7 @@ from typing import Any
 from accelbench.domain.estimate import CalibrationRef, EfficiencyFactors, Estimate
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_query import PlanQuery
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.recommendation import Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
@@ -116,24 +116,29 @@ def _recommendation(
 ) -> Recommendation:
     """The planner's fit for this traffic; when the natural context is shorter than the request (and no
     context was asked for), the fit for exactly what the request needs."""
-    kind = instance.accelerator_type
     need = query.input_len + query.output_len
-    options: dict[str, Any] = {
-        "quantization": query.quantization,
-        "kv_cache_dtype": query.kv_cache_dtype,
-        "input_len": query.input_len,
-        "output_len": query.output_len,
-        "spec": spec,
-        "catalog": catalog,
-        "suggest_alternatives": False,
-        "factors": f if kind == AcceleratorType.cpu else None,
-        "settings": query.engine_settings,
-        "engine": query.engine,
-    }
-    max_model_len = query.max_model_len
-    rec = recommend(model, instance, max_model_len=max_model_len, **options)
-    if rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None:
-        rec = recommend(model, instance, max_model_len=need, **options)
+    asked = query.fit_query()
+    cpu_factors = f if instance.accelerator_type == AcceleratorType.cpu else None
+
+    def fit(q: FitQuery) -> Recommendation:
+        return recommend(
+            model,
+            instance,
+            q,
+            spec=spec,
+            catalog=catalog,
+            suggest_alternatives=False,
+            factors=cpu_factors,
+        )
+
+    rec = fit(asked)
+    if (
+        rec.fits
+        and rec.settings is not None
+        and rec.settings.max_model_len < need
+        and asked.max_model_len is None
+    ):
+        rec = fit(replace(asked, max_model_len=need))
     return rec
 
 

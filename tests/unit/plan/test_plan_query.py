@@ -1,6 +1,5 @@
 """One question, one context: the planner's entry points take a ``PlanQuery`` and a ``PlanContext`` whole
-(no context: the empty one), not their fields as keywords; ``recommend`` takes a ``FitQuery`` or its
-fields."""
+(no context: the empty one), and ``recommend`` a ``FitQuery``, not their fields as keywords."""
 
 from __future__ import annotations
 
@@ -71,8 +70,10 @@ def test_the_ranking_takes_its_filters_whole() -> None:
     assert [r.instance for r in whole.rows] and len(whole.rows) <= 3
 
 
-def test_recommend_takes_a_fit_query_or_the_same_keywords() -> None:
+def test_recommend_takes_a_fit_query_whole_and_none_is_the_empty_one() -> None:
     spec = load_model_spec("qwen2.5-7b-instruct")
-    loose = recommend(spec, "g6.xlarge", max_model_len=8192, kv_cache_dtype="fp8")
-    whole = recommend(spec, "g6.xlarge", FitQuery(max_model_len=8192, kv_cache_dtype="fp8"))
-    assert loose == whole
+    with pytest.raises(TypeError):
+        recommend(spec, "g6.xlarge", **{"max_model_len": 8192, "kv_cache_dtype": "fp8"})
+    assert recommend(spec, "g6.xlarge") == recommend(spec, "g6.xlarge", FitQuery())
+    asked = recommend(spec, "g6.xlarge", FitQuery(max_model_len=8192, kv_cache_dtype="fp8"))
+    assert asked.settings is not None and asked.settings.max_model_len == 8192

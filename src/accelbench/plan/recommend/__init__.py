@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog import get_catalog
@@ -83,13 +84,13 @@ def recommend(
     catalog: Catalog | None = None,
     suggest_alternatives: bool = True,
     factors: EfficiencyFactors | None = None,
-    **asked: Any,
 ) -> Recommendation:
     """Whether ``model`` fits ``instance`` and with which settings.
 
-    ``settings`` fixes what a deployment (or a published measurement) set: tensor_parallel_size,
-    max_num_seqs, max_num_batched_tokens, kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization,
-    and (unless given as arguments) quantization, kv_cache_dtype and max_model_len; every memory figure is
+    ``query`` holds what was asked (``FitQuery``; None: nothing fixed). Its ``settings`` fix what a deployment
+    (or a published measurement) set: tensor_parallel_size, max_num_seqs, max_num_batched_tokens,
+    kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization, and (unless the query's own fields give
+    them) quantization, kv_cache_dtype and max_model_len; every memory figure is
     recomputed for them, and a setting that cannot work is refused with the reason. ``engine`` names the
     engine (default: the tier's); one that cannot serve the tier is an input error.
 
@@ -99,12 +100,8 @@ def recommend(
     the seed's lengths for the max length). ``spec`` defaults to the catalog's spec of the instance's
     accelerator. ``suggest_alternatives`` searches the catalog for instances that fit when this one does not.
     ``factors`` are the efficiency factors of the CPU bandwidth advisory (default: the cited ones).
-    ``query`` holds what was asked (``FitQuery``); ``asked`` its fields, for a caller without one built.
     """
-    if query is None:
-        query = FitQuery(**asked)
-    elif asked:
-        raise TypeError(f"give the query or {', '.join(asked)}, not both")
+    query = query or FitQuery()
     max_model_len, input_len, output_len = query.max_model_len, query.input_len, query.output_len
     quantization, kv_cache_dtype, settings, engine = (
         query.quantization,
@@ -221,23 +218,19 @@ def with_changes(
     if rec.refusal is None:
         return rec
 
+    same = FitQuery(
+        quantization=asked.quantization,
+        max_model_len=asked.max_model_len,
+        kv_cache_dtype=asked.kv_cache_dtype,
+        input_len=input_len,
+        output_len=output_len,
+        settings=asked.settings,
+        engine=engine,
+    )
+
     def again(**over: Any) -> Recommendation:
-        options: dict[str, Any] = {
-            "quantization": asked.quantization,
-            "max_model_len": asked.max_model_len,
-            "kv_cache_dtype": asked.kv_cache_dtype,
-            "settings": asked.settings,
-        } | over
         return recommend(
-            model,
-            instance,
-            input_len=input_len,
-            output_len=output_len,
-            spec=spec,
-            catalog=catalog,
-            suggest_alternatives=False,
-            engine=engine,
-            **options,
+            model, instance, replace(same, **over), spec=spec, catalog=catalog, suggest_alternatives=False
         )
 
     changes = setting_changes(rec, instance, asked, again)
@@ -267,8 +260,7 @@ def find_alternatives(
             r = recommend(
                 model,
                 inst,
-                quantization=quantization,
-                max_model_len=max_model_len,
+                FitQuery(quantization=quantization, max_model_len=max_model_len),
                 catalog=catalog,
                 suggest_alternatives=False,
             )
