@@ -72,7 +72,7 @@ def predict_for(
     engine_defaults: bool = False,
 ) -> tuple[PerfModel, Hardware, WeightFormat]:
     """The PerfModel for a fitting recommendation. The recommendation already carries the settings that were
-    given (``recommend(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
+    given (``FitQuery(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
     ``engine_defaults`` (a measured run, a published measurement) a batch limit that was not given is the
     engine's own default rather than the planner's choice."""
     assert rec.settings is not None and rec.memory is not None
