@@ -21,7 +21,6 @@ from accelbench.errors import AccelbenchError
 from accelbench.plan.context import PlanContext
 from accelbench.plan.estimate import estimate
 from accelbench.plan.recommend import replace_alternatives, resolve_hardware, with_alternatives, with_changes
-from accelbench.plan.recommend.changes import Asked
 from accelbench.plan.recommend.tier_steps import ENGINES
 
 #: the traffic a recommendation's alternatives are predicted at when it names none (the estimate's defaults)
@@ -147,13 +146,8 @@ def priced_refusal(
         pq = q.query
         asked_q = parse_quantization(pq.quantization)
         rec = with_alternatives(rec, model, instance, asked_q, pq.max_model_len, catalog)
-        asked = Asked(
-            quantization=asked_q,
-            max_model_len=pq.max_model_len,
-            kv_cache_dtype=pq.kv_cache_dtype,
-            settings=pq.engine_settings or EngineSettings(),
-        )
-        rec = with_changes(rec, model, instance, asked, pq.input_len, pq.output_len, spec, catalog, pq.engine)
+        fixed = replace(pq.fit_query(), quantization=asked_q, settings=pq.engine_settings or EngineSettings())
+        rec = with_changes(rec, model, instance, fixed, spec, catalog)
     alts = [a for alt in rec.alternatives if (a := priced_alternative(alt, model, q)) is not None]
     assert rec.refusal is not None
     changes = [priced_change(c, model, rec.instance, q) for c in rec.refusal.changes]

@@ -33,7 +33,7 @@ from accelbench.domain.recommendation import Alternative, Recommendation, Refusa
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for, is_local, local_machine
-from accelbench.plan.recommend.changes import Asked, setting_changes
+from accelbench.plan.recommend.changes import setting_changes
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
 from accelbench.plan.recommend.degrees import tp_degrees
 from accelbench.plan.recommend.gpu import recommend_gpu
@@ -150,8 +150,16 @@ def recommend(
     rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
         rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
-        fixed = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
-        rec = with_changes(rec, model, instance, fixed, input_len, output_len, spec, cat, engine)
+        fixed = FitQuery(
+            quantization=q,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+            input_len=input_len,
+            output_len=output_len,
+            settings=s,
+            engine=engine,
+        )
+        rec = with_changes(rec, model, instance, fixed, spec, cat)
     return rec
 
 
@@ -207,30 +215,18 @@ def with_changes(
     rec: Recommendation,
     model: ModelSpec,
     instance: InstanceType,
-    asked: Asked,
-    input_len: int | None,
-    output_len: int | None,
+    asked: FitQuery,
     spec: AcceleratorSpec,
     catalog: Catalog | None,
-    engine: str | None,
 ) -> Recommendation:
-    """The refusal with the changes of the caller's settings that would make ``instance`` work."""
+    """The refusal with the changes of the caller's settings that would make ``instance`` work: ``asked``
+    (what the caller fixed, as ``recommend`` resolved it) changed one setting at a time and planned again."""
     if rec.refusal is None:
         return rec
 
-    same = FitQuery(
-        quantization=asked.quantization,
-        max_model_len=asked.max_model_len,
-        kv_cache_dtype=asked.kv_cache_dtype,
-        input_len=input_len,
-        output_len=output_len,
-        settings=asked.settings,
-        engine=engine,
-    )
-
     def again(**over: Any) -> Recommendation:
         return recommend(
-            model, instance, replace(same, **over), spec=spec, catalog=catalog, suggest_alternatives=False
+            model, instance, replace(asked, **over), spec=spec, catalog=catalog, suggest_alternatives=False
         )
 
     changes = setting_changes(rec, instance, asked, again)
