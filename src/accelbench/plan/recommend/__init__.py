@@ -102,30 +102,30 @@ def recommend(
     ``factors`` are the efficiency factors of the CPU bandwidth advisory (default: the cited ones).
     """
     query = query or FitQuery()
-    max_model_len, input_len, output_len = query.max_model_len, query.input_len, query.output_len
-    quantization, kv_cache_dtype, settings, engine = (
-        query.quantization,
-        query.kv_cache_dtype,
-        query.settings,
-        query.engine,
+    if query.max_model_len is not None and query.max_model_len < 16:
+        raise UserInputError(f"max_model_len {query.max_model_len} is too small; give at least 16 tokens.")
+    s = query.settings or EngineSettings()
+    # what the caller fixed: the query's own fields, else the settings' values for them
+    fixed = replace(
+        query,
+        quantization=normalize_quantization(
+            query.quantization if query.quantization is not None else s.quantization
+        ),
+        max_model_len=query.max_model_len if query.max_model_len is not None else s.max_model_len,
+        kv_cache_dtype=query.kv_cache_dtype or s.kv_cache_dtype,
+        settings=s,
     )
-    if max_model_len is not None and max_model_len < 16:
-        raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
-    s = settings or EngineSettings()
-    q = normalize_quantization(quantization if quantization is not None else s.quantization)
-    max_model_len = max_model_len if max_model_len is not None else s.max_model_len
-    kv_cache_dtype = kv_cache_dtype or s.kv_cache_dtype
     instance, spec, cat = resolve_hardware(instance, spec, catalog)
     ctx = Ctx(
         model=model,
         instance=instance,
         spec=spec,
         hw=hardware_for(instance, spec),
-        quantization=q,
-        max_model_len=max_model_len,
-        kv_cache_dtype=(kv_cache_dtype or None),
-        input_len=input_len,
-        output_len=output_len,
+        quantization=fixed.quantization,
+        max_model_len=fixed.max_model_len,
+        kv_cache_dtype=(fixed.kv_cache_dtype or None),
+        input_len=fixed.input_len,
+        output_len=fixed.output_len,
         factors=factors,
         tp=s.tensor_parallel_size,
         max_num_seqs=s.max_num_seqs,
@@ -133,9 +133,9 @@ def recommend(
         kv_cache_space_gib=s.kv_cache_space_gib,
         threads=s.threads,
         gpu_memory_utilization=s.gpu_memory_utilization,
-        engine=check_engine(engine, instance.accelerator_type),
+        engine=check_engine(fixed.engine, instance.accelerator_type),
     )
-    refused = _unanswerable(ctx, input_len, output_len)
+    refused = _unanswerable(ctx, fixed.input_len, fixed.output_len)
     if refused is not None:
         return refused
     kind = instance.accelerator_type
@@ -149,16 +149,7 @@ def recommend(
         rec = recommend_cpu(ctx)
     rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
-        rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
-        fixed = FitQuery(
-            quantization=q,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
-            input_len=input_len,
-            output_len=output_len,
-            settings=s,
-            engine=engine,
-        )
+        rec = with_alternatives(rec, model, instance, fixed.quantization, fixed.max_model_len, cat)
         rec = with_changes(rec, model, instance, fixed, spec, cat)
     return rec
 
