@@ -277,8 +277,9 @@ def timing(repeats: int) -> None:
     fresh = "accelbench.plan" not in sys.modules
     t0 = time.perf_counter()
     from accelbench.catalog import get_catalog
+    from accelbench.domain.plan_query import PlanQuery
     from accelbench.modelspec import load_model_spec
-    from accelbench.plan import estimate_catalog
+    from accelbench.plan import PlanContext, estimate_catalog
 
     t1 = time.perf_counter()
     model = load_model_spec("llama-3.1-8b-instruct")
@@ -288,7 +289,11 @@ def timing(repeats: int) -> None:
     rows = 0
     for _ in range(repeats):
         start = time.perf_counter()
-        tab = estimate_catalog(model, input_len=512, output_len=128, concurrency=8, catalog=catalog, slo=None)
+        tab = estimate_catalog(
+            model,
+            PlanQuery(input_len=512, output_len=128, concurrency=8, slo=None),
+            PlanContext(catalog=catalog),
+        )
         times.append(time.perf_counter() - start)
         rows = len(tab.rows)
     slo_start = time.perf_counter()
@@ -296,11 +301,8 @@ def timing(repeats: int) -> None:
 
     estimate_catalog(
         model,
-        input_len=512,
-        output_len=128,
-        concurrency=8,
-        catalog=catalog,
-        slo=SLO(ttft_ms=1000, tpot_ms=50),
+        PlanQuery(input_len=512, output_len=128, concurrency=8, slo=SLO(ttft_ms=1000, tpot_ms=50)),
+        PlanContext(catalog=catalog),
     )
     slo_s = time.perf_counter() - slo_start
     alt_times = []
@@ -309,12 +311,8 @@ def timing(repeats: int) -> None:
         start = time.perf_counter()
         alt = estimate_catalog(
             model,
-            input_len=512,
-            output_len=128,
-            concurrency=8,
-            catalog=catalog,
-            goal="cost",
-            alternatives=True,
+            PlanQuery(input_len=512, output_len=128, concurrency=8, goal="cost", alternatives=True),
+            PlanContext(catalog=catalog),
         )
         alt_times.append(time.perf_counter() - start)
         options = sum(len(r.alternatives) for r in alt.rows)

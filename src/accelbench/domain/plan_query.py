@@ -69,6 +69,18 @@ class PlanQuery:
     def traffic(self) -> Traffic:
         return Traffic(self.input_len, self.output_len, self.concurrency, self.arrivals)
 
+    def fit_query(self) -> FitQuery:
+        """What the fit is asked for this question: its settings, with its lengths sizing the batch."""
+        return FitQuery(
+            quantization=self.quantization,
+            max_model_len=self.max_model_len,
+            kv_cache_dtype=self.kv_cache_dtype,
+            input_len=self.input_len,
+            output_len=self.output_len,
+            settings=self.engine_settings,
+            engine=self.engine,
+        )
+
     def at(self, *, quantization: str | None, engine_settings: EngineSettings | None) -> PlanQuery:
         """This question at one setting, with nothing left for a goal to choose."""
         return replace(

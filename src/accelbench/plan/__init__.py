@@ -9,12 +9,14 @@ cli or the store: what a store knows (calibrations, prices, measured runs) is ha
 
 from accelbench.plan.breakdown import memory_breakdown
 from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.context import PlanContext
 from accelbench.plan.estimate import estimate, estimate_local, parse_slo
 from accelbench.plan.ranking import estimate_catalog
 from accelbench.plan.recommend import find_alternatives, recommend
 
 __all__ = [
     "CalibrationSet",
+    "PlanContext",
     "estimate",
     "estimate_catalog",
     "estimate_local",

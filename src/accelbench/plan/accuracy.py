@@ -25,6 +25,7 @@ from typing import Any
 from accelbench.catalog import get_catalog
 from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec
@@ -201,14 +202,16 @@ def _point(row: Any, catalog: Any, specs: dict[str, Any]) -> PublicPoint | Skipp
         rec = recommend(
             model,
             inst,
+            FitQuery(
+                quantization=quant,
+                input_len=int(input_len),
+                output_len=int(output_len),
+                max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
+                settings=settings,
+                engine=engine,
+            ),
             spec=spec,
             catalog=catalog,
-            quantization=quant,
-            input_len=int(input_len),
-            output_len=int(output_len),
-            max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
-            settings=settings,
-            engine=engine,
             suggest_alternatives=False,
         )
     except AccelbenchError as exc:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.recommendation import BreakdownItem, MemoryBreakdown, Recommendation, RefusalCode
 from accelbench.errors import GuardError, UserInputError
 from accelbench.plan.hardware import Hardware, hardware_for
@@ -67,9 +68,7 @@ def memory_breakdown(
     rec = recommend(
         model,
         inst,
-        quantization=quantization,
-        max_model_len=max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
+        FitQuery(quantization=quantization, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype),
         spec=spec,
         catalog=catalog,
         suggest_alternatives=False,

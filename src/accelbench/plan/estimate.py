@@ -3,7 +3,7 @@ point (the performance model itself is ``plan/perf_model.py``; the feasible esti
 ``plan/estimate_figures.py``).
 
 Each entry point takes the question as one ``PlanQuery`` and what the caller knows as one ``PlanContext``
-(or, for the callers that have them loose, the same fields as keyword arguments)."""
+(None: nothing known, the snapshot prices and the cited factors)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any
 from accelbench.domain.estimate import CalibrationRef, EfficiencyFactors, Estimate
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
-from accelbench.domain.plan_query import PlanQuery
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.recommendation import Recommendation
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.calibrations import CalibrationSet, factors_for
 from accelbench.plan.choose import GOALS, estimate_for_goal
-from accelbench.plan.context import PlanContext, query_and_context
+from accelbench.plan.context import PlanContext
 from accelbench.plan.cpu_topology import topology_note
 from accelbench.plan.estimate_figures import PerfSetup, estimate_notes, feasible_estimate
 from accelbench.plan.hardware import Hardware, hardware_for, local_machine
@@ -72,7 +72,7 @@ def predict_for(
     engine_defaults: bool = False,
 ) -> tuple[PerfModel, Hardware, WeightFormat]:
     """The PerfModel for a fitting recommendation. The recommendation already carries the settings that were
-    given (``recommend(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
+    given (``FitQuery(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
     ``engine_defaults`` (a measured run, a published measurement) a batch limit that was not given is the
     engine's own default rather than the planner's choice."""
     assert rec.settings is not None and rec.memory is not None
@@ -116,24 +116,29 @@ def _recommendation(
 ) -> Recommendation:
     """The planner's fit for this traffic; when the natural context is shorter than the request (and no
     context was asked for), the fit for exactly what the request needs."""
-    kind = instance.accelerator_type
     need = query.input_len + query.output_len
-    options: dict[str, Any] = {
-        "quantization": query.quantization,
-        "kv_cache_dtype": query.kv_cache_dtype,
-        "input_len": query.input_len,
-        "output_len": query.output_len,
-        "spec": spec,
-        "catalog": catalog,
-        "suggest_alternatives": False,
-        "factors": f if kind == AcceleratorType.cpu else None,
-        "settings": query.engine_settings,
-        "engine": query.engine,
-    }
-    max_model_len = query.max_model_len
-    rec = recommend(model, instance, max_model_len=max_model_len, **options)
-    if rec.fits and rec.settings is not None and rec.settings.max_model_len < need and max_model_len is None:
-        rec = recommend(model, instance, max_model_len=need, **options)
+    asked = query.fit_query()
+    cpu_factors = f if instance.accelerator_type == AcceleratorType.cpu else None
+
+    def fit(q: FitQuery) -> Recommendation:
+        return recommend(
+            model,
+            instance,
+            q,
+            spec=spec,
+            catalog=catalog,
+            suggest_alternatives=False,
+            factors=cpu_factors,
+        )
+
+    rec = fit(asked)
+    if (
+        rec.fits
+        and rec.settings is not None
+        and rec.settings.max_model_len < need
+        and asked.max_model_len is None
+    ):
+        rec = fit(replace(asked, max_model_len=need))
     return rec
 
 
@@ -153,15 +158,13 @@ def _factors(
 def perf_setup(
     model: ModelSpec,
     instance: InstanceType | str,
-    query: PlanQuery | None = None,
+    query: PlanQuery,
     context: PlanContext | None = None,
     *,
     spec: AcceleratorSpec | None = None,
-    **asked: Any,
 ) -> PerfSetup | str:
-    """The setup ``estimate`` predicts from (the same fit, settings and factors), or why there is none.
-    ``asked``: the ``PlanQuery`` and ``PlanContext`` fields, for a caller without them built."""
-    query, context = query_and_context(query, context, asked)
+    """The setup ``estimate`` predicts from (the same fit, settings and factors), or why there is none."""
+    context = context or PlanContext()
     instance, spec, catalog = resolve_hardware(instance, spec, context.catalog)
     kind = instance.accelerator_type
     eng = normalize_engine(query.engine, kind)
@@ -191,12 +194,11 @@ def perf_setup(
 def estimate(
     model: ModelSpec | str,
     instance: InstanceType | str,
-    query: PlanQuery | None = None,
+    query: PlanQuery,
     context: PlanContext | None = None,
     *,
     spec: AcceleratorSpec | None = None,
     recommendation: Recommendation | None = None,
-    **asked: Any,
 ) -> Estimate:
     """Predicted speed and cost of serving ``model`` on ``instance`` at one traffic point.
 
@@ -212,10 +214,10 @@ def estimate(
     ``context`` is what the caller knows (``PlanContext``): ``calibrations`` (default: none) supplies fitted
     factors by (accelerator, engine); ``prices`` maps instance names to prices (default: the catalog
     snapshot); ``measured_runs`` (instance -> the names of each stored run measured there) marks the row
-    measured only where this model was (``plan/measured.py``). ``asked``: the fields of both, for a caller
-    without them built. ``recommendation``: a fit already made for this question.
+    measured only where this model was (``plan/measured.py``); None: nothing known. ``recommendation``: a
+    fit already made for this question.
     """
-    query, context = query_and_context(query, context, asked)
+    context = context or PlanContext()
     if query.arrivals not in ("bursts", "steady"):
         raise UserInputError(f"Unknown arrivals {query.arrivals!r}: use bursts or steady.")
     if query.input_len < 1 or query.output_len < 1 or query.concurrency < 1:
@@ -309,13 +311,14 @@ def _one_setting(
 
 def estimate_local(
     model: ModelSpec,
+    query: PlanQuery,
+    context: PlanContext | None = None,
     *,
     environment: dict[str, Any] | None = None,
-    **kwargs: Any,
 ) -> Estimate:
     """Estimate for "this machine" (or the machine a captured environment describes)."""
     instance, spec = local_machine(environment)
-    return estimate(model, instance, spec=spec, **kwargs)
+    return estimate(model, instance, query, context, spec=spec)
 
 
 def as_model_spec(model: ModelSpec | str) -> ModelSpec:

@@ -16,6 +16,7 @@ from accelbench.catalog import get_catalog
 from accelbench.domain.capacity import CapacityResult
 from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorSpec, AcceleratorType, InstanceType
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.results import ResultInfo, RunInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
@@ -139,14 +140,16 @@ def run_model(
         rec = recommend(
             model,
             inst,
+            FitQuery(
+                quantization=run.quantization or settings.quantization,
+                max_model_len=settings.max_model_len,
+                kv_cache_dtype=settings.kv_cache_dtype,
+                settings=settings,
+                engine=engine,
+            ),
             spec=spec,
             catalog=catalog,
-            quantization=run.quantization or settings.quantization,
-            max_model_len=settings.max_model_len,
-            kv_cache_dtype=settings.kv_cache_dtype,
             suggest_alternatives=False,
-            settings=settings,
-            engine=engine,
         )
     except AccelbenchError as exc:
         return f"no recommendation: {exc.message}"

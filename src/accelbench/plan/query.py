@@ -5,6 +5,8 @@ planner never opens one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelbench.catalog import get_catalog
 from accelbench.domain.estimate import Estimate, EstimateTable
 from accelbench.domain.instance_types import AcceleratorType
@@ -67,22 +69,16 @@ def _one_instance(query: EstimateQuery, model: ModelSpec, ctx: PlanContext, aske
 
 
 def question(query: EstimateQuery, ctx: PlanContext) -> Question:
-    """The question a refusal's way forward is predicted for: the query's traffic and settings."""
-    return Question(
-        input_len=query.input_len,
-        output_len=query.output_len,
-        concurrency=query.concurrency,
-        quantization=query.quantization,
-        max_model_len=query.min_context,
+    """The question a refusal's way forward is predicted for: the query's traffic and settings, its goal
+    choosing the open ones (no SLO, no list of alternatives, no FP8 the caller did not ask for)."""
+    asked = replace(
+        plan_query(query),
         kv_cache_dtype=query.kv_cache_dtype,
-        settings=query.engine_settings(),
-        engine=query.engine,
-        goal=query.goal,
-        arrivals=query.arrivals,
-        calibrations=ctx.calibrations,
-        prices=ctx.prices,
-        catalog=ctx.catalog,
+        slo=None,
+        alternatives=False,
+        allow_quantization=False,
     )
+    return Question(asked, ctx)
 
 
 def _described_estimate(

@@ -3,12 +3,10 @@ the instances that meet it first), and the instance that meets an SLO at the lea
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from accelbench.catalog import Catalog, get_catalog
 from accelbench.domain.estimate import CalibrationRef, Estimate, EstimateRow, EstimateSummary, EstimateTable
@@ -16,8 +14,8 @@ from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan_query import PlanQuery
 from accelbench.errors import UserInputError
-from accelbench.plan.context import PlanContext, query_and_context
-from accelbench.plan.estimate import as_model_spec, estimate, parse_slo
+from accelbench.plan.context import PlanContext
+from accelbench.plan.estimate import as_model_spec, estimate
 from accelbench.plan.ranges import mark_overlaps
 from accelbench.plan.recommend.tier_steps import ENGINES
 
@@ -62,27 +60,12 @@ class CatalogFilters:
     include_infeasible: bool = True
 
 
-def _split_filters(asked: dict[str, Any]) -> CatalogFilters:
-    """The filters among a caller's keyword arguments (``accelerator_type`` is another name for
-    ``accelerator``; ``min_context`` is the query's ``max_model_len``; an SLO may come as text)."""
-    fields = {f.name for f in dataclasses.fields(CatalogFilters)}
-    filters = {k: asked.pop(k) for k in list(asked) if k in fields}
-    other_name = asked.pop("accelerator_type", None)
-    filters["accelerator"] = filters.get("accelerator") or other_name
-    if "min_context" in asked:
-        asked["max_model_len"] = asked.pop("min_context")
-    if isinstance(asked.get("slo"), str):
-        asked["slo"] = parse_slo(asked["slo"])
-    return CatalogFilters(**filters)
-
-
 def estimate_catalog(
     model: ModelSpec | str,
-    query: PlanQuery | None = None,
+    query: PlanQuery,
     context: PlanContext | None = None,
     *,
     filters: CatalogFilters | None = None,
-    **asked: Any,
 ) -> EstimateTable:
     """Estimates for every catalog instance matching the ``filters``, ranked by ``rank_key``: with an SLO the
     rows that meet it first, then by cost per 1M output tokens and $/h; the infeasible rows last.
@@ -94,13 +77,11 @@ def estimate_catalog(
     ``engine_settings``/``engine`` fix settings on every row; its ``goal`` chooses the open ones per row
     (``plan/choose.py``) and ``alternatives`` lists them. With an SLO, each row also gets the highest
     concurrency meeting it, and the summary names the cheapest instance that meets it (cost per 1M output
-    tokens at that concurrency). ``asked``: the fields of the query, the context and the filters, for a
-    caller without them built.
+    tokens at that concurrency). ``filters`` default to the whole catalog, every row kept.
     """
     started = time.perf_counter()
-    if filters is None:
-        filters = _split_filters(asked)
-    query, context = query_and_context(query, context, asked)
+    filters = filters or CatalogFilters()
+    context = context or PlanContext()
     model = as_model_spec(model)
     _check_question(model, query)
     catalog = context.catalog or get_catalog()

@@ -7,25 +7,21 @@ caller's choice."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from accelbench.domain.estimate import Estimate
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.quant import parse_quantization
 from accelbench.domain.recommendation import Alternative, Recommendation, SettingChange
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
-from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.context import PlanContext
 from accelbench.plan.estimate import estimate
 from accelbench.plan.recommend import replace_alternatives, resolve_hardware, with_alternatives, with_changes
-from accelbench.plan.recommend.changes import Asked
 from accelbench.plan.recommend.tier_steps import ENGINES
-
-if TYPE_CHECKING:
-    from accelbench.catalog import Catalog
 
 #: the traffic a recommendation's alternatives are predicted at when it names none (the estimate's defaults)
 DEFAULT_TRAFFIC = (512, 128, 1)
@@ -33,45 +29,22 @@ DEFAULT_TRAFFIC = (512, 128, 1)
 
 @dataclass(frozen=True)
 class Question:
-    """What the caller asked, as the refusal's alternatives and changes are predicted for it."""
+    """What the caller asked, as the refusal's alternatives and changes are predicted for it: the question
+    (its traffic and the settings the caller fixed) and what the caller knows."""
 
-    input_len: int
-    output_len: int
-    concurrency: int
-    quantization: str | None = None
-    max_model_len: int | None = None
-    kv_cache_dtype: str | None = None
-    settings: EngineSettings | None = None
-    engine: str | None = None
-    goal: str | None = None
-    arrivals: str = "bursts"
-    calibrations: CalibrationSet | None = None
-    prices: Mapping[str, Any] | None = None
-    catalog: Catalog | None = None
+    query: PlanQuery
+    context: PlanContext = field(default_factory=PlanContext)
 
     @property
     def predicted_for(self) -> str:
-        return f"{self.input_len:,} in / {self.output_len:,} out tokens, {self.concurrency} in flight"
+        q = self.query
+        return f"{q.input_len:,} in / {q.output_len:,} out tokens, {q.concurrency} in flight"
 
     def predict(self, model: ModelSpec, instance: str, **over: Any) -> Estimate | None:
-        """The estimate on ``instance`` for this question with ``over`` changed; None when it cannot be made."""
-        kwargs: dict[str, Any] = {
-            "input_len": self.input_len,
-            "output_len": self.output_len,
-            "concurrency": self.concurrency,
-            "quantization": self.quantization,
-            "max_model_len": self.max_model_len,
-            "kv_cache_dtype": self.kv_cache_dtype,
-            "engine_settings": self.settings,
-            "engine": self.engine,
-            "goal": self.goal,
-            "arrivals": self.arrivals,
-            "calibrations": self.calibrations,
-            "prices": self.prices,
-            "catalog": self.catalog,
-        } | over
+        """The estimate on ``instance`` for this question with the ``PlanQuery`` fields in ``over`` changed;
+        None when it cannot be made."""
         try:
-            return estimate(model, instance, **kwargs)
+            return estimate(model, instance, replace(self.query, **over), self.context)
         except AccelbenchError:
             return None
 
@@ -89,13 +62,14 @@ def portable(settings: EngineSettings | None) -> EngineSettings | None:
 def priced_alternative(alt: Alternative, model: ModelSpec, q: Question) -> Alternative | None:
     """The instance offered instead with its settings and predictions at the caller's traffic; None where the
     request does not fit it after all (its context is shorter than the request)."""
-    same_kind_engine = q.engine if _serves(q.engine, alt.accelerator_type) else None
+    asked = q.query
+    same_kind_engine = asked.engine if _serves(asked.engine, alt.accelerator_type) else None
     est = q.predict(
         model,
         alt.instance,
-        engine_settings=portable(q.settings),
+        engine_settings=portable(asked.engine_settings),
         engine=same_kind_engine,
-        kv_cache_dtype=q.kv_cache_dtype if alt.accelerator_type == AcceleratorType.gpu else None,
+        kv_cache_dtype=asked.kv_cache_dtype if alt.accelerator_type == AcceleratorType.gpu else None,
     )
     if est is None or not est.feasible or est.tensor_parallel_size is None:
         return None
@@ -128,8 +102,8 @@ def _serves(engine: str | None, kind: AcceleratorType) -> bool:
 
 
 def change_overrides(change: SettingChange, q: Question) -> dict[str, Any]:
-    """The estimate's arguments for one setting change."""
-    s = q.settings or EngineSettings()
+    """The question's fields one setting change sets."""
+    s = q.query.engine_settings or EngineSettings()
     if change.setting == "quantization":
         return {"quantization": change.value}
     if change.setting == "max_model_len":
@@ -165,19 +139,15 @@ def priced_refusal(
     if rec.fits or rec.refusal is None:
         return rec
     try:
-        instance, spec, catalog = resolve_hardware(rec.instance, None, q.catalog)
+        instance, spec, catalog = resolve_hardware(rec.instance, None, q.context.catalog)
     except AccelbenchError:  # this machine, or a row the catalog does not hold: nothing to search beside it
         return rec
     if search:
-        asked_q = parse_quantization(q.quantization)
-        rec = with_alternatives(rec, model, instance, asked_q, q.max_model_len, catalog)
-        asked = Asked(
-            quantization=asked_q,
-            max_model_len=q.max_model_len,
-            kv_cache_dtype=q.kv_cache_dtype,
-            settings=q.settings or EngineSettings(),
-        )
-        rec = with_changes(rec, model, instance, asked, q.input_len, q.output_len, spec, catalog, q.engine)
+        pq = q.query
+        asked_q = parse_quantization(pq.quantization)
+        rec = with_alternatives(rec, model, instance, asked_q, pq.max_model_len, catalog)
+        fixed = replace(pq.fit_query(), quantization=asked_q, settings=pq.engine_settings or EngineSettings())
+        rec = with_changes(rec, model, instance, fixed, spec, catalog)
     alts = [a for alt in rec.alternatives if (a := priced_alternative(alt, model, q)) is not None]
     assert rec.refusal is not None
     changes = [priced_change(c, model, rec.instance, q) for c in rec.refusal.changes]

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 from accelbench.domain.bench_summary import TelemetrySample
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.instance_types import PriceTier
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.request_record import RequestRecord
 from accelbench.domain.results import ResultInfo
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec
-from accelbench.plan import CalibrationSet, estimate, estimate_local
+from accelbench.plan import CalibrationSet, PlanContext, estimate, estimate_local
 from accelbench.plan.measured_error import error_sentence
 from accelbench.report.cell_slo import CellSLO, Key, SLOChoice
 from accelbench.report.cell_table import cell_table, slo_note
@@ -367,22 +368,22 @@ def predicted_vs_measured(
             settings = None
         calibrated = False
         kind: str | None = None
+        context = PlanContext(calibrations=calibrations)
         for cell in comparison.cells_of(run.id):
             if not cell.repeats:
                 continue
-            kwargs: dict[str, object] = {
-                "input_len": cell.input_len,
-                "output_len": cell.output_len or 128,
-                "concurrency": cell.concurrency,
-                "engine": run.engine,
-                "engine_settings": settings,
-                "calibrations": calibrations,
-            }
+            asked = PlanQuery(
+                input_len=cell.input_len,
+                output_len=cell.output_len or 128,
+                concurrency=cell.concurrency,
+                engine=run.engine,
+                engine_settings=settings,
+            )
             try:
                 if run.instance_type:
-                    est = estimate(model, run.instance_type, **kwargs)  # type: ignore[arg-type]
+                    est = estimate(model, run.instance_type, asked, context)
                 else:
-                    est = estimate_local(model, environment=run.environment, **kwargs)
+                    est = estimate_local(model, asked, context, environment=run.environment)
             except AccelbenchError as exc:
                 notes.append(
                     f"No estimate for {name} at input {cell.input_len} x concurrency {cell.concurrency}: "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from accelbench.bench.capacity_search import level_config, requests_for
 from accelbench.deploy.engines import find_engine
 from accelbench.domain.instance_types import InstanceType
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.run import DryRun, DryRunCapacity, DryRunCell, RunSpec
 from accelbench.errors import AccelbenchError
 from accelbench.plan.estimate import estimate
@@ -155,9 +156,17 @@ def predict_sweep(
         first_e2e_s: float | None = None
         for cell in cells:
             est = estimate(
-                model, inst, spec=accel, input_len=cell.input_len, output_len=sweep.output_len,
-                concurrency=cell.concurrency, engine=runtime, engine_settings=spec.engine.settings,
-            )  # fmt: skip
+                model,
+                inst,
+                PlanQuery(
+                    input_len=cell.input_len,
+                    output_len=sweep.output_len,
+                    concurrency=cell.concurrency,
+                    engine=runtime,
+                    engine_settings=spec.engine.settings,
+                ),
+                spec=accel,
+            )
             rps = est.requests_per_s
             out.append(
                 cell.model_copy(update={"predicted_s": round(cell.requests / rps, 1) if rps else None})

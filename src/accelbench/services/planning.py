@@ -15,7 +15,7 @@ from accelbench import plan
 from accelbench.catalog import get_catalog, price_map
 from accelbench.domain.calibration import CalibrationReport, CellComparison
 from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable
-from accelbench.domain.plan_query import EstimateQuery, PlanQuery
+from accelbench.domain.plan_query import EstimateQuery, FitQuery, PlanQuery
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec, preset_names
 from accelbench.modelspec.presets import load_preset, preset_document
@@ -97,21 +97,22 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
     instances offered instead and the setting changes, each predicted at the given lengths (default: the
     estimate's) and one request in flight (``plan/refusal.py``)."""
 
-    rec = plan.recommend(spec, instance_type, **options)
+    asked = FitQuery(**options)
+    rec = plan.recommend(spec, instance_type, asked)
     if rec.fits:
         return rec
     d_in, d_out, conc = DEFAULT_TRAFFIC
-    question = Question(
-        input_len=options.get("input_len") or d_in,
-        output_len=options.get("output_len") or d_out,
+    traffic = PlanQuery(
+        input_len=asked.input_len or d_in,
+        output_len=asked.output_len or d_out,
         concurrency=conc,
-        quantization=options.get("quantization"),
-        max_model_len=options.get("max_model_len"),
-        kv_cache_dtype=options.get("kv_cache_dtype"),
-        settings=options.get("settings"),
-        engine=options.get("engine"),
+        quantization=asked.quantization,
+        max_model_len=asked.max_model_len,
+        kv_cache_dtype=asked.kv_cache_dtype,
+        engine_settings=asked.settings,
+        engine=asked.engine,
     )
-    return priced_refusal(rec, spec, question)
+    return priced_refusal(rec, spec, Question(traffic))
 
 
 def plan_context(

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import accuracy as acc
 from accelbench.plan import estimate
@@ -92,7 +93,9 @@ def test_leave_one_source_out_fits_start_from_the_priors_not_the_shipped_values(
 
 def test_estimates_carry_80_percent_ranges_from_their_family_or_say_they_borrow() -> None:
     e = estimate(
-        load_model_spec("llama-3.1-8b-instruct"), "p5.48xlarge", input_len=512, output_len=64, concurrency=4
+        load_model_spec("llama-3.1-8b-instruct"),
+        "p5.48xlarge",
+        PlanQuery(input_len=512, output_len=64, concurrency=4),
     )
     for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "usd_per_million_output_tokens"):
         r = e.ranges[key]
@@ -101,7 +104,9 @@ def test_estimates_carry_80_percent_ranges_from_their_family_or_say_they_borrow(
     assert "not validated" not in e.ranges["tpot_ms"].basis
     # no published Xeon row: the range is borrowed from the nearest family, widened, and says so
     cpu = estimate(
-        load_model_spec("qwen2.5-1.5b-instruct"), "m7i.4xlarge", input_len=128, output_len=32, concurrency=1
+        load_model_spec("qwen2.5-1.5b-instruct"),
+        "m7i.4xlarge",
+        PlanQuery(input_len=128, output_len=32, concurrency=1),
     )
     basis = cpu.ranges["tpot_ms"].basis
     assert basis.startswith("not validated on Xeon AMX") and "widened" in basis

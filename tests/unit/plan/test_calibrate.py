@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from accelbench.domain.estimate import EfficiencyFactors
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
 from accelbench.plan.calibrate import calibration_dict
+from accelbench.plan.context import PlanContext
 from accelbench.services.planning import calibrate, calibrations, predicted_vs_measured
 from accelbench.store.repo import Store
 from tests.support.plan_data import LOCAL_ENVIRONMENT, MEASURED_LOCAL_SWEEP, REFERENCE_SWEEP, add_sweep
@@ -40,12 +42,14 @@ def test_local_sweeps_calibrate_within_25_percent(store: Store, sweep: str) -> N
     cal = calibrations(store)
     e = estimate_local(
         load_model_spec("smollm2-135m-instruct"),
+        PlanQuery(
+            input_len=512,
+            output_len=32,
+            concurrency=4,
+            engine_settings=EngineSettings(kv_cache_space_gib=1, max_model_len=2048),
+        ),
+        PlanContext(calibrations=cal),
         environment=LOCAL_ENVIRONMENT,
-        input_len=512,
-        output_len=32,
-        concurrency=4,
-        calibrations=cal,
-        engine_settings=EngineSettings(kv_cache_space_gib=1, max_model_len=2048),
     )
     assert e.calibrated and any("Calibrated" in n for n in e.notes)
     cell = next(c for c in g.cells if (c.input_len, c.concurrency) == (512, 4))
@@ -77,7 +81,9 @@ def test_fit_recovers_a_known_truth(store: Store) -> None:
     cells = {}
     for n in (256, 1024, 4096):
         for c in (1, 8, 32):
-            e = estimate(model, "g6.xlarge", input_len=n, output_len=128, concurrency=c, factors=truth)
+            e = estimate(
+                model, "g6.xlarge", PlanQuery(input_len=n, output_len=128, concurrency=c, factors=truth)
+            )
             assert e.ttft_ms and e.tpot_ms and e.e2e_ms and e.output_tokens_per_s
             cells[(n, c)] = (e.ttft_ms, e.tpot_ms, e.e2e_ms, e.output_tokens_per_s)
     add_sweep(

@@ -10,6 +10,7 @@ import pytest
 
 from accelbench.domain.capacity import CapacitySLO
 from accelbench.domain.estimate import SLO, EfficiencyFactors
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
 from accelbench.plan.capacity_prediction import (
@@ -33,7 +34,7 @@ CASES = [
 
 
 def setup_of(model: str, instance: str, i: int, o: int) -> PerfSetup:
-    s = perf_setup(load_model_spec(model), instance, input_len=i, output_len=o)
+    s = perf_setup(load_model_spec(model), instance, PlanQuery(input_len=i, output_len=o))
     assert isinstance(s, PerfSetup), s
     return s
 
@@ -133,7 +134,9 @@ def test_the_median_closed_loop_capacity_agrees_with_the_estimate() -> None:
     request (the same wave model), within one user."""
     model = load_model_spec("smollm2-135m-instruct")
     for instance, tpot in (("m8i.2xlarge", 40.0), ("m8i.2xlarge", 55.0), ("g6.xlarge", 8.0)):
-        e = estimate(model, instance, input_len=128, output_len=32, concurrency=1, slo=SLO(tpot_ms=tpot))
+        e = estimate(
+            model, instance, PlanQuery(input_len=128, output_len=32, concurrency=1, slo=SLO(tpot_ms=tpot))
+        )
         s = setup_of("smollm2-135m-instruct", instance, 128, 32)
         r = predict_capacity(
             s.perf,
@@ -216,7 +219,9 @@ def test_a_two_user_wave_at_p50_lies_halfway_between_the_stalled_request_and_the
     27-34 ms alone, 38-46 ms with two users; the 512-token prefill is what stalls)."""
     from accelbench.modelspec import load_model_spec
 
-    setup = perf_setup(load_model_spec("smollm2-135m-instruct"), "m7i.xlarge", input_len=512, output_len=32)
+    setup = perf_setup(
+        load_model_spec("smollm2-135m-instruct"), "m7i.xlarge", PlanQuery(input_len=512, output_len=32)
+    )
     assert isinstance(setup, PerfSetup)
     pm, f = setup.perf, setup.factors
     pop = closed_loop_population(pm, f, 512, 32, 2)

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.cpu_topology import described_instance, topology_of, vllm_cpu_auto_threads
@@ -68,9 +71,13 @@ def test_tensor_parallel_1_on_two_sockets_reads_from_one() -> None:
 
     model = load_model_spec("llama-3.1-8b-instruct")
     f = default_factors("cpu", "vllm-cpu")
-    kw = {"input_len": 512, "output_len": 128, "concurrency": 1, "factors": f}
-    one = estimate(model, "m8i.96xlarge", engine_settings=EngineSettings(tensor_parallel_size=1), **kw)
-    two = estimate(model, "m8i.96xlarge", engine_settings=EngineSettings(tensor_parallel_size=2), **kw)
+    asked = PlanQuery(input_len=512, output_len=128, concurrency=1, factors=f)
+    one = estimate(
+        model, "m8i.96xlarge", replace(asked, engine_settings=EngineSettings(tensor_parallel_size=1))
+    )
+    two = estimate(
+        model, "m8i.96xlarge", replace(asked, engine_settings=EngineSettings(tensor_parallel_size=2))
+    )
     assert one.times is not None and two.times is not None
     # TP 1: vLLM binds rank 0 to node 0, whose 95 bound cores could pull more than its socket's peak
     assert one.times.achievable_bandwidth_gbps == pytest.approx(768 * f.bandwidth_efficiency)

@@ -11,12 +11,15 @@ from accelbench.catalog import get_catalog
 from accelbench.domain.estimate import SLO, EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo
 from accelbench.plan.calibrations import CalibrationSet
+from accelbench.plan.context import PlanContext
 from accelbench.plan.memory import native_format, weight_bytes
 from accelbench.plan.perf_model import neuron_bucket
+from accelbench.plan.ranking import CatalogFilters
 from tests.support.plan_data import LOCAL_ENVIRONMENT
 
 F = EfficiencyFactors(
@@ -36,7 +39,7 @@ def m(name: str) -> ModelSpec:
 
 def test_batch_one_decode_is_weights_over_bandwidth() -> None:
     model = m("llama-3.1-8b-instruct")
-    e = estimate(model, "p5.4xlarge", input_len=128, output_len=128, concurrency=1, factors=F)
+    e = estimate(model, "p5.4xlarge", PlanQuery(input_len=128, output_len=128, concurrency=1, factors=F))
     assert e.feasible and e.times is not None
     wb = weight_bytes(model, native_format(model)).total
     read = wb - model.parameters.embedding * 2  # one embedding row per token, not the table
@@ -47,24 +50,26 @@ def test_batch_one_decode_is_weights_over_bandwidth() -> None:
         e.times.decode_weights_ms + e.times.decode_kv_ms + e.times.decode_overhead_ms, rel=1e-6
     )
     assert not e.calibrated and any("given by the caller" in n for n in e.notes)
-    plain = estimate(model, "p5.4xlarge", input_len=128, output_len=128, concurrency=1)
+    plain = estimate(model, "p5.4xlarge", PlanQuery(input_len=128, output_len=128, concurrency=1))
     assert not plain.calibrated and any("Uncalibrated" in n for n in plain.notes)
 
 
 def test_tpot_grows_with_concurrency_and_ttft_with_input() -> None:
     model = m("llama-3.1-8b-instruct")
     tpots = [
-        estimate(model, "g6e.xlarge", input_len=512, output_len=256, concurrency=c).tpot_ms
+        estimate(model, "g6e.xlarge", PlanQuery(input_len=512, output_len=256, concurrency=c)).tpot_ms
         for c in (1, 4, 16, 64)
     ]
     assert tpots == sorted(tpots) and tpots[-1] > tpots[0]
     ttfts = [
-        estimate(model, "g6e.xlarge", input_len=n, output_len=64, concurrency=1).ttft_ms
+        estimate(model, "g6e.xlarge", PlanQuery(input_len=n, output_len=64, concurrency=1)).ttft_ms
         for n in (128, 1024, 8192)
     ]
     assert ttfts == sorted(ttfts)
     tps = [
-        estimate(model, "g6e.xlarge", input_len=512, output_len=256, concurrency=c).output_tokens_per_s
+        estimate(
+            model, "g6e.xlarge", PlanQuery(input_len=512, output_len=256, concurrency=c)
+        ).output_tokens_per_s
         for c in (1, 4, 16)
     ]
     assert tps == sorted(tps)  # batching raises throughput
@@ -72,8 +77,8 @@ def test_tpot_grows_with_concurrency_and_ttft_with_input() -> None:
 
 def test_prefill_is_compute_bound_for_long_prompts_and_memory_bound_for_tiny_ones() -> None:
     model = m("llama-3.1-70b-instruct")
-    long = estimate(model, "p5.48xlarge", input_len=4096, output_len=16, concurrency=1, factors=F)
-    tiny = estimate(model, "p5.48xlarge", input_len=2, output_len=16, concurrency=1, factors=F)
+    long = estimate(model, "p5.48xlarge", PlanQuery(input_len=4096, output_len=16, concurrency=1, factors=F))
+    tiny = estimate(model, "p5.48xlarge", PlanQuery(input_len=2, output_len=16, concurrency=1, factors=F))
     assert long.times is not None and tiny.times is not None
     assert long.times.prefill_bound == "compute"
     assert tiny.times.prefill_bound == "memory"
@@ -82,8 +87,12 @@ def test_prefill_is_compute_bound_for_long_prompts_and_memory_bound_for_tiny_one
 
 def test_tensor_parallel_adds_all_reduce_and_pcie_is_slower_than_nvlink() -> None:
     model = m("llama-3.1-70b-instruct")
-    nv = estimate(model, "p4d.24xlarge", input_len=512, output_len=64, concurrency=1, factors=F)  # NVLink
-    pcie = estimate(model, "g6e.12xlarge", input_len=512, output_len=64, concurrency=1, factors=F)  # PCIe
+    nv = estimate(
+        model, "p4d.24xlarge", PlanQuery(input_len=512, output_len=64, concurrency=1, factors=F)
+    )  # NVLink
+    pcie = estimate(
+        model, "g6e.12xlarge", PlanQuery(input_len=512, output_len=64, concurrency=1, factors=F)
+    )  # PCIe
     assert nv.times is not None and pcie.times is not None
     assert nv.tensor_parallel_size == 8 and pcie.tensor_parallel_size == 4
     per_nv = nv.times.decode_allreduce_ms / (2 * model.num_layers)
@@ -92,15 +101,17 @@ def test_tensor_parallel_adds_all_reduce_and_pcie_is_slower_than_nvlink() -> Non
     assert per_nv == pytest.approx(0.010 * (1 + 3) / 2, rel=0.05)
     assert per_pcie >= 0.030  # PCIe floor from the data file
     one = estimate(
-        m("qwen2.5-7b-instruct"), "g6e.xlarge", input_len=512, output_len=64, concurrency=1, factors=F
+        m("qwen2.5-7b-instruct"),
+        "g6e.xlarge",
+        PlanQuery(input_len=512, output_len=64, concurrency=1, factors=F),
     )
     assert one.times is not None and one.times.decode_allreduce_ms == 0
 
 
 def test_moe_decode_reads_only_the_routed_experts() -> None:
     model = m("mixtral-8x7b-instruct-v0.1")
-    one = estimate(model, "p5.48xlarge", input_len=256, output_len=64, concurrency=1, factors=F)
-    many = estimate(model, "p5.48xlarge", input_len=256, output_len=64, concurrency=64, factors=F)
+    one = estimate(model, "p5.48xlarge", PlanQuery(input_len=256, output_len=64, concurrency=1, factors=F))
+    many = estimate(model, "p5.48xlarge", PlanQuery(input_len=256, output_len=64, concurrency=64, factors=F))
     assert one.times is not None and many.times is not None
     tp = one.tensor_parallel_size or 1
     full = weight_bytes(model, native_format(model)).total / tp / (3350e9 * 0.8) * 1000
@@ -110,10 +121,14 @@ def test_moe_decode_reads_only_the_routed_experts() -> None:
 
 def test_cpu_bandwidth_is_min_of_socket_and_cores() -> None:
     model = m("qwen2.5-1.5b-instruct")
-    small = estimate(model, "r8g.xlarge", input_len=128, output_len=64, concurrency=1, factors=F)  # 4 cores
-    big = estimate(model, "r8g.24xlarge", input_len=128, output_len=64, concurrency=1, factors=F)  # 96 cores
+    small = estimate(
+        model, "r8g.xlarge", PlanQuery(input_len=128, output_len=64, concurrency=1, factors=F)
+    )  # 4 cores
+    big = estimate(
+        model, "r8g.24xlarge", PlanQuery(input_len=128, output_len=64, concurrency=1, factors=F)
+    )  # 96 cores
     x86 = estimate(
-        model, "m7i.4xlarge", input_len=128, output_len=64, concurrency=1, factors=F
+        model, "m7i.4xlarge", PlanQuery(input_len=128, output_len=64, concurrency=1, factors=F)
     )  # 16 vCPU = 8 cores
     assert small.times is not None and big.times is not None and x86.times is not None
     # vLLM CPU binds every core but the one it keeps for its scheduler process (plan/cpu_topology.py);
@@ -129,8 +144,8 @@ def test_cpu_bandwidth_is_min_of_socket_and_cores() -> None:
 
 def test_cpu_compute_peak_follows_the_isa() -> None:
     model = m("qwen2.5-1.5b-instruct")
-    amx = estimate(model, "m7i.4xlarge", input_len=1024, output_len=16, concurrency=1, factors=F)
-    sve = estimate(model, "m7g.4xlarge", input_len=1024, output_len=16, concurrency=1, factors=F)
+    amx = estimate(model, "m7i.4xlarge", PlanQuery(input_len=1024, output_len=16, concurrency=1, factors=F))
+    sve = estimate(model, "m7g.4xlarge", PlanQuery(input_len=1024, output_len=16, concurrency=1, factors=F))
     assert amx.times is not None and sve.times is not None
     # AMX on 7 of 8 cores, BFMMLA on 15 of 16: vLLM CPU keeps one for its scheduler process
     assert amx.times.achievable_tflops == pytest.approx(7 * 2457.6 / 1000 * 0.5, rel=1e-6)
@@ -144,10 +159,14 @@ def test_queueing_above_the_batch_limit() -> None:
     model = m("qwen2.5-1.5b-instruct")
     es = EngineSettings(max_num_seqs=4)
     at = estimate(
-        model, "g6.xlarge", input_len=256, output_len=64, concurrency=4, engine_settings=es, factors=F
+        model,
+        "g6.xlarge",
+        PlanQuery(input_len=256, output_len=64, concurrency=4, engine_settings=es, factors=F),
     )
     over = estimate(
-        model, "g6.xlarge", input_len=256, output_len=64, concurrency=16, engine_settings=es, factors=F
+        model,
+        "g6.xlarge",
+        PlanQuery(input_len=256, output_len=64, concurrency=16, engine_settings=es, factors=F),
     )
     assert over.batch == 4 and over.times is not None and over.times.queue_ms > 0
     assert over.ttft_ms is not None and at.ttft_ms is not None and over.ttft_ms > 3 * at.ttft_ms
@@ -158,7 +177,9 @@ def test_queueing_above_the_batch_limit() -> None:
 
 
 def test_costs_follow_the_price() -> None:
-    e = estimate(m("qwen2.5-7b-instruct"), "g6.xlarge", input_len=512, output_len=128, concurrency=8)
+    e = estimate(
+        m("qwen2.5-7b-instruct"), "g6.xlarge", PlanQuery(input_len=512, output_len=128, concurrency=8)
+    )
     assert e.hourly_usd == get_catalog().instance("g6.xlarge").on_demand_usd
     assert e.usd_per_million_output_tokens == pytest.approx(
         e.hourly_usd / (e.output_tokens_per_s * 3600) * 1e6
@@ -168,10 +189,8 @@ def test_costs_follow_the_price() -> None:
     other = estimate(
         m("qwen2.5-7b-instruct"),
         "g6.xlarge",
-        input_len=512,
-        output_len=128,
-        concurrency=8,
-        prices={"g6.xlarge": 2 * e.hourly_usd},
+        PlanQuery(input_len=512, output_len=128, concurrency=8),
+        PlanContext(prices={"g6.xlarge": 2 * e.hourly_usd}),
     )
     assert other.usd_per_million_output_tokens == pytest.approx(2 * e.usd_per_million_output_tokens)
 
@@ -180,17 +199,16 @@ def test_infeasible_estimate_says_why() -> None:
     e = estimate(
         m("llama-3.1-70b-instruct"),
         "g5.xlarge",
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        quantization="none",
+        PlanQuery(input_len=512, output_len=128, concurrency=1, quantization="none"),
     )
     assert not e.feasible and e.tpot_ms is None and "does not fit" in e.explanation
 
 
 def test_local_machine_from_a_captured_environment() -> None:
     e = estimate_local(
-        m("smollm2-135m-instruct"), environment=LOCAL_ENVIRONMENT, input_len=128, output_len=32, concurrency=1
+        m("smollm2-135m-instruct"),
+        PlanQuery(input_len=128, output_len=32, concurrency=1),
+        environment=LOCAL_ENVIRONMENT,
     )
     assert e.feasible and e.instance == "local" and e.accelerator_name == "local:AMD EPYC"
     assert e.engine == "vllm-cpu" and e.hourly_usd is None
@@ -212,7 +230,7 @@ def test_a_local_machine_with_smt_is_planned_on_its_physical_cores() -> None:
     assert (instance.vcpus, instance.physical_cores, instance.threads_per_core) == (8, 4, 2)
     assert spec.cores_per_socket == 4  # SMT siblings share a core's matrix unit
     e = estimate_local(
-        m("smollm2-135m-instruct"), environment=smt, input_len=128, output_len=32, concurrency=1
+        m("smollm2-135m-instruct"), PlanQuery(input_len=128, output_len=32, concurrency=1), environment=smt
     )
     assert e.times is not None and e.topology is not None
     # vLLM CPU binds one logical CPU per physical core, less one for its scheduler process: 3 cores pull memory
@@ -239,19 +257,31 @@ def test_calibration_is_applied_and_said() -> None:
         }
     ]
     cal = CalibrationSet.from_rows(rows)
-    plain = estimate(model, "g6.xlarge", input_len=512, output_len=128, concurrency=1)
-    tuned = estimate(model, "g6.xlarge", input_len=512, output_len=128, concurrency=1, calibrations=cal)
+    plain = estimate(model, "g6.xlarge", PlanQuery(input_len=512, output_len=128, concurrency=1))
+    tuned = estimate(
+        model,
+        "g6.xlarge",
+        PlanQuery(input_len=512, output_len=128, concurrency=1),
+        PlanContext(calibrations=cal),
+    )
     assert tuned.calibrated and tuned.calibration is not None and tuned.calibration.id == 7
     assert tuned.factors is not None and tuned.factors.bandwidth_efficiency == 0.4
     assert tuned.tpot_ms is not None and plain.tpot_ms is not None and tuned.tpot_ms > 1.5 * plain.tpot_ms
     assert any("Calibrated" in n and "30% -> 5%" in n for n in tuned.notes)
     # other accelerators are untouched
-    other = estimate(model, "g6e.xlarge", input_len=512, output_len=128, concurrency=1, calibrations=cal)
+    other = estimate(
+        model,
+        "g6e.xlarge",
+        PlanQuery(input_len=512, output_len=128, concurrency=1),
+        PlanContext(calibrations=cal),
+    )
     assert not other.calibrated
 
 
 def test_catalog_table_is_ranked_and_filtered() -> None:
-    tab = estimate_catalog(m("llama-3.1-8b-instruct"), input_len=512, output_len=128, concurrency=8)
+    tab = estimate_catalog(
+        m("llama-3.1-8b-instruct"), PlanQuery(input_len=512, output_len=128, concurrency=8)
+    )
     feasible = [r for r in tab.rows if r.feasible]
     costs = [r.usd_per_million_output_tokens for r in feasible if r.usd_per_million_output_tokens is not None]
     assert costs == sorted(costs)
@@ -263,40 +293,28 @@ def test_catalog_table_is_ranked_and_filtered() -> None:
     assert kinds == {AcceleratorType.gpu, AcceleratorType.cpu, AcceleratorType.neuron}
     gpu = estimate_catalog(
         m("llama-3.1-8b-instruct"),
-        input_len=512,
-        output_len=128,
-        concurrency=8,
-        accelerator="gpu",
-        max_cost=3.0,
+        PlanQuery(input_len=512, output_len=128, concurrency=8),
+        filters=CatalogFilters(accelerator="gpu", max_cost=3.0),
     )
     assert gpu.rows and all(
         r.accelerator_type == AcceleratorType.gpu and (r.hourly_usd or 0) <= 3.0 for r in gpu.rows
     )
     ctx = estimate_catalog(
         m("llama-3.1-8b-instruct"),
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        accelerator="gpu",
-        min_context=131072,
+        PlanQuery(input_len=512, output_len=128, concurrency=1, max_model_len=131072),
+        filters=CatalogFilters(accelerator="gpu"),
     )
     assert all((r.max_model_len or 0) >= 131072 for r in ctx.rows if r.feasible)
     q = estimate_catalog(
         m("llama-3.1-70b-instruct"),
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        accelerator="gpu",
-        quantization="int4",
+        PlanQuery(input_len=512, output_len=128, concurrency=1, quantization="int4"),
+        filters=CatalogFilters(accelerator="gpu"),
     )
     assert all(r.weight_format == "int4" for r in q.rows if r.feasible)
     one = estimate_catalog(
         "llama-3.1-8b-instruct",
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        instance_type="g6.xlarge",
-        slo="tpot:100",
+        PlanQuery(input_len=512, output_len=128, concurrency=1, slo=parse_slo("tpot:100")),
+        filters=CatalogFilters(instance_type="g6.xlarge"),
     )
     assert [r.instance for r in one.rows] == ["g6.xlarge"]
 
@@ -304,16 +322,20 @@ def test_catalog_table_is_ranked_and_filtered() -> None:
 def test_slo_finds_the_cheapest_instance_and_its_highest_concurrency() -> None:
     model = m("llama-3.1-8b-instruct")
     slo = SLO(ttft_ms=1000, tpot_ms=40)
-    tab = estimate_catalog(model, input_len=512, output_len=128, concurrency=8, slo=slo, accelerator="gpu")
+    tab = estimate_catalog(
+        model,
+        PlanQuery(input_len=512, output_len=128, concurrency=8, slo=slo),
+        filters=CatalogFilters(accelerator="gpu"),
+    )
     choice = tab.summary.slo_choice
     assert choice is not None
     row = next(r for r in tab.rows if r.instance == choice)
     assert row.max_concurrency_meeting_slo is not None and row.max_concurrency_meeting_slo >= 8
     c = row.max_concurrency_meeting_slo
-    at = estimate(model, choice, input_len=512, output_len=128, concurrency=c)
+    at = estimate(model, choice, PlanQuery(input_len=512, output_len=128, concurrency=c))
     assert at.tpot_ms is not None and at.ttft_ms is not None and at.e2e_ms is not None
     assert slo.met(at.ttft_ms, at.tpot_ms, at.e2e_ms)
-    above = estimate(model, choice, input_len=512, output_len=128, concurrency=c + 1)
+    above = estimate(model, choice, PlanQuery(input_len=512, output_len=128, concurrency=c + 1))
     assert above.tpot_ms is not None and above.ttft_ms is not None and above.e2e_ms is not None
     assert not slo.met(above.ttft_ms, above.tpot_ms, above.e2e_ms) or c + 1 > (
         above.recommendation.settings.max_num_seqs if above.recommendation.settings else 0
@@ -331,11 +353,8 @@ def test_slo_finds_the_cheapest_instance_and_its_highest_concurrency() -> None:
 def test_impossible_slo_is_reported() -> None:
     tab = estimate_catalog(
         m("llama-3.1-8b-instruct"),
-        input_len=512,
-        output_len=128,
-        concurrency=8,
-        slo=SLO(tpot_ms=0.01),
-        accelerator="neuron",
+        PlanQuery(input_len=512, output_len=128, concurrency=8, slo=SLO(tpot_ms=0.01)),
+        filters=CatalogFilters(accelerator="neuron"),
     )
     assert tab.summary.slo_choice is None and any("No instance meets" in n for n in tab.notes)
 
@@ -350,11 +369,13 @@ def test_parse_slo() -> None:
 
 def test_inputs_are_checked() -> None:
     with pytest.raises(UserInputError):
-        estimate(m("qwen2.5-7b-instruct"), "g6.xlarge", input_len=0, output_len=1, concurrency=1)
+        estimate(m("qwen2.5-7b-instruct"), "g6.xlarge", PlanQuery(input_len=0, output_len=1, concurrency=1))
 
 
 def test_request_longer_than_any_context_is_infeasible() -> None:
-    e = estimate(m("smollm2-135m-instruct"), "g6.xlarge", input_len=9000, output_len=100, concurrency=1)
+    e = estimate(
+        m("smollm2-135m-instruct"), "g6.xlarge", PlanQuery(input_len=9000, output_len=100, concurrency=1)
+    )
     assert not e.feasible and math.isfinite(len(e.explanation))
 
 
@@ -365,7 +386,9 @@ def test_bursts_travel_in_waves_while_a_wave_fits_one_step_and_steady_arrivals_i
 
     def est(inp: int, c: int, arrivals: str = "bursts"):
         return estimate(
-            model, "g6.xlarge", input_len=inp, output_len=64, concurrency=c, factors=F, arrivals=arrivals
+            model,
+            "g6.xlarge",
+            PlanQuery(input_len=inp, output_len=64, concurrency=c, factors=F, arrivals=arrivals),
         )
 
     one, four = est(512, 1), est(512, 4)  # 3 x 512 = 1,536 tokens: one step
@@ -389,7 +412,7 @@ def test_bursts_travel_in_waves_while_a_wave_fits_one_step_and_steady_arrivals_i
     half_step = 0.5 * spread.times.decode_step_ms
     assert spread.ttft_ms == pytest.approx(spread_steady.ttft_ms + half_step, rel=0.01)
     with pytest.raises(UserInputError, match="arrivals"):
-        estimate(model, "g6.xlarge", input_len=8, output_len=8, concurrency=1, arrivals="poisson")
+        estimate(model, "g6.xlarge", PlanQuery(input_len=8, output_len=8, concurrency=1, arrivals="poisson"))
 
 
 def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
@@ -397,7 +420,9 @@ def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
     model = m("qwen2.5-0.5b-instruct")
     one, four = (
         estimate(
-            model, "m8i.2xlarge", input_len=128, output_len=32, concurrency=c, factors=F, engine="llamacpp"
+            model,
+            "m8i.2xlarge",
+            PlanQuery(input_len=128, output_len=32, concurrency=c, factors=F, engine="llamacpp"),
         )
         for c in (1, 4)
     )
@@ -405,7 +430,7 @@ def test_llamacpp_serves_one_request_at_a_time_and_the_rest_queue() -> None:
     assert four.output_tokens_per_s == pytest.approx(one.output_tokens_per_s, rel=1e-6)
     # the 4th user waits for the 3 requests ahead of it, each a full E2E
     assert four.ttft_ms == pytest.approx(one.ttft_ms + 3 * one.e2e_ms, rel=1e-6)
-    vllm = estimate(model, "m8i.2xlarge", input_len=128, output_len=32, concurrency=4, factors=F)
+    vllm = estimate(model, "m8i.2xlarge", PlanQuery(input_len=128, output_len=32, concurrency=4, factors=F))
     assert vllm.output_tokens_per_s > 2 * four.output_tokens_per_s  # continuous batching does batch
 
 
@@ -420,7 +445,7 @@ def test_the_bandwidth_floor_is_never_above_the_predicted_tpot(name: str, instan
     """The floor reads the bytes the prediction reads (one row of an untied embedding, not the table; the KV
     of the prompt, the smallest context a step sees): "TPOT cannot go below" never exceeds the TPOT beside it
     (the case that showed it: 376.69 ms typical beside a 390.4 ms floor, llama.cpp on an untied-embedding model)."""
-    e = estimate(m(name), instance, input_len=512, output_len=128, concurrency=1, engine=engine)
+    e = estimate(m(name), instance, PlanQuery(input_len=512, output_len=128, concurrency=1, engine=engine))
     assert e.feasible and e.tpot_ms is not None and e.recommendation is not None
     adv = e.recommendation.bandwidth
     assert adv is not None and adv.tpot_floor_ms <= e.tpot_ms
@@ -445,9 +470,13 @@ def test_neuron_buckets_follow_nxd_inference() -> None:
 def test_neuron_prefill_runs_the_compiled_limit_not_the_next_power_of_two() -> None:
     model = m("llama-3.1-8b-instruct")
     capped = estimate(
-        model, "trn1.32xlarge", input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=12800
+        model,
+        "trn1.32xlarge",
+        PlanQuery(input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=12800),
     )
     pow2 = estimate(
-        model, "trn1.32xlarge", input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=16384
+        model,
+        "trn1.32xlarge",
+        PlanQuery(input_len=10000, output_len=16, concurrency=1, factors=F, max_model_len=16384),
     )
     assert capped.ttft_ms < pow2.ttft_ms

@@ -3,10 +3,11 @@ name rule (plan/measured.py), the store's query, and the estimate rows the CLI a
 
 from __future__ import annotations
 
-from accelbench.domain.plan_query import EstimateQuery
+from accelbench.domain.plan_query import EstimateQuery, PlanQuery
 from accelbench.domain.run import RunStatus
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate
+from accelbench.plan.context import PlanContext
 from accelbench.plan.measured import attribution, same_model
 from accelbench.services.planning import estimate_json, estimate_result, plan_context
 from accelbench.store import Store
@@ -40,10 +41,20 @@ def test_attribution_names_the_other_models_once() -> None:
 
 def test_an_estimate_is_measured_only_for_the_model_measured() -> None:
     runs = {"g6.2xlarge": [(LLAMA,)]}
-    qwen = estimate(QWEN, "g6.2xlarge", input_len=512, output_len=128, concurrency=4, measured_runs=runs)
+    qwen = estimate(
+        QWEN,
+        "g6.2xlarge",
+        PlanQuery(input_len=512, output_len=128, concurrency=4),
+        PlanContext(measured_runs=runs),
+    )
     assert qwen.has_benchmark_data is False and qwen.measured_other_models == [LLAMA]
     assert f"the store's runs there are of {LLAMA}" in " ".join(qwen.notes)
-    llama = estimate(LLAMA, "g6.2xlarge", input_len=512, output_len=128, concurrency=4, measured_runs=runs)
+    llama = estimate(
+        LLAMA,
+        "g6.2xlarge",
+        PlanQuery(input_len=512, output_len=128, concurrency=4),
+        PlanContext(measured_runs=runs),
+    )
     assert llama.has_benchmark_data is True and llama.measured_other_models == []
     assert f"Measured: the store has runs of {LLAMA} on g6.2xlarge." in llama.notes
 

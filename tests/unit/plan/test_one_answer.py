@@ -3,6 +3,7 @@ and the sentences that explain a context come from the same figures (the shipped
 
 from __future__ import annotations
 
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.recommendation import Verdict
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import recommend
@@ -33,8 +34,10 @@ def test_a_shorter_context_is_explained_once_and_never_as_the_full_context() -> 
 
 def test_recommend_never_shortens_the_context_below_the_request_it_was_given() -> None:
     spec = load_model_spec("llama-3.1-8b-instruct")
-    rec = recommend(spec, "g5.xlarge", input_len=10_000, output_len=1_000)
-    est = estimate(spec, "g5.xlarge", input_len=10_000, output_len=1_000, concurrency=1, goal="cost")
+    rec = recommend(spec, "g5.xlarge", FitQuery(input_len=10_000, output_len=1_000))
+    est = estimate(
+        spec, "g5.xlarge", PlanQuery(input_len=10_000, output_len=1_000, concurrency=1, goal="cost")
+    )
     assert rec.fits and rec.settings is not None and est.feasible
     assert rec.settings.max_model_len >= 11_000
     assert (est.weight_format, est.max_model_len) == (rec.settings.weight_format, rec.settings.max_model_len)
@@ -45,7 +48,7 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
     # cheaper per token, but the checkpoint's precision fits, so the estimate must not choose it unasked
     spec = load_model_spec("llama-3.1-70b-instruct")
     rec = recommend(spec, "g6e.12xlarge")
-    est = estimate(spec, "g6e.12xlarge", input_len=512, output_len=128, concurrency=1, goal="cost")
+    est = estimate(spec, "g6e.12xlarge", PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost"))
     assert rec.settings is not None and rec.settings.quantization is None
     assert est.feasible and not est.quantization_required and est.like_for_like
     assert (est.weight_format, est.max_model_len, est.tensor_parallel_size) == (
@@ -56,11 +59,7 @@ def test_estimate_keeps_the_checkpoint_precision_where_recommend_does() -> None:
     asked = estimate(
         spec,
         "g6e.12xlarge",
-        input_len=512,
-        output_len=128,
-        concurrency=1,
-        goal="cost",
-        allow_quantization=True,
+        PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost", allow_quantization=True),
     )
     assert asked.weight_format == "fp8"  # chosen only when the caller lets the goal choose it
 
@@ -71,7 +70,7 @@ def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_o
 
     spec = load_model_spec("qwen2.5-7b-instruct")  # 28 attention and 4 KV heads
     three = EngineSettings(tensor_parallel_size=3)
-    small = recommend(spec, "g6.xlarge", settings=three)
+    small = recommend(spec, "g6.xlarge", FitQuery(settings=three))
     assert not small.fits and small.refusal is not None
     (advice,) = [w for w in small.refusal.way_forward if "--tensor-parallel-size" in w]
     assert "--tensor-parallel-size 1:" in advice and "or less" not in advice
@@ -80,7 +79,7 @@ def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_o
     assert kinds == sorted(kinds, key=lambda k: k != AcceleratorType.gpu), kinds  # the GPUs, then the rest
     # the reason is said once: in the refusal, not again among the reasons that led to it
     assert small.refusal.reason not in small.reasons
-    four = recommend(spec, "g6.12xlarge", settings=three)
+    four = recommend(spec, "g6.12xlarge", FitQuery(settings=three))
     assert four.refusal is not None
     assert any("--tensor-parallel-size 1, 2 or 4:" in w for w in four.refusal.way_forward)
 
@@ -95,7 +94,10 @@ def test_every_tier_names_the_sizes_it_can_run_when_a_size_is_refused() -> None:
         ("inf2.xlarge", 3, "2:"),
     ):
         rec = recommend(
-            spec, instance, settings=EngineSettings(tensor_parallel_size=tp), suggest_alternatives=False
+            spec,
+            instance,
+            FitQuery(settings=EngineSettings(tensor_parallel_size=tp)),
+            suggest_alternatives=False,
         )
         assert rec.refusal is not None, instance
         assert rec.refusal.way_forward == [

@@ -11,6 +11,8 @@ import pytest
 
 from accelbench.domain.estimate import SLO, EstimateRow, PredictionRange
 from accelbench.domain.instance_types import AcceleratorType
+from accelbench.domain.plan_query import PlanQuery
+from accelbench.plan.context import PlanContext
 from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
 from accelbench.plan.ranges import (
     MIN_ROWS,
@@ -244,9 +246,9 @@ def test_a_calibrated_estimate_takes_its_tpot_range_from_the_calibration_and_say
         "error_after": {"tpot_mape_pct": 5.0},
         "created_at": None,
     }
-    kw = {"input_len": 512, "output_len": 128, "concurrency": 1}
-    plain = estimate(model, "g6.xlarge", **kw)  # type: ignore[arg-type]
-    tuned = estimate(model, "g6.xlarge", calibrations=CalibrationSet.from_rows([row]), **kw)  # type: ignore[arg-type]
+    asked = PlanQuery(input_len=512, output_len=128, concurrency=1)
+    plain = estimate(model, "g6.xlarge", asked)
+    tuned = estimate(model, "g6.xlarge", asked, PlanContext(calibrations=CalibrationSet.from_rows([row])))
     r, p = tuned.ranges["tpot_ms"], plain.ranges["tpot_ms"]
     assert "calibrated on your runs" in r.basis and "12 points" in r.basis and "5.0%" in r.basis
     assert r.p90 / r.p10 < p.p90 / p.p10  # narrower than the public data's borrowed range
@@ -254,7 +256,10 @@ def test_a_calibrated_estimate_takes_its_tpot_range_from_the_calibration_and_say
     assert tuned.tpot_ms is not None and r.p90 / tuned.tpot_ms == pytest.approx(1.11, abs=0.02)
     assert "calibrated" not in tuned.ranges["ttft_ms"].basis  # the calibration says nothing of TTFT
     few = CalibrationSet.from_rows([row | {"n_points": 2}])
-    assert "calibrated" not in estimate(model, "g6.xlarge", calibrations=few, **kw).ranges["tpot_ms"].basis  # type: ignore[arg-type]
+    assert (
+        "calibrated"
+        not in estimate(model, "g6.xlarge", asked, PlanContext(calibrations=few)).ranges["tpot_ms"].basis
+    )
 
 
 def test_a_regime_without_rows_borrows_the_family_s_other_regimes_widened() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 from accelbench.domain.estimate import SLO
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.plan import estimate_catalog
+from accelbench.plan.ranking import CatalogFilters
 
 M = "llama-3.1-8b-instruct"
 
@@ -21,7 +23,11 @@ def test_with_an_slo_the_rows_meeting_it_come_first_each_part_by_cost() -> None:
     # prefill, g5.xlarge (A10G, 2,048-token steps) serves fewer requests per hour and the cheapest row is
     # g7e.2xlarge, whose TPOT (about 14 ms) a 30 ms target no longer separates from the rest
     slo = SLO(tpot_ms=12)
-    tab = estimate_catalog(M, input_len=512, output_len=128, concurrency=8, slo=slo, accelerator="gpu")
+    tab = estimate_catalog(
+        M,
+        PlanQuery(input_len=512, output_len=128, concurrency=8, slo=slo),
+        filters=CatalogFilters(accelerator="gpu"),
+    )
     verdicts = [r.slo_met for r in tab.rows if r.feasible]
     met = verdicts.count(True)
     assert 0 < met < len(verdicts), "the case needs rows on both sides of the SLO"
@@ -36,7 +42,9 @@ def test_with_an_slo_the_rows_meeting_it_come_first_each_part_by_cost() -> None:
 
 
 def test_without_an_slo_rows_are_ranked_by_cost() -> None:
-    tab = estimate_catalog(M, input_len=512, output_len=128, concurrency=8, accelerator="gpu")
+    tab = estimate_catalog(
+        M, PlanQuery(input_len=512, output_len=128, concurrency=8), filters=CatalogFilters(accelerator="gpu")
+    )
     feasible = [r for r in tab.rows if r.feasible]
     assert all(r.slo_met is None for r in feasible)
     assert [_cost(r) for r in feasible] == sorted(_cost(r) for r in feasible)

@@ -11,6 +11,7 @@ import pytest
 from accelbench.catalog import get_catalog
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
 from accelbench.domain.model import ModelSource, ModelSpec
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.recommendation import RefusalCode, Verdict
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
@@ -73,7 +74,7 @@ def test_gpu_kv_cache_is_the_model_dtype_by_default_and_fp8_only_when_asked() ->
     kv_budget = usable * GIB - weight_bytes(model, native_format(model)).total - overhead_bytes(model)
     assert r.memory.kv_cache_gib == pytest.approx(kv_budget / GIB, abs=0.01)
     assert r.memory.kv_bytes_per_token == 57_344  # 16-bit KV
-    fp8 = recommend(m("qwen2.5-7b-instruct"), "g6.xlarge", kv_cache_dtype="fp8")
+    fp8 = recommend(m("qwen2.5-7b-instruct"), "g6.xlarge", FitQuery(kv_cache_dtype="fp8"))
     assert fp8.settings is not None and fp8.settings.kv_cache_dtype == "fp8" and fp8.memory is not None
     assert fp8.memory.kv_bytes_per_token == 57_344 // 2
     assert fp8.memory.kv_cache_tokens == pytest.approx(2 * r.memory.kv_cache_tokens, rel=0.01)
@@ -83,7 +84,7 @@ def test_gpu_kv_cache_is_the_model_dtype_by_default_and_fp8_only_when_asked() ->
 def test_gpu_without_fp8_uses_16_bit_kv_and_warns_when_fp8_is_forced() -> None:
     r = recommend(m("llama-3.1-8b-instruct"), "g5.xlarge")  # A10G: no FP8 hardware
     assert r.settings is not None and r.settings.kv_cache_dtype == "auto"
-    forced = recommend(m("llama-3.1-8b-instruct"), "g5.xlarge", kv_cache_dtype="fp8")
+    forced = recommend(m("llama-3.1-8b-instruct"), "g5.xlarge", FitQuery(kv_cache_dtype="fp8"))
     assert forced.settings is not None and forced.settings.kv_cache_dtype == "fp8"
     assert any("no FP8 hardware" in w for w in forced.warnings)
 
@@ -149,7 +150,7 @@ def test_gpu_fallback_goes_down_to_int4() -> None:
 
 
 def test_gpu_explicit_quantization_has_no_fallback() -> None:
-    r = recommend(m("qwen2.5-32b-instruct"), "g6e.xlarge", quantization="none")
+    r = recommend(m("qwen2.5-32b-instruct"), "g6e.xlarge", FitQuery(quantization="none"))
     assert not r.fits and r.refusal is not None and r.refusal.code == RefusalCode.does_not_fit
     assert [a.weight_format for a in r.attempts] == ["bf16"]
     assert any("Leave quantization unset" in w for w in r.refusal.way_forward)
@@ -172,7 +173,9 @@ def test_gpu_nothing_fits_suggests_the_cheapest_larger_instances() -> None:
         if i.on_demand_usd is not None and best.hourly_usd is not None and i.on_demand_usd < best.hourly_usd
     ]
     for inst in cheaper:
-        rr = recommend(m("llama-3.1-70b-instruct"), inst, quantization="none", suggest_alternatives=False)
+        rr = recommend(
+            m("llama-3.1-70b-instruct"), inst, FitQuery(quantization="none"), suggest_alternatives=False
+        )
         assert not rr.fits, inst.name
     assert any("Cheapest instances that fit" in w for w in r.refusal.way_forward)
 
@@ -192,7 +195,7 @@ def test_gpu_pre_quantized_checkpoint_keeps_its_method(tmp_path: Path) -> None:
     assert r.settings.checkpoint_quantization == "awq" and r.settings.weight_bits == 4
     assert [a.weight_format for a in r.attempts] == ["awq-4bit"]
     # re-quantizing a quantized checkpoint is refused
-    bad = recommend(model, "g6e.xlarge", quantization="fp8")
+    bad = recommend(model, "g6e.xlarge", FitQuery(quantization="fp8"))
     assert (
         not bad.fits and bad.refusal is not None and bad.refusal.code == RefusalCode.unsupported_quantization
     )
@@ -211,9 +214,7 @@ def test_gpu_requested_context_that_cannot_fit_is_refused() -> None:
     r = recommend(
         m("llama-3.1-70b-instruct"),
         "g6e.12xlarge",
-        max_model_len=131072,
-        quantization="none",
-        kv_cache_dtype="auto",
+        FitQuery(max_model_len=131072, quantization="none", kv_cache_dtype="auto"),
     )
     assert not r.fits and r.refusal is not None and r.refusal.code == RefusalCode.context_does_not_fit
 
@@ -226,7 +227,7 @@ def test_gpu_host_ram_warning() -> None:
 
 
 def test_mla_kv_is_replicated_across_ranks() -> None:
-    r = recommend(m("deepseek-v3"), "p5e.48xlarge", kv_cache_dtype="fp8")
+    r = recommend(m("deepseek-v3"), "p5e.48xlarge", FitQuery(kv_cache_dtype="fp8"))
     assert r.settings is not None and r.memory is not None
     assert r.settings.checkpoint_quantization == "fp8" and r.settings.quantization is None
     assert any("replicated on every rank" in x for x in r.reasons)
@@ -246,13 +247,17 @@ def test_neuron_uses_every_neuroncore_by_default_and_a_given_tp_when_asked() -> 
     assert r.memory.unit_memory_gib == 16
     assert r.settings.gpu_memory_utilization is None and r.settings.kv_cache_dtype is None
     sixteen = recommend(
-        m("mixtral-8x7b-instruct-v0.1"), "inf2.48xlarge", settings=EngineSettings(tensor_parallel_size=16)
+        m("mixtral-8x7b-instruct-v0.1"),
+        "inf2.48xlarge",
+        FitQuery(settings=EngineSettings(tensor_parallel_size=16)),
     )
     assert sixteen.settings is not None and sixteen.memory is not None
     assert sixteen.settings.tensor_parallel_size == 16 and sixteen.memory.units == 16
     assert sixteen.memory.kv_cache_gib < r.memory.kv_cache_gib  # 16 cores hold less KV cache than 24
     too_many = recommend(
-        m("mixtral-8x7b-instruct-v0.1"), "inf2.48xlarge", settings=EngineSettings(tensor_parallel_size=32)
+        m("mixtral-8x7b-instruct-v0.1"),
+        "inf2.48xlarge",
+        FitQuery(settings=EngineSettings(tensor_parallel_size=32)),
     )
     assert not too_many.fits and too_many.refusal is not None
     assert too_many.refusal.code == RefusalCode.no_valid_tensor_parallel and "24" in too_many.refusal.reason
@@ -282,11 +287,11 @@ def test_neuron_host_ram_minimum() -> None:
 def test_neuron_refuses_unsupported_architectures_and_quantization() -> None:
     r = recommend(m("deepseek-v3"), "trn1.32xlarge")
     assert r.refusal is not None and r.refusal.code == RefusalCode.unsupported_architecture
-    q = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", quantization="int4")
+    q = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", FitQuery(quantization="int4"))
     assert q.refusal is not None and q.refusal.code == RefusalCode.unsupported_quantization
     assert "INT8 weights" in q.refusal.reason
     # INT8 weight-only (NxD Inference) is planned and predicted, and said not to be deployed
-    i8 = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", quantization="int8")
+    i8 = recommend(m("llama-3.1-8b-instruct"), "inf2.8xlarge", FitQuery(quantization="int8"))
     assert i8.fits and i8.settings is not None and i8.settings.weight_format == "int8"
     assert any("not deployed" in w for w in i8.warnings)
 
@@ -330,7 +335,7 @@ def test_cpu_model_that_does_not_fit_host_memory() -> None:
 
 
 def test_cpu_settings_are_cpu_only() -> None:
-    r = recommend(m("qwen2.5-7b-instruct"), "r8g.4xlarge", kv_cache_dtype="fp8")
+    r = recommend(m("qwen2.5-7b-instruct"), "r8g.4xlarge", FitQuery(kv_cache_dtype="fp8"))
     assert r.settings is not None
     s = r.settings
     assert s.engine == "vllm-cpu" and s.dtype == "bfloat16"
@@ -342,7 +347,7 @@ def test_cpu_settings_are_cpu_only() -> None:
 
 
 def test_cpu_fp16_is_served_as_bf16() -> None:
-    r = recommend(m("qwen2.5-1.5b-instruct"), "r8g.xlarge", quantization="fp16")
+    r = recommend(m("qwen2.5-1.5b-instruct"), "r8g.xlarge", FitQuery(quantization="fp16"))
     assert r.settings is not None and r.settings.dtype == "bfloat16"
     assert any("FP16 is unstable" in w for w in r.warnings)
 
@@ -368,7 +373,7 @@ def test_cpu_dense_above_13b_is_refused_with_w8a8_w4a8_alternatives() -> None:
     assert "W8A8" in text and "W4A8" in text and "compressed-tensors" in text
     assert r.bandwidth is not None and r.bandwidth.tpot_floor_ms > 0
     # with int8 (a W8A8 checkpoint) it is served
-    q = recommend(m("qwen2.5-14b-instruct"), "r8g.16xlarge", quantization="int8")
+    q = recommend(m("qwen2.5-14b-instruct"), "r8g.16xlarge", FitQuery(quantization="int8"))
     assert q.fits and q.settings is not None and q.settings.quantization == "int8"
     assert q.settings.weight_bits == 8
     assert any("W8A8 compressed-tensors checkpoint" in w for w in q.warnings)
@@ -389,7 +394,7 @@ def test_cpu_moe_is_judged_by_active_parameters() -> None:
 
 
 def test_cpu_refuses_fp8_and_gpu_only_checkpoints() -> None:
-    r = recommend(m("qwen2.5-7b-instruct"), "r8g.4xlarge", quantization="fp8")
+    r = recommend(m("qwen2.5-7b-instruct"), "r8g.4xlarge", FitQuery(quantization="fp8"))
     assert r.refusal is not None and r.refusal.code == RefusalCode.unsupported_quantization
     ds = recommend(m("deepseek-v3"), "r8g.48xlarge")  # an FP8 checkpoint
     assert ds.refusal is not None and ds.refusal.code == RefusalCode.unsupported_quantization
@@ -445,7 +450,7 @@ def test_non_generative_models_are_refused(tmp_path: Path) -> None:
 
 def test_unknown_quantization_and_instance() -> None:
     with pytest.raises(UserInputError, match="Unknown quantization"):
-        recommend(m("qwen2.5-7b-instruct"), "g6.xlarge", quantization="int3")
+        recommend(m("qwen2.5-7b-instruct"), "g6.xlarge", FitQuery(quantization="int3"))
     from accelbench.errors import NotFoundError
 
     with pytest.raises(NotFoundError, match="Did you mean"):

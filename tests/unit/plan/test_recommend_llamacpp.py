@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
@@ -20,10 +21,12 @@ def llama2():
 def test_a_q4_0_7b_model_fits_an_8_gib_graviton_with_a_4k_context_where_vllms_rule_refuses(llama2) -> None:
     """A 4,096-token f16 cache of Llama-2-7B is 2 GiB: beside 3.7 GiB of Q4_0 weights it fits 6.8 GiB, as the
     published interactive run on c7g.xlarge shows; vLLM's whole-GiB VLLM_CPU_KVCACHE_SPACE rule leaves 1 GiB."""
-    vllm = recommend(llama2, "c7g.xlarge", quantization="int4", max_model_len=4096)
+    vllm = recommend(llama2, "c7g.xlarge", FitQuery(quantization="int4", max_model_len=4096))
     assert not vllm.fits and vllm.refusal is not None
     assert vllm.refusal.code == RefusalCode.context_does_not_fit
-    cpp = recommend(llama2, "c7g.xlarge", quantization="int4", max_model_len=4096, engine="llamacpp")
+    cpp = recommend(
+        llama2, "c7g.xlarge", FitQuery(quantization="int4", max_model_len=4096, engine="llamacpp")
+    )
     assert cpp.fits and cpp.settings is not None and cpp.memory is not None
     s, mem = cpp.settings, cpp.memory
     assert (s.engine, s.tensor_parallel_size, s.max_num_seqs, s.max_model_len) == ("llamacpp", 1, 1, 4096)
@@ -38,11 +41,13 @@ def test_a_q4_0_7b_model_fits_an_8_gib_graviton_with_a_4k_context_where_vllms_ru
 
 
 def test_without_a_context_asked_llamacpp_takes_the_longest_standard_one_memory_holds(llama2) -> None:
-    r = recommend(llama2, "c7g.xlarge", quantization="int4", engine="llamacpp")
+    r = recommend(llama2, "c7g.xlarge", FitQuery(quantization="int4", engine="llamacpp"))
     assert r.fits and r.settings is not None
     assert r.settings.max_model_len == llama2.max_position_embeddings  # 4,096 fits
     small = recommend(
-        load_model_spec("llama-3.1-8b-instruct"), "c7g.xlarge", quantization="int4", engine="llamacpp"
+        load_model_spec("llama-3.1-8b-instruct"),
+        "c7g.xlarge",
+        FitQuery(quantization="int4", engine="llamacpp"),
     )
     assert small.fits and small.settings is not None
     assert small.settings.max_model_len < 131072 and small.memory is not None and small.memory.free_gib >= 0
@@ -53,9 +58,7 @@ def test_a_context_that_does_not_fit_is_refused_with_the_longest_that_does(llama
     r = recommend(
         load_model_spec("llama-3.1-8b-instruct"),
         "c7g.xlarge",
-        quantization="int4",
-        max_model_len=65536,
-        engine="llamacpp",
+        FitQuery(quantization="int4", max_model_len=65536, engine="llamacpp"),
     )
     assert not r.fits and r.refusal is not None and r.refusal.code == RefusalCode.context_does_not_fit
     assert "room for" in r.refusal.reason
@@ -75,7 +78,9 @@ def test_a_context_that_does_not_fit_is_refused_with_the_longest_that_does(llama
 def test_settings_llamacpp_does_not_have_are_refused_with_the_way_forward(
     llama2, settings, quantization, what
 ) -> None:
-    r = recommend(llama2, "c7g.8xlarge", quantization=quantization, settings=settings, engine="llamacpp")
+    r = recommend(
+        llama2, "c7g.8xlarge", FitQuery(quantization=quantization, settings=settings, engine="llamacpp")
+    )
     assert not r.fits and r.refusal is not None
     assert what in r.refusal.reason and r.refusal.way_forward
 
@@ -84,23 +89,17 @@ def test_the_estimate_runs_the_gguf_format_and_one_request_at_a_time(llama2) -> 
     e = estimate(
         llama2,
         "c7g.8xlarge",
-        input_len=128,
-        output_len=64,
-        concurrency=4,
-        quantization="int4",
-        engine="llamacpp",
+        PlanQuery(input_len=128, output_len=64, concurrency=4, quantization="int4", engine="llamacpp"),
     )
     assert e.recommendation.settings is not None and e.recommendation.settings.max_num_seqs == 1
     one = estimate(
         llama2,
         "c7g.8xlarge",
-        input_len=128,
-        output_len=64,
-        concurrency=1,
-        quantization="int4",
-        engine="llamacpp",
+        PlanQuery(input_len=128, output_len=64, concurrency=1, quantization="int4", engine="llamacpp"),
     )
     assert e.tpot_ms is not None and one.tpot_ms is not None
     assert e.tpot_ms == pytest.approx(one.tpot_ms, rel=0.05)  # no batching: the others wait in the queue
-    bf16 = estimate(llama2, "c7g.8xlarge", input_len=128, output_len=64, concurrency=1, engine="llamacpp")
+    bf16 = estimate(
+        llama2, "c7g.8xlarge", PlanQuery(input_len=128, output_len=64, concurrency=1, engine="llamacpp")
+    )
     assert bf16.tpot_ms is not None and bf16.tpot_ms > 2 * one.tpot_ms  # 4-bit file read, not 16-bit

@@ -3,9 +3,12 @@ setting that cannot work is refused with the reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from accelbench.catalog import get_catalog
+from accelbench.domain.plan_query import FitQuery, PlanQuery
 from accelbench.domain.recommendation import RefusalCode
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
@@ -24,7 +27,7 @@ def m(name: str):
 def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
     model = m("llama-3.1-8b-instruct")
     one = recommend(model, "p5.48xlarge")  # 8 x H100: the planner's own fit is TP 1
-    eight = recommend(model, "p5.48xlarge", settings=EngineSettings(tensor_parallel_size=8))
+    eight = recommend(model, "p5.48xlarge", FitQuery(settings=EngineSettings(tensor_parallel_size=8)))
     assert one.settings is not None and one.memory is not None
     assert eight.settings is not None and eight.memory is not None
     assert one.settings.tensor_parallel_size == 1 and eight.settings.tensor_parallel_size == 8
@@ -37,11 +40,13 @@ def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
     e = estimate(
         model,
         "p5.48xlarge",
-        input_len=2048,
-        output_len=256,
-        concurrency=256,
-        engine_settings=EngineSettings(tensor_parallel_size=8, max_num_seqs=512),
-        factors=F,
+        PlanQuery(
+            input_len=2048,
+            output_len=256,
+            concurrency=256,
+            engine_settings=EngineSettings(tensor_parallel_size=8, max_num_seqs=512),
+            factors=F,
+        ),
     )
     assert e.tensor_parallel_size == 8 and e.batch == 256
 
@@ -51,16 +56,20 @@ def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
     [("p5.48xlarge", 16, "has 8"), ("p5.48xlarge", 3, "does not divide"), ("m7i.48xlarge", 4, "NUMA")],
 )
 def test_a_tp_that_cannot_work_is_refused_with_the_reason(instance: str, tp: int, says: str) -> None:
-    r = recommend(m("llama-3.1-8b-instruct"), instance, settings=EngineSettings(tensor_parallel_size=tp))
+    r = recommend(
+        m("llama-3.1-8b-instruct"), instance, FitQuery(settings=EngineSettings(tensor_parallel_size=tp))
+    )
     assert not r.fits and r.refusal is not None
     assert r.refusal.code == RefusalCode.no_valid_tensor_parallel and says in r.refusal.reason
     e = estimate(
         m("llama-3.1-8b-instruct"),
         instance,
-        input_len=128,
-        output_len=32,
-        concurrency=1,
-        engine_settings=EngineSettings(tensor_parallel_size=tp),
+        PlanQuery(
+            input_len=128,
+            output_len=32,
+            concurrency=1,
+            engine_settings=EngineSettings(tensor_parallel_size=tp),
+        ),
     )
     assert not e.feasible and says in e.explanation
 
@@ -68,18 +77,22 @@ def test_a_tp_that_cannot_work_is_refused_with_the_reason(instance: str, tp: int
 def test_max_num_seqs_is_kept_and_warned_about_when_the_kv_cache_cannot_hold_it() -> None:
     model = m("qwen2.5-7b-instruct")
     r = recommend(
-        model, "g6.xlarge", input_len=2048, output_len=512, settings=EngineSettings(max_num_seqs=200)
+        model,
+        "g6.xlarge",
+        FitQuery(input_len=2048, output_len=512, settings=EngineSettings(max_num_seqs=200)),
     )
     assert r.settings is not None and r.settings.max_num_seqs == 200
     assert any("the rest wait" in w for w in r.warnings)
     small = estimate(
         model,
         "g6.xlarge",
-        input_len=256,
-        output_len=64,
-        concurrency=16,
-        engine_settings=EngineSettings(max_num_seqs=4),
-        factors=F,
+        PlanQuery(
+            input_len=256,
+            output_len=64,
+            concurrency=16,
+            engine_settings=EngineSettings(max_num_seqs=4),
+            factors=F,
+        ),
     )
     assert small.batch == 4 and small.times is not None and small.times.queue_ms > 0
 
@@ -91,11 +104,13 @@ def test_max_num_batched_tokens_sets_the_prefill_chunk() -> None:
         e = estimate(
             model,
             "g6.xlarge",
-            input_len=4096,
-            output_len=16,
-            concurrency=1,
-            engine_settings=EngineSettings(max_num_batched_tokens=chunk) if chunk else None,
-            factors=F,
+            PlanQuery(
+                input_len=4096,
+                output_len=16,
+                concurrency=1,
+                engine_settings=EngineSettings(max_num_batched_tokens=chunk) if chunk else None,
+                factors=F,
+            ),
         )
         assert e.recommendation.settings is not None
         assert e.recommendation.settings.max_num_batched_tokens == chunk
@@ -104,23 +119,25 @@ def test_max_num_batched_tokens_sets_the_prefill_chunk() -> None:
 
     # 4,096 tokens in 256-token chunks: 16 steps, each with its overhead and a pass over the weights
     assert ttft(256) > ttft(8192)
-    rec = recommend(model, "g6.xlarge", settings=EngineSettings(max_num_batched_tokens=1024))
+    rec = recommend(model, "g6.xlarge", FitQuery(settings=EngineSettings(max_num_batched_tokens=1024)))
     assert rec.settings is not None and rec.settings.engine_settings().max_num_batched_tokens == 1024
 
 
 def test_cpu_kv_cache_space_is_exact_and_refused_when_it_does_not_fit() -> None:
     model = m("qwen2.5-7b-instruct")
-    r = recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=10))  # 128 GiB host
+    r = recommend(
+        model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=10))
+    )  # 128 GiB host
     assert r.settings is not None and r.memory is not None
     assert r.settings.kv_cache_space_gib == 10 and r.memory.kv_cache_gib == 10
     default = recommend(model, "r8g.4xlarge")
     assert default.memory is not None and r.memory.kv_cache_tokens < default.memory.kv_cache_tokens
-    big = recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=200))
+    big = recommend(model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=200)))
     assert (
         not big.fits and big.refusal is not None and "kv-cache-space-gib" in " ".join(big.refusal.way_forward)
     )
     with pytest.raises(UserInputError, match="whole number"):
-        recommend(model, "r8g.4xlarge", settings=EngineSettings(kv_cache_space_gib=2.5))
+        recommend(model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=2.5)))
 
 
 def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -> None:
@@ -131,34 +148,38 @@ def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -
         return estimate(
             model,
             "m7i.8xlarge",  # 32 vCPUs = 16 cores x 2 threads
-            input_len=1024,
-            output_len=32,
-            concurrency=1,
-            engine_settings=EngineSettings(threads=threads) if threads else None,
-            factors=f,
+            PlanQuery(
+                input_len=1024,
+                output_len=32,
+                concurrency=1,
+                engine_settings=EngineSettings(threads=threads) if threads else None,
+                factors=f,
+            ),
         )
 
     all_cores, four = est(None), est(4)
     assert four.recommendation.settings is not None and four.recommendation.settings.threads == 4
     assert four.ttft_ms is not None and all_cores.ttft_ms is not None and four.ttft_ms > 3 * all_cores.ttft_ms
     assert any("physical core" in r for r in all_cores.recommendation.reasons)
-    too_many = recommend(model, "m7i.8xlarge", settings=EngineSettings(threads=64))
+    too_many = recommend(model, "m7i.8xlarge", FitQuery(settings=EngineSettings(threads=64)))
     assert not too_many.fits and too_many.refusal is not None and "32 vCPUs" in too_many.refusal.reason
 
 
 def test_the_engine_is_an_input_and_one_that_cannot_serve_the_tier_is_an_error() -> None:
     model = m("qwen2.5-1.5b-instruct")
-    r = recommend(model, "g6.xlarge", engine="sglang")
+    r = recommend(model, "g6.xlarge", FitQuery(engine="sglang"))
     assert r.settings is not None and r.settings.engine == "sglang"
-    assert recommend(model, "m7i.xlarge", engine="vllm").settings.engine == "vllm-cpu"  # type: ignore[union-attr]
+    assert recommend(model, "m7i.xlarge", FitQuery(engine="vllm")).settings.engine == "vllm-cpu"  # type: ignore[union-attr]
     with pytest.raises(UserInputError, match="does not serve gpu"):
-        recommend(model, "g6.xlarge", engine="llamacpp")
+        recommend(model, "g6.xlarge", FitQuery(engine="llamacpp"))
 
 
 def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> None:
     model = m("llama-3.1-8b-instruct")
     e = estimate(
-        model, "p5.48xlarge", input_len=1024, output_len=128, concurrency=4, goal="latency", alternatives=True
+        model,
+        "p5.48xlarge",
+        PlanQuery(input_len=1024, output_len=128, concurrency=4, goal="latency", alternatives=True),
     )
     assert e.goal == "latency" and e.alternatives
     tps = {a.tensor_parallel_size for a in e.alternatives}
@@ -172,28 +193,32 @@ def test_the_planner_weighs_every_open_setting_for_the_goal_and_lists_them() -> 
     allowed = estimate(
         model,
         "p5.48xlarge",
-        input_len=1024,
-        output_len=128,
-        concurrency=4,
-        goal="latency",
-        alternatives=True,
-        allow_quantization=True,
+        PlanQuery(
+            input_len=1024,
+            output_len=128,
+            concurrency=4,
+            goal="latency",
+            alternatives=True,
+            allow_quantization=True,
+        ),
     )
     picked = [a for a in allowed.alternatives if a.chosen]
     assert picked[0].tpot_ms == min(a.tpot_ms for a in allowed.alternatives if a.feasible)
     fixed = estimate(
         model,
         "p5.48xlarge",
-        input_len=1024,
-        output_len=128,
-        concurrency=4,
-        goal="cost",
-        alternatives=True,
-        engine_settings=EngineSettings(tensor_parallel_size=2),
+        PlanQuery(
+            input_len=1024,
+            output_len=128,
+            concurrency=4,
+            goal="cost",
+            alternatives=True,
+            engine_settings=EngineSettings(tensor_parallel_size=2),
+        ),
     )
     assert {a.tensor_parallel_size for a in fixed.alternatives} == {2}  # a given TP stays fixed
     with pytest.raises(UserInputError, match="goal"):
-        estimate(model, "p5.48xlarge", input_len=8, output_len=8, concurrency=1, goal="speed")
+        estimate(model, "p5.48xlarge", PlanQuery(input_len=8, output_len=8, concurrency=1, goal="speed"))
 
 
 def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bound() -> None:
@@ -204,11 +229,7 @@ def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bo
         e = estimate(
             model,
             instance,
-            input_len=1024,
-            output_len=256,
-            concurrency=c,
-            quantization=q,
-            engine_settings=tp1,
+            PlanQuery(input_len=1024, output_len=256, concurrency=c, quantization=q, engine_settings=tp1),
         )
         assert e.times is not None
         return e.times.decode_step_ms
@@ -219,7 +240,7 @@ def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bo
     # FP8 on an A100 (no FP8 units) runs as a weight-only kernel; on an H100 it uses the FP8 units
     cat = get_catalog()
     for instance, weight_only in (("p4de.24xlarge", True), ("p5.4xlarge", False)):
-        rec = recommend(model, instance, quantization="fp8", settings=tp1)
+        rec = recommend(model, instance, FitQuery(quantization="fp8", settings=tp1))
         inst = cat.instance(instance)
         pm, _, _ = predict_for(model, inst, cat.accelerator(inst.accelerator_name), rec)
         assert pm.weight_only is weight_only
@@ -230,14 +251,14 @@ def test_the_checkpoint_precision_is_the_default_and_quantization_is_offered_not
     """A 7B BF16 model fits an L4: it is planned in BF16 (not 'quantization required'), FP8 is offered with
     its predicted gain and a quality note, and chosen only when asked or allowed (then not like for like)."""
     model = m("qwen2.5-7b-instruct")
-    kw = {"input_len": 512, "output_len": 128, "concurrency": 1, "goal": "cost"}
-    native = estimate(model, "g6.xlarge", **kw)  # type: ignore[arg-type]
+    asked = PlanQuery(input_len=512, output_len=128, concurrency=1, goal="cost")
+    native = estimate(model, "g6.xlarge", asked)
     assert native.weight_format == "bf16" and not native.quantization_required and native.like_for_like
     offer = [n for n in native.notes if n.startswith("Alternative: FP8 weights")]
     assert offer and "%" in offer[0] and "Quality" in offer[0] and "not like for like" in offer[0]
     for e in (
-        estimate(model, "g6.xlarge", allow_quantization=True, **kw),  # type: ignore[arg-type]
-        estimate(model, "g6.xlarge", quantization="fp8", **kw),  # type: ignore[arg-type]
+        estimate(model, "g6.xlarge", replace(asked, allow_quantization=True)),
+        estimate(model, "g6.xlarge", replace(asked, quantization="fp8")),
     ):
         assert e.weight_format == "fp8" and not e.quantization_required and not e.like_for_like
         assert any(
@@ -245,6 +266,6 @@ def test_the_checkpoint_precision_is_the_default_and_quantization_is_offered_not
         )
         assert e.tpot_ms is not None and native.tpot_ms is not None and e.tpot_ms < native.tpot_ms
     # BF16 fits g6e.12xlarge at TP 4, so only an instance where it fits at no degree requires quantization
-    big = estimate(m("llama-3.1-70b-instruct"), "g6.12xlarge", **kw)  # type: ignore[arg-type]
+    big = estimate(m("llama-3.1-70b-instruct"), "g6.12xlarge", asked)
     assert big.feasible and big.quantization_required and not big.like_for_like
     assert any("the checkpoint's precision does not fit" in n for n in big.notes)

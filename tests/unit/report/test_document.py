@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelbench.domain.plan_query import PlanQuery
 from accelbench.domain.run import EngineSettings
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_local
@@ -44,16 +45,24 @@ def test_predictions_match_the_planner_for_each_cell() -> None:
         ("rb", 1, "TTFT p50 (ms)"), ("rb", 1, "TPOT p50 (ms)"), ("rb", 1, "output tok/s"),
     ]  # fmt: skip
     direct = estimate(
-        "qwen2.5-7b-instruct", "g6.xlarge", input_len=128, output_len=64, concurrency=8, engine="vllm"
+        "qwen2.5-7b-instruct",
+        "g6.xlarge",
+        PlanQuery(input_len=128, output_len=64, concurrency=8, engine="vllm"),
     )
     p8 = next(p for p in preds if p.run_id == "ra" and p.concurrency == 8 and p.metric == "TPOT p50 (ms)")
     assert p8.predicted == pytest.approx(direct.tpot_ms) and p8.measured == 28.0
     assert p8.error_pct == pytest.approx((28.0 / direct.tpot_ms - 1) * 100)
     local = estimate_local(
         load_model_spec("smollm2-135m-instruct"),
-        environment=ENV, input_len=128, output_len=32, concurrency=1, engine="vllm-cpu",
-        engine_settings=EngineSettings(kv_cache_space_gib=1),
-    )  # fmt: skip
+        PlanQuery(
+            input_len=128,
+            output_len=32,
+            concurrency=1,
+            engine="vllm-cpu",
+            engine_settings=EngineSettings(kv_cache_space_gib=1),
+        ),
+        environment=ENV,
+    )
     pb = next(p for p in preds if p.run_id == "rb" and p.metric == "TTFT p50 (ms)")
     assert pb.predicted == pytest.approx(local.ttft_ms) and pb.measured == 200.0
     from accelbench.plan.measured_error import error_sentence

@@ -27,6 +27,7 @@ from accelbench.deploy.manifests.loadgen import LoadgenConfig, LoadgenResources,
 from accelbench.deploy.manifests.sizing import ready_timeout_s
 from accelbench.deploy.manifests.telemetry import loadgen_telemetry, service_port, sidecar_container
 from accelbench.domain.instance_types import InstanceType
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.run import EngineSettings, KubernetesTarget, KubernetesTelemetry, RunSpec
 from accelbench.domain.strict import StrictModel
 from accelbench.errors import GuardError, UserInputError
@@ -465,11 +466,13 @@ def recommend_for(spec: RunSpec, model_spec: Any, instance: InstanceType) -> Any
     return recommend(
         model_spec,
         instance,
-        quantization=s.quantization,
-        max_model_len=s.max_model_len,
-        kv_cache_dtype=s.kv_cache_dtype,
-        input_len=spec.capacity.input_len if spec.capacity else max(spec.sweep.input_lens),
-        output_len=spec.capacity.output_len if spec.capacity else spec.sweep.output_len,
+        FitQuery(
+            quantization=s.quantization,
+            max_model_len=s.max_model_len,
+            kv_cache_dtype=s.kv_cache_dtype,
+            input_len=spec.capacity.input_len if spec.capacity else max(spec.sweep.input_lens),
+            output_len=spec.capacity.output_len if spec.capacity else spec.sweep.output_len,
+        ),
     )
 
 

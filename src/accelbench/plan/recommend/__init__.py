@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from accelbench.catalog import get_catalog
@@ -32,7 +33,7 @@ from accelbench.domain.recommendation import Alternative, Recommendation, Refusa
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.plan.hardware import hardware_for, is_local, local_machine
-from accelbench.plan.recommend.changes import Asked, setting_changes
+from accelbench.plan.recommend.changes import setting_changes
 from accelbench.plan.recommend.cpu import CPU_QUANT, bandwidth_advisory, recommend_cpu
 from accelbench.plan.recommend.degrees import tp_degrees
 from accelbench.plan.recommend.gpu import recommend_gpu
@@ -83,13 +84,13 @@ def recommend(
     catalog: Catalog | None = None,
     suggest_alternatives: bool = True,
     factors: EfficiencyFactors | None = None,
-    **asked: Any,
 ) -> Recommendation:
     """Whether ``model`` fits ``instance`` and with which settings.
 
-    ``settings`` fixes what a deployment (or a published measurement) set: tensor_parallel_size,
-    max_num_seqs, max_num_batched_tokens, kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization,
-    and (unless given as arguments) quantization, kv_cache_dtype and max_model_len; every memory figure is
+    ``query`` holds what was asked (``FitQuery``; None: nothing fixed). Its ``settings`` fix what a deployment
+    (or a published measurement) set: tensor_parallel_size, max_num_seqs, max_num_batched_tokens,
+    kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization, and (unless the query's own fields give
+    them) quantization, kv_cache_dtype and max_model_len; every memory figure is
     recomputed for them, and a setting that cannot work is refused with the reason. ``engine`` names the
     engine (default: the tier's); one that cannot serve the tier is an input error.
 
@@ -99,36 +100,32 @@ def recommend(
     the seed's lengths for the max length). ``spec`` defaults to the catalog's spec of the instance's
     accelerator. ``suggest_alternatives`` searches the catalog for instances that fit when this one does not.
     ``factors`` are the efficiency factors of the CPU bandwidth advisory (default: the cited ones).
-    ``query`` holds what was asked (``FitQuery``); ``asked`` its fields, for a caller without one built.
     """
-    if query is None:
-        query = FitQuery(**asked)
-    elif asked:
-        raise TypeError(f"give the query or {', '.join(asked)}, not both")
-    max_model_len, input_len, output_len = query.max_model_len, query.input_len, query.output_len
-    quantization, kv_cache_dtype, settings, engine = (
-        query.quantization,
-        query.kv_cache_dtype,
-        query.settings,
-        query.engine,
+    query = query or FitQuery()
+    if query.max_model_len is not None and query.max_model_len < 16:
+        raise UserInputError(f"max_model_len {query.max_model_len} is too small; give at least 16 tokens.")
+    s = query.settings or EngineSettings()
+    # what the caller fixed: the query's own fields, else the settings' values for them
+    fixed = replace(
+        query,
+        quantization=normalize_quantization(
+            query.quantization if query.quantization is not None else s.quantization
+        ),
+        max_model_len=query.max_model_len if query.max_model_len is not None else s.max_model_len,
+        kv_cache_dtype=query.kv_cache_dtype or s.kv_cache_dtype,
+        settings=s,
     )
-    if max_model_len is not None and max_model_len < 16:
-        raise UserInputError(f"max_model_len {max_model_len} is too small; give at least 16 tokens.")
-    s = settings or EngineSettings()
-    q = normalize_quantization(quantization if quantization is not None else s.quantization)
-    max_model_len = max_model_len if max_model_len is not None else s.max_model_len
-    kv_cache_dtype = kv_cache_dtype or s.kv_cache_dtype
     instance, spec, cat = resolve_hardware(instance, spec, catalog)
     ctx = Ctx(
         model=model,
         instance=instance,
         spec=spec,
         hw=hardware_for(instance, spec),
-        quantization=q,
-        max_model_len=max_model_len,
-        kv_cache_dtype=(kv_cache_dtype or None),
-        input_len=input_len,
-        output_len=output_len,
+        quantization=fixed.quantization,
+        max_model_len=fixed.max_model_len,
+        kv_cache_dtype=(fixed.kv_cache_dtype or None),
+        input_len=fixed.input_len,
+        output_len=fixed.output_len,
         factors=factors,
         tp=s.tensor_parallel_size,
         max_num_seqs=s.max_num_seqs,
@@ -136,9 +133,9 @@ def recommend(
         kv_cache_space_gib=s.kv_cache_space_gib,
         threads=s.threads,
         gpu_memory_utilization=s.gpu_memory_utilization,
-        engine=check_engine(engine, instance.accelerator_type),
+        engine=check_engine(fixed.engine, instance.accelerator_type),
     )
-    refused = _unanswerable(ctx, input_len, output_len)
+    refused = _unanswerable(ctx, fixed.input_len, fixed.output_len)
     if refused is not None:
         return refused
     kind = instance.accelerator_type
@@ -152,9 +149,8 @@ def recommend(
         rec = recommend_cpu(ctx)
     rec = with_tp_advice(rec, model, instance, spec)
     if not rec.fits and suggest_alternatives and rec.refusal is not None:
-        rec = with_alternatives(rec, model, instance, q, max_model_len, cat)
-        fixed = Asked(quantization=q, max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, settings=s)
-        rec = with_changes(rec, model, instance, fixed, input_len, output_len, spec, cat, engine)
+        rec = with_alternatives(rec, model, instance, fixed.quantization, fixed.max_model_len, cat)
+        rec = with_changes(rec, model, instance, fixed, spec, cat)
     return rec
 
 
@@ -210,34 +206,18 @@ def with_changes(
     rec: Recommendation,
     model: ModelSpec,
     instance: InstanceType,
-    asked: Asked,
-    input_len: int | None,
-    output_len: int | None,
+    asked: FitQuery,
     spec: AcceleratorSpec,
     catalog: Catalog | None,
-    engine: str | None,
 ) -> Recommendation:
-    """The refusal with the changes of the caller's settings that would make ``instance`` work."""
+    """The refusal with the changes of the caller's settings that would make ``instance`` work: ``asked``
+    (what the caller fixed, as ``recommend`` resolved it) changed one setting at a time and planned again."""
     if rec.refusal is None:
         return rec
 
     def again(**over: Any) -> Recommendation:
-        options: dict[str, Any] = {
-            "quantization": asked.quantization,
-            "max_model_len": asked.max_model_len,
-            "kv_cache_dtype": asked.kv_cache_dtype,
-            "settings": asked.settings,
-        } | over
         return recommend(
-            model,
-            instance,
-            input_len=input_len,
-            output_len=output_len,
-            spec=spec,
-            catalog=catalog,
-            suggest_alternatives=False,
-            engine=engine,
-            **options,
+            model, instance, replace(asked, **over), spec=spec, catalog=catalog, suggest_alternatives=False
         )
 
     changes = setting_changes(rec, instance, asked, again)
@@ -267,8 +247,7 @@ def find_alternatives(
             r = recommend(
                 model,
                 inst,
-                quantization=quantization,
-                max_model_len=max_model_len,
+                FitQuery(quantization=quantization, max_model_len=max_model_len),
                 catalog=catalog,
                 suggest_alternatives=False,
             )

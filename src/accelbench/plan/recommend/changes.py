@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.domain.instance_types import AcceleratorType, InstanceType
+from accelbench.domain.plan_query import FitQuery
 from accelbench.domain.recommendation import Recommendation, RefusalCode, SettingChange
 from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
@@ -26,16 +27,6 @@ FORMATS = {
 
 
 @dataclass(frozen=True)
-class Asked:
-    """What the caller fixed, as ``recommend`` was given it."""
-
-    quantization: str | None
-    max_model_len: int | None
-    kv_cache_dtype: str | None
-    settings: EngineSettings
-
-
-@dataclass(frozen=True)
 class Candidate:
     setting: str
     value: str
@@ -47,9 +38,9 @@ def _with(settings: EngineSettings, **update: Any) -> EngineSettings:
     return settings.model_copy(update=update)
 
 
-def candidates(instance: InstanceType, asked: Asked) -> list[Candidate]:
+def candidates(instance: InstanceType, asked: FitQuery) -> list[Candidate]:
     """Each of the caller's settings changed alone, in the order a person would try them."""
-    kind, s = instance.accelerator_type, asked.settings
+    kind, s = instance.accelerator_type, asked.settings or EngineSettings()
     out: list[Candidate] = []
     if asked.quantization is not None:
         for q in FORMATS[kind]:
@@ -100,7 +91,7 @@ def effect(rec: Recommendation) -> str:
 
 
 def setting_changes(
-    rec: Recommendation, instance: InstanceType, asked: Asked, plan: Callable[..., Recommendation]
+    rec: Recommendation, instance: InstanceType, asked: FitQuery, plan: Callable[..., Recommendation]
 ) -> list[SettingChange]:
     """The changes of the caller's settings with which ``instance`` serves the model; ``plan`` re-plans with
     the overrides given (the same question otherwise, no catalog search)."""
@@ -127,7 +118,7 @@ def setting_changes(
 
 
 def longest_context(
-    open_answer: Recommendation, asked: Asked, plan: Callable[..., Recommendation]
+    open_answer: Recommendation, asked: FitQuery, plan: Callable[..., Recommendation]
 ) -> Recommendation:
     """The longest standard context (up to the one asked for) the KV budget holds one sequence of: what
     someone who asked for a long context wants offered, rather than the planner's own, shorter choice."""
