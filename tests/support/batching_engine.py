@@ -56,17 +56,22 @@ class BatchingEngine:
     async def _loop(self) -> None:
         assert self._wake is not None
         loop = asyncio.get_running_loop()
+        due: float | None = None  # when the last step ended on the engine's own clock; None when it went idle
         while True:
             if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()
+                due = None
             admitted = 0
             while self.waiting and len(self.running) < self.slots:
                 seq = self.waiting.popleft()
                 admitted += seq.prompt_tokens
                 self.running.append(seq)
             self.max_running = max(self.max_running, len(self.running))
-            due = loop.time() + self.step_cost_ms(len(self.running), admitted) / 1000
+            # back-to-back steps follow the engine's clock, not the moment the loop woke: a busy machine waking
+            # one step late does not push every later step back, so the TPOT stays the cost model's
+            start = loop.time() if due is None else due
+            due = start + self.step_cost_ms(len(self.running), admitted) / 1000
             await asyncio.sleep(max(0.0, due - loop.time()))
             self.steps += 1
             for seq in self.running:

@@ -55,14 +55,25 @@ def _stored(run_id: str, repeat: int, s: BenchmarkSummary) -> ResultInfo:
     )
 
 
-def _run(server: StreamServer, tok_dir: Path, data: Path, run_id: str) -> list[ResultInfo]:
-    endpoint = Endpoint(base_url=server.base_url, served_model=server.model, tokenizer=str(tok_dir))
-    config = BenchConfig(
+def _config(data: Path) -> BenchConfig:
+    return BenchConfig(
         dataset="jsonl", dataset_path=str(data), num_prompts=REQUESTS, max_concurrency=8, output_len=6,
         scrape_metrics=False,
     )  # fmt: skip
+
+
+def _runs(server: StreamServer, tok_dir: Path, data: dict[str, Path]) -> dict[str, list[ResultInfo]]:
+    """REPEATS repeats of each run (its id: its prompts). The runs take turns repeat by repeat: the load on a
+    shared machine changes over seconds, and run after run one of two runs of the same server could get more of
+    it than the other, a real difference to the intervals though not the server's."""
+    endpoint = Endpoint(base_url=server.base_url, served_model=server.model, tokenizer=str(tok_dir))
     tokenizer = LocalTokenizer(tok_dir)
-    return [_stored(run_id, i, run_benchmark(endpoint, config, tokenizer=tokenizer)) for i in range(REPEATS)]
+    configs = {run_id: _config(path) for run_id, path in data.items()}
+    out: dict[str, list[ResultInfo]] = {run_id: [] for run_id in data}
+    for i in range(REPEATS):
+        for run_id, config in configs.items():
+            out[run_id].append(_stored(run_id, i, run_benchmark(endpoint, config, tokenizer=tokenizer)))
+    return out
 
 
 def test_real_records_find_a_slower_server_slower_and_the_same_server_not_different(
@@ -71,9 +82,8 @@ def test_real_records_find_a_slower_server_slower_and_the_same_server_not_differ
     same = _prompts(tmp_path / "a.jsonl", 1.0, seed=1)
     slower = _prompts(tmp_path / "b.jsonl", 1.5, seed=1)
     with StreamServer(Script(ttft_ms=5, itl_ms=ITL_MS), tokenizer_dir=tok_dir) as server:
-        a = _run(server, tok_dir, same, "a")
-        again = _run(server, tok_dir, same, "again")
-        b = _run(server, tok_dir, slower, "b")
+        runs = _runs(server, tok_dir, {"a": same, "again": same, "b": slower})
+    a, again, b = runs["a"], runs["again"], runs["b"]
     first = a[0].summary["tpot_ms"]
     # every statistic carries its interval, and the median's contains the figure
     assert first["median_ci95"][0] <= first["median"] <= first["median_ci95"][1]

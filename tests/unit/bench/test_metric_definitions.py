@@ -254,9 +254,10 @@ def test_reasoning_deltas_end_ttft_before_ttfo_by_the_scripted_gap(
         # the content cannot be read before the server wrote it, nor the request sent after it arrived
         assert rec.ttfo_s >= log.times_of("text")[0] - log.received
         assert rec.ttfo_s >= (10 + 3 * 5 + 150) / 1000
-        # a late first reasoning write shortens the gap by as much; the client's own delay gets 30 ms
+        # a late first reasoning write shortens the gap by as much; the client's own delay (a busy machine reading
+        # the first chunk late) gets 80 ms, half the 165 ms gap that a TTFO ended with the TTFT would lose
         late = max(0.0, log.times_of("reasoning")[0] - (log.received + 0.010))
-        assert rec.ttfo_s - rec.ttft_s >= scripted_gap_s - late - 0.030
+        assert rec.ttfo_s - rec.ttft_s >= scripted_gap_s - late - 0.080
         assert (rec.reasoning_chunks, rec.answer_chunks) == (3, 6)
         assert (rec.reasoning_tokens, rec.answer_tokens, rec.token_split_source) == (3, 6, "usage")
         assert rec.output_tokens == 9
@@ -291,7 +292,9 @@ def test_role_chunk_200ms_early_shortens_ttft_only_in_the_vllm_definition(
     script = {"role_ms": 10, "ttft_ms": 210, "itl_ms": 2}
     ours = run(server, tok_dir, tmp_path, script)
     for rec, log in zip(ours.requests, server.records, strict=True):
-        assert log.times_of("role")[0] + 0.15 < log.times_of("text")[0]  # the server really sent it early
+        # the server really sent it early: 200 ms before the text as scripted, 100 ms of it left for a busy
+        # machine writing the role chunk late (glued to the text it would be 0 ms before)
+        assert log.times_of("role")[0] + 0.1 < log.times_of("text")[0]
         assert rec.ttft_s >= 0.210  # the first text chunk is never written before then
         assert rec.ttfo_s == rec.ttft_s  # content only: the same event ends both
         assert len(rec.itl_s) == 6 - 1  # one gap per text chunk after the first

@@ -64,7 +64,9 @@ def test_the_gate_lets_one_more_request_in_at_each_stream_start() -> None:
 
     sent = asyncio.run(main())
     for s, due in zip(sorted(sent), [0.0, 0.2, 0.4], strict=True):
-        assert due <= s < due + 0.08, sent  # never early; late only by a busy machine's scheduling
+        # never early; late only by a busy machine's scheduling (a slot freed at the wrong stream start would
+        # be a whole 0.2 s off)
+        assert due <= s < due + 0.15, sent
 
 
 def test_a_ramp_is_refused_with_a_rate_stages_turns_or_a_trace() -> None:
@@ -115,10 +117,12 @@ def test_streams_start_spread_over_the_ramp_and_its_requests_are_left_out_and_re
 
 def test_without_a_ramp_every_stream_starts_at_once_and_nothing_is_left_out(tok_dir: Path) -> None:
     config = BenchConfig(input_len=48, output_len=4, num_prompts=8, max_concurrency=4, scrape_metrics=False)
-    with StreamServer(Script(ttft_ms=20, itl_ms=10), tokenizer_dir=tok_dir) as server:
+    # a request takes 130 ms: streams that waited for one another would start at least that far apart; the
+    # 0.1 s allows for a busy machine running the four sends late
+    with StreamServer(Script(ttft_ms=100, itl_ms=10), tokenizer_dir=tok_dir) as server:
         summary = run_benchmark(ep(server, tok_dir), config)
     first = sorted(r.start_s for r in summary.requests)[:4]
-    assert first[-1] - first[0] < 0.02
+    assert first[-1] - first[0] < 0.1
     assert summary.ramp_requests == 0 and summary.completed == 8
     assert not any(r.ramp for r in summary.requests)
     assert not any(n.startswith("Staggered start") for n in summary.notes)

@@ -170,7 +170,10 @@ def test_duration_stops_sending_new_requests(tok_dir: Path) -> None:
         summary = run_benchmark(ep(server, tok_dir), config)
     assert 2 <= len(summary.requests) < 500
     assert summary.failed == 0 and not summary.interrupted
-    assert all(r.start_s < 0.5 + 0.05 for r in summary.requests)
+    assert all(r.planned_send_s < 0.5 for r in summary.requests)  # none is decided after the duration
+    # the bytes leave when the event loop runs the request's task, a moment after the decision (the margin is
+    # for a busy machine; a request decided after the end fails the line above)
+    assert all(r.start_s < 0.5 + 0.1 for r in summary.requests)
     assert any("--duration 0.5 s reached" in n for n in summary.notes)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.bench.sweep import create_sweep_run, run_sweep
-from accelbench.bench.target_ci import summary_line
+from accelbench.bench.target_ci import MIN_REPEATS, settled, summary_line
 from accelbench.domain.endpoint import Endpoint
 from accelbench.domain.run import RunStatus, SweepSpec
 from accelbench.store.repo import Store
@@ -23,7 +23,9 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def server(tokenizer_dir: Path) -> Iterator[StreamServer]:
-    with StreamServer(Script(ttft_ms=5, itl_ms=3), tokenizer_dir=tokenizer_dir, model="smol") as s:
+    # steps long beside the few milliseconds a busy machine can wake the client late, so the intervals reflect
+    # the server's steady timing (with a 5 ms TTFT one late read widened a cell past +-60%)
+    with StreamServer(Script(ttft_ms=30, itl_ms=10), tokenizer_dir=tokenizer_dir, model="smol") as s:
         yield s
 
 
@@ -45,15 +47,20 @@ def test_a_cell_stops_repeating_once_its_interval_is_within_the_target(
 ) -> None:
     run, outcome = _sweep(store, server, tokenizer_dir, _spec(60.0, 5))
     assert outcome.status == RunStatus.completed and not outcome.missing
-    # judged from the second repeat on: two repeats of each cell, the other three not needed
-    assert sorted({r.repeat for r in store.get_results(run.id)}) == [0, 1]
-    assert len(outcome.settled) == 2 * 3
     rec = store.get_run(run.id).extra["target_ci"]
     assert rec["target_pct"] == 60.0 and rec["cap"] == 5
-    assert [(c["concurrency"], c["repeats"], c["reached"]) for c in rec["cells"]] == [
-        (1, 2, True),
-        (4, 2, True),
-    ]
+    # the decision, exactly: each cell stopped at the first repeat, from the second on, whose interval was within
+    # the target (how many that takes depends on the timing the machine delivered; a steady server needs two)
+    results = store.get_results(run.id)
+    for cell in rec["cells"]:
+        reps = sorted((r for r in results if r.concurrency == cell["concurrency"]), key=lambda r: r.repeat)
+        assert [r.repeat for r in reps] == list(range(cell["repeats"]))
+        assert cell["repeats"] >= MIN_REPEATS and cell["reached"]
+        assert [settled(reps[:k], 60.0) for k in range(1, cell["repeats"] + 1)] == [False] * (
+            cell["repeats"] - 1
+        ) + [True]
+    assert [c["concurrency"] for c in rec["cells"]] == [1, 4]
+    assert len(outcome.settled) == sum(5 - c["repeats"] for c in rec["cells"])  # the repeats not needed
     assert all(0 < c["tpot_p50_ci95_pct"] <= 60.0 for c in rec["cells"])
     assert summary_line(rec) == "target +-60%: 2 of 2 cells reached it"
     assert outcome.as_dict()["target_ci"] == rec

@@ -7,9 +7,11 @@ import copy
 import json
 import math
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from accelbench.settings import get_settings
 from accelbench.telemetry import gemm_worker, probe
 from accelbench.telemetry.host import cpu_info
 from accelbench.telemetry.probe import (
+    MIB,
     GemmPython,
     last_level_cache,
     load_probe,
@@ -125,8 +128,12 @@ def test_quick_probe_measures_positive_finite_figures(cpu_path: Callable[[str], 
         result.prefill_gflops_all,
     ):
         assert _finite_positive(value)
-    # the machine is shared: more cores must not look much slower than one, nothing tighter
-    assert result.all_core_gbps >= 0.5 * result.single_core_gbps
+    # the figures are the best kernels of each thread count; how the two compare is the machine's business (a
+    # busy shared machine deschedules one of the threads and makes all cores look slower than one): how the
+    # threads' bytes and times add up is held exactly by test_all_core_bandwidth_adds_the_threads_bytes_over_their_span
+    by_threads = {t: max(k.gbps for k in result.bandwidth if k.threads == t) for t in {1, result.cores_used}}
+    assert result.single_core_gbps == by_threads[1]
+    assert result.all_core_gbps == by_threads[result.cores_used]
     assert {k.kernel for k in result.bandwidth} == {"copy", "triad"}
     assert all(_finite_positive(k.gbps) for k in result.bandwidth)
     counts = {1, result.cores_used}
@@ -138,6 +145,38 @@ def test_quick_probe_measures_positive_finite_figures(cpu_path: Callable[[str], 
     if not result.bf16_measured:
         assert any("BF16 GEMM not measured" in n for n in result.notes)
     assert 0 < result.wall_seconds < 60
+
+
+def _scripted_clock(stagger_s: float, kernel_s: float = 0.001) -> Callable[[], float]:
+    """A perf_counter for ``stream_bandwidth``'s threads: each timed kernel call takes ``kernel_s``, thread i's
+    starting ``i x stagger_s`` after thread 0's (whatever the machine's scheduling did)."""
+    calls: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def perf_counter() -> float:
+        name = threading.current_thread().name
+        with lock:
+            c = calls[name] = calls.get(name, -1) + 1
+        thread = int(name.rsplit("-", 1)[1])
+        return (c // 2) * 1.0 + thread * stagger_s + (c % 2) * kernel_s
+
+    return perf_counter
+
+
+def test_all_core_bandwidth_adds_the_threads_bytes_over_their_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    def measure(threads: int, stagger_s: float) -> dict[str, float]:
+        monkeypatch.setattr(probe, "time", SimpleNamespace(perf_counter=_scripted_clock(stagger_s)))
+        return {k.kernel: k.gbps for k in probe.stream_bandwidth(threads, 8.0, 2, [])}
+
+    one = measure(1, 0.0)
+    # 8 MiB arrays: a copy reads and writes 16 MiB, a triad 40 MiB, in the scripted 1 ms
+    assert one == pytest.approx(
+        {"copy": 2 * 8 * MIB / 0.001 / 1e9, "triad": 5 * 8 * MIB / 0.001 / 1e9}, abs=1e-3
+    )
+    # both threads at once: twice the bytes in the same time; one after the other: twice the bytes in twice the
+    # time, so no faster than one thread (bytes per thread, or the longest thread's time, would say otherwise)
+    assert measure(2, 0.0) == pytest.approx({k: 2 * v for k, v in one.items()}, abs=2e-3)
+    assert measure(2, 0.001) == pytest.approx(one, abs=2e-3)
 
 
 def test_a_python_without_torch_falls_back_to_numpy_and_says_so(cpu_path: Callable[[str], None]) -> None:
