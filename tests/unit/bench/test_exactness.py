@@ -8,9 +8,11 @@ The client measures from its own send to its own reads, so the two differ by the
 What a loaded machine does and what a bug does look different: a process descheduled for a few milliseconds
 makes a few reads late (one request's TTFT, one gap longer and the next shorter), while a systematic error (a
 wrong chunk ending TTFT, timestamps taken after parsing, a gap per token instead of per chunk) moves every
-request. So each figure must be within 1 ms of the truth for most requests, and each summary statistic within
-1 ms of the truth's, or within the largest per-request deviation where a late read moved it further (a
-percentile or mean of values that are each within d of the truth is within d of the truth's).
+request. Where this process may raise its scheduling priority (root or CAP_SYS_NICE), nothing waits for a CPU
+and every figure must be within 1 ms of the truth. Where it may not, a sixth of each figure's reads may be late,
+and each summary statistic must be within 1 ms of the truth's, or within the largest per-request deviation where
+a late read moved it further (a percentile or mean of values that are each within d of the truth is within d
+of the truth's).
 """
 
 from __future__ import annotations
@@ -35,22 +37,25 @@ ATTEMPTS = 5
 
 
 @contextlib.contextmanager
-def _high_priority() -> Iterator[None]:
+def _high_priority() -> Iterator[bool]:
     """Raise this process's scheduling priority while measuring, where allowed (root or CAP_SYS_NICE): on a
     machine shared with other work, waiting for a CPU is what makes a read late, not the client. The server
     process started meanwhile inherits the priority."""
     before = os.getpriority(os.PRIO_PROCESS, 0)
+    raised = False
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, -15)
+        raised = True
     try:
-        yield
+        yield raised
     finally:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
-def _measure(tmp_path: Path, script: dict, endpoint: str) -> tuple[list[str], dict]:
-    """One benchmark against a fresh server process; returns the deviations above tolerance and the truths."""
+def _measure(tmp_path: Path, script: dict, endpoint: str, strict: bool) -> tuple[list[str], dict]:
+    """One benchmark against a fresh server process; returns the deviations above tolerance and the truths.
+    ``strict`` (the priority was raised): every read within 1 ms; else a sixth of a figure's reads may be late."""
     # each request asks for a different number of tokens, which identifies it in the server's records
     counts = [5, 6, 7, 8, 9, 10]
     rows = [{"prompt": f"count {n} [[fixture:{json.dumps({'output_tokens': n})}]]"} for n in counts]
@@ -104,7 +109,7 @@ def _measure(tmp_path: Path, script: dict, endpoint: str) -> tuple[list[str], di
         truth["itl"].extend(gaps)
     for name, found in offs.items():
         late = [label for label, off, _ in found if off >= TOLERANCE_S]
-        if 2 * len(late) >= len(found):  # half or more: not a few late reads
+        if len(late) > (0 if strict else len(found) // 6):  # more than a few late reads
             bad.append(f"{len(late)} of {len(found)} {name} off by 1 ms or more: " + "; ".join(late[:3]))
     stats = {
         "ttft": (summary.ttft_ms.median, float(np.median(truth["ttft"])) * 1000),
@@ -113,7 +118,7 @@ def _measure(tmp_path: Path, script: dict, endpoint: str) -> tuple[list[str], di
         "itl": (summary.itl_ms.median, float(np.median(truth["itl"])) * 1000),
     }
     for name, (got_ms, want_ms) in stats.items():
-        allowed_ms = max(TOLERANCE_S, max(d for _, _, d in offs[name])) * 1000
+        allowed_ms = (TOLERANCE_S if strict else max(TOLERANCE_S, max(d for _, _, d in offs[name]))) * 1000
         if abs(got_ms - want_ms) >= allowed_ms + 1e-6:
             bad.append(f"summary {name}: client {got_ms:.3f} ms, server {want_ms:.3f} ms")
     # the scripted timing really happened (the truth is not degenerate)
@@ -136,11 +141,11 @@ def test_metrics_match_server_truth_within_1ms(tmp_path: Path, script: dict, end
     # A loaded machine can deschedule either process for milliseconds; that is not the client's error. A
     # systematic error (a wrong chunk ending TTFT, timestamps taken after parsing, ...) fails every attempt.
     # Without the priority (no root or CAP_SYS_NICE) a busy machine makes a few reads late in most attempts:
-    # each attempt therefore allows a few late reads and fails on most requests being off (see the docstring).
+    # each attempt then allows a sixth of a figure's reads to be late (see the docstring); with it, none.
     attempts = []
-    with _high_priority():
+    with _high_priority() as strict:
         for _ in range(ATTEMPTS):
-            bad, _truth = _measure(tmp_path, script, endpoint)
+            bad, _truth = _measure(tmp_path, script, endpoint, strict)
             if not bad:
                 return
             attempts.append(bad)
