@@ -2,8 +2,8 @@
 
 Each source is an entry of ``DATASETS`` (a Registry, ``bench/prompts.py``), so another one is one more
 registered function in a module of its own (``docs/extending.md``): ``random`` in ``bench/random_prompts.py``,
-the files in ``bench/file_datasets.py``, a replayed trace in ``bench/trace.py``. This module opens the one a config names (``open_dataset``) and makes all
-its prompts at once (``build_dataset``).
+the files in ``bench/file_datasets.py``, a replayed trace in ``bench/trace.py``. This module opens the one a
+config names (``open_dataset``) and makes all its prompts at once (``build_dataset``).
 
 What ``input_len`` means (random dataset): the number of prompt tokens **the server counts** for the request,
 i.e. its ``usage.prompt_tokens``. For the completions endpoint that is the prompt with the special tokens the
