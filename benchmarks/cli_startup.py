@@ -4,6 +4,11 @@ beside the same commands of another commit (checked out in a temporary git workt
 Each command is run ``--repeats`` times, all variants interleaved so that a busy machine slows them alike; the
 medians are printed with the ratio to the baseline. ``runs list`` reads an empty store made for the run.
 
+A second floor, ``libraries of runs list``, imports only the libraries ``runs list`` cannot do without (SQLAlchemy
+for the store, pydantic-settings for the settings, typer with the pydantic adapters it builds each option's parser
+from, rich's console and table): the part of its start-up that accelbench's own code cannot remove. Its ratio to
+the baseline's ``runs list`` is the lowest that command can reach on these libraries.
+
 Usage (from the repository root):
     python benchmarks/cli_startup.py                       # this tree
     python benchmarks/cli_startup.py --baseline 6390132    # this tree against that commit, side by side
@@ -23,17 +28,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = {
-    "python -c pass": None,
+# What `runs list` imports before it reads a row, without accelbench: typer._adapters is where typer 0.29 builds an
+# option's parser from pydantic (it imports pydantic itself).
+LIBRARY_FLOOR = "import sqlalchemy, pydantic_settings, typer, typer._adapters, rich.console, rich.table"
+COMMANDS: dict[str, str | list[str]] = {
+    "python -c pass": "pass",
+    "libraries of runs list": LIBRARY_FLOOR,
     "accelbench --version": ["--version"],
     "accelbench --help": ["--help"],
     "accelbench runs list": ["runs", "list"],
 }
 
 
-def run_once(src: Path | None, args: list[str] | None, env: dict[str, str], store: str) -> float:
-    if args is None:
-        cmd = [sys.executable, "-c", "pass"]
+def run_once(src: Path | None, args: str | list[str], env: dict[str, str], store: str) -> float:
+    """One process: ``args`` is Python code for ``-c`` (a floor) or the arguments of an accelbench command."""
+    if isinstance(args, str):
+        cmd = [sys.executable, "-c", args]
     else:
         cmd = [sys.executable, "-c", "from accelbench.cli.main import main; main()", *args]
     run_env = dict(env)
@@ -91,6 +101,13 @@ def main() -> None:
         if a.baseline:
             row += f"{meds['this tree'] / meds[a.baseline]:>17.2f}x"
         print(row)
+    if a.baseline:
+        libs = statistics.median(times[("this tree", "libraries of runs list")])
+        base = statistics.median(times[(a.baseline, "accelbench runs list")])
+        print(
+            f"the libraries of runs list alone take {libs:.3f} s, {libs / base:.2f}x of {a.baseline}'s runs list: "
+            "the lowest ratio that command can reach while it uses them"
+        )
 
 
 if __name__ == "__main__":
