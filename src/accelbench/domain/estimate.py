@@ -100,22 +100,19 @@ class SLO(StrictModel):
     )
     e2e_ms: float | None = Field(default=None, gt=0, description="Longest acceptable end-to-end latency, ms.")
 
+    def _limits(self) -> tuple[tuple[str, float | None], ...]:
+        """Each limit with its name, in the order ``met`` takes the figures: TTFT, TPOT, E2E."""
+        return (("TTFT", self.ttft_ms), ("TPOT", self.tpot_ms), ("E2E", self.e2e_ms))
+
     def met(self, ttft_ms: float, tpot_ms: float, e2e_ms: float) -> bool:
-        return (
-            (self.ttft_ms is None or ttft_ms <= self.ttft_ms)
-            and (self.tpot_ms is None or tpot_ms <= self.tpot_ms)
-            and (self.e2e_ms is None or e2e_ms <= self.e2e_ms)
+        figures = (ttft_ms, tpot_ms, e2e_ms)
+        return all(
+            limit is None or figure <= limit
+            for (_, limit), figure in zip(self._limits(), figures, strict=True)
         )
 
     def label(self) -> str:
-        parts = []
-        if self.ttft_ms is not None:
-            parts.append(f"TTFT <= {self.ttft_ms:g} ms")
-        if self.tpot_ms is not None:
-            parts.append(f"TPOT <= {self.tpot_ms:g} ms")
-        if self.e2e_ms is not None:
-            parts.append(f"E2E <= {self.e2e_ms:g} ms")
-        return ", ".join(parts)
+        return ", ".join(f"{name} <= {limit:g} ms" for name, limit in self._limits() if limit is not None)
 
 
 class SettingsOption(StrictModel):
