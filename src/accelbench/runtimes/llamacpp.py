@@ -56,7 +56,7 @@ class LlamaCpp(Runtime):
     default_version = "0.3.36"
     container_port = 8080
     repository = "ghcr.io/ggml-org/llama.cpp"
-    entry_module: ClassVar[str] = "llama_cpp.server"
+    entry_module = "llama_cpp.server"
     #: llama-cpp-python's server has no /health; its model list answers once the model is loaded
     health_path: ClassVar[str] = "/v1/models"
     #: reported with results: what this server does not provide
@@ -109,12 +109,6 @@ class LlamaCpp(Runtime):
         if threads:
             args += [flags.threads, str(threads)]
         return [*args, *params.settings.extra_args]
-
-    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
-        return [python, "-m", self.entry_module, *self.local_args(params)]
-
-    def env(self, params: ServeParams) -> dict[str, str]:
-        return dict(params.settings.env)
 
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
         # The quantization is the GGUF file's own (Q4_1, Q8_0...): there is no flag to change it.

@@ -76,6 +76,8 @@ class Runtime(ABC):
     container_port: ClassVar[int] = 8000
     #: the engine's image repository (``vllm/vllm-openai``, or with its registry host: ``ghcr.io/...``)
     repository: ClassVar[str]
+    #: the Python module that serves, started as ``python -m entry_module`` by ``command``
+    entry_module: ClassVar[str]
 
     def default_image(self, version: str, registry: str | None = None, arch: str = "x86_64") -> str:
         """Container image for ``version`` (``repository:image_tag``), behind a pull-through ``registry``
@@ -107,13 +109,23 @@ class Runtime(ABC):
     def serve_args(self, params: ServeParams) -> list[str]:
         """Engine flags (no program name)."""
 
-    @abstractmethod
-    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
-        """Full argv: program and flags. Locally ``python`` is the engine venv's interpreter."""
+    def local_args(self, params: ServeParams) -> list[str]:
+        """Flags of the server started locally: ``serve_args`` unless the local server is another program."""
+        return self.serve_args(params)
 
-    @abstractmethod
+    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
+        """Full argv: program and flags, ``python -m entry_module`` and ``local_args``. Locally ``python`` is
+        the engine venv's interpreter. A runtime whose server is not a Python module overrides this."""
+        return [python, "-m", self.entry_module, *self.local_args(params)]
+
     def env(self, params: ServeParams) -> dict[str, str]:
-        """Environment variables the engine needs."""
+        """Environment variables the engine needs: the runtime's own, then the settings' ``env`` (which
+        wins)."""
+        return {**self.engine_env(params), **params.settings.env}
+
+    def engine_env(self, params: ServeParams) -> dict[str, str]:
+        """The variables the runtime itself sets for the engine (none unless a runtime needs some)."""
+        return {}
 
     @abstractmethod
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:

@@ -7,8 +7,6 @@ kernels work everywhere. Hopper keeps SGLang's own default (FlashAttention 3).
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.quant import runtime_quantization as normalize_quantization
 from accelbench.runtimes.engine_args import (
@@ -35,7 +33,7 @@ class SGLang(Runtime):
     image_env_var = "SGLANG_IMAGE"
     default_version = "0.5.23"
     repository = "lmsysorg/sglang"
-    entry_module: ClassVar[str] = "sglang.launch_server"
+    entry_module = "sglang.launch_server"
 
     def tensor_parallel(self, params: ServeParams) -> int:
         return gpu_tensor_parallel(params)
@@ -64,15 +62,9 @@ class SGLang(Runtime):
         args += s.extra_args
         return args
 
-    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
-        return [python, "-m", self.entry_module, *self.serve_args(params)]
-
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
         # int8/int4 only from pre-quantized checkpoints (refused otherwise by validate())
         return list(DTYPE_FLAGS.get(normalize_quantization(quantization) or "", []))
-
-    def env(self, params: ServeParams) -> dict[str, str]:
-        return dict(params.settings.env)
 
     def validate(self, params: ServeParams) -> list[str]:
         errors = super().validate(params)

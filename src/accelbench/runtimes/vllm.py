@@ -64,7 +64,7 @@ def streamer_memory_limit_bytes(model_size_gib: float | None, explicit_gib: floa
 class VllmFamily(Runtime):
     """Common argv of every vLLM flavour. Subclasses add their device flags, environment and quantization."""
 
-    entry_module: ClassVar[str] = "vllm.entrypoints.openai.api_server"
+    entry_module = "vllm.entrypoints.openai.api_server"
     #: flags this flavour must never pass (checked against ``extra_args`` too)
     forbidden_flags: ClassVar[tuple[str, ...]] = ()
 
@@ -139,9 +139,6 @@ class VllmFamily(Runtime):
             return []
         return self.map_quantization(requested, streaming=streaming)
 
-    def command(self, params: ServeParams, python: str = "python3") -> list[str]:
-        return [python, "-m", self.entry_module, *self.serve_args(params)]
-
     def validate(self, params: ServeParams) -> list[str]:
         errors = super().validate(params)
         q = normalize_quantization(params.settings.quantization)
@@ -192,14 +189,12 @@ class VllmGpu(VllmFamily):
             return ["--quantization", "bitsandbytes"]
         return list(DTYPE_FLAGS.get(q or "", []))
 
-    def env(self, params: ServeParams) -> dict[str, str]:
-        env = {
+    def engine_env(self, params: ServeParams) -> dict[str, str]:
+        return {
             # FlashInfer's top-k/top-p sampler is compiled just in time with nvcc, which the runtime images
             # do not ship; without this the first sampled request fails. PyTorch's sampler is used instead.
             "VLLM_USE_FLASHINFER_SAMPLER": "0",
         }
-        env.update(params.settings.env)
-        return env
 
     def validate(self, params: ServeParams) -> list[str]:
         errors = super().validate(params)

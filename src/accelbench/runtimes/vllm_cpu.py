@@ -66,7 +66,7 @@ class VllmCpu(VllmFamily):
         # fp16/bf16 requests are served as BF16 (the --dtype above); fp8 is refused by validate().
         return []
 
-    def env(self, params: ServeParams) -> dict[str, str]:
+    def engine_env(self, params: ServeParams) -> dict[str, str]:
         threads = params.settings.threads
         if threads and self.tensor_parallel(params) == 1:
             # an explicit thread count pins the OpenMP threads to the first ``threads`` cores
@@ -80,7 +80,6 @@ class VllmCpu(VllmFamily):
         if params.isa_trace:
             # one log line per oneDNN primitive: shows which ISA (AMX or not) the matmuls really used
             env["ONEDNN_VERBOSE"] = "1"
-        env.update(params.settings.env)
         return env
 
     def validate(self, params: ServeParams) -> list[str]:

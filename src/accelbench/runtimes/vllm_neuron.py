@@ -65,14 +65,12 @@ class VllmNeuron(VllmFamily):
     def map_quantization(self, quantization: str | None, *, streaming: bool = False) -> list[str]:
         return []  # BF16 only; anything else is refused by validate()
 
-    def env(self, params: ServeParams) -> dict[str, str]:
-        env = {
+    def engine_env(self, params: ServeParams) -> dict[str, str]:
+        return {
             "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
             # compiled graphs go to the pod's cache volume; a persistent volume there skips recompilation
             "NEURON_COMPILED_ARTIFACTS": "/cache/neuron-compiled",
         }
-        env.update(params.settings.env)
-        return env
 
     def validate(self, params: ServeParams) -> list[str]:
         errors = super().validate(params)
