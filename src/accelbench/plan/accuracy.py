@@ -201,7 +201,7 @@ def _point(row: Any, catalog: Any, specs: dict[str, Any]) -> PublicPoint | Skipp
         input_len=int(input_len),
         output_len=int(output_len),
         max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
-        settings=settings,
+        engine_settings=settings,
         engine=engine,
     )
     try:

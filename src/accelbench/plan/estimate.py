@@ -73,7 +73,7 @@ def predict_for(
     engine_defaults: bool = False,
 ) -> tuple[PerfModel, Hardware, WeightFormat]:
     """The PerfModel for a fitting recommendation. The recommendation already carries the settings that were
-    given (``FitQuery(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
+    given (``FitQuery(engine_settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
     ``engine_defaults`` (a measured run, a published measurement) a batch limit that was not given is the
     engine's own default rather than the planner's choice."""
     assert rec.settings is not None and rec.memory is not None
@@ -117,7 +117,13 @@ def measured_perf(
     if not rec.fits:
         return rec.refusal.reason if rec.refusal else ""
     perf, _, _ = predict_for(
-        model, instance, spec, rec, engine_settings=asked.settings, engine=asked.engine, engine_defaults=True
+        model,
+        instance,
+        spec,
+        rec,
+        engine_settings=asked.engine_settings,
+        engine=asked.engine,
+        engine_defaults=True,
     )
     return perf
 

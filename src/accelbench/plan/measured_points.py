@@ -140,7 +140,7 @@ def run_model(
         quantization=run.quantization or settings.quantization,
         max_model_len=settings.max_model_len,
         kv_cache_dtype=settings.kv_cache_dtype,
-        settings=settings,
+        engine_settings=settings,
         engine=engine,
     )
     try:
