@@ -139,7 +139,7 @@ def recommend_cmd(given: Given) -> None:
             kv_cache_dtype=q["kv_cache_dtype"],
             input_len=own.input_len,
             output_len=own.output_len,
-            settings=settings,
+            engine_settings=settings,
             engine=q["engine"],
         )
         outcome = recommend_for(request)

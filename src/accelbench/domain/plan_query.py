@@ -37,7 +37,7 @@ class FitQuery:
     kv_cache_dtype: str | None = None
     input_len: int | None = None
     output_len: int | None = None
-    settings: EngineSettings | None = None
+    engine_settings: EngineSettings | None = None
     engine: str | None = None
 
 
@@ -77,7 +77,7 @@ class PlanQuery:
             kv_cache_dtype=self.kv_cache_dtype,
             input_len=self.input_len,
             output_len=self.output_len,
-            settings=self.engine_settings,
+            engine_settings=self.engine_settings,
             engine=self.engine,
         )
 

@@ -31,11 +31,10 @@ from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.calibrate import fit_factors
 from accelbench.plan.error_records import ErrorRecord, engine_group, family_of, regime_of
-from accelbench.plan.estimate import predict_for
+from accelbench.plan.estimate import measured_perf
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
 from accelbench.plan.perf_model import PerfModel, Prediction
-from accelbench.plan.recommend import recommend
 
 # precision as sources write it -> the planner's quantization
 PRECISION = {
@@ -197,30 +196,21 @@ def _point(row: Any, catalog: Any, specs: dict[str, Any]) -> PublicPoint | Skipp
     load, level, rate, one_shot = _load(row)
     if not level and not rate:
         return Skipped(rid, "no concurrency, batch or request rate")
+    asked = FitQuery(
+        quantization=quant,
+        input_len=int(input_len),
+        output_len=int(output_len),
+        max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
+        engine_settings=settings,
+        engine=engine,
+    )
     try:
         spec = catalog.accelerator(inst.accelerator_name)
-        rec = recommend(
-            model,
-            inst,
-            FitQuery(
-                quantization=quant,
-                input_len=int(input_len),
-                output_len=int(output_len),
-                max_model_len=int(_get(row, "max_model_len")) if _get(row, "max_model_len") else None,
-                settings=settings,
-                engine=engine,
-            ),
-            spec=spec,
-            catalog=catalog,
-            suggest_alternatives=False,
-        )
+        perf = measured_perf(model, inst, spec, asked, catalog=catalog)
     except AccelbenchError as exc:
         return Skipped(rid, f"the planner refuses the settings: {exc.message}")
-    if not rec.fits:
-        return Skipped(rid, f"the planner says it does not fit: {rec.refusal and rec.refusal.reason}")
-    perf, _, _ = predict_for(
-        model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
-    )
+    if isinstance(perf, str):
+        return Skipped(rid, f"the planner says it does not fit: {perf}")
     if str(_get(row, "kernel") or "").lower() == "dot":
         # a llama.cpp build that ran the weights as downloaded, with its per-row dot-product kernels
         perf.dot_kernel = True

@@ -44,6 +44,7 @@ __all__ = [
     "as_model_spec",
     "estimate",
     "estimate_local",
+    "measured_perf",
     "parse_slo",
     "perf_setup",
     "predict_for",
@@ -72,7 +73,7 @@ def predict_for(
     engine_defaults: bool = False,
 ) -> tuple[PerfModel, Hardware, WeightFormat]:
     """The PerfModel for a fitting recommendation. The recommendation already carries the settings that were
-    given (``FitQuery(settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
+    given (``FitQuery(engine_settings=...)``: TP, KV budget, max_num_seqs are recomputed there); with
     ``engine_defaults`` (a measured run, a published measurement) a batch limit that was not given is the
     engine's own default rather than the planner's choice."""
     assert rec.settings is not None and rec.memory is not None
@@ -104,6 +105,27 @@ def predict_for(
         engine=eng,
     )
     return pm, hw, fmt
+
+
+def measured_perf(
+    model: ModelSpec, instance: InstanceType, spec: AcceleratorSpec, asked: FitQuery, *, catalog: Any
+) -> PerfModel | str:
+    """The PerfModel of a measurement taken at ``asked``'s settings (a stored run, a published row): the
+    planner's fit at exactly those settings, the engine's own defaults for a batch limit not given; or why
+    the planner says it does not fit. The planner's error when it refuses the settings is raised."""
+    rec = recommend(model, instance, asked, spec=spec, catalog=catalog, suggest_alternatives=False)
+    if not rec.fits:
+        return rec.refusal.reason if rec.refusal else ""
+    perf, _, _ = predict_for(
+        model,
+        instance,
+        spec,
+        rec,
+        engine_settings=asked.engine_settings,
+        engine=asked.engine,
+        engine_defaults=True,
+    )
+    return perf
 
 
 def _recommendation(

@@ -22,10 +22,10 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan.capacity_prediction import RateModel
-from accelbench.plan.estimate import predict_for
+from accelbench.plan.estimate import measured_perf
 from accelbench.plan.hardware import LOCAL_INSTANCE, local_cpu_name, local_machine
 from accelbench.plan.perf_model import PerfModel, Prediction, normalize_engine
-from accelbench.plan.recommend import accelerator_name, recommend
+from accelbench.plan.recommend import accelerator_name
 
 if TYPE_CHECKING:
     from accelbench.catalog import Catalog
@@ -136,28 +136,19 @@ def run_model(
     engine = normalize_engine(
         run.engine or ((run.spec or {}).get("engine") or {}).get("name"), inst.accelerator_type
     )
+    asked = FitQuery(
+        quantization=run.quantization or settings.quantization,
+        max_model_len=settings.max_model_len,
+        kv_cache_dtype=settings.kv_cache_dtype,
+        engine_settings=settings,
+        engine=engine,
+    )
     try:
-        rec = recommend(
-            model,
-            inst,
-            FitQuery(
-                quantization=run.quantization or settings.quantization,
-                max_model_len=settings.max_model_len,
-                kv_cache_dtype=settings.kv_cache_dtype,
-                settings=settings,
-                engine=engine,
-            ),
-            spec=spec,
-            catalog=catalog,
-            suggest_alternatives=False,
-        )
+        perf = measured_perf(model, inst, spec, asked, catalog=catalog)
     except AccelbenchError as exc:
         return f"no recommendation: {exc.message}"
-    if not rec.fits:
-        return f"the planner says it does not fit: {rec.refusal.reason if rec.refusal else ''}"
-    perf, _, _ = predict_for(
-        model, inst, spec, rec, engine_settings=settings, engine=engine, engine_defaults=True
-    )
+    if isinstance(perf, str):
+        return f"the planner says it does not fit: {perf}"
     usable = [
         r
         for r in results

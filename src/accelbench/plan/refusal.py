@@ -146,7 +146,9 @@ def priced_refusal(
         pq = q.query
         asked_q = parse_quantization(pq.quantization)
         rec = with_alternatives(rec, model, instance, asked_q, pq.max_model_len, catalog)
-        fixed = replace(pq.fit_query(), quantization=asked_q, settings=pq.engine_settings or EngineSettings())
+        fixed = replace(
+            pq.fit_query(), quantization=asked_q, engine_settings=pq.engine_settings or EngineSettings()
+        )
         rec = with_changes(rec, model, instance, fixed, spec, catalog)
     alts = [a for alt in rec.alternatives if (a := priced_alternative(alt, model, q)) is not None]
     assert rec.refusal is not None

@@ -45,7 +45,7 @@ class RecommendRequest(BreakdownRequest):
 
     input_len: int | None = None
     output_len: int | None = None
-    settings: EngineSettings | None = None
+    engine_settings: EngineSettings | None = None
     engine: str | None = None
 
 

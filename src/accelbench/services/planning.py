@@ -109,7 +109,7 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
         quantization=asked.quantization,
         max_model_len=asked.max_model_len,
         kv_cache_dtype=asked.kv_cache_dtype,
-        engine_settings=asked.settings,
+        engine_settings=asked.engine_settings,
         engine=asked.engine,
     )
     return priced_refusal(rec, spec, Question(traffic))

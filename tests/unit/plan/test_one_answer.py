@@ -70,7 +70,7 @@ def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_o
 
     spec = load_model_spec("qwen2.5-7b-instruct")  # 28 attention and 4 KV heads
     three = EngineSettings(tensor_parallel_size=3)
-    small = recommend(spec, "g6.xlarge", FitQuery(settings=three))
+    small = recommend(spec, "g6.xlarge", FitQuery(engine_settings=three))
     assert not small.fits and small.refusal is not None
     (advice,) = [w for w in small.refusal.way_forward if "--tensor-parallel-size" in w]
     assert "--tensor-parallel-size 1:" in advice and "or less" not in advice
@@ -79,7 +79,7 @@ def test_an_invalid_tensor_parallel_size_gets_the_valid_sizes_and_alternatives_o
     assert kinds == sorted(kinds, key=lambda k: k != AcceleratorType.gpu), kinds  # the GPUs, then the rest
     # the reason is said once: in the refusal, not again among the reasons that led to it
     assert small.refusal.reason not in small.reasons
-    four = recommend(spec, "g6.12xlarge", FitQuery(settings=three))
+    four = recommend(spec, "g6.12xlarge", FitQuery(engine_settings=three))
     assert four.refusal is not None
     assert any("--tensor-parallel-size 1, 2 or 4:" in w for w in four.refusal.way_forward)
 
@@ -96,7 +96,7 @@ def test_every_tier_names_the_sizes_it_can_run_when_a_size_is_refused() -> None:
         rec = recommend(
             spec,
             instance,
-            FitQuery(settings=EngineSettings(tensor_parallel_size=tp)),
+            FitQuery(engine_settings=EngineSettings(tensor_parallel_size=tp)),
             suggest_alternatives=False,
         )
         assert rec.refusal is not None, instance

@@ -249,7 +249,7 @@ def test_neuron_uses_every_neuroncore_by_default_and_a_given_tp_when_asked() -> 
     sixteen = recommend(
         m("mixtral-8x7b-instruct-v0.1"),
         "inf2.48xlarge",
-        FitQuery(settings=EngineSettings(tensor_parallel_size=16)),
+        FitQuery(engine_settings=EngineSettings(tensor_parallel_size=16)),
     )
     assert sixteen.settings is not None and sixteen.memory is not None
     assert sixteen.settings.tensor_parallel_size == 16 and sixteen.memory.units == 16
@@ -257,7 +257,7 @@ def test_neuron_uses_every_neuroncore_by_default_and_a_given_tp_when_asked() -> 
     too_many = recommend(
         m("mixtral-8x7b-instruct-v0.1"),
         "inf2.48xlarge",
-        FitQuery(settings=EngineSettings(tensor_parallel_size=32)),
+        FitQuery(engine_settings=EngineSettings(tensor_parallel_size=32)),
     )
     assert not too_many.fits and too_many.refusal is not None
     assert too_many.refusal.code == RefusalCode.no_valid_tensor_parallel and "24" in too_many.refusal.reason

@@ -79,7 +79,9 @@ def test_settings_llamacpp_does_not_have_are_refused_with_the_way_forward(
     llama2, settings, quantization, what
 ) -> None:
     r = recommend(
-        llama2, "c7g.8xlarge", FitQuery(quantization=quantization, settings=settings, engine="llamacpp")
+        llama2,
+        "c7g.8xlarge",
+        FitQuery(quantization=quantization, engine_settings=settings, engine="llamacpp"),
     )
     assert not r.fits and r.refusal is not None
     assert what in r.refusal.reason and r.refusal.way_forward

@@ -27,7 +27,7 @@ def m(name: str):
 def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
     model = m("llama-3.1-8b-instruct")
     one = recommend(model, "p5.48xlarge")  # 8 x H100: the planner's own fit is TP 1
-    eight = recommend(model, "p5.48xlarge", FitQuery(settings=EngineSettings(tensor_parallel_size=8)))
+    eight = recommend(model, "p5.48xlarge", FitQuery(engine_settings=EngineSettings(tensor_parallel_size=8)))
     assert one.settings is not None and one.memory is not None
     assert eight.settings is not None and eight.memory is not None
     assert one.settings.tensor_parallel_size == 1 and eight.settings.tensor_parallel_size == 8
@@ -57,7 +57,9 @@ def test_a_tp_override_recomputes_the_kv_budget_for_that_tp() -> None:
 )
 def test_a_tp_that_cannot_work_is_refused_with_the_reason(instance: str, tp: int, says: str) -> None:
     r = recommend(
-        m("llama-3.1-8b-instruct"), instance, FitQuery(settings=EngineSettings(tensor_parallel_size=tp))
+        m("llama-3.1-8b-instruct"),
+        instance,
+        FitQuery(engine_settings=EngineSettings(tensor_parallel_size=tp)),
     )
     assert not r.fits and r.refusal is not None
     assert r.refusal.code == RefusalCode.no_valid_tensor_parallel and says in r.refusal.reason
@@ -79,7 +81,7 @@ def test_max_num_seqs_is_kept_and_warned_about_when_the_kv_cache_cannot_hold_it(
     r = recommend(
         model,
         "g6.xlarge",
-        FitQuery(input_len=2048, output_len=512, settings=EngineSettings(max_num_seqs=200)),
+        FitQuery(input_len=2048, output_len=512, engine_settings=EngineSettings(max_num_seqs=200)),
     )
     assert r.settings is not None and r.settings.max_num_seqs == 200
     assert any("the rest wait" in w for w in r.warnings)
@@ -119,25 +121,25 @@ def test_max_num_batched_tokens_sets_the_prefill_chunk() -> None:
 
     # 4,096 tokens in 256-token chunks: 16 steps, each with its overhead and a pass over the weights
     assert ttft(256) > ttft(8192)
-    rec = recommend(model, "g6.xlarge", FitQuery(settings=EngineSettings(max_num_batched_tokens=1024)))
+    rec = recommend(model, "g6.xlarge", FitQuery(engine_settings=EngineSettings(max_num_batched_tokens=1024)))
     assert rec.settings is not None and rec.settings.engine_settings().max_num_batched_tokens == 1024
 
 
 def test_cpu_kv_cache_space_is_exact_and_refused_when_it_does_not_fit() -> None:
     model = m("qwen2.5-7b-instruct")
     r = recommend(
-        model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=10))
+        model, "r8g.4xlarge", FitQuery(engine_settings=EngineSettings(kv_cache_space_gib=10))
     )  # 128 GiB host
     assert r.settings is not None and r.memory is not None
     assert r.settings.kv_cache_space_gib == 10 and r.memory.kv_cache_gib == 10
     default = recommend(model, "r8g.4xlarge")
     assert default.memory is not None and r.memory.kv_cache_tokens < default.memory.kv_cache_tokens
-    big = recommend(model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=200)))
+    big = recommend(model, "r8g.4xlarge", FitQuery(engine_settings=EngineSettings(kv_cache_space_gib=200)))
     assert (
         not big.fits and big.refusal is not None and "kv-cache-space-gib" in " ".join(big.refusal.way_forward)
     )
     with pytest.raises(UserInputError, match="whole number"):
-        recommend(model, "r8g.4xlarge", FitQuery(settings=EngineSettings(kv_cache_space_gib=2.5)))
+        recommend(model, "r8g.4xlarge", FitQuery(engine_settings=EngineSettings(kv_cache_space_gib=2.5)))
 
 
 def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -> None:
@@ -161,7 +163,7 @@ def test_cpu_threads_bound_fewer_cores_slow_prefill_and_too_many_are_refused() -
     assert four.recommendation.settings is not None and four.recommendation.settings.threads == 4
     assert four.ttft_ms is not None and all_cores.ttft_ms is not None and four.ttft_ms > 3 * all_cores.ttft_ms
     assert any("physical core" in r for r in all_cores.recommendation.reasons)
-    too_many = recommend(model, "m7i.8xlarge", FitQuery(settings=EngineSettings(threads=64)))
+    too_many = recommend(model, "m7i.8xlarge", FitQuery(engine_settings=EngineSettings(threads=64)))
     assert not too_many.fits and too_many.refusal is not None and "32 vCPUs" in too_many.refusal.reason
 
 
@@ -240,7 +242,7 @@ def test_weight_only_formats_help_decode_at_small_batch_and_lose_when_compute_bo
     # FP8 on an A100 (no FP8 units) runs as a weight-only kernel; on an H100 it uses the FP8 units
     cat = get_catalog()
     for instance, weight_only in (("p4de.24xlarge", True), ("p5.4xlarge", False)):
-        rec = recommend(model, instance, FitQuery(quantization="fp8", settings=tp1))
+        rec = recommend(model, instance, FitQuery(quantization="fp8", engine_settings=tp1))
         inst = cat.instance(instance)
         pm, _, _ = predict_for(model, inst, cat.accelerator(inst.accelerator_name), rec)
         assert pm.weight_only is weight_only

@@ -56,7 +56,7 @@ class RecommendQuery(BaseModel):
     def planner_options(self) -> dict[str, Any]:
         """The planner's keywords: the settings asked for, the lengths and the engine settings to keep."""
         kept = EstimateQuery(model=self.model, **self.model_dump(include=_ENGINE_SETTINGS))
-        return self.model_dump(include=_PLANNER_OPTIONS) | {"settings": kept.engine_settings()}
+        return self.model_dump(include=_PLANNER_OPTIONS) | {"engine_settings": kept.engine_settings()}
 
 
 # RecommendQuery's fields that are the planner's own keywords, and those that are engine settings to keep

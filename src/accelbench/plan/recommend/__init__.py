@@ -87,7 +87,7 @@ def recommend(
 ) -> Recommendation:
     """Whether ``model`` fits ``instance`` and with which settings.
 
-    ``query`` holds what was asked (``FitQuery``; None: nothing fixed). Its ``settings`` fix what a deployment
+    ``query`` holds what was asked (``FitQuery``; None: nothing fixed). Its ``engine_settings`` fix what a deployment
     (or a published measurement) set: tensor_parallel_size, max_num_seqs, max_num_batched_tokens,
     kv_cache_space_gib (CPU), threads (CPU), gpu_memory_utilization, and (unless the query's own fields give
     them) quantization, kv_cache_dtype and max_model_len; every memory figure is
@@ -104,7 +104,7 @@ def recommend(
     query = query or FitQuery()
     if query.max_model_len is not None and query.max_model_len < 16:
         raise UserInputError(f"max_model_len {query.max_model_len} is too small; give at least 16 tokens.")
-    s = query.settings or EngineSettings()
+    s = query.engine_settings or EngineSettings()
     # what the caller fixed: the query's own fields, else the settings' values for them
     fixed = replace(
         query,
@@ -113,7 +113,7 @@ def recommend(
         ),
         max_model_len=query.max_model_len if query.max_model_len is not None else s.max_model_len,
         kv_cache_dtype=query.kv_cache_dtype or s.kv_cache_dtype,
-        settings=s,
+        engine_settings=s,
     )
     instance, spec, cat = resolve_hardware(instance, spec, catalog)
     ctx = Ctx(

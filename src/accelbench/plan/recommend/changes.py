@@ -40,7 +40,7 @@ def _with(settings: EngineSettings, **update: Any) -> EngineSettings:
 
 def candidates(instance: InstanceType, asked: FitQuery) -> list[Candidate]:
     """Each of the caller's settings changed alone, in the order a person would try them."""
-    kind, s = instance.accelerator_type, asked.settings or EngineSettings()
+    kind, s = instance.accelerator_type, asked.engine_settings or EngineSettings()
     out: list[Candidate] = []
     if asked.quantization is not None:
         for q in FORMATS[kind]:
@@ -58,7 +58,7 @@ def candidates(instance: InstanceType, asked: FitQuery) -> list[Candidate]:
                         "tensor_parallel_size",
                         str(tp),
                         f"--tensor-parallel-size {tp}",
-                        {"settings": _with(s, tensor_parallel_size=tp)},
+                        {"engine_settings": _with(s, tensor_parallel_size=tp)},
                     )
                 )
     if kind == AcceleratorType.gpu and not (asked.kv_cache_dtype or "").startswith("fp8"):
@@ -69,11 +69,11 @@ def candidates(instance: InstanceType, asked: FitQuery) -> list[Candidate]:
                 "kv_cache_space_gib",
                 "open",
                 "no --kv-cache-space-gib",
-                {"settings": _with(s, kv_cache_space_gib=None)},
+                {"engine_settings": _with(s, kv_cache_space_gib=None)},
             )
         )
     if s.threads is not None:
-        out.append(Candidate("threads", "open", "no --threads", {"settings": _with(s, threads=None)}))
+        out.append(Candidate("threads", "open", "no --threads", {"engine_settings": _with(s, threads=None)}))
     return out
 
 
