@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
 from accelbench.cli.load_flags import Given, Group, command, flag
-from accelbench.cli.measure_flags import FORMAT_FLAGS, FormatFlags
+from accelbench.cli.measure_flags import FORMAT_GROUP, FormatFlags
 from accelbench.cli.plan_views import (
     render_breakdown,
     render_calibration,
@@ -114,7 +114,7 @@ QUERY_FLAGS = {
         EstimateQuery,
         {k: v for k, v in QUERY_FLAGS.items() if k not in ("model", "quantization", "kv_cache_dtype")},
     ),
-    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    FORMAT_GROUP,
 )
 def recommend_cmd(given: Given) -> None:
     """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused.
@@ -221,7 +221,7 @@ ESTIMATE_QUERY = Group(
 )
 
 
-@command(ESTIMATE_QUERY, Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True))
+@command(ESTIMATE_QUERY, FORMAT_GROUP)
 def estimate_cmd(given: Given) -> None:
     """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked.
 
