@@ -46,12 +46,7 @@ from accelbench.cli.load_flags import (
     parse_goodput,
     parse_stages,
 )
-from accelbench.cli.measure_flags import (
-    FORMAT_FLAGS,
-    SERVER_FLAGS,
-    FormatFlags,
-    ServerFlags,
-)
+from accelbench.cli.measure_flags import FORMAT_GROUP, SERVER_GROUP, FormatFlags, ServerFlags
 from accelbench.domain.bench_summary import BenchmarkSummary
 from accelbench.domain.load import BenchConfig
 from accelbench.domain.run import QUALITY_HELP, RunStatus
@@ -232,10 +227,10 @@ def bench_request(given: Given) -> BenchRequest:
 
 
 @command(
-    Group("server", ServerFlags, SERVER_FLAGS),
+    SERVER_GROUP,
     BENCH_LOAD,
     BENCH_KEEP,
-    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    FORMAT_GROUP,
     Group("keep", BenchFlags, {"extra": flag(argument=True, hidden=True, metavar="GOODPUT_PAIRS")}),
 )
 def bench(given: Given) -> None:

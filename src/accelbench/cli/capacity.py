@@ -37,7 +37,7 @@ from accelbench.cli.load_flags import (
     flag,
     load_flags,
 )
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.measure_flags import FORMAT_GROUP, SERVER_GROUP, FormatFlags, ServerFlags
 from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.capacity import CapacitySpec
 from accelbench.domain.results import ResultInfo
@@ -193,13 +193,13 @@ def capacity_request(given: Given) -> CapacityRequest:
 
 
 @command(
-    Group("server", ServerFlags, SERVER_FLAGS),
+    SERVER_GROUP,
     CAPACITY_LOAD,
     CAPACITY_SEARCH,
     CAPACITY_FLAGS,
     Group("search", CapacitySpec, load_flags("ignore_eos", "timeout_s", "seed")),
     CAPACITY_KEEP,
-    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    FORMAT_GROUP,
 )
 def capacity(given: Given) -> None:
     """Capacity at an SLO, measured: the highest concurrency (or request rate) meeting the targets."""

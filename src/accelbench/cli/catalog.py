@@ -26,6 +26,7 @@ from accelbench.services.catalog_views import SNAPSHOT_REGION, InstanceView
 from accelbench.services.session import get_store
 
 catalog_app = typer.Typer(help="Instance types, accelerator specs and prices.", no_args_is_help=True)
+RegionOption = typer.Option(SNAPSHOT_REGION, "--region", help="Region whose prices to show.")
 
 
 def _store_or_none(quiet: bool = False) -> Any:
@@ -91,7 +92,7 @@ def list_instances(
         help="Maximum on-demand price in USD per hour (rows without a price drop).",
     ),
     arch: str | None = typer.Option(None, "--arch", help="x86_64 or arm64."),
-    region: str = typer.Option(SNAPSHOT_REGION, "--region", help="Region whose prices to show."),
+    region: str = RegionOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """List instance types, filtered."""
@@ -152,7 +153,7 @@ def _spec_rows(spec: AcceleratorSpec) -> list[tuple[str, str]]:
 @catalog_app.command("show")
 def show_instance(
     name: str = typer.Argument(..., help="Instance type, e.g. g6.2xlarge."),
-    region: str = typer.Option(SNAPSHOT_REGION, "--region", help="Region whose prices to show."),
+    region: str = RegionOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """Show one instance type with its accelerator spec, sources and prices."""

@@ -42,6 +42,9 @@ FormatOption = typer.Option(
     OutputFormat.table, "--format", "-f", help="table (human) or json (machine, stdout only)."
 )
 
+#: ``--yes`` of every command that deletes something after asking
+YesOption = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+
 
 def to_jsonable(data: Any) -> Any:
     if isinstance(data, BaseModel):

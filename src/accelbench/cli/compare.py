@@ -1,4 +1,5 @@
-"""CLI commands: ``accelbench compare``, ``accelbench report`` and ``accelbench import vllm-bench``.
+"""CLI commands: ``accelbench compare`` and ``accelbench report``; this module also adds the ``import`` group
+(``cli/imports.py``).
 
 - ``compare RUN RUN...`` sets two or more stored runs side by side against a baseline (the first named, or
   ``--baseline RUN``): the table at the chosen latency percentiles (``--percentiles``, p50/p90/p99 by default),
@@ -7,8 +8,6 @@
   tokens first.
 - ``report RUN... --out DIR`` writes ``report.html`` (self-contained, works offline), ``report.md`` and its
   PNG charts; one run is enough.
-- ``import vllm-bench FILE... --label NAME`` reads ``vllm bench serve --save-result`` JSON files (one per cell
-  and repeat) into a new run, so results measured elsewhere compare like any other run.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import typer
 from rich.console import Console
 
 from accelbench.cli.common import FormatOption, OutputFormat, console, err_console, print_json, user_errors
-from accelbench.cli.imports import register_importers
+from accelbench.cli.imports import register_imports
 from accelbench.cli.render import Col, print_bullets, print_table
 from accelbench.domain.instance_types import PriceTier
 from accelbench.errors import UserInputError
@@ -43,14 +42,7 @@ from accelbench.report.side_by_side import (
 )
 from accelbench.report.verdict_phrases import VERDICT_TABLE_COLUMNS, verdict_rows
 from accelbench.services.comparisons import CompareRequest, ReportRequest, compare, write_report
-from accelbench.services.import_request import ImportRequest
 from accelbench.services.session import get_store
-from accelbench.services.vllm_imports import import_vllm_results
-
-import_app = typer.Typer(
-    help="Bring results measured elsewhere into the store (they then compare like any run).",
-    no_args_is_help=True,
-)
 
 
 class CompareFormat(enum.StrEnum):
@@ -312,65 +304,8 @@ def report_command(
             typer.echo(str(p))
 
 
-# ------------------------------------------------------------------------------------------ import
-def import_vllm_bench(
-    files: list[Path] = typer.Argument(
-        ..., help="`vllm bench serve --save-result` JSON files (one per cell and repeat)."
-    ),
-    label: str = typer.Option(..., "--label", help="A name for the new run."),
-    instance: str | None = typer.Option(
-        None, "--instance", help="Instance type the results were measured on."
-    ),
-    engine: str | None = typer.Option(None, "--engine", help="Serving engine, e.g. vllm, vllm-cpu, sglang."),
-    engine_version: str | None = typer.Option(
-        None, "--engine-version", help="Engine version (needs --engine)."
-    ),
-    tolerance: float = typer.Option(
-        0.15,
-        "--input-len-tolerance",
-        min=0.0,
-        max=1.0,
-        help="Input lengths within this fraction of each other form one cell (vLLM's prompt lengths vary "
-        "when the server has no /tokenize); 0 keeps each length its own cell.",
-    ),
-    fmt: OutputFormat = FormatOption,
-) -> None:
-    """Import vLLM benchmark result files as one run; cells are recognised by input length and concurrency."""
-    with user_errors():
-        req = ImportRequest(
-            tool="vllm-bench",
-            files=files,
-            label=label,
-            instance=instance,
-            engine=engine,
-            engine_version=engine_version,
-            input_len_tolerance=tolerance,
-        )
-        outcome = import_vllm_results(get_store(), req)
-    if fmt == OutputFormat.json:
-        print_json({"run_id": outcome.run_id})
-        return
-    err_console.print(
-        f"Imported {len(files)} results into run {outcome.run_id} ({label}): {', '.join(outcome.cells)}.",
-        highlight=False,
-    )
-    if outcome.error:
-        err_console.print(f"[red]Stored as failed[/]: {outcome.error}", highlight=False)
-    elif outcome.failed_files:
-        err_console.print(
-            f"[yellow]No request completed in {', '.join(outcome.failed_files)}[/] ({outcome.failure}); "
-            "those cells are marked failed and left out of comparisons.",
-            highlight=False,
-        )
-    for n in outcome.notes:
-        err_console.print(f"  {n}", highlight=False)
-    typer.echo(outcome.run_id)
-
-
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.command("compare")(compare_command)
     app.command("report")(report_command)
-    import_app.command("vllm-bench")(import_vllm_bench)
-    register_importers(import_app)  # guidellm, aiperf, ... (bench.importers)
-    app.add_typer(import_app, name="import")
+    register_imports(app)  # import vllm-bench, guidellm, aiperf, ... (cli/imports.py)

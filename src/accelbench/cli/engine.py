@@ -14,6 +14,7 @@ from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
+    YesOption,
     emit,
     err_console,
     user_errors,
@@ -149,7 +150,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
 def remove(
     name: str = typer.Argument(..., help="Engine name."),
     version: str | None = typer.Option(None, "--version", "-v", help="Version.", show_default="per engine"),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    yes: bool = YesOption,
 ) -> None:
     """Delete an installed engine's environment."""
     with user_errors():

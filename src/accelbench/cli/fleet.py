@@ -25,7 +25,6 @@ from accelbench.cli.common import (
     user_errors,
 )
 from accelbench.cli.render import Col, print_bullets, print_table
-from accelbench.domain.endpoint import Endpoint
 from accelbench.errors import UserInputError
 from accelbench.fleet.result import FleetPlan
 from accelbench.report.fleet_view import (
@@ -35,7 +34,7 @@ from accelbench.report.fleet_view import (
     servers_table,
     write_fleet_report,
 )
-from accelbench.services.endpoints import first_served_model
+from accelbench.services.endpoints import ServerTarget
 from accelbench.services.fleet_export import fleet_files, write_fleet_files
 from accelbench.services.fleet_plan import FleetRequest, fleet_request, load_traffic, plan_fleet
 from accelbench.services.fleet_validate import replay_options, validate_fleet
@@ -254,9 +253,7 @@ def _validate(plan: Any, request: FleetRequest, flags: FleetFlags) -> Any:
         local = plan_fleet(
             get_store(), request.model_copy(update={"instances": ["local"]}), traffic
         ).candidates[0]
-    endpoint = Endpoint(
-        base_url=base_url, served_model=served or first_served_model(base_url, {}, None), tokenizer=tokenizer
-    )
+    endpoint = ServerTarget(base_url=base_url, served_model=served, tokenizer=tokenizer).endpoint()
     cancel = threading.Event()
     with graceful_interrupt(cancel, "Stopping the replay; Ctrl-C again to abort."):
         return validate_fleet(

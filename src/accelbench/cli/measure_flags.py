@@ -8,7 +8,7 @@ import typer
 from pydantic import BaseModel, Field
 
 from accelbench.cli.common import OutputFormat
-from accelbench.cli.load_flags import Flag, flag
+from accelbench.cli.load_flags import Flag, Group, flag
 from accelbench.errors import UserInputError
 from accelbench.services.endpoints import ServerTarget, check_base_url
 
@@ -73,3 +73,9 @@ class FormatFlags(BaseModel):
 
 
 FORMAT_FLAGS: dict[str, Flag] = {"fmt": flag("--format", "-f")}
+
+#: the server ``bench`` and ``capacity`` measure, as one group of flags
+SERVER_GROUP = Group("server", ServerFlags, SERVER_FLAGS)
+
+#: ``--format`` as every command built from groups takes it, its default shown
+FORMAT_GROUP = Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True)

@@ -11,6 +11,7 @@ from accelbench.cli._progress import ConsoleProgress
 from accelbench.cli.common import (
     FormatOption,
     OutputFormat,
+    YesOption,
     console,
     emit,
     err_console,
@@ -128,7 +129,7 @@ def list_cmd(fmt: OutputFormat = FormatOption) -> None:
 @model_app.command("remove")
 def remove(
     name: str = typer.Argument(..., help="Prepared model name."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    yes: bool = YesOption,
 ) -> None:
     """Delete a prepared model from the cache (files of a directory prepared in place are left alone)."""
     with user_errors():

@@ -18,8 +18,8 @@ import typer
 from pydantic import BaseModel, Field
 
 from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
-from accelbench.cli.load_flags import Given, Group, command, flag
-from accelbench.cli.measure_flags import FORMAT_FLAGS, FormatFlags
+from accelbench.cli.load_flags import Flag, Given, Group, command, flag
+from accelbench.cli.measure_flags import FORMAT_GROUP, FormatFlags
 from accelbench.cli.plan_views import (
     render_breakdown,
     render_calibration,
@@ -37,17 +37,6 @@ from accelbench.services.session import get_store
 
 REFUSED_EXIT = 3
 plan_app = typer.Typer(help="Planning: calibrate the speed model from measured runs.", no_args_is_help=True)
-
-ModelOpt = typer.Option(..., "--model", "-m", help="Preset name, model directory, .gguf file or hub id.")
-QuantOpt = typer.Option(
-    None,
-    "--quantization",
-    "-q",
-    help="auto (the fallback chain), none, fp8, int8 or int4.",
-    show_default="auto",
-)
-MaxLenOpt = typer.Option(None, "--max-model-len", min=16, help="Ask for this context length.")
-KvOpt = typer.Option(None, "--kv-cache-dtype", help="GPU: auto (the model dtype, vLLM's default) or fp8.")
 
 
 def _store_or_none() -> Any:
@@ -100,12 +89,20 @@ QUERY_FLAGS = {
 }
 
 
+def model_on_instance(instance: Flag) -> tuple[Group, ...]:
+    """The flags ``recommend`` and ``memory-breakdown`` both start with, in this order: the model, the instance
+    (``instance``: how each command words it), the quantization, the context length and the KV cache dtype."""
+    return (
+        Group("query", EstimateQuery, {"model": QUERY_FLAGS["model"]}),
+        Group("recommend", RecommendFlags, {"instance": instance}),
+        Group("query", EstimateQuery, {"quantization": QUERY_FLAGS["quantization"]}),
+        Group("recommend", RecommendFlags, {"max_model_len": flag("--max-model-len")}),
+        Group("query", EstimateQuery, {"kv_cache_dtype": QUERY_FLAGS["kv_cache_dtype"]}),
+    )
+
+
 @command(
-    Group("query", EstimateQuery, {"model": QUERY_FLAGS["model"]}),
-    Group("recommend", RecommendFlags, {"instance": flag("--instance", "-i")}),
-    Group("query", EstimateQuery, {"quantization": QUERY_FLAGS["quantization"]}),
-    Group("recommend", RecommendFlags, {"max_model_len": flag("--max-model-len")}),
-    Group("query", EstimateQuery, {"kv_cache_dtype": QUERY_FLAGS["kv_cache_dtype"]}),
+    *model_on_instance(flag("--instance", "-i")),
     Group(
         "recommend", RecommendFlags, {"input_len": flag("--input-len"), "output_len": flag("--output-len")}
     ),
@@ -114,7 +111,7 @@ QUERY_FLAGS = {
         EstimateQuery,
         {k: v for k, v in QUERY_FLAGS.items() if k not in ("model", "quantization", "kv_cache_dtype")},
     ),
-    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    FORMAT_GROUP,
 )
 def recommend_cmd(given: Given) -> None:
     """Does MODEL fit INSTANCE, with which settings, and why. Exits 3 when refused.
@@ -152,29 +149,27 @@ def recommend_cmd(given: Given) -> None:
         raise typer.Exit(REFUSED_EXIT)
 
 
-def memory_breakdown_cmd(
-    model: str = ModelOpt,
-    instance: str = typer.Option(..., "--instance", "-i", help="Catalog GPU or Neuron instance type."),
-    quantization: str | None = QuantOpt,
-    max_model_len: int | None = MaxLenOpt,
-    kv_cache_dtype: str | None = KvOpt,
-    fmt: OutputFormat = FormatOption,
-) -> None:
+@command(
+    *model_on_instance(flag("--instance", "-i", help="Catalog GPU or Neuron instance type.")),
+    FORMAT_GROUP,
+)
+def memory_breakdown_cmd(given: Given) -> None:
     """Where accelerator memory goes (GPU and Neuron). CPU instances are refused: see `recommend`."""
+    q, own, fmt = given.values("query"), given.values("recommend"), given.model("format", FormatFlags).fmt
     with user_errors():
         request = BreakdownRequest(
-            model=model,
-            instance=instance,
-            quantization=quantization,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
+            model=q["model"],
+            instance=own["instance"],
+            quantization=q["quantization"],
+            max_model_len=own["max_model_len"],
+            kv_cache_dtype=q["kv_cache_dtype"],
         )
         outcome = breakdown(request)
         b = outcome.answer
     if fmt == OutputFormat.json:
         print_json(b)
     else:
-        render_breakdown(b, model_max=outcome.model_max, asked=max_model_len)
+        render_breakdown(b, model_max=outcome.model_max, asked=own["max_model_len"])
     if b.verdict == "infeasible":
         raise typer.Exit(REFUSED_EXIT)
 
@@ -221,7 +216,7 @@ ESTIMATE_QUERY = Group(
 )
 
 
-@command(ESTIMATE_QUERY, Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True))
+@command(ESTIMATE_QUERY, FORMAT_GROUP)
 def estimate_cmd(given: Given) -> None:
     """Predicted TTFT, TPOT, E2E, tokens/s and cost: one instance, or every feasible instance ranked.
 

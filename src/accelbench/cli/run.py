@@ -45,6 +45,7 @@ from accelbench.services.session import get_store
 from accelbench.services.specs import load_run_spec
 
 DEMO_MODEL = "smollm2-135m-instruct"
+ReportOutOption = typer.Option(None, "--out", help="Also write the report files here.")
 
 
 def _exit_for(run: RunInfo) -> None:
@@ -64,7 +65,7 @@ def run_cmd(
         "--isa-trace/--no-isa-trace",
         help="Run the engine with oneDNN's trace (timings not comparable).",
     ),
-    out: Path | None = typer.Option(None, "--out", help="Also write the report files here."),
+    out: Path | None = ReportOutOption,
     target_ci: float | None = typer.Option(
         None, "--target-ci", min=0.01, max=100, help=SweepSpec.model_fields["target_ci"].description
     ),
@@ -222,7 +223,7 @@ def demo(
         10, "--prompts-per-concurrency", min=1, help="Requests per cell = concurrency x this."
     ),
     isa_trace: bool = typer.Option(False, "--isa-trace", help="Also show which CPU kernels ran (slower)."),
-    out: Path | None = typer.Option(None, "--out", help="Also write the report files here."),
+    out: Path | None = ReportOutOption,
     fmt: OutputFormat = FormatOption,
 ) -> None:
     """The main job: vLLM CPU + SmolLM2-135M-Instruct on this machine, a small sweep, table and report.

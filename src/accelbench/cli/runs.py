@@ -19,7 +19,7 @@ from typing import Any
 
 import typer
 
-from accelbench.cli.common import FormatOption, OutputFormat, err_console, print_json, user_errors
+from accelbench.cli.common import FormatOption, OutputFormat, YesOption, err_console, print_json, user_errors
 from accelbench.cli.exports import export_results
 from accelbench.cli.render import Col, print_table
 from accelbench.cli.run_status import status_text
@@ -186,7 +186,7 @@ def show_run(
 @runs_app.command("delete")
 def delete_runs(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unambiguous prefixes)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    yes: bool = YesOption,
     force: bool = typer.Option(False, "--force", help="Also delete runs that are still marked as running."),
     fmt: OutputFormat = FormatOption,
 ) -> None:

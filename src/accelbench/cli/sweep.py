@@ -47,7 +47,7 @@ from accelbench.cli.load_flags import (
     parse_goodput,
     parse_stages,
 )
-from accelbench.cli.measure_flags import FORMAT_FLAGS, SERVER_FLAGS, FormatFlags, ServerFlags
+from accelbench.cli.measure_flags import FORMAT_GROUP, SERVER_FLAGS, FormatFlags, ServerFlags
 from accelbench.cli.render import print_cells, print_failures_and_warnings
 from accelbench.domain.run import QUALITY_HELP, RunStatus, SweepSpec
 from accelbench.domain.sweep_events import SweepEvent
@@ -296,7 +296,7 @@ def announce(start: SweepStart) -> None:
     SWEEP_SERVER,
     SWEEP_SETTINGS,
     SWEEP_FLAGS,
-    Group("format", FormatFlags, FORMAT_FLAGS, show_defaults=True),
+    FORMAT_GROUP,
     context=True,
 )
 def sweep(given: Given) -> None:
