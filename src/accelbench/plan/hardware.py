@@ -229,6 +229,23 @@ def bf16_flops_per_cycle(isa: list[str]) -> tuple[float, str]:
     return float(table["neon"]), "NEON"
 
 
+def llamacpp_int8_tops(hw: Hardware) -> float | None:
+    """The INT8 rate llama.cpp's quantised matrix kernels run at on a CPU host. On x86 they are vector
+    kernels (AVX-512 VNNI, AVX-VNNI or AVX2 byte multiply-adds; ggml-cpu's quants), not AMX tiles: ggml's AMX
+    path is a separate buffer type for a few formats, and the published Xeon runs of K-quants prefill at a
+    vector rate, a tenth to a thirtieth of AMX-INT8's. The core's clock is its BF16 peak over the BF16
+    FLOP per cycle of its matrix path; on Arm, SDOT / I8MM (``unit_int8_tops``)."""
+    if hw.kind != AcceleratorType.cpu or hw.instance.arch != "x86_64" or not hw.unit_int8_tops:
+        return hw.unit_int8_tops
+    table = efficiency_data()["cpu_isa_vector_int8_ops_per_cycle"]
+    isa = set(hw.spec.isa)
+    fpc, _ = bf16_flops_per_cycle(list(isa))
+    for name in ("avx512_vnni", "avx_vnni", "avx2"):
+        if name in isa:
+            return hw.unit_bf16_tflops * float(table[name]) / fpc
+    return hw.unit_int8_tops
+
+
 def _arch(value: str | None) -> Literal["x86_64", "arm64"]:
     v = (value or "").lower()
     return "arm64" if v in ("aarch64", "arm64") else "x86_64"

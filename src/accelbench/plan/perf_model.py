@@ -36,7 +36,7 @@ from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.recommendation import Recommendation
 from accelbench.plan.cpu_topology import topology_of
-from accelbench.plan.hardware import Hardware, cpu_peak_gbps, efficiency_data
+from accelbench.plan.hardware import Hardware, cpu_peak_gbps, efficiency_data, llamacpp_int8_tops
 from accelbench.plan.memory import (
     WeightFormat,
     decode_read_bytes,
@@ -512,11 +512,12 @@ def build_perf_model(
         bw = hw.unit_bandwidth_gbps * 1e9
         flops = hw.tflops_for(fmt.math) * 1e12
     weight_only = fmt.quantized and hw.tflops_for(fmt.math) == hw.unit_bf16_tflops
-    if engine == "llamacpp" and fmt.quantized and hw.kind == AcceleratorType.cpu and hw.unit_int8_tops:
+    int8_tops = llamacpp_int8_tops(hw) if engine == "llamacpp" and hw.kind == AcceleratorType.cpu else None
+    if fmt.quantized and int8_tops:
         # llama.cpp quantises the activations to 8 bits and multiplies with integer dot products (SDOT /
-        # I8MM on Arm, VNNI / AMX-INT8 on x86): its 4- and 8-bit formats run at the INT8 rate, not as a
+        # I8MM on Arm, VNNI vectors on x86): its 4- and 8-bit formats run at that INT8 rate, not as a
         # weight-only kernel that dequantises to BF16
-        flops *= hw.unit_int8_tops / hw.tflops_for(fmt.math)
+        flops *= int8_tops / hw.tflops_for(fmt.math)
         weight_only = False
     head_params = p.lm_head if p.lm_head else (p.embedding if model.tie_word_embeddings else 0)
     active_mm = p.active_matmul
