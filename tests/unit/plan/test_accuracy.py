@@ -102,20 +102,28 @@ def test_estimates_carry_80_percent_ranges_from_their_family_or_say_they_borrow(
         assert r.p10 < r.p90 and r.basis
     assert "H100/H200 x vllm" in e.ranges["tpot_ms"].basis and "sources" in e.ranges["tpot_ms"].basis
     assert "not validated" not in e.ranges["tpot_ms"].basis
-    # no published Xeon row: the range is borrowed from the nearest family, widened, and says so
+    # too few published rows of vLLM CPU on Graviton: the range is borrowed from the pooled CPU error, widened,
+    # and says so
     cpu = estimate(
         load_model_spec("qwen2.5-1.5b-instruct"),
-        "m7i.4xlarge",
+        "c8g.4xlarge",
         PlanQuery(input_len=128, output_len=32, concurrency=1),
     )
     basis = cpu.ranges["tpot_ms"].basis
-    assert basis.startswith("not validated on Xeon AMX") and "widened" in basis
+    assert basis.startswith("not validated on Graviton with this engine") and "widened" in basis
+    # a family whose rows all come from one source says so, and its range is widened to hold the pool's
+    xeon = estimate(
+        load_model_spec("qwen2.5-1.5b-instruct"),
+        "m7i.4xlarge",
+        PlanQuery(input_len=128, output_len=32, concurrency=1),
+    ).ranges["tpot_ms"]
+    assert "Xeon AMX" in xeon.basis and "1 source" in xeon.basis and "widened" in xeon.basis
     # a borrowed range is wider than the family's own
     own = interval_for(
         RECORDS, "tpot", family="Graviton", engine="llamacpp", regime="decode-bound", kind="cpu"
     )
     borrowed = interval_for(
-        RECORDS, "tpot", family="Xeon AMX", engine="llamacpp", regime="decode-bound", kind="cpu"
+        RECORDS, "tpot", family="Graviton", engine="vllm-cpu", regime="decode-bound", kind="cpu"
     )
     assert own is not None and borrowed is not None
     assert borrowed.hi / borrowed.lo > own.hi / own.lo
