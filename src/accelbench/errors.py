@@ -37,6 +37,15 @@ class ServerUnreachable(UserInputError):
 
     exit_code = 1
 
+    @classmethod
+    def at(cls, shown: str, exc: Exception) -> ServerUnreachable:
+        """The error for a server that refused or timed out the connection; ``shown`` is its URL as a message
+        may name it (redacted)."""
+        return cls(
+            f"Cannot reach the server at {shown} ({exc or type(exc).__name__}).",
+            hint="Is it running, and are --base-url and the port right?",
+        )
+
 
 class Declined(AccelbenchError):
     """The person answered no (or nothing) when asked to confirm: nothing was wrong with the input (exit 1)."""

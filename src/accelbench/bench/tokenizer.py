@@ -44,15 +44,6 @@ _MARKER = re.compile(r"^<[^<>\s]+>$")
 _PLACEHOLDER = "\x00ACCELBENCH_PROMPT\x00"
 
 
-def server_unreachable(shown: str, exc: Exception) -> ServerUnreachable:
-    """The error for a server that refused or timed out the connection; ``shown`` is its URL as messages may
-    name it (``redact_url``)."""
-    return ServerUnreachable(
-        f"Cannot reach the server at {shown} ({exc or type(exc).__name__}).",
-        hint="Is it running, and are --base-url and the port right?",
-    )
-
-
 class Tokenizer(ABC):
     """What the benchmark needs of a tokenizer. Implementations must be safe to use from several threads."""
 
@@ -301,7 +292,7 @@ class ServerTokenizer(Tokenizer):
         try:
             r = self._client.post(self.base + path, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise server_unreachable(self.shown, exc) from None
+            raise ServerUnreachable.at(self.shown, exc) from None
         except httpx.HTTPError as exc:
             raise UserInputError(
                 f"{self.shown}{path} failed: {redact_text(str(exc)) or type(exc).__name__}"

@@ -12,11 +12,10 @@ import httpx
 from pydantic import BaseModel, Field
 
 from accelbench.bench.runner import engine_is_local
-from accelbench.bench.tokenizer import server_unreachable
 from accelbench.deploy.target_policy import check_url_form
 from accelbench.domain.answers import ModelsAnswer, parse_answer
 from accelbench.domain.endpoint import Endpoint
-from accelbench.errors import UserInputError
+from accelbench.errors import ServerUnreachable, UserInputError
 from accelbench.redact import redact_url
 from accelbench.telemetry.host import capture_environment, remote_environment
 
@@ -45,7 +44,7 @@ def served_models(base_url: str, headers: dict[str, str], api_key: str | None) -
     try:
         r = httpx.get(url, headers=hdrs, timeout=30)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise server_unreachable(redact_url(base_url), exc) from None
+        raise ServerUnreachable.at(redact_url(base_url), exc) from None
     except httpx.HTTPError as exc:
         raise UserInputError(
             f"Cannot ask {redact_url(url)} for the served model ({type(exc).__name__}).",
