@@ -69,6 +69,21 @@ class PlanQuery:
     def traffic(self) -> Traffic:
         return Traffic(self.input_len, self.output_len, self.concurrency, self.arrivals)
 
+    @classmethod
+    def of_fit(cls, fit: FitQuery, *, input_len: int, output_len: int, concurrency: int) -> PlanQuery:
+        """The question a fit was asked, at this traffic: the fit's own lengths where it has them. The
+        inverse of ``fit_query``."""
+        return cls(
+            input_len=fit.input_len or input_len,
+            output_len=fit.output_len or output_len,
+            concurrency=concurrency,
+            quantization=fit.quantization,
+            max_model_len=fit.max_model_len,
+            kv_cache_dtype=fit.kv_cache_dtype,
+            engine_settings=fit.engine_settings,
+            engine=fit.engine,
+        )
+
     def fit_query(self) -> FitQuery:
         """What the fit is asked for this question: its settings, with its lengths sizing the batch."""
         return FitQuery(

@@ -102,16 +102,7 @@ def recommendation(spec: ModelSpec, instance_type: str, **options: Any) -> Recom
     if rec.fits:
         return rec
     d_in, d_out, conc = DEFAULT_TRAFFIC
-    traffic = PlanQuery(
-        input_len=asked.input_len or d_in,
-        output_len=asked.output_len or d_out,
-        concurrency=conc,
-        quantization=asked.quantization,
-        max_model_len=asked.max_model_len,
-        kv_cache_dtype=asked.kv_cache_dtype,
-        engine_settings=asked.engine_settings,
-        engine=asked.engine,
-    )
+    traffic = PlanQuery.of_fit(asked, input_len=d_in, output_len=d_out, concurrency=conc)
     return priced_refusal(rec, spec, Question(traffic))
 
 
