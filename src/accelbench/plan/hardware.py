@@ -238,10 +238,9 @@ def llamacpp_int8_tops(hw: Hardware) -> float | None:
     if hw.kind != AcceleratorType.cpu or hw.instance.arch != "x86_64" or not hw.unit_int8_tops:
         return hw.unit_int8_tops
     table = efficiency_data()["cpu_isa_vector_int8_ops_per_cycle"]
-    isa = set(hw.spec.isa)
-    fpc, _ = bf16_flops_per_cycle(list(isa))
+    fpc, _ = bf16_flops_per_cycle(hw.spec.isa)
     for name in ("avx512_vnni", "avx_vnni", "avx2"):
-        if name in isa:
+        if name in hw.spec.isa:
             return hw.unit_bf16_tflops * float(table[name]) / fpc
     return hw.unit_int8_tops
 
