@@ -251,6 +251,9 @@ def map_instance_type(doc: Mapping[str, Any], catalog: Catalog, prov: Provenance
         "memory_gib": memory,
         "arch": arch,
         "numa_nodes": numa,
+        # a measurement of the shipped row's type still describes the same type read from the API
+        "memory_read_gbps": same.memory_read_gbps if same is not None else None,
+        "memory_read_source": same.memory_read_source if same is not None else None,
         "network_gbps": net if net is not None else (same.network_gbps if same is not None else 0.0),
         "accelerator_type": kind,
         "accelerator_name": spec.name,

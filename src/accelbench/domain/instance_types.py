@@ -158,6 +158,16 @@ class InstanceType(StrictModel):
     memory_gib: float = Field(gt=0)
     arch: Literal["x86_64", "arm64"]
     numa_nodes: int = Field(default=1, ge=1)
+    memory_read_gbps: float | None = Field(
+        default=None,
+        gt=0,
+        description="DRAM read bandwidth measured on this instance type with every vCPU reading (GB/s); None "
+        "when not measured. A VM that holds part of a socket, or one sub-NUMA cluster of it, reads well below "
+        "the socket's channel peak: the planner takes this as the ceiling of what the instance's cores reach.",
+    )
+    memory_read_source: str | None = Field(
+        default=None, description="Who measured memory_read_gbps, and how (None without a measurement)."
+    )
     network_gbps: float = Field(default=0.0, ge=0)
     accelerator_type: AcceleratorType
     accelerator_name: str = Field(description="Key into the accelerator specs (a CPU name for CPU rows).")
@@ -184,6 +194,8 @@ class InstanceType(StrictModel):
 
     @model_validator(mode="after")
     def _topology_adds_up(self) -> InstanceType:
+        if self.memory_read_source is not None and self.memory_read_gbps is None:
+            raise ValueError("memory_read_source names a measurement but memory_read_gbps is not given")
         if self.physical_cores is not None:
             if self.physical_cores > self.vcpus:
                 raise ValueError(f"physical_cores ({self.physical_cores}) exceeds vcpus ({self.vcpus})")

@@ -141,10 +141,18 @@ class BandwidthAdvisory(StrictModel):
     cores_bandwidth_gbps: float = Field(
         description="What the instance's own cores can pull (cores x per core)."
     )
-    achievable_bandwidth_gbps: float = Field(
-        description="min(socket, cores) x the bandwidth efficiency: what decode can expect."
+    measured_read_gbps: float | None = Field(
+        default=None,
+        description="DRAM read bandwidth measured on the instance type with every vCPU reading (the catalog's "
+        "memory_read_gbps); None when not measured.",
     )
-    limited_by: Literal["socket", "cores"] = Field(description="Which of the two limits binds.")
+    achievable_bandwidth_gbps: float = Field(
+        description="min(socket, measured, cores) x the bandwidth efficiency: what decode can expect."
+    )
+    limited_by: Literal["socket", "measured", "cores"] = Field(
+        description="Which limit binds: the sockets' channel peak, the instance's measured read bandwidth, or "
+        "what its busy cores pull."
+    )
     tpot_floor_ms: float = Field(description="bytes_per_token / achievable bandwidth: no TPOT can be lower.")
     tokens_per_s_ceiling: float = Field(description="1000 / tpot_floor_ms, per sequence.")
     message: str = Field(description="The advisory in plain words.")

@@ -205,7 +205,11 @@ def described_instance(instance: InstanceType, cores: int | None, smt: int | Non
             f"--cores {cores} x --smt {smt} is {cores * smt} vCPUs; {instance.name} has {v}. "
             "Describe the same guest (cores x threads per core = vCPUs)."
         )
-    return instance.model_copy(update={"physical_cores": cores, "threads_per_core": smt})
+    # the catalog's measured read bandwidth is of the type as AWS runs it, not of the guest described
+    update: dict[str, object] = {"physical_cores": cores, "threads_per_core": smt}
+    if (cores, smt) != (instance.physical_cores, instance.threads_per_core):
+        update |= {"memory_read_gbps": None, "memory_read_source": None}
+    return instance.model_copy(update=update)
 
 
 def _n(count: int, word: str) -> str:

@@ -105,10 +105,24 @@ class Hardware:
     sockets: int = 1
     socket_bandwidth_gbps: float = 0.0
     cores_bandwidth_gbps: float = 0.0
+    measured_read_gbps: float | None = None  # the instance's DRAM read bandwidth as measured (catalog)
 
     @property
     def bandwidth_limited_by(self) -> str:
-        return "cores" if self.cores_bandwidth_gbps < self.socket_bandwidth_gbps else "socket"
+        return "cores" if self.cores_bandwidth_gbps < self.memory_ceiling_gbps else "socket"
+
+    @property
+    def memory_ceiling_gbps(self) -> float:
+        """The peak the instance's memory lets its cores reach, as the model scales it: the sockets' channel
+        peak, or the read bandwidth measured on the instance when that is lower (a VM on part of a socket,
+        or on one sub-NUMA cluster of it), taken back to a peak as the per-core rate is (``cpu_peak_gbps``)."""
+        if not self.measured_read_gbps:
+            return self.socket_bandwidth_gbps
+        return min(self.socket_bandwidth_gbps, self.measured_read_gbps / cpu_stream_share())
+
+    @property
+    def ceiling_is_measured(self) -> bool:
+        return self.memory_ceiling_gbps < self.socket_bandwidth_gbps
 
     def tflops_for(self, weight_format: str) -> float:
         """Peak matrix rate for a weight format's math: W8A8 FP8 uses FP8 units, INT8 W8A8 the INT8 ones,
@@ -139,7 +153,7 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
             kind=kind,
             units=1,
             unit_memory_gib=instance.memory_gib,
-            unit_bandwidth_gbps=min(socket_bw, cores_bw),
+            unit_bandwidth_gbps=min(socket_bw, cores_bw, instance.memory_read_gbps or math.inf),
             unit_bf16_tflops=cores * per_core_flops / 1000,
             unit_fp8_tflops=None,
             # VNNI / AMX-INT8 / I8MM roughly double the BF16 rate for W8A8
@@ -150,6 +164,7 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
             sockets=sockets,
             socket_bandwidth_gbps=socket_bw,
             cores_bandwidth_gbps=cores_bw,
+            measured_read_gbps=instance.memory_read_gbps,
         )
     if kind == AcceleratorType.neuron:
         # a tensor-parallel unit is a (logical) NeuronCore; FP8 and INT8 are served in BF16 on Neuron

@@ -310,6 +310,10 @@ def instance_facts(inst: InstanceType) -> list[dict[str, str]]:
         facts.append(_fact("CPU generation", inst.cpu_generation))
     if cpu or inst.cpu_isa:
         facts.append(_fact("ISA flags", inst.cpu_isa))
+    if cpu:
+        facts.append(
+            _fact("Measured DRAM read", inst.memory_read_gbps, "GB/s", 0, inst.memory_read_source or "")
+        )
     if inst.arch == "x86_64" and inst.cpu_isa:
         facts.append(_fact("AMX", any(f.startswith("amx") for f in inst.cpu_isa)))
     if inst.refreshed_from:

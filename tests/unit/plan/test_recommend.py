@@ -17,6 +17,7 @@ from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec, spec_from_config
 from accelbench.plan import recommend
+from accelbench.plan.cpu_topology import described_instance
 from accelbench.plan.memory import GIB, native_format, overhead_bytes, seed_cpu_kv_space_gib, weight_bytes
 
 
@@ -414,6 +415,21 @@ def test_cpu_bandwidth_advisory_numbers() -> None:
         assert "TPOT cannot go below" in adv.message
     assert small.bandwidth.tpot_floor_ms > big.bandwidth.tpot_floor_ms
     assert any("memory-bandwidth-bound" in w for w in big.warnings)
+
+
+def test_a_measured_read_bandwidth_below_the_socket_peak_is_the_ceiling() -> None:
+    # a c8i.16xlarge holds 32 cores of a 96-core Granite Rapids socket (one sub-NUMA cluster): Spare Cores read
+    # 202 GB/s from it with every vCPU, against the socket's 768 GB/s channel peak and 31 x 24.6 GB/s of cores
+    adv = recommend(m("llama-3.1-8b-instruct"), "c8i.16xlarge", FitQuery(quantization="none")).bandwidth
+    assert adv is not None and adv.limited_by == "measured" and adv.measured_read_gbps == 202
+    assert adv.achievable_bandwidth_gbps == pytest.approx(202, rel=1e-3)  # x 0.70 of the peak it scales to
+    assert "202 GB/s of DRAM reads measured on c8i.16xlarge" in adv.message
+    # a type nobody measured keeps the socket's peak (and says so)
+    c9g = recommend(m("qwen2.5-1.5b-instruct"), "c9g.48xlarge").bandwidth
+    assert c9g is not None and c9g.measured_read_gbps is None and c9g.limited_by != "measured"
+    # a guest described by its user is not the type measured: its cores and sockets bound it, not the catalog
+    guest = described_instance(get_catalog().instance("m8i.2xlarge"), cores=8, smt=1)
+    assert guest.memory_read_gbps is None and guest.memory_read_source is None
 
 
 def test_cpu_accelerator_name_from_the_family() -> None:

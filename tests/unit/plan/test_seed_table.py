@@ -110,7 +110,9 @@ def test_threads_on_smt_siblings_add_no_bandwidth() -> None:
     assert cores.tpot_ms == pytest.approx(siblings.tpot_ms, rel=0.02)
     assert siblings.topology is not None and "4 on SMT siblings" in siblings.topology
     half = _estimate("m8i.2xlarge", "vllm-cpu", 128, 1, kv_cache_space_gib=4, threads=2)
-    assert half.tpot_ms is not None and cores.tpot_ms is not None and half.tpot_ms > 1.5 * cores.tpot_ms
+    # 2 cores pull 2 x 24.6 = 49 GB/s; 4 are held to the 71 GB/s an m8i.2xlarge reads with every vCPU
+    # (catalog, measured): decode (bandwidth-bound) takes about 71/49 as long on 2, plus the fixed step cost
+    assert half.tpot_ms is not None and cores.tpot_ms is not None and half.tpot_ms > 1.3 * cores.tpot_ms
 
 
 def test_a_described_guest_must_be_one_cpu_instance_of_the_same_vcpus() -> None:

@@ -161,11 +161,13 @@ def test_a_cpu_instance_detail_has_its_topology_isa_and_socket_figures(store: St
     inst = _facts(d["instance"])
     assert inst["Physical cores"] == "4" and inst["Threads per core"] == "2" and inst["AMX"] == "yes"
     assert "amx_bf16" in inst["ISA flags"]
+    assert inst["Measured DRAM read"] == "52 GB/s"  # Spare Cores' bw_mem with every vCPU reading
     cpu = _facts(d["cpu_facts"])
     assert cpu["CPU spec"] == "Xeon-SPR" and cpu["Cores per socket"] == "48"
     assert cpu["Memory bandwidth per socket"] == "307.2 GB/s" and cpu["FP16 per socket"] == MISSING
     graviton = _facts(detail_context(store, "c7g.large")["instance"])
     assert "AMX" not in graviton and graviton["Threads per core"] == "1"
+    assert _facts(detail_context(store, "c9g.large")["instance"])["Measured DRAM read"] == MISSING
 
 
 def test_a_refreshed_price_is_used_and_every_price_keeps_its_date(store: Store) -> None:

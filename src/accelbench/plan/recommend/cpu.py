@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from accelbench.domain.estimate import EfficiencyFactors
 from accelbench.domain.limits import CPU_DENSE_CEILING, CPU_DENSE_WARN
@@ -72,38 +73,49 @@ def bandwidth_advisory(
     cores, cores_bw = hw.physical_cores, hw.cores_bandwidth_gbps
     if busy_cores is not None and 0 < busy_cores < cores:
         cores, cores_bw = busy_cores, cores_bw * busy_cores / cores
-    achievable = factors.bandwidth_efficiency * cpu_peak_gbps(hw.socket_bandwidth_gbps, cores_bw)
+    ceiling = hw.memory_ceiling_gbps
+    achievable = factors.bandwidth_efficiency * cpu_peak_gbps(ceiling, cores_bw)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
-    limited = "cores" if cores_bw < hw.socket_bandwidth_gbps else "socket"
-    why = (
-        f"its {cores} busy cores pull about {cores_bw:,.0f} GB/s, less than the "
-        f"{hw.sockets} socket(s)' {hw.socket_bandwidth_gbps:,.0f} GB/s"
-        if limited == "cores"
-        else f"the {hw.sockets} socket(s) peak at {hw.socket_bandwidth_gbps:,.0f} GB/s, less than its "
-        f"{cores} busy cores could pull ({cores_bw:,.0f} GB/s)"
+    limited = _bandwidth_limit(hw, cpu_peak_gbps(ceiling, cores_bw) < ceiling)
+    sockets = f"{hw.sockets} socket(s)' {hw.socket_bandwidth_gbps:,.0f} GB/s"
+    measured = (
+        f"the {hw.measured_read_gbps:,.0f} GB/s of DRAM reads measured on {hw.instance.name} with every vCPU "
+        f"reading ({hw.instance.memory_read_source or 'catalog'})"
+        if hw.measured_read_gbps
+        else ""
     )
+    why = {
+        "cores": f"its {cores} busy cores pull about {cores_bw:,.0f} GB/s, less than "
+        + (measured if hw.ceiling_is_measured else f"the {sockets}"),
+        "measured": f"{measured}, below the {sockets} peak, and less than its {cores} busy cores could pull "
+        f"({cores_bw:,.0f} GB/s)",
+        "socket": f"{factors.bandwidth_efficiency:.0%} of {hw.socket_bandwidth_gbps:,.0f} GB/s: the {hw.sockets} "
+        f"socket(s) peak at {hw.socket_bandwidth_gbps:,.0f} GB/s, less than its {cores} busy cores could pull "
+        f"({cores_bw:,.0f} GB/s)",
+    }[limited]
     message = (
         f"Decode on a CPU is memory-bandwidth-bound: every output token reads {per_step / 1e9:.2f} GB "
         f"({'active ' if model.is_moe else ''}weights + one KV cache of {kv_tokens:,} tokens). "
-        f"This instance reaches about {achievable:,.0f} GB/s ("
-        + (
-            f"{why}"
-            if limited == "cores"
-            else f"{factors.bandwidth_efficiency:.0%} of {hw.socket_bandwidth_gbps:,.0f} GB/s: {why}"
-        )
-        + f"), so TPOT cannot go "
+        f"This instance reaches about {achievable:,.0f} GB/s ({why}), so TPOT cannot go "
         f"below {floor_ms:.1f} ms (at most {1000 / floor_ms:.1f} tokens/s per sequence)."
     )
     return BandwidthAdvisory(
         bytes_per_token=int(per_step),
         socket_bandwidth_gbps=round(hw.socket_bandwidth_gbps, 1),
         cores_bandwidth_gbps=round(cores_bw, 1),
+        measured_read_gbps=hw.measured_read_gbps,
         achievable_bandwidth_gbps=round(achievable, 1),
         limited_by=limited,
         tpot_floor_ms=round(floor_ms, 3),
         tokens_per_s_ceiling=round(1000 / floor_ms, 2),
         message=message,
     )
+
+
+def _bandwidth_limit(hw: Hardware, cores_bind: bool) -> Literal["socket", "measured", "cores"]:
+    if cores_bind:
+        return "cores"
+    return "measured" if hw.ceiling_is_measured else "socket"
 
 
 @dataclass(frozen=True)
