@@ -137,8 +137,8 @@ def test_cpu_bandwidth_is_min_of_socket_measured_read_and_cores() -> None:
     assert small.times.achievable_bandwidth_gbps == pytest.approx(min(3 * 37, 111) * 0.8 / 0.70)
     # 96 cores: the socket's channel peak binds (the measured 493 GB/s is above what the model scales to)
     assert big.times.achievable_bandwidth_gbps == pytest.approx(537.6 * 0.8)
-    # Xeon-SPR per core: 48 L2 misses in flight x 64 B / 125 ns = 24.6 GB/s (catalog, Little's law), so 7
-    # cores would pull 172 GB/s; an m7i.4xlarge reads 78 GB/s with all 16 vCPUs (catalog, measured)
+    # Xeon-SPR per core: 12.4 GB/s (catalog, measured on the 1- and 2-core sizes), so 7 cores would pull 87
+    # GB/s; an m7i.4xlarge reads 78 GB/s with all 16 vCPUs (catalog, measured)
     assert x86.times.achievable_bandwidth_gbps == pytest.approx(78 * 0.8 / 0.70)
     assert small.tpot_ms > big.tpot_ms
     # a 4-core slice reaches far more than 4/96 of the socket
