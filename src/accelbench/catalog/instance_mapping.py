@@ -236,10 +236,12 @@ def map_instance_type(doc: Mapping[str, Any], catalog: Catalog, prov: Provenance
             return skip(found)
         spec = found
 
-    if kind == AcceleratorType.cpu and cores is not None and spec.cores_per_socket:
+    if same is not None:
+        numa = same.numa_nodes  # the API says nothing of NUMA; the shipped row's lscpu count is of this type
+    elif kind == AcceleratorType.cpu and cores is not None and spec.cores_per_socket:
         numa = max(1, math.ceil(cores / spec.cores_per_socket))
     else:
-        numa = same.numa_nodes if same is not None else 1
+        numa = 1
     net = network_gbps(doc)
     row: dict[str, Any] = {
         "name": name,

@@ -103,6 +103,7 @@ class Hardware:
     # CPU only
     physical_cores: int = 0
     sockets: int = 1
+    numa_nodes: int = 1  # the nodes the sockets' channels are split over (sub-NUMA clusters on Xeon 6)
     socket_bandwidth_gbps: float = 0.0
     cores_bandwidth_gbps: float = 0.0
     measured_read_gbps: float | None = None  # the instance's DRAM read bandwidth as measured (catalog)
@@ -142,7 +143,15 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
         # counts its usable CPUs as cores (vcpus = cores) unless it says its topology.
         local = instance.name == LOCAL_INSTANCE and instance.physical_cores is None
         cores = max(1, instance.vcpus if local else instance.cores)
-        sockets = max(1, instance.numa_nodes)
+        # NUMA nodes split the memory channels: a socket's peak is shared by its nodes (Xeon 6's sub-NUMA
+        # clusters), and the sockets are the cores over the CPU's cores per socket (this machine's probe gives
+        # one node's figure: its nodes are its sockets)
+        nodes = max(1, instance.numa_nodes)
+        sockets = (
+            nodes
+            if instance.name == LOCAL_INSTANCE or not spec.cores_per_socket
+            else max(1, -(-cores // spec.cores_per_socket))
+        )
         per_core_bw = spec.per_core_bandwidth_gbps or data["local_cpu_per_core_bandwidth_gbps"][instance.arch]
         socket_bw = spec.memory_bandwidth_gbps * sockets
         cores_bw = cores * per_core_bw
@@ -162,6 +171,7 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
             nvlink=False,
             physical_cores=cores,
             sockets=sockets,
+            numa_nodes=nodes,
             socket_bandwidth_gbps=socket_bw,
             cores_bandwidth_gbps=cores_bw,
             measured_read_gbps=instance.memory_read_gbps,

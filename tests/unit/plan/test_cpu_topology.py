@@ -53,16 +53,17 @@ def test_a_described_guest_binds_its_exposed_cores_less_one() -> None:
 
 
 def test_each_rank_binds_its_own_numa_node() -> None:
-    m8i = get_catalog().instance("m8i.96xlarge")  # 2 sockets x 96 cores x 2 threads
+    m8i = get_catalog().instance("m8i.96xlarge")  # 2 sockets x 96 cores x 2 threads, 6 sub-NUMA nodes of 32
     one = topology_of(m8i, "vllm-cpu", tp=1)
-    assert (one.nodes, one.bound_threads, one.reserved) == (1, 95, 1)
+    assert (one.nodes, one.bound_threads, one.reserved) == (1, 31, 1)
     two = topology_of(m8i, "vllm-cpu", tp=2)
-    assert (two.nodes, two.bound_threads, two.reserved) == (2, 190, 2)
+    assert (two.nodes, two.bound_threads, two.reserved) == (2, 62, 2)
+    assert vllm_cpu_auto_threads(192, 384, "x86_64", 1, 6) == 31
     assert vllm_cpu_auto_threads(192, 384, "x86_64", 1, 2) == 95
     # an explicit list 0-(N-1) spans the nodes its first N cores lie on
-    assert topology_of(m8i, "vllm-cpu", 96).nodes == 1
-    assert topology_of(m8i, "vllm-cpu", 97).nodes == 2
-    assert topology_of(m8i, "llamacpp").nodes == 2
+    assert topology_of(m8i, "vllm-cpu", 32).nodes == 1
+    assert topology_of(m8i, "vllm-cpu", 33).nodes == 2
+    assert topology_of(m8i, "llamacpp").nodes == 6
 
 
 def test_tensor_parallel_1_on_two_sockets_reads_from_one() -> None:
@@ -79,9 +80,10 @@ def test_tensor_parallel_1_on_two_sockets_reads_from_one() -> None:
         model, "m8i.96xlarge", replace(asked, engine_settings=EngineSettings(tensor_parallel_size=2))
     )
     assert one.times is not None and two.times is not None
-    # TP 1: vLLM binds rank 0 to node 0, whose 95 bound cores could pull more than its socket's peak
-    assert one.times.achievable_bandwidth_gbps == pytest.approx(768 * f.bandwidth_efficiency)
-    assert one.topology is not None and "on 1 of its 2 NUMA nodes" in one.topology
-    # TP 2: each rank reads its half of the weights from its own socket
-    assert two.times.achievable_bandwidth_gbps == pytest.approx(768 * f.bandwidth_efficiency)
+    # TP 1: vLLM binds rank 0 to node 0, a sub-NUMA cluster of 32 cores with a sixth of the two sockets'
+    # channels (1,536 / 6 = 256 GB/s peak), which its 31 bound cores could out-pull
+    assert one.times.achievable_bandwidth_gbps == pytest.approx(256 * f.bandwidth_efficiency)
+    assert one.topology is not None and "on 1 of its 6 NUMA nodes" in one.topology
+    # TP 2: each rank reads its half of the weights from its own node
+    assert two.times.achievable_bandwidth_gbps == pytest.approx(256 * f.bandwidth_efficiency)
     assert two.tpot_ms is not None and one.tpot_ms is not None and two.tpot_ms < one.tpot_ms

@@ -19,6 +19,7 @@ from accelbench.modelspec import load_model_spec, spec_from_config
 from accelbench.plan import recommend
 from accelbench.plan.cpu_topology import described_instance
 from accelbench.plan.memory import GIB, native_format, overhead_bytes, seed_cpu_kv_space_gib, weight_bytes
+from accelbench.plan.recommend.cpu import cpu_tp_degrees
 
 
 def m(name: str) -> ModelSpec:
@@ -430,6 +431,21 @@ def test_a_measured_read_bandwidth_below_the_socket_peak_is_the_ceiling() -> Non
     # a guest described by its user is not the type measured: its cores and sockets bound it, not the catalog
     guest = described_instance(get_catalog().instance("m8i.2xlarge"), cores=8, smt=1)
     assert guest.memory_read_gbps is None and guest.memory_read_source is None
+
+
+def test_cpu_tensor_parallel_takes_the_most_sub_numa_nodes_the_heads_split_over() -> None:
+    # Xeon 6's 96xlarge has 6 sub-NUMA nodes: Llama's 32 heads / 8 KV heads split over 2 of them, not 3 or 6
+    six = recommend(m("llama-3.1-8b-instruct"), "m8i.96xlarge", FitQuery(quantization="none"))
+    assert six.settings is not None and six.settings.tensor_parallel_size == 2
+    assert any("do not split over 6 NUMA nodes: serving on 2 nodes (TP 2)" in w for w in six.warnings)
+    # 3 nodes on a 48xlarge: one rank, on one node of 32 cores, and the bandwidth floor reads that node's share
+    three = recommend(m("llama-3.1-8b-instruct"), "m8i.48xlarge", FitQuery(quantization="none"))
+    assert three.settings is not None and three.settings.tensor_parallel_size == 1
+    assert three.bandwidth is not None and "1 of its 3 NUMA nodes' 256 GB/s" in three.bandwidth.message
+    # a model whose heads split three ways takes all three nodes
+    r = recommend(custom(num_key_value_heads=6), "m8i.48xlarge", FitQuery(quantization="none"))
+    assert r.settings is not None and r.settings.tensor_parallel_size == 3
+    assert cpu_tp_degrees(custom(num_key_value_heads=6), 6) == [1, 2, 3, 6]
 
 
 def test_cpu_accelerator_name_from_the_family() -> None:

@@ -59,13 +59,15 @@ def bandwidth_advisory(
     kv_tokens: int,
     factors: EfficiencyFactors,
     busy_cores: int | None = None,
+    nodes: int | None = None,
 ) -> BandwidthAdvisory:
     """Bytes one decode step reads at batch 1 over what the CPU can stream: a floor under TPOT.
 
     The bytes are the performance model's (``decode_read_bytes``: one row of an untied input embedding, not
     the table; the routed experts one token picks), and ``kv_tokens`` the smallest context a decode step
     sees (the prompt), so the floor never exceeds the predicted TPOT. ``busy_cores``: the cores the engine's
-    threads occupy (``plan/cpu_topology.py``) when fewer than the instance's."""
+    threads occupy (``plan/cpu_topology.py``) when fewer than the instance's, ``nodes`` the NUMA nodes they
+    run on (each has its share of the memory channels)."""
     dense, expert = decode_read_bytes(model, weights)
     moe = model.moe
     touched = moe.experts_per_token / moe.num_experts if moe is not None and moe.num_experts else 1.0
@@ -73,11 +75,17 @@ def bandwidth_advisory(
     cores, cores_bw = hw.physical_cores, hw.cores_bandwidth_gbps
     if busy_cores is not None and 0 < busy_cores < cores:
         cores, cores_bw = busy_cores, cores_bw * busy_cores / cores
-    ceiling = hw.memory_ceiling_gbps
+    share = min(nodes or hw.numa_nodes, hw.numa_nodes) / hw.numa_nodes
+    ceiling, peak = hw.memory_ceiling_gbps * share, hw.socket_bandwidth_gbps * share
     achievable = factors.bandwidth_efficiency * cpu_peak_gbps(ceiling, cores_bw)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
     limited = _bandwidth_limit(hw, cpu_peak_gbps(ceiling, cores_bw) < ceiling)
-    sockets = f"{hw.sockets} socket(s)' {hw.socket_bandwidth_gbps:,.0f} GB/s"
+    sockets = f"{hw.sockets} socket(s)' {peak:,.0f} GB/s"
+    if share < 1:
+        sockets = (
+            f"{nodes or 1} of its {hw.numa_nodes} NUMA nodes' {peak:,.0f} GB/s (of "
+            f"{hw.socket_bandwidth_gbps:,.0f} GB/s in {hw.sockets} socket(s))"
+        )
     measured = (
         f"the {hw.measured_read_gbps:,.0f} GB/s of DRAM reads measured on {hw.instance.name} with every vCPU "
         f"reading ({hw.instance.memory_read_source or 'catalog'})"
@@ -89,9 +97,8 @@ def bandwidth_advisory(
         + (measured if hw.ceiling_is_measured else f"the {sockets}"),
         "measured": f"{measured}, below the {sockets} peak, and less than its {cores} busy cores could pull "
         f"({cores_bw:,.0f} GB/s)",
-        "socket": f"{factors.bandwidth_efficiency:.0%} of {hw.socket_bandwidth_gbps:,.0f} GB/s: the {hw.sockets} "
-        f"socket(s) peak at {hw.socket_bandwidth_gbps:,.0f} GB/s, less than its {cores} busy cores could pull "
-        f"({cores_bw:,.0f} GB/s)",
+        "socket": f"{factors.bandwidth_efficiency:.0%} of {peak:,.0f} GB/s: the {sockets} peak, less than its "
+        f"{cores} busy cores could pull ({cores_bw:,.0f} GB/s)",
     }[limited]
     message = (
         f"Decode on a CPU is memory-bandwidth-bound: every output token reads {per_step / 1e9:.2f} GB "
@@ -162,8 +169,9 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     refused = _threads(ctx, tp)
     if refused is not None:
         return refused
-    busy = topology_of(ctx.instance, "vllm-cpu", ctx.threads, tp=tp).busy_cores
-    adv = bandwidth_advisory(model, ctx.hw, wb, 1024, factors, busy)
+    topo = topology_of(ctx.instance, "vllm-cpu", ctx.threads, tp=tp)
+    busy, nodes = topo.busy_cores, topo.nodes
+    adv = bandwidth_advisory(model, ctx.hw, wb, 1024, factors, busy, nodes)
     kv_space = _kv_space(ctx, host, wb, tp, adv)
     if isinstance(kv_space, Recommendation):
         return kv_space
@@ -181,7 +189,7 @@ def recommend_cpu(ctx: Ctx) -> Recommendation:
     max_len, seqs, c_max, in_len, out_len, more = context_and_batch(ctx, fit, 2.0, CPU_MAX_NUM_SEQS)
     # The seed's CPU concurrency: KV space / (KV per token x (input + output)), clamped 1..64.
     ctx.reasons += more
-    adv = bandwidth_advisory(model, ctx.hw, wb, in_len, factors, busy)
+    adv = bandwidth_advisory(model, ctx.hw, wb, in_len, factors, busy, nodes)
     ctx.warnings.append(adv.message)
     used = wb.total + host.overhead * tp + kv_bytes_budget * tp
     memory = MemoryBudget(
@@ -355,19 +363,33 @@ def _tensor_parallel(ctx: Ctx) -> int | Recommendation:
                 ["Use tensor parallel 1."],
             )
         tp = ctx.tp
-    elif tp > 1 and (model.num_attention_heads % tp or (model.mla is None and model.num_kv_heads % tp)):
+    elif (best := cpu_tp_degrees(model, tp)[-1]) < tp:
         ctx.warnings.append(
             f"{model.num_attention_heads} attention / {model.num_kv_heads} KV heads do not split over "
-            f"{tp} NUMA nodes: serving on one node (TP 1); the other socket's bandwidth stays unused."
+            f"{tp} NUMA nodes: serving on {best} node{'s' if best > 1 else ''} (TP {best}); the other nodes' "
+            "memory bandwidth stays unused."
         )
-        tp = 1
+        tp = best
     ctx.reasons.append(
         f"Tensor parallel {tp} as given (the instance has {inst.numa_nodes} NUMA node(s))."
         if ctx.tp is not None
-        else f"Tensor parallel {tp} = NUMA nodes ({inst.numa_nodes}): one rank per socket keeps its weights in "
+        else f"Tensor parallel {tp} of {inst.numa_nodes} NUMA node(s): one rank per node keeps its weights in "
         "local memory; threads inside a node come from OpenMP (VLLM_CPU_OMP_THREADS_BIND=auto)."
     )
     return tp
+
+
+def cpu_tp_degrees(model: ModelSpec, nodes: int) -> list[int]:
+    """Tensor-parallel degrees on a CPU of ``nodes`` NUMA nodes, smallest first: one rank per node, on a number
+    of nodes that divides the instance's and the model's attention and KV heads (Xeon 6's sub-NUMA clusters
+    give 2, 3 or 6 nodes: Llama's 32 heads split over 2 of 6, not 3)."""
+    return [
+        d
+        for d in range(1, max(1, nodes) + 1)
+        if nodes % d == 0
+        and model.num_attention_heads % d == 0
+        and (d == 1 or model.mla is not None or model.num_kv_heads % d == 0)
+    ]
 
 
 def more_threads_than_vcpus(ctx: Ctx) -> Recommendation:
