@@ -11,6 +11,10 @@ a metric comes from the log ratios by one method for every stratum:
   those positions with probability 80% whatever the distribution (a distribution-free prediction interval),
   so few rows give a wider range with no normal assumption, and from 19 rows on a single far outlier moves it
   no more than a near one would.
+- **Widened to count sources, not rows.** A new source is not another row of a known one: rows of one
+  source share its bias. Where the rows come from two sources or more, the deciles widen to the one-way
+  random-effects prediction interval (``between_sources``: the sources' biases and the rows' noise estimated
+  apart), so that one source's 23 tightly grouped rows do not read as 23 checks of how a new source errs.
 - **Credibility between the stratum and its kind.** Rows of one source share that source's bias, so a
   stratum's spread says how a new source errs only as far as its sources differ: a stratum F x E x R with
   ``MIN_ROWS`` rows from k sources weighs its own deciles (k - 1) / k and the pooled deciles of every stratum
@@ -70,6 +74,31 @@ def deciles(logs: Sequence[float]) -> tuple[float, float]:
     return q[0], q[-1]
 
 
+Z90 = statistics.NormalDist().inv_cdf(0.9)  # the normal's 90th percentile: 1.2816
+
+
+def between_sources(records: Sequence[ErrorRecord], metric: str) -> tuple[float, float] | None:
+    """The one-way random-effects 80% prediction interval of a row from a source not among ``records``' (mean,
+    half-width, in logs), or None with fewer than two sources: log ratio = the source's bias + the row's
+    noise. The rows' spread about their source's mean estimates the noise (sigma^2, pooled); the spread of
+    the sources' means, less the noise's share of it, the biases' (tau^2, method of moments, at least 0). A
+    new source's bias varies about the sources' mean by tau and that mean's own uncertainty (tau^2 / k), its
+    row about its bias by sigma: half-width 1.2816 x sqrt(tau^2 (1 + 1/k) + sigma^2). Row deciles alone
+    count 23 rows of one source as 23 checks of how a new source errs; this counts the sources."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        by[r.source].append(math.log(r.ratio(metric) or 1.0))
+    k = len(by)
+    if k < 2:
+        return None
+    means = [statistics.fmean(v) for v in by.values()]
+    resid = [x - m for v, m in zip(by.values(), means, strict=True) for x in v]
+    n = len(resid)
+    sigma2 = sum(x * x for x in resid) / (n - k) if n > k else 0.0
+    tau2 = max(statistics.variance(means) - sigma2 * statistics.fmean(1 / len(v) for v in by.values()), 0.0)
+    return statistics.fmean(means), Z90 * math.sqrt(tau2 * (1 + 1 / k) + sigma2)
+
+
 @dataclass(frozen=True)
 class _Rows:
     """The records that have one metric, read as log ratios."""
@@ -78,7 +107,15 @@ class _Rows:
     metric: str
 
     def deciles(self) -> tuple[float, float]:
-        return deciles([math.log(r.ratio(self.metric) or 1.0) for r in self.records])
+        """Where a new source's log ratio falls with 80% probability: the rows' own deciles (order
+        statistics), widened to the random-effects prediction interval when the rows come from two sources
+        or more (``between_sources``)."""
+        lo, hi = deciles([math.log(r.ratio(self.metric) or 1.0) for r in self.records])
+        re = between_sources(self.records, self.metric)
+        if re is None:
+            return lo, hi
+        mu, half = re
+        return min(lo, mu - half), max(hi, mu + half)
 
     @property
     def sources(self) -> int:

@@ -17,6 +17,7 @@ from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
 from accelbench.plan.ranges import (
     MIN_ROWS,
     StratumCoverage,
+    between_sources,
     capacity_range,
     coverage,
     deciles,
@@ -58,12 +59,37 @@ def test_interval_reads_the_deciles_of_the_log_ratio_and_weighs_the_stratum_by_i
     assert iv.lo == pytest.approx(math.exp(0.1 - 1.2816 * 0.2), rel=0.06)
     assert iv.hi == pytest.approx(math.exp(0.1 + 1.2816 * 0.2), rel=0.06)
     assert "L4 x vllm x decode-bound: 400 rows, 2 sources, weighed 0.50" in iv.basis
-    # another family's rows in the pool: the stratum's deciles count (k - 1) / k, the pool's 1 / k
+    # another family's rows in the pool: the stratum's deciles count (k - 1) / k, the pool's 1 / k; the pool's
+    # four sources disagree (biases 0.1 and about 0.7), so its interval is the random-effects one, wider than
+    # its rows' deciles
     other = [rec(9000 + i, 2.0 + i / 100, f"o{i % 2}", family="A10G") for i in range(20)]
     mixed = interval_for(many + other, "tpot", **WHERE)
-    own_lo, _ = deciles([math.log(r.tpot or 1) for r in many])
-    pool_lo, _ = deciles([math.log(r.tpot or 1) for r in many + other])
-    assert mixed is not None and math.log(mixed.lo) == pytest.approx(0.5 * own_lo + 0.5 * pool_lo)
+    own_mu, own_half = between_sources(many, "tpot") or (0.0, 0.0)
+    own_lo = min(deciles([math.log(r.tpot or 1) for r in many])[0], own_mu - own_half)
+    mu, half = between_sources(many + other, "tpot") or (0.0, 0.0)
+    pool_rows_lo, _ = deciles([math.log(r.tpot or 1) for r in many + other])
+    assert mu - half < pool_rows_lo
+    assert mixed is not None and math.log(mixed.lo) == pytest.approx(
+        0.5 * own_lo + 0.5 * (mu - half), rel=0.02
+    )
+
+
+def test_a_new_source_is_not_another_row_of_a_known_one() -> None:
+    # three sources of 30 rows each, tight inside (sd 0.02) but biased apart (0.0, 0.3, 0.6): the rows'
+    # deciles would reach the outer sources' means; a fourth source's bias can fall beyond them
+    rows = [r for i, b in enumerate((0.0, 0.3, 0.6)) for r in lognormal(30, 0.02, i + 1, f"s{i}")]
+    rows = [
+        rec(r.id, (r.tpot or 1) * math.exp(b - 0.1), r.source)
+        for r, b in zip(rows, [0.0] * 30 + [0.3] * 30 + [0.6] * 30, strict=True)
+    ]
+    mu, half = between_sources(rows, "tpot") or (0.0, 0.0)
+    assert mu == pytest.approx(0.3, abs=0.01)
+    # tau = 0.3 (the means' sd), (1 + 1/3) for the mean's uncertainty: 1.2816 x 0.3 x sqrt(4/3) = 0.44
+    assert half == pytest.approx(1.2816 * math.sqrt(0.09 * 4 / 3 + 0.02**2), rel=0.05)
+    lo, hi = deciles([math.log(r.tpot or 1) for r in rows])
+    iv = interval_for(rows, "tpot", **WHERE)
+    assert iv is not None and math.log(iv.lo) < lo and math.log(iv.hi) > hi
+    assert between_sources(lognormal(30, 0.2, 7, "one"), "tpot") is None  # one source: no spread of biases
 
 
 def test_deciles_are_order_statistics_extrapolated_when_rows_are_few() -> None:
