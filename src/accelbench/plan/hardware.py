@@ -162,7 +162,7 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
             kind=kind,
             units=1,
             unit_memory_gib=instance.memory_gib,
-            unit_bandwidth_gbps=min(socket_bw, cores_bw, instance.memory_read_gbps or math.inf),
+            unit_bandwidth_gbps=min(socket_bw, cores_bw),
             unit_bf16_tflops=cores * per_core_flops / 1000,
             unit_fp8_tflops=None,
             # VNNI / AMX-INT8 / I8MM roughly double the BF16 rate for W8A8
