@@ -5,7 +5,6 @@ and the figures that changed between two rows.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -238,8 +237,8 @@ def map_instance_type(doc: Mapping[str, Any], catalog: Catalog, prov: Provenance
 
     if same is not None:
         numa = same.numa_nodes  # the API says nothing of NUMA; the shipped row's lscpu count is of this type
-    elif kind == AcceleratorType.cpu and cores is not None and spec.cores_per_socket:
-        numa = max(1, math.ceil(cores / spec.cores_per_socket))
+    elif kind == AcceleratorType.cpu and cores is not None:
+        numa = spec.sockets_for(cores) or 1
     else:
         numa = 1
     net = network_gbps(doc)

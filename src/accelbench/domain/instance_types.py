@@ -107,6 +107,10 @@ class AcceleratorSpec(StrictModel):
             )
         return data
 
+    def sockets_for(self, cores: int) -> int | None:
+        """The sockets ``cores`` physical cores of this CPU fill (None without a cores-per-socket figure)."""
+        return max(1, -(-cores // self.cores_per_socket)) if self.cores_per_socket else None
+
 
 CACHE_LINE_BYTES = 64
 

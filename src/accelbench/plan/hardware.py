@@ -109,10 +109,6 @@ class Hardware:
     measured_read_gbps: float | None = None  # the instance's DRAM read bandwidth as measured (catalog)
 
     @property
-    def bandwidth_limited_by(self) -> str:
-        return "cores" if self.cores_bandwidth_gbps < self.memory_ceiling_gbps else "socket"
-
-    @property
     def memory_ceiling_gbps(self) -> float:
         """The peak the instance's memory lets its cores reach, as the model scales it: the sockets' channel
         peak, or the read bandwidth measured on the instance when that is lower (a VM on part of a socket,
@@ -124,6 +120,10 @@ class Hardware:
     @property
     def ceiling_is_measured(self) -> bool:
         return self.memory_ceiling_gbps < self.socket_bandwidth_gbps
+
+    def nodes_share(self, nodes: int | None) -> float:
+        """The share of the memory channels ``nodes`` NUMA nodes hold (all of them when None)."""
+        return min(nodes or self.numa_nodes, self.numa_nodes) / self.numa_nodes
 
     def tflops_for(self, weight_format: str) -> float:
         """Peak matrix rate for a weight format's math: W8A8 FP8 uses FP8 units, INT8 W8A8 the INT8 ones,
@@ -147,11 +147,7 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
         # clusters), and the sockets are the cores over the CPU's cores per socket (this machine's probe gives
         # one node's figure: its nodes are its sockets)
         nodes = max(1, instance.numa_nodes)
-        sockets = (
-            nodes
-            if instance.name == LOCAL_INSTANCE or not spec.cores_per_socket
-            else max(1, -(-cores // spec.cores_per_socket))
-        )
+        sockets = (None if instance.name == LOCAL_INSTANCE else spec.sockets_for(cores)) or nodes
         per_core_bw = spec.per_core_bandwidth_gbps or data["local_cpu_per_core_bandwidth_gbps"][instance.arch]
         socket_bw = spec.memory_bandwidth_gbps * sockets
         cores_bw = cores * per_core_bw

@@ -505,7 +505,7 @@ def build_perf_model(
         # what they can pull, at most their sockets' peak
         topo = topology_of(hw.instance, engine or DEFAULT_ENGINE[hw.kind], cpu_threads, tp=tp)
         share = min(topo.busy_cores, cores) / cores
-        sockets_bw = hw.memory_ceiling_gbps * min(topo.nodes, hw.numa_nodes) / hw.numa_nodes
+        sockets_bw = hw.memory_ceiling_gbps * hw.nodes_share(topo.nodes)
         bw = cpu_peak_gbps(sockets_bw, hw.cores_bandwidth_gbps * share) * 1e9 / tp
         flops = hw.tflops_for(fmt.math) * 1e12 / tp * share
     else:

@@ -75,7 +75,7 @@ def bandwidth_advisory(
     cores, cores_bw = hw.physical_cores, hw.cores_bandwidth_gbps
     if busy_cores is not None and 0 < busy_cores < cores:
         cores, cores_bw = busy_cores, cores_bw * busy_cores / cores
-    share = min(nodes or hw.numa_nodes, hw.numa_nodes) / hw.numa_nodes
+    share = hw.nodes_share(nodes)
     ceiling, peak = hw.memory_ceiling_gbps * share, hw.socket_bandwidth_gbps * share
     achievable = factors.bandwidth_efficiency * cpu_peak_gbps(ceiling, cores_bw)
     floor_ms = per_step / (achievable * 1e9) * 1000 if achievable > 0 else math.inf
