@@ -57,6 +57,13 @@ class AcceleratorSpec(StrictModel):
     interconnect_gbps: float | None = Field(
         default=None, description="Device-to-device bandwidth (NVLink, NeuronLink), GB/s."
     )
+    pcie_gen: int | None = Field(
+        default=None,
+        ge=3,
+        le=6,
+        description="PCIe generation of the device's host link: what an all-reduce between GPUs without "
+        "NVLink runs over.",
+    )
     supports_fp8_kv: bool = False
     # Neuron
     neuron_cores: int | None = Field(default=None, description="NeuronCores per device.")

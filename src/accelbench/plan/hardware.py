@@ -85,6 +85,15 @@ def _factors(kind: str, engine: str, key: str) -> EfficiencyFactors:
     return EfficiencyFactors(**{k: values[k] for k in FACTOR_NAMES})
 
 
+def pcie_allreduce_gbps(pcie_gen: int | None, ranks: int) -> float:
+    """Bus bandwidth of an all-reduce ring of ``ranks`` GPUs over PCIe alone (efficiency.yaml
+    pcie_allreduce_busbw_gbps): the cards' generation's figure for 4 ranks or fewer, or for more; a card whose
+    generation the catalog does not give is taken as PCIe 4.0, the oldest of the catalog's PCIe-only GPUs."""
+    table = efficiency_data()["pcie_allreduce_busbw_gbps"]["value"]
+    by_ranks = table.get(pcie_gen) or table[4]
+    return float(by_ranks[4] if ranks <= 4 else by_ranks[8])
+
+
 @dataclass(frozen=True)
 class Hardware:
     """Peaks per tensor-parallel unit and the facts the fit and speed models use."""
@@ -98,7 +107,7 @@ class Hardware:
     unit_bf16_tflops: float
     unit_fp8_tflops: float | None
     unit_int8_tops: float | None
-    link_gbps: float  # device-to-device bandwidth for all-reduce
+    link_gbps: float  # device-to-device bandwidth (PCIe-only GPUs: a ring over all of them; see allreduce_gbps)
     nvlink: bool
     # CPU only
     physical_cores: int = 0
@@ -120,6 +129,13 @@ class Hardware:
     @property
     def ceiling_is_measured(self) -> bool:
         return self.memory_ceiling_gbps < self.socket_bandwidth_gbps
+
+    def allreduce_gbps(self, tp: int) -> float:
+        """Bus bandwidth of a ``tp``-rank all-reduce: the device link (NVLink, NeuronLink; a CPU's memory), or
+        on GPUs without NVLink what a PCIe ring of that many ranks reaches (``pcie_allreduce_gbps``)."""
+        if self.nvlink or self.kind != AcceleratorType.gpu:
+            return self.link_gbps
+        return pcie_allreduce_gbps(self.spec.pcie_gen, tp)
 
     def nodes_share(self, nodes: int | None) -> float:
         """The share of the memory channels ``nodes`` NUMA nodes hold (all of them when None)."""
@@ -184,7 +200,7 @@ def _device_units(
 ) -> Hardware:
     """An accelerator instance's peaks per tensor-parallel unit, each device split into ``per_device`` units
     (a GPU is one; a Neuron device its NeuronCores); ``low_precision``: whether FP8/INT8 peaks apply."""
-    link = spec.interconnect_gbps or float(efficiency_data()["pcie_bandwidth_gbps"]["value"])
+    link = spec.interconnect_gbps or pcie_allreduce_gbps(spec.pcie_gen, instance.accelerator_count)
     return Hardware(
         instance=instance,
         spec=spec,

@@ -533,7 +533,7 @@ def build_perf_model(
         tp=tp,
         bw_peak=bw,
         flops_peak=flops,
-        link=hw.link_gbps * 1e9,
+        link=hw.allreduce_gbps(tp) * 1e9,
         dense_read=dense / tp,
         expert_bytes=expert / tp,
         moe_e=model.moe.num_experts if model.moe else 0,

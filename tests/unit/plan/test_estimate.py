@@ -12,6 +12,7 @@ from accelbench.domain.estimate import SLO, EfficiencyFactors
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.model import ModelSpec
 from accelbench.domain.plan_query import PlanQuery
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import UserInputError
 from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo
@@ -106,6 +107,37 @@ def test_tensor_parallel_adds_all_reduce_and_pcie_is_slower_than_nvlink() -> Non
         PlanQuery(input_len=512, output_len=64, concurrency=1, factors=F),
     )
     assert one.times is not None and one.times.decode_allreduce_ms == 0
+
+
+def test_a_pcie_ring_of_eight_gets_less_bus_bandwidth_than_one_of_four_and_gen5_twice_gen4() -> None:
+    from accelbench.plan.hardware import Hardware, hardware_for, pcie_allreduce_gbps
+
+    catalog = get_catalog()
+
+    def hw(name: str) -> Hardware:
+        return hardware_for(catalog.instance(name), catalog.accelerator_for(name))
+
+    l40s = hw("g6e.48xlarge")
+    assert not l40s.nvlink and l40s.spec.pcie_gen == 4
+    assert l40s.allreduce_gbps(8) < l40s.allreduce_gbps(4) == l40s.allreduce_gbps(2)
+    assert l40s.link_gbps == l40s.allreduce_gbps(8)  # the instance's whole ring
+    assert pcie_allreduce_gbps(5, 8) == pytest.approx(2 * pcie_allreduce_gbps(4, 8))
+    assert pcie_allreduce_gbps(None, 8) == pcie_allreduce_gbps(4, 8)  # generation unknown: the oldest's
+    nv = hw("p4d.24xlarge")
+    assert nv.allreduce_gbps(8) == nv.allreduce_gbps(2) == nv.link_gbps  # NVLink: the device link
+    # TP 4 on the 8-GPU size runs a ring of 4: the same all-reduce time as the 4-GPU size
+    model = m("llama-3.1-70b-instruct")
+    q = PlanQuery(
+        input_len=1024,
+        output_len=128,
+        concurrency=32,
+        factors=F,
+        engine_settings=EngineSettings(tensor_parallel_size=4),
+    )
+    four = estimate(model, "g6e.24xlarge", q).times
+    of_eight = estimate(model, "g6e.48xlarge", q).times
+    assert four is not None and of_eight is not None
+    assert of_eight.decode_allreduce_ms == pytest.approx(four.decode_allreduce_ms, rel=1e-6)
 
 
 def test_moe_decode_reads_only_the_routed_experts() -> None:
