@@ -107,7 +107,7 @@ class Hardware:
     unit_bf16_tflops: float
     unit_fp8_tflops: float | None
     unit_int8_tops: float | None
-    link_gbps: float  # device-to-device bandwidth (PCIe-only GPUs: a ring over all of them; see allreduce_gbps)
+    link_gbps: float  # device to device (PCIe-only GPUs: a ring over all of them; see allreduce_gbps)
     nvlink: bool
     # CPU only
     physical_cores: int = 0
