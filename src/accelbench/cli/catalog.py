@@ -141,6 +141,7 @@ def _spec_rows(spec: AcceleratorSpec) -> list[tuple[str, str]]:
             ("FP8 TFLOP/s (dense)", _fmt_num(spec.fp8_tflops)),
             ("INT8 TOP/s (dense)", _fmt_num(spec.int8_tops)),
             ("interconnect GB/s", _fmt_num(spec.interconnect_gbps)),
+            ("PCIe generation", _fmt_num(spec.pcie_gen)),
             ("FP8 KV cache", "yes" if spec.supports_fp8_kv else "no"),
         ]
         if spec.neuron_cores:

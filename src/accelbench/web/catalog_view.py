@@ -352,6 +352,13 @@ def accelerator_facts(inst: InstanceType, spec: AcceleratorSpec) -> list[dict[st
             _digits(spec.interconnect_gbps),
             "NVLink / NeuronLink, device to device",
         ),
+        _fact(
+            "PCIe generation",
+            spec.pcie_gen,
+            note="without NVLink, tensor-parallel all-reduces run over it"
+            if spec.pcie_gen and spec.interconnect_gbps is None
+            else "",
+        ),
         _fact("FP8 KV cache", spec.supports_fp8_kv),
     ]
     if spec.kind == AcceleratorType.neuron:

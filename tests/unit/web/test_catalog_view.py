@@ -136,6 +136,7 @@ def test_a_gpu_instance_detail_has_its_device_specs_sources_and_dated_price(stor
     assert facts["Memory bandwidth per device"] == "300 GB/s"
     assert facts["BF16 per device"] == "121 TFLOPS" and facts["FP8 per device"] == "242 TFLOPS"
     assert facts["Interconnect per device"] == MISSING  # a PCIe card: the catalog gives none
+    assert facts["PCIe generation"] == "4"  # which its all-reduces run over
     assert facts["FP8 KV cache"] == "yes"
     assert d["cpu_facts"] is None
     inst = _facts(d["instance"])
