@@ -87,11 +87,13 @@ def _factors(kind: str, engine: str, key: str) -> EfficiencyFactors:
 
 def pcie_allreduce_gbps(pcie_gen: int | None, ranks: int) -> float:
     """Bus bandwidth of an all-reduce ring of ``ranks`` GPUs over PCIe alone (efficiency.yaml
-    pcie_allreduce_busbw_gbps): the cards' generation's figure for 4 ranks or fewer, or for more; a card whose
-    generation the catalog does not give is taken as PCIe 4.0, the oldest of the catalog's PCIe-only GPUs."""
+    pcie_allreduce_busbw_gbps): the cards' generation's figure for the smallest ring measured that holds
+    ``ranks`` (the largest measured beyond it); a card whose generation the catalog does not give is taken as
+    PCIe 4.0, the oldest of the catalog's PCIe-only GPUs."""
     table = efficiency_data()["pcie_allreduce_busbw_gbps"]["value"]
     by_ranks = table.get(pcie_gen) or table[4]
-    return float(by_ranks[4] if ranks <= 4 else by_ranks[8])
+    ring = min((n for n in by_ranks if n >= ranks), default=max(by_ranks))
+    return float(by_ranks[ring])
 
 
 @dataclass(frozen=True)

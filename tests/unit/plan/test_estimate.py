@@ -18,6 +18,7 @@ from accelbench.modelspec import load_model_spec
 from accelbench.plan import estimate, estimate_catalog, estimate_local, parse_slo
 from accelbench.plan.calibrations import CalibrationSet
 from accelbench.plan.context import PlanContext
+from accelbench.plan.hardware import Hardware, hardware_for, pcie_allreduce_gbps
 from accelbench.plan.memory import native_format, weight_bytes
 from accelbench.plan.perf_model import neuron_bucket
 from accelbench.plan.ranking import CatalogFilters
@@ -110,8 +111,6 @@ def test_tensor_parallel_adds_all_reduce_and_pcie_is_slower_than_nvlink() -> Non
 
 
 def test_a_pcie_ring_of_eight_gets_less_bus_bandwidth_than_one_of_four_and_gen5_twice_gen4() -> None:
-    from accelbench.plan.hardware import Hardware, hardware_for, pcie_allreduce_gbps
-
     catalog = get_catalog()
 
     def hw(name: str) -> Hardware:
