@@ -353,11 +353,7 @@ def accelerator_facts(inst: InstanceType, spec: AcceleratorSpec) -> list[dict[st
             "NVLink / NeuronLink, device to device",
         ),
         _fact(
-            "PCIe generation",
-            spec.pcie_gen,
-            note="without NVLink, tensor-parallel all-reduces run over it"
-            if spec.pcie_gen and spec.interconnect_gbps is None
-            else "",
+            "PCIe generation", spec.pcie_gen, note="what tensor-parallel all-reduces run over without NVLink"
         ),
         _fact("FP8 KV cache", spec.supports_fp8_kv),
     ]
