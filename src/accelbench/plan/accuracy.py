@@ -34,7 +34,7 @@ from accelbench.plan.error_records import ErrorRecord, engine_group, family_of, 
 from accelbench.plan.estimate import measured_perf
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.measured_error import THROUGHPUT_MIN_BATCH
-from accelbench.plan.perf_model import PerfModel, Prediction
+from accelbench.plan.perf_model import PerfModel, Prediction, unfused_fp8_dequant_bytes
 
 # precision as sources write it -> the planner's quantization
 PRECISION = {
@@ -211,9 +211,13 @@ def _point(row: Any, catalog: Any, specs: dict[str, Any]) -> PublicPoint | Skipp
         return Skipped(rid, f"the planner refuses the settings: {exc.message}")
     if isinstance(perf, str):
         return Skipped(rid, f"the planner says it does not fit: {perf}")
-    if str(_get(row, "kernel") or "").lower() == "dot":
+    kernel = str(_get(row, "kernel") or "").lower()
+    if kernel == "dot":
         # a llama.cpp build that ran the weights as downloaded, with its per-row dot-product kernels
         perf.dot_kernel = True
+    elif kernel == "unfused-fp8-dequant":
+        # a vLLM build whose FP8 GEMMs left the scales to separate elementwise passes
+        perf.unfused_dequant_bytes = unfused_fp8_dequant_bytes(model, perf.tp)
     if load == "batch" and _get(row, "max_num_seqs") is None:
         # a static-batch benchmark (Neuron's tables) compiles and runs exactly that batch
         perf.batch_limit = int(level or 1)

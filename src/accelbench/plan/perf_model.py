@@ -188,6 +188,9 @@ class PerfModel:
     # layouts a build does not repack; the planner's own estimates assume a build that repacks (the default
     # since late 2024 on Arm and x86), the public rows of older builds say so
     dot_kernel: bool = False
+    # bytes per token and rank that an FP8 GEMM's unfused dequantisation moves (``unfused_fp8_dequant_bytes``):
+    # 0 for the fused kernels the planner's own estimates assume; public rows of builds that fell back say so
+    unfused_dequant_bytes: float = 0.0
     weight_bits: float = 16.0
     # Neuron compiles static shapes: the decode graph runs the compiled batch (max_num_seqs) whatever the
     # number of live sequences, and the context is padded to its bucket (``neuron_bucket``)
@@ -240,6 +243,8 @@ class PerfModel:
         # paged attention streams each sequence's blocks: a lower share of the bandwidth than weight GEMMs
         kv = batch * self._kv_bytes(ctx) / (bw * f.kv_read_efficiency)
         gemm = batch * self.decode_flops_per_token / self._matrix_rate(f, batch)
+        # an unfused dequantisation runs after each GEMM, on its output: in series with it
+        dq = batch * self.unfused_dequant_bytes / bw
         # attention multiplies each sequence's query by its own cached keys and values: no weight is shared
         # across the batch, so a weight-only or dot-product kernel's penalty does not apply to it
         attn = batch * self.attn_coef * ctx / (self.flops_peak * f.compute_efficiency)
@@ -252,8 +257,8 @@ class PerfModel:
         # their FLOPs) and then attention (bound by reading batch x context x KV bytes per token, or by its
         # FLOPs). Their times add; a GEMM that is compute-bound does not hide the attention's KV reads, which
         # is what makes a long-context, large batch slower than max(bytes, FLOPs) of the whole step says.
-        core = max(max(w, gemm) + max(kv, attn), floor)
-        return core + ar + over, w, kv, gemm + attn, ar, over, floor
+        core = max(max(w, gemm) + dq + max(kv, attn), floor)
+        return core + ar + over, w + dq, kv, gemm + attn, ar, over, floor
 
     def prefill(self, f: EfficiencyFactors, length: int, sequences: int = 1) -> tuple[float, str]:
         """Prefill of ``sequences`` prompts of ``length`` tokens scheduled together, in chunks of at most
@@ -276,7 +281,8 @@ class PerfModel:
         weights = (self.dense_read + self.expert_bytes * self._touched(per_chunk)) / bw
         mem = chunks * weights + sequences * self._kv_bytes(length) / bw
         floor = chunks * self.n_layers * f.layer_floor_us * 1e-6
-        t = max(comp, mem, floor) + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
+        dq = tokens * self.unfused_dequant_bytes / bw
+        t = max(comp, mem, floor) + dq + self._allreduce(f, tokens) + chunks * f.step_overhead_ms / 1000
         return t, ("compute" if comp >= mem else "memory")
 
     def predict(
@@ -458,6 +464,32 @@ class PerfModel:
     @property
     def ridge(self) -> float:
         return self.flops_peak / self.bw_peak if self.bw_peak else 0.0
+
+
+# bytes an unfused FP8 dequantisation moves per output element beyond a fused kernel's 2-byte BF16 store: the
+# GEMM stores FP32 (4 instead of 2), two elementwise multiplies by the per-token and per-channel scales each
+# read and write FP32 (8 + 8), and the cast back reads FP32 and writes BF16 (6)
+UNFUSED_DEQUANT_BYTES_PER_OUTPUT = 2 + 8 + 8 + 6
+
+
+def unfused_fp8_dequant_bytes(model: ModelSpec, tp: int) -> float:
+    """Bytes per token and rank that FP8 linear layers move when the GEMM cannot apply per-channel and
+    per-token scales itself: vLLM's fallback where its CUTLASS FP8 kernels are not built for the GPU
+    (``torch._scaled_mm`` into FP32, then ``output * x_scale * weight_scale.t()`` and ``.to(bf16)``, three
+    elementwise kernels over every linear layer's output). On Ada (SM89) vLLM builds its CUTLASS FP8 kernels
+    only with CUDA 12.4 or later, and its wheels were built with CUDA 12.1 up to late 2024. Per layer, the
+    outputs of q/k/v, o, gate/up and down: (heads + 2 kv heads) x head dim + 2 x hidden + 2 x intermediate
+    (the routed experts a token uses, and any shared ones, for MoE layers)."""
+    inter = model.intermediate_size
+    if model.moe is not None:
+        moe = model.moe
+        inter = moe.experts_per_token * moe.expert_intermediate_size + moe.shared_intermediate_size
+    per_layer = (
+        (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim
+        + 2 * model.hidden_size
+        + 2 * inter
+    )
+    return UNFUSED_DEQUANT_BYTES_PER_OUTPUT * per_layer * model.num_layers / max(tp, 1)
 
 
 def weight_format_from(rec: Recommendation, model: ModelSpec) -> WeightFormat:

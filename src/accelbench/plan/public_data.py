@@ -81,10 +81,11 @@ class PublicMeasurement(_Strict):
     kv_cache_dtype: str | None = None
     engine: str = Field(min_length=1)
     engine_version: str | None = None
-    kernel: Literal["dot"] | None = Field(
+    kernel: Literal["dot", "unfused-fp8-dequant"] | None = Field(
         default=None,
         description="dot: a llama.cpp build ran the quantised weights as downloaded, with its per-row "
-        "dot-product kernels (not repacked for its GEMM kernels).",
+        "dot-product kernels (not repacked for its GEMM kernels). unfused-fp8-dequant: a vLLM build without "
+        "FP8 GEMM kernels for the GPU applied the FP8 scales in separate elementwise passes.",
     )
     tensor_parallel_size: int | None = Field(default=None, ge=1)
     max_num_seqs: int | None = Field(default=None, ge=1)

@@ -170,6 +170,28 @@ def test_a_llamacpp_row_run_with_dot_product_kernels_is_predicted_slower_where_c
         )
 
 
+def test_an_fp8_row_with_unfused_dequantisation_pays_its_passes_per_token_processed() -> None:
+    """An FP8 row whose vLLM build applied the scales in separate passes (``kernel: unfused-fp8-dequant``)
+    moves 24 extra bytes per linear-layer output element: per decode step that grows with the batch, per
+    prefill with the prompt's tokens, at the bandwidth the weights stream at."""
+    row = _row(catalog_instance="g6e.xlarge", precision="fp8", input_len=512, output_len=128)
+    pts, skipped = acc.public_points(
+        [row | {"id": "fused"}, row | {"id": "unfused", "kernel": "unfused-fp8-dequant"}]
+    )
+    assert not skipped
+    by = {p.id: p.perf for p in pts}
+    assert by["fused"].unfused_dequant_bytes == 0
+    # Llama-3.1-8B: 32 layers of (32 + 2 x 8) x 128 + 2 x 4096 + 2 x 14336 outputs, 24 bytes each
+    assert by["unfused"].unfused_dequant_bytes == pytest.approx(24 * 32 * (48 * 128 + 2 * 4096 + 2 * 14336))
+    f = default_factors("gpu", "vllm")
+    bw = by["unfused"].bw_peak * f.bandwidth_efficiency
+    for batch in (1, 64):
+        extra = by["unfused"].decode_step(f, batch, 600)[0] - by["fused"].decode_step(f, batch, 600)[0]
+        assert extra == pytest.approx(batch * by["unfused"].unfused_dequant_bytes / bw)
+    extra_prefill = by["unfused"].prefill(f, 512)[0] - by["fused"].prefill(f, 512)[0]
+    assert extra_prefill == pytest.approx(512 * by["unfused"].unfused_dequant_bytes / bw)
+
+
 def test_held_out_records_owe_nothing_to_the_held_out_source(points, monkeypatch) -> None:
     """The ranges that grade source S are built from records whose factors were fitted without S as well as
     without their own source: no fit behind them saw S's rows."""
