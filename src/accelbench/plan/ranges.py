@@ -29,7 +29,9 @@ a metric comes from the log ratios by one method for every stratum:
 
 Every figure of an estimate takes these intervals through ``figure_intervals``, and so does the grading:
 E2E mixes TTFT's and TPOT's by TTFT's share of it, tokens/s use their own stratum when the family has rows
-of them (else E2E's, inverted), cost the tokens/s range inverted.
+of them (else E2E's, inverted; and where those rows come from one source, the wider of the two at each end:
+in a closed loop tokens/s = requests in flight x output tokens / E2E, so both are ranges of the same figure),
+cost the tokens/s range inverted.
 
 ``coverage`` grades the ranges the way they are used: each source's rows against the ranges built from records
 that owe nothing to that source (``accuracy.held_out_records``).
@@ -57,12 +59,14 @@ KIND_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 @dataclass(frozen=True)
 class Interval:
     """measured / predicted at the 10th and 90th percentile, what it rests on, and whether the question's
-    family has rows of its own in it (False: borrowed from other families)."""
+    family has rows of its own in it (False: borrowed from other families), and whether those rows all come
+    from one source."""
 
     lo: float
     hi: float
     basis: str
     validated: bool = True
+    one_source: bool = False  # the family's own rows come from a single source
 
 
 def deciles(logs: Sequence[float]) -> tuple[float, float]:
@@ -172,7 +176,7 @@ def interval_for(
     own = every.where(family=family, engine=engine, regime=regime)
     if len(own.records) >= MIN_ROWS:
         lo, hi, basis = _own(own, pool, _describe(family, engine, regime), pool_label)
-        return Interval(math.exp(lo), math.exp(hi), basis)
+        return Interval(math.exp(lo), math.exp(hi), basis, one_source=own.sources < 2)
     same = every.where(family=family, engine=engine)
     if (
         len(same.records) >= MIN_ROWS
@@ -180,7 +184,7 @@ def interval_for(
         lo, hi, basis = _own(same, every, _describe(family, engine, "every regime"), f"{label} every-regime")
         lo, hi, w = _widened(lo, hi, len({r.regime for r in same.records}))
         basis = f"too few rows {regime} on {family}: borrows the {basis}; widened {w:.2f}x"
-        return Interval(math.exp(lo), math.exp(hi), basis)
+        return Interval(math.exp(lo), math.exp(hi), basis, one_source=same.sources < 2)
     strata = sorted({(r.family, r.engine, r.regime) for r in pool.records})
     lo, hi, w = _widened(*pool.deciles(), len(strata))
     listed = "; ".join(_describe(*s) for s in strata)
@@ -232,12 +236,23 @@ def figure_intervals(
         share * ttft.hi + (1 - share) * tpot.hi,
         "from the TTFT and TPOT ranges",
     )
+    inverted = Interval(
+        1 / e2e.hi,
+        1 / e2e.lo if e2e.lo > 0 else math.inf,
+        "from the E2E range (tokens/s = requests in flight x output tokens / E2E)",
+    )
     tps = interval_for(records, "tps", **where)
     if tps is None or not tps.validated:
+        tps = inverted
+    elif tps.one_source:
+        # One source's tokens/s rows say nothing of how a second source differs; the E2E range, inverted,
+        # is another 80% range of the same figure (requests in flight x output tokens / E2E) resting on the
+        # TPOT and TTFT rows: the range holds both
         tps = Interval(
-            1 / e2e.hi,
-            1 / e2e.lo if e2e.lo > 0 else math.inf,
-            "from the E2E range (tokens/s = requests in flight x output tokens / E2E)",
+            min(tps.lo, inverted.lo),
+            max(tps.hi, inverted.hi),
+            f"{tps.basis}; held with the E2E range inverted (one source of tokens/s)",
+            one_source=True,
         )
     return FigureIntervals(tpot, ttft, e2e, tps)
 

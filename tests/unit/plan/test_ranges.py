@@ -21,6 +21,7 @@ from accelbench.plan.ranges import (
     capacity_range,
     coverage,
     deciles,
+    figure_intervals,
     interval_for,
     mark_overlaps,
     point_ranges,
@@ -158,6 +159,22 @@ def test_tokens_per_s_borrowed_from_another_family_give_way_to_the_e2e_range() -
     assert "E2E range" in r["output_tokens_per_s"].basis  # L4 has no tokens/s rows of its own
     own = point_ranges(point, records=rows + other, **(WHERE | {"family": "A10G"}))
     assert "A10G x vllm x decode-bound" in own["output_tokens_per_s"].basis
+
+
+def test_tokens_per_s_of_one_source_are_held_with_the_e2e_range_inverted() -> None:
+    """A family whose tokens/s rows all come from one source: its tokens/s range is the wider of its own and
+    the E2E range inverted at each end (both are ranges of the same figure in a closed loop); with a second
+    source the family's own stratum decides alone."""
+    latency = lognormal(30, 0.3, 7, "a") + lognormal(30, 0.3, 8, "b")
+    tight = [rec(600 + i, 1.0, "t", tps=1.0 + i / 1000) for i in range(10)]  # one source, near exact
+    one = figure_intervals(latency + tight, WHERE, 0.1)
+    assert one.tps is not None and one.e2e is not None and one.tps.one_source
+    assert one.tps.lo == pytest.approx(1 / one.e2e.hi) and one.tps.hi == pytest.approx(1 / one.e2e.lo)
+    assert "held with the E2E range inverted" in one.tps.basis
+    second = [rec(700 + i, 1.0, "u", tps=1.02 + i / 1000) for i in range(10)]
+    two = figure_intervals(latency + tight + second, WHERE, 0.1)
+    assert two.tps is not None and not two.tps.one_source and "E2E" not in two.tps.basis
+    assert two.tps.hi / two.tps.lo < one.tps.hi / one.tps.lo
 
 
 def test_coverage_is_graded_against_ranges_built_without_the_source() -> None:
