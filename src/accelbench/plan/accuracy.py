@@ -471,12 +471,15 @@ PRIOR_WEIGHT = 0.3
 
 
 def _fit_points(points: Sequence[PublicPoint]) -> list[Any]:
-    """What factors are fitted to: rows of the engines the planner models. Other engines' rows are graded only:
-    their schedulers, batch limits and KV-cache defaults are not the ones the model describes."""
+    """What factors are fitted to: rows of the engines the planner models, serving dense models. Other engines'
+    rows are graded only: their schedulers, batch limits and KV-cache defaults are not the ones the model
+    describes. So are mixture-of-experts rows: the model has no term for an MoE layer's routing and its many
+    small expert GEMMs, and fitting the hardware's factors to them would put those costs into every dense
+    estimate (their error is their own stratum, ``error_records.family_of``)."""
     return [
         p if p.tps_graded else dataclasses.replace(p, out_tps=None)
         for p in points
-        if p.modelled_engine and (p.tpot_ms or p.out_tps)
+        if p.modelled_engine and (p.tpot_ms or p.out_tps) and not p.perf.moe_e
     ]
 
 
@@ -541,7 +544,7 @@ def out_of_source_records(
                 id=p.id,
                 source=p.source,
                 kind=p.kind,
-                family=family_of(p.accelerator, p.kind),
+                family=family_of(p.accelerator, p.kind, moe=p.perf.moe_e > 0),
                 engine=engine_group(p.engine),
                 regime=regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, p.output_len),
                 tpot=_ratio(p.tpot_ms, pred.tpot * 1000),

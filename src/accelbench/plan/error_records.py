@@ -43,9 +43,23 @@ _FAMILIES = (
 )
 
 
-def family_of(accelerator: str, kind: str, isa: Sequence[str] = ()) -> str:
+MOE = " MoE"  # the suffix of a family serving mixture-of-experts models
+
+
+def family_of(accelerator: str, kind: str, isa: Sequence[str] = (), moe: bool = False) -> str:
     """The hardware family an accelerator belongs to, e.g. 'H100-SXM' -> 'H100/H200'; a CPU by its maker
-    and matrix unit ('Xeon-GNR' -> 'Xeon AMX', this machine's CPU by the ISA it reports)."""
+    and matrix unit ('Xeon-GNR' -> 'Xeon AMX', this machine's CPU by the ISA it reports). ``moe``: the model
+    is a mixture of experts, whose layers' routing and many small expert GEMMs the speed model has no term
+    for: its error is its own stratum ('H100/H200 MoE'), never pooled into the dense models' ranges."""
+    base = _hardware_family(accelerator, kind, isa)
+    return base + MOE if moe else base
+
+
+def is_moe_family(family: str) -> bool:
+    return family.endswith(MOE)
+
+
+def _hardware_family(accelerator: str, kind: str, isa: Sequence[str]) -> str:
     name = accelerator.removeprefix("local:").strip()
     for prefix, family in _FAMILIES:
         if name.upper().startswith(prefix.upper()):

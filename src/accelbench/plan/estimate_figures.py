@@ -224,4 +224,4 @@ def feasible_estimate(
     )
     regime = regime_of(pred.ttft, pred.tpot, pred.queue, pred.prefill, output_len)
     search = (lambda t: max_concurrency_for(pm, f, t, input_len, output_len, cap, arrivals)) if slo else None
-    return with_ranges(est, regime, cpu_isa, slo, search, calibration=ref)
+    return with_ranges(est, regime, cpu_isa, slo, search, calibration=ref, moe=pm.moe_e > 0)

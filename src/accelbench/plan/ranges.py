@@ -48,7 +48,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from accelbench.domain.estimate import SLO, CalibrationRef, EstimateRow, PredictionRange
-from accelbench.plan.error_records import METRICS, ErrorRecord, engine_group, family_of, shipped_records
+from accelbench.plan.error_records import (
+    METRICS,
+    ErrorRecord,
+    engine_group,
+    family_of,
+    is_moe_family,
+    shipped_records,
+)
 
 E = TypeVar("E", bound=EstimateRow)
 MIN_ROWS = 5  # records a stratum (or a kind's pool) needs before its deciles are read
@@ -166,7 +173,17 @@ def interval_for(
 ) -> Interval | None:
     """The 80% interval of measured / predicted for ``metric`` on the stratum, or None when the kind has fewer
     than ``MIN_ROWS`` records of the metric."""
-    every = _Rows(tuple(r for r in records if r.kind == kind and r.ratio(metric)), metric)
+    # a dense model's range owes nothing to mixture-of-experts rows (their misses are the MoE layers'); an MoE
+    # model's borrows from every row of its kind when its own stratum has too few
+    dense = not is_moe_family(family)
+    every = _Rows(
+        tuple(
+            r
+            for r in records
+            if r.kind == kind and r.ratio(metric) and not (dense and is_moe_family(r.family))
+        ),
+        metric,
+    )
     if len(every.records) < MIN_ROWS:
         return None
     label = KIND_LABEL.get(kind, kind)
@@ -333,14 +350,18 @@ def calibrated_interval(ref: CalibrationRef | None) -> Interval | None:
 
 
 def ranges_of(
-    est: EstimateRow, regime: str, isa: Sequence[str] = (), calibration: CalibrationRef | None = None
+    est: EstimateRow,
+    regime: str,
+    isa: Sequence[str] = (),
+    calibration: CalibrationRef | None = None,
+    moe: bool = False,
 ) -> dict[str, PredictionRange]:
-    """The 80% ranges of an estimate's figures, from the stratum its accelerator, engine and regime fall in
-    (TPOT from the calibration applied, when it says its error)."""
+    """The 80% ranges of an estimate's figures, from the stratum its accelerator, engine and regime fall in,
+    a mixture-of-experts model's apart (TPOT from the calibration applied, when it says its error)."""
     kind = est.accelerator_type.value
     return point_ranges(
         {k: getattr(est, k) for k in POINT_KEYS},
-        family=family_of(est.accelerator_name, kind, isa),
+        family=family_of(est.accelerator_name, kind, isa, moe=moe),
         engine=engine_group(est.engine),
         regime=regime,
         kind=kind,
@@ -389,9 +410,10 @@ def with_ranges(
     slo: SLO | None,
     search: Callable[[SLO], int] | None,
     calibration: CalibrationRef | None = None,
+    moe: bool = False,
 ) -> E:
     """``est`` with its ranges: every figure's, and the capacity's when an SLO was searched."""
-    est.ranges = ranges_of(est, regime, isa, calibration)
+    est.ranges = ranges_of(est, regime, isa, calibration, moe=moe)
     if slo is not None and search is not None and est.max_concurrency_meeting_slo is not None:
         cap = capacity_range(slo, est.ranges, est, search)
         if cap is not None:

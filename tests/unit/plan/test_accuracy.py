@@ -192,6 +192,26 @@ def test_an_fp8_row_with_unfused_dequantisation_pays_its_passes_per_token_proces
     assert extra_prefill == pytest.approx(512 * by["unfused"].unfused_dequant_bytes / bw)
 
 
+def test_mixture_of_experts_rows_are_graded_but_never_fitted() -> None:
+    """The hardware's factors are fitted to dense models' rows only; an MoE row is graded in its own stratum."""
+    pts, skipped = acc.public_points(
+        [
+            _row(id="dense", catalog_instance="p5en.48xlarge", tensor_parallel_size=8),
+            _row(
+                id="moe",
+                catalog_instance="p5en.48xlarge",
+                tensor_parallel_size=8,
+                model="deepseek-v3",
+                precision="fp8",
+            ),
+        ]
+    )
+    assert not skipped
+    assert [p.id for p in acc._fit_points(pts)] == ["dense"]
+    recs = {r.id: r for r in acc.out_of_source_records(pts)}
+    assert recs["moe"].family == "H100/H200 MoE" and recs["dense"].family == "H100/H200"
+
+
 def test_held_out_records_owe_nothing_to_the_held_out_source(points, monkeypatch) -> None:
     """The ranges that grade source S are built from records whose factors were fitted without S as well as
     without their own source: no fit behind them saw S's rows."""

@@ -271,6 +271,22 @@ def test_families_and_regimes() -> None:
     assert regime_of(1.0, 0.01, 0.5, 0.2, 128) == "queueing"
     assert regime_of(2.0, 0.01, 0.0, 2.0, 128) == "prefill-bound"
     assert regime_of(0.1, 0.01, 0.0, 0.1, 128) == "decode-bound"
+    assert family_of("H200", "gpu", moe=True) == "H100/H200 MoE"
+
+
+def test_mixture_of_experts_rows_are_their_own_stratum_and_never_widen_a_dense_model_s_range() -> None:
+    """MoE rows' misses are the MoE layers' (routing, many small expert GEMMs, which the speed model has no term
+    for): a dense estimate's range owes nothing to them, and an MoE estimate takes them as its own."""
+    dense = lognormal(20, 0.1, 11, "a") + lognormal(20, 0.1, 12, "b")
+    moe = [rec(900 + i, 3.0 + i / 10, f"m{i % 2}", family="L4 MoE") for i in range(10)]
+    alone = interval_for(dense, "tpot", **WHERE)
+    mixed = interval_for(dense + moe, "tpot", **WHERE)
+    assert alone is not None and mixed == alone
+    # a dense family with too few rows borrows the kind's pool: the dense rows only
+    thin = interval_for(dense + moe, "tpot", **(WHERE | {"family": "A10G"}))
+    assert thin is not None and thin.hi < 2.0 and "L4 MoE" not in thin.basis
+    own = interval_for(dense + moe, "tpot", **(WHERE | {"family": "L4 MoE"}))
+    assert own is not None and own.hi > 3.0 and "L4 MoE x vllm x decode-bound" in own.basis
 
 
 def test_a_calibrated_estimate_takes_its_tpot_range_from_the_calibration_and_says_so() -> None:
