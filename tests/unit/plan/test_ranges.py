@@ -338,3 +338,18 @@ def test_throughput_interval_for_capacity_callers() -> None:
     # no tokens/s rows validated for vLLM CPU on Graviton: the TPOT range inverted, borrowed and said
     grv = throughput_interval("Graviton4", "cpu", "vllm-cpu", [])
     assert grv is not None and grv.basis.startswith("the TPOT range inverted (not validated on Graviton")
+
+
+def test_a_mixture_of_experts_estimate_takes_its_range_from_the_moe_rows_and_a_dense_one_does_not() -> None:
+    """On the shipped records: DeepSeek-V3 on 8 x H200 is graded against the MoE rows (measured several times
+    slower than predicted), Llama-3.1-8B on the same instance against the dense rows."""
+    from accelbench.modelspec import load_model_spec
+    from accelbench.plan import estimate
+
+    asked = PlanQuery(input_len=512, output_len=128, concurrency=8)
+    moe = estimate(load_model_spec("deepseek-v3"), "p5en.48xlarge", asked)
+    dense = estimate(load_model_spec("llama-3.1-8b-instruct"), "p5en.48xlarge", asked)
+    assert moe.feasible and dense.feasible and moe.tpot_ms and dense.tpot_ms
+    assert "H100/H200 MoE" in moe.ranges["tpot_ms"].basis
+    assert "MoE" not in dense.ranges["tpot_ms"].basis
+    assert moe.ranges["tpot_ms"].p90 / moe.tpot_ms > dense.ranges["tpot_ms"].p90 / dense.tpot_ms
