@@ -422,13 +422,22 @@ def with_ranges(
 
 
 def throughput_interval(
-    accelerator: str, kind: str, engine: str, isa: Sequence[str] = (), regime: str = "decode-bound"
+    accelerator: str,
+    kind: str,
+    engine: str,
+    isa: Sequence[str] = (),
+    regime: str = "decode-bound",
+    moe: bool = False,
 ) -> Interval | None:
     """measured / predicted of a throughput (tokens/s, requests/s, a capacity in requests/s) at the 10th and
-    90th percentile for an accelerator and engine, with its basis: the stratum's own tokens/s records, else the
-    TPOT interval inverted (a decode-bound throughput is batch / TPOT). For callers that size on a predicted
-    capacity (the fleet planner)."""
-    where = {"family": family_of(accelerator, kind, isa), "engine": engine_group(engine), "regime": regime}
+    90th percentile for an accelerator and engine (a mixture-of-experts model's apart), with its basis: the
+    stratum's own tokens/s records, else the TPOT interval inverted (a decode-bound throughput is batch / TPOT).
+    For callers that size on a predicted capacity (the fleet planner)."""
+    where = {
+        "family": family_of(accelerator, kind, isa, moe=moe),
+        "engine": engine_group(engine),
+        "regime": regime,
+    }
     recs = shipped_records()
     tps = interval_for(recs, "tps", **where, kind=kind)
     if tps is not None and tps.validated:

@@ -26,6 +26,7 @@ from accelbench.fleet.cold_start import cold_start_cost, provision_from, ready_f
 from accelbench.fleet.result import Candidate, FleetPlan, ServerCapacity, Skipped, TrafficSummary, rank
 from accelbench.fleet.sizing import Rules, size_fleet
 from accelbench.fleet.traffic import Traffic, read_traffic
+from accelbench.modelspec import load_model_spec
 from accelbench.plan.hardware import is_local, local_machine
 from accelbench.plan.ranges import throughput_interval
 from accelbench.report.capacity_results import capacity_result
@@ -192,7 +193,9 @@ def predicted_capacity(
         return None, "the planner predicts no load meeting the SLO here (or the model does not fit)"
     detail = f"predicted by the planner for {inp} in / {out} out tokens at Poisson arrivals"
     engine = DEFAULT_RUNTIME[inst.accelerator_type]
-    span = throughput_interval(inst.accelerator_name, inst.accelerator_type.value, engine, inst.cpu_isa)
+    span = throughput_interval(
+        inst.accelerator_name, inst.accelerator_type.value, engine, inst.cpu_isa, moe=_is_moe(model)
+    )
     if span is None or not 0 < span.lo <= span.hi:
         return ServerCapacity(
             requests_per_s=rps, source="predicted", detail=detail + "; no range (no out-of-source error here)"
@@ -201,6 +204,15 @@ def predicted_capacity(
     return ServerCapacity(
         requests_per_s=rps, low=rps * span.lo, high=rps * span.hi, source="predicted", detail=detail
     ), None
+
+
+def _is_moe(model: str) -> bool:
+    """Whether the model is a mixture of experts (its capacity's range comes from the MoE rows); a model that
+    cannot be read offline was not predicted either."""
+    try:
+        return load_model_spec(model, allow_network=False).moe is not None
+    except AccelbenchError:
+        return False
 
 
 def ready_seconds(store: Store | None, instance: str, model: str) -> tuple[list[float], list[float]]:

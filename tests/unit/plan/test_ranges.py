@@ -338,6 +338,11 @@ def test_throughput_interval_for_capacity_callers() -> None:
     # no tokens/s rows validated for vLLM CPU on Graviton: the TPOT range inverted, borrowed and said
     grv = throughput_interval("Graviton4", "cpu", "vllm-cpu", [])
     assert grv is not None and grv.basis.startswith("the TPOT range inverted (not validated on Graviton")
+    # a mixture-of-experts model's capacity takes the MoE rows' range: far below the prediction on H200
+    moe = throughput_interval("H200", "gpu", "vllm", moe=True)
+    dense = throughput_interval("H200", "gpu", "vllm")
+    assert moe is not None and dense is not None and "H100/H200 MoE" in moe.basis
+    assert moe.lo < dense.lo and "MoE" not in dense.basis
 
 
 def test_a_mixture_of_experts_estimate_takes_its_range_from_the_moe_rows_and_a_dense_one_does_not() -> None:
