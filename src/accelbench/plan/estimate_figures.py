@@ -72,7 +72,8 @@ def estimate_notes(
     query: PlanQuery,
 ) -> list[str]:
     """How the prediction was made, in words: the factors' source, where the model was measured, the
-    arrivals, Neuron's compiled shapes, a precision other than the checkpoint's, requests that queue."""
+    arrivals, Neuron's compiled shapes, a precision other than the checkpoint's, requests that queue, a
+    mixture of experts."""
     kind = instance.accelerator_type
     pm, ref, s = setup.perf, setup.calibration, setup.recommendation.settings
     concurrency, arrivals = query.concurrency, query.arrivals
@@ -122,6 +123,12 @@ def estimate_notes(
         notes.append(
             f"Only {pred.batch} of {concurrency} requests run at once (max_num_seqs {pm.batch_limit}, "
             f"KV cache {pm.kv_tokens:,} tokens); the rest queue, which TTFT includes."
+        )
+    if pm.moe_e:
+        notes.append(
+            "Mixture of experts: the prediction counts the experts' bytes and FLOPs but not an MoE layer's routing "
+            "and its many small expert GEMMs; the 80% ranges come from published MoE rows, which measured far "
+            "slower than predicted where the experts are many and small (see each range's basis)."
         )
     return notes
 

@@ -358,3 +358,5 @@ def test_a_mixture_of_experts_estimate_takes_its_range_from_the_moe_rows_and_a_d
     assert "H100/H200 MoE" in moe.ranges["tpot_ms"].basis
     assert "MoE" not in dense.ranges["tpot_ms"].basis
     assert moe.ranges["tpot_ms"].p90 / moe.tpot_ms > dense.ranges["tpot_ms"].p90 / dense.tpot_ms
+    assert any(n.startswith("Mixture of experts") for n in moe.notes)
+    assert not any(n.startswith("Mixture of experts") for n in dense.notes)
