@@ -113,7 +113,7 @@ def test_estimates_carry_ranges_topology_and_precision_through_the_api(api) -> N
     est = one["estimate"]
     tpot = est["ranges"]["tpot_ms"]
     assert tpot["p10"] < est["tpot_ms"] < tpot["p90"]
-    assert "Xeon AMX" in tpot["basis"] and "widened" in tpot["basis"]
+    assert "Xeon AMX x vllm-cpu" in tpot["basis"] and "sources" in tpot["basis"]
     assert "as described (--cores/--smt): 8 vCPUs = 8 cores x 1 thread" in est["topology"]
     assert one["rows"][0]["ranges"] == est["ranges"]
     table = api.client.get(
