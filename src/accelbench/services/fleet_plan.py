@@ -11,6 +11,7 @@ predicted capacity; without one the prediction has no range and the SLO risk is 
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -206,9 +207,10 @@ def predicted_capacity(
     ), None
 
 
+@lru_cache(maxsize=16)
 def _is_moe(model: str) -> bool:
     """Whether the model is a mixture of experts (its capacity's range comes from the MoE rows); a model that
-    cannot be read offline was not predicted either."""
+    cannot be read offline was not predicted either. Read once per model, not once per candidate instance."""
     try:
         return load_model_spec(model, allow_network=False).moe is not None
     except AccelbenchError:
