@@ -126,20 +126,23 @@ def _table(title: str, errs: dict) -> None:
 
 
 def _ranges_table(records: list, held_out: dict) -> None:
-    from accelbench.plan.ranges import StratumCoverage, coverage
+    from accelbench.plan.ranges import StratumCoverage, coverage, intra_source_correlation
 
+    graded = coverage(records, held_out.__getitem__)
+    icc = intra_source_correlation(graded)
     print()
     print(
         "80% ranges out of source (each source's rows against the ranges an estimate would show, built from "
-        "records whose fits never saw that source; honest: 70-90% inside). 90% interval: the exact binomial "
-        "interval of the share, rows taken as independent (rows of one source share its bias: wider still); "
-        "verdict: 'too wide' or 'too narrow' only when that interval leaves out 80%"
+        "records whose fits never saw that source; honest: 70-90% inside). Rows: the exact binomial 90% interval "
+        "of the share, rows taken as independent. Sources: the same at the effective count rows / design effect, "
+        f"rows of one source falling inside or outside together with the intra-source correlation {icc:.2f} "
+        "(pooled over every stratum). Verdict: 'too wide' or 'too narrow' only when the sources' interval leaves "
+        "out 80%"
     )
     print(
-        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'90% interval':>13} "
-        f"{'verdict':>16} {'median half-width':>18}"
+        f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'rows 90%':>9} "
+        f"{'sources 90%':>12} {'verdict':>16} {'median half-width':>18}"
     )
-    graded = coverage(records, held_out.__getitem__)
     for c in graded:
         inside = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
         if c.n and not c.graded:
@@ -147,22 +150,26 @@ def _ranges_table(records: list, held_out: dict) -> None:
         if c.no_range:
             inside += f", {c.no_range} without a range"
         lo, hi = c.share_interval(0.9)
+        clo, chi = c.share_interval(0.9, icc)
         print(
             f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
-            f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>13} {_verdict(c.share_inside, lo, hi, c.graded):>16} "
-            f"{c.median_half_width_pct:>17.0f}%"
+            f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>9} {f'{clo * 100:.0f}-{chi * 100:.0f}%':>12} "
+            f"{_verdict(c.share_inside, clo, chi, c.graded):>16} {c.median_half_width_pct:>17.0f}%"
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
-        lo, hi = StratumCoverage("every", "every", n=n, inside=inside).share_interval(0.9)
+        every = StratumCoverage("every", "every", n=n, inside=inside)
+        every.per_source = {f"{c.stratum} {c.metric} {s}": v for c in graded for s, v in c.per_source.items()}
+        lo, hi = every.share_interval(0.9)
+        clo, chi = every.share_interval(0.9, icc)
         print(
-            f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%, "
-            f"90% interval {lo * 100:.0f}-{hi * 100:.0f}%)"
+            f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%, 90% interval "
+            f"{lo * 100:.0f}-{hi * 100:.0f}% as rows, {clo * 100:.0f}-{chi * 100:.0f}% counting sources)"
         )
 
 
 def _verdict(share: float, lo: float, hi: float, graded: bool) -> str:
-    """What a stratum's share says of its ranges: within 70-90%, or whether its exact interval leaves out 80%."""
+    """What a stratum's share says of its ranges: within 70-90%, or whether its interval leaves out 80%."""
     if not graded:
         return "-"
     if 0.7 <= share <= 0.9:

@@ -472,6 +472,7 @@ class StratumCoverage:
     inside: int = 0
     no_range: int = 0
     half_widths_pct: list[float] = field(default_factory=list)
+    per_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # source: (inside, rows)
 
     @property
     def graded(self) -> bool:
@@ -486,19 +487,50 @@ class StratumCoverage:
     def median_half_width_pct(self) -> float:
         return statistics.median(self.half_widths_pct) if self.half_widths_pct else math.nan
 
-    def share_interval(self, confidence: float = 0.9) -> tuple[float, float]:
+    def design_effect(self, icc: float) -> float:
+        """How many times the rows overstate the independent checks they are, when rows of one source fall
+        inside or outside together with intra-source correlation ``icc``: 1 + (m - 1) x icc (Kish), m the
+        rows per source weighted by rows (sum m_i^2 / n); 1 when nothing says which row came from which
+        source."""
+        if not self.n or not self.per_source:
+            return 1.0
+        m = sum(k * k for _, k in self.per_source.values()) / self.n
+        return 1.0 + (m - 1.0) * min(max(icc, 0.0), 1.0)
+
+    def share_interval(self, confidence: float = 0.9, icc: float = 0.0) -> tuple[float, float]:
         """The exact (Clopper-Pearson) interval of the share inside: the shares under which ``inside`` of ``n``
-        is no rarer than ``(1 - confidence) / 2`` at either end. It treats the rows as independent draws; rows of
-        one source share its bias, so the true uncertainty is wider still. A share whose interval holds 80% is
-        no evidence that the ranges are too wide or too narrow."""
+        is no rarer than ``(1 - confidence) / 2`` at either end. With ``icc`` 0 it treats the rows as
+        independent draws; rows of one source share its bias, and with the intra-source correlation ``icc``
+        (``intra_source_correlation``) the interval is read at the effective count n / design effect, the
+        share kept. A share whose interval holds 80% is no evidence that the ranges are too wide or too
+        narrow."""
         from scipy.stats import beta  # heavy: scipy, only when the ranges are graded
 
         if not self.n:
             return (0.0, 1.0)
+        n = self.n / self.design_effect(icc)
+        x = self.share_inside * n
         tail = (1 - confidence) / 2
-        lo = float(beta.ppf(tail, self.inside, self.n - self.inside + 1)) if self.inside else 0.0
-        hi = float(beta.ppf(1 - tail, self.inside + 1, self.n - self.inside)) if self.inside < self.n else 1.0
+        lo = float(beta.ppf(tail, x, n - x + 1)) if self.inside else 0.0
+        hi = float(beta.ppf(1 - tail, x + 1, n - x)) if self.inside < self.n else 1.0
         return lo, hi
+
+
+def intra_source_correlation(graded: Sequence[StratumCoverage]) -> float:
+    """The intra-class correlation of "inside the range" among rows of one source in one stratum and metric,
+    pooled over every stratum (one-way ANOVA estimator for a binary outcome, clusters of unequal size): 0 when
+    a source's rows fall inside or outside independently of each other, 1 when they all fall together (the
+    source's bias decides). Clipped to [0, 1]; 0 with fewer than two clusters."""
+    clusters = [(x, m) for c in graded for x, m in c.per_source.values() if m]
+    k, n = len(clusters), sum(m for _, m in clusters)
+    if k < 2 or n <= k:
+        return 0.0
+    p = sum(x for x, _ in clusters) / n
+    msb = sum(m * (x / m - p) ** 2 for x, m in clusters) / (k - 1)
+    msw = sum(x * (1 - x / m) for x, m in clusters) / (n - k)
+    m0 = (n - sum(m * m for _, m in clusters) / n) / (k - 1)
+    denom = msb + (m0 - 1) * msw
+    return min(max((msb - msw) / denom, 0.0), 1.0) if denom > 0 else 0.0
 
 
 def coverage(
@@ -527,8 +559,11 @@ def coverage(
                 if iv is None:
                     cov.no_range += 1
                     continue
+                hit = int(iv.lo <= ratio <= iv.hi)
                 cov.n += 1
-                cov.inside += int(iv.lo <= ratio <= iv.hi)
+                cov.inside += hit
+                was = cov.per_source.get(source, (0, 0))
+                cov.per_source[source] = (was[0] + hit, was[1] + 1)
                 cov.half_widths_pct.append((iv.hi - iv.lo) / 2 * 100)
     for key, cov in out.items():
         cov.sources = len(sources_of[key])

@@ -23,6 +23,7 @@ from accelbench.plan.ranges import (
     deciles,
     figure_intervals,
     interval_for,
+    intra_source_correlation,
     mark_overlaps,
     point_ranges,
 )
@@ -217,6 +218,33 @@ def test_the_share_inside_carries_its_exact_interval() -> None:
     lo, hi = half.share_interval(0.9)
     assert 0.43 < lo < 0.5 < hi < 0.57  # many rows: a narrow interval about the share
     assert StratumCoverage("x", "tpot").share_interval() == (0.0, 1.0)
+
+
+def test_rows_of_one_source_that_fall_together_count_as_fewer_checks() -> None:
+    # two sources of 10 rows each: one wholly inside, one wholly outside (their biases decide)
+    together = StratumCoverage("L40S x vllm x decode-bound", "tpot", n=20, inside=10)
+    together.per_source = {"a": (10, 10), "b": (0, 10)}
+    icc = intra_source_correlation([together])
+    assert icc == pytest.approx(1.0)
+    assert together.design_effect(icc) == pytest.approx(10.0)  # 20 rows, 2 independent checks
+    lo, hi = together.share_interval(0.9)
+    clo, chi = together.share_interval(0.9, icc)
+    assert clo < lo < 0.5 < hi < chi and chi > 0.8  # half of two sources says nothing against 80%
+    # rows that fall in and out within every source, in the same proportion: no clustering, no widening
+    mixed = StratumCoverage("x", "tpot", n=20, inside=16)
+    mixed.per_source = {"a": (8, 10), "b": (8, 10)}
+    assert intra_source_correlation([mixed]) == 0.0
+    assert mixed.share_interval(0.9, 0.0) == mixed.share_interval(0.9)
+    # without per-source counts (built by hand) there is nothing to correct
+    assert StratumCoverage("x", "tpot", n=9, inside=9).design_effect(0.5) == 1.0
+
+
+def test_coverage_keeps_each_sources_rows_inside() -> None:
+    rows = [x for s in range(3) for x in lognormal(10, 0.2, 40 + s, f"s{s}")]
+    (cov,) = [c for c in coverage(rows) if c.metric == "tpot"]
+    assert set(cov.per_source) == {"s0", "s1", "s2"}
+    assert sum(x for x, _ in cov.per_source.values()) == cov.inside
+    assert sum(m for _, m in cov.per_source.values()) == cov.n == 30
 
 
 def test_a_request_rate_the_engine_cannot_serve_is_queueing() -> None:
