@@ -170,6 +170,42 @@ def _spec_for_device(dev: _Devices, catalog: Catalog) -> AcceleratorSpec | str:
     return min(fitting, key=lambda s: abs(s.memory_gib - (dev.memory_gib or s.memory_gib)))
 
 
+def _catalog_match(
+    name: str, family: str, kind: AcceleratorType, arch: str, devices: _Devices | None, catalog: Catalog
+) -> tuple[InstanceType | None, InstanceType | None, AcceleratorSpec] | str:
+    """What the catalog already says of an API entry: the same type's shipped row, a row of its family (the
+    template for what the API does not report: CPU generation, ISA) and the accelerator spec; or why it does
+    not map: a family row whose accelerator kind, architecture, device name or device memory disagree with what
+    the API reports, or a CPU type whose family the catalog does not describe."""
+    same = next((i for i in catalog.instances if i.name == name), None)
+    template = same or next((i for i in catalog.instances if i.family == family), None)
+    if template is not None:
+        if template.accelerator_type != kind:
+            reported = f"{devices.count} x {devices.name}" if devices else "no accelerator"
+            return f"catalog family {family!r} is {template.accelerator_type.value} but it reports {reported}"
+        if template.arch != arch:
+            return f"catalog family {family!r} is {template.arch} but it reports {arch}"
+        spec = catalog.accelerators[template.accelerator_name]
+        if devices is not None:
+            if not _names_match(devices.name, spec.name):
+                return f"it reports {devices.kind.value} {devices.name!r}; catalog family {family!r} has {spec.name}"
+            if not _memory_fits(devices.memory_gib, spec):
+                return (
+                    f"it reports {devices.memory_gib:g} GiB per {devices.name}; the {spec.name} spec has "
+                    f"{spec.memory_gib:g} GiB"
+                )
+        return same, template, spec
+    if devices is None:
+        return (
+            f"no catalog family {family!r} names its CPU (generation, ISA): add the family to a user catalog "
+            "file (instances/*.yaml under the data dir's catalog folder)"
+        )
+    found = _spec_for_device(devices, catalog)
+    if isinstance(found, str):
+        return found
+    return None, None, found
+
+
 def map_instance_type(doc: Mapping[str, Any], catalog: Catalog, prov: Provenance) -> InstanceType | Skipped:
     """One ``DescribeInstanceTypes`` entry as a catalog row, or a :class:`Skipped` with the reason."""
     raw_name = str(doc.get("InstanceType") or "").strip()
@@ -203,37 +239,10 @@ def map_instance_type(doc: Mapping[str, Any], catalog: Catalog, prov: Provenance
         return skip(devices)
     kind = devices.kind if devices else AcceleratorType.cpu
 
-    same = next((i for i in catalog.instances if i.name == name), None)
-    template = same or next((i for i in catalog.instances if i.family == family), None)
-    if template is not None:
-        if template.accelerator_type != kind:
-            reported = f"{devices.count} x {devices.name}" if devices else "no accelerator"
-            return skip(
-                f"catalog family {family!r} is {template.accelerator_type.value} but it reports {reported}"
-            )
-        if template.arch != arch:
-            return skip(f"catalog family {family!r} is {template.arch} but it reports {arch}")
-        spec = catalog.accelerators[template.accelerator_name]
-        if devices is not None:
-            if not _names_match(devices.name, spec.name):
-                return skip(
-                    f"it reports {devices.kind.value} {devices.name!r}; catalog family {family!r} has {spec.name}"
-                )
-            if not _memory_fits(devices.memory_gib, spec):
-                return skip(
-                    f"it reports {devices.memory_gib:g} GiB per {devices.name}; the {spec.name} spec has "
-                    f"{spec.memory_gib:g} GiB"
-                )
-    elif devices is None:
-        return skip(
-            f"no catalog family {family!r} names its CPU (generation, ISA): add the family to a user catalog "
-            "file (instances/*.yaml under the data dir's catalog folder)"
-        )
-    else:
-        found = _spec_for_device(devices, catalog)
-        if isinstance(found, str):
-            return skip(found)
-        spec = found
+    match = _catalog_match(name, family, kind, arch, devices, catalog)
+    if isinstance(match, str):
+        return skip(match)
+    same, template, spec = match
 
     if same is not None:
         numa = same.numa_nodes  # the API says nothing of NUMA; the shipped row's lscpu count is of this type
