@@ -158,8 +158,8 @@ def _ranges_table(records: list, held_out: dict) -> None:
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
-        every = StratumCoverage("every", "every", n=n, inside=inside)
-        every.per_source = {f"{c.stratum} {c.metric} {s}": v for c in graded for s, v in c.per_source.items()}
+        clusters = {f"{c.stratum} {c.metric} {s}": v for c in graded for s, v in c.per_source.items()}
+        every = StratumCoverage("every", "every", n=n, inside=inside, per_source=clusters)
         lo, hi = every.share_interval(0.9)
         clo, chi = every.share_interval(0.9, icc)
         print(
