@@ -202,8 +202,12 @@ def render_estimate(e: Estimate) -> None:
     if e.slo_met is not None:
         t.add_row("SLO met", "yes" if e.slo_met else "no")
         t.add_row("max concurrency meeting SLO", _ranged(e, "max_concurrency_meeting_slo", digits=0))
-    for basis in dict.fromkeys(r.basis for k, r in e.ranges.items() if k in ("tpot_ms", "ttft_ms")):
-        t.add_row("80% ranges from", basis)
+    bases = {name: e.ranges[k].basis for k, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT")) if k in e.ranges}
+    if len(set(bases.values())) == 1:
+        t.add_row("80% ranges from", next(iter(bases.values())))
+    else:  # the metrics' rows differ in number, so each range says which it rests on
+        for name, basis in bases.items():
+            t.add_row(f"{name} range from", basis)
     console.print(t)
     if e.topology:
         console.print(f"Topology: {e.topology}", highlight=False)

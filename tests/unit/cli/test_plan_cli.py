@@ -281,3 +281,17 @@ def test_settings_flags_on_recommend_and_estimate() -> None:
         app, ["estimate", "-m", "llama-3.1-8b-instruct", "-i", "g6.xlarge", "--engine", "llamacpp"]
     )
     assert bad.exit_code != 0 and "does not serve gpu" in bad.output
+
+
+def test_estimate_text_says_which_figure_each_range_basis_is_for() -> None:
+    args = ["estimate", "-m", "qwen2.5-7b-instruct", "-i", "m8i.2xlarge", "--engine", "vllm-cpu"]
+    args += ["--kv-cache-space-gib", "4", "--no-calibration", "-c", "8", "--input-len", "512", "--output-len", "128"]
+    data = run_json(*args)
+    bases = {data["ranges"][k]["basis"] for k in ("tpot_ms", "ttft_ms")}
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    if len(bases) == 1:
+        assert text.count("80% ranges from") == 1
+    else:  # TPOT and TTFT rest on different rows: each line names its figure
+        assert "TPOT range from" in text and "TTFT range from" in text and "80% ranges from" not in text
