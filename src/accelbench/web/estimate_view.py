@@ -186,6 +186,20 @@ def range_texts(row: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _bases(row: Mapping[str, Any]) -> str:
+    """What the ranges rest on: once when TPOT's and TTFT's rest on the same rows, else each with its figure."""
+    ranges = row.get("ranges") or {}
+    bases = {
+        name: (ranges.get(key) or {}).get("basis") for key, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
+    }
+    said = {name: b for name, b in bases.items() if b}
+    if not said:
+        return ""
+    if len(set(said.values())) == 1:
+        return f" ({next(iter(said.values()))})"
+    return " (" + "; ".join(f"{name}: {b}" for name, b in said.items()) + ")"
+
+
 def range_summary(row: Mapping[str, Any]) -> str:
     """One line for the Why cell: each figure's range, what they rest on, and the neighbours whose cost range
     overlaps (the order between them is not certain)."""
@@ -193,8 +207,7 @@ def range_summary(row: Mapping[str, Any]) -> str:
     parts = [f"{name} {texts[key].removeprefix('80% range ')}" for key, name, _ in RANGED if key in texts]
     if not parts:
         return ""
-    basis = ((row.get("ranges") or {}).get("tpot_ms") or {}).get("basis")
-    line = "80% ranges: " + ", ".join(parts) + (f" ({basis})" if basis else "")
+    line = "80% ranges: " + ", ".join(parts) + _bases(row)
     overlaps = row.get("range_overlaps") or []
     if overlaps:
         line += f". Cost range overlaps {', '.join(overlaps)}: the order between them is not certain"

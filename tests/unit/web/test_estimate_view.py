@@ -109,6 +109,11 @@ def test_each_row_shows_its_80_percent_ranges_and_the_overlaps_of_its_cost_range
         "decode-bound). Cost range overlaps g5.xlarge: the order between them is not certain."
     )
     assert bare["range_text"] == {} and bare["range_summary"] == ""
+    ranges["ttft_ms"] = {"p10": 90.0, "p90": 300.0, "basis": "borrowed from L40S x vllm x decode-bound"}
+    (apart,) = estimate_page_view({"rows": [_row(ranges=ranges)]})["rows"]
+    assert apart["range_summary"].endswith(
+        "(TPOT: out-of-source error on L4 x vllm x decode-bound; TTFT: borrowed from L40S x vllm x decode-bound)."
+    )
 
 
 def test_one_refused_instance_is_shown_as_its_refusal_with_priced_alternatives() -> None:
