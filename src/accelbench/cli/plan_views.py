@@ -202,7 +202,9 @@ def render_estimate(e: Estimate) -> None:
     if e.slo_met is not None:
         t.add_row("SLO met", "yes" if e.slo_met else "no")
         t.add_row("max concurrency meeting SLO", _ranged(e, "max_concurrency_meeting_slo", digits=0))
-    bases = {name: e.ranges[k].basis for k, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT")) if k in e.ranges}
+    bases = {
+        name: e.ranges[k].basis for k, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT")) if k in e.ranges
+    }
     if len(set(bases.values())) == 1:
         t.add_row("80% ranges from", next(iter(bases.values())))
     else:  # the metrics' rows differ in number, so each range says which it rests on

@@ -285,7 +285,17 @@ def test_settings_flags_on_recommend_and_estimate() -> None:
 
 def test_estimate_text_says_which_figure_each_range_basis_is_for() -> None:
     args = ["estimate", "-m", "qwen2.5-7b-instruct", "-i", "m8i.2xlarge", "--engine", "vllm-cpu"]
-    args += ["--kv-cache-space-gib", "4", "--no-calibration", "-c", "8", "--input-len", "512", "--output-len", "128"]
+    args += [
+        "--kv-cache-space-gib",
+        "4",
+        "--no-calibration",
+        "-c",
+        "8",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+    ]
     data = run_json(*args)
     bases = {data["ranges"][k]["basis"] for k in ("tpot_ms", "ttft_ms")}
     res = runner.invoke(app, args)
