@@ -21,7 +21,11 @@ a metric comes from the log ratios by one method for every stratum:
   of kind K in regime R (every regime, when R has too few) 1 / k: k sources are k - 1 checks of the
   between-source spread, the pool counts as one more.
 - **One source: not validated out of source.** A stratum whose rows all come from one source takes the
-  pooled deciles, widened where needed to hold its own deciles at each end, and says so.
+  pooled deciles, widened where needed to hold its own deciles at each end, and says so. Rows of one source
+  (a stratum's, or a pool's that rests on one) show that source's noise but not how far a second source's
+  bias may lie from its own: they widen to their mean +- 1.2816 x sqrt(2 tau^2 + their variance), tau^2 the
+  between-source variance pooled over the kind's strata that have two sources or more
+  (``pooled_between_source_variance``).
 - **Borrowed: widened for a group not among those pooled.** Too few rows in regime R: F x E in every regime,
   as above; F not validated with E: the kind's pool. A borrowed range is widened about its centre by
   sqrt(1 + 1/g), g the regimes (or family x engine x regime strata) it pools: a new group's bias varies
@@ -88,14 +92,11 @@ def deciles(logs: Sequence[float]) -> tuple[float, float]:
 Z90 = statistics.NormalDist().inv_cdf(0.9)  # the normal's 90th percentile: 1.2816
 
 
-def between_sources(records: Sequence[ErrorRecord], metric: str) -> tuple[float, float] | None:
-    """The one-way random-effects 80% prediction interval of a row from a source not among ``records``' (mean,
-    half-width, in logs), or None with fewer than two sources: log ratio = the source's bias + the row's
-    noise. The rows' spread about their source's mean estimates the noise (sigma^2, pooled); the spread of
-    the sources' means, less the noise's share of it, the biases' (tau^2, method of moments, at least 0). A
-    new source's bias varies about the sources' mean by tau and that mean's own uncertainty (tau^2 / k), its
-    row about its bias by sigma: half-width 1.2816 x sqrt(tau^2 (1 + 1/k) + sigma^2). Row deciles alone
-    count 23 rows of one source as 23 checks of how a new source errs; this counts the sources."""
+def _components(records: Sequence[ErrorRecord], metric: str) -> tuple[float, float, float, int] | None:
+    """The one-way random-effects split of ``records``' log ratios (log ratio = the source's bias + the row's
+    noise): the mean of the sources' means, the noise's variance sigma^2 (the rows' spread about their
+    source's mean, pooled), the biases' variance tau^2 (the spread of the sources' means less the noise's
+    share of it, method of moments, at least 0) and the number of sources k; None with fewer than two."""
     by: dict[str, list[float]] = defaultdict(list)
     for r in records:
         by[r.source].append(math.log(r.ratio(metric) or 1.0))
@@ -107,24 +108,61 @@ def between_sources(records: Sequence[ErrorRecord], metric: str) -> tuple[float,
     n = len(resid)
     sigma2 = sum(x * x for x in resid) / (n - k) if n > k else 0.0
     tau2 = max(statistics.variance(means) - sigma2 * statistics.fmean(1 / len(v) for v in by.values()), 0.0)
-    return statistics.fmean(means), Z90 * math.sqrt(tau2 * (1 + 1 / k) + sigma2)
+    return statistics.fmean(means), sigma2, tau2, k
+
+
+def between_sources(records: Sequence[ErrorRecord], metric: str) -> tuple[float, float] | None:
+    """The one-way random-effects 80% prediction interval of a row from a source not among ``records``' (mean,
+    half-width, in logs), or None with fewer than two sources (``_components``). A new source's bias varies
+    about the sources' mean by tau and that mean's own uncertainty (tau^2 / k), its row about its bias by
+    sigma: half-width 1.2816 x sqrt(tau^2 (1 + 1/k) + sigma^2). Row deciles alone count 23 rows of one source
+    as 23 checks of how a new source errs; this counts the sources."""
+    parts = _components(records, metric)
+    if parts is None:
+        return None
+    mu, sigma2, tau2, k = parts
+    return mu, Z90 * math.sqrt(tau2 * (1 + 1 / k) + sigma2)
+
+
+def pooled_between_source_variance(records: Sequence[ErrorRecord], metric: str) -> float | None:
+    """tau^2, how much sources' biases differ, pooled over the strata (family x engine x regime) whose rows
+    come from two sources or more, each weighed by its sources less one: what rows of a single source cannot
+    show. None when no stratum has two sources."""
+    strata: dict[tuple[str, str, str], list[ErrorRecord]] = defaultdict(list)
+    for r in records:
+        strata[(r.family, r.engine, r.regime)].append(r)
+    num = den = 0.0
+    for rows in strata.values():
+        parts = _components(rows, metric)
+        if parts is not None:
+            num += (parts[3] - 1) * parts[2]
+            den += parts[3] - 1
+    return num / den if den else None
 
 
 @dataclass(frozen=True)
 class _Rows:
-    """The records that have one metric, read as log ratios."""
+    """The records that have one metric, read as log ratios, and the between-source variance of the kind's
+    strata (``pooled_between_source_variance``) for when they all come from one source."""
 
     records: tuple[ErrorRecord, ...]
     metric: str
+    tau2: float | None = None
 
     def deciles(self) -> tuple[float, float]:
         """Where a new source's log ratio falls with 80% probability: the rows' own deciles (order
         statistics), widened to the random-effects prediction interval when the rows come from two sources
-        or more (``between_sources``)."""
-        lo, hi = deciles([math.log(r.ratio(self.metric) or 1.0) for r in self.records])
+        or more (``between_sources``). Rows of one source show its noise but not how a second source's bias
+        differs from its own (variance 2 tau^2, both drawn about the same mean): they widen by the kind's
+        tau^2."""
+        logs = [math.log(r.ratio(self.metric) or 1.0) for r in self.records]
+        lo, hi = deciles(logs)
         re = between_sources(self.records, self.metric)
         if re is None:
-            return lo, hi
+            if not logs or not self.tau2:
+                return lo, hi
+            noise = statistics.variance(logs) if len(logs) > 1 else 0.0
+            re = statistics.fmean(logs), Z90 * math.sqrt(2 * self.tau2 + noise)
         mu, half = re
         return min(lo, mu - half), max(hi, mu + half)
 
@@ -134,7 +172,7 @@ class _Rows:
 
     def where(self, **match: str) -> _Rows:
         rows = tuple(r for r in self.records if all(getattr(r, k) == v for k, v in match.items()))
-        return _Rows(rows, self.metric)
+        return _Rows(rows, self.metric, self.tau2)
 
     def count(self) -> str:
         return f"{len(self.records)} rows, {self.sources} source{'s' if self.sources != 1 else ''}"
@@ -176,14 +214,10 @@ def interval_for(
     # a dense model's range owes nothing to mixture-of-experts rows (their misses are the MoE layers'); an MoE
     # model's borrows from every row of its kind when its own stratum has too few
     dense = not is_moe_family(family)
-    every = _Rows(
-        tuple(
-            r
-            for r in records
-            if r.kind == kind and r.ratio(metric) and not (dense and is_moe_family(r.family))
-        ),
-        metric,
+    kind_rows = tuple(
+        r for r in records if r.kind == kind and r.ratio(metric) and not (dense and is_moe_family(r.family))
     )
+    every = _Rows(kind_rows, metric, pooled_between_source_variance(kind_rows, metric))
     if len(every.records) < MIN_ROWS:
         return None
     label = KIND_LABEL.get(kind, kind)

@@ -26,6 +26,7 @@ from accelbench.plan.ranges import (
     intra_source_correlation,
     mark_overlaps,
     point_ranges,
+    pooled_between_source_variance,
 )
 
 
@@ -110,6 +111,28 @@ def test_a_single_source_stratum_takes_its_kind_s_pool_widened_to_hold_its_own_a
     assert (
         wide is not None and iv.lo <= wide.lo * 1.2 and iv.hi >= wide.hi / 1.2
     )  # the pool's spread, not its own
+
+
+def test_rows_of_one_source_widen_by_how_much_sources_differ_in_the_kind_s_other_strata() -> None:
+    # A10G: two sources whose biases sit 0.6 apart (tau^2 = 0.18 about their mean); L4 and its whole regime
+    # pool: one tight source. Its rows show only its own noise, not how far a second source's bias may lie
+    # (variance 2 tau^2 between two draws), so its range widens by the A10G strata's tau^2.
+    a10g = [
+        rec(100 + i, math.exp(b + 0.01 * (i % 3)), src, family="A10G", regime="prefill-bound")
+        for src, b in (("x", 0.0), ("y", 0.6))
+        for i in range(10)
+    ]
+    tau2 = pooled_between_source_variance(a10g, "tpot")
+    assert tau2 == pytest.approx(0.18, rel=0.05)
+    assert pooled_between_source_variance(lognormal(20, 0.1, 1, "a"), "tpot") is None  # no stratum of two
+    tight = lognormal(20, 0.02, 1, "a")
+    alone = interval_for(tight, "tpot", **WHERE)
+    widened = interval_for(tight + a10g, "tpot", **WHERE)
+    assert alone is not None and widened is not None
+    assert math.log(alone.hi / alone.lo) < 0.2  # one source's noise only
+    # about its mean 0.1: 1.2816 x sqrt(2 x 0.18 + 0.02^2) = 0.77 either side
+    assert math.log(widened.lo) == pytest.approx(0.1 - 1.2816 * math.sqrt(0.36), abs=0.03)
+    assert math.log(widened.hi) == pytest.approx(0.1 + 1.2816 * math.sqrt(0.36), abs=0.03)
 
 
 def test_a_family_without_rows_borrows_the_nearest_and_says_so() -> None:
