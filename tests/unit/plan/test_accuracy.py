@@ -112,12 +112,12 @@ def test_estimates_carry_80_percent_ranges_from_their_family_or_say_they_borrow(
     basis = cpu.ranges["tpot_ms"].basis
     assert basis.startswith("not validated on Graviton with this engine") and "widened" in basis
     # a family whose rows all come from one source says so, and its range is widened to hold the pool's
-    a10g = estimate(
+    xeon = estimate(
         load_model_spec("qwen2.5-1.5b-instruct"),
-        "g5.xlarge",
-        PlanQuery(input_len=128, output_len=32, concurrency=1),
+        "m7i.2xlarge",
+        PlanQuery(input_len=128, output_len=32, concurrency=1, engine="llamacpp"),
     ).ranges["tpot_ms"]
-    assert "A10G" in a10g.basis and "1 source" in a10g.basis and "widened" in a10g.basis
+    assert "Xeon AMX x llamacpp" in xeon.basis and "1 source" in xeon.basis and "widened" in xeon.basis
     # a borrowed range is the pooled CPU decode-bound error (dense models' rows), widened
     borrowed = interval_for(
         RECORDS, "tpot", family="Graviton", engine="vllm-cpu", regime="decode-bound", kind="cpu"
