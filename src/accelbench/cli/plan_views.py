@@ -12,7 +12,7 @@ from rich.table import Table
 from accelbench.cli.common import console, err_console
 from accelbench.cli.render import Col, print_bullets, print_records, print_table
 from accelbench.domain.calibration import CalibrationReport, CapacityComparison
-from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable, SettingsOption
+from accelbench.domain.estimate import Estimate, EstimateRow, EstimateTable, SettingsOption, range_bases
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.recommendation import Alternative, MemoryBreakdown, Recommendation
 from accelbench.report.formatting import fmt_num, fmt_pct, fmt_usd
@@ -202,14 +202,8 @@ def render_estimate(e: Estimate) -> None:
     if e.slo_met is not None:
         t.add_row("SLO met", "yes" if e.slo_met else "no")
         t.add_row("max concurrency meeting SLO", _ranged(e, "max_concurrency_meeting_slo", digits=0))
-    bases = {
-        name: e.ranges[k].basis for k, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT")) if k in e.ranges
-    }
-    if len(set(bases.values())) == 1:
-        t.add_row("80% ranges from", next(iter(bases.values())))
-    else:  # the metrics' rows differ in number, so each range says which it rests on
-        for name, basis in bases.items():
-            t.add_row(f"{name} range from", basis)
+    for name, basis in range_bases({k: r.basis for k, r in e.ranges.items()}):
+        t.add_row(f"{name} range from" if name else "80% ranges from", basis)
     console.print(t)
     if e.topology:
         console.print(f"Topology: {e.topology}", highlight=False)

@@ -3,6 +3,7 @@ predicted figures with their ranges and the ranked table over the catalog."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -143,6 +144,21 @@ class PredictionRange(StrictModel):
         description="The stratum the range rests on (accelerator family x engine x regime), its rows and "
         "sources, and whether it was borrowed from another family (then widened)."
     )
+
+
+RANGE_BASIS_FIGURES = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
+
+
+def range_bases(bases: Mapping[str, str | None]) -> list[tuple[str | None, str]]:
+    """What an estimate's ranges rest on, to be said once: one basis (figure None) when TPOT's and TTFT's rest
+    on the same rows, else each with its figure's name; empty when neither has one. ``bases``: each range's
+    basis by its key (``tpot_ms``, ``ttft_ms``; other keys are ignored)."""
+    said: list[tuple[str | None, str]] = [
+        (name, b) for key, name in RANGE_BASIS_FIGURES if (b := bases.get(key))
+    ]
+    if len({b for _, b in said}) == 1:
+        return [(None, said[0][1])]
+    return said
 
 
 class EstimateRow(StrictModel):

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from accelbench.domain.estimate import SLO
+from accelbench.domain.estimate import SLO, range_bases
 from accelbench.report.formatting import fmt_num
 from accelbench.report.percentiles import label
 from accelbench.services.estimate_slo import estimate_slo
@@ -187,17 +187,14 @@ def range_texts(row: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _bases(row: Mapping[str, Any]) -> str:
-    """What the ranges rest on: once when TPOT's and TTFT's rest on the same rows, else each with its figure."""
+    """What the ranges rest on (``range_bases``): once, or each with its figure."""
     ranges = row.get("ranges") or {}
-    bases = {
-        name: (ranges.get(key) or {}).get("basis") for key, name in (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"))
-    }
-    said = {name: b for name, b in bases.items() if b}
+    said = range_bases({key: (r or {}).get("basis") for key, r in ranges.items()})
     if not said:
         return ""
-    if len(set(said.values())) == 1:
-        return f" ({next(iter(said.values()))})"
-    return " (" + "; ".join(f"{name}: {b}" for name, b in said.items()) + ")"
+    if said[0][0] is None:
+        return f" ({said[0][1]})"
+    return " (" + "; ".join(f"{name}: {b}" for name, b in said) + ")"
 
 
 def range_summary(row: Mapping[str, Any]) -> str:
