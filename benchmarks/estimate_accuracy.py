@@ -126,10 +126,18 @@ def _table(title: str, errs: dict) -> None:
 
 
 def _ranges_table(records: list, held_out: dict) -> None:
-    from accelbench.plan.ranges import StratumCoverage, coverage, intra_source_correlation
+    from accelbench.plan.ranges import (
+        StratumCoverage,
+        coverage,
+        intra_source_correlation,
+        outside_band_by_chance,
+    )
 
     graded = coverage(records, held_out.__getitem__)
     icc = intra_source_correlation(graded)
+    gradable = [c for c in graded if c.graded]
+    chance = outside_band_by_chance(gradable, icc)
+    by_chance = dict(zip((id(c) for c in gradable), chance.per_stratum, strict=True))
     print()
     print(
         "80% ranges out of source (each source's rows against the ranges an estimate would show, built from "
@@ -137,11 +145,12 @@ def _ranges_table(records: list, held_out: dict) -> None:
         "of the share, rows taken as independent. Sources: the same at the effective count rows / design effect, "
         f"rows of one source falling inside or outside together with the intra-source correlation {icc:.2f} "
         "(pooled over every stratum). Verdict: 'too wide' or 'too narrow' only when the sources' interval leaves "
-        "out 80%"
+        "out 80%. Chance outside: how often a stratum with these rows per source leaves 70-90% when its ranges "
+        "are exactly right (simulated with that correlation)"
     )
     print(
         f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'rows 90%':>9} "
-        f"{'sources 90%':>12} {'verdict':>16} {'median half-width':>18}"
+        f"{'sources 90%':>12} {'verdict':>16} {'median half-width':>18} {'chance outside':>15}"
     )
     for c in graded:
         inside = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
@@ -154,7 +163,8 @@ def _ranges_table(records: list, held_out: dict) -> None:
         print(
             f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
             f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>9} {f'{clo * 100:.0f}-{chi * 100:.0f}%':>12} "
-            f"{_verdict(c.share_inside, clo, chi, c.graded):>16} {c.median_half_width_pct:>17.0f}%"
+            f"{_verdict(c.share_inside, clo, chi, c.graded):>16} {c.median_half_width_pct:>17.0f}% "
+            f"{f'{by_chance[id(c)] * 100:.0f}%' if id(c) in by_chance else '-':>15}"
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
@@ -165,6 +175,12 @@ def _ranges_table(records: list, held_out: dict) -> None:
         print(
             f"  every held-out row with a range: {inside} of {n} inside ({inside / n * 100:.0f}%, 90% interval "
             f"{lo * 100:.0f}-{hi * 100:.0f}% as rows, {clo * 100:.0f}-{chi * 100:.0f}% counting sources)"
+        )
+    if gradable:
+        print(
+            f"  graded strata outside 70-90%: {chance.observed} of {len(gradable)}; if every range held exactly 80%, "
+            f"{chance.expected:.1f} would be expected (90% interval {chance.interval[0]}-{chance.interval[1]}), "
+            f"and {chance.observed} or more {chance.p_at_least_observed * 100:.0f}% of the time"
         )
 
 

@@ -567,6 +567,64 @@ def intra_source_correlation(graded: Sequence[StratumCoverage]) -> float:
     return min(max((msb - msw) / denom, 0.0), 1.0) if denom > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class BandByChance:
+    """How often strata fall outside the honest band when every range holds exactly its share: per stratum
+    the probability (in ``graded`` order), and over all strata the expected count outside, its 90% interval
+    and the chance of at least the count observed."""
+
+    per_stratum: list[float]
+    expected: float
+    interval: tuple[int, int]
+    observed: int
+    p_at_least_observed: float
+
+
+def outside_band_by_chance(
+    graded: Sequence[StratumCoverage],
+    icc: float,
+    share: float = 0.8,
+    band: tuple[float, float] = (0.7, 0.9),
+    draws: int = 20000,
+    seed: int = 0,
+) -> BandByChance:
+    """What "every stratum's share inside within ``band``" can be asked of ranges that are exactly right.
+
+    Each stratum keeps its own rows per source. Under exact ranges each source's rows fall inside with a
+    probability of their own, drawn about ``share`` with intra-source correlation ``icc`` (a beta law of mean
+    ``share`` and ``1 / (a + b + 1) = icc``; independent rows when ``icc`` is 0), and each row falls inside
+    with that probability. Simulated ``draws`` times: the chance each stratum's share leaves the band, the
+    expected number of strata outside and its 90% interval, and how often at least as many strata as
+    observed do. A stratum of one or two sources with ten rows leaves 70-90% about half the time even when
+    its ranges are exactly right: the band is a test of many strata together, not of each one."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lo, hi = band
+    outside = np.zeros((draws, len(graded)), dtype=bool)
+    for j, c in enumerate(graded):
+        sizes = np.array([m for _, m in c.per_source.values() if m], dtype=np.int64)
+        if not sizes.size:
+            continue
+        if icc > 0:
+            scale = (1.0 - icc) / icc
+            p = rng.beta(share * scale, (1.0 - share) * scale, size=(draws, sizes.size))
+        else:
+            p = np.full((draws, sizes.size), share)
+        got = rng.binomial(sizes, p).sum(axis=1) / sizes.sum()
+        eps = 1e-9  # a share on the band's edge is inside it, as the verdict reads it
+        outside[:, j] = (got < lo - eps) | (got > hi + eps)
+    counts = outside.sum(axis=1)
+    observed = sum(1 for c in graded if not lo <= c.share_inside <= hi)
+    return BandByChance(
+        per_stratum=[float(v) for v in outside.mean(axis=0)],
+        expected=float(counts.mean()),
+        interval=(int(np.percentile(counts, 5)), int(np.percentile(counts, 95))),
+        observed=observed,
+        p_at_least_observed=float((counts >= observed).mean()),
+    )
+
+
 def coverage(
     records: Sequence[ErrorRecord], built_without: Callable[[str], Sequence[ErrorRecord]] | None = None
 ) -> list[StratumCoverage]:

@@ -25,6 +25,7 @@ from accelbench.plan.ranges import (
     interval_for,
     intra_source_correlation,
     mark_overlaps,
+    outside_band_by_chance,
     point_ranges,
     pooled_between_source_variance,
 )
@@ -260,6 +261,28 @@ def test_rows_of_one_source_that_fall_together_count_as_fewer_checks() -> None:
     assert mixed.share_interval(0.9, 0.0) == mixed.share_interval(0.9)
     # without per-source counts (built by hand) there is nothing to correct
     assert StratumCoverage("x", "tpot", n=9, inside=9).design_effect(0.5) == 1.0
+
+
+def test_how_often_exact_ranges_leave_the_band_depends_on_rows_per_source() -> None:
+    many = StratumCoverage("many sources", "tpot", n=400, inside=320)
+    many.per_source = {f"s{i}": (1, 1) if i < 320 else (0, 1) for i in range(400)}  # 400 independent checks
+    one = StratumCoverage("one source", "tpot", n=10, inside=10)
+    one.per_source = {"a": (10, 10)}
+    two = StratumCoverage("two sources", "tpot", n=12, inside=5)
+    two.per_source = {"a": (5, 6), "b": (0, 6)}
+    got = outside_band_by_chance([many, one, two], icc=0.0, draws=4000)
+    # independent rows: 400 draws at 80% leave 70-90% almost never; 10 or 12 draws often (9 or 10 of 12 only)
+    assert got.per_stratum[0] < 0.001
+    assert got.per_stratum[1] == pytest.approx(1 - 0.3020 - 0.2684 - 0.2013, abs=0.03)  # not 8, 9 or 7 of 10
+    assert got.per_stratum[2] == pytest.approx(1 - 0.2362 - 0.2835, abs=0.03)
+    assert got.observed == 2  # 10 of 10 and 5 of 12 are outside; 320 of 400 is not
+    assert got.expected == pytest.approx(sum(got.per_stratum))
+    # rows of one source falling together (the source's bias decides): one source is inside all or nothing
+    together = outside_band_by_chance([one], icc=0.999, draws=4000)
+    assert together.per_stratum[0] > 0.99 and together.p_at_least_observed > 0.99
+    assert together.interval == (1, 1)
+    # the same draws from the same seed: the benchmark prints the same figures run after run
+    assert outside_band_by_chance([two], 0.3) == outside_band_by_chance([two], 0.3)
 
 
 def test_coverage_keeps_each_sources_rows_inside() -> None:
