@@ -220,6 +220,36 @@ def _family_table(records: list) -> None:
         )
 
 
+def _memory_table() -> None:
+    """The weights and KV cache the planner sizes per rank against vLLM's own start-up lines."""
+    from accelbench.catalog import get_catalog
+    from accelbench.plan.memory_logs import KvCheck, check_kv, load_memory_logs
+
+    data, catalog = load_memory_logs(), get_catalog()
+    checks = [c for c in (check_kv(e, catalog) for e in data.logs) if isinstance(c, KvCheck)]
+    print()
+    print(
+        f"Memory the planner sizes per rank against vLLM's start-up lines (plan/data/vllm_memory_logs.yaml: "
+        f"{len(data.logs)} logs from {len(data.sources)} sources; {len(checks)} on catalog GPUs at settings "
+        "the planner models). planned / logged:"
+    )
+    print(f"  {'log':<46} {'GPU':<9} {'TP':>2} {'vLLM':<9} {'weights':>8} {'KV cache':>9} {'KV planned':>11}")
+    for c in checks:
+        e = c.log
+        w = f"{c.weights_ratio:.3f}" if c.weights_ratio else "-"
+        kv = f"{c.kv_ratio:.3f}" if c.kv_ratio else "-"
+        print(
+            f"  {e.id[:46]:<46} {e.gpu or '':<9} {e.tensor_parallel_size or 1:>2} {(e.engine_version or '?')[:9]:<9} "
+            f"{w:>8} {kv:>9} {c.planned_gib:>7.2f} GiB"
+        )
+    for label, moe in (("dense", False), ("mixture of experts", True)):
+        ratios = [c.kv_ratio for c in checks if c.moe == moe and c.kv_ratio]
+        if ratios:
+            print(
+                f"  {label}: KV cache planned / logged {min(ratios):.3f}-{max(ratios):.3f} over {len(ratios)} logs"
+            )
+
+
 def public(show_points: bool, write: bool) -> int:
     from accelbench.plan import accuracy as acc
     from accelbench.plan.accuracy import held_out_records, out_of_source_records
@@ -257,6 +287,7 @@ def public(show_points: bool, write: bool) -> int:
     records = out_of_source_records(modelled, train=points)
     _ranges_table(records, held_out_records(modelled, train=points))
     _family_table(records)
+    _memory_table()
     print()
     print("Factors fitted to every source (candidates for plan/data/efficiency.yaml):")
     for kind, f in fitted.items():
