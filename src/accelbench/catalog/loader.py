@@ -187,6 +187,13 @@ def _check_accelerator(spec: AcceleratorSpec, where: str) -> None:
     else:
         if spec.memory_gib <= 0:
             raise bad("memory_gib", f"a {spec.kind.value} device needs its memory capacity.")
+        reported = spec.memory_reported_gib
+        if reported is not None and not 0.85 * spec.memory_gib <= reported <= spec.memory_gib:
+            raise bad(
+                "memory_reported_gib",
+                f"{reported:g} GiB is not what CUDA reports of a {spec.memory_gib:g} GiB part (between 85% "
+                "and 100% of memory_gib); give the total_memory a log prints.",
+            )
         if spec.kind == AcceleratorType.neuron and not spec.neuron_cores:
             raise bad("neuron_cores", "a Neuron device needs its NeuronCore count.")
     if spec.supports_fp8_kv and spec.fp8_tflops is None:

@@ -47,6 +47,13 @@ class AcceleratorSpec(StrictModel):
     kind: AcceleratorType
     vendor: str = ""
     memory_gib: float = Field(default=0.0, ge=0, description="Device memory (0 for CPUs).")
+    memory_reported_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description="Device memory as CUDA reports it (torch's total_memory, the figure vLLM's "
+        "gpu_memory_utilization multiplies): below memory_gib by what the driver and ECC keep back, and "
+        "for parts sold in GB by GB over GiB. None when no engine log gives it (memory_gib is used).",
+    )
     memory_bandwidth_gbps: float = Field(
         description="Peak memory bandwidth, GB/s (per device; per socket for CPUs)."
     )

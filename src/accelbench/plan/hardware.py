@@ -197,6 +197,15 @@ def hardware_for(instance: InstanceType, spec: AcceleratorSpec) -> Hardware:
     return _device_units(instance, spec, 1, nvlink=spec.interconnect_gbps is not None, low_precision=True)
 
 
+def device_memory_gib(instance: InstanceType, spec: AcceleratorSpec) -> float:
+    """A device's memory as the engine sizes it: what CUDA reports of a GPU (vLLM's gpu_memory_utilization
+    multiplies torch's total_memory, a few hundred MiB to a few GiB below the part's capacity), else the
+    instance row's figure."""
+    if instance.accelerator_type == AcceleratorType.gpu and spec.memory_reported_gib is not None:
+        return spec.memory_reported_gib
+    return instance.accelerator_memory_gib
+
+
 def _device_units(
     instance: InstanceType, spec: AcceleratorSpec, per_device: int, *, nvlink: bool, low_precision: bool
 ) -> Hardware:
@@ -208,7 +217,7 @@ def _device_units(
         spec=spec,
         kind=instance.accelerator_type,
         units=instance.accelerator_count * per_device,
-        unit_memory_gib=instance.accelerator_memory_gib / per_device,
+        unit_memory_gib=device_memory_gib(instance, spec) / per_device,
         unit_bandwidth_gbps=spec.memory_bandwidth_gbps / per_device,
         unit_bf16_tflops=spec.bf16_tflops / per_device,
         unit_fp8_tflops=spec.fp8_tflops if low_precision else None,

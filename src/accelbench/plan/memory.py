@@ -3,7 +3,9 @@
 Constants follow the seed platform (SEED-SYSTEM-FACTS, Recommender) unless a comment says why not:
 - bytes per parameter: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5; quantization metadata int8 +2 B and int4
   +4 B per 128 parameters;
-- GPU usable memory = device memory x 0.90 (``gpu_memory_utilization``); Neuron 0.85 per core;
+- GPU usable memory = device memory x 0.90 (``gpu_memory_utilization``); Neuron 0.85 per core. Not the seed's
+  device memory: vLLM multiplies what CUDA reports (``memory_reported_gib``, e.g. 21.96 GiB of a 24 GB L4; the
+  seed's nominal size over-counted the KV cache by up to 41%, ``plan/memory_logs.py``);
 - overhead (activations, CUDA graphs, allocator) = 1.5 GiB + 3400 x (4 x hidden + intermediate) x 2 bytes;
 - host allocatable share 0.92 at >= 64 GiB, else 0.85; CPU KV space = clamp(int(host x share x 0.35), 4, 128);
 - standard context lengths 131072 ... 512; default request lengths from the max length.

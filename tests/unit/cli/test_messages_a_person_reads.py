@@ -187,7 +187,7 @@ def test_memory_breakdown_verdict_is_said_in_words() -> None:
     assert "Verdict: fits only with a shorter context: max_model_len 65,536 tokens, not the 131,072" in said
     res = runner.invoke(app, ["recommend", "--model", "llama-3.1-8b-instruct", "--instance", "g6.xlarge"])
     said = " ".join(res.output.split())
-    assert "(clamped)" not in said and "FITS only with a shorter context: max_model_len 8,192" in said
+    assert "(clamped)" not in said and "FITS only with a shorter context: max_model_len 4,096" in said
 
 
 def test_export_says_for_which_requests_the_planner_chose_max_num_seqs(tmp_path: Path) -> None:

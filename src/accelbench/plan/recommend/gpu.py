@@ -111,6 +111,14 @@ def accelerator_fit(ctx: Ctx, settings: ServingSettings, memory: MemoryBudget) -
     )
 
 
+def _as_reported(ctx: Ctx) -> str:
+    """Where the GPU's memory figure comes from, when it is CUDA's rather than the part's capacity."""
+    spec = ctx.spec
+    if spec.memory_reported_gib is None or spec.memory_reported_gib == spec.memory_gib:
+        return ""
+    return f" (as CUDA reports it; the part lists {spec.memory_gib:g})"
+
+
 def _kv_bytes(ctx: Ctx, util: float, usable: float, overhead: float) -> float:
     """Bytes per KV element (vLLM's default: the model's dtype, "auto"; FP8 only when asked for), with the
     usable-memory and KV reasons."""
@@ -126,7 +134,7 @@ def _kv_bytes(ctx: Ctx, util: float, usable: float, overhead: float) -> float:
     kv_bytes = 1.0 if kv_dtype.startswith("fp8") else 2.0
     kv_label = "FP8" if kv_bytes == 1 else "16-bit"
     ctx.reasons.append(
-        f"Usable memory per GPU: {hw.unit_memory_gib:g} GiB x {util:g} "
+        f"Usable memory per GPU: {hw.unit_memory_gib:g} GiB{_as_reported(ctx)} x {util:g} "
         f"(gpu_memory_utilization) = {fmt_gib(usable)}; overhead {fmt_gib(overhead)} per GPU "
         "(activations, CUDA graphs, runtime)."
     )
