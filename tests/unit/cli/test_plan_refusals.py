@@ -50,11 +50,11 @@ def test_a_setting_change_that_makes_the_instance_work_is_offered_as_a_choice() 
     ]
     res = runner.invoke(app, args)
     assert res.exit_code == 3, res.output
-    assert "your choice, not applied" in res.stdout and "--max-model-len 32768: fits with bf16" in res.stdout
+    assert "your choice, not applied" in res.stdout and "--max-model-len 16384: fits with bf16" in res.stdout
     data = json.loads(runner.invoke(app, [*args, "-f", "json"]).stdout)
     (change,) = [c for c in data["recommendation"]["refusal"]["changes"] if c["setting"] == "max_model_len"]
     assert (
-        change["value"] == "32768" and change["tpot_ms"] > 0 and change["usd_per_million_output_tokens"] > 0
+        change["value"] == "16384" and change["tpot_ms"] > 0 and change["usd_per_million_output_tokens"] > 0
     )
 
 
