@@ -15,31 +15,15 @@ from importlib import resources
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from accelbench.errors import AccelbenchError
+from accelbench.plan.public_data import PublicDataError, SourceRef, StrictRecord
 
 DATA_FILE = "vllm_memory_logs.yaml"
 
 
-class MemoryLogError(AccelbenchError):
-    """The shipped memory-log file is malformed (a bug in the data file, not in user input)."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LogSource(_Strict):
-    title: str = Field(min_length=1)
-    url: str = Field(pattern=r"^https?://")
-    publisher: str = Field(min_length=1)
-    date: str | None = None
-    retrieved_from: str | None = None
-    notes: str | None = None
-
-
-class MemoryLog(_Strict):
+class MemoryLog(StrictRecord):
     """One vLLM start-up's memory lines with the settings it ran under. See the data file's header."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -76,9 +60,9 @@ class MemoryLog(_Strict):
     doubts: list[str] = Field(default_factory=list)
 
 
-class MemoryLogs(_Strict):
+class MemoryLogs(StrictRecord):
     schema_version: int
-    sources: dict[str, LogSource]
+    sources: dict[str, SourceRef]
     logs: list[MemoryLog]
 
 
@@ -91,16 +75,16 @@ def load_memory_logs() -> MemoryLogs:
     try:
         data = MemoryLogs.model_validate(yaml.safe_load(text))
     except ValidationError as exc:
-        raise MemoryLogError(f"{DATA_FILE}: {exc}") from exc
+        raise PublicDataError(f"{DATA_FILE}: {exc}") from exc
     known = set(get_catalog().accelerators)
     seen: set[str] = set()
     for e in data.logs:
         if e.source not in data.sources:
-            raise MemoryLogError(f"{DATA_FILE}: entry {e.id} cites unknown source {e.source!r}.")
+            raise PublicDataError(f"{DATA_FILE}: entry {e.id} cites unknown source {e.source!r}.")
         if e.gpu is not None and e.gpu not in known:
-            raise MemoryLogError(f"{DATA_FILE}: entry {e.id}: gpu {e.gpu!r} is not a catalog accelerator.")
+            raise PublicDataError(f"{DATA_FILE}: entry {e.id}: gpu {e.gpu!r} is not a catalog accelerator.")
         if e.id in seen:
-            raise MemoryLogError(f"{DATA_FILE}: duplicate id {e.id}.")
+            raise PublicDataError(f"{DATA_FILE}: duplicate id {e.id}.")
         seen.add(e.id)
     return data
 

@@ -40,12 +40,14 @@ class PublicDataError(AccelbenchError):
     """The shipped public data file is malformed (a bug in the data file, not in user input)."""
 
 
-class _Strict(BaseModel):
+class StrictRecord(BaseModel):
+    """A record of a shipped data file: unknown keys are an error, values are frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PublicSource(_Strict):
-    """Where a group of rows was published."""
+class SourceRef(StrictRecord):
+    """Where something in a shipped data file was published and which copy was read."""
 
     title: str = Field(min_length=1)
     url: str = Field(pattern=r"^https?://")
@@ -53,8 +55,6 @@ class PublicSource(_Strict):
     date: str | None = Field(
         default=None, description="Publication or measurement date when the source says."
     )
-    engine: str = Field(min_length=1)
-    engine_version: str | None = None
     retrieved_from: str | None = Field(
         default=None,
         description="The copy that was read (repository, path, commit) when it differs from url.",
@@ -62,7 +62,14 @@ class PublicSource(_Strict):
     notes: str | None = None
 
 
-class PublicMeasurement(_Strict):
+class PublicSource(SourceRef):
+    """Where a group of rows was published, with the engine they ran."""
+
+    engine: str = Field(min_length=1)
+    engine_version: str | None = None
+
+
+class PublicMeasurement(StrictRecord):
     """One published measurement with the settings it was taken under. See the data file's header."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -151,7 +158,7 @@ class PublicMeasurement(_Strict):
         return float(value)
 
 
-class PublicDataSet(_Strict):
+class PublicDataSet(StrictRecord):
     """The whole file: sources by id and the measurement rows."""
 
     schema_version: Literal[1]
@@ -239,6 +246,8 @@ __all__ = [
     "PublicDataSet",
     "PublicMeasurement",
     "PublicSource",
+    "SourceRef",
+    "StrictRecord",
     "by_kind",
     "kind_of",
     "load_public_measurements",
