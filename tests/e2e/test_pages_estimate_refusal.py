@@ -42,6 +42,6 @@ def test_an_infeasible_estimate_shows_its_reason_and_the_instances_that_fit(
         "/estimate?model=llama-3.1-8b-instruct&instance_type=g6.xlarge&quantization=none&min_context=131072"
     )
     changes = p.locator("#refusal-changes li")
-    assert changes.count() >= 1 and "--max-model-len 32768" in changes.first.inner_text()
+    assert changes.count() >= 1 and "--max-model-len 16384" in changes.first.inner_text()
     assert "your choice" in p.locator("#estimate-refusal").inner_text()
     tab.assert_clean()
