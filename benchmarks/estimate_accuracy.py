@@ -137,7 +137,7 @@ def _ranges_table(records: list, held_out: dict) -> None:
     icc = intra_source_correlation(graded)
     gradable = [c for c in graded if c.graded]
     chance = outside_band_by_chance(gradable, icc)
-    by_chance = dict(zip((id(c) for c in gradable), chance.per_stratum, strict=True))
+    by_chance = {(c.stratum, c.metric): p for c, p in zip(gradable, chance.per_stratum, strict=True)}
     print()
     print(
         "80% ranges out of source (each source's rows against the ranges an estimate would show, built from "
@@ -164,7 +164,7 @@ def _ranges_table(records: list, held_out: dict) -> None:
             f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
             f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>9} {f'{clo * 100:.0f}-{chi * 100:.0f}%':>12} "
             f"{_verdict(c.share_inside, clo, chi, c.graded):>16} {c.median_half_width_pct:>17.0f}% "
-            f"{f'{by_chance[id(c)] * 100:.0f}%' if id(c) in by_chance else '-':>15}"
+            f"{_pct(by_chance.get((c.stratum, c.metric))):>15}"
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
@@ -184,11 +184,17 @@ def _ranges_table(records: list, held_out: dict) -> None:
         )
 
 
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.0f}%"
+
+
 def _verdict(share: float, lo: float, hi: float, graded: bool) -> str:
     """What a stratum's share says of its ranges: within 70-90%, or whether its interval leaves out 80%."""
+    from accelbench.plan.ranges import HONEST_BAND
+
     if not graded:
         return "-"
-    if 0.7 <= share <= 0.9:
+    if HONEST_BAND[0] <= share <= HONEST_BAND[1]:
         return "honest"
     if lo > 0.8:
         return "too wide"

@@ -17,8 +17,12 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
+from accelbench.domain.plan_query import FitQuery
+from accelbench.domain.run import EngineSettings
 from accelbench.errors import AccelbenchError
+from accelbench.modelspec import load_model_spec
 from accelbench.plan.public_data import PublicDataError, SourceRef, StrictRecord
+from accelbench.plan.recommend import recommend
 
 DATA_FILE = "vllm_memory_logs.yaml"
 
@@ -59,6 +63,11 @@ class MemoryLog(StrictRecord):
     quote: str = Field(min_length=1)
     doubts: list[str] = Field(default_factory=list)
 
+    @property
+    def kv_gib(self) -> float | None:
+        """The KV cache vLLM reserved per rank, GiB; None when not printed (or printed as none left)."""
+        return self.kv_cache_gib if self.kv_cache_gib is not None and self.kv_cache_gib > 0 else None
+
 
 class MemoryLogs(StrictRecord):
     schema_version: int
@@ -91,26 +100,23 @@ def load_memory_logs() -> MemoryLogs:
 
 @dataclass(frozen=True)
 class KvCheck:
-    """The planner's weights and KV cache for one logged start beside vLLM's: GiB per rank and KV tokens (the
-    whole engine's), the logged ones None where the log does not print them; ``moe`` marks a
-    mixture-of-experts model."""
+    """The planner's weights and KV cache for one logged start (``log``, whose figures it is read against): GiB
+    per rank and KV tokens (the whole engine's); ``moe`` marks a mixture-of-experts model."""
 
     log: MemoryLog
     instance: str
     planned_weights_gib: float
     planned_gib: float
     planned_tokens: int
-    logged_gib: float | None
-    logged_tokens: int | None
     moe: bool
 
     @property
     def kv_ratio(self) -> float | None:
         """Planned over logged KV cache: GiB where the log gives it, else tokens; None when it gives neither."""
-        if self.logged_gib:
-            return self.planned_gib / self.logged_gib
-        if self.logged_tokens:
-            return self.planned_tokens / self.logged_tokens
+        if self.log.kv_gib:
+            return self.planned_gib / self.log.kv_gib
+        if self.log.kv_cache_tokens:
+            return self.planned_tokens / self.log.kv_cache_tokens
         return None
 
     @property
@@ -132,16 +138,11 @@ def checkable(e: MemoryLog) -> bool:
 
 def logged_kv(e: MemoryLog) -> bool:
     """Whether the log prints the KV cache vLLM reserved (in GiB or tokens)."""
-    return bool((e.kv_cache_gib is not None and e.kv_cache_gib > 0) or e.kv_cache_tokens)
+    return e.kv_gib is not None or e.kv_cache_tokens is not None
 
 
 def check_kv(e: MemoryLog, catalog: Any) -> KvCheck | str:
     """The planner's fit at the logged settings beside vLLM's KV cache; or why the entry cannot be sized."""
-    from accelbench.domain.plan_query import FitQuery
-    from accelbench.domain.run import EngineSettings
-    from accelbench.modelspec import load_model_spec
-    from accelbench.plan.recommend import recommend
-
     if not checkable(e):
         return "not a tensor-parallel start on a catalog GPU with its weights or KV cache printed"
     try:
@@ -180,7 +181,5 @@ def check_kv(e: MemoryLog, catalog: Any) -> KvCheck | str:
         planned_weights_gib=mem.weights_gib / mem.units,
         planned_gib=mem.kv_cache_gib / mem.units,
         planned_tokens=mem.kv_cache_tokens,
-        logged_gib=e.kv_cache_gib if e.kv_cache_gib and e.kv_cache_gib > 0 else None,
-        logged_tokens=e.kv_cache_tokens,
         moe=model.moe is not None,
     )

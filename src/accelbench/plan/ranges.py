@@ -64,6 +64,7 @@ from accelbench.plan.error_records import (
 E = TypeVar("E", bound=EstimateRow)
 MIN_ROWS = 5  # records a stratum (or a kind's pool) needs before its deciles are read
 MIN_GRADE = 5  # held-out rows a stratum needs before the share inside its ranges is graded
+HONEST_BAND = (0.7, 0.9)  # the share of held-out rows inside an 80% range that is read as honest
 KIND_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
 
 
@@ -584,7 +585,7 @@ def outside_band_by_chance(
     graded: Sequence[StratumCoverage],
     icc: float,
     share: float = 0.8,
-    band: tuple[float, float] = (0.7, 0.9),
+    band: tuple[float, float] = HONEST_BAND,
     draws: int = 20000,
     seed: int = 0,
 ) -> BandByChance:
