@@ -126,7 +126,7 @@ def _table(title: str, errs: dict) -> None:
 
 
 def _ranges_table(records: list, held_out: dict) -> None:
-    from accelbench.plan.ranges import (
+    from accelbench.plan.range_grading import (
         StratumCoverage,
         coverage,
         intra_source_correlation,
@@ -190,7 +190,7 @@ def _pct(share: float | None) -> str:
 
 def _verdict(share: float, lo: float, hi: float, graded: bool) -> str:
     """What a stratum's share says of its ranges: within 70-90%, or whether its interval leaves out 80%."""
-    from accelbench.plan.ranges import HONEST_BAND
+    from accelbench.plan.range_grading import HONEST_BAND
 
     if not graded:
         return "-"

@@ -15,7 +15,8 @@ from accelbench.plan import estimate
 from accelbench.plan.error_records import is_moe_family, shipped_records
 from accelbench.plan.hardware import default_factors, prior_factors
 from accelbench.plan.public_data import PublicMeasurement, load_public_measurements
-from accelbench.plan.ranges import _Rows, coverage, interval_for
+from accelbench.plan.range_grading import coverage
+from accelbench.plan.ranges import _Rows, interval_for
 
 RECORDS = shipped_records()
 

@@ -14,18 +14,20 @@ from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.plan_query import PlanQuery
 from accelbench.plan.context import PlanContext
 from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
+from accelbench.plan.range_grading import (
+    StratumCoverage,
+    coverage,
+    intra_source_correlation,
+    outside_band_by_chance,
+)
 from accelbench.plan.ranges import (
     MIN_ROWS,
-    StratumCoverage,
     between_sources,
     capacity_range,
-    coverage,
     deciles,
     figure_intervals,
     interval_for,
-    intra_source_correlation,
     mark_overlaps,
-    outside_band_by_chance,
     point_ranges,
     pooled_between_source_variance,
 )
