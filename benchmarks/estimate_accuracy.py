@@ -37,6 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from accelbench.domain.calibration import CellComparison
+from accelbench.plan.range_grading import BandByChance, RangeScale, SideByChance, StratumCoverage
+from accelbench.plan.ranges import GROUP_LABEL
 
 TARGETS = {"gpu": 15.0, "neuron": 15.0, "cpu": 30.0}
 THROUGHPUT_TARGET = 35.0
@@ -125,15 +127,15 @@ def _table(title: str, errs: dict) -> None:
         )
 
 
-def _ranges_table(records: list, held_out: dict) -> None:
+def _ranges_table(records: list, held_out: dict, scale: RangeScale) -> None:
     from accelbench.plan.range_grading import (
-        StratumCoverage,
         coverage,
         intra_source_correlation,
         outside_band_by_chance,
+        sources_for_band,
     )
 
-    graded = coverage(records, held_out.__getitem__)
+    graded = coverage(records, held_out.__getitem__, scale_for=scale.without)
     icc = intra_source_correlation(graded)
     gradable = [c for c in graded if c.graded]
     chance = outside_band_by_chance(gradable, icc)
@@ -146,25 +148,35 @@ def _ranges_table(records: list, held_out: dict) -> None:
         f"rows of one source falling inside or outside together with the intra-source correlation {icc:.2f} "
         "(pooled over every stratum). Verdict: 'too wide' or 'too narrow' only when the sources' interval leaves "
         "out 80%. Chance outside: how often a stratum with these rows per source leaves 70-90% when its ranges "
-        "are exactly right (simulated with that correlation)"
+        "are exactly right (simulated with that correlation). Sources for 90%: how many sources of the stratum's "
+        "rows per source it would need for exactly right ranges to stay inside 70-90% 90% of the time"
     )
+    for group, factor in scale.scales.items():
+        chosen = sorted({f[group] for f in scale.per_source.values()}) or [factor]
+        print(
+            f"  {GROUP_LABEL[group]} models' widths scaled {factor:.3f}x: their held-out sources' rows inside "
+            f"{scale.share_unscaled[group] * 100:.1f}% at full width, {scale.share_scaled[group] * 100:.1f}% scaled "
+            f"(the factor nearest {scale.target * 100:.0f}%); each source below is graded with the factor chosen "
+            f"without it ({chosen[0]:.3f}-{chosen[-1]:.3f})"
+        )
     print(
         f"  {'stratum':<44} {'metric':<6} {'rows':>5} {'sources':>7} {'inside':>18} {'rows 90%':>9} "
-        f"{'sources 90%':>12} {'verdict':>16} {'median half-width':>18} {'chance outside':>15}"
+        f"{'sources 90%':>12} {'verdict':>16} {'median half-width':>18} {'chance outside':>15} {'sources for 90%':>16}"
     )
     for c in graded:
-        inside = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
+        shown = f"{c.share_inside * 100:.0f}%" if c.graded else "too few to grade"
         if c.n and not c.graded:
-            inside += f" ({c.inside}/{c.n})"
+            shown += f" ({c.inside}/{c.n})"
         if c.no_range:
-            inside += f", {c.no_range} without a range"
+            shown += f", {c.no_range} without a range"
         lo, hi = c.share_interval(0.9)
         clo, chi = c.share_interval(0.9, icc)
+        needed = sources_for_band(_rows_per_source(c), icc) if c.graded else None
         print(
-            f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {inside:>18} "
+            f"  {c.stratum[:44]:<44} {c.metric:<6} {c.n:>5} {c.sources:>7} {shown:>18} "
             f"{f'{lo * 100:.0f}-{hi * 100:.0f}%':>9} {f'{clo * 100:.0f}-{chi * 100:.0f}%':>12} "
             f"{_verdict(c.share_inside, clo, chi, c.graded):>16} {c.median_half_width_pct:>17.0f}% "
-            f"{_pct(by_chance.get((c.stratum, c.metric))):>15}"
+            f"{_pct(by_chance.get((c.stratum, c.metric))):>15} {needed or '-':>16}"
         )
     n, inside = sum(c.n for c in graded), sum(c.inside for c in graded)
     if n:
@@ -182,6 +194,56 @@ def _ranges_table(records: list, held_out: dict) -> None:
             f"{chance.expected:.1f} would be expected (90% interval {chance.interval[0]}-{chance.interval[1]}), "
             f"and {chance.observed} or more {chance.p_at_least_observed * 100:.0f}% of the time"
         )
+        print(f"  {_side_line('below 70%', chance.below)}; {_side_line('above 90%', chance.above)}")
+        lean = _lean(chance)
+        if lean:
+            print(f"  {lean}")
+        joint = 0.5 ** (1 / len(gradable))
+        needs = [sources_for_band(_rows_per_source(c), icc, confidence=joint) for c in gradable]
+        known = [k for k in needs if k is not None]
+        most = f"{min(known)}-{max(known)}" if known else "more than 200"
+        print(
+            f"  every graded stratum inside 70-90% at once: {_often(chance.p_all_inside)} with exactly "
+            f"right ranges; for even odds each would need {most} sources at its rows per source "
+            f"(each inside {joint * 100:.1f}% of the time); they have {min(c.sources for c in gradable)}-"
+            f"{max(c.sources for c in gradable)}"
+        )
+
+
+def _often(p: float) -> str:
+    return f"{p * 100:.1f}% of the time" if p > 0 else "in none of the simulated draws"
+
+
+def _rows_per_source(c: StratumCoverage) -> int:
+    """A stratum's held-out rows per source, rounded: what a further source is taken to bring."""
+    return max(round(c.n / len(c.per_source)), 1) if c.per_source else 0
+
+
+def _side_line(what: str, side: SideByChance) -> str:
+    direction = "or fewer" if side.observed < side.expected else "or more"
+    return (
+        f"{what}: {side.observed} (exact ranges: {side.expected:.1f}, 90% interval {side.interval[0]}-"
+        f"{side.interval[1]}; {side.observed} {direction} {side.p_as_far * 100:.1f}% of the time)"
+    )
+
+
+def _lean(chance: BandByChance) -> str:
+    """Which way the ranges lean, when one side's count is one exact ranges give less than 5% of the time."""
+    narrow = (chance.below.observed > chance.below.expected and chance.below.p_as_far < 0.05) or (
+        chance.above.observed < chance.above.expected and chance.above.p_as_far < 0.05
+    )
+    wide = (chance.below.observed < chance.below.expected and chance.below.p_as_far < 0.05) or (
+        chance.above.observed > chance.above.expected and chance.above.p_as_far < 0.05
+    )
+    if wide and not narrow:
+        return (
+            "the ranges lean wide: fewer strata fall short, or more overshoot, than exact ranges would give"
+        )
+    if narrow and not wide:
+        return (
+            "the ranges lean narrow: more strata fall short, or fewer overshoot, than exact ranges would give"
+        )
+    return ""
 
 
 def _pct(share: float | None) -> str:
@@ -261,6 +323,7 @@ def public(show_points: bool, write: bool) -> int:
     from accelbench.plan.accuracy import held_out_records, out_of_source_records
     from accelbench.plan.hardware import default_factors
     from accelbench.plan.public_data import load_public_measurements
+    from accelbench.plan.range_grading import range_scale
 
     ds = load_public_measurements()
     started = time.perf_counter()
@@ -291,7 +354,9 @@ def public(show_points: bool, write: bool) -> int:
         _table(f"[{name}] leave one source out (each source graded with factors fitted to the others):", loso)
     modelled = [p for p in points if p.modelled_engine]
     records = out_of_source_records(modelled, train=points)
-    _ranges_table(records, held_out_records(modelled, train=points))
+    held_out = held_out_records(modelled, train=points)
+    scale = range_scale(records, held_out.__getitem__)
+    _ranges_table(records, held_out, scale)
     _family_table(records)
     _memory_table()
     print()
@@ -319,6 +384,7 @@ def public(show_points: bool, write: bool) -> int:
             "generated_by": "benchmarks/estimate_accuracy.py --write",
             "data_set_rows": len(ds.measurements),
             "points": len(points),
+            "range_scale": scale.scales,
             "errors": [r.as_dict() for r in records],
         }
         target.write_text(
@@ -326,6 +392,9 @@ def public(show_points: bool, write: bool) -> int:
             "# the engines it models. errors: measured / predicted of each row, predicted with factors fitted\n"
             "# without its source (plan/error_records.py; ttft_share: predicted TTFT / E2E). The 80% ranges every\n"
             "# estimate carries, and the measured error a report quotes, come from them (plan/ranges.py).\n"
+            "# range_scale: the factors on the ranges' widths (in logs), dense and mixture-of-experts models apart,\n"
+            "# for which 80% of held-out sources' rows fall inside them (plan/range_grading.py range_scale); every\n"
+            "# estimate's public-data range is scaled by its group's.\n"
             "# Regenerate with the generated_by command below after changing the model or the data set.\n"
             + yaml.safe_dump(doc, sort_keys=False)
         )

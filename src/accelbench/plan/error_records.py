@@ -138,6 +138,16 @@ def shipped_accuracy() -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
+def shipped_range_scales() -> dict[str, float]:
+    """The factors ``benchmarks/estimate_accuracy.py --write`` found the ranges' widths (in logs) need for 80% of
+    held-out sources' rows to fall inside them, by group (dense, moe: ``ranges.scale_group``;
+    ``range_grading.range_scale``); empty when none was recorded."""
+    value = shipped_accuracy().get("range_scale")
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float) and v > 0}
+
+
 @lru_cache(maxsize=1)
 def shipped_records() -> tuple[ErrorRecord, ...]:
     """The out-of-source records ``benchmarks/estimate_accuracy.py --write`` shipped (empty if none)."""

@@ -30,6 +30,10 @@ a metric comes from the log ratios by one method for every stratum:
   as above; F not validated with E: the kind's pool. A borrowed range is widened about its centre by
   sqrt(1 + 1/g), g the regimes (or family x engine x regime strata) it pools: a new group's bias varies
   about the mean of g groups by the groups' spread and that mean's own uncertainty (1/g of it).
+- **Scaled to hold 80% out of source.** Together the rules above can hold more (or less) than 80% of held-out
+  sources' rows. The width in logs is multiplied, about its centre, by the factor of the family's group (dense or
+  mixture of experts, ``scale_group``) that ``range_grading.range_scale`` found makes 80% of them fall inside,
+  shipped with the records (``shipped_range_scales``).
 
 Every figure of an estimate takes these intervals through ``figure_intervals``, and so does the grading:
 E2E mixes TTFT's and TPOT's by TTFT's share of it, tokens/s use their own stratum when the family has rows
@@ -47,7 +51,7 @@ import itertools
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -57,12 +61,21 @@ from accelbench.plan.error_records import (
     engine_group,
     family_of,
     is_moe_family,
+    shipped_range_scales,
     shipped_records,
 )
 
 E = TypeVar("E", bound=EstimateRow)
 MIN_ROWS = 5  # records a stratum (or a kind's pool) needs before its deciles are read
 KIND_LABEL = {"gpu": "GPU", "neuron": "Neuron", "cpu": "CPU"}
+DENSE, MOE = "dense", "moe"  # the groups whose ranges' widths are calibrated apart (``scale_group``)
+GROUP_LABEL = {DENSE: "dense", MOE: "mixture-of-experts"}
+
+
+def scale_group(family: str) -> str:
+    """Which width factor a family's ranges take: a mixture-of-experts family's rows are a population of their
+    own (fitted to nothing, their ranges from their own rows), so their widths are calibrated apart."""
+    return MOE if is_moe_family(family) else DENSE
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,20 @@ class Interval:
     basis: str
     validated: bool = True
     one_source: bool = False  # the family's own rows come from a single source
+
+    def scaled(self, factor: float, group: str = DENSE) -> Interval:
+        """The interval with its width in logs times ``factor`` about its centre in logs (the out-of-source
+        calibration of ``group``'s ranges, ``range_grading.range_scale``), saying so in its basis; itself when
+        the factor is 1."""
+        if factor == 1.0:
+            return self
+        lo, hi = math.log(self.lo), math.log(self.hi)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2 * factor
+        basis = (
+            f"{self.basis}; its width scaled {factor:.2f}x, the factor with which 80% of held-out sources' rows "
+            f"of {GROUP_LABEL[group]} models fall inside"
+        )
+        return Interval(math.exp(mid - half), math.exp(mid + half), basis, self.validated, self.one_source)
 
 
 def deciles(logs: Sequence[float]) -> tuple[float, float]:
@@ -205,10 +232,29 @@ def _own(rows: _Rows, pool: _Rows, label: str, pool_label: str) -> tuple[float, 
 
 
 def interval_for(
-    records: Sequence[ErrorRecord], metric: str, *, family: str, engine: str, regime: str, kind: str
+    records: Sequence[ErrorRecord],
+    metric: str,
+    *,
+    family: str,
+    engine: str,
+    regime: str,
+    kind: str,
+    scales: Mapping[str, float] | None = None,
 ) -> Interval | None:
     """The 80% interval of measured / predicted for ``metric`` on the stratum, or None when the kind has fewer
-    than ``MIN_ROWS`` records of the metric."""
+    than ``MIN_ROWS`` records of the metric: the rules below, its width in logs times the factor of the
+    family's group in ``scales`` (``scale_group``; the out-of-source calibration shipped with the records,
+    ``shipped_range_scales``; 1 when absent)."""
+    iv = _rule_interval(records, metric, family=family, engine=engine, regime=regime, kind=kind)
+    group = scale_group(family)
+    return None if iv is None else iv.scaled((scales or {}).get(group, 1.0), group)
+
+
+def _rule_interval(
+    records: Sequence[ErrorRecord], metric: str, *, family: str, engine: str, regime: str, kind: str
+) -> Interval | None:
+    """``interval_for`` before its scale: the stratum's own records, weighed against its kind's pool, or
+    borrowed and widened."""
     # a dense model's range owes nothing to mixture-of-experts rows (their misses are the MoE layers'); an MoE
     # model's borrows from every row of its kind when its own stratum has too few
     dense = not is_moe_family(family)
@@ -272,13 +318,15 @@ def figure_intervals(
     where: dict[str, str],
     ttft_share: float | None,
     tpot_interval: Interval | None = None,
+    scales: Mapping[str, float] | None = None,
 ) -> FigureIntervals:
     """TPOT's and TTFT's intervals on the stratum ``where`` (family, engine, regime, kind); E2E's mixed from
     them by the share of E2E that is TTFT; tokens/s from its own stratum when the family has rows of it, else
     E2E's inverted (tokens/s = requests in flight x output tokens / E2E). ``tpot_interval`` replaces TPOT's (a
-    calibration's own). What estimates show and what ``coverage`` grades."""
-    tpot = tpot_interval or interval_for(records, "tpot", **where)
-    ttft = interval_for(records, "ttft", **where)
+    calibration's own, never scaled). ``scales`` multiply the public records' widths (``interval_for``).
+    What estimates show and what ``range_grading.coverage`` grades."""
+    tpot = tpot_interval or interval_for(records, "tpot", **where, scales=scales)
+    ttft = interval_for(records, "ttft", **where, scales=scales)
     if tpot is None or ttft is None or ttft_share is None:
         return FigureIntervals(tpot, ttft)
     share = min(max(ttft_share, 0.0), 1.0)
@@ -292,7 +340,7 @@ def figure_intervals(
         1 / e2e.lo if e2e.lo > 0 else math.inf,
         "from the E2E range (tokens/s = requests in flight x output tokens / E2E)",
     )
-    tps = interval_for(records, "tps", **where)
+    tps = interval_for(records, "tps", **where, scales=scales)
     if tps is None or not tps.validated:
         tps = inverted
     elif tps.one_source:
@@ -324,15 +372,19 @@ def point_ranges(
     kind: str,
     records: Sequence[ErrorRecord] | None = None,
     tpot_interval: Interval | None = None,
+    scales: Mapping[str, float] | None = None,
 ) -> dict[str, PredictionRange]:
     """Ranges for an estimate's figures (keys as its fields: ttft_ms, tpot_ms, e2e_ms, output_tokens_per_s,
     total_tokens_per_s, requests_per_s, usd_per_million_output_tokens, usd_per_request). ``tpot_interval``
-    replaces the public data's TPOT interval (a calibration's own)."""
+    replaces the public data's TPOT interval (a calibration's own). ``scales``: the widths' factors by group; by
+    default the shipped ones with the shipped records, none with records given."""
     recs = shipped_records() if records is None else records
+    if scales is None and records is None:
+        scales = shipped_range_scales()
     ttft, e2e = point.get("ttft_ms"), point.get("e2e_ms")
     share = ttft / e2e if ttft is not None and e2e and e2e > 0 else None
     where = {"family": family, "engine": engine, "regime": regime, "kind": kind}
-    ivs = figure_intervals(recs, where, share, tpot_interval)
+    ivs = figure_intervals(recs, where, share, tpot_interval, scales)
     keyed = {"tpot_ms": ivs.tpot, "ttft_ms": ivs.ttft, "e2e_ms": ivs.e2e}
     keyed |= dict.fromkeys(("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"), ivs.tps)
     out = {k: r for k, iv in keyed.items() if (r := _scaled(point.get(k), iv)) is not None}
@@ -472,11 +524,11 @@ def throughput_interval(
         "engine": engine_group(engine),
         "regime": regime,
     }
-    recs = shipped_records()
-    tps = interval_for(recs, "tps", **where, kind=kind)
+    recs, scales = shipped_records(), shipped_range_scales()
+    tps = interval_for(recs, "tps", **where, kind=kind, scales=scales)
     if tps is not None and tps.validated:
         return tps
-    tpot = interval_for(recs, "tpot", **where, kind=kind)
+    tpot = interval_for(recs, "tpot", **where, kind=kind, scales=scales)
     if tpot is None:
         return tps
     return Interval(1 / tpot.hi, 1 / tpot.lo, f"the TPOT range inverted ({tpot.basis})")

@@ -13,15 +13,27 @@ from accelbench.domain.estimate import SLO, EstimateRow, PredictionRange
 from accelbench.domain.instance_types import AcceleratorType
 from accelbench.domain.plan_query import PlanQuery
 from accelbench.plan.context import PlanContext
-from accelbench.plan.error_records import ErrorRecord, family_of, regime_of
+from accelbench.plan.error_records import (
+    ErrorRecord,
+    family_of,
+    regime_of,
+    shipped_accuracy,
+    shipped_range_scales,
+    shipped_records,
+)
 from accelbench.plan.range_grading import (
+    SCALE_GRID,
     StratumCoverage,
+    chance_in_band,
     coverage,
     intra_source_correlation,
     outside_band_by_chance,
+    range_scale,
+    sources_for_band,
 )
 from accelbench.plan.ranges import (
     MIN_ROWS,
+    Interval,
     between_sources,
     capacity_range,
     deciles,
@@ -234,6 +246,95 @@ def test_coverage_builds_each_source_s_ranges_from_what_it_is_given_and_says_whe
     assert lone.n == 0 and lone.no_range == 2
 
 
+def test_a_scaled_interval_keeps_its_centre_in_logs_and_says_so() -> None:
+    iv = Interval(0.5, 2.0, "L4 x vllm x decode-bound: 30 rows, 3 sources")
+    assert iv.scaled(1.0) is iv
+    half = iv.scaled(0.5)
+    assert (half.lo, half.hi) == (pytest.approx(2**-0.5), pytest.approx(2**0.5))
+    assert half.basis.startswith(iv.basis)
+    assert "its width scaled 0.50x" in half.basis and "of dense models" in half.basis
+    off = Interval(1.0, 4.0, "b", validated=False, one_source=True).scaled(1.5, "moe")
+    assert off.lo * off.hi == pytest.approx(4.0)  # the geometric centre, 2, stays
+    assert off.hi / off.lo == pytest.approx(4.0**1.5)
+    assert not off.validated and off.one_source and "of mixture-of-experts models" in off.basis
+
+
+def test_each_group_s_ranges_take_their_own_factor() -> None:
+    rows = [x for s in range(3) for x in lognormal(20, 0.2, 30 + s, f"s{s}")]
+    moe_rows = [
+        rec(5000 + i, r.tpot or 1.0, r.source, family=family_of("H100", "gpu", moe=True))
+        for i, r in enumerate(rows)
+    ]
+    moe_where = {**WHERE, "family": family_of("H100", "gpu", moe=True)}
+    every = rows + moe_rows
+    for where, group in ((WHERE, "dense"), (moe_where, "moe")):
+        plain = interval_for(every, "tpot", **where)
+        assert plain is not None
+        for scales in ({group: 0.5}, {group: 0.5, "other": 3.0}):
+            got = interval_for(every, "tpot", **where, scales=scales)
+            assert got is not None
+            assert math.log(got.hi / got.lo) == pytest.approx(0.5 * math.log(plain.hi / plain.lo))
+        other = "moe" if group == "dense" else "dense"
+        assert interval_for(every, "tpot", **where, scales={other: 0.5}) == plain  # not its group's factor
+
+
+def test_coverage_grades_each_source_with_the_scales_it_is_given() -> None:
+    rows = [x for s in range(6) for x in lognormal(25, 0.25, 10 + s, f"s{s}")]
+    asked: list[str] = []
+
+    def scale_for(source: str) -> dict[str, float]:
+        asked.append(source)
+        return {"dense": 2.0}
+
+    (wide,) = [c for c in coverage(rows, scale_for=scale_for) if c.metric == "tpot"]
+    (plain,) = [c for c in coverage(rows) if c.metric == "tpot"]
+    assert sorted(asked) == [f"s{s}" for s in range(6)]
+    assert wide.inside >= plain.inside and wide.share_inside > 0.95
+    assert wide.median_half_width_pct > plain.median_half_width_pct
+    assert wide.group == "dense"
+
+
+def test_range_scale_finds_the_width_that_holds_the_target_and_never_grades_a_source_with_its_own() -> None:
+    # six sources of the same error and one whose rows sit five spreads off: outside at any width tried
+    rows = [x for s in range(6) for x in lognormal(25, 0.25, 10 + s, f"s{s}")]
+    wild = [rec(9000 + i, math.exp(0.1 + 5 * 0.25 * (1 if i % 2 else -1)), "wild") for i in range(25)]
+    got = range_scale(rows + wild)
+    assert set(got.scales) == {"dense"}  # no mixture-of-experts rows: no factor of theirs
+    shares = {}
+    for factor in SCALE_GRID:
+        covs = coverage(rows + wild, scale_for=lambda _s, f=factor: {"dense": f})
+        shares[factor] = sum(c.inside for c in covs) / sum(c.n for c in covs)
+    # the factor whose share is nearest 80%, and the shares it reports are those coverage gives
+    scale = got.scales["dense"]
+    assert abs(shares[scale] - 0.8) == min(abs(v - 0.8) for v in shares.values())
+    assert got.share_scaled["dense"] == pytest.approx(shares[scale])
+    assert got.share_unscaled["dense"] == pytest.approx(shares[1.0])
+    # the wild source's misses ask for wider ranges; chosen without it, the factor is smaller
+    assert got.without("wild")["dense"] < scale
+    assert got.without("not a source") == got.scales
+    # a higher target asks for wider ranges
+    assert range_scale(rows + wild, target=0.9).scales["dense"] > scale
+
+
+def test_estimates_take_the_shipped_scales_and_explicit_records_do_not() -> None:
+    point = {"tpot_ms": 20.0, "ttft_ms": 100.0, "e2e_ms": 2640.0, "output_tokens_per_s": 400.0}
+    scales = shipped_range_scales()
+    assert scales == shipped_accuracy().get("range_scale", {})
+    assert set(scales) <= {"dense", "moe"} and all(0.5 <= v <= 1.5 for v in scales.values())
+    for moe in (False, True):
+        where = {"family": family_of("H100", "gpu", moe=moe), "engine": "vllm", "regime": "decode-bound"}
+        shipped = point_ranges(point, **where, kind="gpu")
+        full = point_ranges(point, **where, kind="gpu", records=shipped_records())
+        factor = scales.get("moe" if moe else "dense", 1.0)
+        for key in ("tpot_ms", "ttft_ms"):
+            width = math.log(shipped[key].p90 / shipped[key].p10)
+            assert width == pytest.approx(factor * math.log(full[key].p90 / full[key].p10), rel=1e-6)
+        if factor != 1.0:
+            assert f"its width scaled {factor:.2f}x" in shipped["tpot_ms"].basis
+        again = point_ranges(point, **where, kind="gpu", records=shipped_records(), scales=scales)
+        assert again == shipped
+
+
 def test_the_share_inside_carries_its_exact_interval() -> None:
     every = StratumCoverage("A100 x vllm x decode-bound", "tpot", n=9, inside=9)
     lo, hi = every.share_interval(0.9)
@@ -285,6 +386,61 @@ def test_how_often_exact_ranges_leave_the_band_depends_on_rows_per_source() -> N
     assert together.interval == (1, 1)
     # the same draws from the same seed: the benchmark prints the same figures run after run
     assert outside_band_by_chance([two], 0.3) == outside_band_by_chance([two], 0.3)
+
+
+def test_the_two_sides_of_the_band_are_counted_apart() -> None:
+    # ten small strata of one 10-row source each, all 10 of 10 inside: every one above the band, none below
+    full = []
+    for i in range(10):
+        c = StratumCoverage(f"s{i}", "tpot", n=10, inside=10)
+        c.per_source = {f"a{i}": (10, 10)}
+        full.append(c)
+    got = outside_band_by_chance(full, icc=0.0, draws=4000)
+    assert (got.above.observed, got.below.observed) == (10, 0)
+    # independent rows at 80%: 10 of 10 happens 10.7% of the time, fewer than 7 of 10 12.1%
+    assert got.above.expected == pytest.approx(10 * 0.8**10, abs=0.15)
+    assert got.below.expected == pytest.approx(10 * 0.1209, abs=0.15)
+    assert got.above.p_as_far < 0.001  # ten of ten above: ranges that are too wide, not chance
+    assert got.below.p_as_far == pytest.approx((1 - 0.1209) ** 10, abs=0.03)  # none below: often chance
+    assert got.p_all_inside == pytest.approx((1 - 0.1074 - 0.1209) ** 10, abs=0.01)
+
+
+def test_chance_in_band_is_exact_and_agrees_with_the_simulation() -> None:
+    def binomial_in_band(n: int) -> float:
+        return sum(
+            math.comb(n, x) * 0.8**x * 0.2 ** (n - x)
+            for x in range(n + 1)
+            if 0.7 - 1e-9 <= x / n <= 0.9 + 1e-9
+        )
+
+    assert chance_in_band([10], 0.0) == pytest.approx(binomial_in_band(10))
+    assert chance_in_band([4, 6], 0.0) == pytest.approx(
+        binomial_in_band(10)
+    )  # independent rows: sources moot
+    two = StratumCoverage("two sources", "tpot", n=12, inside=5)
+    two.per_source = {"a": (5, 6), "b": (0, 6)}
+    simulated = outside_band_by_chance([two], icc=0.3).per_stratum[0]
+    assert chance_in_band([6, 6], 0.3) == pytest.approx(1 - simulated, abs=0.01)
+    # rows of a source that fall together make a one-source stratum all in or all out
+    assert chance_in_band([10], 0.999) < 0.01
+
+
+def test_sources_for_band_counts_the_publishers_a_fair_test_needs() -> None:
+    def binomial_in_band(n: int) -> float:
+        return chance_in_band([n], 0.0)
+
+    # independent rows: 10 rows a source, the fewest sources from which on 10 k rows stay in 70-90% 90% of
+    # the time, checked against the binomial directly
+    k = sources_for_band(10, 0.0)
+    assert k is not None and binomial_in_band(10 * k) >= 0.9 > binomial_in_band(10 * (k - 1))
+    assert all(binomial_in_band(10 * j) >= 0.9 for j in range(k, k + 20))
+    # rows that share their source's bias need many more sources, and more for more confidence
+    clustered = sources_for_band(10, 0.34)
+    assert clustered is not None and clustered > 3 * k
+    stricter = sources_for_band(10, 0.34, confidence=0.98)
+    assert stricter is not None and stricter > clustered
+    assert sources_for_band(10, 0.34, most=5) is None
+    assert sources_for_band(0, 0.34) is None
 
 
 def test_coverage_keeps_each_sources_rows_inside() -> None:
