@@ -37,7 +37,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from accelbench.domain.calibration import CellComparison
-from accelbench.plan.range_grading import BandByChance, RangeScale, SideByChance, StratumCoverage
+from accelbench.plan.range_grading import (
+    HONEST_BAND,
+    BandByChance,
+    RangeScale,
+    SideByChance,
+    StratumCoverage,
+    coverage,
+    intra_source_correlation,
+    outside_band_by_chance,
+    range_scale,
+    sources_for_band,
+)
 from accelbench.plan.ranges import GROUP_LABEL
 
 TARGETS = {"gpu": 15.0, "neuron": 15.0, "cpu": 30.0}
@@ -128,13 +139,6 @@ def _table(title: str, errs: dict) -> None:
 
 
 def _ranges_table(records: list, held_out: dict, scale: RangeScale) -> None:
-    from accelbench.plan.range_grading import (
-        coverage,
-        intra_source_correlation,
-        outside_band_by_chance,
-        sources_for_band,
-    )
-
     graded = coverage(records, held_out.__getitem__, scale_for=scale.without)
     icc = intra_source_correlation(graded)
     gradable = [c for c in graded if c.graded]
@@ -252,8 +256,6 @@ def _pct(share: float | None) -> str:
 
 def _verdict(share: float, lo: float, hi: float, graded: bool) -> str:
     """What a stratum's share says of its ranges: within 70-90%, or whether its interval leaves out 80%."""
-    from accelbench.plan.range_grading import HONEST_BAND
-
     if not graded:
         return "-"
     if HONEST_BAND[0] <= share <= HONEST_BAND[1]:
@@ -323,7 +325,6 @@ def public(show_points: bool, write: bool) -> int:
     from accelbench.plan.accuracy import held_out_records, out_of_source_records
     from accelbench.plan.hardware import default_factors
     from accelbench.plan.public_data import load_public_measurements
-    from accelbench.plan.range_grading import range_scale
 
     ds = load_public_measurements()
     started = time.perf_counter()
